@@ -1,0 +1,1 @@
+//! slurm-connector: runs Flyte 2 tasks on Slurm through slurmrestd.
