@@ -1,0 +1,1 @@
+//! flyteidl2 connector protocol subset (being built)
