@@ -192,6 +192,45 @@ fn string_list(v: Option<&Value>) -> Vec<String> {
     }
 }
 
+/// The submitted text of each `job` field, in its original key order (data_parser quotes the
+/// offending value as written, e.g. `{"set":true,"number":2}`).
+fn raw_job_fields(body: &[u8]) -> std::collections::HashMap<String, String> {
+    #[derive(serde::Deserialize)]
+    struct RawBody<'a> {
+        #[serde(borrow)]
+        job: Option<std::collections::HashMap<String, &'a serde_json::value::RawValue>>,
+    }
+    serde_json::from_slice::<RawBody<'_>>(body)
+        .ok()
+        .and_then(|b| b.job)
+        .map(|m| m.into_iter().map(|(k, v)| (k, minify(v.get()))).collect())
+        .unwrap_or_default()
+}
+
+/// Drop whitespace outside strings.
+fn minify(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    let (mut in_str, mut escaped) = (false, false);
+    for c in json.chars() {
+        if in_str {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_str = false;
+            }
+        } else if c == '"' {
+            in_str = true;
+            out.push(c);
+        } else if !c.is_whitespace() {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Parse the whole submit body: `{"job":{...}}` with `script` inside `job` or next to it.
 pub fn parse_submit(body: &[u8]) -> Parsed {
     let root: Value = match serde_json::from_slice(body) {
@@ -218,6 +257,7 @@ pub fn parse_submit(body: &[u8]) -> Parsed {
         }
     }
     let kinds = field_kinds();
+    let raw_text = raw_job_fields(body);
     for (k, v) in job {
         match kinds.get(k) {
             None => warnings.push(Warning {
@@ -232,7 +272,7 @@ pub fn parse_submit(body: &[u8]) -> Parsed {
                     "Expected {} but got {}: {}",
                     expected_desc(kind),
                     json_type_desc(v),
-                    serde_json::to_string(v).unwrap_or_default()
+                    raw_text.get(k).cloned().unwrap_or_else(|| serde_json::to_string(v).unwrap_or_default())
                 ),
                 source: format!("#/job/{k}/"),
             }),
