@@ -209,6 +209,7 @@ impl Scheduler {
                 stdin: String::new(),
                 kill_request_user: String::new(),
                 control: None,
+                pgid: None,
                 ended_at: None,
             };
             expand_io(&mut job, "");
@@ -343,6 +344,7 @@ impl Scheduler {
         job.exit = exit;
         job.completing = false;
         job.control = None;
+        job.pgid = None;
         if job.end_time == 0 {
             job.end_time = t;
         }
@@ -447,10 +449,21 @@ impl Scheduler {
         }
     }
 
-    /// Kill every running job's processes (server shutdown).
+    /// Remember a started job's process group.
+    pub fn set_pgid(&self, id: u32, pgid: i32) {
+        if let Some(job) = self.lock().jobs.get_mut(&id) {
+            job.pgid = Some(pgid);
+        }
+    }
+
+    /// Kill every running job's processes (server shutdown). Done here, synchronously, because
+    /// the runtime (and with it the runner tasks) may be going away too.
     pub fn kill_all(&self) {
         let c = self.lock();
         for job in c.jobs.values() {
+            if let Some(pgid) = job.pgid {
+                crate::runner::kill_group(pgid, libc::SIGKILL);
+            }
             if let Some(tx) = &job.control {
                 let _ = tx.send(Control::Signal {
                     signal: libc::SIGKILL,
