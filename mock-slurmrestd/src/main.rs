@@ -137,9 +137,13 @@ async fn run(a: Args) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     println!("mock-slurmrestd listening on {}", handle.url());
-    tokio::signal::ctrl_c()
-        .await
-        .map_err(|e| format!("waiting for Ctrl-C: {e}"))?;
+    // SIGINT or SIGTERM: stop and kill running jobs' process groups (they would outlive us).
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| format!("installing the SIGTERM handler: {e}"))?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.map_err(|e| format!("waiting for Ctrl-C: {e}"))?,
+        _ = term.recv() => {}
+    }
     handle.shutdown().await;
     Ok(())
 }

@@ -40,6 +40,16 @@ pub struct Cluster {
     pub counters: JobCounters,
 }
 
+/// Fields `POST job/{id}` can change (`None` = leave as is; `time_limit: Some(None)` = UNLIMITED).
+#[derive(Debug, Default, Clone)]
+pub struct JobUpdate {
+    pub hold: Option<bool>,
+    pub priority: Option<u32>,
+    pub time_limit: Option<Option<u32>>,
+    pub comment: Option<String>,
+    pub name: Option<String>,
+}
+
 /// Result of `DELETE job/{id}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CancelResult {
@@ -429,6 +439,56 @@ impl Scheduler {
         } else {
             CancelResult::AlreadyDone
         }
+    }
+
+    /// `POST job/{id}` (update): `hold`, `priority`, `time_limit` change pending jobs; `comment`
+    /// and `name` any job slurmctld still knows. An array's id updates all its tasks.
+    pub fn update(&self, id: u32, upd: &JobUpdate) -> Result<Vec<u32>, Rejection> {
+        let mut c = self.lock();
+        let ids: Vec<u32> = c
+            .jobs
+            .values()
+            .filter(|j| j.id == id || j.array.as_ref().is_some_and(|a| a.array_job_id == id))
+            .map(|j| j.id)
+            .collect();
+        if ids.is_empty() {
+            return Err(Rejection {
+                number: 2017,
+                message: "Invalid job id specified",
+            });
+        }
+        for jid in &ids {
+            let job = c.jobs.get_mut(jid).expect("listed above");
+            if job.state.is_finished() {
+                return Err(Rejection {
+                    number: 2021,
+                    message: "Job/step already completing or completed",
+                });
+            }
+            let mut spec = (*job.spec).clone();
+            if let Some(cm) = &upd.comment {
+                spec.comment = cm.clone();
+            }
+            if let Some(n) = &upd.name {
+                spec.name = n.clone();
+            }
+            if job.state == Base::Pending {
+                if let Some(h) = upd.hold {
+                    spec.hold = h;
+                }
+                if let Some(p) = upd.priority {
+                    spec.priority = Some(p);
+                }
+                if let Some(t) = upd.time_limit {
+                    spec.time_limit = t;
+                }
+            }
+            job.spec = Arc::new(spec);
+        }
+        c.last_update = now();
+        drop(c);
+        self.wake();
+        Ok(ids)
     }
 
     /// MinJobAge: finished jobs leave slurmctld's table for the accounting view only.

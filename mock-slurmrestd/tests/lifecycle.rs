@@ -212,6 +212,28 @@ async fn resources_priority_and_hold() {
     assert_eq!(rec["state_reason"], "JobHeldUser");
     assert_eq!(rec["priority"]["number"], 0);
     assert!(rec["job_resources"].is_null());
+    // Released through the update endpoint (like `scontrol release`), it runs.
+    let r = m
+        .call(
+            "POST",
+            &format!("/slurm/v0.0.42/job/{h}"),
+            Some(&json!({"hold": false, "comment": "released"})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.json()["results"][0]["job_id"], h);
+    let rec = m.wait_state(h, "COMPLETED").await;
+    assert_eq!(rec["comment"], "released");
+    let r = m
+        .call(
+            "POST",
+            "/slurm/v0.0.42/job/99999",
+            Some(&json!({"hold": false})),
+        )
+        .await;
+    assert_eq!(r.status, 500);
+    assert_eq!(r.json()["errors"][0]["error_number"], 2017);
+    assert_eq!(m.h.stats().count("job_update"), 2);
 }
 
 #[tokio::test]

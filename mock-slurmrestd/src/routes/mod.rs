@@ -48,7 +48,9 @@ pub fn router(state: AppState) -> Router {
             .route(&format!("{S}/job/submit{slash}"), post(slurmctld::submit))
             .route(
                 &format!("{S}/job/{{id}}{slash}"),
-                get(slurmctld::job_get).delete(slurmctld::job_delete),
+                get(slurmctld::job_get)
+                    .delete(slurmctld::job_delete)
+                    .post(slurmctld::job_update),
             )
             .route(
                 &format!("{S}/jobs/state{slash}"),

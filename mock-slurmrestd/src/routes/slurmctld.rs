@@ -336,3 +336,86 @@ pub(super) async fn diag(State(st): State<AppState>, req: axum::extract::Request
         "meta": ctx.meta, "errors": [], "warnings": []}),
     )
 }
+
+/// `POST job/{id}`: update a job (body: a job description, also accepted wrapped in `{"job":...}`).
+pub(super) async fn job_update(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    req: axum::extract::Request,
+) -> Response {
+    let (parts, body) = req.into_parts();
+    let client = client_source(&parts.headers, ext_addr(&parts.extensions).as_ref());
+    let jid = match path_id(&st, &client, &id) {
+        Ok(j) => j,
+        Err(r) => return r,
+    };
+    let ctx = match guard(&st, &parts.headers, &client, Shape::Submit) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let body: Bytes = match axum::body::to_bytes(body, 16 << 20).await {
+        Ok(b) => b,
+        Err(_) => return text(StatusCode::PAYLOAD_TOO_LARGE, "Request body too large"),
+    };
+    let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let desc = v.get("job").filter(|j| j.is_object()).unwrap_or(&v);
+    let Some(desc) = desc.as_object() else {
+        let e = error_entry(
+            "Rejecting request: body is not a JSON object",
+            9001,
+            "Failure during parsing",
+            "op_handler_job",
+        );
+        return json_resp(
+            StatusCode::BAD_REQUEST,
+            json!({"meta": ctx.meta, "errors": [e], "warnings": []}),
+        );
+    };
+    let time_limit = desc.get("time_limit").map(|t| match t {
+        Value::Object(m)
+            if m.get("infinite") == Some(&json!(true)) || m.get("set") == Some(&json!(false)) =>
+        {
+            None
+        }
+        Value::Object(m) => m.get("number").and_then(Value::as_u64).map(|n| n as u32),
+        other => other.as_u64().map(|n| n as u32),
+    });
+    let upd = crate::scheduler::JobUpdate {
+        hold: desc.get("hold").and_then(Value::as_bool),
+        priority: desc
+            .get("priority")
+            .and_then(|p| p.get("number").or(Some(p)))
+            .and_then(Value::as_u64)
+            .map(|p| p as u32),
+        time_limit,
+        comment: desc
+            .get("comment")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        name: desc.get("name").and_then(Value::as_str).map(str::to_string),
+    };
+    match st.sched.update(jid, &upd) {
+        Ok(ids) => {
+            let results: Vec<Value> = ids
+                .iter()
+                .map(|i| json!({"job_id": i, "step_id": "batch", "error": "No error", "error_code": 0, "why": ""}))
+                .collect();
+            json_resp(
+                StatusCode::OK,
+                json!({"results": results, "meta": ctx.meta, "errors": [], "warnings": []}),
+            )
+        }
+        Err(rej) => {
+            let e = error_entry(
+                "Job update requested failed",
+                rej.number,
+                rej.message,
+                "slurm_update_job2()",
+            );
+            json_resp(
+                reject_status(&st.cfg),
+                json!({"meta": ctx.meta, "errors": [e], "warnings": []}),
+            )
+        }
+    }
+}
