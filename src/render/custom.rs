@@ -298,7 +298,7 @@ mod tests {
             "sbatch_options": {"nice": 10.0, "exclusive": true, "requeue": false},
         }))
         .unwrap();
-        assert_eq!(c.sbatch, vec![("nodes", "nodes", "2".to_string()), ("mem", "mem", "1G".to_string())]);
+        assert_eq!(c.sbatch, vec![("mem", "mem", "1G".to_string()), ("nodes", "nodes", "2".to_string())]);
         assert_eq!(
             c.sbatch_options,
             vec![("exclusive".into(), OptValue::Flag), ("nice".into(), OptValue::Value("10".into()))]

@@ -286,7 +286,9 @@ mod tests {
 
     #[test]
     fn escapes_and_quotes() {
-        assert_eq!(split_directive(r#" --comment=a\ b 'c d'"e" \#x #y"#, 1).unwrap(), vec!["--comment=a b", "c de", "#x"]);
+        // As in sbatch, whitespace ends a word before `\` can escape it: `a\ b` is two words.
+        assert_eq!(split_directive(r#" --comment=a\ b 'c d'"e" \#x #y"#, 1).unwrap(), vec!["--comment=a", "b", "c de", "#x"]);
+        assert_eq!(split_directive(r#" --comment=a\"b"#, 1).unwrap(), vec!["--comment=a\"b"]);
         assert!(split_directive(" --comment='oops", 3).is_err());
         assert_eq!(split_directive(" --comment \"\" -t 5", 1).unwrap(), vec!["--comment"]);
     }
