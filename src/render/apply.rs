@@ -515,8 +515,18 @@ fn profiles(o: &RawOption) -> Result<Vec<Profile>, RenderError> {
 
 fn mem_bind(o: &RawOption, job: &mut JobDescription) -> Result<(), RenderError> {
     let mut types = Vec::new();
+    let mut in_list = false;
     for t in value(o)?.split(',') {
         let lower = t.to_ascii_lowercase();
+        // `map_mem:0,1`: list items continue the previous map/mask (Slurm's _isvalue).
+        if in_list && !lower.is_empty() && lower.chars().all(|c| c.is_ascii_hexdigit() || "x*".contains(c)) {
+            if let Some(list) = job.memory_binding.as_mut() {
+                list.push(',');
+                list.push_str(&lower);
+            }
+            continue;
+        }
+        in_list = lower.starts_with("map_mem") || lower.starts_with("mask_mem");
         let ty = match lower.as_str() {
             "quiet" => continue,
             "verbose" | "v" => MemBindType::Verbose,
