@@ -10,7 +10,6 @@
 mod env;
 mod error;
 mod file;
-mod secret;
 mod units;
 
 use std::collections::BTreeMap;
@@ -18,7 +17,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use error::ConfigError;
-pub use secret::Secret;
+/// Tokens and keys: redacted in `Debug`/`Display` (the slurmrestd client's own type).
+pub use crate::slurmrestd::Secret;
 pub use units::{parse_bytes, parse_duration};
 
 /// How the connector authenticates to one cluster's slurmrestd.
