@@ -189,10 +189,26 @@ mod tests {
 
     #[test]
     fn patterns() {
-        let ctx = PatternCtx { job_id: 42, name: "x", user: "flyte", array_job_id: 40, array_task_id: Some(2), node: "node1" };
-        assert_eq!(expand_pattern("slurm-%j.out", &ctx, "/tmp"), "/tmp/slurm-42.out");
-        assert_eq!(expand_pattern("/o/%x-%u-%A_%a-%%-%5j", &ctx, "/tmp"), "/o/x-flyte-40_2-%-00042");
-        let plain = PatternCtx { array_task_id: None, ..ctx };
+        let ctx = PatternCtx {
+            job_id: 42,
+            name: "x",
+            user: "flyte",
+            array_job_id: 40,
+            array_task_id: Some(2),
+            node: "node1",
+        };
+        assert_eq!(
+            expand_pattern("slurm-%j.out", &ctx, "/tmp"),
+            "/tmp/slurm-42.out"
+        );
+        assert_eq!(
+            expand_pattern("/o/%x-%u-%A_%a-%%-%5j", &ctx, "/tmp"),
+            "/o/x-flyte-40_2-%-00042"
+        );
+        let plain = PatternCtx {
+            array_task_id: None,
+            ..ctx
+        };
         assert_eq!(expand_pattern("%a", &plain, ""), "4294967294");
     }
 

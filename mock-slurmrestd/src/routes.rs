@@ -40,7 +40,10 @@ pub fn router(state: AppState) -> Router {
     for slash in ["", "/"] {
         r = r
             .route(&format!("{S}/job/submit{slash}"), post(submit))
-            .route(&format!("{S}/job/{{id}}{slash}"), get(job_get).delete(job_delete))
+            .route(
+                &format!("{S}/job/{{id}}{slash}"),
+                get(job_get).delete(job_delete),
+            )
             .route(&format!("{S}/jobs/state{slash}"), get(jobs_state))
             .route(&format!("{S}/jobs{slash}"), get(jobs))
             .route(&format!("{S}/ping{slash}"), get(ping))
@@ -57,17 +60,23 @@ pub fn router(state: AppState) -> Router {
 pub fn json_resp(status: StatusCode, body: Value) -> Response {
     let bytes = serde_json::to_vec_pretty(&body).unwrap_or_default();
     let mut resp = (status, bytes).into_response();
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     if !status.is_success() {
-        resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("Close"));
+        resp.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("Close"));
     }
     resp
 }
 
 pub fn text(status: StatusCode, body: &'static str) -> Response {
     let mut resp = (status, body).into_response();
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
-    resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("Close"));
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    resp.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("Close"));
     resp
 }
 
@@ -94,21 +103,35 @@ enum Shape<'a> {
 impl Shape<'_> {
     fn what(&self) -> (String, &'static str) {
         match self {
-            Shape::Submit => ("Batch job submission failed".into(), "slurm_submit_batch_job()"),
+            Shape::Submit => (
+                "Batch job submission failed".into(),
+                "slurm_submit_batch_job()",
+            ),
             Shape::JobGet(id) => (format!("Unable to query JobId={id}"), "_handle_job_get"),
             Shape::Jobs => ("Unable to query jobs".into(), "slurm_load_jobs()"),
-            Shape::JobsState => ("Unable to query job states".into(), "slurm_load_job_state()"),
+            Shape::JobsState => (
+                "Unable to query job states".into(),
+                "slurm_load_job_state()",
+            ),
             Shape::Delete => ("Signal request failed".into(), "slurm_kill_jobs()"),
-            Shape::Diag => ("Unable to query diagnostics".into(), "slurm_get_statistics()"),
-            Shape::Slurmdb => ("Failed to open slurmdbd connection".into(), "openapi_get_db_conn"),
+            Shape::Diag => (
+                "Unable to query diagnostics".into(),
+                "slurm_get_statistics()",
+            ),
+            Shape::Slurmdb => (
+                "Failed to open slurmdbd connection".into(),
+                "openapi_get_db_conn",
+            ),
         }
     }
 
     /// The body around `errors`, as each endpoint dumps it.
     fn body(&self, m: Value, errors: Vec<Value>) -> Value {
         match self {
-            Shape::JobGet(_) | Shape::Jobs => json!({"jobs": [], "last_backfill": nv(0), "last_update": nv(0),
-                "meta": m, "errors": errors, "warnings": []}),
+            Shape::JobGet(_) | Shape::Jobs => {
+                json!({"jobs": [], "last_backfill": nv(0), "last_update": nv(0),
+                "meta": m, "errors": errors, "warnings": []})
+            }
             Shape::JobsState => json!({"jobs": null, "meta": m, "errors": errors, "warnings": []}),
             Shape::Delete => json!({"status": [], "meta": m, "errors": errors, "warnings": []}),
             _ => json!({"meta": m, "errors": errors, "warnings": []}),
@@ -124,45 +147,77 @@ struct Ctx {
 
 /// slurmrestd's 401 (no token), then slurmctld's/slurmdbd's verdict on the token, then whether
 /// the daemon is reachable at all.
-fn guard(st: &AppState, headers: &HeaderMap, client: &str, shape: Shape<'_>) -> Result<Ctx, Response> {
+fn guard(
+    st: &AppState,
+    headers: &HeaderMap,
+    client: &str,
+    shape: Shape<'_>,
+) -> Result<Ctx, Response> {
     if !has_token(headers) {
         return Err(text(StatusCode::UNAUTHORIZED, "Authentication failure"));
     }
     let slurmdb = matches!(shape, Shape::Slurmdb);
     let outcome = authenticate(headers, &st.cfg.jwt_key, &st.cfg.slurm_user);
     let outcome = match outcome {
-        AuthOutcome::Ok { .. } if st.faults.reject_token() => AuthOutcome::Rejected("fault: reject_tokens"),
+        AuthOutcome::Ok { .. } if st.faults.reject_token() => {
+            AuthOutcome::Rejected("fault: reject_tokens")
+        }
         o => o,
     };
     let user = match outcome {
         AuthOutcome::Ok { user } => user,
-        AuthOutcome::Missing => return Err(text(StatusCode::UNAUTHORIZED, "Authentication failure")),
+        AuthOutcome::Missing => {
+            return Err(text(StatusCode::UNAUTHORIZED, "Authentication failure"));
+        }
         AuthOutcome::Rejected(why) => {
             tracing::info!(reason = why, "token rejected");
             let m = meta(&st.cfg, slurmdb, client, "");
             if slurmdb {
                 let desc = match st.cfg.slurm_version {
-                    SlurmVersion::V24_11 => "Failed to open slurmdbd connection, authentication error",
+                    SlurmVersion::V24_11 => {
+                        "Failed to open slurmdbd connection, authentication error"
+                    }
                     SlurmVersion::V26_05 => "Failed to open slurmdbd connection",
                 };
-                let e = error_entry(desc, 7000, "Unable to connect to database", "openapi_get_db_conn");
+                let e = error_entry(
+                    desc,
+                    7000,
+                    "Unable to connect to database",
+                    "openapi_get_db_conn",
+                );
                 return Err(json_resp(StatusCode::BAD_GATEWAY, shape.body(m, vec![e])));
             }
             let (desc, source) = shape.what();
             let e = error_entry(&desc, 1007, "Protocol authentication error", source);
-            return Err(json_resp(StatusCode::NETWORK_AUTHENTICATION_REQUIRED, shape.body(m, vec![e])));
+            return Err(json_resp(
+                StatusCode::NETWORK_AUTHENTICATION_REQUIRED,
+                shape.body(m, vec![e]),
+            ));
         }
     };
     let m = meta(&st.cfg, slurmdb, client, &user);
     if slurmdb && st.faults.slurmdbd_down() {
-        let e = error_entry("Failed to open slurmdbd connection", 7000, "Unable to connect to database", "openapi_get_db_conn");
+        let e = error_entry(
+            "Failed to open slurmdbd connection",
+            7000,
+            "Unable to connect to database",
+            "openapi_get_db_conn",
+        );
         return Err(json_resp(StatusCode::BAD_GATEWAY, shape.body(m, vec![e])));
     }
     if !slurmdb && st.faults.controller_down() {
         // What slurmrestd reports when slurmctld does not answer (SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR).
         let (desc, source) = shape.what();
-        let e = error_entry(&desc, 1800, "Unable to contact slurm controller (connect failure)", source);
-        return Err(json_resp(StatusCode::INTERNAL_SERVER_ERROR, shape.body(m, vec![e])));
+        let e = error_entry(
+            &desc,
+            1800,
+            "Unable to contact slurm controller (connect failure)",
+            source,
+        );
+        return Err(json_resp(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            shape.body(m, vec![e]),
+        ));
     }
     Ok(Ctx { user, meta: m })
 }
@@ -191,10 +246,16 @@ fn comma_query(cfg: &MockConfig) -> Response {
 }
 
 fn rfc_error(st: &AppState, client: &str, what: &str, source: &str, slurmdb: bool) -> Response {
-    let e = error_entry(&format!("Rejecting request. Failure parsing {what}"), 9000,
-        "Query empty or not RFC7320 compliant", source);
-    json_resp(StatusCode::UNPROCESSABLE_ENTITY,
-        json!({"meta": meta(&st.cfg, slurmdb, client, ""), "errors": [e], "warnings": []}))
+    let e = error_entry(
+        &format!("Rejecting request. Failure parsing {what}"),
+        9000,
+        "Query empty or not RFC7320 compliant",
+        source,
+    );
+    json_resp(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        json!({"meta": meta(&st.cfg, slurmdb, client, ""), "errors": [e], "warnings": []}),
+    )
 }
 
 /// Query pairs as (name, raw value, decoded value): raw commas and encoded ones are told apart.
@@ -204,7 +265,12 @@ fn query_pairs(raw: Option<&str>) -> Vec<(String, String, String)> {
         .filter(|p| !p.is_empty())
         .map(|p| {
             let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            let dec = |s: &str| form_urlencoded::parse(format!("x={s}").as_bytes()).next().map(|(_, v)| v.into_owned()).unwrap_or_default();
+            let dec = |s: &str| {
+                form_urlencoded::parse(format!("x={s}").as_bytes())
+                    .next()
+                    .map(|(_, v)| v.into_owned())
+                    .unwrap_or_default()
+            };
             (dec(k), v.to_string(), dec(v))
         })
         .collect()
@@ -227,16 +293,38 @@ async fn submit(State(st): State<AppState>, req: axum::extract::Request) -> Resp
     };
     match parse_submit(&body) {
         Parsed::BadBody(why) => {
-            let e = error_entry(&format!("Rejecting request: {why}"), 9001, "Failure during parsing", "op_handler_submit_job");
-            json_resp(StatusCode::BAD_REQUEST, json!({"meta": ctx.meta, "errors": [e], "warnings": []}))
+            let e = error_entry(
+                &format!("Rejecting request: {why}"),
+                9001,
+                "Failure during parsing",
+                "op_handler_submit_job",
+            );
+            json_resp(
+                StatusCode::BAD_REQUEST,
+                json!({"meta": ctx.meta, "errors": [e], "warnings": []}),
+            )
         }
-        Parsed::TypeErrors(w) => json_resp(StatusCode::OK, json!({"meta": ctx.meta, "errors": [], "warnings": w})),
+        Parsed::TypeErrors(w) => json_resp(
+            StatusCode::OK,
+            json!({"meta": ctx.meta, "errors": [], "warnings": w}),
+        ),
         Parsed::Job(spec, warnings) => match st.sched.submit(*spec, &ctx.user) {
-            Ok(id) => json_resp(StatusCode::OK, json!({"job_id": id, "step_id": "batch", "job_submit_user_msg": "",
-                "meta": ctx.meta, "errors": [], "warnings": warnings})),
+            Ok(id) => json_resp(
+                StatusCode::OK,
+                json!({"job_id": id, "step_id": "batch", "job_submit_user_msg": "",
+                "meta": ctx.meta, "errors": [], "warnings": warnings}),
+            ),
             Err(rej) => {
-                let e = error_entry("Batch job submission failed", rej.number, rej.message, "slurm_submit_batch_job()");
-                json_resp(reject_status(&st.cfg), json!({"meta": ctx.meta, "errors": [e], "warnings": warnings}))
+                let e = error_entry(
+                    "Batch job submission failed",
+                    rej.number,
+                    rej.message,
+                    "slurm_submit_batch_job()",
+                );
+                json_resp(
+                    reject_status(&st.cfg),
+                    json!({"meta": ctx.meta, "errors": [e], "warnings": warnings}),
+                )
             }
         },
     }
@@ -247,10 +335,15 @@ fn path_id(st: &AppState, client: &str, id: &str) -> Result<u32, Response> {
     if id.contains(',') {
         return Err(comma_path(&st.cfg));
     }
-    id.parse::<u32>().map_err(|_| rfc_error(st, client, "parameters", "op_handler_job", false))
+    id.parse::<u32>()
+        .map_err(|_| rfc_error(st, client, "parameters", "op_handler_job", false))
 }
 
-async fn job_get(State(st): State<AppState>, Path(id): Path<String>, req: axum::extract::Request) -> Response {
+async fn job_get(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    req: axum::extract::Request,
+) -> Response {
     let client = client_source(req.headers(), ext_addr(req.extensions()).as_ref());
     let jid = match path_id(&st, &client, &id) {
         Ok(j) => j,
@@ -270,11 +363,22 @@ async fn job_get(State(st): State<AppState>, Path(id): Path<String>, req: axum::
     let last_update = c.last_update;
     drop(c);
     if jobs.is_empty() {
-        let e = error_entry(&format!("Unable to query JobId={jid}"), 2017, "Invalid job id specified", "_handle_job_get");
-        return json_resp(StatusCode::NOT_FOUND, Shape::JobGet(&id).body(ctx.meta, vec![e]));
+        let e = error_entry(
+            &format!("Unable to query JobId={jid}"),
+            2017,
+            "Invalid job id specified",
+            "_handle_job_get",
+        );
+        return json_resp(
+            StatusCode::NOT_FOUND,
+            Shape::JobGet(&id).body(ctx.meta, vec![e]),
+        );
     }
-    json_resp(StatusCode::OK, json!({"jobs": jobs, "last_backfill": nv(0), "last_update": nv(last_update),
-        "meta": ctx.meta, "errors": [], "warnings": []}))
+    json_resp(
+        StatusCode::OK,
+        json!({"jobs": jobs, "last_backfill": nv(0), "last_update": nv(last_update),
+        "meta": ctx.meta, "errors": [], "warnings": []}),
+    )
 }
 
 /// `?signal=` as scancel takes it: `SIGKILL`, `KILL`, `9`.
@@ -298,7 +402,12 @@ fn parse_signal(s: &str) -> Option<i32> {
     })
 }
 
-async fn job_delete(State(st): State<AppState>, Path(id): Path<String>, RawQuery(q): RawQuery, req: axum::extract::Request) -> Response {
+async fn job_delete(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    RawQuery(q): RawQuery,
+    req: axum::extract::Request,
+) -> Response {
     let client = client_source(req.headers(), ext_addr(req.extensions()).as_ref());
     let jid = match path_id(&st, &client, &id) {
         Ok(j) => j,
@@ -319,17 +428,28 @@ async fn job_delete(State(st): State<AppState>, Path(id): Path<String>, RawQuery
     };
     let status = match st.sched.cancel(jid, signal, &ctx.user) {
         CancelResult::Signalled => json!([]),
-        CancelResult::AlreadyDone => json!([{"error": {"string": "Job/step already completing or completed",
+        CancelResult::AlreadyDone => {
+            json!([{"error": {"string": "Job/step already completing or completed",
             "code": 2021, "message": "Job/step already completing or completed"},
-            "step_id": jid.to_string(), "job_id": nv(jid as i64), "federation": {"sibling": ""}}]),
-        CancelResult::Unknown => json!([{"error": {"string": "Invalid job id specified", "code": 2017,
+            "step_id": jid.to_string(), "job_id": nv(jid as i64), "federation": {"sibling": ""}}])
+        }
+        CancelResult::Unknown => {
+            json!([{"error": {"string": "Invalid job id specified", "code": 2017,
             "message": "Invalid job id specified"},
-            "step_id": jid.to_string(), "job_id": nv_unset(), "federation": {"sibling": ""}}]),
+            "step_id": jid.to_string(), "job_id": nv_unset(), "federation": {"sibling": ""}}])
+        }
     };
-    json_resp(StatusCode::OK, json!({"status": status, "meta": ctx.meta, "errors": [], "warnings": []}))
+    json_resp(
+        StatusCode::OK,
+        json!({"status": status, "meta": ctx.meta, "errors": [], "warnings": []}),
+    )
 }
 
-async fn jobs_state(State(st): State<AppState>, RawQuery(q): RawQuery, req: axum::extract::Request) -> Response {
+async fn jobs_state(
+    State(st): State<AppState>,
+    RawQuery(q): RawQuery,
+    req: axum::extract::Request,
+) -> Response {
     let client = client_source(req.headers(), ext_addr(req.extensions()).as_ref());
     let mut ids = BTreeSet::new();
     for (k, raw, v) in query_pairs(q.as_deref()) {
@@ -355,7 +475,11 @@ async fn jobs_state(State(st): State<AppState>, RawQuery(q): RawQuery, req: axum
         .jobs
         .values()
         .filter(|j| {
-            ids.is_empty() || ids.contains(&j.id) || j.array.as_ref().is_some_and(|a| ids.contains(&a.array_job_id))
+            ids.is_empty()
+                || ids.contains(&j.id)
+                || j.array
+                    .as_ref()
+                    .is_some_and(|a| ids.contains(&a.array_job_id))
         })
         .map(|j| {
             let mut state = vec![json!(j.state.as_str())];
@@ -366,10 +490,17 @@ async fn jobs_state(State(st): State<AppState>, RawQuery(q): RawQuery, req: axum
         })
         .collect();
     drop(c);
-    json_resp(StatusCode::OK, json!({"jobs": jobs, "meta": ctx.meta, "errors": [], "warnings": []}))
+    json_resp(
+        StatusCode::OK,
+        json!({"jobs": jobs, "meta": ctx.meta, "errors": [], "warnings": []}),
+    )
 }
 
-async fn jobs(State(st): State<AppState>, RawQuery(q): RawQuery, req: axum::extract::Request) -> Response {
+async fn jobs(
+    State(st): State<AppState>,
+    RawQuery(q): RawQuery,
+    req: axum::extract::Request,
+) -> Response {
     let client = client_source(req.headers(), ext_addr(req.extensions()).as_ref());
     let mut update_time = None;
     for (k, _, v) in query_pairs(q.as_deref()) {
@@ -390,16 +521,27 @@ async fn jobs(State(st): State<AppState>, RawQuery(q): RawQuery, req: axum::extr
         && c.last_update <= t
     {
         drop(c);
-        let when = chrono::DateTime::from_timestamp(t, 0).map(|d| d.format("%Y-%m-%dT%H:%M:%S").to_string()).unwrap_or_default();
-        let w = Warning { description: format!("No job changes since update_time[{t}]={when}"), source: "op_handler_jobs".into() };
-        return json_resp(StatusCode::OK, json!({"jobs": [], "last_backfill": nv(0), "last_update": nv(0),
-            "meta": ctx.meta, "errors": [], "warnings": [w]}));
+        let when = chrono::DateTime::from_timestamp(t, 0)
+            .map(|d| d.format("%Y-%m-%dT%H:%M:%S").to_string())
+            .unwrap_or_default();
+        let w = Warning {
+            description: format!("No job changes since update_time[{t}]={when}"),
+            source: "op_handler_jobs".into(),
+        };
+        return json_resp(
+            StatusCode::OK,
+            json!({"jobs": [], "last_backfill": nv(0), "last_update": nv(0),
+            "meta": ctx.meta, "errors": [], "warnings": [w]}),
+        );
     }
     let jobs: Vec<Value> = c.jobs.values().map(|j| job_info(j, &st.cfg)).collect();
     let last_update = c.last_update;
     drop(c);
-    json_resp(StatusCode::OK, json!({"jobs": jobs, "last_backfill": nv(0), "last_update": nv(last_update),
-        "meta": ctx.meta, "errors": [], "warnings": []}))
+    json_resp(
+        StatusCode::OK,
+        json!({"jobs": jobs, "last_backfill": nv(0), "last_update": nv(last_update),
+        "meta": ctx.meta, "errors": [], "warnings": []}),
+    )
 }
 
 async fn ping(State(st): State<AppState>, req: axum::extract::Request) -> Response {
@@ -408,14 +550,19 @@ async fn ping(State(st): State<AppState>, req: axum::extract::Request) -> Respon
         return text(StatusCode::UNAUTHORIZED, "Authentication failure");
     }
     // The trap: a refused token still gets 200, with the controller shown DOWN.
-    let up = matches!(authenticate(req.headers(), &st.cfg.jwt_key, &st.cfg.slurm_user), AuthOutcome::Ok { .. })
-        && !st.faults.reject_token()
+    let up = matches!(
+        authenticate(req.headers(), &st.cfg.jwt_key, &st.cfg.slurm_user),
+        AuthOutcome::Ok { .. }
+    ) && !st.faults.reject_token()
         && !st.faults.controller_down();
     let (pinged, latency) = if up { ("UP", 150) } else { ("DOWN", 12000) };
-    json_resp(StatusCode::OK, json!({
+    json_resp(
+        StatusCode::OK,
+        json!({
         "pings": [{"hostname": "localhost", "pinged": pinged, "responding": up, "latency": latency,
                    "mode": "primary", "primary": true}],
-        "meta": meta(&st.cfg, false, &client, ""), "errors": [], "warnings": []}))
+        "meta": meta(&st.cfg, false, &client, ""), "errors": [], "warnings": []}),
+    )
 }
 
 async fn diag(State(st): State<AppState>, req: axum::extract::Request) -> Response {
@@ -425,13 +572,23 @@ async fn diag(State(st): State<AppState>, req: axum::extract::Request) -> Respon
         Err(r) => return r,
     };
     let c = st.sched.lock();
-    let pending = c.jobs.values().filter(|j| j.state == crate::job::Base::Pending).count();
-    let running = c.jobs.values().filter(|j| j.state == crate::job::Base::Running).count();
+    let pending = c
+        .jobs
+        .values()
+        .filter(|j| j.state == crate::job::Base::Pending)
+        .count();
+    let running = c
+        .jobs
+        .values()
+        .filter(|j| j.state == crate::job::Base::Running)
+        .count();
     let k = c.counters;
     let ts = c.last_update;
     drop(c);
     let now = crate::scheduler::now();
-    json_resp(StatusCode::OK, json!({"statistics": {
+    json_resp(
+        StatusCode::OK,
+        json!({"statistics": {
         "parts_packed": 1, "req_time": nv(now), "req_time_start": nv(now), "server_thread_count": 1,
         "agent_queue_size": 0, "agent_count": 0, "agent_thread_count": 0, "dbd_agent_queue_size": 0,
         "gettimeofday_latency": 0, "schedule_cycle_max": 0, "schedule_cycle_last": 0,
@@ -451,14 +608,22 @@ async fn diag(State(st): State<AppState>, req: axum::extract::Request) -> Respon
         "bf_queue_len": 0, "bf_queue_len_mean": 0, "bf_queue_len_sum": 0, "bf_table_size": 0,
         "bf_table_size_sum": 0, "bf_table_size_mean": 0, "bf_when_last_cycle": nv(0), "bf_active": false,
         "rpcs_by_message_type": [], "rpcs_by_user": [], "pending_rpcs": [], "pending_rpcs_by_hostlist": []},
-        "meta": ctx.meta, "errors": [], "warnings": []}))
+        "meta": ctx.meta, "errors": [], "warnings": []}),
+    )
 }
 
 fn found_nothing() -> Warning {
-    Warning { description: "slurmdb_jobs_get(0x7f0000000000) found nothing".into(), source: "_dump_jobs".into() }
+    Warning {
+        description: "slurmdb_jobs_get(0x7f0000000000) found nothing".into(),
+        source: "_dump_jobs".into(),
+    }
 }
 
-async fn slurmdb_job_get(State(st): State<AppState>, Path(id): Path<String>, req: axum::extract::Request) -> Response {
+async fn slurmdb_job_get(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    req: axum::extract::Request,
+) -> Response {
     let client = client_source(req.headers(), ext_addr(req.extensions()).as_ref());
     if id.contains(',') {
         return comma_path(&st.cfg);
@@ -479,21 +644,60 @@ async fn slurmdb_job_get(State(st): State<AppState>, Path(id): Path<String>, req
         .map(|j| slurmdb_job(j, &st.cfg))
         .collect();
     drop(c);
-    let warnings = if jobs.is_empty() { vec![found_nothing()] } else { vec![] };
-    json_resp(StatusCode::OK, json!({"jobs": jobs, "meta": ctx.meta, "errors": [], "warnings": warnings}))
+    let warnings = if jobs.is_empty() {
+        vec![found_nothing()]
+    } else {
+        vec![]
+    };
+    json_resp(
+        StatusCode::OK,
+        json!({"jobs": jobs, "meta": ctx.meta, "errors": [], "warnings": warnings}),
+    )
 }
 
 /// Query parameters `GET /slurmdb/v0.0.42/jobs/` knows (from the v0.0.42 spec).
 const SLURMDB_JOBS_PARAMS: &[&str] = &[
-    "account", "association", "cluster", "constraints", "scheduler_unset", "scheduled_on_submit",
-    "scheduled_by_main", "scheduled_by_backfill", "job_started", "exit_code", "show_duplicates",
-    "skip_steps", "disable_truncate_usage_time", "whole_hetjob", "disable_whole_hetjob",
-    "disable_wait_for_result", "usage_time_as_submit_time", "show_batch_script",
-    "show_job_environment", "format", "groups", "job_name", "partition", "qos", "reason",
-    "reservation", "reservation_id", "state", "step", "end_time", "start_time", "node", "users", "wckey",
+    "account",
+    "association",
+    "cluster",
+    "constraints",
+    "scheduler_unset",
+    "scheduled_on_submit",
+    "scheduled_by_main",
+    "scheduled_by_backfill",
+    "job_started",
+    "exit_code",
+    "show_duplicates",
+    "skip_steps",
+    "disable_truncate_usage_time",
+    "whole_hetjob",
+    "disable_whole_hetjob",
+    "disable_wait_for_result",
+    "usage_time_as_submit_time",
+    "show_batch_script",
+    "show_job_environment",
+    "format",
+    "groups",
+    "job_name",
+    "partition",
+    "qos",
+    "reason",
+    "reservation",
+    "reservation_id",
+    "state",
+    "step",
+    "end_time",
+    "start_time",
+    "node",
+    "users",
+    "wckey",
 ];
 
-async fn slurmdb_jobs(State(st): State<AppState>, RawQuery(q): RawQuery, req: axum::extract::Request) -> Response {
+async fn slurmdb_jobs(
+    State(st): State<AppState>,
+    RawQuery(q): RawQuery,
+    req: axum::extract::Request,
+) -> Response {
     let client = client_source(req.headers(), ext_addr(req.extensions()).as_ref());
     let mut ids = BTreeSet::new();
     let mut warnings = Vec::new();
@@ -516,7 +720,9 @@ async fn slurmdb_jobs(State(st): State<AppState>, RawQuery(q): RawQuery, req: ax
             "show_job_environment" => env = v == "true",
             k if SLURMDB_JOBS_PARAMS.contains(&k) => {}
             other => warnings.push(Warning {
-                description: format!("Ignoring unknown field \"{other}\" of type string in DATA_PARSER_JOB_CONDITION"),
+                description: format!(
+                    "Ignoring unknown field \"{other}\" of type string in DATA_PARSER_JOB_CONDITION"
+                ),
                 source: format!("#/{other}/"),
             }),
         }
@@ -527,8 +733,16 @@ async fn slurmdb_jobs(State(st): State<AppState>, RawQuery(q): RawQuery, req: ax
     };
     if script && env {
         // Recorded slurmdbd bug on both versions (SQL: Unknown column 't4.env_vars').
-        let e = error_entry("slurmdb_jobs_get(0x7f0000000000) failed", 1054, "Unknown error 1054", "_dump_jobs");
-        return json_resp(StatusCode::INTERNAL_SERVER_ERROR, json!({"meta": ctx.meta, "errors": [e], "warnings": []}));
+        let e = error_entry(
+            "slurmdb_jobs_get(0x7f0000000000) failed",
+            1054,
+            "Unknown error 1054",
+            "_dump_jobs",
+        );
+        return json_resp(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            json!({"meta": ctx.meta, "errors": [e], "warnings": []}),
+        );
     }
     let c = st.sched.lock();
     let mut all: Vec<&crate::job::Job> = c
@@ -552,5 +766,8 @@ async fn slurmdb_jobs(State(st): State<AppState>, RawQuery(q): RawQuery, req: ax
     if jobs.is_empty() {
         warnings.push(found_nothing());
     }
-    json_resp(StatusCode::OK, json!({"jobs": jobs, "meta": ctx.meta, "errors": [], "warnings": warnings}))
+    json_resp(
+        StatusCode::OK,
+        json!({"jobs": jobs, "meta": ctx.meta, "errors": [], "warnings": warnings}),
+    )
 }

@@ -65,7 +65,12 @@ impl Scheduler {
             last_update: now(),
             ..Cluster::default()
         };
-        Arc::new(Scheduler { cfg, cluster: Mutex::new(cluster), wake: Notify::new(), script_dir })
+        Arc::new(Scheduler {
+            cfg,
+            cluster: Mutex::new(cluster),
+            wake: Notify::new(),
+            script_dir,
+        })
     }
 
     pub fn lock(&self) -> MutexGuard<'_, Cluster> {
@@ -92,7 +97,10 @@ impl Scheduler {
     pub fn submit(&self, spec: JobSpec, user: &str) -> Result<u32, Rejection> {
         let cfg = &self.cfg;
         if spec.script.trim().is_empty() {
-            return Err(Rejection { number: 2009, message: "Job script not specified" });
+            return Err(Rejection {
+                number: 2009,
+                message: "Job script not specified",
+            });
         }
         if spec.cwd.is_empty() {
             return Err(Rejection {
@@ -102,30 +110,53 @@ impl Scheduler {
         }
         if spec.environment.is_empty() {
             return Err(match cfg.slurm_version {
-                SlurmVersion::V24_11 => {
-                    Rejection { number: 2019, message: "I/O error writing script/environment to file" }
-                }
-                SlurmVersion::V26_05 => Rejection { number: 2127, message: "Environment is missing in job" },
+                SlurmVersion::V24_11 => Rejection {
+                    number: 2019,
+                    message: "I/O error writing script/environment to file",
+                },
+                SlurmVersion::V26_05 => Rejection {
+                    number: 2127,
+                    message: "Environment is missing in job",
+                },
             });
         }
-        if spec.partition.as_deref().is_some_and(|p| p != cfg.partition) {
-            return Err(Rejection { number: 2000, message: "Invalid partition name specified" });
+        if spec
+            .partition
+            .as_deref()
+            .is_some_and(|p| p != cfg.partition)
+        {
+            return Err(Rejection {
+                number: 2000,
+                message: "Invalid partition name specified",
+            });
         }
         if spec.min_nodes > cfg.nodes {
-            return Err(Rejection { number: 2006, message: "Node count specification invalid" });
+            return Err(Rejection {
+                number: 2006,
+                message: "Node count specification invalid",
+            });
         }
         let per_node = spec.total_cpus().div_ceil(spec.min_nodes.max(1));
         if per_node > cfg.cpus || spec.total_cpus() > cfg.cpus * cfg.nodes {
-            return Err(Rejection { number: 2014, message: "Requested node configuration is not available" });
+            return Err(Rejection {
+                number: 2014,
+                message: "Requested node configuration is not available",
+            });
         }
         let deps = match spec.dependency.trim() {
             "" => Vec::new(),
-            d => parse_dependency(d).ok_or(Rejection { number: 2038, message: "Job dependency problem" })?,
+            d => parse_dependency(d).ok_or(Rejection {
+                number: 2038,
+                message: "Job dependency problem",
+            })?,
         };
         let mut c = self.lock();
         for dep in deps.iter().flat_map(|d| d.job_ids.iter()) {
             if !c.jobs.contains_key(dep) && !c.aged.contains_key(dep) {
-                return Err(Rejection { number: 2038, message: "Job dependency problem" });
+                return Err(Rejection {
+                    number: 2038,
+                    message: "Job dependency problem",
+                });
             }
         }
         let t = now();
@@ -143,7 +174,11 @@ impl Scheduler {
                         count: a.indices.len() as u32,
                         min: a.indices[0],
                         max: *a.indices.last().unwrap_or(&0),
-                        step: if a.indices.len() > 1 { a.indices[1] - a.indices[0] } else { 1 },
+                        step: if a.indices.len() > 1 {
+                            a.indices[1] - a.indices[0]
+                        } else {
+                            1
+                        },
                         max_running: a.max_running,
                     })
                 })
@@ -257,7 +292,11 @@ impl Scheduler {
                 .jobs
                 .values()
                 .filter(|j| j.state == Base::Running)
-                .filter(|j| j.array.as_ref().is_some_and(|x| x.array_job_id == a.array_job_id))
+                .filter(|j| {
+                    j.array
+                        .as_ref()
+                        .is_some_and(|x| x.array_job_id == a.array_job_id)
+                })
                 .count() as u32;
             if running >= limit {
                 return Some("JobArrayTaskLimit");
@@ -288,7 +327,9 @@ impl Scheduler {
     pub fn finish(&self, id: u32, forced: Option<Base>, exit: Exit) {
         let mut c = self.lock();
         let t = now();
-        let Some(job) = c.jobs.get_mut(&id) else { return };
+        let Some(job) = c.jobs.get_mut(&id) else {
+            return;
+        };
         let state = match (job.state, forced) {
             // A cancel decided the state already; keep it.
             (Base::Cancelled, _) => Base::Cancelled,
@@ -411,7 +452,10 @@ impl Scheduler {
         let c = self.lock();
         for job in c.jobs.values() {
             if let Some(tx) = &job.control {
-                let _ = tx.send(Control::Signal { signal: libc::SIGKILL, cancel: true });
+                let _ = tx.send(Control::Signal {
+                    signal: libc::SIGKILL,
+                    cancel: true,
+                });
             }
         }
     }
@@ -424,8 +468,19 @@ fn expand_io(job: &mut Job, node: &str) {
         Some(a) => (a.array_job_id, Some(a.task_id)),
         None => (job.id, None),
     };
-    let ctx = PatternCtx { job_id: job.id, name: &spec.name, user: &job.user, array_job_id: ajid, array_task_id: atid, node };
-    let default_out = if spec.array.is_some() { "slurm-%A_%a.out" } else { "slurm-%j.out" };
+    let ctx = PatternCtx {
+        job_id: job.id,
+        name: &spec.name,
+        user: &job.user,
+        array_job_id: ajid,
+        array_task_id: atid,
+        node,
+    };
+    let default_out = if spec.array.is_some() {
+        "slurm-%A_%a.out"
+    } else {
+        "slurm-%j.out"
+    };
     let out = spec.standard_output.as_deref().unwrap_or(default_out);
     job.stdout = expand_pattern(out, &ctx, &spec.cwd);
     job.stderr = match spec.standard_error.as_deref() {
