@@ -221,3 +221,21 @@ fn check(v: &Value, schema: &Value, schemas: &Value, path: &str, problems: &mut 
         _ => problems.push(format!("{path}: expected {ty}, got {v}")),
     }
 }
+
+/// Every mapped option that can go together, as `#SBATCH` lines.
+pub const KITCHEN_SINK: &str = "\
+#SBATCH -A acct --acctg-freq=task=30 -a 0-15%4 --batch=feat --bb=bbspec -b now+1hour
+#SBATCH --cluster-constraint=cc --comment=mine -C a100 --container=/oci/b --container-id=cid --contiguous
+#SBATCH -S 2 --cpu-freq=high --cpus-per-gpu=4 -c 8 --deadline=2026-12-24T00:00 --delay-boot=5
+#SBATCH -d afterok:1 -m plane=4 -x bad[1-2] --exclusive=user --export=ALL --extra=x
+#SBATCH --gpu-bind=closest --gpu-freq=high -G a100:8 --gpus-per-node=2 --gpus-per-socket=1
+#SBATCH --gpus-per-task=1 --gres=gpu:a100:4,nvme:1 --gres-flags=enforce-binding --hint=nomultithread
+#SBATCH -H -i /dev/null --kill-on-invalid-dep=yes -L matlab:1 --mail-type=ALL,TIME_LIMIT_90
+#SBATCH --mail-user=a@b.c --mcs-label=m --mem-per-gpu=16G --mem-bind=verbose,map_mem:0,1
+#SBATCH --mincpus=8 --network=net --nice=5 -k --no-requeue -w good[1-4] -N 4 -n 16
+#SBATCH --ntasks-per-gpu=2 --ntasks-per-node=4 --ntasks-per-socket=2 --oom-kill-step=1 --open-mode=append
+#SBATCH -O --prefer=fast --priority=100 --profile=task --qos=high --reboot --reservation=r
+#SBATCH --segment=2 --signal=R:TERM@120 --sockets-per-node=2 --spread-job --stepmgr --switches=1@10
+#SBATCH --thread-spec=1 -t 1-0 --time-min=30 --tmp=10G --tres-per-task=license/x:1 --use-min-nodes
+#SBATCH --wait-all-nodes=1 --wckey=wk -p gpu
+";
