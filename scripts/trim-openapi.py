@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""Turn a full upstream slurmrestd OpenAPI spec into the trimmed spec the client is generated from.
+
+Why a script and not a hand-edited file: the spec must be reproducible from any Slurm's
+`slurmrestd --generate-openapi-spec` output, and a test (tests/openapi_spec.rs) fails when the
+committed spec is not exactly what this script produces from the upstream file.
+
+It keeps only the operations the connector uses (plus every schema they reference, transitively)
+and applies the fixes progenitor needs (see openapi/README.md and ../shared/design/progenitor.md):
+  1. `*_no_val` schemas with `infinite: {default: 0}` (v0.0.40) -> `default: false`.
+  2. inline schemas whose generated Rust name clashes with a component get a distinct `title`.
+  3. only `application/json` media types are kept (progenitor panics on several).
+  4. `required` entries that are not properties of the object (e.g. "cpus/count") are dropped.
+  5. `required` lists are dropped altogether: real error bodies omit "required" fields
+     (`jobs`, `last_backfill`), slurmdbd omits `association.user`, a 511 sends `"jobs": null`.
+  6. `GET /jobs/state/` is declared as returning `openapi_job_info_resp`, but really returns
+     `{jobs: [{job_id: "31", state: ["COMPLETED"]}], meta, errors, warnings}`: substitute that.
+  7. `nullable: true` on every object/array response field (a 511 sends `"jobs": null`).
+  8. query parameters real slurmrestd only takes repeated (`jobs/state/?job_id=1&job_id=2`,
+     `slurmdb jobs/?step=1&step=2`; comma lists are rejected with 400/500) are declared as
+     arrays with `explode: true`, so the generated client sends one `name=value` per id.
+
+Usage: trim-openapi.py UPSTREAM.json VERSION > openapi/slurmrestd-VERSION.json
+"""
+import json
+import re
+import sys
+
+# The operations the connector uses, by path suffix and method (the version is filled in).
+OPERATIONS = [
+    ("/slurm/{v}/ping/", "get"),
+    ("/slurm/{v}/diag/", "get"),
+    ("/slurm/{v}/job/submit", "post"),
+    ("/slurm/{v}/job/{{job_id}}", "get"),
+    ("/slurm/{v}/job/{{job_id}}", "delete"),
+    ("/slurm/{v}/jobs/", "get"),
+    ("/slurm/{v}/jobs/state/", "get"),
+    ("/slurm/{v}/partitions/", "get"),
+    ("/slurmdb/{v}/job/{{job_id}}", "get"),
+    ("/slurmdb/{v}/jobs/", "get"),
+]
+
+# Fix 8: (path template, method, parameter) taken as repeated `name=value` pairs.
+REPEATED_QUERY = [
+    ("/slurm/{v}/jobs/state/", "get", "job_id"),
+    ("/slurmdb/{v}/jobs/", "get", "step"),
+]
+
+REF_PREFIX = "#/components/schemas/"
+
+
+def camel(name: str) -> str:
+    """The Rust type name typify derives from a schema name (close enough to detect clashes)."""
+    parts = re.split(r"[^A-Za-z0-9]+", name)
+    return "".join(p[:1].upper() + p[1:] for p in parts if p)
+
+
+def walk(node, fn):
+    """Apply fn to every dict in the tree, depth first (fn may mutate the dict in place)."""
+    if isinstance(node, dict):
+        fn(node)
+        for value in list(node.values()):
+            walk(value, fn)
+    elif isinstance(node, list):
+        for value in node:
+            walk(value, fn)
+
+
+def referenced_schemas(node, found):
+    def visit(d):
+        ref = d.get("$ref")
+        if isinstance(ref, str) and ref.startswith(REF_PREFIX):
+            found.add(ref[len(REF_PREFIX):])
+    walk(node, visit)
+
+
+def keep_json_only(op):
+    def visit(d):
+        content = d.get("content")
+        if isinstance(content, dict) and "application/json" in content:
+            d["content"] = {"application/json": content["application/json"]}
+    walk(op, visit)
+
+
+def fix_schema(schema):
+    def visit(d):
+        props = d.get("properties")
+        if isinstance(props, dict):
+            inf = props.get("infinite")
+            if isinstance(inf, dict) and inf.get("type") == "boolean" and inf.get("default") == 0:
+                inf["default"] = False
+        if "required" in d and isinstance(d["required"], list):
+            del d["required"]
+    walk(schema, visit)
+
+
+def nullable_fields(schema):
+    """Object and array properties may be null in real bodies (a 511 sends "jobs": null)."""
+    def visit(d):
+        props = d.get("properties")
+        if isinstance(props, dict):
+            for prop in props.values():
+                if isinstance(prop, dict) and prop.get("type") in ("array", "object"):
+                    prop["nullable"] = True
+    walk(schema, visit)
+
+
+def title_clashing_inline_schemas(schemas):
+    """Fix 2: an inline object/enum named <Parent><Prop> that equals a component's name."""
+    component_names = {camel(n) for n in schemas}
+
+    def visit_props(owner_name, node):
+        props = node.get("properties") if isinstance(node, dict) else None
+        if not isinstance(props, dict):
+            return
+        for prop_name, prop in props.items():
+            if not isinstance(prop, dict) or "$ref" in prop:
+                continue
+            generated = camel(owner_name + "_" + prop_name)
+            inline = prop.get("type") == "object" or "enum" in prop or "properties" in prop
+            if inline and generated in component_names and "title" not in prop:
+                prop["title"] = owner_name + "_" + prop_name + "_inline"
+            visit_props(owner_name + "_" + prop_name, prop)
+            items = prop.get("items")
+            if isinstance(items, dict) and "$ref" not in items:
+                visit_props(owner_name + "_" + prop_name + "_item", items)
+
+    for name, schema in schemas.items():
+        visit_props(name, schema)
+
+
+def job_state_response(version):
+    """Fix 6: what GET /jobs/state/ really returns (job_id is a string there, an int elsewhere)."""
+    p = "v" + version[1:] if version.startswith("v") else version
+    return {
+        "type": "object",
+        "description": "Response of GET jobs/state/ as served by real slurmrestd (job_id is a string).",
+        "properties": {
+            "jobs": {
+                "type": "array",
+                "nullable": True,
+                "items": {
+                    "type": "object",
+                    "title": f"{p}_job_state_entry",
+                    "properties": {
+                        "job_id": {"type": "string"},
+                        "state": {"type": "array", "nullable": True, "items": {"type": "string"}},
+                    },
+                },
+            },
+            "meta": {"$ref": f"{REF_PREFIX}{p}_openapi_meta"},
+            "errors": {"$ref": f"{REF_PREFIX}{p}_openapi_errors"},
+            "warnings": {"$ref": f"{REF_PREFIX}{p}_openapi_warnings"},
+        },
+    }
+
+
+def trim(spec, version):
+    paths = {}
+    for template, method in OPERATIONS:
+        path = template.format(v=version)
+        try:
+            op = spec["paths"][path][method]
+        except KeyError:
+            sys.exit(f"trim-openapi: {method.upper()} {path} is not in the upstream spec")
+        paths.setdefault(path, {})[method] = json.loads(json.dumps(op))
+        # Path-level parameters (e.g. job_id) travel with the path.
+        if "parameters" in spec["paths"][path]:
+            paths[path]["parameters"] = spec["paths"][path]["parameters"]
+
+    schemas_in = spec["components"]["schemas"]
+    state_path = f"/slurm/{version}/jobs/state/"
+    state_name = f"{version}_openapi_job_state_resp"
+    if state_name in schemas_in:
+        sys.exit(f"trim-openapi: upstream already defines {state_name}; revisit fix 6")
+    for code, resp in paths[state_path]["get"]["responses"].items():
+        content = resp.get("content", {}).get("application/json")
+        if content is not None:
+            content["schema"] = {"$ref": REF_PREFIX + state_name}
+
+    for ops in paths.values():
+        for op in ops.values():
+            keep_json_only(op)
+
+    for template, method, name in REPEATED_QUERY:
+        params = paths[template.format(v=version)][method]["parameters"]
+        param = next((p for p in params if p["name"] == name), None)
+        if param is None:
+            sys.exit(f"trim-openapi: no query parameter {name} on {method.upper()} {template}")
+        param["explode"] = True
+        param["description"] = param.get("description", "") + " (sent as repeated parameters)"
+        param["schema"] = {"type": "array", "items": {"type": "string"}}
+
+    extra = {state_name: job_state_response(version)}
+    wanted, todo = set(), set()
+    referenced_schemas(paths, todo)
+    referenced_schemas(extra, todo)
+    todo.discard(state_name)
+    while todo:
+        name = todo.pop()
+        if name in wanted:
+            continue
+        wanted.add(name)
+        found = set()
+        referenced_schemas(schemas_in[name], found)
+        todo |= found - wanted
+
+    schemas = {n: json.loads(json.dumps(schemas_in[n])) for n in sorted(wanted)}
+    schemas.update(extra)
+    for schema in schemas.values():
+        fix_schema(schema)
+        nullable_fields(schema)
+    title_clashing_inline_schemas(schemas)
+
+    out = {
+        "openapi": spec["openapi"],
+        "info": spec["info"],
+        "paths": paths,
+        "components": {"schemas": dict(sorted(schemas.items()))},
+    }
+    if "security" in spec:
+        out["security"] = spec["security"]
+    if "securitySchemes" in spec.get("components", {}):
+        out["components"]["securitySchemes"] = spec["components"]["securitySchemes"]
+    return out
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__.strip().splitlines()[-1])
+    with open(sys.argv[1]) as f:
+        spec = json.load(f)
+    json.dump(trim(spec, sys.argv[2]), sys.stdout, indent=1, sort_keys=False)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,582 @@
+//! The typed facade over the generated client: what the connector calls.
+//!
+//! Every call goes through [`Client::call`], which attaches credentials, retries what is safe to
+//! retry, re-mints a rejected token once, and turns every answer — JSON or `text/plain` — into a
+//! domain value or a [`ClientError`] that names the cluster, the operation and the fix.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use progenitor_client::{Error as GenError, ResponseValue};
+use url::Url;
+
+use super::JobDescription;
+use super::auth::{Auth, TokenSource};
+use super::convert::{self, Envelope};
+use super::error::ClientError;
+use super::generated::v0042 as api;
+use super::retry::RetryPolicy;
+use super::transport::{self, CallContext};
+use super::types::{CancelOutcome, Diag, JobId, JobInfo, JobState, Partition, Ping};
+
+/// Slurm error numbers the connector acts on.
+pub mod errno {
+    /// "Invalid job id specified": unknown to slurmctld (never existed, or aged out).
+    pub const INVALID_JOB_ID: i32 = 2017;
+    /// "Job/step already completing or completed".
+    pub const ALREADY_DONE: i32 = 2021;
+    /// "Protocol authentication error": slurmctld rejected the token.
+    pub const AUTH: i32 = 1007;
+}
+
+/// Default number of ids per `jobs/state` request: ~16 bytes each keeps the URL near 6 KiB,
+/// under the 8 KiB many proxies allow.
+pub const DEFAULT_STATE_CHUNK: usize = 400;
+
+/// Observes every HTTP exchange (for metrics): operation, status (None: no response).
+pub type RequestObserver = Arc<dyn Fn(&'static str, Option<u16>) + Send + Sync>;
+
+#[derive(Clone)]
+pub struct ClientConfig {
+    /// The cluster's name, used in every error and log line.
+    pub cluster: String,
+    /// Where slurmrestd listens, e.g. `http://slurmrestd.hpc:6820` (no `/slurm/...` suffix).
+    pub base_url: Url,
+    pub auth: Auth,
+    /// `X-SLURM-USER-NAME`: the user jobs run as. With a SlurmUser/root token this proxies that
+    /// user; with a user's own token it must equal the token's user (or be left out).
+    pub user_name: Option<String>,
+    pub request_timeout: Duration,
+    pub connect_timeout: Duration,
+    pub retry: RetryPolicy,
+    pub state_chunk: usize,
+    pub observer: Option<RequestObserver>,
+}
+
+impl std::fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientConfig")
+            .field("cluster", &self.cluster)
+            .field("base_url", &self.base_url.as_str())
+            .field("auth", &self.auth)
+            .field("user_name", &self.user_name)
+            .field("request_timeout", &self.request_timeout)
+            .field("retry", &self.retry)
+            .field("state_chunk", &self.state_chunk)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientConfig {
+    pub fn new(cluster: impl Into<String>, base_url: Url, auth: Auth) -> ClientConfig {
+        ClientConfig {
+            cluster: cluster.into(),
+            base_url,
+            auth,
+            user_name: None,
+            request_timeout: Duration::from_secs(8),
+            connect_timeout: Duration::from_secs(3),
+            retry: RetryPolicy::default(),
+            state_chunk: DEFAULT_STATE_CHUNK,
+            observer: None,
+        }
+    }
+}
+
+/// Whether a call may be repeated without changing the outcome.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Idempotency {
+    /// GETs and DELETE (cancelling twice is harmless): retry transient failures.
+    Idempotent,
+    /// A submit: only retried when the request surely never reached slurmrestd.
+    OnlyIfNeverSent,
+}
+
+/// A slurmrestd client for one cluster. Cheap to clone.
+#[derive(Clone)]
+pub struct Client {
+    api: api::Client,
+    cfg: Arc<ClientConfig>,
+    tokens: Arc<TokenSource>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("cfg", &self.cfg)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    pub fn new(cfg: ClientConfig) -> Result<Client, ClientError> {
+        let invalid = |detail: String| ClientError::InvalidRequest {
+            cluster: cfg.cluster.clone(),
+            operation: "configure",
+            detail,
+        };
+        if !matches!(cfg.base_url.scheme(), "http" | "https") {
+            return Err(invalid(format!(
+                "FLYTE_SLURM_RESTD_URL must be an http:// or https:// URL, not {}",
+                cfg.base_url
+            )));
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(cfg.connect_timeout)
+            .timeout(cfg.request_timeout)
+            .pool_idle_timeout(Duration::from_secs(60))
+            .build()
+            .map_err(|e| invalid(format!("cannot build the HTTP client: {e}")))?;
+        let base = cfg.base_url.as_str().trim_end_matches('/').to_string();
+        Ok(Client {
+            api: api::Client::new_with_client(&base, http),
+            tokens: Arc::new(TokenSource::new(cfg.auth.clone())),
+            cfg: Arc::new(cfg),
+        })
+    }
+
+    pub fn cluster(&self) -> &str {
+        &self.cfg.cluster
+    }
+
+    pub fn config(&self) -> &ClientConfig {
+        &self.cfg
+    }
+
+    /// How many tokens were minted or re-read (a metric).
+    pub fn token_refreshes(&self) -> u64 {
+        self.tokens.refreshes()
+    }
+
+    /// Submit one batch job. A 200 without `job_id` is a failure (slurmrestd's way of saying a
+    /// field had the wrong type: no job was created). Never retried once it may have been sent.
+    pub async fn submit(&self, job: &JobDescription) -> Result<JobId, ClientError> {
+        let body = convert::submit_request(job);
+        let resp = self
+            .call("submit", Idempotency::OnlyIfNeverSent, |api| {
+                api.slurm_v0042_post_job_submit(&body)
+            })
+            .await?;
+        match resp.job_id.and_then(|id| u32::try_from(id).ok()) {
+            Some(id) => {
+                for w in resp.warnings() {
+                    tracing::warn!(cluster = %self.cfg.cluster, job_id = id, warning = %w, "slurmrestd warning on submit");
+                }
+                Ok(JobId(id))
+            }
+            None => Err(ClientError::SubmitWithoutJobId {
+                cluster: self.cfg.cluster.clone(),
+                warnings: resp.warnings(),
+            }),
+        }
+    }
+
+    /// The states of many jobs in ONE request (repeated `job_id=`; chunked only when the URL
+    /// would get too long). An id missing from the answer is not known to slurmctld (aged out
+    /// or never existed): it is simply absent from the map.
+    pub async fn states(&self, ids: &[JobId]) -> Result<HashMap<JobId, JobState>, ClientError> {
+        let mut out = HashMap::with_capacity(ids.len());
+        if ids.is_empty() {
+            return Ok(out);
+        }
+        for chunk in ids.chunks(self.cfg.state_chunk.max(1)) {
+            let query: Vec<String> = chunk.iter().map(|id| id.to_string()).collect();
+            let resp = self
+                .call("jobs_state", Idempotency::Idempotent, |api| {
+                    api.slurm_v0042_get_jobs_state(Some(&query))
+                })
+                .await?;
+            out.extend(resp.jobs.iter().flatten().filter_map(convert::state_entry));
+        }
+        Ok(out)
+    }
+
+    /// One job's full record; `None` when slurmctld does not know it (404 / error 2017).
+    pub async fn job(&self, id: JobId) -> Result<Option<JobInfo>, ClientError> {
+        let id_s = id.to_string();
+        let result = self
+            .call("job", Idempotency::Idempotent, |api| {
+                api.slurm_v0042_get_job(&id_s, None, None)
+            })
+            .await;
+        match result {
+            Ok(resp) => Ok(resp
+                .jobs
+                .iter()
+                .flat_map(|j| j.0.iter())
+                .find_map(convert::job_info)),
+            Err(e) if is_unknown_job(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Every job slurmctld knows, as full records. Heavy (~5 KB a job): for adopting jobs after a
+    /// restart, never for polling.
+    pub async fn jobs(&self) -> Result<Vec<JobInfo>, ClientError> {
+        let resp = self
+            .call("jobs", Idempotency::Idempotent, |api| {
+                api.slurm_v0042_get_jobs(None, None)
+            })
+            .await?;
+        Ok(resp
+            .jobs
+            .iter()
+            .flat_map(|j| j.0.iter())
+            .filter_map(convert::job_info)
+            .collect())
+    }
+
+    /// Cancel (or signal) a job. Already finished (2021) and unknown (2017) are outcomes, not
+    /// errors: cancelling is idempotent.
+    pub async fn cancel(
+        &self,
+        id: JobId,
+        signal: Option<&str>,
+    ) -> Result<CancelOutcome, ClientError> {
+        let id_s = id.to_string();
+        let resp = self
+            .call("cancel", Idempotency::Idempotent, |api| {
+                api.slurm_v0042_delete_job(&id_s, None, signal)
+            })
+            .await;
+        let resp = match resp {
+            Ok(r) => r,
+            Err(e) if is_unknown_job(&e) => return Ok(CancelOutcome::Unknown),
+            Err(e) => return Err(e),
+        };
+        let codes: Vec<i32> = resp
+            .status
+            .iter()
+            .flat_map(|s| s.0.iter())
+            .filter_map(|s| s.error.as_ref()?.code)
+            .collect();
+        Ok(if codes.contains(&errno::INVALID_JOB_ID) {
+            CancelOutcome::Unknown
+        } else if codes.contains(&errno::ALREADY_DONE) {
+            CancelOutcome::AlreadyFinished
+        } else {
+            CancelOutcome::Cancelled
+        })
+    }
+
+    /// One job's accounting record from slurmdbd; `None` when slurmdbd has none.
+    pub async fn accounting_job(&self, id: JobId) -> Result<Option<JobInfo>, ClientError> {
+        let id_s = id.to_string();
+        let resp = self
+            .call("accounting_job", Idempotency::Idempotent, |api| {
+                api.slurmdb_v0042_get_job(&id_s)
+            })
+            .await?;
+        // An array or requeued job can have several records; the last is the newest.
+        Ok(resp
+            .jobs
+            .iter()
+            .flat_map(|j| j.0.iter())
+            .rev()
+            .filter_map(convert::accounting_job)
+            .find(|j| j.job_id == id))
+    }
+
+    /// Accounting records of many jobs in one request (repeated `step=`; slurmdbd has no `job`
+    /// filter). Ids slurmdbd does not know are absent.
+    pub async fn accounting_jobs(
+        &self,
+        ids: &[JobId],
+    ) -> Result<HashMap<JobId, JobInfo>, ClientError> {
+        let mut out = HashMap::with_capacity(ids.len());
+        for chunk in ids.chunks(self.cfg.state_chunk.max(1)) {
+            let steps: Vec<String> = chunk.iter().map(|id| id.to_string()).collect();
+            let resp = self
+                .call("accounting_jobs", Idempotency::Idempotent, |api| {
+                    // 29 filters before `step`, 4 after: the positional interface's price.
+                    api.slurmdb_v0042_get_jobs(
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        Some(&steps),
+                        None,
+                        None,
+                        None,
+                        None,
+                    )
+                })
+                .await?;
+            for job in resp
+                .jobs
+                .iter()
+                .flat_map(|j| j.0.iter())
+                .filter_map(convert::accounting_job)
+            {
+                out.insert(job.job_id, job);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The controllers' ping answers. Beware: a rejected token still gets 200 with "DOWN".
+    pub async fn ping(&self) -> Result<Vec<Ping>, ClientError> {
+        let resp = self
+            .call("ping", Idempotency::Idempotent, |api| {
+                api.slurm_v0042_get_ping()
+            })
+            .await?;
+        Ok(convert::pings(&resp))
+    }
+
+    /// slurmctld's statistics (a real auth check, unlike ping, and the RPC counts per type).
+    pub async fn diag(&self) -> Result<Diag, ClientError> {
+        let resp = self
+            .call("diag", Idempotency::Idempotent, |api| {
+                api.slurm_v0042_get_diag()
+            })
+            .await?;
+        Ok(convert::diag(&resp))
+    }
+
+    pub async fn partitions(&self) -> Result<Vec<Partition>, ClientError> {
+        let resp = self
+            .call("partitions", Idempotency::Idempotent, |api| {
+                api.slurm_v0042_get_partitions(None, None)
+            })
+            .await?;
+        Ok(convert::partitions(&resp))
+    }
+
+    /// One operation with credentials, retries and one re-mint after a rejected token.
+    async fn call<'a, T, F, Fut>(
+        &'a self,
+        operation: &'static str,
+        idem: Idempotency,
+        f: F,
+    ) -> Result<T, ClientError>
+    where
+        T: Envelope,
+        F: Fn(&'a api::Client) -> Fut,
+        Fut: Future<Output = Result<ResponseValue<T>, GenError<T>>>,
+    {
+        let mut attempt = 1;
+        let mut reminted = false;
+        loop {
+            let token = self
+                .tokens
+                .token()
+                .map_err(|source| ClientError::Credentials {
+                    cluster: self.cfg.cluster.clone(),
+                    source,
+                })?;
+            let ctx = CallContext::new(&token, self.cfg.user_name.as_deref()).ok_or_else(|| {
+                ClientError::InvalidRequest {
+                    cluster: self.cfg.cluster.clone(),
+                    operation,
+                    detail: "the token or user name holds characters an HTTP header cannot carry"
+                        .into(),
+                }
+            })?;
+            let note = ctx.response();
+            let result = transport::with_context(ctx, f(&self.api)).await;
+            if let Some(observe) = &self.cfg.observer {
+                observe(operation, note.status());
+            }
+            let err = match self.classify(operation, result, note.status(), note.was_json()) {
+                Ok(v) => return Ok(v),
+                Err(e) => e,
+            };
+            if matches!(err, ClientError::Rejected { .. }) && !reminted && self.cfg.auth.can_renew()
+            {
+                // A token can be rejected because it expired early, the key rotated, or the file
+                // was replaced: get a fresh one and try once more.
+                tracing::info!(cluster = %self.cfg.cluster, operation, "token rejected; renewing it and retrying once");
+                self.tokens.invalidate();
+                reminted = true;
+                continue;
+            }
+            let may_retry = match idem {
+                Idempotency::Idempotent => err.is_transient(),
+                Idempotency::OnlyIfNeverSent => err.never_sent(),
+            };
+            if !may_retry || attempt >= self.cfg.retry.max_attempts {
+                return Err(err);
+            }
+            let delay = self.cfg.retry.delay(attempt);
+            tracing::debug!(cluster = %self.cfg.cluster, operation, attempt, ?delay, error = %err, "retrying");
+            tokio::time::sleep(delay).await;
+            attempt += 1;
+        }
+    }
+
+    fn classify<T: Envelope>(
+        &self,
+        operation: &'static str,
+        result: Result<ResponseValue<T>, GenError<T>>,
+        status: Option<u16>,
+        json: bool,
+    ) -> Result<T, ClientError> {
+        let cluster = || self.cfg.cluster.clone();
+        match result {
+            Ok(v) => Ok(v.into_inner()),
+            Err(GenError::ErrorResponse(v)) => {
+                let status = v.status().as_u16();
+                let body = v.into_inner();
+                let errors = body.errors();
+                if status == 511 || errors.iter().any(|e| e.number == errno::AUTH) {
+                    return Err(self.rejected(
+                        operation,
+                        status,
+                        errors.first().map(|e| e.to_string()),
+                    ));
+                }
+                // slurmdbd answers an auth failure with 502 / 7000 and an auth-specific text
+                // on 24.11 ("authentication error"): a rejected token, not a slurmdbd outage.
+                if status == 502
+                    && errors
+                        .iter()
+                        .any(|e| e.number == 7000 && e.description.contains("authentication"))
+                {
+                    return Err(self.rejected(
+                        operation,
+                        status,
+                        errors.first().map(|e| e.to_string()),
+                    ));
+                }
+                Err(ClientError::Slurm {
+                    cluster: cluster(),
+                    operation,
+                    status,
+                    errors,
+                })
+            }
+            Err(GenError::InvalidResponsePayload(bytes, e)) => match status {
+                Some(401) => Err(ClientError::NoToken {
+                    cluster: cluster(),
+                    operation,
+                }),
+                Some(s) if !json || !(200..300).contains(&s) => Err(ClientError::Http {
+                    cluster: cluster(),
+                    operation,
+                    status: s,
+                    body: String::from_utf8_lossy(&bytes[..bytes.len().min(512)])
+                        .trim()
+                        .to_string(),
+                }),
+                _ => Err(ClientError::Decode {
+                    cluster: cluster(),
+                    operation,
+                    status,
+                    detail: e.to_string(),
+                }),
+            },
+            Err(GenError::UnexpectedResponse(r)) => Err(ClientError::Http {
+                cluster: cluster(),
+                operation,
+                status: r.status().as_u16(),
+                body: String::new(),
+            }),
+            Err(GenError::CommunicationError(e)) | Err(GenError::ResponseBodyError(e)) => {
+                if e.is_timeout() {
+                    Err(ClientError::Timeout {
+                        cluster: cluster(),
+                        operation,
+                    })
+                } else {
+                    Err(ClientError::Unreachable {
+                        cluster: cluster(),
+                        operation,
+                        detail: error_chain(&e),
+                        connect: e.is_connect(),
+                    })
+                }
+            }
+            Err(GenError::InvalidRequest(detail)) | Err(GenError::Custom(detail)) => {
+                Err(ClientError::InvalidRequest {
+                    cluster: cluster(),
+                    operation,
+                    detail,
+                })
+            }
+            Err(GenError::InvalidUpgrade(e)) => Err(ClientError::InvalidRequest {
+                cluster: cluster(),
+                operation,
+                detail: e.to_string(),
+            }),
+        }
+    }
+
+    fn rejected(
+        &self,
+        operation: &'static str,
+        status: u16,
+        detail: Option<String>,
+    ) -> ClientError {
+        let user = self
+            .cfg
+            .user_name
+            .clone()
+            .or_else(|| match &self.cfg.auth {
+                Auth::Minted { token_user, .. } => Some(token_user.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| "(the token's user)".into());
+        ClientError::Rejected {
+            cluster: self.cfg.cluster.clone(),
+            user,
+            credential: self.cfg.auth.describe(),
+            operation,
+            status,
+            detail: detail.unwrap_or_else(|| "no details".into()),
+        }
+    }
+}
+
+/// 404 with error 2017 (or any 2017): slurmctld does not know the job.
+fn is_unknown_job(e: &ClientError) -> bool {
+    match e {
+        ClientError::Slurm { errors, status, .. } => {
+            errors.iter().any(|e| e.number == errno::INVALID_JOB_ID)
+                || (*status == 404 && errors.is_empty())
+        }
+        _ => false,
+    }
+}
+
+/// reqwest's Display hides the cause ("error sending request"); the chain says "connection refused".
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let c_s = c.to_string();
+        if !s.contains(&c_s) {
+            s.push_str(": ");
+            s.push_str(&c_s);
+        }
+        cur = c.source();
+    }
+    s
+}

@@ -1,0 +1,244 @@
+//! Domain types of the slurmrestd facade: what the rest of the crate speaks. Independent of any
+//! generated API version; `convert` turns generated types into these.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A Slurm job id.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
+pub struct JobId(pub u32);
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl FromStr for JobId {
+    type Err = std::num::ParseIntError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.trim().parse().map(JobId)
+    }
+}
+
+/// The base state of a job, the first entry of slurmrestd's state array.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum BaseState {
+    Pending,
+    Running,
+    Suspended,
+    Completed,
+    Cancelled,
+    Failed,
+    Timeout,
+    NodeFail,
+    Preempted,
+    BootFail,
+    Deadline,
+    OutOfMemory,
+    /// A state this version does not know; kept verbatim so it can be reported, never guessed.
+    Other(String),
+}
+
+impl BaseState {
+    pub fn parse(s: &str) -> BaseState {
+        match s {
+            "PENDING" => BaseState::Pending,
+            "RUNNING" => BaseState::Running,
+            "SUSPENDED" => BaseState::Suspended,
+            "COMPLETED" => BaseState::Completed,
+            "CANCELLED" => BaseState::Cancelled,
+            "FAILED" => BaseState::Failed,
+            "TIMEOUT" => BaseState::Timeout,
+            "NODE_FAIL" => BaseState::NodeFail,
+            "PREEMPTED" => BaseState::Preempted,
+            "BOOT_FAIL" => BaseState::BootFail,
+            "DEADLINE" => BaseState::Deadline,
+            "OUT_OF_MEMORY" => BaseState::OutOfMemory,
+            other => BaseState::Other(other.to_string()),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            BaseState::Pending => "PENDING",
+            BaseState::Running => "RUNNING",
+            BaseState::Suspended => "SUSPENDED",
+            BaseState::Completed => "COMPLETED",
+            BaseState::Cancelled => "CANCELLED",
+            BaseState::Failed => "FAILED",
+            BaseState::Timeout => "TIMEOUT",
+            BaseState::NodeFail => "NODE_FAIL",
+            BaseState::Preempted => "PREEMPTED",
+            BaseState::BootFail => "BOOT_FAIL",
+            BaseState::Deadline => "DEADLINE",
+            BaseState::OutOfMemory => "OUT_OF_MEMORY",
+            BaseState::Other(s) => s,
+        }
+    }
+}
+
+/// A job's state as slurmrestd reports it: `["RUNNING", "COMPLETING"]` = base state + flags.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct JobState {
+    pub base: BaseState,
+    /// Flags such as COMPLETING, CONFIGURING, REQUEUED, STAGE_OUT, SIGNALING, RESIZING.
+    pub flags: Vec<String>,
+}
+
+impl JobState {
+    /// From slurmrestd's state array. Slurm lists the base state first; an empty array is not a
+    /// state we can act on, so it is kept as `Other("")` (reported, never mistaken for RUNNING).
+    pub fn from_strings<I, S>(items: I) -> JobState
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut iter = items.into_iter();
+        let base = iter
+            .next()
+            .map(|s| BaseState::parse(s.as_ref()))
+            .unwrap_or_else(|| BaseState::Other(String::new()));
+        JobState {
+            base,
+            flags: iter.map(|s| s.as_ref().to_string()).collect(),
+        }
+    }
+
+    pub fn has_flag(&self, flag: &str) -> bool {
+        self.flags.iter().any(|f| f == flag)
+    }
+
+    /// Terminal in Slurm's sense: the job will not change state again (COMPLETING still will).
+    pub fn is_finished(&self) -> bool {
+        !matches!(
+            self.base,
+            BaseState::Pending | BaseState::Running | BaseState::Suspended
+        ) && !self.has_flag("COMPLETING")
+            && !self.has_flag("REQUEUED")
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.base.as_str())?;
+        for flag in &self.flags {
+            write!(f, "+{flag}")?;
+        }
+        Ok(())
+    }
+}
+
+/// How a job's batch script ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExitCode {
+    /// SUCCESS, ERROR, SIGNALED, CORE_DUMPED, PENDING, INVALID...
+    pub status: Vec<String>,
+    pub return_code: Option<u32>,
+    pub signal: Option<u32>,
+    pub signal_name: Option<String>,
+}
+
+impl fmt::Display for ExitCode {
+    /// `x:y` like sacct: return code, then signal.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}",
+            self.return_code.unwrap_or(0),
+            self.signal.unwrap_or(0)
+        )
+    }
+}
+
+/// What the connector needs of one job's record (slurmctld's or slurmdbd's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobInfo {
+    pub job_id: JobId,
+    pub name: String,
+    pub state: JobState,
+    pub exit_code: Option<ExitCode>,
+    /// Why the job is pending or failed (`None` when Slurm says "None").
+    pub reason: Option<String>,
+    pub comment: Option<String>,
+    pub user: Option<String>,
+    pub standard_output: Option<String>,
+    pub standard_error: Option<String>,
+    pub current_working_directory: Option<String>,
+    pub partition: Option<String>,
+    pub submit_time: Option<i64>,
+    pub start_time: Option<i64>,
+    pub end_time: Option<i64>,
+}
+
+/// The result of cancelling a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// The signal was delivered.
+    Cancelled,
+    /// Slurm error 2021: the job had already completed (or is completing).
+    AlreadyFinished,
+    /// Slurm error 2017: slurmctld does not know the job (never existed, or aged out).
+    Unknown,
+}
+
+/// One controller's answer to `ping`. `pinged == "DOWN"` also with a rejected token: never use
+/// ping as an auth check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ping {
+    pub hostname: String,
+    pub pinged: String,
+    pub latency_us: Option<i64>,
+    pub mode: Option<String>,
+    pub primary: Option<bool>,
+}
+
+/// Identity of the Slurm that answered (from any response's `meta`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ServerInfo {
+    pub release: Option<String>,
+    pub cluster: Option<String>,
+    pub data_parser: Option<String>,
+    pub client_user: Option<String>,
+}
+
+/// slurmctld's scheduler statistics (the subset the connector reports); `rpcs_by_message`
+/// lists (message type, count) pairs such as `REQUEST_JOB_STATE` — the honest measure of load.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Diag {
+    pub server: ServerInfo,
+    pub jobs_submitted: Option<i64>,
+    pub jobs_running: Option<i64>,
+    pub jobs_pending: Option<i64>,
+    pub server_thread_count: Option<i64>,
+    pub rpcs_by_message: Vec<(String, i64)>,
+}
+
+/// A partition's name and state, for preflight checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Partition {
+    pub name: String,
+    pub state: Vec<String>,
+}
+
+/// An error entry of a slurmrestd response (`errors[]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlurmError {
+    pub number: i32,
+    pub error: String,
+    pub description: String,
+    pub source: String,
+}
+
+impl fmt::Display for SlurmError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "error {} \"{}\"", self.number, self.error)?;
+        if !self.description.is_empty() {
+            write!(f, " ({})", self.description)?;
+        }
+        Ok(())
+    }
+}
