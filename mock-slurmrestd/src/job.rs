@@ -86,6 +86,8 @@ pub struct Job {
     pub stdin: String,
     pub kill_request_user: String,
     pub control: Option<mpsc::UnboundedSender<Control>>,
+    /// Process group of the running script (killed directly at shutdown).
+    pub pgid: Option<i32>,
     /// When the job ended (monotonic), for MinJobAge.
     pub ended_at: Option<std::time::Instant>,
 }

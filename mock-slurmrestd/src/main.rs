@@ -101,7 +101,11 @@ async fn run(a: Args) -> Result<(), String> {
             a.jwt_key.display()
         ));
     }
-    if !(a.time_scale > 0.0) || !(a.kill_wait >= 0.0) {
+    // NaN, infinite or negative values would make Duration::from_secs_f64 panic.
+    let valid = |v: f64, min_exclusive: bool| {
+        v.is_finite() && if min_exclusive { v > 0.0 } else { v >= 0.0 }
+    };
+    if !valid(a.time_scale, true) || !valid(a.kill_wait, false) {
         return Err("--time-scale must be > 0 and --kill-wait >= 0".into());
     }
     let faults = FaultConfig {
@@ -133,9 +137,19 @@ async fn run(a: Args) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     println!("mock-slurmrestd listening on {}", handle.url());
+<<<<<<< HEAD
     tokio::signal::ctrl_c()
         .await
         .map_err(|e| format!("waiting for Ctrl-C: {e}"))?;
+=======
+    // SIGINT or SIGTERM: stop and kill running jobs' process groups (they would outlive us).
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| format!("installing the SIGTERM handler: {e}"))?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.map_err(|e| format!("waiting for Ctrl-C: {e}"))?,
+        _ = term.recv() => {}
+    }
+>>>>>>> mock
     handle.shutdown().await;
     Ok(())
 }

@@ -120,7 +120,7 @@ impl Launch {
 }
 
 /// Signal a whole process group; a gone group is fine.
-fn kill_group(pgid: i32, signal: i32) {
+pub fn kill_group(pgid: i32, signal: i32) {
     if pgid > 0 {
         // SAFETY: kill(2) with a negative pid signals a process group; no memory is touched.
         unsafe {
@@ -221,6 +221,7 @@ pub async fn run(
         }
     };
     let pgid = child.id().map(|p| p as i32).unwrap_or(0);
+    sched.set_pgid(id, pgid);
     let deadline = l.limit.map(|d| Instant::now() + d);
     let mut kill_at: Option<Instant> = None;
     let mut forced: Option<Base> = None;

@@ -40,6 +40,16 @@ pub struct Cluster {
     pub counters: JobCounters,
 }
 
+/// Fields `POST job/{id}` can change (`None` = leave as is; `time_limit: Some(None)` = UNLIMITED).
+#[derive(Debug, Default, Clone)]
+pub struct JobUpdate {
+    pub hold: Option<bool>,
+    pub priority: Option<u32>,
+    pub time_limit: Option<Option<u32>>,
+    pub comment: Option<String>,
+    pub name: Option<String>,
+}
+
 /// Result of `DELETE job/{id}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CancelResult {
@@ -209,6 +219,7 @@ impl Scheduler {
                 stdin: String::new(),
                 kill_request_user: String::new(),
                 control: None,
+                pgid: None,
                 ended_at: None,
             };
             expand_io(&mut job, "");
@@ -343,6 +354,7 @@ impl Scheduler {
         job.exit = exit;
         job.completing = false;
         job.control = None;
+        job.pgid = None;
         if job.end_time == 0 {
             job.end_time = t;
         }
@@ -429,6 +441,56 @@ impl Scheduler {
         }
     }
 
+    /// `POST job/{id}` (update): `hold`, `priority`, `time_limit` change pending jobs; `comment`
+    /// and `name` any job slurmctld still knows. An array's id updates all its tasks.
+    pub fn update(&self, id: u32, upd: &JobUpdate) -> Result<Vec<u32>, Rejection> {
+        let mut c = self.lock();
+        let ids: Vec<u32> = c
+            .jobs
+            .values()
+            .filter(|j| j.id == id || j.array.as_ref().is_some_and(|a| a.array_job_id == id))
+            .map(|j| j.id)
+            .collect();
+        if ids.is_empty() {
+            return Err(Rejection {
+                number: 2017,
+                message: "Invalid job id specified",
+            });
+        }
+        for jid in &ids {
+            let job = c.jobs.get_mut(jid).expect("listed above");
+            if job.state.is_finished() {
+                return Err(Rejection {
+                    number: 2021,
+                    message: "Job/step already completing or completed",
+                });
+            }
+            let mut spec = (*job.spec).clone();
+            if let Some(cm) = &upd.comment {
+                spec.comment = cm.clone();
+            }
+            if let Some(n) = &upd.name {
+                spec.name = n.clone();
+            }
+            if job.state == Base::Pending {
+                if let Some(h) = upd.hold {
+                    spec.hold = h;
+                }
+                if let Some(p) = upd.priority {
+                    spec.priority = Some(p);
+                }
+                if let Some(t) = upd.time_limit {
+                    spec.time_limit = t;
+                }
+            }
+            job.spec = Arc::new(spec);
+        }
+        c.last_update = now();
+        drop(c);
+        self.wake();
+        Ok(ids)
+    }
+
     /// MinJobAge: finished jobs leave slurmctld's table for the accounting view only.
     pub fn age_out(&self) {
         let mut c = self.lock();
@@ -447,10 +509,21 @@ impl Scheduler {
         }
     }
 
-    /// Kill every running job's processes (server shutdown).
+    /// Remember a started job's process group.
+    pub fn set_pgid(&self, id: u32, pgid: i32) {
+        if let Some(job) = self.lock().jobs.get_mut(&id) {
+            job.pgid = Some(pgid);
+        }
+    }
+
+    /// Kill every running job's processes (server shutdown). Done here, synchronously, because
+    /// the runtime (and with it the runner tasks) may be going away too.
     pub fn kill_all(&self) {
         let c = self.lock();
         for job in c.jobs.values() {
+            if let Some(pgid) = job.pgid {
+                crate::runner::kill_group(pgid, libc::SIGKILL);
+            }
             if let Some(tx) = &job.control {
                 let _ = tx.send(Control::Signal {
                     signal: libc::SIGKILL,

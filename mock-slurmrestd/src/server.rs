@@ -53,6 +53,7 @@ pub fn classify(method: &hyper::Method, path: &str) -> &'static str {
             ("POST", "job/submit") => "submit",
             ("GET", r) if r.starts_with("job/") => "job_get",
             ("DELETE", r) if r.starts_with("job/") => "job_delete",
+            ("POST", r) if r.starts_with("job/") => "job_update",
             ("GET", "jobs/state") => "jobs_state",
             ("GET", "jobs") => "jobs",
             (_, "ping") => "ping",

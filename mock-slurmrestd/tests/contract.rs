@@ -50,10 +50,10 @@ async fn replay(
     let (prefix, rest) = path.split_at(path.find("v0.0.42").unwrap() + "v0.0.42".len());
     let path = format!("{prefix}{}", map_ids(rest, ids));
     let mut body = req.get("body").cloned().filter(|b| !b.is_null());
-    if let Some(job) = body.as_mut().and_then(|b| b.get_mut("job")) {
-        if job.get("current_working_directory") == Some(&json!("/tmp")) {
-            job["current_working_directory"] = json!(m.cwd());
-        }
+    if let Some(job) = body.as_mut().and_then(|b| b.get_mut("job"))
+        && job.get("current_working_directory") == Some(&json!("/tmp"))
+    {
+        job["current_working_directory"] = json!(m.cwd());
     }
     let method = req["method"].as_str().unwrap();
     match headers {
