@@ -137,11 +137,6 @@ async fn run(a: Args) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     println!("mock-slurmrestd listening on {}", handle.url());
-<<<<<<< HEAD
-    tokio::signal::ctrl_c()
-        .await
-        .map_err(|e| format!("waiting for Ctrl-C: {e}"))?;
-=======
     // SIGINT or SIGTERM: stop and kill running jobs' process groups (they would outlive us).
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| format!("installing the SIGTERM handler: {e}"))?;
@@ -149,7 +144,6 @@ async fn run(a: Args) -> Result<(), String> {
         r = tokio::signal::ctrl_c() => r.map_err(|e| format!("waiting for Ctrl-C: {e}"))?,
         _ = term.recv() => {}
     }
->>>>>>> mock
     handle.shutdown().await;
     Ok(())
 }
