@@ -57,6 +57,7 @@ pub fn classify(method: &hyper::Method, path: &str) -> &'static str {
             ("GET", "jobs/state") => "jobs_state",
             ("GET", "jobs") => "jobs",
             (_, "ping") => "ping",
+            (_, "partitions") => "partitions",
             (_, "diag") => "diag",
             _ => "other",
         };

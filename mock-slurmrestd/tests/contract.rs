@@ -420,3 +420,34 @@ async fn aged_out_jobs() {
     assert_eq!(db["jobs"][0]["state"]["current"], json!(["COMPLETED"]));
     assert_eq!(db["jobs"][0]["job_id"], id);
 }
+
+/// No recorded sample: the partition list follows the v0.0.42 spec's `partition_info`.
+#[tokio::test]
+async fn partitions_and_diag() {
+    let m = start_with(mock_slurmrestd::MockConfig {
+        nodes: 2,
+        cpus: 4,
+        ..config()
+    })
+    .await;
+    let p = m.call("GET", "/slurm/v0.0.42/partitions/", None).await;
+    assert_eq!(p.status, 200);
+    let p = p.json();
+    assert_eq!(p["partitions"][0]["name"], "debug");
+    assert_eq!(p["partitions"][0]["partition"]["state"], json!(["UP"]));
+    assert_eq!(p["partitions"][0]["cpus"]["total"], 8);
+    assert_eq!(p["partitions"][0]["nodes"]["configured"], "node[1-2]");
+    let d = m.call("GET", "/slurm/v0.0.42/diag/", None).await.json();
+    assert_eq!(d["statistics"]["jobs_submitted"], 0);
+    assert_eq!(m.h.stats().count("partitions"), 1);
+    let expired = token_with(json!({"sun": "flyte", "exp": now() - 5}), KEY);
+    let r = m
+        .call_as(
+            "GET",
+            "/slurm/v0.0.42/partitions/",
+            None,
+            &[("X-SLURM-USER-TOKEN", &expired)],
+        )
+        .await;
+    assert_eq!(r.status, 511);
+}

@@ -58,6 +58,10 @@ pub fn router(state: AppState) -> Router {
             )
             .route(&format!("{S}/jobs{slash}"), get(slurmctld::jobs))
             .route(&format!("{S}/ping{slash}"), get(slurmctld::ping))
+            .route(
+                &format!("{S}/partitions{slash}"),
+                get(slurmctld::partitions),
+            )
             .route(&format!("{S}/diag{slash}"), get(slurmctld::diag))
             .route(
                 &format!("{D}/job/{{id}}{slash}"),
@@ -111,6 +115,7 @@ pub(crate) enum Shape<'a> {
     JobsState,
     Delete,
     Diag,
+    Partitions,
     Slurmdb,
 }
 
@@ -131,6 +136,10 @@ impl Shape<'_> {
             Shape::Diag => (
                 "Unable to query diagnostics".into(),
                 "slurm_get_statistics()",
+            ),
+            Shape::Partitions => (
+                "Unable to query partitions".into(),
+                "slurm_load_partitions()",
             ),
             Shape::Slurmdb => (
                 "Failed to open slurmdbd connection".into(),

@@ -419,3 +419,52 @@ pub(super) async fn job_update(
         }
     }
 }
+
+/// `GET partitions/`: the mock's one partition (no recorded sample; built from the v0.0.42 spec's
+/// `partition_info` with its keys and types).
+pub(super) async fn partitions(
+    State(st): State<AppState>,
+    req: axum::extract::Request,
+) -> Response {
+    let client = client_source(req.headers(), ext_addr(req.extensions()).as_ref());
+    let ctx = match guard(&st, req.headers(), &client, Shape::Partitions) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let cfg = &st.cfg;
+    let names: Vec<String> = (0..cfg.nodes as usize).map(|i| cfg.node_name(i)).collect();
+    let total_cpus = cfg.cpus * cfg.nodes;
+    let p = json!({
+        "nodes": {"allowed_allocation": "", "configured": crate::job::node_list(&names), "total": cfg.nodes},
+        "accounts": {"allowed": "", "deny": ""},
+        "groups": {"allowed": ""},
+        "qos": {"allowed": "", "deny": "", "assigned": ""},
+        "alternate": "",
+        "tres": {"billing_weights": "",
+                 "configured": format!("cpu={total_cpus},mem={}M,node={},billing={total_cpus}", 8000 * cfg.nodes, cfg.nodes)},
+        "cluster": cfg.cluster_name,
+        "select_type": ["CPU"],
+        "cpus": {"task_binding": 0, "total": total_cpus},
+        "defaults": {"memory_per_cpu": 0, "partition_memory_per_cpu": nv_unset(),
+                     "partition_memory_per_node": nv_unset(), "time": crate::records::nv_infinite(), "job": ""},
+        "grace_time": 0,
+        "maximums": {"cpus_per_node": crate::records::nv_infinite(), "cpus_per_socket": crate::records::nv_infinite(),
+                     "memory_per_cpu": 0, "partition_memory_per_cpu": nv_unset(),
+                     "partition_memory_per_node": nv_unset(), "nodes": crate::records::nv_infinite(), "shares": 1,
+                     "oversubscribe": {"jobs": 1, "flags": []}, "time": crate::records::nv_infinite(),
+                     "over_time_limit": nv_unset()},
+        "minimums": {"nodes": 0},
+        "name": cfg.partition,
+        "node_sets": "",
+        "priority": {"job_factor": 1, "tier": 1},
+        "timeouts": {"resume": nv_unset(), "suspend": nv_unset()},
+        "partition": {"state": ["UP"]},
+        "suspend_time": nv_unset(),
+    });
+    let last_update = st.sched.lock().last_update;
+    json_resp(
+        StatusCode::OK,
+        json!({"partitions": [p], "last_update": nv(last_update),
+        "meta": ctx.meta, "errors": [], "warnings": []}),
+    )
+}
