@@ -147,7 +147,9 @@ impl Cluster {
             current_working_directory: self.workdir.clone(),
             environment: vec![("PATH".to_string(), "/usr/bin:/bin".to_string())],
             // Sleeping jobs die on their own if a test fails before cancelling them.
-            time_limit: Some(slurm_connector::slurmrestd::job_description::Limit::Finite(3)),
+            time_limit: Some(slurm_connector::slurmrestd::job_description::Limit::Finite(
+                3,
+            )),
             ..JobDescription::default()
         }
     }
@@ -217,7 +219,9 @@ async fn submit_runs_the_job_as_the_user_with_its_fields() {
     job.standard_error = Some(format!("{}/{}.err", c.workdir, job.name));
     job.comment = Some("real tier".to_string());
     job.cpus_per_task = Some(2);
-    job.time_limit = Some(slurm_connector::slurmrestd::job_description::Limit::Finite(5));
+    job.time_limit = Some(slurm_connector::slurmrestd::job_description::Limit::Finite(
+        5,
+    ));
     let id = submit(&client, &job).await;
     wait_base(&client, id, BaseState::Completed).await;
 
