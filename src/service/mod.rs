@@ -1,1 +1,3 @@
-//! (being built)
+//! The connector service (being built).
+pub mod convert;
+pub mod meta;
