@@ -2,12 +2,16 @@
 
 use crate::slurmrestd::JobDescription;
 use crate::slurmrestd::generated::v0042::types as g;
+use crate::slurmrestd::job_description::Limit;
 
-fn u32_no_val(n: u32) -> g::V0042Uint32NoValStruct {
-    g::V0042Uint32NoValStruct {
-        set: Some(true),
-        infinite: Some(false),
-        number: i32::try_from(n).ok(),
+fn u32_no_val(n: Limit) -> g::V0042Uint32NoValStruct {
+    match n {
+        Limit::Finite(n) => g::V0042Uint32NoValStruct {
+            set: Some(true),
+            infinite: Some(false),
+            number: i32::try_from(n).ok(),
+        },
+        Limit::Infinite => g::V0042Uint32NoValStruct { set: Some(false), infinite: Some(true), number: None },
     }
 }
 
@@ -18,10 +22,7 @@ pub fn submit_request(job: &JobDescription) -> g::V0042JobSubmitReq {
         script: Some(job.script.clone()),
         current_working_directory: Some(job.current_working_directory.clone()),
         environment: Some(g::V0042StringArray(
-            job.environment
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect(),
+            job.environment.iter().map(|(k, v)| format!("{k}={v}")).collect(),
         )),
         standard_output: job.standard_output.clone(),
         standard_error: job.standard_error.clone(),
@@ -31,9 +32,5 @@ pub fn submit_request(job: &JobDescription) -> g::V0042JobSubmitReq {
         cpus_per_task: job.cpus_per_task.and_then(|c| i32::try_from(c).ok()),
         ..Default::default()
     };
-    g::V0042JobSubmitReq {
-        job: Some(desc),
-        jobs: None,
-        script: None,
-    }
+    g::V0042JobSubmitReq { job: Some(desc), jobs: None, script: None }
 }
