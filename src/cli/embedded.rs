@@ -115,6 +115,28 @@ impl EmbeddedLayout {
     }
 }
 
+/// The embedded cluster as the connector sees it, given where its stand-in listens.
+pub fn cluster_config(layout: &EmbeddedLayout, restd_url: url::Url) -> ClusterConfig {
+    let shared = layout.shared.display().to_string();
+    ClusterConfig {
+        name: EMBEDDED_CLUSTER.into(),
+        restd_url,
+        api_version: crate::config::DEFAULT_API_VERSION.into(),
+        username: Some(EMBEDDED_USER.into()),
+        auth: Some(AuthConfig::KeyFile {
+            path: layout.key_file.clone(),
+            lifetime: crate::config::DEFAULT_TOKEN_LIFETIME,
+        }),
+        working_dir: Some(layout.jobs.display().to_string()),
+        // The stand-in runs jobs on this machine: cluster paths are local paths.
+        shared_mounts: vec![(shared, layout.shared.clone())],
+        default_partition: Some("debug".into()),
+        ssh_hosts: Vec::new(),
+        stager_url: None,
+        stager_token_file: None,
+    }
+}
+
 /// The running stand-in plus the deployment config that points the connector at it.
 pub struct Embedded {
     pub mock: MockHandle,
@@ -137,27 +159,11 @@ pub async fn start(data_dir: &Path, base: DeploymentConfig) -> Result<Embedded, 
     let mock = MockServer::start(cfg, "127.0.0.1:0".parse().expect("a loopback address"))
         .await
         .map_err(|e| EmbeddedError::Mock(e.to_string()))?;
-    let shared = layout.shared.display().to_string();
-    let cluster = ClusterConfig {
-        name: EMBEDDED_CLUSTER.into(),
-        restd_url: mock
-            .url()
-            .parse()
-            .map_err(|e: url::ParseError| EmbeddedError::Mock(e.to_string()))?,
-        api_version: crate::config::DEFAULT_API_VERSION.into(),
-        username: Some(EMBEDDED_USER.into()),
-        auth: Some(AuthConfig::KeyFile {
-            path: layout.key_file.clone(),
-            lifetime: crate::config::DEFAULT_TOKEN_LIFETIME,
-        }),
-        working_dir: Some(layout.jobs.display().to_string()),
-        // The stand-in runs jobs on this machine: cluster paths are local paths.
-        shared_mounts: vec![(shared.clone(), layout.shared.clone())],
-        default_partition: Some("debug".into()),
-        ssh_hosts: Vec::new(),
-        stager_url: None,
-        stager_token_file: None,
-    };
+    let url = mock
+        .url()
+        .parse()
+        .map_err(|e: url::ParseError| EmbeddedError::Mock(e.to_string()))?;
+    let cluster = cluster_config(&layout, url);
     let mut config = base;
     config.clusters.insert(EMBEDDED_CLUSTER.into(), cluster);
     config.default_cluster = EMBEDDED_CLUSTER.into();
