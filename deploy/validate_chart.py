@@ -240,6 +240,35 @@ def check_clusters_toml(text: str, file_keys: tuple[set[str], set[str]]) -> list
     return errs
 
 
+def check_flyte_values() -> list[str]:
+    """The Flyte values snippet must enable the connector plugin, route both task types to a
+    defined connector, and point it at the Service the chart creates (default release in flyte)."""
+    path = REPO / "deploy" / "flyte" / "values-connector.yaml"
+    try:
+        cfg = yaml.safe_load(path.read_text())["configuration"]["inline"]
+        tp = cfg["tasks"]["task-plugins"]
+        cs = cfg["plugins"]["connector-service"]
+    except (KeyError, TypeError, yaml.YAMLError) as e:
+        return [f"{path.name}: missing configuration.inline.tasks/plugins ({e})"]
+    errs = []
+    if "connector-service" not in tp.get("enabled-plugins", []):
+        errs.append("connector-service is not in enabled-plugins")
+    for t in ("slurm", "slurm_script"):
+        if tp.get("default-for-task-types", {}).get(t) != "connector-service":
+            errs.append(f"default-for-task-types.{t} is not connector-service")
+        cid = cs.get("connectorForTaskTypes", {}).get(t)
+        dep = cs.get("connectors", {}).get(cid)
+        if not dep:
+            errs.append(f"connectorForTaskTypes.{t} names {cid!r}, which is not under connectors")
+            continue
+        want = "dns:///slurm-connector.flyte.svc.cluster.local:8000"
+        if dep.get("endpoint") != want:
+            errs.append(f"connector {cid} endpoint {dep.get('endpoint')!r} is not the chart's Service {want}")
+        if dep.get("insecure") is not True:
+            errs.append(f"connector {cid}: insecure must be true (the Service is plaintext gRPC)")
+    return errs
+
+
 # ---------------------------------------------------------------------------------------------
 # Driving Helm and the schema validator.
 
@@ -373,6 +402,9 @@ def main() -> int:
             report(False, f"refused: {what}", ["rendered without error"])
         except helm.HelmError as e:
             report(fragment in str(e), f"refused: {what}", [] if fragment in str(e) else [f"message lacks {fragment!r}: {e}"])
+
+    errs = check_flyte_values()
+    report(not errs, "deploy/flyte/values-connector.yaml routes slurm and slurm_script to the chart's Service", errs)
 
     if reference is None:
         report(False, "self-test", ["no ci values file renders a ConfigMap and a ServiceAccount to mutate"])
