@@ -240,6 +240,17 @@ def check_clusters_toml(text: str, file_keys: tuple[set[str], set[str]]) -> list
     return errs
 
 
+def check_docs(env_names: set[str], file_keys: tuple[set[str], set[str]]) -> list[str]:
+    """docs/configuration.md must document every variable and clusters-file key the code reads."""
+    path = REPO / "docs" / "configuration.md"
+    text = path.read_text()
+    errs = [f"{path.name} does not document {n}" for n in sorted(env_names) if f"`{n}`" not in text]
+    top, cluster = file_keys
+    errs += [f"{path.name} does not document the clusters-file key {k}"
+             for k in sorted((top | cluster) - {"clusters"}) if f"`{k}`" not in text]
+    return errs
+
+
 def check_flyte_values() -> list[str]:
     """The Flyte values snippet must enable the connector plugin, route both task types to a
     defined connector, and point it at the Service the chart creates (default release in flyte)."""
@@ -301,20 +312,23 @@ def schema_errors(kv, docs: list[dict]) -> tuple[list[str], int]:
     return errs, checked
 
 
-# Values that must be refused, and a fragment the refusal must contain (it names the key).
+# Values that must be refused, and a fragment the refusal must contain (it names the key): the
+# chart's own `fail` message (dotted key) or Helm's values.schema.json error (JSON pointer).
 MUST_FAIL = [
     ("no cluster at all", {"auth": {"mode": "none"}}, "no Slurm cluster configured"),
     ("token mode without a Secret", {"cluster": {"restdUrl": "http://s:6820"}}, "auth.existingSecret"),
     ("key mode without a user", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "keyFile", "existingSecret": "k"}}, "cluster.username"),
-    ("unknown auth mode", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "password"}}, "auth.mode"),
-    ("URL without scheme", {"cluster": {"restdUrl": "slurmrestd:6820"}, "auth": {"mode": "none"}}, "cluster.restdUrl"),
-    ("relative working dir", {"cluster": {"restdUrl": "http://s:6820", "workingDir": "jobs"}, "auth": {"mode": "none"}}, "cluster.workingDir"),
+    ("unknown auth mode", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "password"}}, ("auth.mode", "/auth/mode")),
+    ("URL without scheme", {"cluster": {"restdUrl": "slurmrestd:6820"}, "auth": {"mode": "none"}}, ("cluster.restdUrl", "/cluster/restdUrl")),
+    ("relative working dir", {"cluster": {"restdUrl": "http://s:6820", "workingDir": "jobs"}, "auth": {"mode": "none"}}, ("cluster.workingDir", "/cluster/workingDir")),
     ("stager without mounts", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"}, "stager": {"enabled": True, "tokenSecret": "t"}}, "sharedFilesystem.mounts"),
     ("stager without token", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"}, "stager": {"url": "http://dtn:9091"}}, "stager.tokenSecret"),
     ("relative mount path", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
                              "sharedFilesystem": {"mounts": [{"name": "s", "clusterPath": "shared", "mountPath": "/s", "volume": {"emptyDir": {}}}]}}, "must both be absolute"),
+    ("misspelt key", {"cluster": {"restdURL": "http://s:6820"}, "auth": {"mode": "none"}}, "restdURL"),
+    ("misspelt section", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"}, "sharedFilesystems": {}}, "sharedFilesystems"),
     ("mount without volume", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
-                              "sharedFilesystem": {"mounts": [{"name": "s", "clusterPath": "/shared", "mountPath": "/s"}]}}, "sharedFilesystem.mounts[0]"),
+                              "sharedFilesystem": {"mounts": [{"name": "s", "clusterPath": "/shared", "mountPath": "/s"}]}}, ("sharedFilesystem.mounts[0]", "/sharedFilesystem/mounts/0")),
 ]
 
 
@@ -401,7 +415,12 @@ def main() -> int:
             render(helm, values)
             report(False, f"refused: {what}", ["rendered without error"])
         except helm.HelmError as e:
-            report(fragment in str(e), f"refused: {what}", [] if fragment in str(e) else [f"message lacks {fragment!r}: {e}"])
+            frags = (fragment,) if isinstance(fragment, str) else fragment
+            ok = any(f in str(e) for f in frags)
+            report(ok, f"refused: {what}", [] if ok else [f"message lacks {' or '.join(map(repr, frags))}: {e}"])
+
+    errs = check_docs(env_names, file_keys)
+    report(not errs, "docs/configuration.md documents every FLYTE_SLURM_* variable and clusters-file key in src/", errs)
 
     errs = check_flyte_values()
     report(not errs, "deploy/flyte/values-connector.yaml routes slurm and slurm_script to the chart's Service", errs)
