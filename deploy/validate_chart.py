@@ -322,7 +322,7 @@ MUST_FAIL = [
     ("URL without scheme", {"cluster": {"restdUrl": "slurmrestd:6820"}, "auth": {"mode": "none"}}, ("cluster.restdUrl", "/cluster/restdUrl")),
     ("relative working dir", {"cluster": {"restdUrl": "http://s:6820", "workingDir": "jobs"}, "auth": {"mode": "none"}}, ("cluster.workingDir", "/cluster/workingDir")),
     ("stager without mounts", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"}, "stager": {"enabled": True, "tokenSecret": "t"}}, "sharedFilesystem.mounts"),
-    ("stager without token", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"}, "stager": {"url": "http://dtn:9091"}}, "stager.tokenSecret"),
+    ("stager without token", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"}, "stager": {"url": "http://dtn:8090"}}, "stager.tokenSecret"),
     ("relative mount path", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
                              "sharedFilesystem": {"mounts": [{"name": "s", "clusterPath": "shared", "mountPath": "/s", "volume": {"emptyDir": {}}}]}}, "must both be absolute"),
     ("misspelt key", {"cluster": {"restdURL": "http://s:6820"}, "auth": {"mode": "none"}}, "restdURL"),
