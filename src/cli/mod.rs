@@ -1,4 +1,5 @@
 //! The command-line front end: one module per subcommand that needs more than a call.
 
+pub mod embedded;
 pub mod request;
 pub mod submit;

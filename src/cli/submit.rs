@@ -41,7 +41,8 @@ pub struct SubmitArgs {
     /// An extra sbatch option, `NAME=VALUE` (e.g. `--sbatch time=5`).
     #[arg(long = "sbatch", value_name = "NAME=VALUE")]
     pub sbatch: Vec<String>,
-    /// Where outputs go (default: a `file://` folder under the system's temp dir).
+    /// Where outputs go (default: the embedded default's local object store, a `file://` folder
+    /// under the data directory).
     #[arg(long)]
     pub output_prefix: Option<String>,
     /// Print the resource_meta after CreateTask and stop (the job keeps running).
