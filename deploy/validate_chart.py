@@ -212,6 +212,10 @@ def check_env(name: str, c: dict, volumes: dict, env_names: set[str]) -> list[st
             rel = v[len(m["mountPath"].rstrip("/")) + 1:]
             if src and src.get("items") and rel not in [i["path"] for i in src["items"]]:
                 errs.append(f"container {name}: {n}={v}, but volume {m['name']} projects only {[i['path'] for i in src['items']]}")
+        if n == "FLYTE_SLURM_DATA_DIR" and v is not None:
+            owner = [p for p in mounts if under(v, p)]
+            if not owner or mounts[max(owner, key=len)].get("readOnly"):
+                errs.append(f"container {name}: FLYTE_SLURM_DATA_DIR={v} is not on a writable mount (the root fs is read-only)")
         if n == "FLYTE_SLURM_SHARED_MOUNTS" and v is not None:
             for pair in filter(None, v.split(",")):
                 cluster, _, local = pair.partition("=")
