@@ -44,41 +44,35 @@ fn quote_path(path: &str) -> proc_macro2::TokenStream {
     path.parse().expect("a Rust path")
 }
 
-/// Compiles every `.proto` under `proto/` (owned by the service work; no-op while there are none).
+/// Compiles the flyteidl2 connector subset in `proto/` (server and client stubs) into one
+/// include file, `flyteidl2.rs`, that `src/proto.rs` pulls in with its nested package modules.
 fn compile_protos() {
-    println!("cargo:rerun-if-changed=proto");
-    let mut files = Vec::new();
-    collect_protos(&PathBuf::from("proto"), &mut files);
-    if files.is_empty() {
-        return;
-    }
-    files.sort();
-    // A protoc shipped inside a crate: no system package needed on a fresh machine.
-    // SAFETY: build scripts are single-threaded at this point.
+    // protoc comes from a crate so a build never depends on a system protoc being installed.
+    // SAFETY: build scripts are single-threaded; nothing else reads the environment concurrently.
     unsafe {
-        env::set_var(
+        std::env::set_var(
             "PROTOC",
-            protoc_bin_vendored::protoc_bin_path().expect("protoc"),
+            protoc_bin_vendored::protoc_bin_path().expect("vendored protoc for this platform"),
         )
     };
+    let includes = [
+        std::path::PathBuf::from("proto"),
+        protoc_bin_vendored::include_path().expect("vendored protoc include path"),
+    ];
+    let protos = [
+        std::path::PathBuf::from("proto/flyteidl2/connector/service.proto"),
+        std::path::PathBuf::from("proto/flyteidl2/connector/connector.proto"),
+    ];
+    println!("cargo:rerun-if-changed=proto");
     tonic_prost_build::configure()
         .build_server(true)
         .build_client(true)
         .include_file("flyteidl2.rs")
-        .compile_protos(&files, &[PathBuf::from("proto")])
-        .unwrap_or_else(|e| panic!("compile protos: {e}"));
-}
-
-fn collect_protos(dir: &PathBuf, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            collect_protos(&path, out);
-        } else if path.extension().is_some_and(|e| e == "proto") {
-            out.push(path);
-        }
-    }
+        // Kept for protobuf-JSON requests (`render`/`submit --request x.json`, via prost-reflect).
+        .file_descriptor_set_path(
+            std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap())
+                .join("flyteidl2_descriptor.bin"),
+        )
+        .compile_protos(&protos, &includes)
+        .expect("compiling proto/ (see the protoc message above)");
 }

@@ -13,6 +13,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use slurm_connector::slurmrestd::job_description::Limit;
 use slurm_connector::slurmrestd::{
     Auth, BaseState, CancelOutcome, Client, ClientError, JobId, RequestObserver, Secret,
 };
@@ -42,7 +43,7 @@ async fn submit_runs_the_job_as_the_user_with_its_fields() {
     job.standard_error = Some(format!("{}/{}.err", c.workdir, job.name));
     job.comment = Some("real tier".to_string());
     job.cpus_per_task = Some(2);
-    job.time_limit = Some(5);
+    job.time_limit = Some(Limit::Finite(5));
     let id = submit(&client, &job).await;
     wait_base(&client, id, BaseState::Completed).await;
 
@@ -236,7 +237,11 @@ async fn states_of_many_jobs_come_from_one_request() {
 async fn cancel_a_pending_job() {
     let c = require_cluster!();
     let client = c.user_client();
-    // A held job stays pending (the job description has no hold field; sbatch --hold does it).
+    // Held jobs stay pending: one held through the job description (`hold: true`), one held by
+    // `sbatch --hold` inside the cluster (a job the connector did not submit).
+    let mut job = c.job("held", "#!/bin/bash\ntrue\n");
+    job.hold = Some(true);
+    let held_by_rest = submit(&client, &job).await;
     let out = c
         .dev_cluster(&[
             "exec",
@@ -248,30 +253,32 @@ async fn cancel_a_pending_job() {
             "--chdir",
             &c.workdir,
             "--job-name",
-            &unique("held"),
+            &unique("held-sbatch"),
             "--wrap",
             "true",
         ])
         .await;
-    let id: JobId = out
+    let held_by_sbatch: JobId = out
         .trim()
         .split(';')
         .next()
         .unwrap()
         .parse()
         .expect("sbatch --parsable prints the job id");
-    let all = states(&client, &[id]).await;
-    assert_eq!(
-        all.get(&id).map(|s| &s.base),
-        Some(&BaseState::Pending),
-        "{all:?}"
-    );
-
-    assert_eq!(
-        client.cancel(id, None).await.expect("cancel pending"),
-        CancelOutcome::Cancelled
-    );
-    wait_base(&client, id, BaseState::Cancelled).await;
+    for id in [held_by_rest, held_by_sbatch] {
+        let all = states(&client, &[id]).await;
+        assert_eq!(
+            all.get(&id).map(|s| &s.base),
+            Some(&BaseState::Pending),
+            "job {id}: {all:?}"
+        );
+        assert_eq!(
+            client.cancel(id, None).await.expect("cancel pending"),
+            CancelOutcome::Cancelled,
+            "job {id}"
+        );
+        wait_base(&client, id, BaseState::Cancelled).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

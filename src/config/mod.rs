@@ -1,1 +1,219 @@
-//! (being built)
+//! Deployment configuration: the connector's environment (`FLYTE_SLURM_*`) and an optional TOML
+//! file naming several clusters. The deployment's settings always win over a task's own config:
+//! a task may only *select* one of the configured clusters by name (`custom.connection.cluster`),
+//! never point the deployment's credentials at a host of its choosing.
+//!
+//! Precedence: built-in defaults < config file < environment (the environment describes the
+//! cluster named by `FLYTE_SLURM_CLUSTER_NAME`, default `default`, and overrides that cluster's
+//! entry of the file field by field).
+
+mod env;
+mod error;
+mod file;
+mod units;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Tokens and keys: redacted in `Debug`/`Display` (the slurmrestd client's own type).
+pub use crate::slurmrestd::Secret;
+pub use error::ConfigError;
+pub use units::{parse_bytes, parse_duration};
+
+/// How the connector authenticates to one cluster's slurmrestd.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AuthConfig {
+    /// A fixed token (`FLYTE_SLURM_JWT`; a leading `SLURM_JWT=` is accepted).
+    Token(Secret),
+    /// A file holding the token, re-read when it changes (`FLYTE_SLURM_JWT_FILE`).
+    TokenFile(PathBuf),
+    /// The cluster's HS256 key: the connector mints short-lived tokens (`FLYTE_SLURM_JWT_KEY_FILE`).
+    KeyFile { path: PathBuf, lifetime: Duration },
+}
+
+/// One Slurm cluster reached through slurmrestd.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterConfig {
+    /// The name tasks select it by and `resource_meta` records.
+    pub name: String,
+    pub restd_url: url::Url,
+    /// slurmrestd plugin version, e.g. `v0.0.42`.
+    pub api_version: String,
+    /// The Slurm user jobs run as (token subject / `X-SLURM-USER-NAME`).
+    pub username: Option<String>,
+    pub auth: Option<AuthConfig>,
+    /// Absolute directory on the cluster's shared filesystem for job files.
+    pub working_dir: Option<String>,
+    /// `cluster_prefix → local path`: where the connector sees the cluster's filesystem.
+    pub shared_mounts: Vec<(String, PathBuf)>,
+    /// Partition for tasks that name none (None: Slurm's default).
+    pub default_partition: Option<String>,
+    /// SSH host names the published Python connector recorded in its `resource_meta` for this
+    /// cluster (its `host` field): jobs it started keep being tracked after a swap.
+    pub ssh_hosts: Vec<String>,
+    /// Staging sidecar for logs/outputs, when the connector has no mount.
+    pub stager_url: Option<url::Url>,
+    pub stager_token_file: Option<PathBuf>,
+}
+
+/// Everything the service needs from the deployment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeploymentConfig {
+    /// By name; never empty once loaded (see [`DeploymentConfig::load`]), except when
+    /// `embedded` is set.
+    pub clusters: BTreeMap<String, ClusterConfig>,
+    /// The cluster a task gets when it names none.
+    pub default_cluster: String,
+    /// How often the tracker asks each cluster for its jobs' states (`FLYTE_SLURM_POLL_INTERVAL`).
+    pub poll_interval: Duration,
+    /// How long a finished job stays in the tracker's cache (`FLYTE_SLURM_TERMINAL_TTL`).
+    pub terminal_ttl: Duration,
+    /// Whether a task may bring its own slurmrestd token in `connection.secrets`
+    /// (`FLYTE_SLURM_ALLOW_TASK_CREDENTIALS`, default false).
+    pub allow_task_credentials: bool,
+    /// Ceiling for connector-side output uploads (`FLYTE_SLURM_CONNECTOR_UPLOAD_MAX_BYTES`;
+    /// None = no limit). Kept as text too: a malformed value fails the task, not the startup.
+    pub upload_max_bytes: UploadLimit,
+    /// True when no slurmrestd is configured at all: `serve` starts the embedded stand-in.
+    pub embedded: bool,
+}
+
+/// `FLYTE_SLURM_CONNECTOR_UPLOAD_MAX_BYTES` as read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum UploadLimit {
+    Bytes(u64),
+    Unlimited,
+    /// The value did not parse; tasks that upload through the connector fail with this message.
+    Malformed(String),
+}
+
+pub const DEFAULT_API_VERSION: &str = "v0.0.42";
+pub const DEFAULT_CLUSTER_NAME: &str = "default";
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(5);
+pub const DEFAULT_TERMINAL_TTL: Duration = Duration::from_secs(3600);
+pub const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(1800);
+pub const DEFAULT_UPLOAD_MAX_BYTES: u64 = 100_000_000;
+
+/// The name of the per-task slurmrestd token in `CreateTaskRequest.connection.secrets`.
+pub const TASK_TOKEN_SECRET: &str = "slurm_jwt";
+/// Secrets the SSH-era plugin sends; accepted and ignored (a REST connector has no use for them).
+pub const SSH_ERA_SECRETS: &[&str] = &["ssh_private_key", "known_hosts_data"];
+
+impl DeploymentConfig {
+    /// Reads the process environment and, when given (or named by `FLYTE_SLURM_CONFIG`), the file.
+    pub fn load(file: Option<&Path>) -> Result<DeploymentConfig, ConfigError> {
+        Self::load_with(&|k| std::env::var(k).ok(), file)
+    }
+
+    /// As [`load`](Self::load), with the environment given as a lookup (tests).
+    pub fn load_with(
+        get: &dyn Fn(&str) -> Option<String>,
+        file: Option<&Path>,
+    ) -> Result<DeploymentConfig, ConfigError> {
+        let file_path = match file {
+            Some(p) => Some(p.to_path_buf()),
+            None => get("FLYTE_SLURM_CONFIG")
+                .filter(|s| !s.is_empty())
+                .map(PathBuf::from),
+        };
+        let mut cfg = match &file_path {
+            Some(p) => file::load(p)?,
+            None => DeploymentConfig::empty(),
+        };
+        env::apply(&mut cfg, get)?;
+        if cfg.clusters.is_empty() {
+            cfg.embedded = true;
+        } else if !cfg.clusters.contains_key(&cfg.default_cluster) {
+            // One cluster: it is the default whatever it is called. Several: the operator must say.
+            if cfg.clusters.len() == 1 {
+                cfg.default_cluster = cfg.clusters.keys().next().cloned().unwrap_or_default();
+            } else {
+                return Err(ConfigError::Missing {
+                    var: "default_cluster".into(),
+                    problem: format!(
+                        "no cluster named `{}`; set `default_cluster` in the config file to one of: {}",
+                        cfg.default_cluster,
+                        cfg.cluster_names()
+                    ),
+                });
+            }
+        }
+        Ok(cfg)
+    }
+
+    /// Defaults, no cluster.
+    pub fn empty() -> DeploymentConfig {
+        DeploymentConfig {
+            clusters: BTreeMap::new(),
+            default_cluster: DEFAULT_CLUSTER_NAME.to_string(),
+            poll_interval: DEFAULT_POLL_INTERVAL,
+            terminal_ttl: DEFAULT_TERMINAL_TTL,
+            allow_task_credentials: false,
+            upload_max_bytes: UploadLimit::Bytes(DEFAULT_UPLOAD_MAX_BYTES),
+            embedded: false,
+        }
+    }
+
+    pub fn cluster_names(&self) -> String {
+        self.clusters
+            .keys()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The cluster a task asked for (`custom.connection.cluster`), or the default one. Only
+    /// configured names are accepted: this is the whole of what a task may say about where it runs.
+    pub fn select_cluster(&self, requested: Option<&str>) -> Result<&ClusterConfig, String> {
+        let name = requested.unwrap_or(&self.default_cluster);
+        self.clusters.get(name).ok_or_else(|| {
+            format!(
+                "Slurm config `connection.cluster`: `{name}` is not a cluster of this connector; \
+                 configured clusters: {}",
+                self.cluster_names()
+            )
+        })
+    }
+
+    /// The cluster the Python SSH connector meant by `host` (its `resource_meta`): a cluster
+    /// listing it in `ssh_hosts`, else a cluster named like the host, else the only cluster.
+    pub fn cluster_for_ssh_host(&self, host: &str) -> Option<&ClusterConfig> {
+        self.clusters
+            .values()
+            .find(|c| c.ssh_hosts.iter().any(|h| h.eq_ignore_ascii_case(host)))
+            .or_else(|| self.clusters.get(host))
+            .or_else(|| {
+                (self.clusters.len() == 1)
+                    .then(|| self.clusters.values().next())
+                    .flatten()
+            })
+    }
+
+    /// Decides which slurmrestd token a task's request carries, if any, under the deployment's
+    /// policy. `Ok(None)`: use the deployment's own credentials.
+    pub fn task_credential(
+        &self,
+        secrets: &std::collections::HashMap<String, String>,
+    ) -> Result<Option<Secret>, String> {
+        let Some(token) = secrets.get(TASK_TOKEN_SECRET) else {
+            return Ok(None);
+        };
+        if !self.allow_task_credentials {
+            return Err(format!(
+                "connection secret `{TASK_TOKEN_SECRET}`: this connector does not accept per-task \
+                 slurmrestd tokens; remove the secret from the task, or have the operator set \
+                 FLYTE_SLURM_ALLOW_TASK_CREDENTIALS=true"
+            ));
+        }
+        let token = token.trim();
+        let token = token.strip_prefix("SLURM_JWT=").unwrap_or(token);
+        if token.is_empty() {
+            return Err(format!("connection secret `{TASK_TOKEN_SECRET}` is empty"));
+        }
+        Ok(Some(Secret::new(token)))
+    }
+}
+
+#[cfg(test)]
+mod tests;

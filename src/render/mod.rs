@@ -1,1 +1,361 @@
-//! (being built)
+//! Job rendering: a Flyte task becomes a slurmrestd JSON job description (pure, no I/O).
+//!
+//! slurmrestd never reads `#SBATCH` lines, so rendering turns everything a task says — the
+//! plugin's first-class fields, its `sbatch_options` and the script's own directives — into
+//! job-description fields, exactly as `sbatch` would have interpreted them, and builds the script
+//! and environment the published Python plugin would have produced (`python-plugin.md`).
+//!
+//! Modules, one job each: [`spec`] inputs, [`custom`] the plugin config, [`directives`] the
+//! `#SBATCH` parser, [`options`] THE option table, [`merge`] precedence, [`apply`] option → field,
+//! [`units`] time/size syntaxes, [`env`] the environment, [`script`] the script text, [`naming`]
+//! job names and the idempotency key.
+
+pub mod apply;
+pub mod custom;
+pub mod directives;
+pub mod env;
+pub mod error;
+pub mod merge;
+pub mod naming;
+pub mod options;
+pub mod script;
+pub mod spec;
+pub mod units;
+
+use std::collections::BTreeMap;
+
+pub use custom::{OutputKind, OutputUpload};
+pub use error::{Origin, RenderError};
+pub use naming::{idempotency_key, key_from_comment};
+pub use spec::{
+    ContainerSpec, ExecutionIdentity, InputValue, InterfaceKind, RenderConfig, TaskSpec, TaskType,
+};
+
+use crate::slurmrestd::job_description::JobDescription;
+
+/// An output the job must produce, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeclaredOutput {
+    pub name: String,
+    pub kind: OutputKind,
+    pub upload: OutputUpload,
+    /// The final object URI: `<output_prefix>/<name>`.
+    pub uri: String,
+    /// What the job was told to write (`FLYTE_OUTPUT_<NAME>`): a cluster path for connector
+    /// upload, the final URI for job upload.
+    pub written_to: String,
+}
+
+/// A rendered task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    pub job: JobDescription,
+    pub job_name: String,
+    /// [`idempotency_key`] of the execution; also at the start of `job.comment`.
+    pub key: String,
+    pub stdout_path: String,
+    pub stderr_path: String,
+    /// Script tasks' declared outputs (empty for native tasks: their entrypoint writes outputs).
+    pub declared_outputs: Vec<DeclaredOutput>,
+    /// `custom.connection` keys other than the SSH-era ones, for the service to interpret.
+    pub connection: BTreeMap<String, serde_json::Value>,
+}
+
+/// Renders with the current time (only `--begin`/`--deadline` read it).
+pub fn render(spec: &TaskSpec, cfg: &RenderConfig) -> Result<Rendered, RenderError> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    render_at(spec, cfg, now)
+}
+
+fn clean_dir(path: &str, field: &str) -> Result<String, RenderError> {
+    if !path.starts_with('/') || path.chars().any(|c| c.is_control()) {
+        return Err(RenderError::config(
+            field,
+            format!(
+                "`{}` must be an absolute path on the cluster's shared filesystem",
+                path.escape_default()
+            ),
+        ));
+    }
+    let trimmed = path.trim_end_matches('/');
+    Ok(if trimmed.is_empty() {
+        "/".to_string()
+    } else {
+        trimmed.to_string()
+    })
+}
+
+/// [`render`] at a given unix time (tests, and a service that wants one clock per request).
+pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Rendered, RenderError> {
+    let custom = custom::parse(&spec.custom)?;
+
+    let working_dir = match (&cfg.working_dir, &custom.working_dir) {
+        (Some(d), task) => {
+            if task.as_ref().is_some_and(|t| t != d) {
+                tracing::info!(deployment = %d, "task `working_dir` ignored: the deployment's FLYTE_SLURM_WORKING_DIR wins");
+            }
+            clean_dir(d, "FLYTE_SLURM_WORKING_DIR")?
+        }
+        (None, Some(t)) => clean_dir(t, "working_dir")?,
+        (None, None) => return Err(RenderError::NoWorkingDir),
+    };
+
+    let key = idempotency_key(&spec.exec);
+    let job_name = naming::job_name(&spec.task_name, &key);
+
+    let (directives, user_script) = match spec.task_type {
+        TaskType::SlurmScript => {
+            let s = custom
+                .script
+                .as_deref()
+                .filter(|s| !s.trim().is_empty())
+                .ok_or_else(|| {
+                    RenderError::config("script", "a slurm_script task needs a non-empty script")
+                })?;
+            (directives::parse_script(s)?, Some(s))
+        }
+        TaskType::Slurm => {
+            for (present, field) in [
+                (custom.script.is_some(), "script"),
+                (!custom.outputs.is_empty(), "outputs"),
+            ] {
+                if present {
+                    return Err(RenderError::config(
+                        field,
+                        "only slurm_script tasks take this; remove it",
+                    ));
+                }
+            }
+            (directives::Directives::default(), None)
+        }
+    };
+    for (line, word) in &directives.ignored_words {
+        tracing::info!(line, word = %word, "#SBATCH word is not an option; sbatch ignores it too");
+    }
+
+    let merged = merge::merge(directives.options.clone(), &custom)?;
+    let mut job = JobDescription::default();
+    let applied = apply::apply(
+        &merged,
+        &mut job,
+        apply::Clock {
+            now,
+            utc_offset: cfg.cluster_utc_offset_seconds,
+        },
+    )?;
+    if job.partition.is_none() {
+        job.partition = cfg.default_partition.clone();
+    }
+
+    let stdout_path = format!("{working_dir}/{job_name}.out");
+    let stderr_path = format!("{working_dir}/{job_name}.err");
+    job.name = job_name.clone();
+    job.current_working_directory = working_dir.clone();
+    job.standard_output = Some(stdout_path.clone());
+    job.standard_error = Some(stderr_path.clone());
+    job.comment = Some(naming::comment(&key, applied.user_comment.as_deref()));
+
+    // Environment, lowest precedence first.
+    let mut envb = env::EnvBuilder::default();
+    for (k, v) in &cfg.base_env {
+        envb.set(k, v, "the deployment's base environment")?;
+    }
+    if !envb.contains("PATH") {
+        envb.set("PATH", spec::DEFAULT_PATH, "the connector default")?;
+    }
+    if let Some(c) = &spec.container {
+        for (k, v) in &c.env {
+            envb.set(k, v, "the task template's container env")?;
+        }
+    }
+    envb.identity(&spec.exec)?;
+    for (k, v) in &spec.env_vars {
+        envb.set(k, v, "TaskExecutionMetadata.environment_variables")?;
+    }
+    for (k, v) in &custom.env {
+        if k.starts_with("FLYTE_INPUT_") || k.starts_with("FLYTE_OUTPUT_") {
+            return Err(RenderError::Env {
+                name: k.clone(),
+                problem:
+                    "set by the connector from the task's inputs and outputs; remove it from `env`"
+                        .into(),
+            });
+        }
+        envb.set(k, v, "the task's `env`")?;
+    }
+
+    let header = format!(
+        "# slurm-connector: Flyte task {} ({}/{}/{}/{} attempt {}), key {key}\n",
+        spec.task_name.escape_default(),
+        spec.exec.project.escape_default(),
+        spec.exec.domain.escape_default(),
+        spec.exec.run_name.escape_default(),
+        spec.exec.action_name.escape_default(),
+        spec.exec.attempt
+    );
+
+    let mut declared_outputs = Vec::new();
+    job.script = match spec.task_type {
+        TaskType::SlurmScript => {
+            envb.inputs(&spec.inputs)?;
+            declared_outputs = outputs(spec, &custom, &working_dir, &job_name)?;
+            let mut seen = BTreeMap::new();
+            for o in &declared_outputs {
+                let var = format!("FLYTE_OUTPUT_{}", env::var_suffix(&o.name));
+                if let Some(other) = seen.insert(var.clone(), o.name.clone()) {
+                    return Err(RenderError::Output {
+                        name: o.name.clone(),
+                        problem: format!("maps to {var} like output `{other}`; rename one"),
+                    });
+                }
+                envb.set(&var, &o.written_to, "the declared outputs")?;
+            }
+            let mkdirs: Vec<String> = if declared_outputs
+                .iter()
+                .any(|o| o.upload == OutputUpload::Connector)
+            {
+                vec![format!("{working_dir}/{job_name}.outputs")]
+            } else {
+                Vec::new()
+            };
+            script::script_task(
+                user_script.expect("script tasks have a script"),
+                directives.first_command_line,
+                &header,
+                &custom.modules,
+                &cfg.module_init_scripts,
+                &mkdirs,
+            )?
+        }
+        TaskType::Slurm => {
+            let container = spec.container.as_ref().ok_or_else(|| {
+                RenderError::Container(
+                    "a slurm task needs the template's container (image and entrypoint)".into(),
+                )
+            })?;
+            let image = custom
+                .container
+                .image
+                .clone()
+                .or_else(|| Some(container.image.clone()).filter(|i| !i.is_empty()))
+                .ok_or_else(|| {
+                    RenderError::Container(
+                        "no image: set the task's image or container.image".into(),
+                    )
+                })?;
+            let command: Vec<String> = container
+                .command
+                .iter()
+                .chain(container.args.iter())
+                .cloned()
+                .collect();
+            // a0 writes `<prefix>/outputs.pb` and does not create a local prefix folder.
+            let mkdirs: Vec<String> = spec
+                .output_prefix
+                .strip_prefix("file://")
+                .map(|p| vec![p.to_string()])
+                .unwrap_or_default();
+            script::native(&script::NativeParts {
+                header: &header,
+                container: &custom.container,
+                image: &image,
+                command: &command,
+                modules: &custom.modules,
+                module_init_scripts: &cfg.module_init_scripts,
+                gpus_requested: applied.gpus_requested,
+                mkdirs: &mkdirs,
+            })?
+        }
+    };
+    job.environment = envb.into_vec();
+
+    Ok(Rendered {
+        job,
+        job_name,
+        key,
+        stdout_path,
+        stderr_path,
+        declared_outputs,
+        connection: custom.connection,
+    })
+}
+
+/// Declared outputs of a script task, checked against the typed interface.
+fn outputs(
+    spec: &TaskSpec,
+    custom: &custom::SlurmCustom,
+    working_dir: &str,
+    job_name: &str,
+) -> Result<Vec<DeclaredOutput>, RenderError> {
+    if !spec.outputs.is_empty() {
+        for (name, kind) in &spec.outputs {
+            let declared = custom
+                .outputs
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, k)| *k);
+            let ok = matches!(
+                (kind, declared),
+                (InterfaceKind::File, Some(OutputKind::File))
+                    | (InterfaceKind::Dir, Some(OutputKind::Dir))
+            );
+            if !ok {
+                return Err(RenderError::Output {
+                    name: name.clone(),
+                    problem: format!(
+                        "the task interface says {kind:?} but the Slurm config declares {declared:?}; script \
+                         tasks produce only File and Dir outputs, declared in `outputs`"
+                    ),
+                });
+            }
+        }
+        if let Some((n, _)) = custom
+            .outputs
+            .iter()
+            .find(|(n, _)| !spec.outputs.iter().any(|(m, _)| m == n))
+        {
+            return Err(RenderError::Output {
+                name: n.clone(),
+                problem: "declared in `outputs` but missing from the task interface".into(),
+            });
+        }
+    }
+    let mut out = Vec::new();
+    for (name, kind) in &custom.outputs {
+        if name.is_empty()
+            || name == "."
+            || name == ".."
+            || name.contains('/')
+            || name.chars().any(|c| c.is_control())
+        {
+            return Err(RenderError::Output {
+                name: name.escape_default().to_string(),
+                problem: "output names must be usable as a file name (no `/`, not `.` or `..`)"
+                    .into(),
+            });
+        }
+        let prefix = spec.output_prefix.trim_end_matches('/');
+        if prefix.is_empty() {
+            return Err(RenderError::Output {
+                name: name.clone(),
+                problem: "the request has no output_prefix to upload it to".into(),
+            });
+        }
+        let uri = format!("{prefix}/{name}");
+        let written_to = match custom.output_upload {
+            OutputUpload::Connector => format!("{working_dir}/{job_name}.outputs/{name}"),
+            OutputUpload::Job => uri.clone(),
+        };
+        out.push(DeclaredOutput {
+            name: name.clone(),
+            kind: *kind,
+            upload: custom.output_upload,
+            uri,
+            written_to,
+        });
+    }
+    Ok(out)
+}

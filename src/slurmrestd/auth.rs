@@ -307,7 +307,7 @@ mod tests {
         v.required_spec_claims = ["exp".to_string()].into();
         let data = jsonwebtoken::decode::<serde_json::Value>(
             t.expose(),
-            &jsonwebtoken::DecodingKey::from_secret(key),
+            &jsonwebtoken::DecodingKey::from_secret(key).unwrap(),
             &v,
         )
         .unwrap();

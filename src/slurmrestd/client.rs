@@ -274,9 +274,9 @@ impl Client {
             .jobs
             .iter()
             .flat_map(|j| j.0.iter())
+            .rev()
             .filter_map(convert::accounting_job)
-            .filter(|j| j.job_id == id)
-            .last())
+            .find(|j| j.job_id == id))
     }
 
     /// Accounting records of many jobs in one request (repeated `step=`; slurmdbd has no `job`

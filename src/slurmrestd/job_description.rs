@@ -1,19 +1,500 @@
 //! Our own job description: what rendering produces and `submit` sends. Independent of the
-//! generated v0.0.42 types; the conversion lives at one seam (see `v0042`).
+//! generated v0.0.42 types; the conversion lives at one seam (`convert::job_description`).
+//!
+//! Field names follow slurmrestd's v0.0.42 `job_desc_msg` so the conversion stays a field-by-field
+//! copy; units are stated on each field. Small enums stand in for the API's string enums so a typo
+//! cannot reach slurmrestd (which answers a bad enum with a warning and *no job*).
+
+/// A 32-bit count that slurmrestd can also take as "infinite" (`uint32_no_val_struct`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    Finite(u32),
+    Infinite,
+}
+
+/// How the job may share nodes (`--exclusive[=...]`, `--oversubscribe`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shared {
+    /// `--exclusive`: no sharing.
+    None,
+    /// `--oversubscribe`.
+    Oversubscribe,
+    /// `--exclusive=user`.
+    User,
+    /// `--exclusive=mcs`.
+    Mcs,
+    /// `--exclusive=topo`.
+    Topo,
+}
+
+impl Shared {
+    pub fn as_api_str(self) -> &'static str {
+        match self {
+            Shared::None => "none",
+            Shared::Oversubscribe => "oversubscribe",
+            Shared::User => "user",
+            Shared::Mcs => "mcs",
+            Shared::Topo => "topo",
+        }
+    }
+}
+
+/// Memory request: sbatch's `--mem` and `--mem-per-cpu` are mutually exclusive, so one enum.
+/// (`--mem-per-gpu` is a TRES request: `memory_per_tres`.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Memory {
+    /// `--mem`, in MiB (0 = all memory of each node).
+    PerNode(u64),
+    /// `--mem-per-cpu`, in MiB.
+    PerCpu(u64),
+}
+
+/// `--mail-type` values as slurmrestd spells them (`job_mail_flags`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum MailType {
+    Begin,
+    End,
+    Fail,
+    Requeue,
+    Time100,
+    Time90,
+    Time80,
+    Time50,
+    StageOut,
+    ArrayTasks,
+    InvalidDependency,
+}
+
+impl MailType {
+    pub fn as_api_str(self) -> &'static str {
+        match self {
+            MailType::Begin => "BEGIN",
+            MailType::End => "END",
+            MailType::Fail => "FAIL",
+            MailType::Requeue => "REQUEUE",
+            MailType::Time100 => "TIME=100%",
+            MailType::Time90 => "TIME=90%",
+            MailType::Time80 => "TIME=80%",
+            MailType::Time50 => "TIME=50%",
+            MailType::StageOut => "STAGE_OUT",
+            MailType::ArrayTasks => "ARRAY_TASKS",
+            MailType::InvalidDependency => "INVALID_DEPENDENCY",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenMode {
+    Append,
+    Truncate,
+}
+
+impl OpenMode {
+    pub fn as_api_str(self) -> &'static str {
+        match self {
+            OpenMode::Append => "APPEND",
+            OpenMode::Truncate => "TRUNCATE",
+        }
+    }
+}
+
+/// The subset of `job_flags` a submitter may set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum JobFlag {
+    KillInvalidDependency,
+    NoKillInvalidDependency,
+    SpreadJob,
+    PreferMinimumNodeCount,
+    GresBindingEnforced,
+    GresBindingDisabled,
+    StepmgrEnabled,
+}
+
+impl JobFlag {
+    pub fn as_api_str(self) -> &'static str {
+        match self {
+            JobFlag::KillInvalidDependency => "KILL_INVALID_DEPENDENCY",
+            JobFlag::NoKillInvalidDependency => "NO_KILL_INVALID_DEPENDENCY",
+            JobFlag::SpreadJob => "SPREAD_JOB",
+            JobFlag::PreferMinimumNodeCount => "PREFER_MINIMUM_NODE_COUNT",
+            JobFlag::GresBindingEnforced => "GRES_BINDING_ENFORCED",
+            JobFlag::GresBindingDisabled => "GRES_BINDING_DISABLED",
+            JobFlag::StepmgrEnabled => "STEPMGR_ENABLED",
+        }
+    }
+}
+
+/// `--signal=[{R|B}:]...` scope flags (`warn_flags`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WarnFlag {
+    /// `B:` signal only the batch shell.
+    BatchJob,
+    /// `R:` signal when the reservation ends.
+    ReservationJob,
+}
+
+impl WarnFlag {
+    pub fn as_api_str(self) -> &'static str {
+        match self {
+            WarnFlag::BatchJob => "BATCH_JOB",
+            WarnFlag::ReservationJob => "RESERVATION_JOB",
+        }
+    }
+}
+
+/// `--signal`: which signal, how long before the end, and to whom.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KillWarning {
+    /// Signal name without `SIG` (e.g. `USR1`) or number, as sbatch accepts it.
+    pub signal: String,
+    /// Seconds before the time limit.
+    pub delay_seconds: u16,
+    pub flags: Vec<WarnFlag>,
+}
+
+/// `--mem-bind` types (`memory_binding_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemBindType {
+    None,
+    Rank,
+    Map,
+    Mask,
+    Local,
+    Verbose,
+    Sort,
+    Prefer,
+}
+
+impl MemBindType {
+    pub fn as_api_str(self) -> &'static str {
+        match self {
+            MemBindType::None => "NONE",
+            MemBindType::Rank => "RANK",
+            MemBindType::Map => "MAP",
+            MemBindType::Mask => "MASK",
+            MemBindType::Local => "LOCAL",
+            MemBindType::Verbose => "VERBOSE",
+            MemBindType::Sort => "SORT",
+            MemBindType::Prefer => "PREFER",
+        }
+    }
+}
+
+/// `--cpu-bind`-like flags that `--hint` implies (`cpu_binding_flags`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuBindFlag {
+    ToThreads,
+    ToCores,
+    OneThreadPerCore,
+}
+
+impl CpuBindFlag {
+    pub fn as_api_str(self) -> &'static str {
+        match self {
+            CpuBindFlag::ToThreads => "CPU_BIND_TO_THREADS",
+            CpuBindFlag::ToCores => "CPU_BIND_TO_CORES",
+            CpuBindFlag::OneThreadPerCore => "CPU_BIND_ONE_THREAD_PER_CORE",
+        }
+    }
+}
+
+/// `--profile` types (`acct_gather_profile`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    None,
+    Energy,
+    Lustre,
+    Network,
+    Task,
+}
+
+impl Profile {
+    pub fn as_api_str(self) -> &'static str {
+        match self {
+            Profile::None => "NONE",
+            Profile::Energy => "ENERGY",
+            Profile::Lustre => "LUSTRE",
+            Profile::Network => "NETWORK",
+            Profile::Task => "TASK",
+        }
+    }
+}
 
 /// A batch job as the connector wants it submitted.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct JobDescription {
     pub name: String,
     pub script: String,
+    /// Absolute path on the cluster (slurmrestd requires it).
     pub current_working_directory: String,
     /// `NAME=value` entries; slurmrestd requires at least one.
     pub environment: Vec<(String, String)>,
     pub standard_output: Option<String>,
     pub standard_error: Option<String>,
+    pub standard_input: Option<String>,
     pub partition: Option<String>,
     pub comment: Option<String>,
     /// Minutes.
-    pub time_limit: Option<u32>,
+    pub time_limit: Option<Limit>,
+    /// Minutes.
+    pub time_minimum: Option<Limit>,
     pub cpus_per_task: Option<u32>,
+
+    pub account: Option<String>,
+    pub account_gather_frequency: Option<String>,
+    pub array: Option<String>,
+    pub batch_features: Option<String>,
+    /// Unix seconds.
+    pub begin_time: Option<i64>,
+    pub burst_buffer: Option<String>,
+    pub cluster_constraint: Option<String>,
+    pub constraints: Option<String>,
+    pub container: Option<String>,
+    pub container_id: Option<String>,
+    pub contiguous: Option<bool>,
+    pub core_specification: Option<u32>,
+    pub thread_specification: Option<u32>,
+    pub cpu_binding_flags: Vec<CpuBindFlag>,
+    pub cpu_frequency: Option<String>,
+    pub cpus_per_tres: Option<String>,
+    /// Unix seconds.
+    pub deadline: Option<i64>,
+    /// Seconds.
+    pub delay_boot: Option<u32>,
+    pub dependency: Option<String>,
+    pub distribution: Option<String>,
+    pub distribution_plane_size: Option<u16>,
+    pub excluded_nodes: Vec<String>,
+    pub extra: Option<String>,
+    pub flags: Vec<JobFlag>,
+    pub hold: Option<bool>,
+    pub kill_on_node_fail: Option<bool>,
+    pub kill_warning: Option<KillWarning>,
+    pub licenses: Option<String>,
+    pub mail_type: Vec<MailType>,
+    pub mail_user: Option<String>,
+    pub mcs_label: Option<String>,
+    pub memory: Option<Memory>,
+    pub memory_binding: Option<String>,
+    pub memory_binding_type: Vec<MemBindType>,
+    pub memory_per_tres: Option<String>,
+    pub minimum_cpus_per_node: Option<u32>,
+    pub network: Option<String>,
+    pub nice: Option<i32>,
+    /// Node count as sbatch's `-N` takes it: `N` or `N-M`.
+    pub nodes: Option<String>,
+    pub ntasks_per_tres: Option<u32>,
+    pub oom_kill_step: Option<bool>,
+    pub open_mode: Option<OpenMode>,
+    pub overcommit: Option<bool>,
+    pub prefer: Option<String>,
+    pub priority: Option<Limit>,
+    pub profile: Vec<Profile>,
+    pub qos: Option<String>,
+    pub reboot: Option<bool>,
+    pub required_nodes: Vec<String>,
+    pub required_switches: Option<u32>,
+    pub requeue: Option<bool>,
+    pub reservation: Option<String>,
+    pub segment_size: Option<u16>,
+    pub shared: Option<Shared>,
+    pub sockets_per_node: Option<u32>,
+    pub tasks: Option<u32>,
+    pub tasks_per_core: Option<u32>,
+    pub tasks_per_node: Option<u32>,
+    pub tasks_per_socket: Option<u32>,
+    /// MiB.
+    pub temporary_disk_per_node: Option<u32>,
+    pub threads_per_core: Option<u32>,
+    pub tres_bind: Option<String>,
+    pub tres_freq: Option<String>,
+    pub tres_per_job: Option<String>,
+    pub tres_per_node: Option<String>,
+    pub tres_per_socket: Option<String>,
+    pub tres_per_task: Option<String>,
+    pub wait_all_nodes: Option<bool>,
+    /// Seconds.
+    pub wait_for_switch: Option<u32>,
+    pub wckey: Option<String>,
+}
+
+fn no_val(limit: Limit) -> serde_json::Value {
+    match limit {
+        Limit::Finite(n) => serde_json::json!({"set": true, "infinite": false, "number": n}),
+        // slurmrestd ignores `set` and `number` when `infinite` is true; this mirrors its own output.
+        Limit::Infinite => serde_json::json!({"set": false, "infinite": true, "number": 0}),
+    }
+}
+
+fn no_val_number(n: u64) -> serde_json::Value {
+    serde_json::json!({"set": true, "infinite": false, "number": n})
+}
+
+impl JobDescription {
+    /// The `job` object of a v0.0.42 `job/submit` body, with exactly the JSON types of the
+    /// upstream schema (`components.schemas.v0.0.42_job_desc_msg`). Unset fields are omitted, so
+    /// Slurm applies its defaults as sbatch would.
+    ///
+    /// This is the reference encoding used by `render --request`, the golden files and the
+    /// conversion test of the generated client type; the client submits through the generated type.
+    pub fn to_v0042_json(&self) -> serde_json::Value {
+        use serde_json::{Map, Value, json};
+        let mut m = Map::new();
+        let mut put = |k: &str, v: Value| {
+            m.insert(k.to_string(), v);
+        };
+        macro_rules! opt {
+            ($key:literal, $field:expr) => {
+                if let Some(v) = &$field {
+                    put($key, json!(v));
+                }
+            };
+        }
+        macro_rules! list {
+            ($key:literal, $field:expr) => {
+                if !$field.is_empty() {
+                    put(
+                        $key,
+                        json!($field.iter().map(|v| v.as_api_str()).collect::<Vec<_>>()),
+                    );
+                }
+            };
+        }
+        put("name", json!(self.name));
+        put("script", json!(self.script));
+        put(
+            "current_working_directory",
+            json!(self.current_working_directory),
+        );
+        put(
+            "environment",
+            json!(
+                self.environment
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+            ),
+        );
+        opt!("standard_output", self.standard_output);
+        opt!("standard_error", self.standard_error);
+        opt!("standard_input", self.standard_input);
+        opt!("partition", self.partition);
+        opt!("comment", self.comment);
+        if let Some(l) = self.time_limit {
+            put("time_limit", no_val(l));
+        }
+        if let Some(l) = self.time_minimum {
+            put("time_minimum", no_val(l));
+        }
+        opt!("cpus_per_task", self.cpus_per_task);
+        opt!("account", self.account);
+        opt!("account_gather_frequency", self.account_gather_frequency);
+        opt!("array", self.array);
+        opt!("batch_features", self.batch_features);
+        if let Some(t) = self.begin_time {
+            put("begin_time", no_val_number(t.max(0) as u64));
+        }
+        opt!("burst_buffer", self.burst_buffer);
+        opt!("cluster_constraint", self.cluster_constraint);
+        opt!("constraints", self.constraints);
+        opt!("container", self.container);
+        opt!("container_id", self.container_id);
+        opt!("contiguous", self.contiguous);
+        opt!("core_specification", self.core_specification);
+        opt!("thread_specification", self.thread_specification);
+        list!("cpu_binding_flags", self.cpu_binding_flags);
+        opt!("cpu_frequency", self.cpu_frequency);
+        opt!("cpus_per_tres", self.cpus_per_tres);
+        opt!("deadline", self.deadline);
+        opt!("delay_boot", self.delay_boot);
+        opt!("dependency", self.dependency);
+        opt!("distribution", self.distribution);
+        if let Some(p) = self.distribution_plane_size {
+            put("distribution_plane_size", no_val_number(p as u64));
+        }
+        if !self.excluded_nodes.is_empty() {
+            put("excluded_nodes", json!(self.excluded_nodes));
+        }
+        opt!("extra", self.extra);
+        list!("flags", self.flags);
+        opt!("hold", self.hold);
+        opt!("kill_on_node_fail", self.kill_on_node_fail);
+        if let Some(w) = &self.kill_warning {
+            put("kill_warning_signal", json!(w.signal));
+            put("kill_warning_delay", no_val_number(w.delay_seconds as u64));
+            if !w.flags.is_empty() {
+                put(
+                    "kill_warning_flags",
+                    json!(w.flags.iter().map(|f| f.as_api_str()).collect::<Vec<_>>()),
+                );
+            }
+        }
+        opt!("licenses", self.licenses);
+        list!("mail_type", self.mail_type);
+        opt!("mail_user", self.mail_user);
+        opt!("mcs_label", self.mcs_label);
+        match self.memory {
+            Some(Memory::PerNode(mb)) => put("memory_per_node", no_val_number(mb)),
+            Some(Memory::PerCpu(mb)) => put("memory_per_cpu", no_val_number(mb)),
+            None => {}
+        }
+        opt!("memory_binding", self.memory_binding);
+        list!("memory_binding_type", self.memory_binding_type);
+        opt!("memory_per_tres", self.memory_per_tres);
+        opt!("minimum_cpus_per_node", self.minimum_cpus_per_node);
+        opt!("network", self.network);
+        opt!("nice", self.nice);
+        opt!("nodes", self.nodes);
+        opt!("ntasks_per_tres", self.ntasks_per_tres);
+        if let Some(b) = self.oom_kill_step {
+            put("oom_kill_step", json!(b as i32));
+        }
+        if let Some(o) = self.open_mode {
+            put("open_mode", json!([o.as_api_str()]));
+        }
+        opt!("overcommit", self.overcommit);
+        opt!("prefer", self.prefer);
+        if let Some(p) = self.priority {
+            put("priority", no_val(p));
+        }
+        list!("profile", self.profile);
+        opt!("qos", self.qos);
+        opt!("reboot", self.reboot);
+        if !self.required_nodes.is_empty() {
+            put("required_nodes", json!(self.required_nodes));
+        }
+        if let Some(s) = self.required_switches {
+            put("required_switches", no_val(Limit::Finite(s)));
+        }
+        opt!("requeue", self.requeue);
+        opt!("reservation", self.reservation);
+        if let Some(s) = self.segment_size {
+            put("segment_size", no_val_number(s as u64));
+        }
+        if let Some(s) = self.shared {
+            put("shared", json!([s.as_api_str()]));
+        }
+        opt!("sockets_per_node", self.sockets_per_node);
+        opt!("tasks", self.tasks);
+        opt!("tasks_per_core", self.tasks_per_core);
+        opt!("tasks_per_node", self.tasks_per_node);
+        opt!("tasks_per_socket", self.tasks_per_socket);
+        opt!("temporary_disk_per_node", self.temporary_disk_per_node);
+        opt!("threads_per_core", self.threads_per_core);
+        opt!("tres_bind", self.tres_bind);
+        opt!("tres_freq", self.tres_freq);
+        opt!("tres_per_job", self.tres_per_job);
+        opt!("tres_per_node", self.tres_per_node);
+        opt!("tres_per_socket", self.tres_per_socket);
+        opt!("tres_per_task", self.tres_per_task);
+        opt!("wait_all_nodes", self.wait_all_nodes);
+        opt!("wait_for_switch", self.wait_for_switch);
+        opt!("wckey", self.wckey);
+        Value::Object(m)
+    }
+
+    /// The whole `POST /slurm/v0.0.42/job/submit` body.
+    pub fn to_v0042_submit_body(&self) -> serde_json::Value {
+        serde_json::json!({ "job": self.to_v0042_json() })
+    }
 }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
+use slurm_connector::slurmrestd::job_description::Limit;
 use slurm_connector::slurmrestd::{
     Auth, BaseState, Client, ClientConfig, JobDescription, JobId, JobState,
 };
@@ -128,7 +129,7 @@ impl Cluster {
             current_working_directory: self.workdir.clone(),
             environment: vec![("PATH".to_string(), "/usr/bin:/bin".to_string())],
             // Sleeping jobs die on their own if a test fails before cancelling them.
-            time_limit: Some(3),
+            time_limit: Some(Limit::Finite(3)),
             ..JobDescription::default()
         }
     }

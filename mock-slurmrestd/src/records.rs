@@ -1,0 +1,544 @@
+//! JSON shapes: job records built from REAL v0.0.42 records (`data/*_template.json`, copied from
+//! the recorded samples) with only the changing fields filled in, so keys and types match.
+
+use std::sync::OnceLock;
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use crate::config::MockConfig;
+use crate::job::{Base, Exit, Job};
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Warning {
+    pub description: String,
+    pub source: String,
+}
+
+fn template(cell: &'static OnceLock<Value>, text: &'static str) -> Value {
+    cell.get_or_init(|| serde_json::from_str(text).expect("bundled template is valid JSON"))
+        .clone()
+}
+
+fn job_template() -> Value {
+    static T: OnceLock<Value> = OnceLock::new();
+    template(&T, include_str!("../data/job_template.json"))
+}
+
+fn slurmdb_template() -> Value {
+    static T: OnceLock<Value> = OnceLock::new();
+    template(&T, include_str!("../data/slurmdb_job_template.json"))
+}
+
+/// A set no_val number.
+pub fn nv(n: i64) -> Value {
+    json!({"set": true, "infinite": false, "number": n})
+}
+
+pub fn nv_unset() -> Value {
+    json!({"set": false, "infinite": false, "number": 0})
+}
+
+pub fn nv_infinite() -> Value {
+    json!({"set": false, "infinite": true, "number": 0})
+}
+
+/// The `meta` block slurmrestd adds to every JSON answer.
+pub fn meta(cfg: &MockConfig, slurmdb: bool, client: &str, user: &str) -> Value {
+    let (major, minor, micro, release) = cfg.slurm_version.parts();
+    let (ty, name, group) = if slurmdb {
+        // slurmdbd answers show an empty client user/group in the samples.
+        ("openapi/slurmdbd", "Slurm OpenAPI slurmdbd", "")
+    } else {
+        ("openapi/slurmctld", "Slurm OpenAPI slurmctld", user)
+    };
+    let user = if slurmdb { "" } else { user };
+    json!({
+        "plugin": {"type": ty, "name": name, "data_parser": "data_parser/v0.0.42",
+                   "accounting_storage": "accounting_storage/slurmdbd"},
+        "client": {"source": client, "user": user, "group": group},
+        "command": [],
+        "slurm": {"version": {"major": major, "micro": micro, "minor": minor},
+                  "release": release, "cluster": cfg.cluster_name},
+    })
+}
+
+/// One `errors[]` entry.
+pub fn error_entry(description: &str, number: i64, error: &str, source: &str) -> Value {
+    json!({"description": description, "error_number": number, "error": error, "source": source})
+}
+
+/// `exit_code` / `derived_exit_code` as v0.0.42 dumps a wait status.
+pub fn exit_json(exit: Exit) -> Value {
+    match exit {
+        Exit::Code(0) => json!({"status": ["SUCCESS"], "return_code": nv(0),
+            "signal": {"id": nv_unset(), "name": ""}}),
+        Exit::Code(n) => json!({"status": ["ERROR"], "return_code": nv(n as i64),
+            "signal": {"id": nv_unset(), "name": ""}}),
+        Exit::Signal(s) => json!({"status": ["SIGNALED"], "return_code": nv_unset(),
+            "signal": {"id": nv(s as i64), "name": signal_name(s)}}),
+    }
+}
+
+pub fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        1 => "HUP",
+        2 => "INT",
+        3 => "QUIT",
+        6 => "ABRT",
+        9 => "KILL",
+        10 => "USR1",
+        12 => "USR2",
+        15 => "TERM",
+        18 => "CONT",
+        19 => "STOP",
+        _ => "",
+    }
+}
+
+/// Uid the record shows (the mock has no passwd database: root 0, SlurmUser 64030, others 2000).
+fn uid_of(cfg: &MockConfig, user: &str) -> i64 {
+    if user == "root" {
+        0
+    } else if user == cfg.slurm_user {
+        64030
+    } else {
+        2000
+    }
+}
+
+fn time_limit_json(job: &Job) -> Value {
+    match job.spec.time_limit {
+        Some(m) => nv(m as i64),
+        None => nv_infinite(),
+    }
+}
+
+fn mem_mb(job: &Job) -> u64 {
+    match (job.spec.memory_per_node, job.spec.memory_per_cpu) {
+        (Some(n), _) if n > 0 => n,
+        (_, Some(c)) if c > 0 => c * job.cpus() as u64,
+        // The recorded node had RealMemory=8000 and jobs get the whole node's memory by default.
+        _ => 8000,
+    }
+}
+
+/// String fields of the job description that the job record shows under the same name.
+const ECHOED: &[&str] = &[
+    "admin_comment",
+    "batch_features",
+    "burst_buffer",
+    "container",
+    "container_id",
+    "cpus_per_tres",
+    "extra",
+    "licenses",
+    "mail_user",
+    "mcs_label",
+    "memory_per_tres",
+    "network",
+    "prefer",
+    "selinux_context",
+    "tres_bind",
+    "tres_freq",
+    "tres_per_job",
+    "tres_per_node",
+    "tres_per_socket",
+    "tres_per_task",
+    "wckey",
+];
+
+/// The full `GET job/{id}` record (v0.0.42 job_info).
+pub fn job_info(job: &Job, cfg: &MockConfig) -> Value {
+    let mut v = job_template();
+    let r = v.as_object_mut().expect("template is an object");
+    let spec = &job.spec;
+    let started = job.start_time > 0 && job.state != Base::Pending;
+    let cpus = job.cpus() as i64;
+    let nnodes = if started {
+        job.node_names.len().max(1)
+    } else {
+        spec.min_nodes as usize
+    } as i64;
+    let set = |r: &mut Map<String, Value>, k: &str, val: Value| {
+        r.insert(k.to_string(), val);
+    };
+    for k in ECHOED {
+        if let Some(s) = spec.raw.get(*k).and_then(Value::as_str) {
+            set(r, k, json!(s));
+        }
+    }
+    if let Some(s) = spec.raw.get("constraints").and_then(Value::as_str) {
+        set(r, "features", json!(s));
+    }
+    if let Some(s) = spec.raw.get("reservation").and_then(Value::as_str) {
+        set(r, "resv_name", json!(s));
+    }
+    set(
+        r,
+        "account",
+        json!(spec.account.clone().unwrap_or_else(|| "default".into())),
+    );
+    set(
+        r,
+        "accrue_time",
+        nv(if job.reason == "None" || started {
+            job.eligible_time
+        } else {
+            0
+        }),
+    );
+    let (ajid, atid, amax) = match &job.array {
+        Some(a) => (
+            nv(a.array_job_id as i64),
+            nv(a.task_id as i64),
+            nv(a.max_running.unwrap_or(0) as i64),
+        ),
+        None => (nv(0), nv_unset(), nv(0)),
+    };
+    set(r, "array_job_id", ajid);
+    set(r, "array_task_id", atid);
+    set(r, "array_max_tasks", amax);
+    set(r, "array_task_string", json!(""));
+    set(
+        r,
+        "batch_host",
+        json!(job.node_names.first().cloned().unwrap_or_default()),
+    );
+    set(r, "cluster", json!(cfg.cluster_name));
+    set(r, "comment", json!(spec.comment));
+    set(
+        r,
+        "cpus_per_task",
+        nv(spec.cpus_per_task_or_default() as i64),
+    );
+    set(r, "dependency", json!(spec.dependency));
+    set(r, "derived_exit_code", exit_json(Exit::Code(0)));
+    set(r, "exit_code", exit_json(job.exit));
+    set(r, "eligible_time", nv(job.eligible_time));
+    set(r, "submit_time", nv(job.submit_time));
+    set(r, "start_time", nv(job.start_time));
+    let end = if job.state == Base::Running {
+        // A running job's end_time is its expected end (start + time limit), like the real one.
+        match spec.time_limit {
+            Some(m) => job.start_time + m as i64 * cfg.minute.as_secs().max(1) as i64,
+            None => job.start_time + 365 * 24 * 3600,
+        }
+    } else {
+        job.end_time
+    };
+    set(r, "end_time", nv(end));
+    set(r, "last_sched_evaluation", nv(job.last_sched));
+    set(r, "group_id", json!(uid_of(cfg, &job.user)));
+    set(r, "group_name", json!(job.user));
+    set(r, "user_id", json!(uid_of(cfg, &job.user)));
+    set(r, "user_name", json!(job.user));
+    if !spec.raw.contains_key("mail_user") {
+        set(r, "mail_user", json!(job.user));
+    }
+    set(r, "job_id", json!(job.id));
+    set(
+        r,
+        "job_resources",
+        if started {
+            job_resources(job, cfg)
+        } else {
+            Value::Null
+        },
+    );
+    let mut states = vec![json!(job.state.as_str())];
+    if job.completing {
+        states.push(json!("COMPLETING"));
+    }
+    set(r, "job_state", Value::Array(states));
+    set(r, "name", json!(spec.name));
+    set(r, "nodes", json!(job.node_list()));
+    set(r, "hold", json!(spec.hold && job.state == Base::Pending));
+    let prio = if spec.hold && job.state == Base::Pending {
+        0
+    } else {
+        spec.priority.unwrap_or(1) as i64
+    };
+    set(r, "priority", nv(prio));
+    set(r, "nice", json!(spec.nice));
+    set(
+        r,
+        "partition",
+        json!(
+            spec.partition
+                .clone()
+                .unwrap_or_else(|| cfg.partition.clone())
+        ),
+    );
+    set(
+        r,
+        "qos",
+        json!(spec.qos.clone().unwrap_or_else(|| "normal".into())),
+    );
+    set(r, "standard_output", json!(job.stdout));
+    set(r, "standard_error", json!(job.stderr));
+    set(r, "standard_input", json!(job.stdin));
+    set(r, "state_reason", json!(job.reason));
+    set(r, "time_limit", time_limit_json(job));
+    set(r, "cpus", nv(cpus));
+    set(r, "billable_tres", nv(cpus));
+    set(r, "node_count", nv(nnodes));
+    set(r, "tasks", nv(spec.tasks_or_default() as i64));
+    let explicit_max = spec.raw.contains_key("nodes") || spec.raw.contains_key("maximum_nodes");
+    set(
+        r,
+        "max_nodes",
+        nv(if explicit_max {
+            spec.max_nodes as i64
+        } else {
+            0
+        }),
+    );
+    set(
+        r,
+        "minimum_cpus_per_node",
+        nv((cpus / nnodes.max(1)).max(1)),
+    );
+    match (spec.memory_per_node, spec.memory_per_cpu) {
+        (_, Some(c)) => {
+            set(r, "memory_per_cpu", nv(c as i64));
+            set(r, "memory_per_node", nv_unset());
+        }
+        (n, None) => {
+            set(r, "memory_per_cpu", nv_unset());
+            set(r, "memory_per_node", nv(n.unwrap_or(0) as i64));
+        }
+    }
+    set(
+        r,
+        "tres_req_str",
+        json!(format!(
+            "cpu={cpus},mem={}M,node={nnodes},billing={cpus}",
+            mem_mb(job)
+        )),
+    );
+    set(
+        r,
+        "tres_alloc_str",
+        json!(if started {
+            format!("cpu={cpus},node={nnodes},billing={cpus}")
+        } else {
+            String::new()
+        }),
+    );
+    set(r, "current_working_directory", json!(spec.cwd));
+    if let Some(rq) = spec.raw.get("requeue").and_then(Value::as_bool) {
+        set(r, "requeue", json!(rq));
+    }
+    v
+}
+
+fn job_resources(job: &Job, cfg: &MockConfig) -> Value {
+    let alloc: Vec<Value> = job
+        .alloc
+        .iter()
+        .enumerate()
+        .map(|(i, (node, n))| {
+            let sockets: Vec<Value> = (0..cfg.cpus)
+                .map(|s| {
+                    let st = if s < *n { "ALLOCATED" } else { "UNALLOCATED" };
+                    json!({"index": s, "cores": [{"index": 0, "status": [st]}]})
+                })
+                .collect();
+            json!({"index": i, "name": cfg.node_name(*node), "cpus": {"count": n, "used": 0},
+                   "memory": {"used": 0, "allocated": 0}, "sockets": sockets})
+        })
+        .collect();
+    json!({
+        "select_type": ["CPU"],
+        "nodes": {"count": job.node_names.len(), "select_type": ["ONE_ROW"], "list": job.node_list(),
+                  "whole": false, "allocation": alloc},
+        "cpus": job.cpus(),
+        "threads_per_core": nv_unset(),
+    })
+}
+
+fn set_tres_counts(list: &mut Value, cpus: i64, mem: i64, nodes: i64) {
+    if let Some(a) = list.as_array_mut() {
+        for t in a {
+            let count = match t.get("type").and_then(Value::as_str) {
+                Some("cpu") | Some("billing") => cpus,
+                Some("mem") => mem,
+                Some("node") => nodes,
+                _ => continue,
+            };
+            t["count"] = json!(count);
+        }
+    }
+}
+
+/// The slurmdbd record (`GET /slurmdb/v0.0.42/job/{id}`), from the real slurmdb template.
+pub fn slurmdb_job(job: &Job, cfg: &MockConfig) -> Value {
+    let mut v = slurmdb_template();
+    let spec = &job.spec;
+    let started = job.start_time > 0 && job.state != Base::Pending;
+    let cpus = job.cpus() as i64;
+    let nnodes = job.node_names.len() as i64;
+    let elapsed = if started {
+        let end = if job.end_time > 0 {
+            job.end_time
+        } else {
+            chrono::Utc::now().timestamp()
+        };
+        (end - job.start_time).max(0)
+    } else {
+        0
+    };
+    let user = job.user.as_str();
+    let account = spec.account.clone().unwrap_or_else(|| "default".into());
+    v["account"] = json!(account);
+    v["comment"]["job"] = json!(spec.comment);
+    v["allocation_nodes"] = json!(nnodes.max(if started { 1 } else { 0 }));
+    v["array"]["job_id"] = json!(job.array.as_ref().map(|a| a.array_job_id).unwrap_or(0));
+    v["array"]["limits"]["max"]["running"]["tasks"] =
+        json!(job.array.as_ref().and_then(|a| a.max_running).unwrap_or(0));
+    v["array"]["task_id"] = job
+        .array
+        .as_ref()
+        .map(|a| nv(a.task_id as i64))
+        .unwrap_or_else(nv_unset);
+    v["association"]["account"] = json!(account);
+    v["association"]["cluster"] = json!(cfg.cluster_name);
+    v["association"]["user"] = json!(user);
+    v["cluster"] = json!(cfg.cluster_name);
+    v["derived_exit_code"] = exit_json(Exit::Code(0));
+    // Recorded: a cancelled job's job-level exit code stays SUCCESS; its batch step has the signal.
+    let job_exit = if job.state == Base::Cancelled {
+        Exit::Code(0)
+    } else {
+        job.exit
+    };
+    v["exit_code"] = exit_json(job_exit);
+    let t = &mut v["time"];
+    t["elapsed"] = json!(elapsed);
+    t["eligible"] = json!(job.eligible_time);
+    t["end"] = json!(job.end_time);
+    t["planned"] = nv(if started {
+        (job.start_time - job.eligible_time).max(0)
+    } else {
+        0
+    });
+    t["start"] = json!(job.start_time);
+    t["submission"] = json!(job.submit_time);
+    t["limit"] = time_limit_json(job);
+    v["flags"] = if started {
+        json!(["STARTED_ON_SCHEDULE", "START_RECEIVED"])
+    } else {
+        json!([])
+    };
+    v["group"] = json!(user);
+    v["job_id"] = json!(job.id);
+    v["name"] = json!(if spec.name.is_empty() {
+        "allocation"
+    } else {
+        spec.name.as_str()
+    });
+    v["nodes"] = json!(if nnodes > 0 {
+        job.node_list()
+    } else {
+        "None assigned".to_string()
+    });
+    v["partition"] = json!(
+        spec.partition
+            .clone()
+            .unwrap_or_else(|| cfg.partition.clone())
+    );
+    v["hold"] = json!(spec.hold && job.state == Base::Pending);
+    v["priority"] = nv(spec.priority.unwrap_or(1) as i64);
+    v["qos"] = json!(spec.qos.clone().unwrap_or_else(|| "normal".into()));
+    v["required"]["CPUs"] = json!(cpus);
+    v["required"]["memory_per_cpu"] = spec
+        .memory_per_cpu
+        .map(|m| nv(m as i64))
+        .unwrap_or_else(nv_unset);
+    v["required"]["memory_per_node"] = match spec.memory_per_cpu {
+        Some(_) => nv_unset(),
+        None => nv(spec.memory_per_node.unwrap_or(0) as i64),
+    };
+    v["kill_request_user"] = json!(job.kill_request_user);
+    let default_out = "slurm-%j.out";
+    let out_pattern = spec
+        .standard_output
+        .clone()
+        .unwrap_or_else(|| default_out.to_string());
+    // 24.11 stores the pattern made absolute against the cwd; 26.05 stores it as given.
+    let stored = |p: &str| -> String {
+        if cfg.slurm_version == crate::config::SlurmVersion::V24_11
+            && !p.starts_with('/')
+            && !spec.cwd.is_empty()
+        {
+            format!("{}/{}", spec.cwd.trim_end_matches('/'), p)
+        } else {
+            p.to_string()
+        }
+    };
+    v["stdout"] = json!(stored(&out_pattern));
+    v["stdout_expanded"] = json!(job.stdout);
+    v["stderr"] = json!(
+        spec.standard_error
+            .as_deref()
+            .map(stored)
+            .unwrap_or_default()
+    );
+    v["stderr_expanded"] = json!(if spec.standard_error.is_some() {
+        job.stderr.as_str()
+    } else {
+        ""
+    });
+    v["stdin"] = json!(
+        spec.standard_input
+            .as_deref()
+            .map(stored)
+            .unwrap_or_default()
+    );
+    v["stdin_expanded"] = json!(if spec.standard_input.is_some() {
+        job.stdin.as_str()
+    } else {
+        ""
+    });
+    v["state"] = json!({"current": [job.state.as_str()], "reason": job.reason});
+    let mem = mem_mb(job) as i64;
+    set_tres_counts(&mut v["tres"]["allocated"], cpus, mem, nnodes);
+    set_tres_counts(
+        &mut v["tres"]["requested"],
+        cpus,
+        mem,
+        spec.min_nodes as i64,
+    );
+    if !started {
+        v["tres"]["allocated"] = json!([]);
+    }
+    let step_template = v["steps"][0].clone();
+    v["steps"] = if started {
+        json!([batch_step(step_template, job, elapsed)])
+    } else {
+        json!([])
+    };
+    v["user"] = json!(user);
+    v["working_directory"] = json!(spec.cwd);
+    v
+}
+
+fn batch_step(mut s: Value, job: &Job, elapsed: i64) -> Value {
+    s["time"]["elapsed"] = json!(elapsed);
+    s["time"]["start"] = nv(job.start_time);
+    s["time"]["end"] = if job.end_time > 0 {
+        nv(job.end_time)
+    } else {
+        nv_unset()
+    };
+    s["exit_code"] = exit_json(job.exit);
+    s["nodes"] =
+        json!({"count": job.node_names.len(), "range": job.node_list(), "list": job.node_names});
+    s["kill_request_user"] = json!(job.kill_request_user);
+    s["state"] = json!([job.state.as_str()]);
+    s["step"]["id"] = json!(format!("{}.batch", job.id));
+    let first_node_cpus = job.alloc.first().map(|a| a.1).unwrap_or_else(|| job.cpus()) as i64;
+    set_tres_counts(&mut s["tres"]["allocated"], first_node_cpus, 0, 1);
+    s
+}

@@ -1,0 +1,622 @@
+//! The mock's slurmctld: job table, resources, dependencies, aging out (MinJobAge), cancel.
+//! Running a job's process is in [`crate::runner`].
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Notify, mpsc};
+
+use crate::config::{MockConfig, SlurmVersion};
+use crate::job::{ArrayTask, Base, Control, Exit, Job, PatternCtx, expand_pattern};
+use crate::jobdesc::{DepClause, JobSpec, Rejection, parse_dependency};
+
+pub fn now() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+/// Counters `diag/` reports.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct JobCounters {
+    pub submitted: u64,
+    pub started: u64,
+    pub completed: u64,
+    pub canceled: u64,
+    pub failed: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct Cluster {
+    /// Jobs slurmctld still knows (pending, running, finished less than MinJobAge ago).
+    pub jobs: BTreeMap<u32, Job>,
+    /// Jobs only slurmdbd still has (aged out of slurmctld).
+    pub aged: BTreeMap<u32, Job>,
+    next_id: u32,
+    /// Free CPUs per node.
+    free: Vec<u32>,
+    /// Last time anything in the job table changed (for `jobs/?update_time=`).
+    pub last_update: i64,
+    pub counters: JobCounters,
+}
+
+/// Fields `POST job/{id}` can change (`None` = leave as is; `time_limit: Some(None)` = UNLIMITED).
+#[derive(Debug, Default, Clone)]
+pub struct JobUpdate {
+    pub hold: Option<bool>,
+    pub priority: Option<u32>,
+    pub time_limit: Option<Option<u32>>,
+    pub comment: Option<String>,
+    pub name: Option<String>,
+}
+
+/// Result of `DELETE job/{id}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelResult {
+    Signalled,
+    /// 2021: already completing or completed.
+    AlreadyDone,
+    /// 2017: unknown or aged out.
+    Unknown,
+}
+
+pub struct Scheduler {
+    pub cfg: Arc<MockConfig>,
+    cluster: Mutex<Cluster>,
+    wake: Notify,
+    pub script_dir: PathBuf,
+}
+
+impl Scheduler {
+    pub fn new(cfg: Arc<MockConfig>, script_dir: PathBuf) -> Arc<Self> {
+        let cluster = Cluster {
+            next_id: cfg.first_job_id.max(1),
+            free: vec![cfg.cpus; cfg.nodes.max(1) as usize],
+            last_update: now(),
+            ..Cluster::default()
+        };
+        Arc::new(Scheduler {
+            cfg,
+            cluster: Mutex::new(cluster),
+            wake: Notify::new(),
+            script_dir,
+        })
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, Cluster> {
+        self.cluster.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// The scheduling loop: runs until the task is aborted.
+    pub async fn run_loop(self: Arc<Self>) {
+        loop {
+            self.schedule();
+            self.age_out();
+            tokio::select! {
+                _ = self.wake.notified() => {}
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+        }
+    }
+
+    /// Validate and enqueue a job like slurmctld's `job_submit`; returns the (first) job id.
+    pub fn submit(&self, spec: JobSpec, user: &str) -> Result<u32, Rejection> {
+        let cfg = &self.cfg;
+        if spec.script.trim().is_empty() {
+            return Err(Rejection {
+                number: 2009,
+                message: "Job script not specified",
+            });
+        }
+        if spec.cwd.is_empty() {
+            return Err(Rejection {
+                number: 2063,
+                message: "Job cannot be submitted without the current working directory specified.",
+            });
+        }
+        if spec.environment.is_empty() {
+            return Err(match cfg.slurm_version {
+                SlurmVersion::V24_11 => Rejection {
+                    number: 2019,
+                    message: "I/O error writing script/environment to file",
+                },
+                SlurmVersion::V26_05 => Rejection {
+                    number: 2127,
+                    message: "Environment is missing in job",
+                },
+            });
+        }
+        if spec
+            .partition
+            .as_deref()
+            .is_some_and(|p| p != cfg.partition)
+        {
+            return Err(Rejection {
+                number: 2000,
+                message: "Invalid partition name specified",
+            });
+        }
+        if spec.min_nodes > cfg.nodes {
+            return Err(Rejection {
+                number: 2006,
+                message: "Node count specification invalid",
+            });
+        }
+        let per_node = spec.total_cpus().div_ceil(spec.min_nodes.max(1));
+        if per_node > cfg.cpus || spec.total_cpus() > cfg.cpus * cfg.nodes {
+            return Err(Rejection {
+                number: 2014,
+                message: "Requested node configuration is not available",
+            });
+        }
+        let deps = match spec.dependency.trim() {
+            "" => Vec::new(),
+            d => parse_dependency(d).ok_or(Rejection {
+                number: 2038,
+                message: "Job dependency problem",
+            })?,
+        };
+        let mut c = self.lock();
+        for dep in deps.iter().flat_map(|d| d.job_ids.iter()) {
+            if !c.jobs.contains_key(dep) && !c.aged.contains_key(dep) {
+                return Err(Rejection {
+                    number: 2038,
+                    message: "Job dependency problem",
+                });
+            }
+        }
+        let t = now();
+        let spec = Arc::new(spec);
+        let first = c.next_id;
+        let tasks: Vec<Option<ArrayTask>> = match &spec.array {
+            None => vec![None],
+            Some(a) => a
+                .indices
+                .iter()
+                .map(|&i| {
+                    Some(ArrayTask {
+                        array_job_id: first,
+                        task_id: i,
+                        count: a.indices.len() as u32,
+                        min: a.indices[0],
+                        max: *a.indices.last().unwrap_or(&0),
+                        step: if a.indices.len() > 1 {
+                            a.indices[1] - a.indices[0]
+                        } else {
+                            1
+                        },
+                        max_running: a.max_running,
+                    })
+                })
+                .collect(),
+        };
+        for array in tasks {
+            let id = c.next_id;
+            c.next_id += 1;
+            let mut job = Job {
+                id,
+                spec: spec.clone(),
+                user: user.to_string(),
+                array,
+                deps: deps.clone(),
+                state: Base::Pending,
+                completing: false,
+                reason: "None".into(),
+                submit_time: t,
+                eligible_time: t,
+                start_time: 0,
+                end_time: 0,
+                last_sched: t,
+                exit: Exit::Code(0),
+                alloc: Vec::new(),
+                node_names: Vec::new(),
+                stdout: String::new(),
+                stderr: String::new(),
+                stdin: String::new(),
+                kill_request_user: String::new(),
+                control: None,
+                pgid: None,
+                ended_at: None,
+            };
+            expand_io(&mut job, "");
+            c.jobs.insert(id, job);
+            c.counters.submitted += 1;
+        }
+        c.last_update = t;
+        drop(c);
+        self.wake();
+        Ok(first)
+    }
+
+    /// One scheduling pass: start every pending job that may and can run, set reasons for the rest.
+    pub fn schedule(self: &Arc<Self>) {
+        let mut c = self.lock();
+        let t = now();
+        let mut order: Vec<(u32, u32)> = c
+            .jobs
+            .values()
+            .filter(|j| j.state == Base::Pending)
+            .map(|j| (j.spec.priority.unwrap_or(1), j.id))
+            .collect();
+        order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut blocked = false;
+        let mut changed = false;
+        for (_, id) in order {
+            let reason = self.blocking_reason(&c, id, blocked);
+            let job = c.jobs.get_mut(&id).expect("listed above");
+            job.last_sched = t;
+            if let Some(r) = reason {
+                if r == "Resources" {
+                    blocked = true;
+                }
+                if job.reason != r {
+                    job.reason = r.to_string();
+                    changed = true;
+                }
+                continue;
+            }
+            let total = job.cpus();
+            let nodes = job.spec.min_nodes.max(1) as usize;
+            match allocate(&c.free, total, nodes) {
+                Some(alloc) => {
+                    for (n, cpus) in &alloc {
+                        c.free[*n] -= cpus;
+                    }
+                    self.start(&mut c, id, alloc, t);
+                    changed = true;
+                }
+                None => {
+                    let r = if blocked { "Priority" } else { "Resources" };
+                    blocked = true;
+                    let job = c.jobs.get_mut(&id).expect("listed above");
+                    if job.reason != r {
+                        job.reason = r.to_string();
+                        changed = true;
+                    }
+                }
+            }
+        }
+        if changed {
+            c.last_update = t;
+        }
+    }
+
+    /// Why a pending job may not start yet (None: it may, if resources allow).
+    fn blocking_reason(&self, c: &Cluster, id: u32, _blocked: bool) -> Option<&'static str> {
+        let job = &c.jobs[&id];
+        if job.spec.hold {
+            return Some("JobHeldUser");
+        }
+        match dependency_status(c, &job.deps) {
+            DepStatus::Never => return Some("DependencyNeverSatisfied"),
+            DepStatus::Wait => return Some("Dependency"),
+            DepStatus::Ok => {}
+        }
+        if let Some(a) = &job.array
+            && let Some(limit) = a.max_running
+        {
+            let running = c
+                .jobs
+                .values()
+                .filter(|j| j.state == Base::Running)
+                .filter(|j| {
+                    j.array
+                        .as_ref()
+                        .is_some_and(|x| x.array_job_id == a.array_job_id)
+                })
+                .count() as u32;
+            if running >= limit {
+                return Some("JobArrayTaskLimit");
+            }
+        }
+        None
+    }
+
+    fn start(self: &Arc<Self>, c: &mut Cluster, id: u32, alloc: Vec<(usize, u32)>, t: i64) {
+        let cfg = self.cfg.clone();
+        let job = c.jobs.get_mut(&id).expect("caller checked");
+        job.state = Base::Running;
+        job.reason = "None".into();
+        job.start_time = t;
+        job.node_names = alloc.iter().map(|(n, _)| cfg.node_name(*n)).collect();
+        job.alloc = alloc;
+        let first_node = job.node_names[0].clone();
+        expand_io(job, &first_node);
+        let (tx, rx) = mpsc::unbounded_channel();
+        job.control = Some(tx);
+        let launch = crate::runner::Launch::new(job, &cfg, &self.script_dir);
+        c.counters.started += 1;
+        let me = self.clone();
+        tokio::spawn(async move { crate::runner::run(me, id, launch, rx).await });
+    }
+
+    /// Record a job's end (called by the runner once its processes are gone).
+    pub fn finish(&self, id: u32, forced: Option<Base>, exit: Exit) {
+        let mut c = self.lock();
+        let t = now();
+        let Some(job) = c.jobs.get_mut(&id) else {
+            return;
+        };
+        let state = match (job.state, forced) {
+            // A cancel decided the state already; keep it.
+            (Base::Cancelled, _) => Base::Cancelled,
+            (_, Some(s)) => s,
+            (_, None) => match exit {
+                Exit::Code(0) => Base::Completed,
+                _ => Base::Failed,
+            },
+        };
+        job.state = state;
+        job.exit = exit;
+        job.completing = false;
+        job.control = None;
+        job.pgid = None;
+        if job.end_time == 0 {
+            job.end_time = t;
+        }
+        job.ended_at = Some(Instant::now());
+        let alloc = std::mem::take(&mut job.alloc);
+        for (n, cpus) in alloc {
+            c.free[n] += cpus;
+        }
+        match state {
+            Base::Completed => c.counters.completed += 1,
+            Base::Cancelled => c.counters.canceled += 1,
+            _ => c.counters.failed += 1,
+        }
+        c.last_update = t;
+        drop(c);
+        self.wake();
+    }
+
+    /// Mark a running job as timed out (its processes are being killed).
+    pub fn mark_timeout(&self, id: u32) {
+        let mut c = self.lock();
+        let t = now();
+        if let Some(job) = c.jobs.get_mut(&id)
+            && job.state == Base::Running
+        {
+            job.state = Base::Timeout;
+            job.completing = true;
+            job.end_time = t;
+            c.last_update = t;
+        }
+    }
+
+    /// `DELETE job/{id}[?signal=]`: SIGKILL/SIGTERM (default) cancel; other signals are only
+    /// delivered. An array's id cancels all its tasks.
+    pub fn cancel(&self, id: u32, signal: i32, user: &str) -> CancelResult {
+        let mut c = self.lock();
+        let t = now();
+        let ids: Vec<u32> = c
+            .jobs
+            .values()
+            .filter(|j| j.id == id || j.array.as_ref().is_some_and(|a| a.array_job_id == id))
+            .map(|j| j.id)
+            .collect();
+        if ids.is_empty() {
+            return CancelResult::Unknown;
+        }
+        let cancel = signal == libc::SIGKILL || signal == libc::SIGTERM;
+        let mut any = false;
+        for jid in ids {
+            let job = c.jobs.get_mut(&jid).expect("listed above");
+            match job.state {
+                Base::Pending if cancel => {
+                    job.state = Base::Cancelled;
+                    job.end_time = t;
+                    job.ended_at = Some(Instant::now());
+                    job.kill_request_user = user.to_string();
+                    c.counters.canceled += 1;
+                    any = true;
+                }
+                Base::Running => {
+                    if cancel {
+                        job.state = Base::Cancelled;
+                        job.completing = true;
+                        job.end_time = t;
+                        job.kill_request_user = user.to_string();
+                    }
+                    if let Some(tx) = &job.control {
+                        let _ = tx.send(Control::Signal { signal, cancel });
+                    }
+                    any = true;
+                }
+                // Pending + a non-terminating signal: nothing to deliver yet.
+                Base::Pending => any = true,
+                _ => {}
+            }
+        }
+        if any {
+            c.last_update = t;
+            drop(c);
+            self.wake();
+            CancelResult::Signalled
+        } else {
+            CancelResult::AlreadyDone
+        }
+    }
+
+    /// `POST job/{id}` (update): `hold`, `priority`, `time_limit` change pending jobs; `comment`
+    /// and `name` any job slurmctld still knows. An array's id updates all its tasks.
+    pub fn update(&self, id: u32, upd: &JobUpdate) -> Result<Vec<u32>, Rejection> {
+        let mut c = self.lock();
+        let ids: Vec<u32> = c
+            .jobs
+            .values()
+            .filter(|j| j.id == id || j.array.as_ref().is_some_and(|a| a.array_job_id == id))
+            .map(|j| j.id)
+            .collect();
+        if ids.is_empty() {
+            return Err(Rejection {
+                number: 2017,
+                message: "Invalid job id specified",
+            });
+        }
+        for jid in &ids {
+            let job = c.jobs.get_mut(jid).expect("listed above");
+            if job.state.is_finished() {
+                return Err(Rejection {
+                    number: 2021,
+                    message: "Job/step already completing or completed",
+                });
+            }
+            let mut spec = (*job.spec).clone();
+            if let Some(cm) = &upd.comment {
+                spec.comment = cm.clone();
+            }
+            if let Some(n) = &upd.name {
+                spec.name = n.clone();
+            }
+            if job.state == Base::Pending {
+                if let Some(h) = upd.hold {
+                    spec.hold = h;
+                }
+                if let Some(p) = upd.priority {
+                    spec.priority = Some(p);
+                }
+                if let Some(t) = upd.time_limit {
+                    spec.time_limit = t;
+                }
+            }
+            job.spec = Arc::new(spec);
+        }
+        c.last_update = now();
+        drop(c);
+        self.wake();
+        Ok(ids)
+    }
+
+    /// MinJobAge: finished jobs leave slurmctld's table for the accounting view only.
+    pub fn age_out(&self) {
+        let mut c = self.lock();
+        let age = self.cfg.min_job_age;
+        let old: Vec<u32> = c
+            .jobs
+            .values()
+            .filter(|j| j.state.is_finished() && !j.completing)
+            .filter(|j| j.ended_at.is_some_and(|e| e.elapsed() >= age))
+            .map(|j| j.id)
+            .collect();
+        for id in old {
+            if let Some(job) = c.jobs.remove(&id) {
+                c.aged.insert(id, job);
+            }
+        }
+    }
+
+    /// Remember a started job's process group.
+    pub fn set_pgid(&self, id: u32, pgid: i32) {
+        if let Some(job) = self.lock().jobs.get_mut(&id) {
+            job.pgid = Some(pgid);
+        }
+    }
+
+    /// Kill every running job's processes (server shutdown). Done here, synchronously, because
+    /// the runtime (and with it the runner tasks) may be going away too.
+    pub fn kill_all(&self) {
+        let c = self.lock();
+        for job in c.jobs.values() {
+            if let Some(pgid) = job.pgid {
+                crate::runner::kill_group(pgid, libc::SIGKILL);
+            }
+            if let Some(tx) = &job.control {
+                let _ = tx.send(Control::Signal {
+                    signal: libc::SIGKILL,
+                    cancel: true,
+                });
+            }
+        }
+    }
+}
+
+/// Output paths as the record shows them (expanded, absolute against the cwd).
+fn expand_io(job: &mut Job, node: &str) {
+    let spec = job.spec.clone();
+    let (ajid, atid) = match &job.array {
+        Some(a) => (a.array_job_id, Some(a.task_id)),
+        None => (job.id, None),
+    };
+    let ctx = PatternCtx {
+        job_id: job.id,
+        name: &spec.name,
+        user: &job.user,
+        array_job_id: ajid,
+        array_task_id: atid,
+        node,
+    };
+    let default_out = if spec.array.is_some() {
+        "slurm-%A_%a.out"
+    } else {
+        "slurm-%j.out"
+    };
+    let out = spec.standard_output.as_deref().unwrap_or(default_out);
+    job.stdout = expand_pattern(out, &ctx, &spec.cwd);
+    job.stderr = match spec.standard_error.as_deref() {
+        Some(p) => expand_pattern(p, &ctx, &spec.cwd),
+        None => job.stdout.clone(),
+    };
+    job.stdin = match spec.standard_input.as_deref() {
+        Some(p) => expand_pattern(p, &ctx, &spec.cwd),
+        None => "/dev/null".into(),
+    };
+}
+
+/// Pick `nodes` nodes with room for an even share of `total` CPUs each.
+fn allocate(free: &[u32], total: u32, nodes: usize) -> Option<Vec<(usize, u32)>> {
+    let per = total.div_ceil(nodes as u32);
+    let mut left = total;
+    let mut out = Vec::new();
+    for (i, f) in free.iter().enumerate() {
+        if out.len() == nodes {
+            break;
+        }
+        let want = per.min(left);
+        if *f >= want {
+            out.push((i, want));
+            left -= want;
+        }
+    }
+    (out.len() == nodes).then_some(out)
+}
+
+enum DepStatus {
+    Ok,
+    Wait,
+    Never,
+}
+
+fn dependency_status(c: &Cluster, deps: &[DepClause]) -> DepStatus {
+    let mut wait = false;
+    for clause in deps {
+        if clause.kind == "singleton" {
+            continue;
+        }
+        for id in &clause.job_ids {
+            let related: Vec<&Job> = c
+                .jobs
+                .values()
+                .chain(c.aged.values())
+                .filter(|j| j.id == *id || j.array.as_ref().is_some_and(|a| a.array_job_id == *id))
+                .collect();
+            for j in related {
+                let finished = j.state.is_finished() && !j.completing;
+                let ok = j.state == Base::Completed;
+                match clause.kind.as_str() {
+                    "after" if j.state == Base::Pending => wait = true,
+                    "afterany" if !finished => wait = true,
+                    "afterok" | "aftercorr" if finished && !ok => return DepStatus::Never,
+                    "afterok" | "aftercorr" if !finished => wait = true,
+                    "afternotok" if finished && ok => return DepStatus::Never,
+                    "afternotok" if !finished => wait = true,
+                    _ => {}
+                }
+            }
+        }
+    }
+    if wait { DepStatus::Wait } else { DepStatus::Ok }
+}

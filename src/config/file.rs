@@ -1,0 +1,163 @@
+//! The optional TOML file describing several clusters:
+//!
+//! ```toml
+//! default_cluster = "hpc1"
+//! poll_interval = "5s"
+//! allow_task_credentials = false
+//!
+//! [clusters.hpc1]
+//! restd_url = "http://slurmrestd.hpc1:6820"
+//! username = "flyte"
+//! jwt_key_file = "/etc/slurm/jwt_hs256.key"
+//! working_dir = "/shared/flyte/jobs"
+//! shared_mounts = { "/shared" = "/mnt/hpc1-shared" }
+//! ssh_hosts = ["login1.hpc1"]
+//! ```
+//! Tokens never go in the file: only paths to files holding them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::env::{check_abs, check_api_version, parse_url};
+use super::{
+    AuthConfig, ClusterConfig, ConfigError, DEFAULT_API_VERSION, DEFAULT_TOKEN_LIFETIME,
+    DeploymentConfig, parse_duration,
+};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    default_cluster: Option<String>,
+    poll_interval: Option<String>,
+    terminal_ttl: Option<String>,
+    allow_task_credentials: Option<bool>,
+    #[serde(default)]
+    clusters: BTreeMap<String, FileCluster>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileCluster {
+    restd_url: String,
+    api_version: Option<String>,
+    username: Option<String>,
+    jwt_file: Option<PathBuf>,
+    jwt_key_file: Option<PathBuf>,
+    jwt_lifetime: Option<String>,
+    working_dir: Option<String>,
+    #[serde(default)]
+    shared_mounts: BTreeMap<String, PathBuf>,
+    default_partition: Option<String>,
+    #[serde(default)]
+    ssh_hosts: Vec<String>,
+    stager_url: Option<String>,
+    stager_token_file: Option<PathBuf>,
+}
+
+pub(super) fn load(path: &Path) -> Result<DeploymentConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse(path, &text)
+}
+
+pub(super) fn parse(path: &Path, text: &str) -> Result<DeploymentConfig, ConfigError> {
+    let f: FileConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let bad = |key: &str, problem: String| ConfigError::Parse {
+        path: path.to_path_buf(),
+        message: format!("`{key}`: {problem}"),
+    };
+    let mut cfg = DeploymentConfig::empty();
+    if let Some(v) = &f.poll_interval {
+        cfg.poll_interval = parse_duration(v).map_err(|p| bad("poll_interval", p))?;
+        if cfg.poll_interval.is_zero() {
+            return Err(bad(
+                "poll_interval",
+                "must be above zero, e.g. \"5s\"".into(),
+            ));
+        }
+    }
+    if let Some(v) = &f.terminal_ttl {
+        cfg.terminal_ttl = parse_duration(v).map_err(|p| bad("terminal_ttl", p))?;
+    }
+    if let Some(v) = f.allow_task_credentials {
+        cfg.allow_task_credentials = v;
+    }
+    if let Some(d) = f.default_cluster {
+        cfg.default_cluster = d;
+    }
+    for (name, c) in f.clusters {
+        let cerr = |problem: String| ConfigError::Cluster {
+            path: path.to_path_buf(),
+            cluster: name.clone(),
+            problem,
+        };
+        // Config-file errors carry the key instead of an env var name.
+        let wrap = |e: ConfigError| cerr(e.to_string());
+        if c.jwt_file.is_some() && c.jwt_key_file.is_some() {
+            return Err(cerr("set only one of `jwt_file` and `jwt_key_file`".into()));
+        }
+        let auth = match (c.jwt_file, c.jwt_key_file) {
+            (Some(p), None) => Some(AuthConfig::TokenFile(p)),
+            (None, Some(p)) => {
+                if c.username.is_none() {
+                    return Err(cerr(
+                        "`jwt_key_file` mints tokens for a user: set `username`".into(),
+                    ));
+                }
+                let lifetime = match &c.jwt_lifetime {
+                    Some(v) => {
+                        parse_duration(v).map_err(|p| cerr(format!("`jwt_lifetime`: {p}")))?
+                    }
+                    None => DEFAULT_TOKEN_LIFETIME,
+                };
+                Some(AuthConfig::KeyFile { path: p, lifetime })
+            }
+            _ => None,
+        };
+        let mut mounts = Vec::new();
+        for (remote, local) in c.shared_mounts {
+            if !remote.starts_with('/') || !local.is_absolute() {
+                return Err(cerr(format!(
+                    "`shared_mounts`: `{remote}` = {local:?}: both paths must be absolute"
+                )));
+            }
+            mounts.push((remote.trim_end_matches('/').to_string(), local));
+        }
+        mounts.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        let cluster = ClusterConfig {
+            name: name.clone(),
+            restd_url: parse_url("restd_url", &c.restd_url).map_err(wrap)?,
+            api_version: match &c.api_version {
+                Some(v) => check_api_version("api_version", v).map_err(wrap)?,
+                None => DEFAULT_API_VERSION.to_string(),
+            },
+            username: c.username,
+            auth,
+            working_dir: c
+                .working_dir
+                .as_deref()
+                .map(|w| check_abs("working_dir", w))
+                .transpose()
+                .map_err(wrap)?,
+            shared_mounts: mounts,
+            default_partition: c.default_partition,
+            ssh_hosts: c.ssh_hosts,
+            stager_url: c
+                .stager_url
+                .as_deref()
+                .map(|u| parse_url("stager_url", u))
+                .transpose()
+                .map_err(wrap)?,
+            stager_token_file: c.stager_token_file,
+        };
+        cfg.clusters.insert(name, cluster);
+    }
+    Ok(cfg)
+}

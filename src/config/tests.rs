@@ -1,0 +1,264 @@
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use super::*;
+
+fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    let m: HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    move |k| m.get(k).cloned()
+}
+
+fn load(pairs: &[(&str, &str)]) -> Result<DeploymentConfig, ConfigError> {
+    DeploymentConfig::load_with(&env(pairs), None)
+}
+
+#[test]
+fn no_slurmrestd_means_embedded() {
+    let c = load(&[]).unwrap();
+    assert!(c.embedded);
+    assert!(c.clusters.is_empty());
+    assert_eq!(c.poll_interval, Duration::from_secs(5));
+}
+
+#[test]
+fn env_builds_the_default_cluster() {
+    let c = load(&[
+        ("FLYTE_SLURM_RESTD_URL", "http://restd:6820"),
+        ("FLYTE_SLURM_USERNAME", "flyte"),
+        ("FLYTE_SLURM_JWT", "SLURM_JWT=abc.def.ghi"),
+        ("FLYTE_SLURM_WORKING_DIR", "/shared/jobs/"),
+        (
+            "FLYTE_SLURM_SHARED_MOUNTS",
+            "/shared=/mnt/shared,/shared/jobs=/mnt/jobs",
+        ),
+        ("FLYTE_SLURM_POLL_INTERVAL", "2s"),
+        ("FLYTE_SLURM_CONNECTOR_UPLOAD_MAX_BYTES", "512MiB"),
+    ])
+    .unwrap();
+    assert!(!c.embedded);
+    let d = c.select_cluster(None).unwrap();
+    assert_eq!(d.name, "default");
+    assert_eq!(d.restd_url.as_str(), "http://restd:6820/");
+    assert_eq!(d.api_version, "v0.0.42");
+    assert_eq!(d.auth, Some(AuthConfig::Token(Secret::new("abc.def.ghi"))));
+    assert_eq!(d.working_dir.as_deref(), Some("/shared/jobs"));
+    assert_eq!(d.shared_mounts[0].0, "/shared/jobs", "longest prefix first");
+    assert_eq!(c.poll_interval, Duration::from_secs(2));
+    assert_eq!(c.upload_max_bytes, UploadLimit::Bytes(512 << 20));
+    // The token never shows in Debug output of the whole config.
+    assert!(!format!("{c:?}").contains("abc.def"));
+}
+
+#[test]
+fn errors_name_the_variable_and_the_fix() {
+    let e = load(&[("FLYTE_SLURM_RESTD_URL", "restd:6820")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("FLYTE_SLURM_RESTD_URL") && e.contains("http://"),
+        "{e}"
+    );
+    let e = load(&[("FLYTE_SLURM_USERNAME", "flyte")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("FLYTE_SLURM_RESTD_URL") && e.contains("FLYTE_SLURM_USERNAME"),
+        "{e}"
+    );
+    let e = load(&[
+        ("FLYTE_SLURM_RESTD_URL", "http://r:1"),
+        ("FLYTE_SLURM_POLL_INTERVAL", "soon"),
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("FLYTE_SLURM_POLL_INTERVAL") && e.contains("5s"),
+        "{e}"
+    );
+    let e = load(&[
+        ("FLYTE_SLURM_RESTD_URL", "http://r:1"),
+        ("FLYTE_SLURM_JWT", "tok-value-xyz"),
+        ("FLYTE_SLURM_JWT_FILE", "/run/tok"),
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("FLYTE_SLURM_JWT and FLYTE_SLURM_JWT_FILE"),
+        "{e}"
+    );
+    assert!(
+        !e.contains("tok-value-xyz"),
+        "a token must never appear in an error: {e}"
+    );
+    let e = load(&[
+        ("FLYTE_SLURM_RESTD_URL", "http://r:1"),
+        ("FLYTE_SLURM_JWT_KEY_FILE", "/k"),
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("FLYTE_SLURM_USERNAME"), "{e}");
+    let e = load(&[
+        ("FLYTE_SLURM_RESTD_URL", "http://r:1"),
+        ("FLYTE_SLURM_WORKING_DIR", "jobs"),
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("FLYTE_SLURM_WORKING_DIR") && e.contains("absolute"),
+        "{e}"
+    );
+    let e = load(&[
+        ("FLYTE_SLURM_RESTD_URL", "http://r:1"),
+        ("FLYTE_SLURM_API_VERSION", "42"),
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("v0.0.42"), "{e}");
+}
+
+#[test]
+fn malformed_upload_ceiling_is_kept_for_the_task_to_fail_on() {
+    let c = load(&[("FLYTE_SLURM_CONNECTOR_UPLOAD_MAX_BYTES", "lots")]).unwrap();
+    assert!(
+        matches!(c.upload_max_bytes, UploadLimit::Malformed(ref m) if m.contains("FLYTE_SLURM_CONNECTOR_UPLOAD_MAX_BYTES"))
+    );
+    let c = load(&[("FLYTE_SLURM_CONNECTOR_UPLOAD_MAX_BYTES", "0")]).unwrap();
+    assert_eq!(c.upload_max_bytes, UploadLimit::Unlimited);
+}
+
+const FILE: &str = r#"
+default_cluster = "hpc1"
+poll_interval = "3s"
+
+[clusters.hpc1]
+restd_url = "http://restd.hpc1:6820"
+username = "flyte"
+jwt_key_file = "/etc/slurm/jwt.key"
+working_dir = "/shared/flyte"
+shared_mounts = { "/shared" = "/mnt/hpc1" }
+ssh_hosts = ["login1.hpc1"]
+
+[clusters.hpc2]
+restd_url = "http://restd.hpc2:6820"
+api_version = "v0.0.41"
+jwt_file = "/run/secrets/hpc2.jwt"
+"#;
+
+#[test]
+fn file_with_several_clusters_and_env_overrides() {
+    let dir = std::env::temp_dir().join(format!("cfgtest-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("c.toml");
+    std::fs::write(&path, FILE).unwrap();
+    let c = DeploymentConfig::load_with(
+        &env(&[
+            ("FLYTE_SLURM_CLUSTER_NAME", "hpc2"),
+            ("FLYTE_SLURM_WORKING_DIR", "/scratch/flyte"),
+        ]),
+        Some(&path),
+    )
+    .unwrap();
+    assert_eq!(c.clusters.len(), 2);
+    assert_eq!(c.poll_interval, Duration::from_secs(3));
+    // The environment names hpc2 and overrides its working dir; it becomes the default.
+    assert_eq!(c.default_cluster, "hpc2");
+    assert_eq!(
+        c.clusters["hpc2"].working_dir.as_deref(),
+        Some("/scratch/flyte")
+    );
+    assert_eq!(c.clusters["hpc2"].api_version, "v0.0.41");
+    assert!(matches!(
+        c.clusters["hpc1"].auth,
+        Some(AuthConfig::KeyFile { .. })
+    ));
+    // A task selects by configured name only.
+    assert_eq!(c.select_cluster(Some("hpc1")).unwrap().name, "hpc1");
+    let e = c.select_cluster(Some("http://evil:6820")).unwrap_err();
+    assert!(
+        e.contains("connection.cluster") && e.contains("hpc1, hpc2"),
+        "{e}"
+    );
+    // Python-plugin resource_meta hosts map to clusters.
+    assert_eq!(c.cluster_for_ssh_host("LOGIN1.hpc1").unwrap().name, "hpc1");
+    assert!(c.cluster_for_ssh_host("elsewhere").is_none());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn file_errors_name_the_key() {
+    let p = Path::new("/etc/x.toml");
+    let e = file::parse(p, "[clusters.a]\nrestd_url = \"http://a\"\ntoken = \"x\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("token") && e.contains("/etc/x.toml"), "{e}");
+    let e = file::parse(p, "[clusters.a]\nrestd_url = \"ftp://a\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cluster `a`") && e.contains("restd_url"), "{e}");
+    let e = file::parse(
+        p,
+        "[clusters.a]\nrestd_url = \"http://a\"\njwt_key_file = \"/k\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("username"), "{e}");
+}
+
+#[test]
+fn several_clusters_need_a_default() {
+    let dir = std::env::temp_dir().join(format!("cfgtest2-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("c.toml");
+    std::fs::write(&path, FILE.replace("default_cluster = \"hpc1\"", "")).unwrap();
+    let e = DeploymentConfig::load_with(&env(&[]), Some(&path))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("default_cluster") && e.contains("hpc1, hpc2"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn task_credentials_follow_the_policy() {
+    let mut c = load(&[("FLYTE_SLURM_RESTD_URL", "http://r:1")]).unwrap();
+    let mut secrets = HashMap::new();
+    secrets.insert("ssh_private_key".to_string(), "-----BEGIN".to_string());
+    assert_eq!(
+        c.task_credential(&secrets).unwrap(),
+        None,
+        "SSH-era secrets are ignored"
+    );
+    secrets.insert(
+        TASK_TOKEN_SECRET.to_string(),
+        "SLURM_JWT=user.token".to_string(),
+    );
+    let e = c.task_credential(&secrets).unwrap_err();
+    assert!(
+        e.contains("FLYTE_SLURM_ALLOW_TASK_CREDENTIALS") && !e.contains("user.token"),
+        "{e}"
+    );
+    c.allow_task_credentials = true;
+    assert_eq!(
+        c.task_credential(&secrets).unwrap(),
+        Some(Secret::new("user.token"))
+    );
+}
+
+#[test]
+fn units() {
+    assert_eq!(parse_duration("5").unwrap(), Duration::from_secs(5));
+    assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+    assert_eq!(parse_duration("1m 30s").unwrap(), Duration::from_secs(90));
+    assert!(parse_duration("-1").is_err());
+    assert_eq!(parse_bytes("100").unwrap(), 100);
+    assert_eq!(parse_bytes("500MB").unwrap(), 500_000_000);
+    assert_eq!(parse_bytes("2GB").unwrap(), 2_000_000_000);
+    assert_eq!(parse_bytes("512MiB").unwrap(), 512 << 20);
+    assert!(parse_bytes("5 parsecs").is_err());
+}

@@ -1,0 +1,223 @@
+//! The job's environment. A REST job gets exactly the environment we send (no submitting shell),
+//! so it starts from a usable base (`RenderConfig::base_env`: PATH at least). Then, lowest
+//! precedence first: the template container's env; the execution identity; the backend's
+//! `TaskExecutionMetadata.environment_variables` (`RUN_NAME`, `ACTION_NAME`, `_U_RUN_BASE`, ...);
+//! the task's `env`; and last the connector's own `FLYTE_INPUT_*` / `FLYTE_OUTPUT_*`.
+//!
+//! HOME and USER are not sent: the connector does not know the submitting user's home, and a
+//! wrong HOME is worse than none. The script derives them on the node from the passwd entry of
+//! the user the job runs as (see `script.rs`), which is also what a login shell would do. We do
+//! not ask Slurm for the login environment (`--get-user-env` is not in v0.0.42 and would make
+//! jobs depend on users' dotfiles).
+//!
+//! Values travel only in the JSON `environment` array, never in the script text.
+
+use std::collections::BTreeMap;
+
+use super::error::RenderError;
+use super::spec::{ExecutionIdentity, InputValue};
+
+/// A shell identifier: what `export NAME=...` and `"$NAME"` can use.
+pub fn is_shell_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// `FLYTE_INPUT_<NAME>` / `FLYTE_OUTPUT_<NAME>` suffix: upper-cased, non-alphanumerics → `_`.
+pub fn var_suffix(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Python's `str(float)`, so a script sees the same text the published plugin exported
+/// (`0.0003`, `1e-05`, `1e+16`, `inf`).
+pub fn python_float(f: f64) -> String {
+    if f.is_nan() {
+        return "nan".into();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if f == 0.0 {
+        return if f.is_sign_negative() {
+            "-0.0".into()
+        } else {
+            "0.0".into()
+        };
+    }
+    // Shortest round-trip digits and exponent, then Python's repr layout.
+    let sci = format!("{f:e}");
+    let (mantissa, exp) = sci.split_once('e').expect("{:e} has an exponent");
+    let exp: i32 = exp.parse().expect("integer exponent");
+    let (neg, mantissa) = match mantissa.strip_prefix('-') {
+        Some(m) => (true, m),
+        None => (false, mantissa),
+    };
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let sign = if neg { "-" } else { "" };
+    if (-4..16).contains(&exp) {
+        let n = digits.len() as i32;
+        let body = if exp >= n - 1 {
+            format!("{digits}{}.0", "0".repeat((exp - (n - 1)) as usize))
+        } else if exp >= 0 {
+            let (a, b) = digits.split_at((exp + 1) as usize);
+            format!("{a}.{b}")
+        } else {
+            format!("0.{}{digits}", "0".repeat((-exp - 1) as usize))
+        };
+        format!("{sign}{body}")
+    } else {
+        let m = if digits.len() > 1 {
+            format!("{}.{}", &digits[..1], &digits[1..])
+        } else {
+            digits.clone()
+        };
+        format!(
+            "{sign}{m}e{}{:02}",
+            if exp < 0 { '-' } else { '+' },
+            exp.abs()
+        )
+    }
+}
+
+/// Builds the environment layer by layer; later layers win.
+#[derive(Debug, Default)]
+pub struct EnvBuilder {
+    vars: BTreeMap<String, String>,
+}
+
+impl EnvBuilder {
+    pub fn set(&mut self, name: &str, value: &str, layer: &str) -> Result<(), RenderError> {
+        if !is_shell_identifier(name) {
+            return Err(RenderError::Env {
+                name: name.escape_default().to_string(),
+                problem: format!(
+                    "from {layer}: not a valid shell identifier ([A-Za-z_][A-Za-z0-9_]*); rename it"
+                ),
+            });
+        }
+        if value.contains('\0') {
+            return Err(RenderError::Env {
+                name: name.to_string(),
+                problem: format!(
+                    "from {layer}: the value contains a NUL byte, which no environment can hold"
+                ),
+            });
+        }
+        self.vars.insert(name.to_string(), value.to_string());
+        Ok(())
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.vars.contains_key(name)
+    }
+
+    pub fn identity(&mut self, id: &ExecutionIdentity) -> Result<(), RenderError> {
+        const LAYER: &str = "the execution identity";
+        self.set("FLYTE_INTERNAL_EXECUTION_PROJECT", &id.project, LAYER)?;
+        self.set("FLYTE_INTERNAL_EXECUTION_DOMAIN", &id.domain, LAYER)?;
+        self.set("FLYTE_INTERNAL_EXECUTION_ID", &id.run_name, LAYER)?;
+        self.set("_U_ORG_NAME", &id.org, LAYER)?;
+        self.set("FLYTE_ATTEMPT_NUMBER", &id.attempt.to_string(), LAYER)
+    }
+
+    /// `FLYTE_INPUT_<NAME>` for each input; refuses inputs a shell cannot receive.
+    pub fn inputs(&mut self, inputs: &[(String, InputValue)]) -> Result<(), RenderError> {
+        let mut seen: BTreeMap<String, &str> = BTreeMap::new();
+        for (name, v) in inputs {
+            let var = format!("FLYTE_INPUT_{}", var_suffix(name));
+            if let Some(other) = seen.insert(var.clone(), name) {
+                return Err(RenderError::Env {
+                    name: var,
+                    problem: format!(
+                        "inputs `{other}` and `{name}` map to the same variable; rename one"
+                    ),
+                });
+            }
+            let text = match v {
+                InputValue::Str(s) => s.clone(),
+                InputValue::Int(i) => i.to_string(),
+                InputValue::Float(f) => python_float(*f),
+                InputValue::Bool(b) => b.to_string(),
+                InputValue::Blob { uri, .. } => uri.clone(),
+                InputValue::Unsupported { type_name } => {
+                    return Err(RenderError::UnsupportedInput {
+                        name: name.clone(),
+                        type_name: type_name.clone(),
+                    });
+                }
+            };
+            self.set(&var, &text, "inputs")?;
+        }
+        Ok(())
+    }
+
+    pub fn into_vec(self) -> Vec<(String, String)> {
+        self.vars.into_iter().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_float_matches_cpython_str() {
+        for (f, s) in [
+            (0.0003, "0.0003"),
+            (1e-05, "1e-05"),
+            (0.0001, "0.0001"),
+            (1.0, "1.0"),
+            (-2.5, "-2.5"),
+            (123456789.0, "123456789.0"),
+            (1e16, "1e+16"),
+            (1234567890123456.0, "1234567890123456.0"),
+            (1.5e300, "1.5e+300"),
+            (0.1, "0.1"),
+            (f64::INFINITY, "inf"),
+        ] {
+            assert_eq!(python_float(f), s, "{f}");
+        }
+    }
+
+    #[test]
+    fn identifiers_and_suffixes() {
+        assert!(is_shell_identifier("_U_RUN_BASE"));
+        assert!(!is_shell_identifier("1A"));
+        assert!(!is_shell_identifier("A-B"));
+        assert!(!is_shell_identifier(""));
+        assert_eq!(var_suffix("n_shards"), "N_SHARDS");
+        assert_eq!(var_suffix("my-file.v2"), "MY_FILE_V2");
+    }
+
+    #[test]
+    fn refusals() {
+        let mut e = EnvBuilder::default();
+        assert!(e.set("BAD NAME", "x", "env").is_err());
+        assert!(e.set("A", "x\0y", "env").is_err());
+        let err = e
+            .inputs(&[(
+                "xs".into(),
+                InputValue::Unsupported {
+                    type_name: "collection".into(),
+                },
+            )])
+            .unwrap_err();
+        assert!(err.to_string().contains("`xs`"));
+        let err = e
+            .inputs(&[
+                ("a-b".into(), InputValue::Int(1)),
+                ("a_b".into(), InputValue::Int(2)),
+            ])
+            .unwrap_err();
+        assert!(err.to_string().contains("FLYTE_INPUT_A_B"));
+    }
+}

@@ -1,0 +1,181 @@
+//! Collects sbatch options from their three sources and merges them, lowest precedence first:
+//! the script's own directives, the first-class `sbatch` fields, then `sbatch_options` — the
+//! order the published plugin wrote them as `#SBATCH` lines, where sbatch keeps the last.
+
+use std::collections::BTreeMap;
+
+use regex::Regex;
+
+use super::custom::{OptValue, SlurmCustom};
+use super::directives::RawOption;
+use super::error::{Origin, RenderError};
+use super::options::{
+    Arg, Lookup, OPTIONS, OVERRIDDEN_FROM_SCRIPT, Support, lookup_long, supported_list,
+};
+
+/// Options that write the same job field share a slot, so the later one replaces the earlier
+/// (`--requeue` / `--no-requeue`, `--exclusive` / `--oversubscribe`).
+fn slot(long: &'static str) -> &'static str {
+    match long {
+        "no-requeue" => "requeue",
+        "oversubscribe" => "exclusive",
+        other => other,
+    }
+}
+
+fn refuse_unsupported(origin: Origin, long: &str, reason: &str) -> RenderError {
+    RenderError::UnsupportedOption {
+        origin,
+        option: long.to_string(),
+        reason: reason.to_string(),
+        supported: supported_list(),
+    }
+}
+
+/// Keeps a script directive, drops one the connector overrides, or refuses it.
+fn from_script(o: RawOption) -> Result<Option<RawOption>, RenderError> {
+    match o.spec.support {
+        Support::Mapped(_) => Ok(Some(o)),
+        Support::Reserved if OVERRIDDEN_FROM_SCRIPT.contains(&o.spec.long) => {
+            tracing::info!(option = o.spec.long, origin = %o.origin,
+                "script directive overridden: the connector sets the job's name, files and working directory");
+            Ok(None)
+        }
+        Support::Reserved => Err(RenderError::ReservedOption {
+            origin: o.origin,
+            option: o.spec.long.into(),
+        }),
+        Support::ClientOnly => {
+            tracing::info!(option = o.spec.long, origin = %o.origin, "sbatch-only option has no effect on the job");
+            Ok(None)
+        }
+        Support::Refused(reason) => Err(refuse_unsupported(o.origin, o.spec.long, reason)),
+    }
+}
+
+/// Checks one option given in task config (first-class field or `sbatch_options`).
+fn from_config(
+    name: &str,
+    value: OptValue,
+    origin: Origin,
+) -> Result<Option<RawOption>, RenderError> {
+    // A newline would end the directive in an sbatch script and any whitespace is a sign of an
+    // injection attempt or a paste error; sbatch options never need it.
+    if let OptValue::Value(v) = &value {
+        if v.chars().any(char::is_whitespace) {
+            return Err(RenderError::InvalidValue {
+                origin,
+                option: name.to_string(),
+                value: v.escape_default().to_string(),
+                expected: "values may not contain whitespace".into(),
+            });
+        }
+    }
+    let spec = lookup_long(name).map_err(|l| RenderError::UnknownOption {
+        origin: origin.clone(),
+        option: name.to_string(),
+        hint: match l {
+            Lookup::Ambiguous(c) => format!(" (ambiguous abbreviation of: {})", c.join(", ")),
+            Lookup::Unknown => format!(" (supported: {})", supported_list()),
+        },
+    })?;
+    match spec.support {
+        Support::Mapped(_) => {}
+        Support::Reserved => {
+            return Err(RenderError::ReservedOption {
+                origin,
+                option: spec.long.into(),
+            });
+        }
+        Support::ClientOnly => {
+            tracing::info!(option = spec.long, %origin, "sbatch-only option has no effect on the job");
+            return Ok(None);
+        }
+        Support::Refused(reason) => return Err(refuse_unsupported(origin, spec.long, reason)),
+    }
+    let value = match (spec.arg, value) {
+        (Arg::Required, OptValue::Flag) => {
+            return Err(RenderError::InvalidValue {
+                origin,
+                option: spec.long.into(),
+                value: "true".into(),
+                expected: "this option requires a value".into(),
+            });
+        }
+        (Arg::None, OptValue::Value(v)) => {
+            return Err(RenderError::InvalidValue {
+                origin,
+                option: spec.long.into(),
+                value: v,
+                expected: "this option takes no value: set it to true".into(),
+            });
+        }
+        (_, OptValue::Flag) => None,
+        (_, OptValue::Value(v)) => Some(v),
+    };
+    Ok(Some(RawOption {
+        spec,
+        value,
+        origin,
+    }))
+}
+
+/// The effective options, one per slot, in option-table order.
+pub fn merge(script: Vec<RawOption>, custom: &SlurmCustom) -> Result<Vec<RawOption>, RenderError> {
+    let name_re = Regex::new("^[a-z][a-z0-9-]*$").expect("static regex");
+    let mut all = Vec::new();
+    for o in script {
+        all.extend(from_script(o)?);
+    }
+    for (field, option, value) in &custom.sbatch {
+        if value.is_empty() {
+            tracing::debug!(field, "empty first-class sbatch field: not set");
+            continue;
+        }
+        all.extend(from_config(
+            option,
+            OptValue::Value(value.clone()),
+            Origin::FirstClass(field),
+        )?);
+    }
+    for (name, value) in &custom.sbatch_options {
+        if !name_re.is_match(name) {
+            return Err(RenderError::UnknownOption {
+                origin: Origin::SbatchOptions,
+                option: name.escape_default().to_string(),
+                hint: " (option names are long sbatch option names without dashes, matching ^[a-z][a-z0-9-]*$)"
+                    .into(),
+            });
+        }
+        all.extend(from_config(name, value.clone(), Origin::SbatchOptions)?);
+    }
+
+    let mut by_slot: BTreeMap<&'static str, RawOption> = BTreeMap::new();
+    for o in all {
+        by_slot.insert(slot(o.spec.long), o);
+    }
+
+    let mem: Vec<&RawOption> = ["mem", "mem-per-cpu", "mem-per-gpu"]
+        .iter()
+        .filter_map(|s| by_slot.get(s))
+        .collect();
+    if mem.len() > 1 {
+        return Err(RenderError::Conflict {
+            problem: format!(
+                "{} are mutually exclusive (sbatch refuses them together); keep one",
+                mem.iter()
+                    .map(|o| format!("--{} ({})", o.spec.long, o.origin))
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            ),
+        });
+    }
+
+    let mut out: Vec<RawOption> = Vec::with_capacity(by_slot.len());
+    for spec in OPTIONS {
+        if let Some(o) = by_slot.remove(slot(spec.long)) {
+            out.push(o);
+        }
+    }
+    Ok(out)
+}

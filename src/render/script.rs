@@ -1,0 +1,365 @@
+//! The batch script text. Every value that reaches the shell is quoted with the `shlex` crate
+//! (POSIX single-quoting, tested against bash/dash/zsh by its authors); environment values never
+//! appear here at all — they travel in the JSON `environment`.
+
+use super::custom::{ContainerConfig, Runtime};
+use super::error::RenderError;
+
+/// Quotes one shell word. Refuses NUL, which no shell word can hold.
+pub fn quote(word: &str) -> Result<String, RenderError> {
+    shlex::try_quote(word).map(|c| c.into_owned()).map_err(|_| {
+        RenderError::Script(format!("`{}` contains a NUL byte", word.escape_default()))
+    })
+}
+
+fn join(words: &[String]) -> Result<String, RenderError> {
+    Ok(words
+        .iter()
+        .map(|w| quote(w))
+        .collect::<Result<Vec<_>, _>>()?
+        .join(" "))
+}
+
+/// Re-derives the virtualenv's bin inside the container (Enroot resets PATH), then runs the
+/// entrypoint with the arguments after `--`.
+pub const PATH_SHIM: &str = r#"export PATH="${VIRTUAL_ENV:+$VIRTUAL_ENV/bin:}$PATH"; exec "$@""#;
+
+/// USER and HOME for a job without a login shell, from the passwd entry of the job's user.
+const USER_HOME: &str = "# A REST-submitted job has no login shell: derive USER and HOME on the node.\n\
+export USER=\"${USER:-${SLURM_JOB_USER:-$(id -un)}}\"\n\
+export HOME=\"${HOME:-$(getent passwd \"$USER\" | cut -d: -f6)}\"\n";
+
+/// `module` is a shell function a login shell defines; a REST job has none, so source the first
+/// init script present, then load each module (failing the job if one cannot be loaded).
+fn modules_block(modules: &[String], init_scripts: &[String]) -> Result<String, RenderError> {
+    if modules.is_empty() {
+        return Ok(String::new());
+    }
+    let mut s = String::from(
+        "# Environment modules: a REST job inherits no `module` function, so initialise it here.\n\
+         if ! type module >/dev/null 2>&1; then\n  for __init in",
+    );
+    for f in init_scripts {
+        s.push(' ');
+        s.push_str(&quote(f)?);
+    }
+    s.push_str("; do\n    if [ -r \"$__init\" ]; then . \"$__init\"; break; fi\n  done\nfi\n");
+    for m in modules {
+        if m.is_empty()
+            || m.starts_with('-')
+            || m.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err(RenderError::config(
+                "modules",
+                format!(
+                    "`{}` is not a module name (no whitespace, must not start with -)",
+                    m.escape_default()
+                ),
+            ));
+        }
+        let q = quote(m)?;
+        let msg = quote(&format!("slurm-connector: module load {m} failed"))?;
+        s.push_str(&format!(
+            "module load {q} || {{ echo {msg} >&2; exit 1; }}\n"
+        ));
+    }
+    Ok(s)
+}
+
+/// Pyxis wants `registry#image:tag` when the first component is a registry host.
+pub fn pyxis_image(image: &str) -> String {
+    if image.starts_with('/')
+        || image.starts_with("./")
+        || image.contains('#')
+        || image.contains("://")
+    {
+        return image.to_string();
+    }
+    match image.split_once('/') {
+        Some((first, rest))
+            if first.contains('.') || first.contains(':') || first == "localhost" =>
+        {
+            format!("{first}#{rest}")
+        }
+        _ => image.to_string(),
+    }
+}
+
+/// Apptainer wants a URI; local `.sif` files, sandbox folders and refs with a scheme stay as given.
+pub fn apptainer_image(image: &str) -> String {
+    if image.starts_with('/')
+        || image.starts_with("./")
+        || image.ends_with(".sif")
+        || image.contains("://")
+    {
+        image.to_string()
+    } else {
+        format!("docker://{image}")
+    }
+}
+
+/// Everything the native script needs.
+pub struct NativeParts<'a> {
+    pub header: &'a str,
+    pub container: &'a ContainerConfig,
+    pub image: &'a str,
+    pub command: &'a [String],
+    pub modules: &'a [String],
+    pub module_init_scripts: &'a [String],
+    pub gpus_requested: bool,
+    /// Local folders to create before the entrypoint runs (a `file://` output prefix).
+    pub mkdirs: &'a [String],
+}
+
+/// Native task: `set -euo pipefail`, module loads, then the entrypoint pinned to one process.
+pub fn native(p: &NativeParts) -> Result<String, RenderError> {
+    let c = p.container;
+    if p.image.starts_with('-') {
+        return Err(RenderError::Container(format!(
+            "image `{}` must not start with `-`",
+            p.image
+        )));
+    }
+    for a in &c.srun_args {
+        let name = a.split('=').next().unwrap_or(a);
+        if ["--nodes", "-N", "--ntasks", "-n"].contains(&name)
+            || a.starts_with("-N")
+            || a.starts_with("-n")
+        {
+            return Err(RenderError::config(
+                "container.srun_args",
+                format!(
+                    "`{a}` would undo the one-process pin (srun --nodes=1 --ntasks=1) and start the entrypoint \
+                         several times; use a slurm_script task for multi-process work"
+                ),
+            ));
+        }
+    }
+    for m in &c.mounts {
+        if m.contains(',') || m.is_empty() {
+            return Err(RenderError::config(
+                "container.mounts",
+                format!("`{m}`: one mount per entry, no commas"),
+            ));
+        }
+    }
+    if let Some(w) = &c.workdir {
+        if !w.starts_with('/') {
+            return Err(RenderError::config(
+                "container.workdir",
+                format!("`{w}` must be an absolute path"),
+            ));
+        }
+    }
+    if p.command.is_empty() {
+        return Err(RenderError::Container(
+            "the task template's container has no command or args to run".into(),
+        ));
+    }
+
+    let mut words: Vec<String> = vec!["srun".into(), "--nodes=1".into(), "--ntasks=1".into()];
+    words.extend(c.srun_args.iter().cloned());
+    match c.runtime {
+        Runtime::Pyxis => {
+            words.push(format!("--container-image={}", pyxis_image(p.image)));
+            if !c.mounts.is_empty() {
+                words.push(format!("--container-mounts={}", c.mounts.join(",")));
+            }
+            if let Some(w) = &c.workdir {
+                words.push(format!("--container-workdir={w}"));
+            }
+            words.extend(c.args.iter().cloned());
+        }
+        Runtime::Apptainer => {
+            words.extend(["apptainer".to_string(), "exec".to_string()]);
+            let explicit_gpu = c.args.iter().any(|a| a == "--nv" || a == "--rocm");
+            if p.gpus_requested && !explicit_gpu {
+                words.push("--nv".into());
+            }
+            if !c.mounts.is_empty() {
+                words.extend(["--bind".to_string(), c.mounts.join(",")]);
+            }
+            if let Some(w) = &c.workdir {
+                words.extend(["--pwd".to_string(), w.clone()]);
+            }
+            words.extend(c.args.iter().cloned());
+            words.push(apptainer_image(p.image));
+        }
+    }
+    words.extend([
+        "bash".to_string(),
+        "-c".to_string(),
+        PATH_SHIM.to_string(),
+        "--".to_string(),
+    ]);
+    words.extend(p.command.iter().cloned());
+
+    let mut s = String::from("#!/bin/bash\n");
+    s.push_str(p.header);
+    s.push_str("set -euo pipefail\n");
+    s.push_str(USER_HOME);
+    if !p.modules.is_empty() {
+        // Module init scripts and the module function read unset variables.
+        s.push_str("set +u\n");
+        s.push_str(&modules_block(p.modules, p.module_init_scripts)?);
+        s.push_str("set -u\n");
+    }
+    for d in p.mkdirs {
+        s.push_str(&format!("mkdir -p -- {}\n", quote(d)?));
+    }
+    s.push_str(&join(&words)?);
+    s.push('\n');
+    Ok(s)
+}
+
+/// The interpreter named by a shebang line is a POSIX-style shell we can add lines for.
+fn is_shell_shebang(first_line: &str) -> bool {
+    let Some(rest) = first_line.strip_prefix("#!") else {
+        return false;
+    };
+    let mut words = rest.split_whitespace();
+    let Some(mut prog) = words.next() else {
+        return false;
+    };
+    if prog.ends_with("/env") {
+        prog = match words.find(|w| !w.starts_with('-')) {
+            Some(p) => p,
+            None => return false,
+        };
+    }
+    let base = prog.rsplit('/').next().unwrap_or(prog);
+    ["sh", "bash", "dash", "ksh", "zsh", "ash", "mksh"].contains(&base)
+}
+
+/// Script task: the user's script as written, with what the connector needs inserted after its
+/// leading comment/directive block (so the block stays readable by sbatch, and nothing runs
+/// before the user's own shebang takes effect): USER/HOME, modules, output folders.
+pub fn script_task(
+    user_script: &str,
+    first_command_line: usize,
+    header: &str,
+    modules: &[String],
+    module_init_scripts: &[String],
+    mkdirs: &[String],
+) -> Result<String, RenderError> {
+    if user_script.contains('\0') {
+        return Err(RenderError::config("script", "contains a NUL byte"));
+    }
+    let lines: Vec<&str> = user_script.split('\n').collect();
+    let has_shebang = lines.first().is_some_and(|l| l.starts_with("#!"));
+    let shell = !has_shebang || is_shell_shebang(lines[0]);
+    let mut preamble = String::from(header);
+    if shell {
+        preamble.push_str(USER_HOME);
+        preamble.push_str(&modules_block(modules, module_init_scripts)?);
+        for d in mkdirs {
+            preamble.push_str(&format!("mkdir -p -- {}\n", quote(d)?));
+        }
+    } else if !modules.is_empty() || !mkdirs.is_empty() {
+        return Err(RenderError::config(
+            "script",
+            format!(
+                "the interpreter `{}` is not a shell, so the connector cannot load `modules` or create the \
+                 output folder before it runs; use a bash script (it can exec your program), or drop `modules` \
+                 and use output_upload=\"job\"",
+                lines[0].trim_start_matches("#!").trim()
+            ),
+        ));
+    }
+    preamble.push_str(
+        "# --- end of slurm-connector preamble; the task's script follows as written ---\n",
+    );
+
+    let mut out = String::new();
+    if !has_shebang {
+        // sbatch refuses a script without `#!`; the published plugin ran such scripts under bash.
+        out.push_str("#!/bin/bash\n");
+    }
+    let split = first_command_line.min(lines.len());
+    let (head, tail) = lines.split_at(split);
+    for l in head {
+        out.push_str(l);
+        out.push('\n');
+    }
+    if !shell {
+        // Nothing to add before a non-shell interpreter: keep the script byte for byte.
+        return Ok(user_script.to_string());
+    }
+    out.push_str(&preamble);
+    out.push_str(&tail.join("\n"));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_rewriting() {
+        assert_eq!(pyxis_image("ghcr.io/acme/train:1"), "ghcr.io#acme/train:1");
+        assert_eq!(pyxis_image("localhost/img:1"), "localhost#img:1");
+        assert_eq!(pyxis_image("registry:5000/img"), "registry:5000#img");
+        assert_eq!(pyxis_image("ubuntu:24.04"), "ubuntu:24.04");
+        assert_eq!(pyxis_image("acme/train:1"), "acme/train:1");
+        assert_eq!(
+            pyxis_image("/shared/images/cpu.sqsh"),
+            "/shared/images/cpu.sqsh"
+        );
+        assert_eq!(pyxis_image("./cpu.sqsh"), "./cpu.sqsh");
+        assert_eq!(pyxis_image("ghcr.io#acme/x"), "ghcr.io#acme/x");
+        assert_eq!(
+            apptainer_image("ghcr.io/acme/eval:1.4"),
+            "docker://ghcr.io/acme/eval:1.4"
+        );
+        assert_eq!(apptainer_image("/images/x.sif"), "/images/x.sif");
+        assert_eq!(apptainer_image("oras://ghcr.io/x"), "oras://ghcr.io/x");
+        assert_eq!(apptainer_image("x.sif"), "x.sif");
+    }
+
+    #[test]
+    fn shebangs() {
+        assert!(is_shell_shebang("#!/bin/bash"));
+        assert!(is_shell_shebang("#!/usr/bin/env bash"));
+        assert!(is_shell_shebang("#!/bin/sh -l"));
+        assert!(!is_shell_shebang("#!/usr/bin/env python3"));
+        assert!(!is_shell_shebang("#!/usr/bin/perl"));
+    }
+
+    #[test]
+    fn script_preamble_goes_after_the_leading_block() {
+        let s = "#!/bin/bash\n#SBATCH -t 5\n# note\necho hi\n";
+        let out = script_task(s, 3, "", &[], &[], &["/w/j.outputs".into()]).unwrap();
+        assert!(
+            out.starts_with("#!/bin/bash\n#SBATCH -t 5\n# note\n# A REST"),
+            "{out}"
+        );
+        assert!(out.ends_with("mkdir -p -- /w/j.outputs\n# --- end of slurm-connector preamble; the task's script follows as written ---\necho hi\n"), "{out}");
+    }
+
+    #[test]
+    fn non_shell_script_kept_verbatim_or_refused() {
+        let py = "#!/usr/bin/env python3\nprint(1)\n";
+        assert_eq!(script_task(py, 1, "", &[], &[], &[]).unwrap(), py);
+        assert!(script_task(py, 1, "", &["x".into()], &[], &[]).is_err());
+    }
+
+    #[test]
+    fn srun_pin_cannot_be_undone() {
+        let c = ContainerConfig {
+            srun_args: vec!["--ntasks=4".into()],
+            ..Default::default()
+        };
+        let cmd = vec!["a0".to_string()];
+        let p = NativeParts {
+            header: "",
+            container: &c,
+            image: "img",
+            command: &cmd,
+            modules: &[],
+            module_init_scripts: &[],
+            gpus_requested: false,
+            mkdirs: &[],
+        };
+        assert!(native(&p).unwrap_err().to_string().contains("srun_args"));
+    }
+}

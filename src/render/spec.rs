@@ -1,0 +1,147 @@
+//! Rendering inputs: the pieces of a `CreateTaskRequest` the renderer needs (built by the gRPC
+//! layer from protobufs, so this module does not depend on prost), and the deployment config.
+
+use std::collections::BTreeMap;
+
+/// `TaskTemplate.type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskType {
+    /// Native task: the template's container runs the Flyte entrypoint under Pyxis or Apptainer.
+    Slurm,
+    /// A user-supplied batch script (`custom.script`).
+    SlurmScript,
+}
+
+impl TaskType {
+    /// Maps `TaskTemplate.type`; `None` for a task type this connector does not serve.
+    pub fn from_template_type(t: &str) -> Option<TaskType> {
+        match t {
+            "slurm" => Some(TaskType::Slurm),
+            "slurm_script" => Some(TaskType::SlurmScript),
+            _ => None,
+        }
+    }
+}
+
+/// `TaskTemplate.container` (already template-rendered by the Flyte backend).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ContainerSpec {
+    pub image: String,
+    pub command: Vec<String>,
+    pub args: Vec<String>,
+    /// `Container.env`, in order.
+    pub env: Vec<(String, String)>,
+}
+
+/// One input literal, reduced to what a script task can receive.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InputValue {
+    Str(String),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    /// A File (`multipart == false`) or Dir (`true`) input: passed as its URI.
+    Blob {
+        uri: String,
+        multipart: bool,
+    },
+    /// Anything else (collections, maps, structs, ...): refused for script tasks.
+    Unsupported {
+        type_name: String,
+    },
+}
+
+/// The kind of an output in the task's typed interface.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InterfaceKind {
+    /// Blob, SINGLE.
+    File,
+    /// Blob, MULTIPART.
+    Dir,
+    /// Anything else (e.g. `simple: FLOAT`).
+    Other(String),
+}
+
+/// Who the Flyte run/action/attempt is; derived from `TaskExecutionMetadata.task_execution_id`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecutionIdentity {
+    pub org: String,
+    pub project: String,
+    pub domain: String,
+    /// `WorkflowExecutionIdentifier.name`.
+    pub run_name: String,
+    /// `NodeExecutionIdentifier.node_id`.
+    pub action_name: String,
+    /// `TaskExecutionIdentifier.retry_attempt`.
+    pub attempt: u32,
+}
+
+/// Everything about one task execution that rendering reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskSpec {
+    pub task_type: TaskType,
+    /// `TaskTemplate.id.name`, e.g. `pipeline.preprocess`.
+    pub task_name: String,
+    /// `TaskTemplate.custom` as JSON (a protobuf Struct: numbers are floats).
+    pub custom: serde_json::Value,
+    /// `TaskTemplate.container`, if the template has one.
+    pub container: Option<ContainerSpec>,
+    /// `CreateTaskRequest.inputs`, by name.
+    pub inputs: Vec<(String, InputValue)>,
+    /// `TaskTemplate.interface.outputs`, by name.
+    pub outputs: Vec<(String, InterfaceKind)>,
+    /// `CreateTaskRequest.output_prefix`.
+    pub output_prefix: String,
+    pub exec: ExecutionIdentity,
+    /// `TaskExecutionMetadata.environment_variables` (carries `RUN_NAME`, `ACTION_NAME`, ...).
+    pub env_vars: BTreeMap<String, String>,
+}
+
+/// Deployment settings that shape every job (connector environment / config file).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenderConfig {
+    /// Absolute directory on the cluster's shared filesystem for job files
+    /// (`FLYTE_SLURM_WORKING_DIR`). Wins over a task's `working_dir`. With neither, rendering
+    /// refuses: a REST job has no home directory to default to.
+    pub working_dir: Option<String>,
+    /// Partition used when neither the task nor its script names one (`None`: Slurm's default).
+    pub default_partition: Option<String>,
+    /// The job's base environment, lowest precedence (PATH at least; see `env.rs`).
+    pub base_env: Vec<(String, String)>,
+    /// Seconds east of UTC of the cluster's clock, for `--begin`/`--deadline` wall-clock times
+    /// (sbatch reads them in the submit host's local time).
+    pub cluster_utc_offset_seconds: i32,
+    /// Module init scripts tried in order when a task asks for `modules` (the first readable one
+    /// is sourced; a REST job has no `module` function from a login shell).
+    pub module_init_scripts: Vec<String>,
+}
+
+/// `PATH` of a job when the deployment does not say otherwise (Debian's login default plus the
+/// usual local prefixes; enough to find `srun`, `apptainer`, `bash`, coreutils).
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Where environment-modules and Lmod put their bash init scripts on common distributions.
+pub const DEFAULT_MODULE_INIT_SCRIPTS: &[&str] = &[
+    "/etc/profile.d/modules.sh",
+    "/usr/share/modules/init/bash",
+    "/etc/profile.d/lmod.sh",
+    "/usr/share/lmod/lmod/init/bash",
+];
+
+impl Default for RenderConfig {
+    fn default() -> Self {
+        RenderConfig {
+            working_dir: None,
+            default_partition: None,
+            base_env: vec![
+                ("PATH".to_string(), DEFAULT_PATH.to_string()),
+                ("LANG".to_string(), "C.UTF-8".to_string()),
+            ],
+            cluster_utc_offset_seconds: 0,
+            module_init_scripts: DEFAULT_MODULE_INIT_SCRIPTS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! The one error type of the staging layer.
+//!
+//! Messages end up in task failure messages the task author reads, so they name the path (as the
+//! cluster sees it) and say what to do; they never carry tokens, and never the local path a refused
+//! symlink resolved to (that could map the connector's own filesystem for a curious task).
+
+use std::io;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StagingError {
+    /// The path is outside what the staging layer may touch (`..`, relative, outside the roots,
+    /// or a symlink resolving outside them).
+    #[error("path {path:?} is refused: {reason}")]
+    Refused { path: String, reason: String },
+
+    #[error("{path} does not exist")]
+    NotFound { path: String },
+
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+
+    /// The object-store destination is not a URI we can write to.
+    #[error("object store URI {uri:?} is not usable: {reason}")]
+    BadUri { uri: String, reason: String },
+
+    #[error("object store {uri}: {source}")]
+    Store {
+        uri: String,
+        #[source]
+        source: object_store::Error,
+    },
+
+    /// The stager sidecar answered with an error, or could not be reached.
+    #[error("stager sidecar: {message}")]
+    Sidecar { message: String },
+
+    /// Deployment configuration is wrong: names the variable and the fix.
+    #[error("{var}: {message}")]
+    Config { var: &'static str, message: String },
+
+    /// A declared output is missing, too large or not what was declared: the whole message is
+    /// meant for the task author.
+    #[error("{message}")]
+    Output { message: String },
+
+    #[error("transfer cancelled")]
+    Cancelled,
+}
+
+impl StagingError {
+    pub fn is_refused(&self) -> bool {
+        matches!(self, StagingError::Refused { .. })
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, StagingError::NotFound { .. })
+    }
+
+    pub(crate) fn io(op: &'static str, path: impl Into<String>, source: io::Error) -> Self {
+        if source.kind() == io::ErrorKind::NotFound {
+            return StagingError::NotFound { path: path.into() };
+        }
+        StagingError::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn refused(path: impl Into<String>, reason: impl Into<String>) -> Self {
+        StagingError::Refused {
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+pub type Result<T, E = StagingError> = std::result::Result<T, E>;

@@ -1,0 +1,273 @@
+//! Object-store destinations: parse an output URI into a store and a path, stream a file into
+//! it with bounded memory, check that an object (or a prefix) exists.
+//!
+//! Credentials and endpoints come from the environment the way `object_store` reads it
+//! (`AWS_ACCESS_KEY_ID`, `AWS_ENDPOINT`, `AWS_ALLOW_HTTP`, `GOOGLE_*`, `AZURE_*`), on whichever
+//! side does the upload: the connector in local mode, the stager in sidecar mode.
+
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use futures::StreamExt;
+use object_store::path::Path as StorePath;
+use object_store::{ObjectStore, ObjectStoreExt, ObjectStoreScheme, PutPayload, WriteMultipart};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use url::Url;
+
+use super::error::{Result, StagingError};
+use super::transfer::TransferCtl;
+
+/// Multipart part size. Memory per upload is about `PART_SIZE * (MAX_PARTS_IN_FLIGHT + 1)`,
+/// whatever the file size. 8 MiB is above S3's 5 MiB minimum part; above ~80 GB parts grow so
+/// a file stays under S3's 10,000-part limit (see [`part_size_for`]).
+pub const PART_SIZE: usize = 8 * 1024 * 1024;
+/// Parts uploading concurrently.
+pub const MAX_PARTS_IN_FLIGHT: usize = 2;
+const READ_CHUNK: usize = 1024 * 1024;
+/// S3's limit on parts per multipart upload.
+const MAX_PARTS: u64 = 10_000;
+
+/// A parsed destination: which store, which path inside it, and the URI (for messages).
+#[derive(Debug, Clone)]
+pub struct Destination {
+    pub uri: String,
+    pub store: Arc<dyn ObjectStore>,
+    pub path: StorePath,
+}
+
+/// Parse `s3://bucket/key`, `gs://bucket/key`, `abfs://container/key` (and `az://`),
+/// `file:///abs/path` into a store + path.
+pub fn open(uri: &str) -> Result<Destination> {
+    let bad = |reason: String| StagingError::BadUri {
+        uri: uri.to_string(),
+        reason,
+    };
+    let url = Url::parse(uri).map_err(|e| bad(e.to_string()))?;
+    let (scheme, path) = ObjectStoreScheme::parse(&url).map_err(|_| {
+        bad("use s3://bucket/key, gs://bucket/key, abfs://container/key or file:///path".into())
+    })?;
+    let store: Arc<dyn ObjectStore> = match scheme {
+        ObjectStoreScheme::Local => Arc::new(object_store::local::LocalFileSystem::new()),
+        ObjectStoreScheme::AmazonS3 => Arc::new(
+            object_store::aws::AmazonS3Builder::from_env()
+                .with_url(uri)
+                .build()
+                .map_err(|e| StagingError::Store {
+                    uri: uri.into(),
+                    source: e,
+                })?,
+        ),
+        #[cfg(feature = "gcs")]
+        ObjectStoreScheme::GoogleCloudStorage => Arc::new(
+            object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                .with_url(uri)
+                .build()
+                .map_err(|e| StagingError::Store {
+                    uri: uri.into(),
+                    source: e,
+                })?,
+        ),
+        #[cfg(feature = "azure")]
+        ObjectStoreScheme::MicrosoftAzure => Arc::new(
+            object_store::azure::MicrosoftAzureBuilder::from_env()
+                .with_url(uri)
+                .build()
+                .map_err(|e| StagingError::Store {
+                    uri: uri.into(),
+                    source: e,
+                })?,
+        ),
+        other => {
+            return Err(bad(format!(
+                "{other:?} is not supported by this build (GCS and Azure need the `gcs` / `azure` cargo features)"
+            )));
+        }
+    };
+    if path.as_ref().is_empty() {
+        return Err(bad("no object key after the bucket".into()));
+    }
+    Ok(Destination {
+        uri: uri.to_string(),
+        store,
+        path,
+    })
+}
+
+/// `<prefix>/<relative>`, each `/`-separated segment of `relative` percent-encoded so that any
+/// file name (spaces, `#`, `?`, `%`) round-trips through the URI to the same object key.
+pub fn join_uri(prefix: &str, relative: &str) -> String {
+    let mut out = prefix.trim_end_matches('/').to_string();
+    for seg in relative.split('/').filter(|s| !s.is_empty()) {
+        out.push('/');
+        out.push_str(&encode_segment(seg));
+    }
+    out
+}
+
+fn encode_segment(seg: &str) -> String {
+    let mut s = String::with_capacity(seg.len());
+    for b in seg.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            s.push(b as char);
+        } else {
+            s.push_str(&format!("%{b:02X}"));
+        }
+    }
+    s
+}
+
+/// Part size for a file of `size` bytes: [`PART_SIZE`], grown so the part count stays under S3's
+/// 10,000 (a 100 GB file gets ~10 MB parts). Memory stays bounded by the file size / 10,000.
+pub fn part_size_for(size: u64) -> usize {
+    let needed = size.div_ceil(MAX_PARTS - 1);
+    (needed as usize).max(PART_SIZE)
+}
+
+fn store_err(dest: &Destination) -> impl Fn(object_store::Error) -> StagingError + '_ {
+    move |e| StagingError::Store {
+        uri: dest.uri.clone(),
+        source: e,
+    }
+}
+
+/// Stream `reader` (expected `size` bytes) to `dest`. Small files go in one PUT; larger ones as
+/// a multipart upload with at most [`MAX_PARTS_IN_FLIGHT`] parts in flight. On cancel the
+/// multipart upload is aborted so no orphaned parts stay behind.
+pub async fn upload_reader<R>(
+    mut reader: R,
+    size: u64,
+    dest: &Destination,
+    ctl: &TransferCtl,
+) -> Result<u64>
+where
+    R: AsyncRead + Unpin + Send,
+{
+    let part = part_size_for(size);
+    let read_err = |e| StagingError::Io {
+        op: "read for upload to",
+        path: dest.uri.clone(),
+        source: e,
+    };
+    // Fill the first part: if the file ends inside it, a single PUT is enough.
+    let mut first = BytesMut::with_capacity(part.min(size as usize + 1).max(1));
+    while first.len() < part {
+        ctl.check()?;
+        let want = (part - first.len()).min(READ_CHUNK);
+        let mut limited = (&mut reader).take(want as u64);
+        let n = tokio::select! {
+            biased;
+            _ = ctl.cancelled() => return Err(StagingError::Cancelled),
+            n = limited.read_buf(&mut first) => n.map_err(read_err)?,
+        };
+        if n == 0 {
+            let len = first.len() as u64;
+            tokio::select! {
+                biased;
+                _ = ctl.cancelled() => return Err(StagingError::Cancelled),
+                r = dest.store.put(&dest.path, PutPayload::from_bytes(first.freeze())) => {
+                    r.map_err(store_err(dest))?;
+                }
+            }
+            ctl.progress.add_done(len);
+            return Ok(len);
+        }
+    }
+    let upload = dest
+        .store
+        .put_multipart(&dest.path)
+        .await
+        .map_err(store_err(dest))?;
+    let mut writer = WriteMultipart::new_with_chunk_size(upload, part);
+    let mut sent = first.len() as u64;
+    writer.put(first.freeze());
+    ctl.progress.add_done(sent);
+    let result: Result<()> = async {
+        loop {
+            tokio::select! {
+                biased;
+                _ = ctl.cancelled() => return Err(StagingError::Cancelled),
+                r = writer.wait_for_capacity(MAX_PARTS_IN_FLIGHT) => r.map_err(store_err(dest))?,
+            }
+            let mut buf = BytesMut::with_capacity(READ_CHUNK);
+            let n = tokio::select! {
+                biased;
+                _ = ctl.cancelled() => return Err(StagingError::Cancelled),
+                n = reader.read_buf(&mut buf) => n.map_err(read_err)?,
+            };
+            if n == 0 {
+                return Ok(());
+            }
+            sent += n as u64;
+            ctl.progress.add_done(n as u64);
+            writer.put(buf.freeze());
+        }
+    }
+    .await;
+    match result {
+        Ok(()) => {
+            tokio::select! {
+                biased;
+                _ = ctl.cancelled() => return Err(StagingError::Cancelled),
+                r = writer.finish() => { r.map_err(store_err(dest))?; }
+            }
+            Ok(sent)
+        }
+        Err(e) => {
+            if let Err(abort) = writer.abort().await {
+                tracing::warn!(uri = %dest.uri, error = %abort, "aborting a multipart upload failed");
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Does the object (file) or any object under the prefix (dir) exist?
+pub async fn exists(dest: &Destination, dir: bool) -> Result<bool> {
+    if dir {
+        let mut list = dest.store.list(Some(&dest.path));
+        match list.next().await {
+            Some(Ok(_)) => Ok(true),
+            Some(Err(e)) => Err(store_err(dest)(e)),
+            None => Ok(false),
+        }
+    } else {
+        match dest.store.head(&dest.path).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(store_err(dest)(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_schemes() {
+        let d = open("file:///tmp/out/x").unwrap();
+        assert_eq!(d.path.as_ref(), "tmp/out/x");
+        let d = open("s3://bucket/prefix/a b").unwrap();
+        assert_eq!(d.path.as_ref(), "prefix/a b");
+        for bad in ["not a uri", "ftp://h/x", "s3://bucket", "s3://bucket/"] {
+            assert!(
+                matches!(open(bad), Err(StagingError::BadUri { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn join_round_trips_odd_names() {
+        let u = join_uri("s3://b/p/", "d/a b#1?%.txt");
+        assert_eq!(u, "s3://b/p/d/a%20b%231%3F%25.txt");
+        assert_eq!(open(&u).unwrap().path.as_ref(), "p/d/a b#1?%.txt");
+    }
+
+    #[test]
+    fn part_size_keeps_under_part_limit() {
+        assert_eq!(part_size_for(0), PART_SIZE);
+        let huge = 200 * 1024 * 1024 * 1024u64;
+        assert!(huge.div_ceil(part_size_for(huge) as u64) < MAX_PARTS);
+    }
+}

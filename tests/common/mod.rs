@@ -1,0 +1,45 @@
+//! Helpers shared by integration tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+pub fn fixture_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+/// A recorded real slurmrestd exchange: (status, content type, body).
+pub struct Recorded {
+    pub status: u16,
+    pub content_type: String,
+    pub body: serde_json::Value,
+}
+
+impl Recorded {
+    pub fn load(name: &str) -> Recorded {
+        let path = fixture_dir()
+            .join("slurmrestd")
+            .join(format!("{name}.json"));
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        Recorded {
+            status: v["response"]["status"].as_u64().unwrap() as u16,
+            content_type: v["response"]["headers"]["Content-Type"]
+                .as_str()
+                .unwrap_or("application/json")
+                .to_string(),
+            body: v["response"]["body"].clone(),
+        }
+    }
+
+    /// As a wiremock response, byte-faithful for text/plain bodies.
+    pub fn response(&self) -> wiremock::ResponseTemplate {
+        let t = wiremock::ResponseTemplate::new(self.status);
+        match &self.body {
+            serde_json::Value::String(s) if !self.content_type.starts_with("application/json") => {
+                t.set_body_raw(s.clone().into_bytes(), &self.content_type)
+            }
+            body => t.set_body_raw(serde_json::to_vec(body).unwrap(), "application/json"),
+        }
+    }
+}

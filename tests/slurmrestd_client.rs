@@ -1,0 +1,642 @@
+//! Contract tests of the slurmrestd facade: wiremock replays real slurmrestd responses
+//! (tests/fixtures/slurmrestd/, recorded on Slurm 24.11 and 26.05) and checks what we send.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::Recorded;
+use slurm_connector::slurmrestd::{
+    Auth, BaseState, CancelOutcome, Client, ClientConfig, ClientError, JobDescription, JobId,
+    RetryPolicy, Secret,
+};
+use wiremock::matchers::{header, header_exists, method, path, query_param};
+use wiremock::{Mock, MockServer, Request, ResponseTemplate};
+
+const TOKEN: &str = "eyJhbGciOiJIUzI1NiJ9.c2VjcmV0LXBheWxvYWQ.c2ln";
+
+fn config(server: &MockServer, auth: Auth) -> ClientConfig {
+    let mut cfg = ClientConfig::new("testcluster", server.uri().parse().unwrap(), auth);
+    cfg.retry = RetryPolicy {
+        max_attempts: 3,
+        base_delay: Duration::from_millis(5),
+        max_delay: Duration::from_millis(20),
+    };
+    cfg.request_timeout = Duration::from_secs(2);
+    cfg
+}
+
+fn static_client(server: &MockServer) -> Client {
+    Client::new(config(
+        server,
+        Auth::Static {
+            token: Secret::new(format!("SLURM_JWT={TOKEN}")),
+        },
+    ))
+    .unwrap()
+}
+
+fn key_file() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("sc-client-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("jwt_hs256.key");
+    std::fs::write(&key, b"0123456789abcdef0123456789abcdef").unwrap();
+    key
+}
+
+fn job() -> JobDescription {
+    JobDescription {
+        name: "flyte-test".into(),
+        script: "#!/bin/bash\necho hi\n".into(),
+        current_working_directory: "/tmp".into(),
+        environment: vec![("PATH".into(), "/bin:/usr/bin".into())],
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn submit_returns_the_job_id_and_sends_token_and_json_body() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/slurm/v0.0.42/job/submit"))
+        .and(header("x-slurm-user-token", TOKEN))
+        .respond_with(Recorded::load("24.11_v0.0.42_submit-minimal-ok").response())
+        .expect(1)
+        .mount(&server)
+        .await;
+    let id = static_client(&server).submit(&job()).await.unwrap();
+    let expected = Recorded::load("24.11_v0.0.42_submit-minimal-ok").body["job_id"]
+        .as_u64()
+        .unwrap() as u32;
+    assert_eq!(id, JobId(expected));
+    let req = &server.received_requests().await.unwrap()[0];
+    let body: serde_json::Value = serde_json::from_slice(&req.body).unwrap();
+    assert_eq!(
+        body["job"]["environment"],
+        serde_json::json!(["PATH=/bin:/usr/bin"])
+    );
+    assert_eq!(body["job"]["current_working_directory"], "/tmp");
+    assert_eq!(body["job"]["script"], "#!/bin/bash\necho hi\n");
+}
+
+#[tokio::test]
+async fn submit_200_without_job_id_is_a_failure_quoting_the_warnings() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/slurm/v0.0.42/job/submit"))
+        .respond_with(Recorded::load("24.11_v0.0.42_submit-cpus-per-task-as-object").response())
+        .expect(1)
+        .mount(&server)
+        .await;
+    let err = static_client(&server).submit(&job()).await.unwrap_err();
+    match &err {
+        ClientError::SubmitWithoutJobId { warnings, .. } => {
+            assert!(
+                warnings[0].contains("Expected OpenAPI type=integer"),
+                "{warnings:?}"
+            )
+        }
+        other => panic!("expected SubmitWithoutJobId, got {other:?}"),
+    }
+    assert!(err.to_string().contains("no job was created"));
+}
+
+#[tokio::test]
+async fn rejected_submit_quotes_slurm_error_number_on_both_releases() {
+    for (sample, status) in [
+        ("24.11_v0.0.42_submit-bad-partition", 500),
+        ("26.05_v0.0.42_submit-bad-partition", 422),
+    ] {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path("/slurm/v0.0.42/job/submit"))
+            .respond_with(Recorded::load(sample).response())
+            // A refused submit is never retried.
+            .expect(1)
+            .mount(&server)
+            .await;
+        let err = static_client(&server).submit(&job()).await.unwrap_err();
+        match &err {
+            ClientError::Slurm {
+                status: s, errors, ..
+            } => {
+                assert_eq!(*s, status);
+                assert_eq!(errors[0].number, 2000);
+            }
+            other => panic!("{sample}: expected a Slurm error, got {other:?}"),
+        }
+        let msg = err.to_string();
+        assert!(
+            msg.contains("2000") && msg.contains("Invalid partition name specified"),
+            "{msg}"
+        );
+        assert!(!err.is_transient());
+    }
+}
+
+#[tokio::test]
+async fn states_sends_repeated_job_id_parameters_in_one_request() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.42/jobs/state/"))
+        .respond_with(Recorded::load("24.11_v0.0.42_jobs-state-repeated").response())
+        .expect(1)
+        .mount(&server)
+        .await;
+    let ids = [JobId(31), JobId(37), JobId(38)];
+    let states = static_client(&server).states(&ids).await.unwrap();
+    assert_eq!(states.len(), 3);
+    assert_eq!(states[&JobId(31)].base, BaseState::Completed);
+    assert_eq!(states[&JobId(37)].base, BaseState::Running);
+    let req = &server.received_requests().await.unwrap()[0];
+    assert_eq!(
+        req.url.query(),
+        Some("job_id=31&job_id=37&job_id=38"),
+        "never a comma list"
+    );
+}
+
+#[tokio::test]
+async fn an_id_missing_from_states_is_absent_not_an_error() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.42/jobs/state/"))
+        .respond_with(Recorded::load("24.11_v0.0.42_jobs-state-known-unknown").response())
+        .mount(&server)
+        .await;
+    let body = Recorded::load("24.11_v0.0.42_jobs-state-known-unknown").body;
+    let known: JobId = body["jobs"][0]["job_id"].as_str().unwrap().parse().unwrap();
+    let states = static_client(&server)
+        .states(&[known, JobId(999_999)])
+        .await
+        .unwrap();
+    assert_eq!(states.len(), 1);
+    assert!(states.contains_key(&known));
+}
+
+#[tokio::test]
+async fn states_chunks_very_many_ids() {
+    let server = MockServer::start().await;
+    let seen = Arc::new(AtomicUsize::new(0));
+    let seen2 = seen.clone();
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.42/jobs/state/"))
+        .respond_with(move |req: &Request| {
+            let ids: Vec<String> = req
+                .url
+                .query_pairs()
+                .filter(|(k, _)| k == "job_id")
+                .map(|(_, v)| v.into_owned())
+                .collect();
+            seen2.fetch_add(ids.len(), Ordering::SeqCst);
+            let jobs: Vec<_> = ids
+                .iter()
+                .map(|id| serde_json::json!({"job_id": id, "state": ["PENDING"]}))
+                .collect();
+            ResponseTemplate::new(200)
+                .set_body_json(serde_json::json!({"jobs": jobs, "errors": [], "warnings": []}))
+        })
+        .expect(3)
+        .mount(&server)
+        .await;
+    let mut cfg = config(
+        &server,
+        Auth::Static {
+            token: Secret::new(TOKEN),
+        },
+    );
+    cfg.state_chunk = 200;
+    let ids: Vec<JobId> = (1..=500).map(JobId).collect();
+    let states = Client::new(cfg).unwrap().states(&ids).await.unwrap();
+    assert_eq!(states.len(), 500);
+    assert_eq!(seen.load(Ordering::SeqCst), 500);
+}
+
+#[tokio::test]
+async fn unknown_job_is_none() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.42/job/999999"))
+        .respond_with(Recorded::load("24.11_v0.0.42_job-get-unknown").response())
+        .mount(&server)
+        .await;
+    assert_eq!(
+        static_client(&server).job(JobId(999_999)).await.unwrap(),
+        None
+    );
+}
+
+#[tokio::test]
+async fn job_record_converts_state_exit_code_and_paths() {
+    let server = MockServer::start().await;
+    let rec = Recorded::load("26.05_v0.0.42_job-get-one");
+    let id = rec.body["jobs"][0]["job_id"].as_u64().unwrap() as u32;
+    Mock::given(method("GET"))
+        .and(path(format!("/slurm/v0.0.42/job/{id}")))
+        .respond_with(rec.response())
+        .mount(&server)
+        .await;
+    let info = static_client(&server)
+        .job(JobId(id))
+        .await
+        .unwrap()
+        .unwrap();
+    let raw = &rec.body["jobs"][0];
+    assert_eq!(info.job_id, JobId(id));
+    assert_eq!(
+        info.state.base.as_str(),
+        raw["job_state"][0].as_str().unwrap()
+    );
+    assert_eq!(
+        info.standard_output.as_deref(),
+        raw["standard_output"].as_str().filter(|s| !s.is_empty())
+    );
+    assert_eq!(info.user.as_deref(), raw["user_name"].as_str());
+}
+
+#[tokio::test]
+async fn cancel_outcomes_running_finished_unknown() {
+    for (sample, id, outcome) in [
+        (
+            "24.11_v0.0.42_delete-running",
+            None,
+            CancelOutcome::Cancelled,
+        ),
+        (
+            "24.11_v0.0.42_delete-finished",
+            None,
+            CancelOutcome::AlreadyFinished,
+        ),
+        ("24.11_v0.0.42_delete-unknown", None, CancelOutcome::Unknown),
+        (
+            "26.05_v0.0.42_delete-finished",
+            None,
+            CancelOutcome::AlreadyFinished,
+        ),
+        (
+            "26.05_v0.0.42_delete-unknown",
+            Some(999_999),
+            CancelOutcome::Unknown,
+        ),
+    ] {
+        let server = MockServer::start().await;
+        Mock::given(method("DELETE"))
+            .respond_with(Recorded::load(sample).response())
+            .expect(1)
+            .mount(&server)
+            .await;
+        let got = static_client(&server)
+            .cancel(JobId(id.unwrap_or(31)), None)
+            .await
+            .unwrap();
+        assert_eq!(got, outcome, "{sample}");
+    }
+}
+
+#[tokio::test]
+async fn cancel_passes_the_signal() {
+    let server = MockServer::start().await;
+    Mock::given(method("DELETE"))
+        .and(path("/slurm/v0.0.42/job/5"))
+        .and(query_param("signal", "SIGKILL"))
+        .respond_with(Recorded::load("24.11_v0.0.42_delete-running").response())
+        .expect(1)
+        .mount(&server)
+        .await;
+    static_client(&server)
+        .cancel(JobId(5), Some("SIGKILL"))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn accounting_job_found_and_unknown() {
+    let server = MockServer::start().await;
+    let rec = Recorded::load("24.11_v0.0.42_slurmdb-job-get");
+    let id = rec.body["jobs"][0]["job_id"].as_u64().unwrap() as u32;
+    Mock::given(method("GET"))
+        .and(path(format!("/slurmdb/v0.0.42/job/{id}")))
+        .respond_with(rec.response())
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/slurmdb/v0.0.42/job/999999"))
+        .respond_with(Recorded::load("24.11_v0.0.42_slurmdb-job-unknown").response())
+        .mount(&server)
+        .await;
+    let client = static_client(&server);
+    let info = client.accounting_job(JobId(id)).await.unwrap().unwrap();
+    assert_eq!(
+        info.state.base.as_str(),
+        rec.body["jobs"][0]["state"]["current"][0].as_str().unwrap()
+    );
+    assert!(info.exit_code.is_some());
+    assert_eq!(client.accounting_job(JobId(999_999)).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn accounting_jobs_sends_repeated_step_parameters() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/slurmdb/v0.0.42/jobs/"))
+        .respond_with(Recorded::load("24.11_v0.0.42_slurmdb-jobs-step-repeated").response())
+        .expect(1)
+        .mount(&server)
+        .await;
+    let rec = Recorded::load("24.11_v0.0.42_slurmdb-jobs-step-repeated");
+    let ids: Vec<JobId> = rec.body["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| JobId(j["job_id"].as_u64().unwrap() as u32))
+        .collect();
+    let got = static_client(&server).accounting_jobs(&ids).await.unwrap();
+    assert!(!got.is_empty());
+    let q = server.received_requests().await.unwrap()[0]
+        .url
+        .query()
+        .unwrap()
+        .to_string();
+    assert!(
+        q.split('&').filter(|kv| kv.starts_with("step=")).count() == ids.len(),
+        "{q}"
+    );
+}
+
+#[tokio::test]
+async fn text_plain_401_keeps_its_status_and_says_no_token() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(Recorded::load("24.11_v0.0.42_token-missing-jobs").response())
+        .mount(&server)
+        .await;
+    let err = static_client(&server).jobs().await.unwrap_err();
+    assert!(matches!(err, ClientError::NoToken { .. }), "{err:?}");
+    assert!(err.to_string().contains("HTTP 401"));
+}
+
+#[tokio::test]
+async fn text_plain_400_keeps_its_status() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(
+            ResponseTemplate::new(400).set_body_raw("Unable to parse query.", "text/plain"),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    let err = static_client(&server)
+        .states(&[JobId(1)])
+        .await
+        .unwrap_err();
+    match err {
+        ClientError::Http { status, body, .. } => {
+            assert_eq!(status, 400);
+            assert_eq!(body, "Unable to parse query.");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn rejected_minted_token_is_reminted_once_then_succeeds() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.42/jobs/state/"))
+        .respond_with(Recorded::load("24.11_v0.0.42_token-expired-jobs").response())
+        .up_to_n_times(1)
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.42/jobs/state/"))
+        .respond_with(Recorded::load("24.11_v0.0.42_jobs-state-repeated").response())
+        .expect(1)
+        .mount(&server)
+        .await;
+    let auth = Auth::Minted {
+        key_file: key_file(),
+        token_user: "flyte".into(),
+        lifetime: Duration::from_secs(600),
+    };
+    let client = Client::new(config(&server, auth)).unwrap();
+    let states = client.states(&[JobId(31)]).await.unwrap();
+    assert!(!states.is_empty());
+    assert_eq!(
+        client.token_refreshes(),
+        2,
+        "one mint, one re-mint after the 511"
+    );
+}
+
+#[tokio::test]
+async fn token_rejected_twice_is_a_clear_auth_error_without_the_token() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(Recorded::load("26.05_v0.0.42_token-expired-jobs").response())
+        .expect(2)
+        .mount(&server)
+        .await;
+    let mut cfg = config(
+        &server,
+        Auth::Minted {
+            key_file: key_file(),
+            token_user: "root".into(),
+            lifetime: Duration::from_secs(60),
+        },
+    );
+    cfg.user_name = Some("flyte".into());
+    let client = Client::new(cfg).unwrap();
+    let err = client.jobs().await.unwrap_err();
+    assert!(err.is_auth() && !err.is_transient(), "{err:?}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("testcluster") && msg.contains("flyte") && msg.contains("1007"),
+        "{msg}"
+    );
+    assert!(!msg.contains("eyJ"), "no token in errors: {msg}");
+}
+
+#[tokio::test]
+async fn a_static_token_is_not_retried_after_511() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(Recorded::load("24.11_v0.0.42_token-expired-job-get").response())
+        .expect(1)
+        .mount(&server)
+        .await;
+    let err = static_client(&server).job(JobId(1)).await.unwrap_err();
+    assert!(
+        matches!(err, ClientError::Rejected { status: 511, .. }),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn slurmdb_auth_failure_502_7000_is_a_rejection() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(Recorded::load("24.11_v0.0.42_token-expired-slurmdb-jobs").response())
+        .mount(&server)
+        .await;
+    let err = static_client(&server)
+        .accounting_jobs(&[JobId(1)])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ClientError::Rejected { status: 502, .. }),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn transient_503_is_retried_for_reads() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(503).set_body_raw("Service Unavailable", "text/plain"))
+        .up_to_n_times(2)
+        .expect(2)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .respond_with(Recorded::load("24.11_v0.0.42_jobs-state-repeated").response())
+        .expect(1)
+        .mount(&server)
+        .await;
+    let states = static_client(&server).states(&[JobId(31)]).await.unwrap();
+    assert!(!states.is_empty());
+}
+
+#[tokio::test]
+async fn submit_is_not_retried_after_it_may_have_been_sent() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(503).set_body_raw("Service Unavailable", "text/plain"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let err = static_client(&server).submit(&job()).await.unwrap_err();
+    assert!(err.is_transient(), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_timeout_is_transient_and_retried() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(200).set_delay(Duration::from_secs(5)))
+        .expect(3)
+        .mount(&server)
+        .await;
+    let mut cfg = config(
+        &server,
+        Auth::Static {
+            token: Secret::new(TOKEN),
+        },
+    );
+    cfg.request_timeout = Duration::from_millis(200);
+    let err = Client::new(cfg)
+        .unwrap()
+        .states(&[JobId(1)])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ClientError::Timeout { .. }) && err.is_transient(),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn unreachable_slurmrestd_is_transient() {
+    // A port nothing listens on.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let mut cfg = ClientConfig::new(
+        "down",
+        url.parse().unwrap(),
+        Auth::Static {
+            token: Secret::new(TOKEN),
+        },
+    );
+    cfg.retry = RetryPolicy::none();
+    let err = Client::new(cfg)
+        .unwrap()
+        .states(&[JobId(1)])
+        .await
+        .unwrap_err();
+    assert!(err.is_transient() && err.never_sent(), "{err:?}");
+    assert!(err.to_string().contains("down"));
+}
+
+#[tokio::test]
+async fn ping_with_a_bad_token_answers_down_not_an_error() {
+    // The trap: ping is no auth check.
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.42/ping/"))
+        .respond_with(Recorded::load("24.11_v0.0.42_token-badsig-ping").response())
+        .mount(&server)
+        .await;
+    let pings = static_client(&server).ping().await.unwrap();
+    assert_eq!(pings[0].pinged, "DOWN");
+}
+
+#[tokio::test]
+async fn proxied_user_header_is_sent() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(header("x-slurm-user-name", "flyte"))
+        .and(header_exists("x-slurm-user-token"))
+        .respond_with(
+            Recorded::load("24.11_v0.0.42_token-root-impersonate-flyte-submit").response(),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    let mut cfg = config(
+        &server,
+        Auth::Minted {
+            key_file: key_file(),
+            token_user: "root".into(),
+            lifetime: Duration::from_secs(60),
+        },
+    );
+    cfg.user_name = Some("flyte".into());
+    Client::new(cfg).unwrap().submit(&job()).await.unwrap();
+}
+
+#[tokio::test]
+async fn diag_reports_rpc_counts() {
+    let server = MockServer::start().await;
+    let body = serde_json::json!({
+        "statistics": {"jobs_submitted": 3, "server_thread_count": 2,
+            "rpcs_by_message_type": [{"message_type": "REQUEST_JOB_STATE", "type_id": 2021, "count": 7}]},
+        "errors": [], "warnings": []
+    });
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.42/diag/"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(body))
+        .mount(&server)
+        .await;
+    let diag = static_client(&server).diag().await.unwrap();
+    assert_eq!(
+        diag.rpcs_by_message,
+        vec![("REQUEST_JOB_STATE".to_string(), 7)]
+    );
+}
+
+#[test]
+fn debug_output_never_shows_the_token() {
+    let cfg = ClientConfig::new(
+        "c",
+        "http://127.0.0.1:1".parse().unwrap(),
+        Auth::Static {
+            token: Secret::new(TOKEN),
+        },
+    );
+    let client = Client::new(cfg.clone()).unwrap();
+    let shown = format!("{cfg:?} {client:?}");
+    assert!(!shown.contains("c2VjcmV0"), "{shown}");
+}
