@@ -20,8 +20,32 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve the connector gRPC API (:8000) and Prometheus metrics (:9090).
-    Serve,
+    /// Serve the connector gRPC API (:8000) and Prometheus metrics (:9090). With no cluster
+    /// configured, runs the embedded default: an in-process slurmrestd stand-in, a local shared
+    /// folder and a local object store under the data directory.
+    Serve {
+        /// A config file with several clusters (also FLYTE_SLURM_CONFIG).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long, default_value = "0.0.0.0:8000", env = "FLYTE_SLURM_LISTEN")]
+        listen: SocketAddr,
+        #[arg(
+            long,
+            default_value = "0.0.0.0:9090",
+            env = "FLYTE_SLURM_METRICS_LISTEN"
+        )]
+        metrics_listen: SocketAddr,
+        /// The embedded default's data directory (default ~/.local/share/slurm-connector).
+        #[arg(long, env = "FLYTE_SLURM_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+    },
+    /// Print the JSON body CreateTask would submit for a CreateTaskRequest (.pb or protobuf .json).
+    Render {
+        #[arg(long)]
+        request: PathBuf,
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Drive a running connector like Flyte's backend would: create, poll to the end, show logs.
     Submit(cli::submit::SubmitArgs),
     /// The staging sidecar: serves the shared filesystem's job files to the connector over HTTP.
@@ -62,9 +86,23 @@ fn main() -> ExitCode {
     };
     runtime.block_on(async move {
         match cli.command {
-            Command::Serve => {
-                eprintln!("slurm-connector: `serve` is not there yet (the connector service is being built)");
-                ExitCode::from(2)
+            Command::Serve {
+                config,
+                listen,
+                metrics_listen,
+                data_dir,
+            } => serve(config, listen, metrics_listen, data_dir).await,
+            Command::Render { request, config } => {
+                match cli::render::run(&request, config.as_deref()) {
+                    Ok(body) => {
+                        println!("{body}");
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => {
+                        eprintln!("slurm-connector render: {e}");
+                        ExitCode::from(1)
+                    }
+                }
             }
             Command::Submit(args) => match cli::submit::run(args).await {
                 Ok(code) => ExitCode::from(code),
@@ -73,7 +111,11 @@ fn main() -> ExitCode {
                     ExitCode::from(2)
                 }
             },
-            Command::Stager { listen, roots, token_file } => {
+            Command::Stager {
+                listen,
+                roots,
+                token_file,
+            } => {
                 let roots = match slurm_connector::staging::confine::Roots::parse(&roots) {
                     Ok(r) => r,
                     Err(e) => {
@@ -81,7 +123,11 @@ fn main() -> ExitCode {
                         return ExitCode::from(2);
                     }
                 };
-                let opts = slurm_connector::staging::stager::StagerOptions { listen, roots, token_file };
+                let opts = slurm_connector::staging::stager::StagerOptions {
+                    listen,
+                    roots,
+                    token_file,
+                };
                 match slurm_connector::staging::stager::serve(opts).await {
                     Ok(()) => ExitCode::SUCCESS,
                     Err(e) => {
@@ -92,4 +138,67 @@ fn main() -> ExitCode {
             }
         }
     })
+}
+
+async fn serve(
+    config: Option<PathBuf>,
+    listen: SocketAddr,
+    metrics_listen: SocketAddr,
+    data_dir: Option<PathBuf>,
+) -> ExitCode {
+    use slurm_connector::{config::DeploymentConfig, service};
+    let deployment = match DeploymentConfig::load(config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("slurm-connector serve: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    // Keeps the embedded stand-in alive while serving.
+    let mut _embedded = None;
+    let deployment = if deployment.clusters.is_empty() {
+        let dir = data_dir.unwrap_or_else(cli::embedded::default_data_dir);
+        match cli::embedded::start(&dir, deployment).await {
+            Ok(e) => {
+                let l = &e.layout;
+                eprintln!(
+                    "slurm-connector: no slurmrestd configured (FLYTE_SLURM_RESTD_URL / --config): embedded default"
+                );
+                eprintln!(
+                    "  slurmrestd stand-in  {} (mock-slurmrestd, runs jobs on this machine)",
+                    e.mock.url()
+                );
+                eprintln!("  job files            {}", l.jobs.display());
+                eprintln!("  object store         file://{}", l.objects.display());
+                eprintln!("  JWT key              {}", l.key_file.display());
+                eprintln!("  gRPC {listen}, metrics http://{metrics_listen}/metrics");
+                eprintln!(
+                    "  try: slurm-connector submit SCRIPT.sbatch --connector http://127.0.0.1:{}",
+                    listen.port()
+                );
+                let config = e.config.clone();
+                _embedded = Some(e);
+                config
+            }
+            Err(e) => {
+                eprintln!("slurm-connector serve: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        deployment
+    };
+    match service::serve(service::ServeOptions {
+        listen,
+        metrics_listen,
+        config: deployment,
+    })
+    .await
+    {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("slurm-connector serve: {e}");
+            ExitCode::from(1)
+        }
+    }
 }

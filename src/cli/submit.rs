@@ -41,7 +41,8 @@ pub struct SubmitArgs {
     /// An extra sbatch option, `NAME=VALUE` (e.g. `--sbatch time=5`).
     #[arg(long = "sbatch", value_name = "NAME=VALUE")]
     pub sbatch: Vec<String>,
-    /// Where outputs go (default: a `file://` folder under the system's temp dir).
+    /// Where outputs go (default: the embedded default's local object store, a `file://` folder
+    /// under the data directory).
     #[arg(long)]
     pub output_prefix: Option<String>,
     /// Print the resource_meta after CreateTask and stop (the job keeps running).
@@ -92,11 +93,10 @@ fn build_request(args: &SubmitArgs) -> Result<CreateTaskRequest, SubmitError> {
         source,
     })?;
     let run_name = format!("r{:08x}", rand::random::<u32>());
+    // By default into the embedded default's local object store (where `serve` put it).
     let output_prefix = args.output_prefix.clone().unwrap_or_else(|| {
-        format!(
-            "file://{}/slurm-connector-submit/{run_name}",
-            std::env::temp_dir().display()
-        )
+        super::embedded::EmbeddedLayout::new(&super::embedded::default_data_dir())
+            .output_prefix(&run_name)
     });
     let sbatch_options = args
         .sbatch
