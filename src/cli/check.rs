@@ -62,9 +62,10 @@ pub async fn check_cluster(c: &ClusterConfig, output_prefix: Option<&str>) -> Ve
             out.push(check(
                 name,
                 "token accepted",
+                // meta.client.user is the socket peer slurmrestd saw, not the token's user.
                 Ok(format!(
-                    "as {}",
-                    d.server.client_user.clone().unwrap_or_else(|| "?".into())
+                    "user {}",
+                    c.username.as_deref().unwrap_or("(the token's user)")
                 )),
             ));
             let parser = d.server.data_parser.clone().unwrap_or_default();
