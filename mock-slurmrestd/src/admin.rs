@@ -60,7 +60,7 @@ async fn set_faults(
         }
         Err(e) => json_resp(
             StatusCode::BAD_REQUEST,
-            json!({"error": format!("invalid fault config: {e}; fields: latency_ms, error_rate, fail_next, error_statuses, drop_rate, drop_next, reject_tokens, reject_next_tokens, controller_down_secs, slurmdbd_latency_ms, slurmdbd_down, operations")}),
+            json!({"error": format!("invalid fault config: {e}; fields: latency_ms, error_rate, fail_next, error_statuses, drop_rate, drop_next, drop_after_handling, reject_tokens, reject_next_tokens, controller_down_secs, slurmdbd_latency_ms, slurmdbd_down, operations")}),
         ),
     }
 }

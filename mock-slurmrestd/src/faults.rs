@@ -24,6 +24,9 @@ pub struct FaultConfig {
     pub drop_rate: f64,
     /// The next N requests get their connection dropped (counts down).
     pub drop_next: u32,
+    /// Dropped requests are first handled, then their answer is lost (a submit creates its job but
+    /// the client never learns the id): the ambiguous case a client must not retry blindly.
+    pub drop_after_handling: bool,
     /// Every token is rejected like an expired one (511 / 1007, 502 / 7000 on slurmdb paths).
     pub reject_tokens: bool,
     /// The next N authenticated requests get their token rejected (counts down): lets a test check
@@ -63,7 +66,10 @@ pub struct Faults {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Injected {
     None,
-    Drop,
+    /// Close the connection without answering; `after_handling`: only once the request was handled.
+    Drop {
+        after_handling: bool,
+    },
     Status(u16),
 }
 
@@ -136,13 +142,16 @@ impl Faults {
         if !st.cfg.applies_to(operation) {
             return Injected::None;
         }
+        let drop = Injected::Drop {
+            after_handling: st.cfg.drop_after_handling,
+        };
         if st.cfg.drop_next > 0 {
             st.cfg.drop_next -= 1;
-            return Injected::Drop;
+            return drop;
         }
         let mut rng = rand::rng();
         if st.cfg.drop_rate > 0.0 && rng.random::<f64>() < st.cfg.drop_rate {
-            return Injected::Drop;
+            return drop;
         }
         let pick = |rng: &mut rand::rngs::ThreadRng, statuses: &[u16]| -> u16 {
             const DEFAULT: [u16; 3] = [500, 502, 503];

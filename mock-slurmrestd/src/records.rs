@@ -153,7 +153,7 @@ pub fn job_info(job: &Job, cfg: &MockConfig) -> Value {
     let mut v = job_template();
     let r = v.as_object_mut().expect("template is an object");
     let spec = &job.spec;
-    let started = job.start_time > 0 && job.state != Base::Pending;
+    let started = !job.node_names.is_empty();
     let cpus = job.cpus() as i64;
     let nnodes = if started {
         job.node_names.len().max(1)
@@ -376,7 +376,7 @@ fn set_tres_counts(list: &mut Value, cpus: i64, mem: i64, nodes: i64) {
 pub fn slurmdb_job(job: &Job, cfg: &MockConfig) -> Value {
     let mut v = slurmdb_template();
     let spec = &job.spec;
-    let started = job.start_time > 0 && job.state != Base::Pending;
+    let started = !job.node_names.is_empty();
     let cpus = job.cpus() as i64;
     let nnodes = job.node_names.len() as i64;
     let elapsed = if started {

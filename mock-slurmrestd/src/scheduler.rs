@@ -407,7 +407,9 @@ impl Scheduler {
             let job = c.jobs.get_mut(&jid).expect("listed above");
             match job.state {
                 Base::Pending if cancel => {
+                    // Like slurmctld: a job cancelled while pending "starts" and ends now.
                     job.state = Base::Cancelled;
+                    job.start_time = t;
                     job.end_time = t;
                     job.ended_at = Some(Instant::now());
                     job.kill_request_user = user.to_string();

@@ -173,7 +173,10 @@ async fn accept_loop(
                         tokio::time::sleep(delay).await;
                     }
                     match faults.inject(op) {
-                        Injected::Drop => {
+                        Injected::Drop { after_handling } => {
+                            if after_handling {
+                                let _ = app.oneshot(req).await;
+                            }
                             stats.record(op, DROPPED);
                             return Err(Dropped);
                         }

@@ -122,6 +122,24 @@ async fn dropped_connections() {
     );
     assert_eq!(m.call("GET", STATE, None).await.status, 200);
     assert_eq!(m.h.stats().count_status("jobs_state", 0), 1);
+    // A lost answer after the submit was handled: the job exists, the client never saw its id.
+    m.h.faults().set(FaultConfig {
+        drop_next: 1,
+        drop_after_handling: true,
+        ..FaultConfig::default()
+    });
+    let body = json!({"job": m.job("true")});
+    let r = m
+        .http
+        .post(m.url("/slurm/v0.0.42/job/submit"))
+        .header("X-SLURM-USER-TOKEN", &m.token)
+        .json(&body)
+        .send()
+        .await;
+    assert!(r.is_err());
+    let all = m.call("GET", STATE, None).await.json();
+    assert_eq!(all["jobs"].as_array().unwrap().len(), 1);
+    assert_eq!(m.h.stats().count_status("submit", 0), 1);
 }
 
 #[tokio::test]

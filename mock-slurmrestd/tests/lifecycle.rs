@@ -152,6 +152,9 @@ async fn cancel_pending_and_running() {
     assert_eq!(d["status"], json!([]));
     let p = m.wait_state(pend, "CANCELLED").await;
     assert_eq!(p["exit_code"]["status"], json!(["SUCCESS"]));
+    assert!(p["start_time"]["number"].as_i64().unwrap() > 0);
+    assert_eq!(p["start_time"], p["end_time"]);
+    assert!(p["job_resources"].is_null(), "never ran: no resources");
     m.call("DELETE", &format!("/slurm/v0.0.42/job/{run}"), None)
         .await;
     let r = m.wait_state(run, "CANCELLED").await;
