@@ -25,12 +25,21 @@ fn jobs() -> Vec<(String, JobDescription)> {
     }
     for (label, directives) in [
         ("kitchen sink", KITCHEN_SINK.trim_end()),
-        ("others", "#SBATCH --mem=4G --oversubscribe --requeue --ntasks-per-core=1 --threads-per-core=2 -t 0"),
-        ("mem-per-cpu", "#SBATCH --mem-per-cpu=500 --exclusive --open-mode=truncate --hint=compute_bound"),
+        (
+            "others",
+            "#SBATCH --mem=4G --oversubscribe --requeue --ntasks-per-core=1 --threads-per-core=2 -t 0",
+        ),
+        (
+            "mem-per-cpu",
+            "#SBATCH --mem-per-cpu=500 --exclusive --open-mode=truncate --hint=compute_bound",
+        ),
     ] {
         let mut spec = task_spec(&load_request("script_no_io.json"));
         spec.custom = json!({ "script": format!("#!/bin/bash\n{directives}\necho hi\n") });
-        out.push((label.to_string(), render_at(&spec, &config(), NOW).unwrap().job));
+        out.push((
+            label.to_string(),
+            render_at(&spec, &config(), NOW).unwrap().job,
+        ));
     }
     out
 }
@@ -48,14 +57,26 @@ fn generated_submit_body_equals_the_reference_json() {
 
 #[test]
 fn submit_body_has_the_api_types() {
-    let (_, job) = jobs().into_iter().find(|(l, _)| l == "kitchen sink").unwrap();
+    let (_, job) = jobs()
+        .into_iter()
+        .find(|(l, _)| l == "kitchen sink")
+        .unwrap();
     let body = serde_json::to_value(submit_request(&job)).unwrap();
     let j = &body["job"];
     // The TRAP from slurmrestd.md §3: cpus_per_task is a plain int32, time_limit a no-val struct.
     assert!(j["cpus_per_task"].is_i64());
-    assert_eq!(j["time_limit"], json!({"set": true, "infinite": false, "number": 1440}));
+    assert_eq!(
+        j["time_limit"],
+        json!({"set": true, "infinite": false, "number": 1440})
+    );
     assert!(j["nodes"].is_string());
-    assert!(j["environment"].as_array().unwrap().iter().all(|e| e.as_str().unwrap().contains('=')));
+    assert!(
+        j["environment"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e.as_str().unwrap().contains('='))
+    );
     assert!(j["excluded_nodes"].is_array());
     assert!(j["memory_per_tres"].is_string());
     assert!(j["deadline"].is_i64());

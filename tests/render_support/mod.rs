@@ -18,7 +18,10 @@ pub fn fixtures_dir() -> PathBuf {
 pub const NOW: i64 = 1_796_004_000;
 
 pub fn config() -> RenderConfig {
-    RenderConfig { working_dir: Some("/shared/flyte/jobs".into()), ..RenderConfig::default() }
+    RenderConfig {
+        working_dir: Some("/shared/flyte/jobs".into()),
+        ..RenderConfig::default()
+    }
 }
 
 fn s(v: &Value) -> String {
@@ -30,7 +33,11 @@ fn input_value(v: &Value) -> InputValue {
     if let Some(p) = scalar.get("primitive") {
         if let Some(i) = p.get("integer") {
             // proto3 JSON writes int64 as a string.
-            return InputValue::Int(i.as_str().map(|t| t.parse().unwrap()).unwrap_or_else(|| i.as_i64().unwrap()));
+            return InputValue::Int(
+                i.as_str()
+                    .map(|t| t.parse().unwrap())
+                    .unwrap_or_else(|| i.as_i64().unwrap()),
+            );
         }
         if let Some(f) = p.get("floatValue") {
             return InputValue::Float(f.as_f64().unwrap());
@@ -41,33 +48,56 @@ fn input_value(v: &Value) -> InputValue {
         if let Some(b) = p.get("boolean") {
             return InputValue::Bool(b.as_bool().unwrap());
         }
-        return InputValue::Unsupported { type_name: "primitive".into() };
+        return InputValue::Unsupported {
+            type_name: "primitive".into(),
+        };
     }
     if let Some(b) = scalar.get("blob") {
         let multipart = b["metadata"]["type"]["dimensionality"].as_str() == Some("MULTIPART");
-        return InputValue::Blob { uri: s(&b["uri"]), multipart };
+        return InputValue::Blob {
+            uri: s(&b["uri"]),
+            multipart,
+        };
     }
-    let kind = v.as_object().and_then(|o| o.keys().next().cloned()).unwrap_or_else(|| "unknown".into());
+    let kind = v
+        .as_object()
+        .and_then(|o| o.keys().next().cloned())
+        .unwrap_or_else(|| "unknown".into());
     InputValue::Unsupported { type_name: kind }
 }
 
 /// Maps one fixture request (readable protobuf JSON) to the renderer's input.
 pub fn task_spec(req: &Value) -> TaskSpec {
     let t = &req["template"];
-    let task_type = TaskType::from_template_type(t["type"].as_str().unwrap()).expect("slurm task type");
+    let task_type =
+        TaskType::from_template_type(t["type"].as_str().unwrap()).expect("slurm task type");
     let c = &t["container"];
     let container = (c.get("image").is_some() || c.get("args").is_some()).then(|| ContainerSpec {
         image: s(&c["image"]),
-        command: c["command"].as_array().map(|a| a.iter().map(s).collect()).unwrap_or_default(),
-        args: c["args"].as_array().map(|a| a.iter().map(s).collect()).unwrap_or_default(),
+        command: c["command"]
+            .as_array()
+            .map(|a| a.iter().map(s).collect())
+            .unwrap_or_default(),
+        args: c["args"]
+            .as_array()
+            .map(|a| a.iter().map(s).collect())
+            .unwrap_or_default(),
         env: c["env"]
             .as_array()
-            .map(|a| a.iter().map(|kv| (s(&kv["key"]), s(&kv["value"]))).collect())
+            .map(|a| {
+                a.iter()
+                    .map(|kv| (s(&kv["key"]), s(&kv["value"])))
+                    .collect()
+            })
             .unwrap_or_default(),
     });
     let inputs = req["inputs"]["literals"]
         .as_array()
-        .map(|a| a.iter().map(|l| (s(&l["name"]), input_value(&l["value"]))).collect())
+        .map(|a| {
+            a.iter()
+                .map(|l| (s(&l["name"]), input_value(&l["value"])))
+                .collect()
+        })
         .unwrap_or_default();
     let outputs = t["interface"]["outputs"]["variables"]
         .as_array()
@@ -76,7 +106,9 @@ pub fn task_spec(req: &Value) -> TaskSpec {
                 .map(|v| {
                     let ty = &v["value"]["type"];
                     let kind = match ty.get("blob") {
-                        Some(b) if b["dimensionality"].as_str() == Some("MULTIPART") => InterfaceKind::Dir,
+                        Some(b) if b["dimensionality"].as_str() == Some("MULTIPART") => {
+                            InterfaceKind::Dir
+                        }
                         Some(_) => InterfaceKind::File,
                         None => InterfaceKind::Other(ty.to_string()),
                     };
@@ -129,7 +161,13 @@ pub fn schema_problems(job: &Value) -> Vec<String> {
     .unwrap();
     let schemas = &schema["schemas"];
     let mut problems = Vec::new();
-    check(job, &schemas["v0.0.42_job_desc_msg"], schemas, "job", &mut problems);
+    check(
+        job,
+        &schemas["v0.0.42_job_desc_msg"],
+        schemas,
+        "job",
+        &mut problems,
+    );
     problems
 }
 
@@ -154,14 +192,20 @@ fn check(v: &Value, schema: &Value, schemas: &Value, path: &str, problems: &mut 
         }
         ("array", Value::Array(items)) => {
             for (i, item) in items.iter().enumerate() {
-                check(item, &schema["items"], schemas, &format!("{path}[{i}]"), problems);
+                check(
+                    item,
+                    &schema["items"],
+                    schemas,
+                    &format!("{path}[{i}]"),
+                    problems,
+                );
             }
         }
         ("string", Value::String(text)) => {
-            if let Some(allowed) = schema["enum"].as_array() {
-                if !allowed.iter().any(|a| a.as_str() == Some(text)) {
-                    problems.push(format!("{path}: `{text}` is not one of {allowed:?}"));
-                }
+            if let Some(allowed) = schema["enum"].as_array()
+                && !allowed.iter().any(|a| a.as_str() == Some(text))
+            {
+                problems.push(format!("{path}: `{text}` is not one of {allowed:?}"));
             }
         }
         ("integer", Value::Number(n)) => {

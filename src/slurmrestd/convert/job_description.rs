@@ -15,16 +15,28 @@ fn u32_no_val(l: Limit) -> g::V0042Uint32NoValStruct {
             // Limits above i32::MAX are refused by rendering; saturate rather than wrap.
             number: Some(i32::try_from(n).unwrap_or(i32::MAX)),
         },
-        Limit::Infinite => g::V0042Uint32NoValStruct { set: Some(false), infinite: Some(true), number: Some(0) },
+        Limit::Infinite => g::V0042Uint32NoValStruct {
+            set: Some(false),
+            infinite: Some(true),
+            number: Some(0),
+        },
     }
 }
 
 fn u64_no_val(n: u64) -> g::V0042Uint64NoValStruct {
-    g::V0042Uint64NoValStruct { set: Some(true), infinite: Some(false), number: Some(i64::try_from(n).unwrap_or(i64::MAX)) }
+    g::V0042Uint64NoValStruct {
+        set: Some(true),
+        infinite: Some(false),
+        number: Some(i64::try_from(n).unwrap_or(i64::MAX)),
+    }
 }
 
 fn u16_no_val(n: u16) -> g::V0042Uint16NoValStruct {
-    g::V0042Uint16NoValStruct { set: Some(true), infinite: Some(false), number: Some(i32::from(n)) }
+    g::V0042Uint16NoValStruct {
+        set: Some(true),
+        infinite: Some(false),
+        number: Some(i32::from(n)),
+    }
 }
 
 fn int(n: Option<u32>) -> Option<i32> {
@@ -137,7 +149,10 @@ pub fn job_desc(job: &JobDescription) -> g::V0042JobDescMsg {
         script: Some(job.script.clone()),
         current_working_directory: Some(job.current_working_directory.clone()),
         environment: Some(g::V0042StringArray(
-            job.environment.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+            job.environment
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect(),
         )),
         standard_output: job.standard_output.clone(),
         standard_error: job.standard_error.clone(),
@@ -175,7 +190,9 @@ pub fn job_desc(job: &JobDescription) -> g::V0042JobDescMsg {
         kill_on_node_fail: job.kill_on_node_fail,
         kill_warning_signal: kw.map(|w| w.signal.clone()),
         kill_warning_delay: kw.map(|w| u16_no_val(w.delay_seconds)),
-        kill_warning_flags: kw.and_then(|w| non_empty(&w.flags, warn)).map(g::V0042WarnFlags),
+        kill_warning_flags: kw
+            .and_then(|w| non_empty(&w.flags, warn))
+            .map(g::V0042WarnFlags),
         licenses: job.licenses.clone(),
         mail_type: non_empty(&job.mail_type, mail).map(g::V0042JobMailFlags),
         mail_user: job.mail_user.clone(),
@@ -183,7 +200,8 @@ pub fn job_desc(job: &JobDescription) -> g::V0042JobDescMsg {
         memory_per_node,
         memory_per_cpu,
         memory_binding: job.memory_binding.clone(),
-        memory_binding_type: non_empty(&job.memory_binding_type, mem_bind).map(g::V0042MemoryBindingType),
+        memory_binding_type: non_empty(&job.memory_binding_type, mem_bind)
+            .map(g::V0042MemoryBindingType),
         memory_per_tres: job.memory_per_tres.clone(),
         minimum_cpus_per_node: int(job.minimum_cpus_per_node),
         network: job.network.clone(),
@@ -226,5 +244,9 @@ pub fn job_desc(job: &JobDescription) -> g::V0042JobDescMsg {
 
 /// The body of `POST job/submit` for one job.
 pub fn submit_request(job: &JobDescription) -> g::V0042JobSubmitReq {
-    g::V0042JobSubmitReq { job: Some(job_desc(job)), jobs: None, script: None }
+    g::V0042JobSubmitReq {
+        job: Some(job_desc(job)),
+        jobs: None,
+        script: None,
+    }
 }
