@@ -490,6 +490,12 @@ pub fn apply(
             }
         }
     }
+    // sbatch (24.11) also records --cpus-per-task as a per-task TRES and flags the CPU count as
+    // explicit (JOB_CPUS_SET); without both the job record differs (differential test).
+    if let Some(cpt) = job.cpus_per_task {
+        per_task.insert(0, format!("cpu={cpt}"));
+        job.flags.push(JobFlag::ExactCpuCountRequested);
+    }
     // sbatch: the --gres entries first, then --gpus-per-node appended.
     gres_items.append(&mut per_node);
     let per_node = gres_items;
@@ -501,6 +507,10 @@ pub fn apply(
     }
     job.flags.sort();
     job.flags.dedup();
+    // sbatch: --hold submits with priority 0, whatever --priority says.
+    if job.hold == Some(true) {
+        job.priority = None;
+    }
     super::derive::sbatch_derivations(job);
     Ok(applied)
 }

@@ -45,13 +45,9 @@ pub(super) fn sbatch_derivations(job: &mut JobDescription) {
             });
         }
     }
-    // --ntasks-per-node without --ntasks, on a fixed node count: ntasks = nodes * per-node.
-    if let (Some(per_node), None) = (job.tasks_per_node, job.tasks) {
-        let (min, max) = job.nodes.as_deref().map(parse_nodes).unwrap_or((1, None));
-        if max.is_none_or(|m| m == min) {
-            job.tasks = min.checked_mul(per_node);
-        }
-    }
+    // (sbatch also derives ntasks from --ntasks-per-node, but the job record slurmctld makes of
+    // it is the same without; sending `tasks` would add EXACT_TASK_COUNT_REQUESTED, which sbatch's
+    // job lacks — measured with the differential test.)
     // --cpus-per-task raises the per-node CPU minimum.
     if let Some(cpt) = job.cpus_per_task
         && job.minimum_cpus_per_node.is_none_or(|m| m < cpt)

@@ -20,6 +20,7 @@ pub(super) fn mail_types(o: &RawOption) -> Result<Vec<MailType>, RenderError> {
                 MailType::Fail,
                 MailType::Requeue,
                 MailType::StageOut,
+                MailType::InvalidDependency,
             ]),
             "BEGIN" => out.push(MailType::Begin),
             "END" => out.push(MailType::End),
