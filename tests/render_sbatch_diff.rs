@@ -326,3 +326,83 @@ fn rendered_jobs_match_sbatch() {
     );
     assert!(disagree.is_empty(), "disagreements: {disagree:?}");
 }
+
+/// `module load` in a REST job (no login shell, no exported `module` function): a script task with
+/// `modules: ["hello"]` runs on the dev cluster and sees the module's variables; its env values come
+/// from the JSON `environment` only.
+#[test]
+fn module_load_works_in_a_rest_job() {
+    if std::env::var("RENDER_SBATCH_DIFF").as_deref() != Ok("1") {
+        eprintln!(
+            "skipped: set RENDER_SBATCH_DIFF=1 with the dev cluster's environment (see the file's doc)"
+        );
+        return;
+    }
+    let root =
+        PathBuf::from(std::env::var("SLURM_DEV_CLUSTER_ROOT").expect("SLURM_DEV_CLUSTER_ROOT"));
+    let cluster_dir = "/shared/flyte/render-modules";
+    let host_dir = root.join(cluster_dir.trim_start_matches('/'));
+    std::fs::create_dir_all(&host_dir).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&host_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let rest = Rest::new();
+    let cfg = RenderConfig {
+        working_dir: Some(cluster_dir.into()),
+        ..RenderConfig::default()
+    };
+    let mut spec =
+        render_support::task_spec(&render_support::load_request("script_preprocess.json"));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    spec.exec.run_name = format!("modules-{now}");
+    spec.custom = json!({
+        "script": "#!/bin/bash\n#SBATCH --time=2\nset -u\necho \"HELLO_MODULE=${HELLO_MODULE:-missing} USER=$USER HOME=$HOME\"\n\
+                   echo \"input=$FLYTE_INPUT_DATASET\"\necho done > \"$FLYTE_OUTPUT_STATS\"\nmkdir -p \"$FLYTE_OUTPUT_SHARDS\"\n",
+        "modules": ["hello"],
+        "outputs": {"stats": "file", "shards": "directory"},
+        "env": {"OMP_NUM_THREADS": "2"},
+        "sbatch": {"partition": "debug"},
+    });
+    let r = render_at(&spec, &cfg, now).unwrap();
+    assert!(
+        !r.job.script.contains("imagenet-mini"),
+        "an env value leaked into the script"
+    );
+    let body = serde_json::to_string(&submit_request(&r.job)).unwrap();
+    let resp = rest.call("POST", "/slurm/v0.0.42/job/submit", Some(&body));
+    let id = resp["job_id"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("submit failed: {resp}"));
+    let out = root.join(r.stdout_path.trim_start_matches('/'));
+    let stats = root.join(
+        r.declared_outputs
+            .iter()
+            .find(|o| o.name == "stats")
+            .unwrap()
+            .written_to
+            .trim_start_matches('/'),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    while !(stats.exists()
+        && std::fs::read_to_string(&out)
+            .unwrap_or_default()
+            .contains("input="))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "job {id} did not finish; stderr: {:?}",
+            std::fs::read_to_string(root.join(r.stderr_path.trim_start_matches('/')))
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    let text = std::fs::read_to_string(&out).unwrap();
+    println!("job {id} stdout:\n{text}");
+    assert!(text.contains("HELLO_MODULE=loaded"), "{text}");
+    assert!(
+        text.contains("USER=flyte") && text.contains("HOME=/"),
+        "{text}"
+    );
+    assert!(text.contains("input=imagenet-mini"), "{text}");
+}
