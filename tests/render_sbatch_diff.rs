@@ -1,11 +1,12 @@
 //! Differential test against the real `sbatch` on the dev cluster (issue 4): every script of
 //! `tests/fixtures/render/sbatch-corpus/` is submitted held twice — by `sbatch --hold` and as the
 //! rendered JSON through slurmrestd — and the two job records (GET job/{id}) are compared field
-//! by field. Skipped unless `RENDER_SBATCH_DIFF=1` with the dev cluster's environment:
+//! by field. Runs when the dev cluster's environment is exported (as `.ci/run` does); skipped
+//! otherwise or with `RENDER_SBATCH_DIFF=0`:
 //!
 //! ```sh
 //! deploy/dev-cluster/dev-cluster up && eval "$(deploy/dev-cluster/dev-cluster env)"
-//! RENDER_SBATCH_DIFF=1 cargo test --test render_sbatch_diff -- --nocapture
+//! cargo test --test render_sbatch_diff -- --nocapture
 //! ```
 
 mod render_support;
@@ -83,6 +84,24 @@ fn dev_cluster(args: &[&str]) -> (bool, String, String) {
         String::from_utf8_lossy(&out.stdout).trim().to_string(),
         String::from_utf8_lossy(&out.stderr).trim().to_string(),
     )
+}
+
+/// Runs with the dev cluster's environment (`dev-cluster env`, as `.ci/run` exports it) unless
+/// `RENDER_SBATCH_DIFF=0`; `RENDER_SBATCH_DIFF=1` insists (fails without the environment).
+fn enabled() -> bool {
+    match std::env::var("RENDER_SBATCH_DIFF").as_deref() {
+        Ok("0") => false,
+        Ok("1") => true,
+        _ => {
+            let on = std::env::var_os("SLURM_DEV_CLUSTER_SCRIPT").is_some();
+            if !on {
+                eprintln!(
+                    "skipped: no dev cluster environment (eval \"$(deploy/dev-cluster/dev-cluster env)\")"
+                );
+            }
+            on
+        }
+    }
 }
 
 struct Rest {
@@ -204,10 +223,7 @@ fn compare(a: &Value, b: &Value) -> Vec<String> {
 
 #[test]
 fn rendered_jobs_match_sbatch() {
-    if std::env::var("RENDER_SBATCH_DIFF").as_deref() != Ok("1") {
-        eprintln!(
-            "skipped: set RENDER_SBATCH_DIFF=1 with the dev cluster's environment (see the file's doc)"
-        );
+    if !enabled() {
         return;
     }
     let root =
@@ -332,10 +348,7 @@ fn rendered_jobs_match_sbatch() {
 /// from the JSON `environment` only.
 #[test]
 fn module_load_works_in_a_rest_job() {
-    if std::env::var("RENDER_SBATCH_DIFF").as_deref() != Ok("1") {
-        eprintln!(
-            "skipped: set RENDER_SBATCH_DIFF=1 with the dev cluster's environment (see the file's doc)"
-        );
+    if !enabled() {
         return;
     }
     let root =
