@@ -308,7 +308,7 @@ fn kitchen_sink_matches_the_schema() {
             "tres_per_node",
             json!("gres/gpu:a100:4,gres/nvme:1,gres/gpu:2"),
         ),
-        ("tres_per_task", json!("license/x:1,gres/gpu:1")),
+        ("tres_per_task", json!("cpu=8,license/x:1,gres/gpu:1")),
         ("tres_per_job", json!("gres/gpu:a100:8")),
         ("memory_per_tres", json!("gres/gpu:16384")),
         ("cpus_per_tres", json!("gres/gpu:4")),
@@ -317,7 +317,15 @@ fn kitchen_sink_matches_the_schema() {
         ("shared", json!(["user"])),
         (
             "mail_type",
-            json!(["BEGIN", "END", "FAIL", "REQUEUE", "TIME=90%", "STAGE_OUT"]),
+            json!([
+                "BEGIN",
+                "END",
+                "FAIL",
+                "REQUEUE",
+                "TIME=90%",
+                "STAGE_OUT",
+                "INVALID_DEPENDENCY"
+            ]),
         ),
         (
             "comment",

@@ -2,13 +2,13 @@
 //! `slurm_opt.c` / `sbatch/opt.c` and `slurm_opt_create_job_desc`).
 
 use crate::slurmrestd::job_description::{
-    CpuBindFlag, JobDescription, JobFlag, KillWarning, MailType, MemBindType, Memory, OpenMode,
-    Profile, Shared, WarnFlag,
+    CpuBindFlag, JobDescription, JobFlag, Memory, OpenMode, Shared,
 };
 
 use super::directives::RawOption;
 use super::error::RenderError;
 use super::units::{parse_duration_secs, parse_mbytes, parse_point_in_time, parse_time_limit};
+use super::values::{mail_types, mem_bind, profiles, signal};
 
 /// Context for options whose meaning depends on the submit time and place.
 #[derive(Debug, Clone, Copy)]
@@ -26,7 +26,7 @@ pub struct Applied {
     pub user_comment: Option<String>,
 }
 
-fn invalid(o: &RawOption, expected: impl Into<String>) -> RenderError {
+pub(super) fn invalid(o: &RawOption, expected: impl Into<String>) -> RenderError {
     RenderError::InvalidValue {
         origin: o.origin.clone(),
         option: o.spec.long.to_string(),
@@ -35,7 +35,7 @@ fn invalid(o: &RawOption, expected: impl Into<String>) -> RenderError {
     }
 }
 
-fn value(o: &RawOption) -> Result<&str, RenderError> {
+pub(super) fn value(o: &RawOption) -> Result<&str, RenderError> {
     o.value
         .as_deref()
         .ok_or_else(|| invalid(o, "this option requires a value"))
@@ -490,6 +490,12 @@ pub fn apply(
             }
         }
     }
+    // sbatch (24.11) also records --cpus-per-task as a per-task TRES and flags the CPU count as
+    // explicit (JOB_CPUS_SET); without both the job record differs (differential test).
+    if let Some(cpt) = job.cpus_per_task {
+        per_task.insert(0, format!("cpu={cpt}"));
+        job.flags.push(JobFlag::ExactCpuCountRequested);
+    }
     // sbatch: the --gres entries first, then --gpus-per-node appended.
     gres_items.append(&mut per_node);
     let per_node = gres_items;
@@ -501,232 +507,10 @@ pub fn apply(
     }
     job.flags.sort();
     job.flags.dedup();
-    sbatch_derivations(job);
+    // sbatch: --hold submits with priority 0, whatever --priority says.
+    if job.hold == Some(true) {
+        job.priority = None;
+    }
+    super::derive::sbatch_derivations(job);
     Ok(applied)
-}
-
-/// Number of hosts in a Slurm hostlist entry (`node[1-3,5]` → 4); `None` if it cannot be read.
-fn hostlist_count(entry: &str) -> Option<u64> {
-    let mut total: u64 = 1;
-    let mut rest = entry;
-    while let Some(open) = rest.find('[') {
-        let close = rest[open..].find(']')? + open;
-        let mut n = 0u64;
-        for range in rest[open + 1..close].split(',') {
-            n += match range.split_once('-') {
-                Some((a, b)) => b.parse::<u64>().ok()?.checked_sub(a.parse::<u64>().ok()?)? + 1,
-                None => {
-                    range.parse::<u64>().ok()?;
-                    1
-                }
-            };
-        }
-        total = total.checked_mul(n)?;
-        rest = &rest[close + 1..];
-    }
-    Some(total)
-}
-
-/// What sbatch's `_opt_verify` derives on the client before submitting, so the REST job matches
-/// the one sbatch would send (src/sbatch/opt.c).
-fn sbatch_derivations(job: &mut JobDescription) {
-    let parse_nodes = |n: &str| -> (u32, Option<u32>) {
-        match n.split_once('-') {
-            Some((a, b)) => (a.parse().unwrap_or(1), b.parse().ok()),
-            None => (n.parse().unwrap_or(1), n.parse().ok()),
-        }
-    };
-    // --nodelist raises the minimum node count to the number of listed nodes.
-    if !job.required_nodes.is_empty() {
-        let listed: Option<u64> = job.required_nodes.iter().map(|e| hostlist_count(e)).sum();
-        if let Some(listed) = listed.and_then(|n| u32::try_from(n).ok()) {
-            job.nodes = Some(match job.nodes.as_deref().map(parse_nodes) {
-                None => listed.to_string(),
-                Some((min, Some(max))) if min != max => format!("{}-{max}", min.max(listed)),
-                Some((min, _)) => min.max(listed).to_string(),
-            });
-        }
-    }
-    // --ntasks-per-node without --ntasks, on a fixed node count: ntasks = nodes * per-node.
-    if let (Some(per_node), None) = (job.tasks_per_node, job.tasks) {
-        let (min, max) = job.nodes.as_deref().map(parse_nodes).unwrap_or((1, None));
-        if max.is_none_or(|m| m == min) {
-            job.tasks = min.checked_mul(per_node);
-        }
-    }
-    // --cpus-per-task raises the per-node CPU minimum.
-    if let Some(cpt) = job.cpus_per_task {
-        if job.minimum_cpus_per_node.is_none_or(|m| m < cpt) {
-            job.minimum_cpus_per_node = Some(cpt);
-        }
-    }
-}
-
-fn mail_types(o: &RawOption) -> Result<Vec<MailType>, RenderError> {
-    let mut out = Vec::new();
-    for t in value(o)?.split(',') {
-        match t.to_ascii_uppercase().as_str() {
-            "NONE" => out.clear(),
-            "ALL" => out.extend([
-                MailType::Begin,
-                MailType::End,
-                MailType::Fail,
-                MailType::Requeue,
-                MailType::StageOut,
-            ]),
-            "BEGIN" => out.push(MailType::Begin),
-            "END" => out.push(MailType::End),
-            "FAIL" => out.push(MailType::Fail),
-            "REQUEUE" => out.push(MailType::Requeue),
-            "STAGE_OUT" => out.push(MailType::StageOut),
-            "TIME_LIMIT" => out.push(MailType::Time100),
-            "TIME_LIMIT_90" => out.push(MailType::Time90),
-            "TIME_LIMIT_80" => out.push(MailType::Time80),
-            "TIME_LIMIT_50" => out.push(MailType::Time50),
-            "ARRAY_TASKS" => out.push(MailType::ArrayTasks),
-            "INVALID_DEPEND" => out.push(MailType::InvalidDependency),
-            _ => {
-                return Err(invalid(
-                    o,
-                    "expected a comma list of NONE, BEGIN, END, FAIL, REQUEUE, ALL, INVALID_DEPEND, STAGE_OUT, \
-                     TIME_LIMIT, TIME_LIMIT_90, TIME_LIMIT_80, TIME_LIMIT_50, ARRAY_TASKS",
-                ));
-            }
-        }
-    }
-    out.sort();
-    out.dedup();
-    Ok(out)
-}
-
-fn profiles(o: &RawOption) -> Result<Vec<Profile>, RenderError> {
-    let mut out = Vec::new();
-    for t in value(o)?.split(',') {
-        match t.to_ascii_lowercase().as_str() {
-            "all" => out.extend([
-                Profile::Energy,
-                Profile::Lustre,
-                Profile::Network,
-                Profile::Task,
-            ]),
-            "none" => out.push(Profile::None),
-            "energy" => out.push(Profile::Energy),
-            "lustre" => out.push(Profile::Lustre),
-            "network" => out.push(Profile::Network),
-            "task" => out.push(Profile::Task),
-            _ => {
-                return Err(invalid(
-                    o,
-                    "expected all, none or a comma list of energy, lustre, network, task",
-                ));
-            }
-        }
-    }
-    Ok(out)
-}
-
-fn mem_bind(o: &RawOption, job: &mut JobDescription) -> Result<(), RenderError> {
-    let mut types = Vec::new();
-    let mut in_list = false;
-    for t in value(o)?.split(',') {
-        let lower = t.to_ascii_lowercase();
-        // `map_mem:0,1`: list items continue the previous map/mask (Slurm's _isvalue).
-        if in_list
-            && !lower.is_empty()
-            && lower
-                .chars()
-                .all(|c| c.is_ascii_hexdigit() || "x*".contains(c))
-        {
-            if let Some(list) = job.memory_binding.as_mut() {
-                list.push(',');
-                list.push_str(&lower);
-            }
-            continue;
-        }
-        in_list = lower.starts_with("map_mem") || lower.starts_with("mask_mem");
-        let ty = match lower.as_str() {
-            "quiet" => continue,
-            "verbose" | "v" => MemBindType::Verbose,
-            "none" | "no" => MemBindType::None,
-            "rank" => MemBindType::Rank,
-            "local" => MemBindType::Local,
-            "sort" => MemBindType::Sort,
-            "prefer" => MemBindType::Prefer,
-            _ => {
-                if let Some(list) = lower
-                    .strip_prefix("map_mem:")
-                    .or_else(|| lower.strip_prefix("map_mem="))
-                {
-                    job.memory_binding = Some(list.to_string());
-                    MemBindType::Map
-                } else if let Some(list) = lower
-                    .strip_prefix("mask_mem:")
-                    .or_else(|| lower.strip_prefix("mask_mem="))
-                {
-                    job.memory_binding = Some(list.to_string());
-                    MemBindType::Mask
-                } else {
-                    return Err(invalid(
-                        o,
-                        "expected [quiet|verbose,]none|rank|local|sort|prefer|map_mem:<list>|mask_mem:<list>",
-                    ));
-                }
-            }
-        };
-        types.push(ty);
-    }
-    job.memory_binding_type = types;
-    Ok(())
-}
-
-/// Signal names sbatch's `sig_name2num` knows (without `SIG`).
-const SIGNALS: &[&str] = &[
-    "HUP", "INT", "QUIT", "ABRT", "KILL", "ALRM", "TERM", "USR1", "USR2", "URG", "CONT", "STOP",
-    "TSTP", "TTIN", "TTOU", "XCPU", "XFSZ", "VTALRM", "PROF", "WINCH", "POLL", "IO", "PWR", "SYS",
-    "TRAP", "PIPE",
-];
-
-/// `--signal=[{R|B}:]<sig_num>[@sig_time]`.
-fn signal(o: &RawOption) -> Result<KillWarning, RenderError> {
-    const EXPECTED: &str = "expected [R|B:]<signal>[@seconds], e.g. B:USR1@60";
-    let v = value(o)?;
-    let (scope, rest) = match v.split_once(':') {
-        Some((s, r)) => (s, r),
-        None => ("", v),
-    };
-    let mut flags = Vec::new();
-    for c in scope.chars() {
-        match c.to_ascii_uppercase() {
-            'B' => flags.push(WarnFlag::BatchJob),
-            'R' => flags.push(WarnFlag::ReservationJob),
-            _ => return Err(invalid(o, EXPECTED)),
-        }
-    }
-    let (sig, delay) = match rest.split_once('@') {
-        Some((s, d)) => (
-            s,
-            d.parse::<u16>()
-                .ok()
-                .filter(|d| *d < u16::MAX - 1)
-                .ok_or_else(|| invalid(o, EXPECTED))?,
-        ),
-        None => (rest, 60),
-    };
-    let upper = sig.to_ascii_uppercase();
-    let name = upper.strip_prefix("SIG").unwrap_or(&upper);
-    let signal = if let Ok(n) = sig.parse::<u32>() {
-        if !(1..=64).contains(&n) {
-            return Err(invalid(o, EXPECTED));
-        }
-        n.to_string()
-    } else if SIGNALS.contains(&name) {
-        name.to_string()
-    } else {
-        return Err(invalid(o, EXPECTED));
-    };
-    Ok(KillWarning {
-        signal,
-        delay_seconds: delay,
-        flags,
-    })
 }

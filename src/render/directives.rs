@@ -159,11 +159,15 @@ fn unknown(origin: Origin, option: String, lookup: Lookup) -> RenderError {
     }
 }
 
-/// getopt_long over directive words. `origin_of(line)` labels each option.
+/// Words with the line they came from.
+pub type Words = Vec<(usize, String)>;
+
+/// getopt_long over directive words: the options, and the non-option words (ignored, as by
+/// sbatch). `origin_of(line)` labels each option.
 pub fn getopt(
     argv: &[(usize, String)],
     origin_of: impl Fn(usize) -> Origin,
-) -> Result<(Vec<RawOption>, Vec<(usize, String)>), RenderError> {
+) -> Result<(Vec<RawOption>, Words), RenderError> {
     let mut options = Vec::new();
     let mut ignored = Vec::new();
     let mut i = 0;

@@ -61,15 +61,15 @@ fn from_config(
 ) -> Result<Option<RawOption>, RenderError> {
     // A newline would end the directive in an sbatch script and any whitespace is a sign of an
     // injection attempt or a paste error; sbatch options never need it.
-    if let OptValue::Value(v) = &value {
-        if v.chars().any(char::is_whitespace) {
-            return Err(RenderError::InvalidValue {
-                origin,
-                option: name.to_string(),
-                value: v.escape_default().to_string(),
-                expected: "values may not contain whitespace".into(),
-            });
-        }
+    if let OptValue::Value(v) = &value
+        && v.chars().any(char::is_whitespace)
+    {
+        return Err(RenderError::InvalidValue {
+            origin,
+            option: name.to_string(),
+            value: v.escape_default().to_string(),
+            expected: "values may not contain whitespace".into(),
+        });
     }
     let spec = lookup_long(name).map_err(|l| RenderError::UnknownOption {
         origin: origin.clone(),

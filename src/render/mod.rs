@@ -12,6 +12,7 @@
 
 pub mod apply;
 pub mod custom;
+mod derive;
 pub mod directives;
 pub mod env;
 pub mod error;
@@ -21,6 +22,7 @@ pub mod options;
 pub mod script;
 pub mod spec;
 pub mod units;
+mod values;
 
 use std::collections::BTreeMap;
 

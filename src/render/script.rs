@@ -143,13 +143,13 @@ pub fn native(p: &NativeParts) -> Result<String, RenderError> {
             ));
         }
     }
-    if let Some(w) = &c.workdir {
-        if !w.starts_with('/') {
-            return Err(RenderError::config(
-                "container.workdir",
-                format!("`{w}` must be an absolute path"),
-            ));
-        }
+    if let Some(w) = &c.workdir
+        && !w.starts_with('/')
+    {
+        return Err(RenderError::config(
+            "container.workdir",
+            format!("`{w}` must be an absolute path"),
+        ));
     }
     if p.command.is_empty() {
         return Err(RenderError::Container(

@@ -108,6 +108,8 @@ pub enum JobFlag {
     GresBindingEnforced,
     GresBindingDisabled,
     StepmgrEnabled,
+    /// sbatch sets it whenever `--cpus-per-task` is given (JOB_CPUS_SET).
+    ExactCpuCountRequested,
 }
 
 impl JobFlag {
@@ -120,6 +122,7 @@ impl JobFlag {
             JobFlag::GresBindingEnforced => "GRES_BINDING_ENFORCED",
             JobFlag::GresBindingDisabled => "GRES_BINDING_DISABLED",
             JobFlag::StepmgrEnabled => "STEPMGR_ENABLED",
+            JobFlag::ExactCpuCountRequested => "EXACT_CPU_COUNT_REQUESTED",
         }
     }
 }

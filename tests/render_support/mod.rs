@@ -202,10 +202,10 @@ fn check(v: &Value, schema: &Value, schemas: &Value, path: &str, problems: &mut 
             }
         }
         ("string", Value::String(text)) => {
-            if let Some(allowed) = schema["enum"].as_array() {
-                if !allowed.iter().any(|a| a.as_str() == Some(text)) {
-                    problems.push(format!("{path}: `{text}` is not one of {allowed:?}"));
-                }
+            if let Some(allowed) = schema["enum"].as_array()
+                && !allowed.iter().any(|a| a.as_str() == Some(text))
+            {
+                problems.push(format!("{path}: `{text}` is not one of {allowed:?}"));
             }
         }
         ("integer", Value::Number(n)) => {

@@ -74,6 +74,7 @@ fn flag(f: &JobFlag) -> g::V0042JobFlagsItem {
         JobFlag::GresBindingEnforced => G::GresBindingEnforced,
         JobFlag::GresBindingDisabled => G::GresBindingDisabled,
         JobFlag::StepmgrEnabled => G::StepmgrEnabled,
+        JobFlag::ExactCpuCountRequested => G::ExactCpuCountRequested,
     }
 }
 
