@@ -42,9 +42,15 @@ pub enum BuildError {
     )]
     NoAuth(String),
     #[error("cluster `{cluster}`: {source}")]
-    Client { cluster: String, source: ClientError },
+    Client {
+        cluster: String,
+        source: ClientError,
+    },
     #[error("cluster `{cluster}` staging: {source}")]
-    Staging { cluster: String, source: crate::staging::StagingError },
+    Staging {
+        cluster: String,
+        source: crate::staging::StagingError,
+    },
 }
 
 pub fn client_auth(cfg: &ClusterConfig) -> Result<Auth, BuildError> {
@@ -70,8 +76,15 @@ impl ClusterRuntime {
         let mut cc = ClientConfig::new(cfg.name.clone(), cfg.restd_url.clone(), client_auth(&cfg)?);
         cc.user_name = cfg.username.clone();
         cc.observer = observer;
-        let client = Client::new(cc).map_err(|source| BuildError::Client { cluster: cfg.name.clone(), source })?;
-        let mut tracker = Tracker::new(cfg.name.clone(), Arc::new(client.clone()) as Arc<dyn SlurmApi>, tracker_cfg);
+        let client = Client::new(cc).map_err(|source| BuildError::Client {
+            cluster: cfg.name.clone(),
+            source,
+        })?;
+        let mut tracker = Tracker::new(
+            cfg.name.clone(),
+            Arc::new(client.clone()) as Arc<dyn SlurmApi>,
+            tracker_cfg,
+        );
         if let Some(o) = tick_observer {
             tracker = tracker.with_observer(o);
         }
@@ -107,7 +120,12 @@ impl ClusterRuntime {
 
     /// Serializes CreateTasks of one execution (a backend retry can overlap the first call).
     pub fn key_lock(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
-        self.key_locks.lock().unwrap().entry(key.to_string()).or_default().clone()
+        self.key_locks
+            .lock()
+            .unwrap()
+            .entry(key.to_string())
+            .or_default()
+            .clone()
     }
 
     pub fn release_key_lock(&self, key: &str) {
@@ -118,7 +136,11 @@ impl ClusterRuntime {
     }
 
     pub fn remembered(&self, key: &str) -> Option<ResourceMeta> {
-        self.submitted.lock().unwrap().get(key).map(|(m, _)| m.clone())
+        self.submitted
+            .lock()
+            .unwrap()
+            .get(key)
+            .map(|(m, _)| m.clone())
     }
 
     pub fn remember(&self, key: &str, meta: ResourceMeta) {
@@ -135,7 +157,11 @@ impl ClusterRuntime {
     /// The job already on the cluster for this key, if any: from the index of the cluster's jobs
     /// taken on the first CreateTask after start (re-taken when a submit's outcome is uncertain).
     /// An error means the cluster cannot be asked — then nothing must be submitted.
-    pub async fn find_on_cluster(&self, key: &str, job_name: &str) -> Result<Option<JobId>, ClientError> {
+    pub async fn find_on_cluster(
+        &self,
+        key: &str,
+        job_name: &str,
+    ) -> Result<Option<JobId>, ClientError> {
         let mut index = self.on_cluster.lock().await;
         let stale = self.uncertain.lock().unwrap().contains(key);
         if index.is_none() || stale {
@@ -180,16 +206,25 @@ fn staging_for(cfg: &ClusterConfig) -> Result<Option<Arc<dyn Staging>>, BuildErr
         .collect::<Vec<_>>()
         .join(",");
     let url = cfg.stager_url.as_ref().map(|u| u.to_string());
-    let token = cfg.stager_token_file.as_ref().map(|p| p.display().to_string());
+    let token = cfg
+        .stager_token_file
+        .as_ref()
+        .map(|p| p.display().to_string());
     let settings = StagingSettings::from_lookup(|k| match k {
         "FLYTE_SLURM_SHARED_MOUNTS" => Some(mounts.clone()).filter(|m| !m.is_empty()),
         "FLYTE_SLURM_STAGER_URL" => url.clone(),
         "FLYTE_SLURM_STAGER_TOKEN_FILE" => token.clone(),
         _ => None,
     })
-    .map_err(|source| BuildError::Staging { cluster: cfg.name.clone(), source })?;
+    .map_err(|source| BuildError::Staging {
+        cluster: cfg.name.clone(),
+        source,
+    })?;
     settings
         .map(|s| s.build())
         .transpose()
-        .map_err(|source| BuildError::Staging { cluster: cfg.name.clone(), source })
+        .map_err(|source| BuildError::Staging {
+            cluster: cfg.name.clone(),
+            source,
+        })
 }

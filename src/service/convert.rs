@@ -6,27 +6,38 @@ use std::collections::BTreeMap;
 use crate::proto::connector::CreateTaskRequest;
 use crate::proto::core::{self, literal, literal_type, primitive, scalar};
 use crate::proto::struct_to_json;
-use crate::render::{ContainerSpec, ExecutionIdentity, InputValue, InterfaceKind, TaskSpec, TaskType};
+use crate::render::{
+    ContainerSpec, ExecutionIdentity, InputValue, InterfaceKind, TaskSpec, TaskType,
+};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConvertError {
     #[error("CreateTaskRequest has no `template`")]
     NoTemplate,
-    #[error("task type `{0}` is not served by this connector; it serves `slurm` and `slurm_script`")]
+    #[error(
+        "task type `{0}` is not served by this connector; it serves `slurm` and `slurm_script`"
+    )]
     TaskType(String),
-    #[error("CreateTaskRequest has no `task_execution_metadata.task_execution_id`: cannot tell which run/action/attempt this is")]
+    #[error(
+        "CreateTaskRequest has no `task_execution_metadata.task_execution_id`: cannot tell which run/action/attempt this is"
+    )]
     NoExecutionId,
 }
 
 pub fn task_spec(req: &CreateTaskRequest) -> Result<TaskSpec, ConvertError> {
     let t = req.template.as_ref().ok_or(ConvertError::NoTemplate)?;
-    let task_type = TaskType::from_template_type(&t.r#type).ok_or_else(|| ConvertError::TaskType(t.r#type.clone()))?;
+    let task_type = TaskType::from_template_type(&t.r#type)
+        .ok_or_else(|| ConvertError::TaskType(t.r#type.clone()))?;
     let container = match &t.target {
         Some(core::task_template::Target::Container(c)) => Some(ContainerSpec {
             image: c.image.clone(),
             command: c.command.clone(),
             args: c.args.clone(),
-            env: c.env.iter().map(|kv| (kv.key.clone(), kv.value.clone())).collect(),
+            env: c
+                .env
+                .iter()
+                .map(|kv| (kv.key.clone(), kv.value.clone()))
+                .collect(),
         }),
         None => None,
     };
@@ -46,12 +57,19 @@ pub fn task_spec(req: &CreateTaskRequest) -> Result<TaskSpec, ConvertError> {
         .map(|o| {
             o.variables
                 .iter()
-                .map(|v| (v.key.clone(), interface_kind(v.value.as_ref().and_then(|v| v.r#type.as_ref()))))
+                .map(|v| {
+                    (
+                        v.key.clone(),
+                        interface_kind(v.value.as_ref().and_then(|v| v.r#type.as_ref())),
+                    )
+                })
                 .collect()
         })
         .unwrap_or_default();
     let tem = req.task_execution_metadata.as_ref();
-    let tid = tem.and_then(|m| m.task_execution_id.as_ref()).ok_or(ConvertError::NoExecutionId)?;
+    let tid = tem
+        .and_then(|m| m.task_execution_id.as_ref())
+        .ok_or(ConvertError::NoExecutionId)?;
     let node = tid.node_execution_id.as_ref();
     let wf = node.and_then(|n| n.execution_id.as_ref());
     let exec = ExecutionIdentity {
@@ -62,12 +80,22 @@ pub fn task_spec(req: &CreateTaskRequest) -> Result<TaskSpec, ConvertError> {
         action_name: node.map(|n| n.node_id.clone()).unwrap_or_default(),
         attempt: tid.retry_attempt,
     };
-    let env_vars: BTreeMap<String, String> =
-        tem.map(|m| m.environment_variables.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default();
+    let env_vars: BTreeMap<String, String> = tem
+        .map(|m| {
+            m.environment_variables
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
     Ok(TaskSpec {
         task_type,
         task_name: t.id.as_ref().map(|i| i.name.clone()).unwrap_or_default(),
-        custom: t.custom.as_ref().map(struct_to_json).unwrap_or(serde_json::Value::Null),
+        custom: t
+            .custom
+            .as_ref()
+            .map(struct_to_json)
+            .unwrap_or(serde_json::Value::Null),
         container,
         inputs,
         outputs,
@@ -78,7 +106,9 @@ pub fn task_spec(req: &CreateTaskRequest) -> Result<TaskSpec, ConvertError> {
 }
 
 fn input_value(l: Option<&core::Literal>) -> InputValue {
-    let unsupported = |t: &str| InputValue::Unsupported { type_name: t.to_string() };
+    let unsupported = |t: &str| InputValue::Unsupported {
+        type_name: t.to_string(),
+    };
     let Some(v) = l.and_then(|l| l.value.as_ref()) else {
         return unsupported("empty literal");
     };
@@ -95,16 +125,22 @@ fn input_value(l: Option<&core::Literal>) -> InputValue {
             },
             Some(scalar::Value::Blob(b)) => InputValue::Blob {
                 uri: b.uri.clone(),
-                multipart: b.metadata.as_ref().and_then(|m| m.r#type.as_ref()).is_some_and(|t| {
-                    t.dimensionality == core::blob_type::BlobDimensionality::Multipart as i32
-                }),
+                multipart: b
+                    .metadata
+                    .as_ref()
+                    .and_then(|m| m.r#type.as_ref())
+                    .is_some_and(|t| {
+                        t.dimensionality == core::blob_type::BlobDimensionality::Multipart as i32
+                    }),
             },
             Some(scalar::Value::Binary(_)) => unsupported("binary"),
             Some(scalar::Value::Schema(_)) => unsupported("schema"),
             Some(scalar::Value::NoneType(_)) => unsupported("None"),
             Some(scalar::Value::Error(_)) => unsupported("error"),
             Some(scalar::Value::Generic(_)) => unsupported("struct/dict"),
-            Some(scalar::Value::StructuredDataset(_)) => unsupported("structured dataset (DataFrame)"),
+            Some(scalar::Value::StructuredDataset(_)) => {
+                unsupported("structured dataset (DataFrame)")
+            }
             Some(scalar::Value::Union(_)) => unsupported("union/Optional"),
             None => unsupported("empty scalar"),
         },
@@ -124,7 +160,9 @@ fn interface_kind(t: Option<&core::LiteralType>) -> InterfaceKind {
             }
         }
         Some(literal_type::Type::Simple(s)) => InterfaceKind::Other(
-            core::SimpleType::try_from(*s).map(|s| s.as_str_name().to_lowercase()).unwrap_or_else(|_| "simple".into()),
+            core::SimpleType::try_from(*s)
+                .map(|s| s.as_str_name().to_lowercase())
+                .unwrap_or_else(|_| "simple".into()),
         ),
         Some(other) => InterfaceKind::Other(
             match other {

@@ -41,14 +41,21 @@ pub struct ResourceMeta {
 pub enum Decoded {
     Ours(ResourceMeta),
     /// The Python plugin's meta: the cluster is still to be found from `host`.
-    Python { host: String, meta: ResourceMeta },
+    Python {
+        host: String,
+        meta: ResourceMeta,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum MetaError {
-    #[error("resource_meta is not UTF-8 JSON ({0}); it was not written by this connector or the Slurm plugin")]
+    #[error(
+        "resource_meta is not UTF-8 JSON ({0}); it was not written by this connector or the Slurm plugin"
+    )]
     NotJson(String),
-    #[error("resource_meta version {0} is newer than this connector understands (it reads version {META_VERSION}); upgrade the connector")]
+    #[error(
+        "resource_meta version {0} is newer than this connector understands (it reads version {META_VERSION}); upgrade the connector"
+    )]
     Version(u32),
     #[error("resource_meta: {0}")]
     Field(String),
@@ -91,18 +98,24 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, MetaError> {
     let v: serde_json::Value =
         serde_json::from_slice(bytes).map_err(|e| MetaError::NotJson(e.to_string()))?;
     if let Some(ver) = v.get("v") {
-        let ver = ver.as_u64().ok_or_else(|| MetaError::Field("`v` must be a number".into()))?;
+        let ver = ver
+            .as_u64()
+            .ok_or_else(|| MetaError::Field("`v` must be a number".into()))?;
         if ver != u64::from(META_VERSION) {
             return Err(MetaError::Version(ver as u32));
         }
-        let m: ResourceMeta = serde_json::from_value(v).map_err(|e| MetaError::Field(e.to_string()))?;
+        let m: ResourceMeta =
+            serde_json::from_value(v).map_err(|e| MetaError::Field(e.to_string()))?;
         return Ok(Decoded::Ours(m));
     }
     if v.get("host").is_some() {
-        let p: PythonMeta = serde_json::from_value(v).map_err(|e| MetaError::Field(e.to_string()))?;
+        let p: PythonMeta =
+            serde_json::from_value(v).map_err(|e| MetaError::Field(e.to_string()))?;
         let job_id = match &p.job_id {
             serde_json::Value::String(s) => s.trim().parse::<JobId>().ok(),
-            serde_json::Value::Number(n) => n.as_u64().and_then(|n| u32::try_from(n).ok()).map(JobId),
+            serde_json::Value::Number(n) => {
+                n.as_u64().and_then(|n| u32::try_from(n).ok()).map(JobId)
+            }
             _ => None,
         }
         .ok_or_else(|| MetaError::Field(format!("`job_id` {} is not a Slurm job id", p.job_id)))?;
@@ -111,7 +124,15 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, MetaError> {
             .unwrap_or_default()
             .into_iter()
             .map(|(k, o)| {
-                (k, OutputMeta { uri: o.uri, kind: o.kind, upload: o.upload, written_to: o.written_to })
+                (
+                    k,
+                    OutputMeta {
+                        uri: o.uri,
+                        kind: o.kind,
+                        upload: o.upload,
+                        written_to: o.written_to,
+                    },
+                )
             })
             .collect();
         return Ok(Decoded::Python {
@@ -159,7 +180,9 @@ mod tests {
             "port": 22, "stdout_path": "/h/.flyte/jobs/x.out", "stderr_path": "/h/.flyte/jobs/x.err",
             "known_hosts": null, "skip_host_key_verification": false,
             "declared_outputs": {"stats": {"uri": "s3://b/o/stats", "kind": "file", "upload": "connector", "written_to": "/h/x.outputs/stats"}}}"#;
-        let Decoded::Python { host, meta } = decode(raw).unwrap() else { panic!() };
+        let Decoded::Python { host, meta } = decode(raw).unwrap() else {
+            panic!()
+        };
         assert_eq!(host, "login1");
         assert_eq!(meta.job_id, JobId(1234));
         assert_eq!(meta.outputs["stats"].upload, "connector");
@@ -169,6 +192,11 @@ mod tests {
     fn unreadable_meta_is_an_error_naming_why() {
         assert!(matches!(decode(b"\x80abc"), Err(MetaError::NotJson(_))));
         assert!(matches!(decode(br#"{"v": 9}"#), Err(MetaError::Version(9))));
-        assert!(decode(br#"{"foo": 1}"#).unwrap_err().to_string().contains("host"));
+        assert!(
+            decode(br#"{"foo": 1}"#)
+                .unwrap_err()
+                .to_string()
+                .contains("host")
+        );
     }
 }

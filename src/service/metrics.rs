@@ -70,22 +70,46 @@ impl Metrics {
             registry: Registry::default(),
         };
         // prometheus-client appends `_total` to counters itself.
-        registry.register("flyte_connector_requests_success", "Successful connector requests", m.success.clone());
-        registry.register("flyte_connector_requests_failure", "Failed connector requests", m.failure.clone());
-        registry.register("flyte_connector_request_latency_seconds", "Connector request latency", m.latency.clone());
+        registry.register(
+            "flyte_connector_requests_success",
+            "Successful connector requests",
+            m.success.clone(),
+        );
+        registry.register(
+            "flyte_connector_requests_failure",
+            "Failed connector requests",
+            m.failure.clone(),
+        );
+        registry.register(
+            "flyte_connector_request_latency_seconds",
+            "Connector request latency",
+            m.latency.clone(),
+        );
         registry.register(
             "slurm_connector_slurmrestd_requests",
             "HTTP requests to slurmrestd by operation and status",
             m.slurmrestd_requests.clone(),
         );
-        registry.register("slurm_connector_tracked_jobs", "Jobs the state tracker follows", m.tracked_jobs.clone());
+        registry.register(
+            "slurm_connector_tracked_jobs",
+            "Jobs the state tracker follows",
+            m.tracked_jobs.clone(),
+        );
         registry.register(
             "slurm_connector_poll_tick_seconds",
             "Duration of one state-tracker poll round",
             m.poll_tick.clone(),
         );
-        registry.register("slurm_connector_token_refreshes", "slurmrestd tokens minted or re-read", m.token_refreshes.clone());
-        registry.register("slurm_connector_jobs_submitted", "Jobs submitted to Slurm", m.submits.clone());
+        registry.register(
+            "slurm_connector_token_refreshes",
+            "slurmrestd tokens minted or re-read",
+            m.token_refreshes.clone(),
+        );
+        registry.register(
+            "slurm_connector_jobs_submitted",
+            "Jobs submitted to Slurm",
+            m.submits.clone(),
+        );
         registry.register(
             "slurm_connector_duplicate_creates",
             "CreateTask calls answered with an already submitted job (idempotency)",
@@ -96,13 +120,25 @@ impl Metrics {
 
     pub fn encode(&self) -> String {
         let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String");
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String");
         out
     }
 
-    pub fn observe(&self, task_type: &str, operation: &str, elapsed: Duration, error: Option<tonic::Code>) {
-        let op = OpLabels { task_type: task_type.to_string(), operation: operation.to_string() };
-        self.latency.get_or_create(&op).observe(elapsed.as_secs_f64());
+    pub fn observe(
+        &self,
+        task_type: &str,
+        operation: &str,
+        elapsed: Duration,
+        error: Option<tonic::Code>,
+    ) {
+        let op = OpLabels {
+            task_type: task_type.to_string(),
+            operation: operation.to_string(),
+        };
+        self.latency
+            .get_or_create(&op)
+            .observe(elapsed.as_secs_f64());
         match error {
             None => {
                 self.success.get_or_create(&op).inc();
@@ -133,11 +169,16 @@ pub async fn serve(
             let m = metrics.clone();
             async move {
                 (
-                    [(axum::http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    )],
                     m.encode(),
                 )
             }
         }),
     );
-    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
 }

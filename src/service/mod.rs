@@ -48,7 +48,10 @@ fn client_status(e: &ClientError, what: &str) -> Status {
         Status::unavailable(msg)
     } else if e.is_auth() {
         Status::permission_denied(msg)
-    } else if matches!(e, ClientError::Slurm { .. } | ClientError::SubmitWithoutJobId { .. }) {
+    } else if matches!(
+        e,
+        ClientError::Slurm { .. } | ClientError::SubmitWithoutJobId { .. }
+    ) {
         Status::invalid_argument(msg)
     } else {
         Status::internal(msg)
@@ -66,7 +69,12 @@ impl Connector {
             crate::config::UploadLimit::Unlimited => Ok(staging::Ceiling::Unlimited),
             crate::config::UploadLimit::Malformed(m) => Err(m.clone()),
         };
-        Connector { deployment, clusters, metrics, ceiling }
+        Connector {
+            deployment,
+            clusters,
+            metrics,
+            ceiling,
+        }
     }
 
     fn cluster(&self, name: &str) -> Result<&Arc<ClusterRuntime>, Status> {
@@ -106,11 +114,22 @@ impl Connector {
             .get("connection")
             .and_then(|c| c.get("cluster"))
             .and_then(|c| c.as_str());
-        let cfg = self.deployment.select_cluster(requested).map_err(Status::invalid_argument)?;
+        let cfg = self
+            .deployment
+            .select_cluster(requested)
+            .map_err(Status::invalid_argument)?;
         let rt = self.cluster(&cfg.name)?.clone();
-        let secrets: HashMap<String, String> = req.connection.as_ref().map(|c| c.secrets.clone()).unwrap_or_default();
-        let token = self.deployment.task_credential(&secrets).map_err(Status::invalid_argument)?;
-        let rendered = render::render(&spec, &rt.render).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let secrets: HashMap<String, String> = req
+            .connection
+            .as_ref()
+            .map(|c| c.secrets.clone())
+            .unwrap_or_default();
+        let token = self
+            .deployment
+            .task_credential(&secrets)
+            .map_err(Status::invalid_argument)?;
+        let rendered = render::render(&spec, &rt.render)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let key = rendered.key.clone();
 
         let lock = rt.key_lock(&key);
@@ -173,14 +192,26 @@ impl Connector {
     }
 
     /// DeleteTask: cancel; already finished or unknown jobs are a success.
-    pub async fn delete(&self, raw_meta: &[u8], secrets: &HashMap<String, String>) -> Result<(), Status> {
+    pub async fn delete(
+        &self,
+        raw_meta: &[u8],
+        secrets: &HashMap<String, String>,
+    ) -> Result<(), Status> {
         let (rt, m) = self.locate(raw_meta)?;
         if let Some(t) = rt.transfers.lock().unwrap().get(&m.job_id) {
             t.cancel();
         }
-        let token = self.deployment.task_credential(secrets).map_err(Status::invalid_argument)?;
-        let client = rt.client_for(token.as_ref()).map_err(|e| client_status(&e, "per-task slurmrestd credentials"))?;
-        let outcome = client.cancel(m.job_id, None).await.map_err(|e| client_status(&e, "cancelling the job"))?;
+        let token = self
+            .deployment
+            .task_credential(secrets)
+            .map_err(Status::invalid_argument)?;
+        let client = rt
+            .client_for(token.as_ref())
+            .map_err(|e| client_status(&e, "per-task slurmrestd credentials"))?;
+        let outcome = client
+            .cancel(m.job_id, None)
+            .await
+            .map_err(|e| client_status(&e, "cancelling the job"))?;
         tracing::info!(cluster = %rt.cfg.name, job_id = %m.job_id, ?outcome, "DeleteTask");
         Ok(())
     }
@@ -188,9 +219,20 @@ impl Connector {
     /// GetTaskLogs: the job's stdout/stderr through staging, or a line saying why there are none.
     pub async fn logs(&self, raw_meta: &[u8], lines: u64) -> Result<Vec<String>, Status> {
         let (rt, m) = self.locate(raw_meta)?;
-        let lines = if lines == 0 { DEFAULT_LOG_LINES } else { lines.min(10_000) } as usize;
+        let lines = if lines == 0 {
+            DEFAULT_LOG_LINES
+        } else {
+            lines.min(10_000)
+        } as usize;
         match &rt.staging {
-            Some(st) => Ok(staging::logs::task_logs(st.as_ref(), &m.job_id.to_string(), &m.stdout, &m.stderr, lines).await),
+            Some(st) => Ok(staging::logs::task_logs(
+                st.as_ref(),
+                &m.job_id.to_string(),
+                &m.stdout,
+                &m.stderr,
+                lines,
+            )
+            .await),
             None => Ok(vec![format!(
                 "Logs of Slurm job {} are on cluster {}'s filesystem ({} and {}); this connector cannot \
                  read them because no staging is configured: set FLYTE_SLURM_SHARED_MOUNTS (the \
@@ -202,7 +244,9 @@ impl Connector {
 }
 
 fn cluster_label(rt: &ClusterRuntime) -> metrics::ClusterLabels {
-    metrics::ClusterLabels { cluster: rt.cfg.name.clone() }
+    metrics::ClusterLabels {
+        cluster: rt.cfg.name.clone(),
+    }
 }
 
 pub fn resource_meta(cluster: &str, job_id: JobId, r: &render::Rendered) -> ResourceMeta {

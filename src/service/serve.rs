@@ -14,10 +14,10 @@ use crate::proto::connector::async_connector_service_server::AsyncConnectorServi
 use crate::proto::connector::connector_metadata_service_server::ConnectorMetadataServiceServer;
 use crate::tracker::TrackerConfig;
 
+use super::Connector;
 use super::cluster::{BuildError, ClusterRuntime};
 use super::grpc::Grpc;
 use super::metrics::{self, ClusterLabels, Metrics, RestLabels};
-use super::Connector;
 
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
@@ -38,7 +38,11 @@ pub enum ServeError {
     #[error(transparent)]
     Cluster(#[from] BuildError),
     #[error("cannot listen on {addr} ({what}): {source}")]
-    Bind { addr: SocketAddr, what: &'static str, source: std::io::Error },
+    Bind {
+        addr: SocketAddr,
+        what: &'static str,
+        source: std::io::Error,
+    },
     #[error("gRPC server: {0}")]
     Grpc(#[from] tonic::transport::Error),
     #[error("metrics server: {0}")]
@@ -49,10 +53,18 @@ pub enum ServeError {
 pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
     let grpc = TcpListener::bind(opts.listen)
         .await
-        .map_err(|source| ServeError::Bind { addr: opts.listen, what: "gRPC", source })?;
+        .map_err(|source| ServeError::Bind {
+            addr: opts.listen,
+            what: "gRPC",
+            source,
+        })?;
     let metrics = TcpListener::bind(opts.metrics_listen)
         .await
-        .map_err(|source| ServeError::Bind { addr: opts.metrics_listen, what: "metrics", source })?;
+        .map_err(|source| ServeError::Bind {
+            addr: opts.metrics_listen,
+            what: "metrics",
+            source,
+        })?;
     serve_with(opts.config, grpc, metrics, shutdown_signal()).await
 }
 
@@ -100,13 +112,19 @@ pub async fn serve_with(
                 .get_or_create(&RestLabels {
                     cluster: cluster.clone(),
                     operation: op.to_string(),
-                    status: status.map(|s| s.to_string()).unwrap_or_else(|| "none".into()),
+                    status: status
+                        .map(|s| s.to_string())
+                        .unwrap_or_else(|| "none".into()),
                 })
                 .inc();
         });
         let mm = m.clone();
         let tick: crate::tracker::TickObserver = Arc::new(move |cluster, took, _asked| {
-            mm.poll_tick.get_or_create(&ClusterLabels { cluster: cluster.to_string() }).observe(took.as_secs_f64());
+            mm.poll_tick
+                .get_or_create(&ClusterLabels {
+                    cluster: cluster.to_string(),
+                })
+                .observe(took.as_secs_f64());
         });
         let rt = ClusterRuntime::build(c.clone(), tracker_cfg.clone(), Some(observer), Some(tick))?;
         tracing::info!(cluster = %name, url = %c.restd_url, staging = rt.staging.is_some(), "cluster configured");
@@ -121,7 +139,9 @@ pub async fn serve_with(
     // One poll loop per cluster, plus gauges refreshed on every tick interval.
     let mut background = Vec::new();
     for rt in clusters.values() {
-        background.push(tokio::spawn(rt.tracker.clone().run(stopped(stop_rx.clone()))));
+        background.push(tokio::spawn(
+            rt.tracker.clone().run(stopped(stop_rx.clone())),
+        ));
         let rt = rt.clone();
         let mm = m.clone();
         let interval = config.poll_interval;
@@ -154,21 +174,32 @@ pub async fn serve_with(
         "flyteidl2.connector.AsyncConnectorService",
         "flyteidl2.connector.ConnectorMetadataService",
     ] {
-        health_reporter.set_service_status(name, tonic_health::ServingStatus::Serving).await;
+        health_reporter
+            .set_service_status(name, tonic_health::ServingStatus::Serving)
+            .await;
     }
 
-    let metrics_task = tokio::spawn(metrics::serve(m, metrics_listener, stopped(stop_rx.clone())));
+    let metrics_task = tokio::spawn(metrics::serve(
+        m,
+        metrics_listener,
+        stopped(stop_rx.clone()),
+    ));
     let addr = grpc_listener.local_addr().ok();
     tracing::info!(?addr, "serving flyteidl2.connector.AsyncConnectorService");
     let server = tonic::transport::Server::builder()
         .add_service(health_service)
         .add_service(AsyncConnectorServiceServer::new(grpc.clone()))
         .add_service(ConnectorMetadataServiceServer::new(grpc))
-        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(grpc_listener), async move {
-            shutdown.await;
-            // Tell load balancers first, then stop accepting.
-            health_reporter.set_service_status("", tonic_health::ServingStatus::NotServing).await;
-        });
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(grpc_listener),
+            async move {
+                shutdown.await;
+                // Tell load balancers first, then stop accepting.
+                health_reporter
+                    .set_service_status("", tonic_health::ServingStatus::NotServing)
+                    .await;
+            },
+        );
     let result = server.await;
     let _ = stop_tx.send(true);
     for b in background {

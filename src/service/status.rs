@@ -7,7 +7,9 @@ use crate::proto::connector::Resource;
 use crate::proto::core::task_execution::Phase;
 use crate::proto::core::{self, Blob, BlobMetadata, BlobType, Literal, Scalar};
 use crate::proto::task::{NamedLiteral, Outputs};
-use crate::staging::{self, DeclaredOutput, Dimensionality, OutputBlob, OutputKind, TransferOutcome, UploadMode};
+use crate::staging::{
+    self, DeclaredOutput, Dimensionality, OutputBlob, OutputKind, TransferOutcome, UploadMode,
+};
 use crate::tracker::JobSnapshot;
 
 use super::cluster::ClusterRuntime;
@@ -22,11 +24,19 @@ const STAGING_BUDGET: Duration = Duration::from_secs(3);
 
 /// `Slurm job <id> is <STATE>[, exit code x:y][, reason: r]` and the lines after it.
 pub fn message(meta: &ResourceMeta, s: &JobSnapshot) -> String {
-    let mut m = format!("Slurm job {} is {}", meta.job_id, s.state.as_deref().unwrap_or("not known yet"));
+    let mut m = format!(
+        "Slurm job {} is {}",
+        meta.job_id,
+        s.state.as_deref().unwrap_or("not known yet")
+    );
     if let Some(ec) = &s.exit_code {
         m.push_str(&format!(", exit code {ec}"));
     }
-    if let Some(r) = s.reason.as_deref().filter(|r| !r.is_empty() && *r != "None") {
+    if let Some(r) = s
+        .reason
+        .as_deref()
+        .filter(|r| !r.is_empty() && *r != "None")
+    {
         m.push_str(&format!(", reason: {r}"));
     }
     if let Some(n) = &s.note {
@@ -46,7 +56,10 @@ pub fn message(meta: &ResourceMeta, s: &JobSnapshot) -> String {
         m.push_str(&format!("\nstderr: {}", meta.stderr));
     }
     if s.phase == Phase::Running {
-        m.push_str(&format!("\nattach: srun --jobid={} --overlap --pty bash", meta.job_id));
+        m.push_str(&format!(
+            "\nattach: srun --jobid={} --overlap --pty bash",
+            meta.job_id
+        ));
     }
     m
 }
@@ -56,8 +69,16 @@ pub fn declared(meta: &ResourceMeta) -> Vec<DeclaredOutput> {
         .iter()
         .map(|(name, o)| DeclaredOutput {
             name: name.clone(),
-            kind: if o.kind == "directory" { OutputKind::Dir } else { OutputKind::File },
-            upload: if o.upload == "job" { UploadMode::Job } else { UploadMode::Connector },
+            kind: if o.kind == "directory" {
+                OutputKind::Dir
+            } else {
+                OutputKind::File
+            },
+            upload: if o.upload == "job" {
+                UploadMode::Job
+            } else {
+                UploadMode::Connector
+            },
             written_to: o.written_to.clone(),
             uri: o.uri.clone(),
         })
@@ -75,7 +96,10 @@ fn blob_literal(b: &OutputBlob) -> NamedLiteral {
             value: Some(core::literal::Value::Scalar(Box::new(Scalar {
                 value: Some(core::scalar::Value::Blob(Blob {
                     metadata: Some(BlobMetadata {
-                        r#type: Some(BlobType { format: String::new(), dimensionality: dim as i32 }),
+                        r#type: Some(BlobType {
+                            format: String::new(),
+                            dimensionality: dim as i32,
+                        }),
                     }),
                     uri: b.uri.clone(),
                 })),
@@ -117,13 +141,16 @@ pub async fn resource(
                             // Job uploads only: nothing is read from the cluster's filesystem,
                             // so a backend confined to a root that holds nothing is enough.
                             None => std::sync::Arc::new(staging::LocalStaging::new(
-                                staging::Roots::parse(NO_STAGING_ROOT).expect("a fixed absolute path"),
+                                staging::Roots::parse(NO_STAGING_ROOT)
+                                    .expect("a fixed absolute path"),
                             )),
                         };
-                        let c = ceiling.clone().map_err(|message| staging::StagingError::Config {
-                            var: "FLYTE_SLURM_CONNECTOR_UPLOAD_MAX_BYTES",
-                            message,
-                        });
+                        let c = ceiling
+                            .clone()
+                            .map_err(|message| staging::StagingError::Config {
+                                var: "FLYTE_SLURM_CONNECTOR_UPLOAD_MAX_BYTES",
+                                message,
+                            });
                         staging::outputs::start(backend, meta.job_id.to_string(), decl.clone(), c)
                     });
                     (t.outcome(), t.progress())
@@ -131,10 +158,16 @@ pub async fn resource(
                 match outcome {
                     None => {
                         phase = Phase::Running;
-                        msg = staging::outputs::pending_message(&meta.job_id.to_string(), &decl, progress);
+                        msg = staging::outputs::pending_message(
+                            &meta.job_id.to_string(),
+                            &decl,
+                            progress,
+                        );
                     }
                     Some(TransferOutcome::Succeeded(blobs)) => {
-                        outputs = Some(Outputs { literals: blobs.iter().map(blob_literal).collect() });
+                        outputs = Some(Outputs {
+                            literals: blobs.iter().map(blob_literal).collect(),
+                        });
                     }
                     Some(TransferOutcome::Failed(why)) => {
                         phase = Phase::Failed;
@@ -153,7 +186,12 @@ pub async fn resource(
         && let Some(st) = &rt.staging
         && !meta.stderr.is_empty()
     {
-        match tokio::time::timeout(STAGING_BUDGET, staging::logs::failure_tail(st.as_ref(), &meta.stderr)).await {
+        match tokio::time::timeout(
+            STAGING_BUDGET,
+            staging::logs::failure_tail(st.as_ref(), &meta.stderr),
+        )
+        .await
+        {
             Ok(Ok(Some(tail))) => msg.push_str(&format!("\n--- last lines of stderr ---\n{tail}")),
             Ok(Ok(None)) => {}
             Ok(Err(e)) => msg.push_str(&format!("\n(stderr not readable: {e})")),
