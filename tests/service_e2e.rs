@@ -541,3 +541,21 @@ async fn bad_requests_are_invalid_argument_and_unknown_meta_is_an_error() {
     server.stop().await;
     env.mock.shutdown().await;
 }
+
+/// Not a test: runs mock-slurmrestd and the connector on `SERVICE_CONFORMANCE_ADDR` (default
+/// 127.0.0.1:18000) for `SERVICE_CONFORMANCE_SECS` (default 300), so
+/// `tests/conformance/conformance.py --partition '' --address ...` can drive it.
+/// `cargo test --test service_e2e -- --ignored --nocapture serve_for_conformance`
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn serve_for_conformance() {
+    let env = mock().await;
+    let addr: std::net::SocketAddr =
+        std::env::var("SERVICE_CONFORMANCE_ADDR").unwrap_or_else(|_| "127.0.0.1:18000".into()).parse().unwrap();
+    let secs: u64 = std::env::var("SERVICE_CONFORMANCE_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(300);
+    let g = tokio::net::TcpListener::bind(addr).await.unwrap();
+    let m = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    println!("connector on {addr}, mock-slurmrestd on {}", env.mock.url());
+    serve_with(deployment(&env), g, m, tokio::time::sleep(Duration::from_secs(secs))).await.unwrap();
+    env.mock.shutdown().await;
+}
