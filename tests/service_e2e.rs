@@ -550,12 +550,24 @@ async fn bad_requests_are_invalid_argument_and_unknown_meta_is_an_error() {
 #[ignore]
 async fn serve_for_conformance() {
     let env = mock().await;
-    let addr: std::net::SocketAddr =
-        std::env::var("SERVICE_CONFORMANCE_ADDR").unwrap_or_else(|_| "127.0.0.1:18000".into()).parse().unwrap();
-    let secs: u64 = std::env::var("SERVICE_CONFORMANCE_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(300);
+    let addr: std::net::SocketAddr = std::env::var("SERVICE_CONFORMANCE_ADDR")
+        .unwrap_or_else(|_| "127.0.0.1:18000".into())
+        .parse()
+        .unwrap();
+    let secs: u64 = std::env::var("SERVICE_CONFORMANCE_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(300);
     let g = tokio::net::TcpListener::bind(addr).await.unwrap();
     let m = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     println!("connector on {addr}, mock-slurmrestd on {}", env.mock.url());
-    serve_with(deployment(&env), g, m, tokio::time::sleep(Duration::from_secs(secs))).await.unwrap();
+    serve_with(
+        deployment(&env),
+        g,
+        m,
+        tokio::time::sleep(Duration::from_secs(secs)),
+    )
+    .await
+    .unwrap();
     env.mock.shutdown().await;
 }

@@ -494,12 +494,10 @@ impl Tracker {
                     // there is still worth polling, a finished one is final.
                     e.record_done = e.state.is_terminal();
                 }
-                None if self.age(e.since) >= self.cfg.lost_after => {
-                    if e.known != Known::Lost {
-                        tracing::warn!(cluster = %self.cluster, job_id = %id, "job unknown to slurmctld and slurmdbd; reporting it lost");
-                        e.known = Known::Lost;
-                        e.since = now;
-                    }
+                None if self.age(e.since) >= self.cfg.lost_after && e.known != Known::Lost => {
+                    tracing::warn!(cluster = %self.cluster, job_id = %id, "job unknown to slurmctld and slurmdbd; reporting it lost");
+                    e.known = Known::Lost;
+                    e.since = now;
                 }
                 None => {}
             }
