@@ -20,11 +20,17 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/mock/stats", get(stats))
         .route("/mock/reset-stats", post(reset_stats))
-        .route("/mock/faults", get(get_faults).post(set_faults).delete(clear_faults))
+        .route(
+            "/mock/faults",
+            get(get_faults).post(set_faults).delete(clear_faults),
+        )
 }
 
 async fn stats(State(st): State<AppState>) -> Response {
-    json_resp(StatusCode::OK, serde_json::to_value(st.stats.snapshot()).unwrap_or_default())
+    json_resp(
+        StatusCode::OK,
+        serde_json::to_value(st.stats.snapshot()).unwrap_or_default(),
+    )
 }
 
 async fn reset_stats(State(st): State<AppState>) -> Response {
@@ -33,15 +39,24 @@ async fn reset_stats(State(st): State<AppState>) -> Response {
 }
 
 async fn get_faults(State(st): State<AppState>) -> Response {
-    json_resp(StatusCode::OK, serde_json::to_value(st.faults.get()).unwrap_or_default())
+    json_resp(
+        StatusCode::OK,
+        serde_json::to_value(st.faults.get()).unwrap_or_default(),
+    )
 }
 
-async fn set_faults(State(st): State<AppState>, body: Result<axum::Json<FaultConfig>, JsonRejection>) -> Response {
+async fn set_faults(
+    State(st): State<AppState>,
+    body: Result<axum::Json<FaultConfig>, JsonRejection>,
+) -> Response {
     match body {
         Ok(axum::Json(cfg)) => {
             tracing::info!(faults = ?cfg, "faults set");
             st.faults.set(cfg);
-            json_resp(StatusCode::OK, serde_json::to_value(st.faults.get()).unwrap_or_default())
+            json_resp(
+                StatusCode::OK,
+                serde_json::to_value(st.faults.get()).unwrap_or_default(),
+            )
         }
         Err(e) => json_resp(
             StatusCode::BAD_REQUEST,

@@ -31,8 +31,13 @@ fn token(headers: &HeaderMap) -> Option<&str> {
     if let Some(v) = headers.get("x-slurm-user-token") {
         return v.to_str().ok();
     }
-    let auth = headers.get(axum::http::header::AUTHORIZATION)?.to_str().ok()?;
-    let rest = auth.strip_prefix("Bearer ").or_else(|| auth.strip_prefix("bearer "))?;
+    let auth = headers
+        .get(axum::http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?;
+    let rest = auth
+        .strip_prefix("Bearer ")
+        .or_else(|| auth.strip_prefix("bearer "))?;
     Some(rest.trim())
 }
 
@@ -78,7 +83,11 @@ pub fn authenticate(headers: &HeaderMap, key: &[u8], slurm_user: &str) -> AuthOu
     match header_user {
         None => AuthOutcome::Ok { user: sun },
         Some(u) if u == sun => AuthOutcome::Ok { user: sun },
-        Some(u) if sun == slurm_user || sun == "root" => AuthOutcome::Ok { user: u.to_string() },
-        Some(_) => AuthOutcome::Rejected("attempt to authenticate as alternate user from non-SlurmUser"),
+        Some(u) if sun == slurm_user || sun == "root" => AuthOutcome::Ok {
+            user: u.to_string(),
+        },
+        Some(_) => {
+            AuthOutcome::Rejected("attempt to authenticate as alternate user from non-SlurmUser")
+        }
     }
 }

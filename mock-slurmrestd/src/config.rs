@@ -99,7 +99,10 @@ impl fmt::Debug for MockConfig {
         f.debug_struct("MockConfig")
             .field("cpus", &self.cpus)
             .field("nodes", &self.nodes)
-            .field("jwt_key", &format_args!("<{} bytes redacted>", self.jwt_key.len()))
+            .field(
+                "jwt_key",
+                &format_args!("<{} bytes redacted>", self.jwt_key.len()),
+            )
             .field("slurm_user", &self.slurm_user)
             .field("min_job_age", &self.min_job_age)
             .field("minute", &self.minute)

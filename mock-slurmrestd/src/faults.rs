@@ -119,7 +119,11 @@ impl Faults {
     /// Delay to add before answering `operation`.
     pub fn latency(&self, operation: &str, slurmdb: bool) -> Duration {
         let st = self.lock();
-        let mut ms = if st.cfg.applies_to(operation) { st.cfg.latency_ms } else { 0 };
+        let mut ms = if st.cfg.applies_to(operation) {
+            st.cfg.latency_ms
+        } else {
+            0
+        };
         if slurmdb {
             ms += st.cfg.slurmdbd_latency_ms;
         }
@@ -142,7 +146,11 @@ impl Faults {
         }
         let pick = |rng: &mut rand::rngs::ThreadRng, statuses: &[u16]| -> u16 {
             const DEFAULT: [u16; 3] = [500, 502, 503];
-            let list = if statuses.is_empty() { &DEFAULT[..] } else { statuses };
+            let list = if statuses.is_empty() {
+                &DEFAULT[..]
+            } else {
+                statuses
+            };
             list[rng.random_range(0..list.len())]
         };
         if st.cfg.fail_next > 0 {

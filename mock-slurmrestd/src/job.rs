@@ -86,6 +86,8 @@ pub struct Job {
     pub stdin: String,
     pub kill_request_user: String,
     pub control: Option<mpsc::UnboundedSender<Control>>,
+    /// Process group of the running script (killed directly at shutdown).
+    pub pgid: Option<i32>,
     /// When the job ended (monotonic), for MinJobAge.
     pub ended_at: Option<std::time::Instant>,
 }
@@ -189,10 +191,26 @@ mod tests {
 
     #[test]
     fn patterns() {
-        let ctx = PatternCtx { job_id: 42, name: "x", user: "flyte", array_job_id: 40, array_task_id: Some(2), node: "node1" };
-        assert_eq!(expand_pattern("slurm-%j.out", &ctx, "/tmp"), "/tmp/slurm-42.out");
-        assert_eq!(expand_pattern("/o/%x-%u-%A_%a-%%-%5j", &ctx, "/tmp"), "/o/x-flyte-40_2-%-00042");
-        let plain = PatternCtx { array_task_id: None, ..ctx };
+        let ctx = PatternCtx {
+            job_id: 42,
+            name: "x",
+            user: "flyte",
+            array_job_id: 40,
+            array_task_id: Some(2),
+            node: "node1",
+        };
+        assert_eq!(
+            expand_pattern("slurm-%j.out", &ctx, "/tmp"),
+            "/tmp/slurm-42.out"
+        );
+        assert_eq!(
+            expand_pattern("/o/%x-%u-%A_%a-%%-%5j", &ctx, "/tmp"),
+            "/o/x-flyte-40_2-%-00042"
+        );
+        let plain = PatternCtx {
+            array_task_id: None,
+            ..ctx
+        };
         assert_eq!(expand_pattern("%a", &plain, ""), "4294967294");
     }
 

@@ -139,7 +139,10 @@ fn type_ok(kind: &str, v: &Value) -> bool {
         }
         "boolean" => v.is_boolean(),
         "no_val" => {
-            v.is_i64() || v.is_u64() || v.is_object() || v.as_str().is_some_and(|s| s.parse::<u64>().is_ok())
+            v.is_i64()
+                || v.is_u64()
+                || v.is_object()
+                || v.as_str().is_some_and(|s| s.parse::<u64>().is_ok())
         }
         "string_list" => {
             v.is_string() || v.as_array().is_some_and(|a| a.iter().all(Value::is_string))
@@ -186,7 +189,10 @@ fn no_val(v: Option<&Value>) -> Option<u64> {
 
 fn string_list(v: Option<&Value>) -> Vec<String> {
     match v {
-        Some(Value::Array(a)) => a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(|x| x.as_str().map(str::to_string))
+            .collect(),
         Some(Value::String(s)) => vec![s.clone()],
         _ => Vec::new(),
     }
@@ -241,7 +247,10 @@ pub fn parse_submit(body: &[u8]) -> Parsed {
         return Parsed::BadBody("body is not a JSON object".into());
     };
     let Some(job) = root.get("job").and_then(Value::as_object) else {
-        return Parsed::BadBody("body has no \"job\" object (heterogeneous \"jobs\" are not supported by the mock)".into());
+        return Parsed::BadBody(
+            "body has no \"job\" object (heterogeneous \"jobs\" are not supported by the mock)"
+                .into(),
+        );
     };
     let mut warnings = Vec::new();
     let mut type_errors = Vec::new();
@@ -272,7 +281,10 @@ pub fn parse_submit(body: &[u8]) -> Parsed {
                     "Expected {} but got {}: {}",
                     expected_desc(kind),
                     json_type_desc(v),
-                    raw_text.get(k).cloned().unwrap_or_else(|| serde_json::to_string(v).unwrap_or_default())
+                    raw_text
+                        .get(k)
+                        .cloned()
+                        .unwrap_or_else(|| serde_json::to_string(v).unwrap_or_default())
                 ),
                 source: format!("#/job/{k}/"),
             }),
@@ -340,7 +352,9 @@ fn parse_nodes(job: &Map<String, Value>) -> (u32, u32) {
         }
     }
     let min = as_u64(job.get("minimum_nodes")).unwrap_or(1).max(1) as u32;
-    let max = as_u64(job.get("maximum_nodes")).unwrap_or(min as u64).max(min as u64) as u32;
+    let max = as_u64(job.get("maximum_nodes"))
+        .unwrap_or(min as u64)
+        .max(min as u64) as u32;
     (min, max)
 }
 
@@ -370,7 +384,11 @@ pub fn parse_array(text: &str) -> Option<ArraySpec> {
     }
     indices.sort_unstable();
     indices.dedup();
-    (!indices.is_empty()).then(|| ArraySpec { text: text.to_string(), indices, max_running: limit })
+    (!indices.is_empty()).then(|| ArraySpec {
+        text: text.to_string(),
+        indices,
+        max_running: limit,
+    })
 }
 
 /// A dependency clause the scheduler understands: `afterok:1:2,afterany:3` (`?` = any-of not
@@ -383,14 +401,24 @@ pub struct DepClause {
 
 pub fn parse_dependency(text: &str) -> Option<Vec<DepClause>> {
     let mut out = Vec::new();
-    for clause in text.split([',', '?']).map(str::trim).filter(|c| !c.is_empty()) {
+    for clause in text
+        .split([',', '?'])
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+    {
         if clause == "singleton" {
-            out.push(DepClause { kind: "singleton".into(), job_ids: vec![] });
+            out.push(DepClause {
+                kind: "singleton".into(),
+                job_ids: vec![],
+            });
             continue;
         }
         let mut parts = clause.split(':');
         let kind = parts.next()?.to_string();
-        if !matches!(kind.as_str(), "after" | "afterok" | "afterany" | "afternotok" | "aftercorr") {
+        if !matches!(
+            kind.as_str(),
+            "after" | "afterok" | "afterany" | "afternotok" | "aftercorr"
+        ) {
             return None;
         }
         let mut ids = Vec::new();
@@ -423,7 +451,13 @@ mod tests {
     #[test]
     fn dependencies() {
         let d = parse_dependency("afterok:12:13,afterany:14").unwrap();
-        assert_eq!(d[0], DepClause { kind: "afterok".into(), job_ids: vec![12, 13] });
+        assert_eq!(
+            d[0],
+            DepClause {
+                kind: "afterok".into(),
+                job_ids: vec![12, 13]
+            }
+        );
         assert_eq!(d[1].job_ids, vec![14]);
         assert!(parse_dependency("whenever:1").is_none());
         assert!(parse_dependency("afterok").is_none());
@@ -445,12 +479,17 @@ mod tests {
 
     #[test]
     fn time_limit_forms_and_nodes() {
-        let body = br##"{"job":{"time_limit":{"set":true,"number":7},"nodes":"2-3","script":"x"}}"##;
-        let Parsed::Job(spec, w) = parse_submit(body) else { panic!() };
+        let body =
+            br##"{"job":{"time_limit":{"set":true,"number":7},"nodes":"2-3","script":"x"}}"##;
+        let Parsed::Job(spec, w) = parse_submit(body) else {
+            panic!()
+        };
         assert!(w.is_empty());
         assert_eq!(spec.time_limit, Some(7));
         assert_eq!((spec.min_nodes, spec.max_nodes), (2, 3));
-        let Parsed::Job(spec, _) = parse_submit(br#"{"job":{"time_limit":5}}"#) else { panic!() };
+        let Parsed::Job(spec, _) = parse_submit(br#"{"job":{"time_limit":5}}"#) else {
+            panic!()
+        };
         assert_eq!(spec.time_limit, Some(5));
     }
 }

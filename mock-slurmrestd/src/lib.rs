@@ -39,9 +39,15 @@ pub use stats::StatsSnapshot;
 /// produces and what the real slurmctld accepts.
 pub fn mint_token(key: &[u8], user: &str, lifetime: Duration) -> String {
     let now = chrono::Utc::now().timestamp();
-    let claims = serde_json::json!({"sun": user, "iat": now, "exp": now + lifetime.as_secs() as i64});
+    let claims =
+        serde_json::json!({"sun": user, "iat": now, "exp": now + lifetime.as_secs() as i64});
     let Ok(k) = jsonwebtoken::EncodingKey::from_secret(key) else {
         return String::new();
     };
-    jsonwebtoken::encode(&jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256), &claims, &k).unwrap_or_default()
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &claims,
+        &k,
+    )
+    .unwrap_or_default()
 }

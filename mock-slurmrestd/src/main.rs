@@ -8,7 +8,10 @@ use clap::Parser;
 use mock_slurmrestd::{FaultConfig, MockConfig, MockServer, SlurmVersion};
 
 #[derive(Parser, Debug)]
-#[command(name = "mock-slurmrestd", about = "A slurmrestd v0.0.42 stand-in that runs batch jobs locally, with faults on demand")]
+#[command(
+    name = "mock-slurmrestd",
+    about = "A slurmrestd v0.0.42 stand-in that runs batch jobs locally, with faults on demand"
+)]
 struct Args {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:6820")]
@@ -68,13 +71,19 @@ struct Args {
 }
 
 fn fraction(name: &str, v: f64) -> Result<f64, String> {
-    if (0.0..=1.0).contains(&v) { Ok(v) } else { Err(format!("--{name} must be between 0 and 1, got {v}")) }
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("--{name} must be between 0 and 1, got {v}"))
+    }
 }
 
 #[tokio::main]
 async fn main() {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
         .init();
     let args = Args::parse();
     if let Err(e) = run(args).await {
@@ -87,9 +96,16 @@ async fn run(a: Args) -> Result<(), String> {
     let key = std::fs::read(&a.jwt_key)
         .map_err(|e| format!("cannot read --jwt-key {}: {e}", a.jwt_key.display()))?;
     if key.is_empty() {
-        return Err(format!("--jwt-key {} is empty: write a random key into it (e.g. 32 bytes)", a.jwt_key.display()));
+        return Err(format!(
+            "--jwt-key {} is empty: write a random key into it (e.g. 32 bytes)",
+            a.jwt_key.display()
+        ));
     }
-    if !(a.time_scale > 0.0) || !(a.kill_wait >= 0.0) {
+    // NaN, infinite or negative values would make Duration::from_secs_f64 panic.
+    let valid = |v: f64, min_exclusive: bool| {
+        v.is_finite() && if min_exclusive { v > 0.0 } else { v >= 0.0 }
+    };
+    if !valid(a.time_scale, true) || !valid(a.kill_wait, false) {
         return Err("--time-scale must be > 0 and --kill-wait >= 0".into());
     }
     let faults = FaultConfig {
@@ -117,9 +133,17 @@ async fn run(a: Args) -> Result<(), String> {
         faults,
         ..MockConfig::default()
     };
-    let handle = MockServer::start(cfg, a.listen).await.map_err(|e| e.to_string())?;
+    let handle = MockServer::start(cfg, a.listen)
+        .await
+        .map_err(|e| e.to_string())?;
     println!("mock-slurmrestd listening on {}", handle.url());
-    tokio::signal::ctrl_c().await.map_err(|e| format!("waiting for Ctrl-C: {e}"))?;
+    // SIGINT or SIGTERM: stop and kill running jobs' process groups (they would outlive us).
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| format!("installing the SIGTERM handler: {e}"))?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.map_err(|e| format!("waiting for Ctrl-C: {e}"))?,
+        _ = term.recv() => {}
+    }
     handle.shutdown().await;
     Ok(())
 }

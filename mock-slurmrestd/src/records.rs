@@ -16,7 +16,8 @@ pub struct Warning {
 }
 
 fn template(cell: &'static OnceLock<Value>, text: &'static str) -> Value {
-    cell.get_or_init(|| serde_json::from_str(text).expect("bundled template is valid JSON")).clone()
+    cell.get_or_init(|| serde_json::from_str(text).expect("bundled template is valid JSON"))
+        .clone()
 }
 
 fn job_template() -> Value {
@@ -124,10 +125,27 @@ fn mem_mb(job: &Job) -> u64 {
 
 /// String fields of the job description that the job record shows under the same name.
 const ECHOED: &[&str] = &[
-    "admin_comment", "batch_features", "burst_buffer", "container", "container_id",
-    "cpus_per_tres", "extra", "licenses", "mail_user", "mcs_label", "memory_per_tres", "network",
-    "prefer", "selinux_context", "tres_bind", "tres_freq", "tres_per_job", "tres_per_node",
-    "tres_per_socket", "tres_per_task", "wckey",
+    "admin_comment",
+    "batch_features",
+    "burst_buffer",
+    "container",
+    "container_id",
+    "cpus_per_tres",
+    "extra",
+    "licenses",
+    "mail_user",
+    "mcs_label",
+    "memory_per_tres",
+    "network",
+    "prefer",
+    "selinux_context",
+    "tres_bind",
+    "tres_freq",
+    "tres_per_job",
+    "tres_per_node",
+    "tres_per_socket",
+    "tres_per_task",
+    "wckey",
 ];
 
 /// The full `GET job/{id}` record (v0.0.42 job_info).
@@ -137,7 +155,11 @@ pub fn job_info(job: &Job, cfg: &MockConfig) -> Value {
     let spec = &job.spec;
     let started = job.start_time > 0 && job.state != Base::Pending;
     let cpus = job.cpus() as i64;
-    let nnodes = if started { job.node_names.len().max(1) } else { spec.min_nodes as usize } as i64;
+    let nnodes = if started {
+        job.node_names.len().max(1)
+    } else {
+        spec.min_nodes as usize
+    } as i64;
     let set = |r: &mut Map<String, Value>, k: &str, val: Value| {
         r.insert(k.to_string(), val);
     };
@@ -152,20 +174,44 @@ pub fn job_info(job: &Job, cfg: &MockConfig) -> Value {
     if let Some(s) = spec.raw.get("reservation").and_then(Value::as_str) {
         set(r, "resv_name", json!(s));
     }
-    set(r, "account", json!(spec.account.clone().unwrap_or_else(|| "default".into())));
-    set(r, "accrue_time", nv(if job.reason == "None" || started { job.eligible_time } else { 0 }));
+    set(
+        r,
+        "account",
+        json!(spec.account.clone().unwrap_or_else(|| "default".into())),
+    );
+    set(
+        r,
+        "accrue_time",
+        nv(if job.reason == "None" || started {
+            job.eligible_time
+        } else {
+            0
+        }),
+    );
     let (ajid, atid, amax) = match &job.array {
-        Some(a) => (nv(a.array_job_id as i64), nv(a.task_id as i64), nv(a.max_running.unwrap_or(0) as i64)),
+        Some(a) => (
+            nv(a.array_job_id as i64),
+            nv(a.task_id as i64),
+            nv(a.max_running.unwrap_or(0) as i64),
+        ),
         None => (nv(0), nv_unset(), nv(0)),
     };
     set(r, "array_job_id", ajid);
     set(r, "array_task_id", atid);
     set(r, "array_max_tasks", amax);
     set(r, "array_task_string", json!(""));
-    set(r, "batch_host", json!(job.node_names.first().cloned().unwrap_or_default()));
+    set(
+        r,
+        "batch_host",
+        json!(job.node_names.first().cloned().unwrap_or_default()),
+    );
     set(r, "cluster", json!(cfg.cluster_name));
     set(r, "comment", json!(spec.comment));
-    set(r, "cpus_per_task", nv(spec.cpus_per_task_or_default() as i64));
+    set(
+        r,
+        "cpus_per_task",
+        nv(spec.cpus_per_task_or_default() as i64),
+    );
     set(r, "dependency", json!(spec.dependency));
     set(r, "derived_exit_code", exit_json(Exit::Code(0)));
     set(r, "exit_code", exit_json(job.exit));
@@ -191,7 +237,15 @@ pub fn job_info(job: &Job, cfg: &MockConfig) -> Value {
         set(r, "mail_user", json!(job.user));
     }
     set(r, "job_id", json!(job.id));
-    set(r, "job_resources", if started { job_resources(job, cfg) } else { Value::Null });
+    set(
+        r,
+        "job_resources",
+        if started {
+            job_resources(job, cfg)
+        } else {
+            Value::Null
+        },
+    );
     let mut states = vec![json!(job.state.as_str())];
     if job.completing {
         states.push(json!("COMPLETING"));
@@ -200,11 +254,27 @@ pub fn job_info(job: &Job, cfg: &MockConfig) -> Value {
     set(r, "name", json!(spec.name));
     set(r, "nodes", json!(job.node_list()));
     set(r, "hold", json!(spec.hold && job.state == Base::Pending));
-    let prio = if spec.hold && job.state == Base::Pending { 0 } else { spec.priority.unwrap_or(1) as i64 };
+    let prio = if spec.hold && job.state == Base::Pending {
+        0
+    } else {
+        spec.priority.unwrap_or(1) as i64
+    };
     set(r, "priority", nv(prio));
     set(r, "nice", json!(spec.nice));
-    set(r, "partition", json!(spec.partition.clone().unwrap_or_else(|| cfg.partition.clone())));
-    set(r, "qos", json!(spec.qos.clone().unwrap_or_else(|| "normal".into())));
+    set(
+        r,
+        "partition",
+        json!(
+            spec.partition
+                .clone()
+                .unwrap_or_else(|| cfg.partition.clone())
+        ),
+    );
+    set(
+        r,
+        "qos",
+        json!(spec.qos.clone().unwrap_or_else(|| "normal".into())),
+    );
     set(r, "standard_output", json!(job.stdout));
     set(r, "standard_error", json!(job.stderr));
     set(r, "standard_input", json!(job.stdin));
@@ -215,8 +285,20 @@ pub fn job_info(job: &Job, cfg: &MockConfig) -> Value {
     set(r, "node_count", nv(nnodes));
     set(r, "tasks", nv(spec.tasks_or_default() as i64));
     let explicit_max = spec.raw.contains_key("nodes") || spec.raw.contains_key("maximum_nodes");
-    set(r, "max_nodes", nv(if explicit_max { spec.max_nodes as i64 } else { 0 }));
-    set(r, "minimum_cpus_per_node", nv((cpus / nnodes.max(1)).max(1)));
+    set(
+        r,
+        "max_nodes",
+        nv(if explicit_max {
+            spec.max_nodes as i64
+        } else {
+            0
+        }),
+    );
+    set(
+        r,
+        "minimum_cpus_per_node",
+        nv((cpus / nnodes.max(1)).max(1)),
+    );
     match (spec.memory_per_node, spec.memory_per_cpu) {
         (_, Some(c)) => {
             set(r, "memory_per_cpu", nv(c as i64));
@@ -227,11 +309,22 @@ pub fn job_info(job: &Job, cfg: &MockConfig) -> Value {
             set(r, "memory_per_node", nv(n.unwrap_or(0) as i64));
         }
     }
-    set(r, "tres_req_str", json!(format!("cpu={cpus},mem={}M,node={nnodes},billing={cpus}", mem_mb(job))));
+    set(
+        r,
+        "tres_req_str",
+        json!(format!(
+            "cpu={cpus},mem={}M,node={nnodes},billing={cpus}",
+            mem_mb(job)
+        )),
+    );
     set(
         r,
         "tres_alloc_str",
-        json!(if started { format!("cpu={cpus},node={nnodes},billing={cpus}") } else { String::new() }),
+        json!(if started {
+            format!("cpu={cpus},node={nnodes},billing={cpus}")
+        } else {
+            String::new()
+        }),
     );
     set(r, "current_working_directory", json!(spec.cwd));
     if let Some(rq) = spec.raw.get("requeue").and_then(Value::as_bool) {
@@ -287,7 +380,11 @@ pub fn slurmdb_job(job: &Job, cfg: &MockConfig) -> Value {
     let cpus = job.cpus() as i64;
     let nnodes = job.node_names.len() as i64;
     let elapsed = if started {
-        let end = if job.end_time > 0 { job.end_time } else { chrono::Utc::now().timestamp() };
+        let end = if job.end_time > 0 {
+            job.end_time
+        } else {
+            chrono::Utc::now().timestamp()
+        };
         (end - job.start_time).max(0)
     } else {
         0
@@ -300,44 +397,81 @@ pub fn slurmdb_job(job: &Job, cfg: &MockConfig) -> Value {
     v["array"]["job_id"] = json!(job.array.as_ref().map(|a| a.array_job_id).unwrap_or(0));
     v["array"]["limits"]["max"]["running"]["tasks"] =
         json!(job.array.as_ref().and_then(|a| a.max_running).unwrap_or(0));
-    v["array"]["task_id"] = job.array.as_ref().map(|a| nv(a.task_id as i64)).unwrap_or_else(nv_unset);
+    v["array"]["task_id"] = job
+        .array
+        .as_ref()
+        .map(|a| nv(a.task_id as i64))
+        .unwrap_or_else(nv_unset);
     v["association"]["account"] = json!(account);
     v["association"]["cluster"] = json!(cfg.cluster_name);
     v["association"]["user"] = json!(user);
     v["cluster"] = json!(cfg.cluster_name);
     v["derived_exit_code"] = exit_json(Exit::Code(0));
     // Recorded: a cancelled job's job-level exit code stays SUCCESS; its batch step has the signal.
-    let job_exit = if job.state == Base::Cancelled { Exit::Code(0) } else { job.exit };
+    let job_exit = if job.state == Base::Cancelled {
+        Exit::Code(0)
+    } else {
+        job.exit
+    };
     v["exit_code"] = exit_json(job_exit);
     let t = &mut v["time"];
     t["elapsed"] = json!(elapsed);
     t["eligible"] = json!(job.eligible_time);
     t["end"] = json!(job.end_time);
-    t["planned"] = nv(if started { (job.start_time - job.eligible_time).max(0) } else { 0 });
+    t["planned"] = nv(if started {
+        (job.start_time - job.eligible_time).max(0)
+    } else {
+        0
+    });
     t["start"] = json!(job.start_time);
     t["submission"] = json!(job.submit_time);
     t["limit"] = time_limit_json(job);
-    v["flags"] = if started { json!(["STARTED_ON_SCHEDULE", "START_RECEIVED"]) } else { json!([]) };
+    v["flags"] = if started {
+        json!(["STARTED_ON_SCHEDULE", "START_RECEIVED"])
+    } else {
+        json!([])
+    };
     v["group"] = json!(user);
     v["job_id"] = json!(job.id);
-    v["name"] = json!(if spec.name.is_empty() { "allocation" } else { spec.name.as_str() });
-    v["nodes"] = json!(if nnodes > 0 { job.node_list() } else { "None assigned".to_string() });
-    v["partition"] = json!(spec.partition.clone().unwrap_or_else(|| cfg.partition.clone()));
+    v["name"] = json!(if spec.name.is_empty() {
+        "allocation"
+    } else {
+        spec.name.as_str()
+    });
+    v["nodes"] = json!(if nnodes > 0 {
+        job.node_list()
+    } else {
+        "None assigned".to_string()
+    });
+    v["partition"] = json!(
+        spec.partition
+            .clone()
+            .unwrap_or_else(|| cfg.partition.clone())
+    );
     v["hold"] = json!(spec.hold && job.state == Base::Pending);
     v["priority"] = nv(spec.priority.unwrap_or(1) as i64);
     v["qos"] = json!(spec.qos.clone().unwrap_or_else(|| "normal".into()));
     v["required"]["CPUs"] = json!(cpus);
-    v["required"]["memory_per_cpu"] = spec.memory_per_cpu.map(|m| nv(m as i64)).unwrap_or_else(nv_unset);
+    v["required"]["memory_per_cpu"] = spec
+        .memory_per_cpu
+        .map(|m| nv(m as i64))
+        .unwrap_or_else(nv_unset);
     v["required"]["memory_per_node"] = match spec.memory_per_cpu {
         Some(_) => nv_unset(),
         None => nv(spec.memory_per_node.unwrap_or(0) as i64),
     };
     v["kill_request_user"] = json!(job.kill_request_user);
     let default_out = "slurm-%j.out";
-    let out_pattern = spec.standard_output.clone().unwrap_or_else(|| default_out.to_string());
+    let out_pattern = spec
+        .standard_output
+        .clone()
+        .unwrap_or_else(|| default_out.to_string());
     // 24.11 stores the pattern made absolute against the cwd; 26.05 stores it as given.
     let stored = |p: &str| -> String {
-        if cfg.slurm_version == crate::config::SlurmVersion::V24_11 && !p.starts_with('/') && !spec.cwd.is_empty() {
+        if cfg.slurm_version == crate::config::SlurmVersion::V24_11
+            && !p.starts_with('/')
+            && !spec.cwd.is_empty()
+        {
             format!("{}/{}", spec.cwd.trim_end_matches('/'), p)
         } else {
             p.to_string()
@@ -345,19 +479,46 @@ pub fn slurmdb_job(job: &Job, cfg: &MockConfig) -> Value {
     };
     v["stdout"] = json!(stored(&out_pattern));
     v["stdout_expanded"] = json!(job.stdout);
-    v["stderr"] = json!(spec.standard_error.as_deref().map(stored).unwrap_or_default());
-    v["stderr_expanded"] = json!(if spec.standard_error.is_some() { job.stderr.as_str() } else { "" });
-    v["stdin"] = json!(spec.standard_input.as_deref().map(stored).unwrap_or_default());
-    v["stdin_expanded"] = json!(if spec.standard_input.is_some() { job.stdin.as_str() } else { "" });
+    v["stderr"] = json!(
+        spec.standard_error
+            .as_deref()
+            .map(stored)
+            .unwrap_or_default()
+    );
+    v["stderr_expanded"] = json!(if spec.standard_error.is_some() {
+        job.stderr.as_str()
+    } else {
+        ""
+    });
+    v["stdin"] = json!(
+        spec.standard_input
+            .as_deref()
+            .map(stored)
+            .unwrap_or_default()
+    );
+    v["stdin_expanded"] = json!(if spec.standard_input.is_some() {
+        job.stdin.as_str()
+    } else {
+        ""
+    });
     v["state"] = json!({"current": [job.state.as_str()], "reason": job.reason});
     let mem = mem_mb(job) as i64;
     set_tres_counts(&mut v["tres"]["allocated"], cpus, mem, nnodes);
-    set_tres_counts(&mut v["tres"]["requested"], cpus, mem, spec.min_nodes as i64);
+    set_tres_counts(
+        &mut v["tres"]["requested"],
+        cpus,
+        mem,
+        spec.min_nodes as i64,
+    );
     if !started {
         v["tres"]["allocated"] = json!([]);
     }
     let step_template = v["steps"][0].clone();
-    v["steps"] = if started { json!([batch_step(step_template, job, elapsed)]) } else { json!([]) };
+    v["steps"] = if started {
+        json!([batch_step(step_template, job, elapsed)])
+    } else {
+        json!([])
+    };
     v["user"] = json!(user);
     v["working_directory"] = json!(spec.cwd);
     v
@@ -366,9 +527,14 @@ pub fn slurmdb_job(job: &Job, cfg: &MockConfig) -> Value {
 fn batch_step(mut s: Value, job: &Job, elapsed: i64) -> Value {
     s["time"]["elapsed"] = json!(elapsed);
     s["time"]["start"] = nv(job.start_time);
-    s["time"]["end"] = if job.end_time > 0 { nv(job.end_time) } else { nv_unset() };
+    s["time"]["end"] = if job.end_time > 0 {
+        nv(job.end_time)
+    } else {
+        nv_unset()
+    };
     s["exit_code"] = exit_json(job.exit);
-    s["nodes"] = json!({"count": job.node_names.len(), "range": job.node_list(), "list": job.node_names});
+    s["nodes"] =
+        json!({"count": job.node_names.len(), "range": job.node_list(), "list": job.node_names});
     s["kill_request_user"] = json!(job.kill_request_user);
     s["state"] = json!([job.state.as_str()]);
     s["step"]["id"] = json!(format!("{}.batch", job.id));

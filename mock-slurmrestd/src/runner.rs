@@ -44,14 +44,23 @@ impl Launch {
             .collect();
         let node = job.node_names.first().cloned().unwrap_or_default();
         let cpus_on_node = job.alloc.first().map(|a| a.1).unwrap_or(1);
-        let partition = spec.partition.clone().unwrap_or_else(|| cfg.partition.clone());
+        let partition = spec
+            .partition
+            .clone()
+            .unwrap_or_else(|| cfg.partition.clone());
         let mut slurm = vec![
             ("SLURM_JOB_ID", job.id.to_string()),
             ("SLURM_JOBID", job.id.to_string()),
             ("SLURM_JOB_NAME", spec.name.clone()),
             ("SLURM_JOB_USER", job.user.clone()),
-            ("SLURM_JOB_ACCOUNT", spec.account.clone().unwrap_or_else(|| "default".into())),
-            ("SLURM_JOB_QOS", spec.qos.clone().unwrap_or_else(|| "normal".into())),
+            (
+                "SLURM_JOB_ACCOUNT",
+                spec.account.clone().unwrap_or_else(|| "default".into()),
+            ),
+            (
+                "SLURM_JOB_QOS",
+                spec.qos.clone().unwrap_or_else(|| "normal".into()),
+            ),
             ("SLURM_JOB_PARTITION", partition),
             ("SLURM_CLUSTER_NAME", cfg.cluster_name.clone()),
             ("SLURM_SUBMIT_DIR", spec.cwd.clone()),
@@ -96,7 +105,9 @@ impl Launch {
         let limit = spec.time_limit.map(|m| cfg.minute * m);
         Launch {
             script: spec.script.clone(),
-            script_path: script_dir.join(format!("job{:05}", job.id)).join("slurm_script"),
+            script_path: script_dir
+                .join(format!("job{:05}", job.id))
+                .join("slurm_script"),
             env,
             cwd: spec.cwd.clone(),
             stdout: job.stdout.clone(),
@@ -109,7 +120,7 @@ impl Launch {
 }
 
 /// Signal a whole process group; a gone group is fine.
-fn kill_group(pgid: i32, signal: i32) {
+pub fn kill_group(pgid: i32, signal: i32) {
     if pgid > 0 {
         // SAFETY: kill(2) with a negative pid signals a process group; no memory is touched.
         unsafe {
@@ -122,13 +133,25 @@ fn kill_group(pgid: i32, signal: i32) {
 const SETUP_FAILED: Exit = Exit::Signal(53);
 
 fn open_outputs(l: &Launch) -> std::io::Result<(File, File, Stdio)> {
-    let out = OpenOptions::new().create(true).write(true).truncate(true).open(&l.stdout)?;
+    let out = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(&l.stdout)?;
     let err = if l.stderr == l.stdout {
         out.try_clone()?
     } else {
-        OpenOptions::new().create(true).write(true).truncate(true).open(&l.stderr)?
+        OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .open(&l.stderr)?
     };
-    let stdin = if l.stdin == "/dev/null" { Stdio::null() } else { Stdio::from(File::open(&l.stdin)?) };
+    let stdin = if l.stdin == "/dev/null" {
+        Stdio::null()
+    } else {
+        Stdio::from(File::open(&l.stdin)?)
+    };
     Ok((out, err, stdin))
 }
 
@@ -137,12 +160,22 @@ fn write_script(l: &Launch) -> std::io::Result<()> {
     if let Some(dir) = l.script_path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let mut f = OpenOptions::new().create(true).write(true).truncate(true).mode(0o700).open(&l.script_path)?;
+    let mut f = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o700)
+        .open(&l.script_path)?;
     f.write_all(l.script.as_bytes())
 }
 
 /// Run one job to its end and report it to the scheduler.
-pub async fn run(sched: Arc<Scheduler>, id: u32, l: Launch, mut rx: mpsc::UnboundedReceiver<Control>) {
+pub async fn run(
+    sched: Arc<Scheduler>,
+    id: u32,
+    l: Launch,
+    mut rx: mpsc::UnboundedReceiver<Control>,
+) {
     if !Path::new(&l.cwd).is_dir() {
         tracing::info!(job = id, cwd = %l.cwd, "working directory missing: job fails like slurmstepd's chdir failure");
         return sched.finish(id, Some(Base::Failed), SETUP_FAILED);
@@ -159,7 +192,11 @@ pub async fn run(sched: Arc<Scheduler>, id: u32, l: Launch, mut rx: mpsc::Unboun
     if !l.script.starts_with("#!") {
         use std::io::Write;
         let mut e = &err;
-        let _ = writeln!(e, "slurmstepd: error: execve(): {}: Exec format error", l.script_path.display());
+        let _ = writeln!(
+            e,
+            "slurmstepd: error: execve(): {}: Exec format error",
+            l.script_path.display()
+        );
         return sched.finish(id, Some(Base::Failed), Exit::Code(libc::ENOEXEC));
     }
     if let Err(e) = write_script(&l) {
@@ -184,6 +221,7 @@ pub async fn run(sched: Arc<Scheduler>, id: u32, l: Launch, mut rx: mpsc::Unboun
         }
     };
     let pgid = child.id().map(|p| p as i32).unwrap_or(0);
+    sched.set_pgid(id, pgid);
     let deadline = l.limit.map(|d| Instant::now() + d);
     let mut kill_at: Option<Instant> = None;
     let mut forced: Option<Base> = None;

@@ -40,6 +40,16 @@ pub struct Cluster {
     pub counters: JobCounters,
 }
 
+/// Fields `POST job/{id}` can change (`None` = leave as is; `time_limit: Some(None)` = UNLIMITED).
+#[derive(Debug, Default, Clone)]
+pub struct JobUpdate {
+    pub hold: Option<bool>,
+    pub priority: Option<u32>,
+    pub time_limit: Option<Option<u32>>,
+    pub comment: Option<String>,
+    pub name: Option<String>,
+}
+
 /// Result of `DELETE job/{id}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CancelResult {
@@ -65,7 +75,12 @@ impl Scheduler {
             last_update: now(),
             ..Cluster::default()
         };
-        Arc::new(Scheduler { cfg, cluster: Mutex::new(cluster), wake: Notify::new(), script_dir })
+        Arc::new(Scheduler {
+            cfg,
+            cluster: Mutex::new(cluster),
+            wake: Notify::new(),
+            script_dir,
+        })
     }
 
     pub fn lock(&self) -> MutexGuard<'_, Cluster> {
@@ -92,7 +107,10 @@ impl Scheduler {
     pub fn submit(&self, spec: JobSpec, user: &str) -> Result<u32, Rejection> {
         let cfg = &self.cfg;
         if spec.script.trim().is_empty() {
-            return Err(Rejection { number: 2009, message: "Job script not specified" });
+            return Err(Rejection {
+                number: 2009,
+                message: "Job script not specified",
+            });
         }
         if spec.cwd.is_empty() {
             return Err(Rejection {
@@ -102,30 +120,53 @@ impl Scheduler {
         }
         if spec.environment.is_empty() {
             return Err(match cfg.slurm_version {
-                SlurmVersion::V24_11 => {
-                    Rejection { number: 2019, message: "I/O error writing script/environment to file" }
-                }
-                SlurmVersion::V26_05 => Rejection { number: 2127, message: "Environment is missing in job" },
+                SlurmVersion::V24_11 => Rejection {
+                    number: 2019,
+                    message: "I/O error writing script/environment to file",
+                },
+                SlurmVersion::V26_05 => Rejection {
+                    number: 2127,
+                    message: "Environment is missing in job",
+                },
             });
         }
-        if spec.partition.as_deref().is_some_and(|p| p != cfg.partition) {
-            return Err(Rejection { number: 2000, message: "Invalid partition name specified" });
+        if spec
+            .partition
+            .as_deref()
+            .is_some_and(|p| p != cfg.partition)
+        {
+            return Err(Rejection {
+                number: 2000,
+                message: "Invalid partition name specified",
+            });
         }
         if spec.min_nodes > cfg.nodes {
-            return Err(Rejection { number: 2006, message: "Node count specification invalid" });
+            return Err(Rejection {
+                number: 2006,
+                message: "Node count specification invalid",
+            });
         }
         let per_node = spec.total_cpus().div_ceil(spec.min_nodes.max(1));
         if per_node > cfg.cpus || spec.total_cpus() > cfg.cpus * cfg.nodes {
-            return Err(Rejection { number: 2014, message: "Requested node configuration is not available" });
+            return Err(Rejection {
+                number: 2014,
+                message: "Requested node configuration is not available",
+            });
         }
         let deps = match spec.dependency.trim() {
             "" => Vec::new(),
-            d => parse_dependency(d).ok_or(Rejection { number: 2038, message: "Job dependency problem" })?,
+            d => parse_dependency(d).ok_or(Rejection {
+                number: 2038,
+                message: "Job dependency problem",
+            })?,
         };
         let mut c = self.lock();
         for dep in deps.iter().flat_map(|d| d.job_ids.iter()) {
             if !c.jobs.contains_key(dep) && !c.aged.contains_key(dep) {
-                return Err(Rejection { number: 2038, message: "Job dependency problem" });
+                return Err(Rejection {
+                    number: 2038,
+                    message: "Job dependency problem",
+                });
             }
         }
         let t = now();
@@ -143,7 +184,11 @@ impl Scheduler {
                         count: a.indices.len() as u32,
                         min: a.indices[0],
                         max: *a.indices.last().unwrap_or(&0),
-                        step: if a.indices.len() > 1 { a.indices[1] - a.indices[0] } else { 1 },
+                        step: if a.indices.len() > 1 {
+                            a.indices[1] - a.indices[0]
+                        } else {
+                            1
+                        },
                         max_running: a.max_running,
                     })
                 })
@@ -174,6 +219,7 @@ impl Scheduler {
                 stdin: String::new(),
                 kill_request_user: String::new(),
                 control: None,
+                pgid: None,
                 ended_at: None,
             };
             expand_io(&mut job, "");
@@ -257,7 +303,11 @@ impl Scheduler {
                 .jobs
                 .values()
                 .filter(|j| j.state == Base::Running)
-                .filter(|j| j.array.as_ref().is_some_and(|x| x.array_job_id == a.array_job_id))
+                .filter(|j| {
+                    j.array
+                        .as_ref()
+                        .is_some_and(|x| x.array_job_id == a.array_job_id)
+                })
                 .count() as u32;
             if running >= limit {
                 return Some("JobArrayTaskLimit");
@@ -288,7 +338,9 @@ impl Scheduler {
     pub fn finish(&self, id: u32, forced: Option<Base>, exit: Exit) {
         let mut c = self.lock();
         let t = now();
-        let Some(job) = c.jobs.get_mut(&id) else { return };
+        let Some(job) = c.jobs.get_mut(&id) else {
+            return;
+        };
         let state = match (job.state, forced) {
             // A cancel decided the state already; keep it.
             (Base::Cancelled, _) => Base::Cancelled,
@@ -302,6 +354,7 @@ impl Scheduler {
         job.exit = exit;
         job.completing = false;
         job.control = None;
+        job.pgid = None;
         if job.end_time == 0 {
             job.end_time = t;
         }
@@ -388,6 +441,56 @@ impl Scheduler {
         }
     }
 
+    /// `POST job/{id}` (update): `hold`, `priority`, `time_limit` change pending jobs; `comment`
+    /// and `name` any job slurmctld still knows. An array's id updates all its tasks.
+    pub fn update(&self, id: u32, upd: &JobUpdate) -> Result<Vec<u32>, Rejection> {
+        let mut c = self.lock();
+        let ids: Vec<u32> = c
+            .jobs
+            .values()
+            .filter(|j| j.id == id || j.array.as_ref().is_some_and(|a| a.array_job_id == id))
+            .map(|j| j.id)
+            .collect();
+        if ids.is_empty() {
+            return Err(Rejection {
+                number: 2017,
+                message: "Invalid job id specified",
+            });
+        }
+        for jid in &ids {
+            let job = c.jobs.get_mut(jid).expect("listed above");
+            if job.state.is_finished() {
+                return Err(Rejection {
+                    number: 2021,
+                    message: "Job/step already completing or completed",
+                });
+            }
+            let mut spec = (*job.spec).clone();
+            if let Some(cm) = &upd.comment {
+                spec.comment = cm.clone();
+            }
+            if let Some(n) = &upd.name {
+                spec.name = n.clone();
+            }
+            if job.state == Base::Pending {
+                if let Some(h) = upd.hold {
+                    spec.hold = h;
+                }
+                if let Some(p) = upd.priority {
+                    spec.priority = Some(p);
+                }
+                if let Some(t) = upd.time_limit {
+                    spec.time_limit = t;
+                }
+            }
+            job.spec = Arc::new(spec);
+        }
+        c.last_update = now();
+        drop(c);
+        self.wake();
+        Ok(ids)
+    }
+
     /// MinJobAge: finished jobs leave slurmctld's table for the accounting view only.
     pub fn age_out(&self) {
         let mut c = self.lock();
@@ -406,12 +509,26 @@ impl Scheduler {
         }
     }
 
-    /// Kill every running job's processes (server shutdown).
+    /// Remember a started job's process group.
+    pub fn set_pgid(&self, id: u32, pgid: i32) {
+        if let Some(job) = self.lock().jobs.get_mut(&id) {
+            job.pgid = Some(pgid);
+        }
+    }
+
+    /// Kill every running job's processes (server shutdown). Done here, synchronously, because
+    /// the runtime (and with it the runner tasks) may be going away too.
     pub fn kill_all(&self) {
         let c = self.lock();
         for job in c.jobs.values() {
+            if let Some(pgid) = job.pgid {
+                crate::runner::kill_group(pgid, libc::SIGKILL);
+            }
             if let Some(tx) = &job.control {
-                let _ = tx.send(Control::Signal { signal: libc::SIGKILL, cancel: true });
+                let _ = tx.send(Control::Signal {
+                    signal: libc::SIGKILL,
+                    cancel: true,
+                });
             }
         }
     }
@@ -424,8 +541,19 @@ fn expand_io(job: &mut Job, node: &str) {
         Some(a) => (a.array_job_id, Some(a.task_id)),
         None => (job.id, None),
     };
-    let ctx = PatternCtx { job_id: job.id, name: &spec.name, user: &job.user, array_job_id: ajid, array_task_id: atid, node };
-    let default_out = if spec.array.is_some() { "slurm-%A_%a.out" } else { "slurm-%j.out" };
+    let ctx = PatternCtx {
+        job_id: job.id,
+        name: &spec.name,
+        user: &job.user,
+        array_job_id: ajid,
+        array_task_id: atid,
+        node,
+    };
+    let default_out = if spec.array.is_some() {
+        "slurm-%A_%a.out"
+    } else {
+        "slurm-%j.out"
+    };
     let out = spec.standard_output.as_deref().unwrap_or(default_out);
     job.stdout = expand_pattern(out, &ctx, &spec.cwd);
     job.stderr = match spec.standard_error.as_deref() {

@@ -22,9 +22,17 @@ use crate::stats::{DROPPED, Stats, StatsSnapshot};
 #[derive(Debug, thiserror::Error)]
 pub enum MockError {
     #[error("cannot listen on {addr}: {source} (is the port free?)")]
-    Bind { addr: SocketAddr, source: std::io::Error },
-    #[error("cannot create the job script folder {path}: {source} (set MockConfig::state_dir to a writable folder)")]
-    StateDir { path: PathBuf, source: std::io::Error },
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(
+        "cannot create the job script folder {path}: {source} (set MockConfig::state_dir to a writable folder)"
+    )]
+    StateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("invalid mock configuration: {0}")]
     Config(String),
 }
@@ -45,9 +53,11 @@ pub fn classify(method: &hyper::Method, path: &str) -> &'static str {
             ("POST", "job/submit") => "submit",
             ("GET", r) if r.starts_with("job/") => "job_get",
             ("DELETE", r) if r.starts_with("job/") => "job_delete",
+            ("POST", r) if r.starts_with("job/") => "job_update",
             ("GET", "jobs/state") => "jobs_state",
             ("GET", "jobs") => "jobs",
             (_, "ping") => "ping",
+            (_, "partitions") => "partitions",
             (_, "diag") => "diag",
             _ => "other",
         };
@@ -68,38 +78,69 @@ pub struct MockServer;
 impl MockServer {
     /// Bind `addr` (use port 0 for a free one) and start serving.
     pub async fn start(cfg: MockConfig, addr: SocketAddr) -> Result<MockHandle, MockError> {
-        let listener = TcpListener::bind(addr).await.map_err(|source| MockError::Bind { addr, source })?;
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| MockError::Bind { addr, source })?;
         Self::start_on(cfg, listener).await
     }
 
     /// Serve on an already bound listener.
     pub async fn start_on(cfg: MockConfig, listener: TcpListener) -> Result<MockHandle, MockError> {
         if cfg.cpus == 0 || cfg.nodes == 0 {
-            return Err(MockError::Config("cpus and nodes must be at least 1".into()));
+            return Err(MockError::Config(
+                "cpus and nodes must be at least 1".into(),
+            ));
         }
-        let addr = listener.local_addr().map_err(|source| MockError::Bind { addr: "0.0.0.0:0".parse().expect("valid"), source })?;
+        let addr = listener.local_addr().map_err(|source| MockError::Bind {
+            addr: "0.0.0.0:0".parse().expect("valid"),
+            source,
+        })?;
         let (script_dir, owned_dir) = match &cfg.state_dir {
             Some(d) => (d.clone(), None),
             None => {
-                let d = std::env::temp_dir().join(format!("mock-slurmrestd-{}-{}", std::process::id(), addr.port()));
+                let d = std::env::temp_dir().join(format!(
+                    "mock-slurmrestd-{}-{}",
+                    std::process::id(),
+                    addr.port()
+                ));
                 (d.clone(), Some(d))
             }
         };
-        std::fs::create_dir_all(&script_dir).map_err(|source| MockError::StateDir { path: script_dir.clone(), source })?;
+        std::fs::create_dir_all(&script_dir).map_err(|source| MockError::StateDir {
+            path: script_dir.clone(),
+            source,
+        })?;
         let faults = Arc::new(Faults::new(cfg.faults.clone()));
         let stats = Arc::new(Stats::default());
         let cfg = Arc::new(cfg);
         let sched = Scheduler::new(cfg.clone(), script_dir);
-        let state = AppState { cfg: cfg.clone(), sched: sched.clone(), faults: faults.clone(), stats: stats.clone() };
+        let state = AppState {
+            cfg: cfg.clone(),
+            sched: sched.clone(),
+            faults: faults.clone(),
+            stats: stats.clone(),
+        };
         let app = router(state);
         let sched_task = tokio::spawn(sched.clone().run_loop());
         let accept_task = tokio::spawn(accept_loop(listener, app, faults.clone(), stats.clone()));
         tracing::info!(%addr, cluster = %cfg.cluster_name, cpus = cfg.cpus, nodes = cfg.nodes, "mock-slurmrestd listening");
-        Ok(MockHandle { addr, faults, stats, sched, tasks: vec![sched_task, accept_task], owned_dir })
+        Ok(MockHandle {
+            addr,
+            faults,
+            stats,
+            sched,
+            tasks: vec![sched_task, accept_task],
+            owned_dir,
+        })
     }
 }
 
-async fn accept_loop(listener: TcpListener, app: axum::Router, faults: Arc<Faults>, stats: Arc<Stats>) {
+async fn accept_loop(
+    listener: TcpListener,
+    app: axum::Router,
+    faults: Arc<Faults>,
+    stats: Arc<Stats>,
+) {
     let mut conns = JoinSet::new();
     loop {
         let (stream, peer) = tokio::select! {
@@ -123,7 +164,9 @@ async fn accept_loop(listener: TcpListener, app: axum::Router, faults: Arc<Fault
                     let op = classify(req.method(), req.uri().path());
                     let req = req.map(Body::new);
                     if op == "admin" {
-                        return Ok::<_, Dropped>(app.oneshot(req).await.unwrap_or_else(|e| match e {}));
+                        return Ok::<_, Dropped>(
+                            app.oneshot(req).await.unwrap_or_else(|e| match e {}),
+                        );
                     }
                     let delay = faults.latency(op, op.starts_with("slurmdb"));
                     if !delay.is_zero() {
@@ -138,8 +181,12 @@ async fn accept_loop(listener: TcpListener, app: axum::Router, faults: Arc<Fault
                             stats.record(op, s);
                             // A bare status with an empty body, like a proxy or a crashed daemon.
                             let mut resp = axum::response::Response::new(Body::empty());
-                            *resp.status_mut() = hyper::StatusCode::from_u16(s).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
-                            resp.headers_mut().insert(hyper::header::CONNECTION, hyper::header::HeaderValue::from_static("Close"));
+                            *resp.status_mut() = hyper::StatusCode::from_u16(s)
+                                .unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+                            resp.headers_mut().insert(
+                                hyper::header::CONNECTION,
+                                hyper::header::HeaderValue::from_static("Close"),
+                            );
                             return Ok(resp);
                         }
                         Injected::None => {}

@@ -17,12 +17,17 @@ pub struct Stats {
 impl Stats {
     pub fn record(&self, operation: &str, status: u16) {
         let mut map = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        *map.entry(operation.to_string()).or_default().entry(status).or_default() += 1;
+        *map.entry(operation.to_string())
+            .or_default()
+            .entry(status)
+            .or_default() += 1;
     }
 
     pub fn snapshot(&self) -> StatsSnapshot {
         let map = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        StatsSnapshot { operations: map.clone() }
+        StatsSnapshot {
+            operations: map.clone(),
+        }
     }
 
     pub fn reset(&self) {
@@ -41,7 +46,10 @@ pub struct StatsSnapshot {
 impl StatsSnapshot {
     /// All requests of one operation, whatever their status.
     pub fn count(&self, operation: &str) -> u64 {
-        self.operations.get(operation).map(|m| m.values().sum()).unwrap_or(0)
+        self.operations
+            .get(operation)
+            .map(|m| m.values().sum())
+            .unwrap_or(0)
     }
 
     /// Requests of one operation answered with `status` (0 = dropped).

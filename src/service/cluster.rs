@@ -53,6 +53,15 @@ pub enum BuildError {
     },
 }
 
+/// What rendering needs of a cluster's deployment settings (also used by `slurm-connector render`).
+pub fn render_config(cfg: &ClusterConfig) -> RenderConfig {
+    RenderConfig {
+        working_dir: cfg.working_dir.clone(),
+        default_partition: cfg.default_partition.clone(),
+        ..RenderConfig::default()
+    }
+}
+
 pub fn client_auth(cfg: &ClusterConfig) -> Result<Auth, BuildError> {
     Ok(match &cfg.auth {
         Some(AuthConfig::Token(t)) => Auth::Static { token: t.clone() },
@@ -99,11 +108,7 @@ impl ClusterRuntime {
         tracker: Arc<Tracker>,
         staging: Option<Arc<dyn Staging>>,
     ) -> ClusterRuntime {
-        let render = RenderConfig {
-            working_dir: cfg.working_dir.clone(),
-            default_partition: cfg.default_partition.clone(),
-            ..RenderConfig::default()
-        };
+        let render = render_config(&cfg);
         ClusterRuntime {
             cfg,
             client,
@@ -157,6 +162,7 @@ impl ClusterRuntime {
     /// The job already on the cluster for this key, if any: from the index of the cluster's jobs
     /// taken on the first CreateTask after start (re-taken when a submit's outcome is uncertain).
     /// An error means the cluster cannot be asked — then nothing must be submitted.
+    // ClientError is the client's own (large) error; boxing it here would only move the cost.
     #[allow(clippy::result_large_err)]
     pub async fn find_on_cluster(
         &self,
@@ -185,7 +191,6 @@ impl ClusterRuntime {
     }
 
     /// The client for a request: the deployment's, or one with the task's own token.
-    // ClientError is the client's own (large) error; boxing it here would only move the cost.
     #[allow(clippy::result_large_err)]
     pub fn client_for(&self, task_token: Option<&Secret>) -> Result<Client, ClientError> {
         match task_token {

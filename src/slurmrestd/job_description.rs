@@ -353,16 +353,27 @@ impl JobDescription {
         macro_rules! list {
             ($key:literal, $field:expr) => {
                 if !$field.is_empty() {
-                    put($key, json!($field.iter().map(|v| v.as_api_str()).collect::<Vec<_>>()));
+                    put(
+                        $key,
+                        json!($field.iter().map(|v| v.as_api_str()).collect::<Vec<_>>()),
+                    );
                 }
             };
         }
         put("name", json!(self.name));
         put("script", json!(self.script));
-        put("current_working_directory", json!(self.current_working_directory));
+        put(
+            "current_working_directory",
+            json!(self.current_working_directory),
+        );
         put(
             "environment",
-            json!(self.environment.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>()),
+            json!(
+                self.environment
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+            ),
         );
         opt!("standard_output", self.standard_output);
         opt!("standard_error", self.standard_error);

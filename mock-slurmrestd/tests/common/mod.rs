@@ -26,9 +26,16 @@ pub fn config() -> MockConfig {
 }
 
 pub async fn start_with(cfg: MockConfig) -> Mock {
-    let h = MockServer::start(cfg, "127.0.0.1:0".parse().unwrap()).await.expect("mock starts");
+    let h = MockServer::start(cfg, "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("mock starts");
     let token = h.mint_token("flyte", Duration::from_secs(600));
-    Mock { h, http: reqwest::Client::new(), token, dir: tempfile::tempdir().unwrap() }
+    Mock {
+        h,
+        http: reqwest::Client::new(),
+        token,
+        dir: tempfile::tempdir().unwrap(),
+    }
 }
 
 pub async fn start() -> Mock {
@@ -36,7 +43,11 @@ pub async fn start() -> Mock {
 }
 
 pub async fn start_version(v: SlurmVersion) -> Mock {
-    start_with(MockConfig { slurm_version: v, ..config() }).await
+    start_with(MockConfig {
+        slurm_version: v,
+        ..config()
+    })
+    .await
 }
 
 /// A token signed with KEY and arbitrary claims.
@@ -54,7 +65,10 @@ pub fn now() -> i64 {
 }
 
 fn chrono_now() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
 }
 
 pub struct Resp {
@@ -80,10 +94,25 @@ impl Mock {
 
     /// A request as `flyte` with the default valid token.
     pub async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Resp {
-        self.call_as(method, path, body, &[("X-SLURM-USER-NAME", "flyte"), ("X-SLURM-USER-TOKEN", &self.token)]).await
+        self.call_as(
+            method,
+            path,
+            body,
+            &[
+                ("X-SLURM-USER-NAME", "flyte"),
+                ("X-SLURM-USER-TOKEN", &self.token),
+            ],
+        )
+        .await
     }
 
-    pub async fn call_as(&self, method: &str, path: &str, body: Option<&Value>, headers: &[(&str, &str)]) -> Resp {
+    pub async fn call_as(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        headers: &[(&str, &str)],
+    ) -> Resp {
         let mut rb = self.http.request(method.parse().unwrap(), self.url(path));
         for (k, v) in headers {
             rb = rb.header(*k, *v);
@@ -98,7 +127,11 @@ impl Mock {
             .get("content-type")
             .map(|v| v.to_str().unwrap().to_string())
             .unwrap_or_default();
-        Resp { status, content_type, text: r.text().await.unwrap() }
+        Resp {
+            status,
+            content_type,
+            text: r.text().await.unwrap(),
+        }
     }
 
     /// POST a body given as text (key order preserved, unlike a `Value`).
@@ -114,15 +147,31 @@ impl Mock {
             .await
             .expect("request sent");
         let status = r.status().as_u16();
-        let content_type = r.headers().get("content-type").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
-        Resp { status, content_type, text: r.text().await.unwrap() }
+        let content_type = r
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        Resp {
+            status,
+            content_type,
+            text: r.text().await.unwrap(),
+        }
     }
 
     /// Submit a job body (the `job` object); returns the job id.
     pub async fn submit(&self, job: Value) -> u32 {
-        let r = self.call("POST", "/slurm/v0.0.42/job/submit", Some(&json!({"job": job}))).await;
+        let r = self
+            .call(
+                "POST",
+                "/slurm/v0.0.42/job/submit",
+                Some(&json!({"job": job})),
+            )
+            .await;
         assert_eq!(r.status, 200, "{}", r.text);
-        r.json()["job_id"].as_u64().unwrap_or_else(|| panic!("no job_id: {}", r.text)) as u32
+        r.json()["job_id"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no job_id: {}", r.text)) as u32
     }
 
     /// A simple job in the test's temp dir.
@@ -132,13 +181,18 @@ impl Mock {
     }
 
     pub async fn record(&self, id: u32) -> Value {
-        let r = self.call("GET", &format!("/slurm/v0.0.42/job/{id}"), None).await;
+        let r = self
+            .call("GET", &format!("/slurm/v0.0.42/job/{id}"), None)
+            .await;
         assert_eq!(r.status, 200, "{}", r.text);
         r.json()["jobs"][0].clone()
     }
 
     pub async fn state(&self, id: u32) -> String {
-        self.record(id).await["job_state"][0].as_str().unwrap().to_string()
+        self.record(id).await["job_state"][0]
+            .as_str()
+            .unwrap()
+            .to_string()
     }
 
     /// Poll until the job's state is exactly `[want]` (no COMPLETING flag; 10 s at most).
@@ -149,7 +203,11 @@ impl Mock {
             if rec["job_state"] == json!([want]) {
                 return rec;
             }
-            assert!(t0.elapsed() < Duration::from_secs(10), "job {id} never reached {want}: {}", rec["job_state"]);
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "job {id} never reached {want}: {}",
+                rec["job_state"]
+            );
             tokio::time::sleep(Duration::from_millis(30)).await;
         }
     }
@@ -157,8 +215,13 @@ impl Mock {
 
 /// A recorded sample from tests/fixtures.
 pub fn fixture(name: &str) -> Value {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(format!("{name}.json"));
-    serde_json::from_str(&std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(format!("{name}.json"));
+    serde_json::from_str(
+        &std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
+    )
+    .unwrap()
 }
 
 fn type_name(v: &Value) -> &'static str {
@@ -201,7 +264,11 @@ pub fn same_shape(real: &Value, ours: &Value, path: &str, problems: &mut Vec<Str
             }
         }
         (a, b) if type_name(a) != type_name(b) => {
-            problems.push(format!("{path}: real is {} ({a}), mock is {} ({b})", type_name(a), type_name(b)));
+            problems.push(format!(
+                "{path}: real is {} ({a}), mock is {} ({b})",
+                type_name(a),
+                type_name(b)
+            ));
         }
         _ => {}
     }
@@ -210,18 +277,32 @@ pub fn same_shape(real: &Value, ours: &Value, path: &str, problems: &mut Vec<Str
 pub fn assert_same_shape(real: &Value, ours: &Value, what: &str) {
     let mut problems = Vec::new();
     same_shape(real, ours, "", &mut problems);
-    assert!(problems.is_empty(), "{what}: shape differs from the real one:\n{}", problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "{what}: shape differs from the real one:\n{}",
+        problems.join("\n")
+    );
 }
 
 #[test]
 fn comparator_catches_differences() {
     let mut p = Vec::new();
-    same_shape(&json!({"a": 1, "b": [{"c": "x"}]}), &json!({"a": "1", "b": [{"c": "y", "d": 1}]}), "", &mut p);
+    same_shape(
+        &json!({"a": 1, "b": [{"c": "x"}]}),
+        &json!({"a": "1", "b": [{"c": "y", "d": 1}]}),
+        "",
+        &mut p,
+    );
     assert_eq!(p.len(), 2, "{p:?}");
     let mut p = Vec::new();
     same_shape(&json!({"a": {"set": true}}), &json!({"b": {}}), "", &mut p);
     assert_eq!(p.len(), 2, "{p:?}");
     let mut p = Vec::new();
-    same_shape(&json!({"a": [1, 2], "b": null}), &json!({"a": [], "b": null}), "", &mut p);
+    same_shape(
+        &json!({"a": [1, 2], "b": null}),
+        &json!({"a": [], "b": null}),
+        "",
+        &mut p,
+    );
     assert!(p.is_empty());
 }

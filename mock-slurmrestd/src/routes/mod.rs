@@ -1,0 +1,310 @@
+//! The slurmrestd v0.0.42 HTTP surface: paths, status codes and JSON bodies as recorded.
+
+// Handlers return early with a finished `Response`; boxing it would only add noise.
+#![allow(clippy::result_large_err)]
+
+mod slurmctld;
+mod slurmdb;
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+
+use crate::auth::{AuthOutcome, authenticate, has_token};
+use crate::config::{MockConfig, SlurmVersion};
+use crate::faults::Faults;
+use crate::jobdesc::{Parsed, parse_submit};
+use crate::records::{Warning, error_entry, job_info, meta, nv, nv_unset, slurmdb_job};
+use crate::scheduler::{CancelResult, Scheduler};
+use crate::stats::Stats;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub cfg: Arc<MockConfig>,
+    pub sched: Arc<Scheduler>,
+    pub faults: Arc<Faults>,
+    pub stats: Arc<Stats>,
+}
+
+/// The peer address, put into request extensions by the accept loop (for `meta.client.source`).
+#[derive(Clone, Copy, Debug)]
+pub struct ClientAddr(pub SocketAddr);
+
+pub fn router(state: AppState) -> Router {
+    const S: &str = "/slurm/v0.0.42";
+    const D: &str = "/slurmdb/v0.0.42";
+    let mut r = Router::new();
+    // slurmrestd matches paths with and without the trailing slash.
+    for slash in ["", "/"] {
+        r = r
+            .route(&format!("{S}/job/submit{slash}"), post(slurmctld::submit))
+            .route(
+                &format!("{S}/job/{{id}}{slash}"),
+                get(slurmctld::job_get)
+                    .delete(slurmctld::job_delete)
+                    .post(slurmctld::job_update),
+            )
+            .route(
+                &format!("{S}/jobs/state{slash}"),
+                get(slurmctld::jobs_state),
+            )
+            .route(&format!("{S}/jobs{slash}"), get(slurmctld::jobs))
+            .route(&format!("{S}/ping{slash}"), get(slurmctld::ping))
+            .route(
+                &format!("{S}/partitions{slash}"),
+                get(slurmctld::partitions),
+            )
+            .route(&format!("{S}/diag{slash}"), get(slurmctld::diag))
+            .route(
+                &format!("{D}/job/{{id}}{slash}"),
+                get(slurmdb::slurmdb_job_get),
+            )
+            .route(&format!("{D}/jobs{slash}"), get(slurmdb::slurmdb_jobs));
+    }
+    r.merge(crate::admin::router())
+        .fallback(|| async { text(StatusCode::NOT_FOUND, "Invalid or unknown URL path") })
+        .with_state(state)
+}
+
+/// A JSON answer, pretty-printed like slurmrestd; errors carry `Connection: Close` like the real one.
+pub fn json_resp(status: StatusCode, body: Value) -> Response {
+    let bytes = serde_json::to_vec_pretty(&body).unwrap_or_default();
+    let mut resp = (status, bytes).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if !status.is_success() {
+        resp.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("Close"));
+    }
+    resp
+}
+
+pub fn text(status: StatusCode, body: &'static str) -> Response {
+    let mut resp = (status, body).into_response();
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    resp.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("Close"));
+    resp
+}
+
+pub(crate) fn client_source(headers: &HeaderMap, ext: Option<&ClientAddr>) -> String {
+    let _ = headers;
+    match ext {
+        Some(ClientAddr(a)) => format!("[{}]:{}(fd:9)", a.ip(), a.port()),
+        None => "[localhost](fd:9)".into(),
+    }
+}
+
+/// The shape of one endpoint's error answers.
+#[derive(Clone, Copy)]
+pub(crate) enum Shape<'a> {
+    Submit,
+    JobGet(&'a str),
+    Jobs,
+    JobsState,
+    Delete,
+    Diag,
+    Partitions,
+    Slurmdb,
+}
+
+impl Shape<'_> {
+    fn what(&self) -> (String, &'static str) {
+        match self {
+            Shape::Submit => (
+                "Batch job submission failed".into(),
+                "slurm_submit_batch_job()",
+            ),
+            Shape::JobGet(id) => (format!("Unable to query JobId={id}"), "_handle_job_get"),
+            Shape::Jobs => ("Unable to query jobs".into(), "slurm_load_jobs()"),
+            Shape::JobsState => (
+                "Unable to query job states".into(),
+                "slurm_load_job_state()",
+            ),
+            Shape::Delete => ("Signal request failed".into(), "slurm_kill_jobs()"),
+            Shape::Diag => (
+                "Unable to query diagnostics".into(),
+                "slurm_get_statistics()",
+            ),
+            Shape::Partitions => (
+                "Unable to query partitions".into(),
+                "slurm_load_partitions()",
+            ),
+            Shape::Slurmdb => (
+                "Failed to open slurmdbd connection".into(),
+                "openapi_get_db_conn",
+            ),
+        }
+    }
+
+    /// The body around `errors`, as each endpoint dumps it.
+    fn body(&self, m: Value, errors: Vec<Value>) -> Value {
+        match self {
+            Shape::JobGet(_) | Shape::Jobs => {
+                json!({"jobs": [], "last_backfill": nv(0), "last_update": nv(0),
+                "meta": m, "errors": errors, "warnings": []})
+            }
+            Shape::JobsState => json!({"jobs": null, "meta": m, "errors": errors, "warnings": []}),
+            Shape::Delete => json!({"status": [], "meta": m, "errors": errors, "warnings": []}),
+            _ => json!({"meta": m, "errors": errors, "warnings": []}),
+        }
+    }
+}
+
+/// Request context once authenticated.
+pub(crate) struct Ctx {
+    pub(crate) user: String,
+    pub(crate) meta: Value,
+}
+
+/// slurmrestd's 401 (no token), then slurmctld's/slurmdbd's verdict on the token, then whether
+/// the daemon is reachable at all.
+pub(crate) fn guard(
+    st: &AppState,
+    headers: &HeaderMap,
+    client: &str,
+    shape: Shape<'_>,
+) -> Result<Ctx, Response> {
+    if !has_token(headers) {
+        return Err(text(StatusCode::UNAUTHORIZED, "Authentication failure"));
+    }
+    let slurmdb = matches!(shape, Shape::Slurmdb);
+    let outcome = authenticate(headers, &st.cfg.jwt_key, &st.cfg.slurm_user);
+    let outcome = match outcome {
+        AuthOutcome::Ok { .. } if st.faults.reject_token() => {
+            AuthOutcome::Rejected("fault: reject_tokens")
+        }
+        o => o,
+    };
+    let user = match outcome {
+        AuthOutcome::Ok { user } => user,
+        AuthOutcome::Missing => {
+            return Err(text(StatusCode::UNAUTHORIZED, "Authentication failure"));
+        }
+        AuthOutcome::Rejected(why) => {
+            tracing::info!(reason = why, "token rejected");
+            let m = meta(&st.cfg, slurmdb, client, "");
+            if slurmdb {
+                let desc = match st.cfg.slurm_version {
+                    SlurmVersion::V24_11 => {
+                        "Failed to open slurmdbd connection, authentication error"
+                    }
+                    SlurmVersion::V26_05 => "Failed to open slurmdbd connection",
+                };
+                let e = error_entry(
+                    desc,
+                    7000,
+                    "Unable to connect to database",
+                    "openapi_get_db_conn",
+                );
+                return Err(json_resp(StatusCode::BAD_GATEWAY, shape.body(m, vec![e])));
+            }
+            let (desc, source) = shape.what();
+            let e = error_entry(&desc, 1007, "Protocol authentication error", source);
+            return Err(json_resp(
+                StatusCode::NETWORK_AUTHENTICATION_REQUIRED,
+                shape.body(m, vec![e]),
+            ));
+        }
+    };
+    let m = meta(&st.cfg, slurmdb, client, &user);
+    if slurmdb && st.faults.slurmdbd_down() {
+        let e = error_entry(
+            "Failed to open slurmdbd connection",
+            7000,
+            "Unable to connect to database",
+            "openapi_get_db_conn",
+        );
+        return Err(json_resp(StatusCode::BAD_GATEWAY, shape.body(m, vec![e])));
+    }
+    if !slurmdb && st.faults.controller_down() {
+        // What slurmrestd reports when slurmctld does not answer (SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR).
+        let (desc, source) = shape.what();
+        let e = error_entry(
+            &desc,
+            1800,
+            "Unable to contact slurm controller (connect failure)",
+            source,
+        );
+        return Err(json_resp(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            shape.body(m, vec![e]),
+        ));
+    }
+    Ok(Ctx { user, meta: m })
+}
+
+/// HTTP status of a rejected submit: 500 on 24.11, 422 on 26.05.
+pub(crate) fn reject_status(cfg: &MockConfig) -> StatusCode {
+    match cfg.slurm_version {
+        SlurmVersion::V24_11 => StatusCode::INTERNAL_SERVER_ERROR,
+        SlurmVersion::V26_05 => StatusCode::UNPROCESSABLE_ENTITY,
+    }
+}
+
+/// A comma list where one id is expected: 24.11 400, 26.05 404 (path) / 500 (query).
+pub(crate) fn comma_path(cfg: &MockConfig) -> Response {
+    match cfg.slurm_version {
+        SlurmVersion::V24_11 => text(StatusCode::BAD_REQUEST, "Unable to parse URL path."),
+        SlurmVersion::V26_05 => text(StatusCode::NOT_FOUND, "Invalid or unknown URL path"),
+    }
+}
+
+pub(crate) fn comma_query(cfg: &MockConfig) -> Response {
+    match cfg.slurm_version {
+        SlurmVersion::V24_11 => text(StatusCode::BAD_REQUEST, "Unable to parse query."),
+        SlurmVersion::V26_05 => text(StatusCode::INTERNAL_SERVER_ERROR, "Unspecified error"),
+    }
+}
+
+pub(crate) fn rfc_error(
+    st: &AppState,
+    client: &str,
+    what: &str,
+    source: &str,
+    slurmdb: bool,
+) -> Response {
+    let e = error_entry(
+        &format!("Rejecting request. Failure parsing {what}"),
+        9000,
+        "Query empty or not RFC7320 compliant",
+        source,
+    );
+    json_resp(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        json!({"meta": meta(&st.cfg, slurmdb, client, ""), "errors": [e], "warnings": []}),
+    )
+}
+
+/// Query pairs as (name, raw value, decoded value): raw commas and encoded ones are told apart.
+pub(crate) fn query_pairs(raw: Option<&str>) -> Vec<(String, String, String)> {
+    raw.unwrap_or("")
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            let dec = |s: &str| {
+                form_urlencoded::parse(format!("x={s}").as_bytes())
+                    .next()
+                    .map(|(_, v)| v.into_owned())
+                    .unwrap_or_default()
+            };
+            (dec(k), v.to_string(), dec(v))
+        })
+        .collect()
+}
+
+pub(crate) fn ext_addr(req_ext: &axum::http::Extensions) -> Option<ClientAddr> {
+    req_ext.get::<ClientAddr>().copied()
+}

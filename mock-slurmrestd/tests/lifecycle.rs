@@ -1,0 +1,385 @@
+//! Lifecycle: every state transition with real (sub-second) scripts.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use common::*;
+use mock_slurmrestd::MockConfig;
+use serde_json::json;
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+#[tokio::test]
+async fn pending_running_completed_with_output() {
+    let m = start().await;
+    let id = m
+        .submit(m.job("echo out-$SLURM_JOB_ID; echo err >&2; sleep 0.3"))
+        .await;
+    let running = m.wait_state(id, "RUNNING").await;
+    assert_eq!(running["nodes"], "node1");
+    assert!(running["job_resources"].is_object());
+    let done = m.wait_state(id, "COMPLETED").await;
+    assert_eq!(done["exit_code"]["status"], json!(["SUCCESS"]));
+    assert_eq!(
+        done["exit_code"]["return_code"],
+        json!({"set": true, "infinite": false, "number": 0})
+    );
+    let out = done["standard_output"].as_str().unwrap();
+    assert_eq!(out, format!("{}/slurm-{id}.out", m.cwd()));
+    assert_eq!(done["standard_error"], out);
+    assert_eq!(read(out), format!("out-{id}\nerr\n"));
+    assert!(
+        done["end_time"]["number"].as_i64().unwrap()
+            >= done["start_time"]["number"].as_i64().unwrap()
+    );
+}
+
+#[tokio::test]
+async fn environment_is_exactly_submitted_plus_slurm() {
+    let m = start().await;
+    let mut job = m.job("env > env.txt");
+    job["environment"] = json!(["PATH=/bin:/usr/bin", "FOO=bar baz", "LANG=C"]);
+    job["name"] = json!("envjob");
+    job["cpus_per_task"] = json!(2);
+    let id = m.submit(job).await;
+    m.wait_state(id, "COMPLETED").await;
+    let env = read(&format!("{}/env.txt", m.cwd()));
+    let vars: BTreeSet<String> = env
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, _)| k.to_string())
+        .collect();
+    for v in &vars {
+        let ok = v.starts_with("SLURM")
+            || ["PATH", "FOO", "LANG", "PWD", "SHLVL", "_"].contains(&v.as_str());
+        assert!(ok, "unexpected variable {v} in the job environment:\n{env}");
+    }
+    assert!(env.contains("FOO=bar baz\n"));
+    assert!(env.contains(&format!("SLURM_JOB_ID={id}\n")));
+    assert!(env.contains("SLURM_JOB_NAME=envjob\n"));
+    assert!(env.contains(&format!("SLURM_SUBMIT_DIR={}\n", m.cwd())));
+    assert!(env.contains("SLURM_CPUS_PER_TASK=2\n"));
+    assert!(env.contains("SLURM_JOB_USER=flyte\n"));
+    assert!(env.contains("SLURM_NTASKS=1\n"));
+    assert!(env.contains("SLURM_JOB_PARTITION=debug\n"));
+    assert!(env.contains("SLURM_CLUSTER_NAME=mock\n"));
+    assert!(
+        !env.contains("HOME="),
+        "the mock's own environment must not leak"
+    );
+}
+
+#[tokio::test]
+async fn failed_exit_code() {
+    let m = start().await;
+    let id = m.submit(m.job("exit 3")).await;
+    let rec = m.wait_state(id, "FAILED").await;
+    assert_eq!(rec["exit_code"]["status"], json!(["ERROR"]));
+    assert_eq!(rec["exit_code"]["return_code"]["number"], 3);
+    let db = m
+        .call("GET", &format!("/slurmdb/v0.0.42/job/{id}"), None)
+        .await
+        .json();
+    assert_eq!(db["jobs"][0]["state"]["current"], json!(["FAILED"]));
+    assert_eq!(db["jobs"][0]["exit_code"]["return_code"]["number"], 3);
+}
+
+#[tokio::test]
+async fn bad_cwd_and_missing_shebang_fail_like_real() {
+    let m = start().await;
+    let mut job = m.job("true");
+    job["current_working_directory"] = json!("/nonexistent/dir");
+    let id = m.submit(job).await;
+    let rec = m.wait_state(id, "FAILED").await;
+    assert_eq!(rec["exit_code"]["signal"]["id"]["number"], 53);
+    let mut job = m.job("true");
+    job["script"] = json!("touch should-not-exist\n");
+    let id = m.submit(job).await;
+    let rec = m.wait_state(id, "FAILED").await;
+    assert_eq!(rec["exit_code"]["return_code"]["number"], 8);
+    assert!(!std::path::Path::new(&format!("{}/should-not-exist", m.cwd())).exists());
+}
+
+#[tokio::test]
+async fn sbatch_directives_are_ignored() {
+    let m = start().await;
+    let id = m
+        .submit(m.job("#SBATCH --job-name=x\n#SBATCH --time=7\n#SBATCH --cpus-per-task=2\ntrue"))
+        .await;
+    let rec = m.record(id).await;
+    assert_eq!(rec["name"], "");
+    assert_eq!(
+        rec["time_limit"],
+        json!({"set": false, "infinite": true, "number": 0})
+    );
+    assert_eq!(rec["cpus_per_task"]["number"], 1);
+}
+
+#[tokio::test]
+async fn timeout() {
+    // One time_limit minute lasts 400 ms in tests.
+    let m = start().await;
+    let mut job = m.job("echo started; sleep 10");
+    job["time_limit"] = json!({"set": true, "number": 1});
+    let id = m.submit(job).await;
+    let rec = m.wait_state(id, "TIMEOUT").await;
+    assert_eq!(rec["exit_code"]["status"], json!(["SIGNALED"]));
+    assert_eq!(rec["exit_code"]["signal"]["name"], "TERM");
+    assert_eq!(read(rec["standard_output"].as_str().unwrap()), "started\n");
+}
+
+#[tokio::test]
+async fn cancel_pending_and_running() {
+    let m = start_with(MockConfig {
+        cpus: 1,
+        ..config()
+    })
+    .await;
+    let run = m
+        .submit(m.job("trap 'echo got-term; exit 0' TERM; sleep 10 & wait"))
+        .await;
+    let pend = m.submit(m.job("true")).await;
+    m.wait_state(run, "RUNNING").await;
+    assert_eq!(m.record(pend).await["state_reason"], "Resources");
+    let d = m
+        .call("DELETE", &format!("/slurm/v0.0.42/job/{pend}"), None)
+        .await
+        .json();
+    assert_eq!(d["status"], json!([]));
+    let p = m.wait_state(pend, "CANCELLED").await;
+    assert_eq!(p["exit_code"]["status"], json!(["SUCCESS"]));
+    m.call("DELETE", &format!("/slurm/v0.0.42/job/{run}"), None)
+        .await;
+    let r = m.wait_state(run, "CANCELLED").await;
+    assert_eq!(r["exit_code"]["return_code"]["number"], 0);
+    assert_eq!(read(r["standard_output"].as_str().unwrap()), "got-term\n");
+    let again = m
+        .call("DELETE", &format!("/slurm/v0.0.42/job/{run}"), None)
+        .await
+        .json();
+    assert_eq!(again["status"][0]["error"]["code"], 2021);
+}
+
+#[tokio::test]
+async fn kill_wait_escalates_to_sigkill() {
+    let m = start().await;
+    let id = m
+        .submit(m.job("trap '' TERM; sleep 10 & wait; sleep 10"))
+        .await;
+    m.wait_state(id, "RUNNING").await;
+    m.call("DELETE", &format!("/slurm/v0.0.42/job/{id}"), None)
+        .await;
+    let st = m
+        .call(
+            "GET",
+            &format!("/slurm/v0.0.42/jobs/state/?job_id={id}"),
+            None,
+        )
+        .await
+        .json();
+    assert_eq!(st["jobs"][0]["state"], json!(["CANCELLED", "COMPLETING"]));
+    let rec = m.wait_state(id, "CANCELLED").await;
+    assert_eq!(rec["exit_code"]["signal"]["name"], "KILL");
+}
+
+#[tokio::test]
+async fn resources_priority_and_hold() {
+    let m = start_with(MockConfig {
+        cpus: 2,
+        ..config()
+    })
+    .await;
+    let mut big = m.job("sleep 0.5");
+    big["cpus_per_task"] = json!(2);
+    let a = m.submit(big.clone()).await;
+    let b = m.submit(big.clone()).await;
+    let c = m.submit(big).await;
+    m.wait_state(a, "RUNNING").await;
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    assert_eq!(m.record(b).await["state_reason"], "Resources");
+    assert_eq!(m.record(c).await["state_reason"], "Priority");
+    let mut held = m.job("true");
+    held["hold"] = json!(true);
+    let h = m.submit(held).await;
+    m.wait_state(b, "RUNNING").await;
+    m.wait_state(c, "COMPLETED").await;
+    let rec = m.record(h).await;
+    assert_eq!(rec["job_state"], json!(["PENDING"]));
+    assert_eq!(rec["state_reason"], "JobHeldUser");
+    assert_eq!(rec["priority"]["number"], 0);
+    assert!(rec["job_resources"].is_null());
+    // Released through the update endpoint (like `scontrol release`), it runs.
+    let r = m
+        .call(
+            "POST",
+            &format!("/slurm/v0.0.42/job/{h}"),
+            Some(&json!({"hold": false, "comment": "released"})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.json()["results"][0]["job_id"], h);
+    let rec = m.wait_state(h, "COMPLETED").await;
+    assert_eq!(rec["comment"], "released");
+    let r = m
+        .call(
+            "POST",
+            "/slurm/v0.0.42/job/99999",
+            Some(&json!({"hold": false})),
+        )
+        .await;
+    assert_eq!(r.status, 500);
+    assert_eq!(r.json()["errors"][0]["error_number"], 2017);
+    assert_eq!(m.h.stats().count("job_update"), 2);
+}
+
+#[tokio::test]
+async fn oversized_job_is_rejected() {
+    let m = start().await;
+    let mut job = m.job("true");
+    job["cpus_per_task"] = json!(64);
+    let r = m
+        .call(
+            "POST",
+            "/slurm/v0.0.42/job/submit",
+            Some(&json!({"job": job})),
+        )
+        .await;
+    assert_eq!(r.status, 500);
+    assert_eq!(r.json()["errors"][0]["error_number"], 2014);
+}
+
+#[tokio::test]
+async fn afterok_dependency() {
+    let m = start().await;
+    let a = m.submit(m.job("sleep 0.3")).await;
+    let mut jb = m.job("true");
+    jb["dependency"] = json!(format!("afterok:{a}"));
+    let b = m.submit(jb).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let rec = m.record(b).await;
+    assert_eq!(rec["job_state"], json!(["PENDING"]));
+    assert_eq!(rec["state_reason"], "Dependency");
+    m.wait_state(b, "COMPLETED").await;
+    // A failed predecessor: never satisfied.
+    let f = m.submit(m.job("exit 1")).await;
+    let mut jc = m.job("true");
+    jc["dependency"] = json!(format!("afterok:{f}"));
+    let c = m.submit(jc).await;
+    m.wait_state(f, "FAILED").await;
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(
+        m.record(c).await["state_reason"],
+        "DependencyNeverSatisfied"
+    );
+    // Unknown job in a dependency is refused at submit.
+    let mut jd = m.job("true");
+    jd["dependency"] = json!("afterok:99999");
+    let r = m
+        .call(
+            "POST",
+            "/slurm/v0.0.42/job/submit",
+            Some(&json!({"job": jd})),
+        )
+        .await;
+    assert_eq!(r.status, 500);
+    assert_eq!(r.json()["errors"][0]["error"], "Job dependency problem");
+}
+
+#[tokio::test]
+async fn array_job() {
+    let m = start().await;
+    let mut job = m
+        .job("echo task=$SLURM_ARRAY_TASK_ID of $SLURM_ARRAY_JOB_ID count=$SLURM_ARRAY_TASK_COUNT");
+    job["array"] = json!("0-2");
+    job["standard_output"] = json!("arr-%A_%a.out");
+    let a = m.submit(job).await;
+    for (i, id) in (a..a + 3).enumerate() {
+        let rec = m.wait_state(id, "COMPLETED").await;
+        assert_eq!(rec["array_job_id"]["number"], a);
+        assert_eq!(rec["array_task_id"]["number"], i);
+        let out = format!("{}/arr-{a}_{i}.out", m.cwd());
+        assert_eq!(rec["standard_output"], out);
+        assert_eq!(read(&out), format!("task={i} of {a} count=3\n"));
+    }
+    let st = m
+        .call(
+            "GET",
+            &format!("/slurm/v0.0.42/jobs/state/?job_id={a}"),
+            None,
+        )
+        .await
+        .json();
+    let ids: Vec<&str> = st["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["job_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        vec![format!("{a}_0"), format!("{a}_1"), format!("{a}_2")]
+    );
+}
+
+#[tokio::test]
+async fn filename_patterns_and_impersonation() {
+    let m = start().await;
+    let slurm = token_with(json!({"sun": "slurm", "exp": now() + 600}), KEY);
+    let mut job = m.job("echo hi; echo oops >&2");
+    job["name"] = json!("pat");
+    job["standard_output"] = json!("%x-%u-%j.out");
+    job["standard_error"] = json!("%x-%%-%j.err");
+    job["comment"] = json!("flyte task abc");
+    let r = m
+        .call_as(
+            "POST",
+            "/slurm/v0.0.42/job/submit",
+            Some(&json!({"job": job})),
+            &[
+                ("X-SLURM-USER-NAME", "alice"),
+                ("X-SLURM-USER-TOKEN", &slurm),
+            ],
+        )
+        .await;
+    let id = r.json()["job_id"].as_u64().unwrap() as u32;
+    let rec = m.wait_state(id, "COMPLETED").await;
+    assert_eq!(rec["user_name"], "alice");
+    assert_eq!(rec["comment"], "flyte task abc");
+    assert_eq!(read(&format!("{}/pat-alice-{id}.out", m.cwd())), "hi\n");
+    assert_eq!(read(&format!("{}/pat-%-{id}.err", m.cwd())), "oops\n");
+}
+
+#[tokio::test]
+async fn aging_moves_jobs_to_accounting() {
+    let m = start_with(MockConfig {
+        min_job_age: Duration::from_millis(200),
+        ..config()
+    })
+    .await;
+    let id = m.submit(m.job("true")).await;
+    m.wait_state(id, "COMPLETED").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let st = m
+        .call(
+            "GET",
+            &format!("/slurm/v0.0.42/jobs/state/?job_id={id}"),
+            None,
+        )
+        .await
+        .json();
+    assert_eq!(st["jobs"], json!([]));
+    let all = m
+        .call("GET", &format!("/slurmdb/v0.0.42/jobs/?step={id}"), None)
+        .await
+        .json();
+    assert_eq!(all["jobs"][0]["job_id"], id);
+    assert_eq!(all["jobs"][0]["state"]["current"], json!(["COMPLETED"]));
+    assert_eq!(
+        all["jobs"][0]["steps"][0]["step"]["id"],
+        format!("{id}.batch")
+    );
+}
