@@ -637,6 +637,10 @@ mod tests {
     #[test]
     fn entry_is_compact() {
         assert_eq!(std::mem::size_of::<Packed>(), 4);
-        assert!(std::mem::size_of::<Entry>() <= 24, "{}", std::mem::size_of::<Entry>());
+        assert!(
+            std::mem::size_of::<Entry>() <= 24,
+            "{}",
+            std::mem::size_of::<Entry>()
+        );
     }
 }
