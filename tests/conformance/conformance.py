@@ -10,7 +10,9 @@ cancelled mid-run and ends ABORTED.
 
 Usage:
   python conformance.py --address 127.0.0.1:8000 --fixtures tests/fixtures/requests \
-      [--partition debug] [--expect script_no_io=SUCCEEDED] [--timeout 120]
+      [--partition debug] [--sbatch-option nodes=1 ...] [--expect script_no_io=SUCCEEDED] [--timeout 120]
+Against the embedded default (`slurm-connector serve` with no cluster: one 8-CPU node):
+  --partition '' --sbatch-option nodes=1 --sbatch-option ntasks-per-node=1 --sbatch-option cpus-per-task=1
 Needs: pip install flyteidl2 grpcio. Prints 'N passed, M failed'; exit status 1 on any failure.
 """
 import argparse
@@ -50,8 +52,13 @@ def health_status(channel, service):
     return resp[1] if len(resp) >= 2 and resp[0] == 0x08 else 0
 
 
-def load_fixture(path, partition, attempt_offset):
+def load_fixture(path, partition, attempt_offset, sbatch_options=()):
     req = connector_pb2.CreateTaskRequest.FromString(open(path, "rb").read())
+    # `sbatch_options` win over first-class fields and the script's #SBATCH lines: this fits the
+    # fixtures' 2-node/32-CPU requests onto a small test cluster without touching anything else.
+    for opt in sbatch_options:
+        k, v = opt.split("=", 1)
+        req.template.custom.fields["sbatch_options"].struct_value.fields[k].string_value = v
     if partition is not None:
         custom = req.template.custom
         if "sbatch" in custom.fields:
@@ -92,6 +99,8 @@ def main():
     ap.add_argument("--fixtures", required=True)
     ap.add_argument("--partition", default=None,
                     help="replace each fixture's sbatch.partition ('' removes it: the cluster default)")
+    ap.add_argument("--sbatch-option", action="append", default=[],
+                    help="name=value added to every fixture's sbatch_options, e.g. nodes=1 (small test clusters)")
     ap.add_argument("--expect", action="append", default=[],
                     help="fixture=PHASE, e.g. script_no_io=SUCCEEDED (others: any terminal phase)")
     ap.add_argument("--timeout", type=float, default=120)
@@ -119,7 +128,7 @@ def main():
     check("fixtures found", fixtures, args.fixtures)
     for path in fixtures:
         name = os.path.basename(path)[:-3]
-        req = load_fixture(path, args.partition, offset)
+        req = load_fixture(path, args.partition, offset, args.sbatch_option)
         try:
             meta = stub.CreateTask(req, timeout=10).resource_meta
         except grpc.RpcError as e:
@@ -154,7 +163,7 @@ def main():
     # Cancel mid-run: a script task that sleeps, deleted while RUNNING, ends ABORTED.
     script_fixture = os.path.join(args.fixtures, "script_no_io.pb")
     if os.path.exists(script_fixture):
-        req = load_fixture(script_fixture, args.partition, offset + 5)
+        req = load_fixture(script_fixture, args.partition, offset + 5, args.sbatch_option)
         req.template.custom.fields["script"].string_value = "#!/bin/bash\nsleep 300\n"
         meta = stub.CreateTask(req, timeout=10).resource_meta
         deadline = time.time() + args.timeout
