@@ -46,6 +46,15 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Preflight the configured cluster(s): reachable, token accepted, API version, partitions,
+    /// job files through staging, object store writable. Exits non-zero on any ✗.
+    Check {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// An output prefix to test writing to (e.g. s3://bucket/flyte-outputs).
+        #[arg(long)]
+        output_prefix: Option<String>,
+    },
     /// Drive a running connector like Flyte's backend would: create, poll to the end, show logs.
     Submit(cli::submit::SubmitArgs),
     /// The staging sidecar: serves the shared filesystem's job files to the connector over HTTP.
@@ -104,6 +113,17 @@ fn main() -> ExitCode {
                     }
                 }
             }
+            Command::Check {
+                config,
+                output_prefix,
+            } => match cli::check::run(config.as_deref(), output_prefix.as_deref()).await {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::from(1),
+                Err(e) => {
+                    eprintln!("slurm-connector check: {e}");
+                    ExitCode::from(2)
+                }
+            },
             Command::Submit(args) => match cli::submit::run(args).await {
                 Ok(code) => ExitCode::from(code),
                 Err(e) => {

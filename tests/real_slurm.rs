@@ -10,68 +10,18 @@
 //! never assumes the queue is empty. Jobs that sleep carry a time limit, so a failed test cannot
 //! leave them running for long.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use slurm_connector::slurmrestd::job_description::Limit;
 use slurm_connector::slurmrestd::{
-    Auth, BaseState, CancelOutcome, Client, ClientConfig, ClientError, JobDescription, JobId,
-    JobState, RequestObserver, Secret,
+    Auth, BaseState, CancelOutcome, Client, ClientError, JobId, RequestObserver, Secret,
 };
 
-/// What `dev-cluster env` exported.
-struct Cluster {
-    name: String,
-    url: url::Url,
-    key_file: PathBuf,
-    user: String,
-    /// The jobs' working directory, as the cluster sees it.
-    workdir: String,
-    /// The same directory as this process sees it (through FLYTE_SLURM_SHARED_MOUNTS).
-    workdir_local: PathBuf,
-    release: String,
-    cache: String,
-    script: PathBuf,
-    accounting: bool,
-    min_job_age: u64,
-}
-
-fn var(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
-}
-
-/// The cluster, or `None` after printing why the test is skipped.
-fn cluster() -> Option<Cluster> {
-    let (Some(url), Some(_root)) = (var("FLYTE_SLURM_RESTD_URL"), var("SLURM_DEV_CLUSTER_ROOT"))
-    else {
-        eprintln!(
-            "skipping: FLYTE_SLURM_RESTD_URL and SLURM_DEV_CLUSTER_ROOT are not set; bring up a real Slurm with \
-             `deploy/dev-cluster/dev-cluster up` and `eval \"$(deploy/dev-cluster/dev-cluster env)\"`"
-        );
-        return None;
-    };
-    let need = |name: &str| {
-        var(name).unwrap_or_else(|| panic!("{name} is not set: export all of `dev-cluster env`"))
-    };
-    let workdir = need("FLYTE_SLURM_WORKING_DIR");
-    let workdir_local = local_path(&need("FLYTE_SLURM_SHARED_MOUNTS"), &workdir);
-    Some(Cluster {
-        name: var("SLURM_DEV_CLUSTER_NAME").unwrap_or_else(|| "dev".to_string()),
-        url: url.parse().expect("FLYTE_SLURM_RESTD_URL is a URL"),
-        key_file: need("FLYTE_SLURM_JWT_KEY_FILE").into(),
-        user: need("FLYTE_SLURM_USERNAME"),
-        workdir,
-        workdir_local,
-        release: need("SLURM_DEV_CLUSTER_RELEASE"),
-        cache: need("SLURM_DEV_CLUSTER_CACHE"),
-        script: need("SLURM_DEV_CLUSTER_SCRIPT").into(),
-        accounting: need("SLURM_DEV_CLUSTER_ACCOUNTING") == "1",
-        min_job_age: need("SLURM_DEV_CLUSTER_MIN_JOB_AGE")
-            .parse()
-            .expect("SLURM_DEV_CLUSTER_MIN_JOB_AGE is a number"),
-    })
-}
+// Root files of integration tests look for modules next to them, hence the path.
+#[path = "real_slurm/support.rs"]
+mod support;
+use support::*;
 
 macro_rules! require_cluster {
     () => {
@@ -80,132 +30,6 @@ macro_rules! require_cluster {
             None => return,
         }
     };
-}
-
-/// Maps a cluster path to a local one with `cluster_prefix=local_path[,...]`.
-fn local_path(mounts: &str, cluster_path: &str) -> PathBuf {
-    for entry in mounts.split(',') {
-        let (prefix, local) = entry
-            .split_once('=')
-            .expect("FLYTE_SLURM_SHARED_MOUNTS entries are prefix=path");
-        if let Some(rest) = cluster_path.strip_prefix(prefix) {
-            return Path::new(local).join(rest.trim_start_matches('/'));
-        }
-    }
-    panic!("{cluster_path} is not under any of FLYTE_SLURM_SHARED_MOUNTS={mounts}");
-}
-
-impl Cluster {
-    /// A client as the connector builds one: `user_name` is the X-SLURM-USER-NAME header (the
-    /// job user; with a root/SlurmUser token it proxies that user).
-    fn config(&self, auth: Auth, user_name: Option<&str>) -> ClientConfig {
-        let mut cfg = ClientConfig::new(self.name.clone(), self.url.clone(), auth);
-        cfg.user_name = user_name.map(str::to_string);
-        // A loaded 2-core CI machine: never fail a test on a slow answer.
-        cfg.request_timeout = Duration::from_secs(30);
-        cfg
-    }
-
-    fn client(&self, auth: Auth, user_name: Option<&str>) -> Client {
-        Client::new(self.config(auth, user_name)).expect("client for the dev cluster")
-    }
-
-    fn minted(&self, token_user: &str) -> Auth {
-        Auth::Minted {
-            key_file: self.key_file.clone(),
-            token_user: token_user.to_string(),
-            lifetime: Duration::from_secs(600),
-        }
-    }
-
-    /// The connector's usual setup: tokens minted for the job user.
-    fn user_client(&self) -> Client {
-        self.client(self.minted(&self.user), Some(&self.user))
-    }
-
-    /// Runs `dev-cluster <args>` for this cluster and returns its stdout.
-    async fn dev_cluster(&self, args: &[&str]) -> String {
-        let out = tokio::process::Command::new(&self.script)
-            .args(["--release", &self.release, "--cache", &self.cache])
-            .args(args)
-            .output()
-            .await
-            .expect("run dev-cluster");
-        assert!(
-            out.status.success(),
-            "dev-cluster {args:?} failed: {}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).expect("utf-8 output")
-    }
-
-    fn job(&self, tag: &str, script: &str) -> JobDescription {
-        JobDescription {
-            name: unique(tag),
-            script: script.to_string(),
-            current_working_directory: self.workdir.clone(),
-            environment: vec![("PATH".to_string(), "/usr/bin:/bin".to_string())],
-            // Sleeping jobs die on their own if a test fails before cancelling them.
-            time_limit: Some(slurm_connector::slurmrestd::job_description::Limit::Finite(
-                3,
-            )),
-            ..JobDescription::default()
-        }
-    }
-}
-
-fn unique(tag: &str) -> String {
-    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    format!("real-{tag}-{}-{n}", std::process::id())
-}
-
-/// Every `states` call of this binary goes through this lock, so the batch test can count
-/// slurmctld's REQUEST_JOB_STATE RPCs around its own call without the other tests' polling.
-static STATE_RPC: LazyLock<tokio::sync::Mutex<()>> = LazyLock::new(|| tokio::sync::Mutex::new(()));
-
-async fn states(client: &Client, ids: &[JobId]) -> HashMap<JobId, JobState> {
-    let _guard = STATE_RPC.lock().await;
-    client.states(ids).await.expect("jobs/state")
-}
-
-/// Polls one job's state until `done` holds; panics with the last state after `timeout`.
-async fn wait_for(
-    client: &Client,
-    id: JobId,
-    timeout: Duration,
-    what: &str,
-    done: impl Fn(Option<&JobState>) -> bool,
-) {
-    let start = Instant::now();
-    loop {
-        let all = states(client, &[id]).await;
-        let state = all.get(&id);
-        if done(state) {
-            return;
-        }
-        assert!(
-            start.elapsed() < timeout,
-            "job {id} did not become {what} within {timeout:?}; last state {state:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-async fn wait_base(client: &Client, id: JobId, base: BaseState) {
-    let what = format!("{base:?}");
-    wait_for(client, id, Duration::from_secs(120), &what, |s| {
-        s.is_some_and(|s| s.base == base)
-    })
-    .await;
-}
-
-async fn submit(client: &Client, job: &JobDescription) -> JobId {
-    client
-        .submit(job)
-        .await
-        .unwrap_or_else(|e| panic!("submit {}: {e}", job.name))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -219,9 +43,7 @@ async fn submit_runs_the_job_as_the_user_with_its_fields() {
     job.standard_error = Some(format!("{}/{}.err", c.workdir, job.name));
     job.comment = Some("real tier".to_string());
     job.cpus_per_task = Some(2);
-    job.time_limit = Some(slurm_connector::slurmrestd::job_description::Limit::Finite(
-        5,
-    ));
+    job.time_limit = Some(Limit::Finite(5));
     let id = submit(&client, &job).await;
     wait_base(&client, id, BaseState::Completed).await;
 
@@ -349,39 +171,77 @@ async fn states_of_many_jobs_come_from_one_request() {
     );
     assert_eq!(all.len(), ids.len());
 
+    // Every job ends COMPLETED. With a MinJobAge of seconds a job may finish and age out between
+    // two polls: then slurmdbd must have it as COMPLETED.
+    let mut completed = 0;
+    let mut aged_out = Vec::new();
+    let mut waiting = ids.clone();
     let start = Instant::now();
-    loop {
-        let all = states(&client, &ids).await;
-        if ids
-            .iter()
-            .all(|id| all.get(id).is_some_and(|s| s.is_finished()))
-        {
-            for id in &ids {
-                assert_eq!(all[id].base, BaseState::Completed, "job {id}");
+    while !waiting.is_empty() {
+        let now = states(&client, &waiting).await;
+        waiting.retain(|id| match now.get(id) {
+            Some(s) if s.is_finished() => {
+                assert_eq!(s.base, BaseState::Completed, "job {id}");
+                completed += 1;
+                false
             }
-            break;
-        }
+            Some(_) => true,
+            None => {
+                aged_out.push(*id);
+                false
+            }
+        });
         assert!(
             start.elapsed() < Duration::from_secs(180),
-            "20 jobs not finished: {all:?}"
+            "jobs not finished after 180 s: {now:?}"
         );
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        if !waiting.is_empty() {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
     }
-}
-
-async fn job_state_rpcs(client: &Client) -> i64 {
-    let diag = client.diag().await.expect("diag");
-    diag.rpcs_by_message
-        .iter()
-        .find(|(name, _)| name == "REQUEST_JOB_STATE")
-        .map_or(0, |(_, n)| *n)
+    if !aged_out.is_empty() {
+        assert!(
+            c.accounting,
+            "jobs {aged_out:?} vanished from slurmctld without accounting"
+        );
+        let start = Instant::now();
+        loop {
+            let acct = client
+                .accounting_jobs(&aged_out)
+                .await
+                .expect("slurmdb jobs");
+            let done = aged_out
+                .iter()
+                .filter(|id| {
+                    acct.get(id)
+                        .is_some_and(|j| j.state.base == BaseState::Completed)
+                })
+                .count();
+            if done == aged_out.len() {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "aged-out jobs {aged_out:?} not COMPLETED in slurmdbd: {acct:?}"
+            );
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+    eprintln!(
+        "20 jobs: {completed} seen COMPLETED in slurmctld, {} aged out and COMPLETED in slurmdbd",
+        aged_out.len()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_a_pending_job() {
     let c = require_cluster!();
     let client = c.user_client();
-    // A held job stays pending (the job description has no hold field; sbatch --hold does it).
+    // Held jobs stay pending: one held through the job description (`hold: true`), one held by
+    // `sbatch --hold` inside the cluster (a job the connector did not submit).
+    let mut job = c.job("held", "#!/bin/bash\ntrue\n");
+    job.hold = Some(true);
+    let held_by_rest = submit(&client, &job).await;
     let out = c
         .dev_cluster(&[
             "exec",
@@ -393,30 +253,32 @@ async fn cancel_a_pending_job() {
             "--chdir",
             &c.workdir,
             "--job-name",
-            &unique("held"),
+            &unique("held-sbatch"),
             "--wrap",
             "true",
         ])
         .await;
-    let id: JobId = out
+    let held_by_sbatch: JobId = out
         .trim()
         .split(';')
         .next()
         .unwrap()
         .parse()
         .expect("sbatch --parsable prints the job id");
-    let all = states(&client, &[id]).await;
-    assert_eq!(
-        all.get(&id).map(|s| &s.base),
-        Some(&BaseState::Pending),
-        "{all:?}"
-    );
-
-    assert_eq!(
-        client.cancel(id, None).await.expect("cancel pending"),
-        CancelOutcome::Cancelled
-    );
-    wait_base(&client, id, BaseState::Cancelled).await;
+    for id in [held_by_rest, held_by_sbatch] {
+        let all = states(&client, &[id]).await;
+        assert_eq!(
+            all.get(&id).map(|s| &s.base),
+            Some(&BaseState::Pending),
+            "job {id}: {all:?}"
+        );
+        assert_eq!(
+            client.cancel(id, None).await.expect("cancel pending"),
+            CancelOutcome::Cancelled,
+            "job {id}"
+        );
+        wait_base(&client, id, BaseState::Cancelled).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -574,6 +436,15 @@ async fn a_token_signed_with_the_wrong_key_is_an_auth_error() {
     for (op, err) in errors {
         assert_auth_error(&c, op, &err);
     }
+    // The rejected submit created no job.
+    let queued = c
+        .dev_cluster(&["exec", "squeue", "-h", "--name", &job.name, "-o", "%i"])
+        .await;
+    assert_eq!(
+        queued.trim(),
+        "",
+        "a job was created despite the rejected token"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 

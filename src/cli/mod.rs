@@ -1,5 +1,6 @@
 //! The command-line front end: one module per subcommand that needs more than a call.
 
+pub mod check;
 pub mod embedded;
 pub mod render;
 pub mod request;
