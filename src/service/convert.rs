@@ -28,8 +28,10 @@ pub fn task_spec(req: &CreateTaskRequest) -> Result<TaskSpec, ConvertError> {
     let t = req.template.as_ref().ok_or(ConvertError::NoTemplate)?;
     let task_type = TaskType::from_template_type(&t.r#type)
         .ok_or_else(|| ConvertError::TaskType(t.r#type.clone()))?;
-    let container = match &t.target {
-        Some(core::task_template::Target::Container(c)) => Some(ContainerSpec {
+    let container = t
+        .target
+        .as_ref()
+        .map(|core::task_template::Target::Container(c)| ContainerSpec {
             image: c.image.clone(),
             command: c.command.clone(),
             args: c.args.clone(),
@@ -38,9 +40,7 @@ pub fn task_spec(req: &CreateTaskRequest) -> Result<TaskSpec, ConvertError> {
                 .iter()
                 .map(|kv| (kv.key.clone(), kv.value.clone()))
                 .collect(),
-        }),
-        None => None,
-    };
+        });
     // The backend builds inputs from a Go map: their order is random. Sorted, so the same
     // execution always renders the same job.
     let mut inputs: Vec<(String, InputValue)> = req

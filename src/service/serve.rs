@@ -205,9 +205,8 @@ pub async fn serve_with(
     for b in background {
         let _ = b.await;
     }
-    match metrics_task.await {
-        Ok(Err(e)) => return Err(ServeError::Metrics(e)),
-        _ => {}
+    if let Ok(Err(e)) = metrics_task.await {
+        return Err(ServeError::Metrics(e));
     }
     result.map_err(ServeError::from)
 }
