@@ -104,6 +104,10 @@ fn enabled() -> bool {
     }
 }
 
+/// The two tests share one small cluster: a running job changes what the scheduler writes into
+/// the records of held ones, so they take turns.
+static CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 struct Rest {
     url: String,
     header_file: PathBuf,
@@ -226,6 +230,7 @@ fn rendered_jobs_match_sbatch() {
     if !enabled() {
         return;
     }
+    let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let root =
         PathBuf::from(std::env::var("SLURM_DEV_CLUSTER_ROOT").expect("SLURM_DEV_CLUSTER_ROOT"));
     let cluster_dir = "/shared/flyte/render-diff";
@@ -351,6 +356,7 @@ fn module_load_works_in_a_rest_job() {
     if !enabled() {
         return;
     }
+    let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let root =
         PathBuf::from(std::env::var("SLURM_DEV_CLUSTER_ROOT").expect("SLURM_DEV_CLUSTER_ROOT"));
     let cluster_dir = "/shared/flyte/render-modules";
