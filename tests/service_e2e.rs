@@ -542,6 +542,61 @@ async fn bad_requests_are_invalid_argument_and_unknown_meta_is_an_error() {
     env.mock.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flaky_slurmrestd_errors_and_drops_give_no_get_task_error() {
+    let env = mock().await;
+    let server = Server::start(deployment(&env)).await;
+    let mut c = server.client().await;
+    let mut req = fixture("script_no_io.pb");
+    let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
+    custom.fields.insert(
+        "script".into(),
+        prost_types::Value {
+            kind: Some(prost_types::value::Kind::StringValue(
+                "#!/bin/bash\nsleep 3\necho done\n".into(),
+            )),
+        },
+    );
+    // CreateTask while every request fails: an error, and nothing submitted.
+    env.mock.faults().set(mock_slurmrestd::FaultConfig {
+        error_rate: 1.0,
+        ..Default::default()
+    });
+    let e = c.create_task(req.clone()).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unavailable, "{}", e.message());
+    assert_eq!(env.mock.stats().count("submit"), 0);
+    env.mock.faults().clear();
+    let meta = c.create_task(req).await.unwrap().into_inner().resource_meta;
+    assert_eq!(env.mock.stats().count("submit"), 1);
+    // Half the requests answer 500/502/503, a fifth are dropped: GetTask still never fails.
+    env.mock.faults().set(mock_slurmrestd::FaultConfig {
+        error_rate: 0.5,
+        drop_rate: 0.2,
+        ..Default::default()
+    });
+    let until = tokio::time::Instant::now() + Duration::from_secs(3);
+    while tokio::time::Instant::now() < until {
+        let res = c
+            .get_task(get_req(&meta))
+            .await
+            .expect("zero GetTask errors while slurmrestd is flaky")
+            .into_inner()
+            .resource
+            .unwrap();
+        assert!(
+            !terminal(res.phase) || res.phase == Phase::Succeeded as i32,
+            "wrong terminal phase: {}",
+            res.message
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    env.mock.faults().clear();
+    let (phase, message) = wait_terminal(&mut c, &meta).await;
+    assert_eq!(phase, Phase::Succeeded as i32, "{message}");
+    server.stop().await;
+    env.mock.shutdown().await;
+}
+
 /// Not a test: runs mock-slurmrestd and the connector on `SERVICE_CONFORMANCE_ADDR` (default
 /// 127.0.0.1:18000) for `SERVICE_CONFORMANCE_SECS` (default 300), so
 /// `tests/conformance/conformance.py --partition '' --address ...` can drive it.
