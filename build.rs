@@ -68,6 +68,11 @@ fn compile_protos() {
         .build_server(true)
         .build_client(true)
         .include_file("flyteidl2.rs")
+        // Kept for protobuf-JSON requests (`render`/`submit --request x.json`, via prost-reflect).
+        .file_descriptor_set_path(
+            std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap())
+                .join("flyteidl2_descriptor.bin"),
+        )
         .compile_protos(&protos, &includes)
         .expect("compiling proto/ (see the protoc message above)");
 }

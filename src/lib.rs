@@ -10,6 +10,7 @@
 //! - [`config`]: deployment configuration (environment and config file).
 //! - [`proto`]: the flyteidl2 connector protocol subset, compiled from `proto/`.
 
+pub mod cli;
 pub mod config;
 pub mod proto;
 pub mod render;

@@ -9,6 +9,7 @@ include!(concat!(env!("OUT_DIR"), "/flyteidl2.rs"));
 
 pub use flyteidl2::connector;
 pub use flyteidl2::core;
+pub use flyteidl2::logs;
 pub use flyteidl2::task;
 
 /// `google.protobuf.Value` → JSON, as protobuf's JSON mapping does (numbers stay floats: a Struct

@@ -46,10 +46,17 @@ fn every_fixture_matches_its_golden_file() {
             std::fs::write(&golden, &text).unwrap();
             continue;
         }
-        let want = std::fs::read_to_string(&golden)
-            .unwrap_or_else(|_| panic!("{}: no golden file; run with UPDATE_GOLDEN=1", golden.display()));
+        let want = std::fs::read_to_string(&golden).unwrap_or_else(|_| {
+            panic!(
+                "{}: no golden file; run with UPDATE_GOLDEN=1",
+                golden.display()
+            )
+        });
         if want != text {
-            failures.push(format!("{name}: differs from {}\n--- got ---\n{text}", golden.display()));
+            failures.push(format!(
+                "{name}: differs from {}\n--- got ---\n{text}",
+                golden.display()
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

@@ -37,17 +37,29 @@ fn job(spec: &TaskSpec) -> Value {
 
 #[test]
 fn reserved_options_are_refused_from_task_config() {
-    for name in ["job-name", "output", "error", "chdir", "wrap", "uid", "gid", "job-n"] {
+    for name in [
+        "job-name", "output", "error", "chdir", "wrap", "uid", "gid", "job-n",
+    ] {
         let e = err(&with_options(json!({ name: "x" })));
-        assert!(e.contains("reserved") && e.contains("sbatch_options"), "{name}: {e}");
+        assert!(
+            e.contains("reserved") && e.contains("sbatch_options"),
+            "{name}: {e}"
+        );
     }
 }
 
 #[test]
 fn reserved_directives_are_overridden_or_refused() {
-    let j = job(&script("#SBATCH -J mine\n#SBATCH -o /home/u/.ssh/authorized_keys\n#SBATCH --chdir=/tmp"));
+    let j = job(&script(
+        "#SBATCH -J mine\n#SBATCH -o /home/u/.ssh/authorized_keys\n#SBATCH --chdir=/tmp",
+    ));
     assert!(j["name"].as_str().unwrap().starts_with("flyte-nightly-"));
-    assert!(j["standard_output"].as_str().unwrap().starts_with("/shared/flyte/jobs/"));
+    assert!(
+        j["standard_output"]
+            .as_str()
+            .unwrap()
+            .starts_with("/shared/flyte/jobs/")
+    );
     assert_eq!(j["current_working_directory"], "/shared/flyte/jobs");
     for d in ["#SBATCH --wrap=true", "#SBATCH --uid=0", "#SBATCH --gid=0"] {
         assert!(err(&script(d)).contains("script line 2"), "{d}");
@@ -62,7 +74,10 @@ fn option_names_and_values_are_validated() {
     assert!(e.contains("whitespace") && e.contains("--comment"), "{e}");
     assert!(err(&with_options(json!({"comment": "a b"}))).contains("whitespace"));
     let e = err(&with_options(json!({"no-such-option": "1"})));
-    assert!(e.contains("no-such-option") && e.contains("not an sbatch option"), "{e}");
+    assert!(
+        e.contains("no-such-option") && e.contains("not an sbatch option"),
+        "{e}"
+    );
     assert!(err(&with_options(json!({"time": true}))).contains("requires a value"));
     assert!(err(&with_options(json!({"hold": "yes"}))).contains("takes no value"));
     assert!(err(&with_options(json!({"me": "1"}))).contains("ambiguous"));
@@ -80,10 +95,16 @@ fn unexpressible_options_are_refused_with_the_supported_list() {
         ("export-file", json!("/x")),
     ] {
         let e = err(&with_options(json!({ name: v })));
-        assert!(e.contains(&format!("--{name}")) && e.contains("Supported options: account"), "{name}: {e}");
+        assert!(
+            e.contains(&format!("--{name}")) && e.contains("Supported options: account"),
+            "{name}: {e}"
+        );
     }
     let e = err(&script("#SBATCH --clusters=other"));
-    assert!(e.contains("script line 2") && e.contains("--clusters"), "{e}");
+    assert!(
+        e.contains("script line 2") && e.contains("--clusters"),
+        "{e}"
+    );
     assert!(err(&script("#SBATCH --export=NONE")).contains("env"));
     assert!(err(&script("#SBATCH --container-image=x")).contains("SPANK"));
 }
@@ -106,7 +127,10 @@ fn bad_values_name_the_option() {
         ("hint", "memory_bound"),
     ] {
         let e = err(&with_options(json!({ o: v })));
-        assert!(e.contains(&format!("`--{o}`")) && e.contains(v), "{o}={v}: {e}");
+        assert!(
+            e.contains(&format!("`--{o}`")) && e.contains(v),
+            "{o}={v}: {e}"
+        );
     }
 }
 
@@ -115,7 +139,11 @@ fn memory_options_are_mutually_exclusive_across_sources() {
     let mut spec = script("#SBATCH --mem-per-cpu=2G");
     spec.custom["sbatch"] = json!({"mem": "8G"});
     let e = err(&spec);
-    assert!(e.contains("--mem (Slurm config field `sbatch.mem`)") && e.contains("--mem-per-cpu (script line 2"), "{e}");
+    assert!(
+        e.contains("--mem (Slurm config field `sbatch.mem`)")
+            && e.contains("--mem-per-cpu (script line 2"),
+        "{e}"
+    );
     // The same option from two sources is not a conflict: the later source wins.
     let mut spec = script("#SBATCH --mem=2G");
     spec.custom["sbatch"] = json!({"mem": "8G"});
@@ -140,34 +168,79 @@ fn precedence_script_then_first_class_then_sbatch_options() {
 
 #[test]
 fn config_errors_name_the_key() {
-    assert!(err(&script_spec(json!({"script": "#!/bin/bash\n", "sbatchh": {}}))).contains("`sbatchh`"));
-    let spec = script_spec(json!({"script": "#!/bin/bash\n", "connection": {"host": "h", "port": 22.0}}));
+    assert!(
+        err(&script_spec(
+            json!({"script": "#!/bin/bash\n", "sbatchh": {}})
+        ))
+        .contains("`sbatchh`")
+    );
+    let spec =
+        script_spec(json!({"script": "#!/bin/bash\n", "connection": {"host": "h", "port": 22.0}}));
     assert!(render(&spec).is_ok(), "SSH-era keys are ignored");
     assert!(err(&script_spec(json!({"script": "  \n"}))).contains("`script`"));
-    assert!(err(&script_spec(json!({"script": "#!/bin/bash\n", "env": {"BAD-NAME": "1"}}))).contains("BAD-NAME"));
-    let e = err(&script_spec(json!({"script": "#!/bin/bash\n", "env": {"FLYTE_OUTPUT_X": "/etc"}})));
+    assert!(
+        err(&script_spec(
+            json!({"script": "#!/bin/bash\n", "env": {"BAD-NAME": "1"}})
+        ))
+        .contains("BAD-NAME")
+    );
+    let e = err(&script_spec(
+        json!({"script": "#!/bin/bash\n", "env": {"FLYTE_OUTPUT_X": "/etc"}}),
+    ));
     assert!(e.contains("FLYTE_OUTPUT_X"), "{e}");
-    let e = err(&script_spec(json!({"script": "#!/bin/bash\n", "modules": ["-f"]})));
+    let e = err(&script_spec(
+        json!({"script": "#!/bin/bash\n", "modules": ["-f"]}),
+    ));
     assert!(e.contains("modules"), "{e}");
 }
 
 #[test]
 fn working_dir_rules() {
     let spec = script("");
-    let none = RenderConfig { working_dir: None, ..config() };
-    assert!(matches!(render_at(&spec, &none, NOW), Err(RenderError::NoWorkingDir)));
-    let mut task_wd = script_spec(json!({"script": "#!/bin/bash\n", "working_dir": "/scratch/me/"}));
-    assert_eq!(render_at(&task_wd, &none, NOW).unwrap().stdout_path.rsplit_once('/').unwrap().0, "/scratch/me");
+    let none = RenderConfig {
+        working_dir: None,
+        ..config()
+    };
+    assert!(matches!(
+        render_at(&spec, &none, NOW),
+        Err(RenderError::NoWorkingDir)
+    ));
+    let mut task_wd =
+        script_spec(json!({"script": "#!/bin/bash\n", "working_dir": "/scratch/me/"}));
+    assert_eq!(
+        render_at(&task_wd, &none, NOW)
+            .unwrap()
+            .stdout_path
+            .rsplit_once('/')
+            .unwrap()
+            .0,
+        "/scratch/me"
+    );
     // The deployment's directory wins over the task's.
-    assert!(render(&task_wd).unwrap().stdout_path.starts_with("/shared/flyte/jobs/"));
+    assert!(
+        render(&task_wd)
+            .unwrap()
+            .stdout_path
+            .starts_with("/shared/flyte/jobs/")
+    );
     task_wd.custom["working_dir"] = json!(".flyte/jobs");
-    assert!(render_at(&task_wd, &none, NOW).unwrap_err().to_string().contains("`working_dir`"));
+    assert!(
+        render_at(&task_wd, &none, NOW)
+            .unwrap_err()
+            .to_string()
+            .contains("`working_dir`")
+    );
 }
 
 #[test]
 fn inputs_and_outputs() {
     let mut spec = task_spec(&load_request("script_preprocess.json"));
-    spec.inputs.push(("xs".into(), InputValue::Unsupported { type_name: "collection".into() }));
+    spec.inputs.push((
+        "xs".into(),
+        InputValue::Unsupported {
+            type_name: "collection".into(),
+        },
+    ));
     assert!(err(&spec).contains("input `xs`"));
 
     let mut spec = task_spec(&load_request("script_preprocess.json"));
@@ -210,10 +283,14 @@ fn native_task_refusals() {
 fn no_env_value_reaches_the_script_text() {
     let mut spec = task_spec(&load_request("script_preprocess.json"));
     spec.custom["env"] = json!({"SECRET_TOKEN": "s3cr3t-value-7781"});
-    spec.env_vars.insert("OTHER".into(), "backend-value-9931".into());
+    spec.env_vars
+        .insert("OTHER".into(), "backend-value-9931".into());
     let r = render(&spec).unwrap();
     for needle in ["s3cr3t-value-7781", "backend-value-9931", "imagenet-mini"] {
-        assert!(!r.job.script.contains(needle), "{needle} leaked into the script");
+        assert!(
+            !r.job.script.contains(needle),
+            "{needle} leaked into the script"
+        );
         assert!(r.job.environment.iter().any(|(_, v)| v == needle));
     }
 }
@@ -222,40 +299,54 @@ fn no_env_value_reaches_the_script_text() {
 /// field, and every mapped option must have set something.
 #[test]
 fn kitchen_sink_matches_the_schema() {
-    let directives = "\
-#SBATCH -A acct --acctg-freq=task=30 -a 0-15%4 --batch=feat --bb=bbspec -b now+1hour
-#SBATCH --cluster-constraint=cc --comment=mine -C a100 --container=/oci/b --container-id=cid --contiguous
-#SBATCH -S 2 --cpu-freq=high --cpus-per-gpu=4 -c 8 --deadline=2026-12-24T00:00 --delay-boot=5
-#SBATCH -d afterok:1 -m plane=4 -x bad[1-2] --exclusive=user --export=ALL --extra=x
-#SBATCH --gpu-bind=closest --gpu-freq=high -G a100:8 --gpus-per-node=2 --gpus-per-socket=1
-#SBATCH --gpus-per-task=1 --gres=gpu:a100:4,nvme:1 --gres-flags=enforce-binding --hint=nomultithread
-#SBATCH -H -i /dev/null --kill-on-invalid-dep=yes -L matlab:1 --mail-type=ALL,TIME_LIMIT_90
-#SBATCH --mail-user=a@b.c --mcs-label=m --mem-per-gpu=16G --mem-bind=verbose,map_mem:0,1
-#SBATCH --mincpus=8 --network=net --nice=5 -k --no-requeue -w good[1-4] -N 4 -n 16
-#SBATCH --ntasks-per-gpu=2 --ntasks-per-node=4 --ntasks-per-socket=2 --oom-kill-step=1 --open-mode=append
-#SBATCH -O --prefer=fast --priority=100 --profile=task --qos=high --reboot --reservation=r
-#SBATCH --segment=2 --signal=R:TERM@120 --sockets-per-node=2 --spread-job --stepmgr --switches=1@10
-#SBATCH --thread-spec=1 -t 1-0 --time-min=30 --tmp=10G --tres-per-task=license/x:1 --use-min-nodes
-#SBATCH --wait-all-nodes=1 --wckey=wk -p gpu
-";
+    let directives = KITCHEN_SINK;
     let j = job(&script(directives.trim_end()));
     let problems = schema_problems(&j);
     assert!(problems.is_empty(), "{problems:#?}\n{j:#}");
     for (k, v) in [
-        ("tres_per_node", json!("gres/gpu:a100:4,gres/nvme:1,gres/gpu:2")),
-        ("tres_per_task", json!("license/x:1,gres/gpu:1")),
+        (
+            "tres_per_node",
+            json!("gres/gpu:a100:4,gres/nvme:1,gres/gpu:2"),
+        ),
+        ("tres_per_task", json!("cpu=8,license/x:1,gres/gpu:1")),
         ("tres_per_job", json!("gres/gpu:a100:8")),
         ("memory_per_tres", json!("gres/gpu:16384")),
         ("cpus_per_tres", json!("gres/gpu:4")),
         ("excluded_nodes", json!(["bad[1-2]"])),
         ("required_nodes", json!(["good[1-4]"])),
         ("shared", json!(["user"])),
-        ("mail_type", json!(["BEGIN", "END", "FAIL", "REQUEUE", "TIME=90%", "STAGE_OUT"])),
-        ("comment", json!(format!("flyte-key={} mine", render(&script("")).unwrap().key))),
-        ("begin_time", json!({"set": true, "infinite": false, "number": NOW + 3600})),
-        ("time_limit", json!({"set": true, "infinite": false, "number": 1440})),
+        (
+            "mail_type",
+            json!([
+                "BEGIN",
+                "END",
+                "FAIL",
+                "REQUEUE",
+                "TIME=90%",
+                "STAGE_OUT",
+                "INVALID_DEPENDENCY"
+            ]),
+        ),
+        (
+            "comment",
+            json!(format!(
+                "flyte-key={} mine",
+                render(&script("")).unwrap().key
+            )),
+        ),
+        (
+            "begin_time",
+            json!({"set": true, "infinite": false, "number": NOW + 3600}),
+        ),
+        (
+            "time_limit",
+            json!({"set": true, "infinite": false, "number": 1440}),
+        ),
         ("kill_warning_flags", json!(["RESERVATION_JOB"])),
-        ("distribution_plane_size", json!({"set": true, "infinite": false, "number": 4})),
+        (
+            "distribution_plane_size",
+            json!({"set": true, "infinite": false, "number": 4}),
+        ),
         ("delay_boot", json!(300)),
         ("wait_for_switch", json!(600)),
         ("kill_on_node_fail", json!(false)),
@@ -266,7 +357,11 @@ fn kitchen_sink_matches_the_schema() {
     // Options that exclude ones above, in a second job.
     let others = "#SBATCH --mem=4G --oversubscribe --requeue --tres-bind=gres/gpu:closest --ntasks-per-core=1 --threads-per-core=2";
     let j2 = job(&script(others));
-    assert!(schema_problems(&j2).is_empty(), "{:#?}", schema_problems(&j2));
+    assert!(
+        schema_problems(&j2).is_empty(),
+        "{:#?}",
+        schema_problems(&j2)
+    );
     assert_eq!(j2["shared"], json!(["oversubscribe"]));
     assert_eq!(j2["requeue"], json!(true));
     assert_eq!(j2["memory_per_node"]["number"], json!(4096));
@@ -275,10 +370,14 @@ fn kitchen_sink_matches_the_schema() {
     assert_eq!(j3["memory_per_cpu"]["number"], json!(500));
     // Every option the table maps must have been exercised above.
     let text = format!("{directives}\n{others}\n--mem-per-cpu");
-    for spec in options::OPTIONS.iter().filter(|s| matches!(s.support, options::Support::Mapped(_))) {
+    for spec in options::OPTIONS
+        .iter()
+        .filter(|s| matches!(s.support, options::Support::Mapped(_)))
+    {
         let short = spec.short.map(|c| format!("-{c} ")).unwrap_or_default();
         assert!(
-            text.contains(&format!("--{}", spec.long)) || (!short.is_empty() && text.contains(&short)),
+            text.contains(&format!("--{}", spec.long))
+                || (!short.is_empty() && text.contains(&short)),
             "kitchen sink misses --{}",
             spec.long
         );

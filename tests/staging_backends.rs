@@ -4,7 +4,6 @@
 #[path = "staging_support.rs"]
 mod support;
 
-
 use futures::StreamExt;
 use slurm_connector::staging::backend::EntryKind;
 use slurm_connector::staging::transfer::TransferCtl;

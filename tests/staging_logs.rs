@@ -7,9 +7,9 @@ mod support;
 use std::io::Write;
 use std::time::{Duration, SystemTime};
 
+use slurm_connector::staging::exit_marker;
 use slurm_connector::staging::logs::{self, DEFAULT_LOG_LINES};
 use slurm_connector::staging::retention::{FinishedJob, sweep};
-use slurm_connector::staging::exit_marker;
 use support::Fixture;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -37,6 +37,13 @@ async fn outputs_land_in_a_file_store_with_the_right_blobs() {
     fx.write("/cluster/shared/j.outputs/ckpt/a.txt", "a");
     fx.write("/cluster/shared/j.outputs/ckpt/sub/b c.txt", "bc");
     fx.write("/cluster/shared/j.outputs/ckpt/empty", "");
+    // Many small files: each is its own upload (a long poll each through the sidecar).
+    for i in 0..200 {
+        fx.write(
+            &format!("/cluster/shared/j.outputs/ckpt/many/f{i:03}"),
+            format!("{i}"),
+        );
+    }
     for (name, s) in fx.backends().await {
         let prefix = fx.store_uri(&format!("run-{name}"));
         let decls = vec![
@@ -76,7 +83,8 @@ async fn outputs_land_in_a_file_store_with_the_right_blobs() {
             ("ckpt", Dimensionality::Multipart)
         );
         assert_eq!(blobs[1].uri, format!("{prefix}/ckpt"));
-        let total = big.len() as u64 + 3;
+        let many: u64 = (0..200).map(|i: u32| i.to_string().len() as u64).sum();
+        let total = big.len() as u64 + 3 + many;
         assert_eq!(t.progress(), (total, total), "{name}");
         let base = fx.store_path(&format!("run-{name}"));
         assert!(
@@ -92,6 +100,14 @@ async fn outputs_land_in_a_file_store_with_the_right_blobs() {
             "bc"
         );
         assert_eq!(std::fs::read(base.join("ckpt/empty")).unwrap(), b"");
+        assert_eq!(
+            std::fs::read_to_string(base.join("ckpt/many/f199")).unwrap(),
+            "199"
+        );
+        assert_eq!(
+            std::fs::read_dir(base.join("ckpt/many")).unwrap().count(),
+            200
+        );
     }
 }
 

@@ -281,6 +281,6 @@ pub(super) fn parse_mounts(var: &str, v: &str) -> Result<Vec<(String, PathBuf)>,
         ));
     }
     // Longest prefix first, so /shared/jobs wins over /shared.
-    out.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+    out.sort_by_key(|m| std::cmp::Reverse(m.0.len()));
     Ok(out)
 }

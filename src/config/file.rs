@@ -130,7 +130,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<DeploymentConfig, ConfigE
             }
             mounts.push((remote.trim_end_matches('/').to_string(), local));
         }
-        mounts.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        mounts.sort_by_key(|m| std::cmp::Reverse(m.0.len()));
         let cluster = ClusterConfig {
             name: name.clone(),
             restd_url: parse_url("restd_url", &c.restd_url).map_err(wrap)?,

@@ -16,9 +16,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use error::ConfigError;
 /// Tokens and keys: redacted in `Debug`/`Display` (the slurmrestd client's own type).
 pub use crate::slurmrestd::Secret;
+pub use error::ConfigError;
 pub use units::{parse_bytes, parse_duration};
 
 /// How the connector authenticates to one cluster's slurmrestd.

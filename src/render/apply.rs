@@ -2,13 +2,13 @@
 //! `slurm_opt.c` / `sbatch/opt.c` and `slurm_opt_create_job_desc`).
 
 use crate::slurmrestd::job_description::{
-    CpuBindFlag, JobDescription, JobFlag, KillWarning, MailType, MemBindType, Memory, OpenMode, Profile, Shared,
-    WarnFlag,
+    CpuBindFlag, JobDescription, JobFlag, Memory, OpenMode, Shared,
 };
 
 use super::directives::RawOption;
 use super::error::RenderError;
 use super::units::{parse_duration_secs, parse_mbytes, parse_point_in_time, parse_time_limit};
+use super::values::{mail_types, mem_bind, profiles, signal};
 
 /// Context for options whose meaning depends on the submit time and place.
 #[derive(Debug, Clone, Copy)]
@@ -26,7 +26,7 @@ pub struct Applied {
     pub user_comment: Option<String>,
 }
 
-fn invalid(o: &RawOption, expected: impl Into<String>) -> RenderError {
+pub(super) fn invalid(o: &RawOption, expected: impl Into<String>) -> RenderError {
     RenderError::InvalidValue {
         origin: o.origin.clone(),
         option: o.spec.long.to_string(),
@@ -35,8 +35,10 @@ fn invalid(o: &RawOption, expected: impl Into<String>) -> RenderError {
     }
 }
 
-fn value(o: &RawOption) -> Result<&str, RenderError> {
-    o.value.as_deref().ok_or_else(|| invalid(o, "this option requires a value"))
+pub(super) fn value(o: &RawOption) -> Result<&str, RenderError> {
+    o.value
+        .as_deref()
+        .ok_or_else(|| invalid(o, "this option requires a value"))
 }
 
 /// A non-empty string value for a pass-through field.
@@ -52,12 +54,19 @@ fn count(o: &RawOption, min: u32) -> Result<Option<u32>, RenderError> {
     let v = value(o)?;
     match v.parse::<u32>() {
         Ok(n) if n >= min && n < i32::MAX as u32 => Ok(Some(n)),
-        _ => Err(invalid(o, format!("expected a whole number of at least {min}"))),
+        _ => Err(invalid(
+            o,
+            format!("expected a whole number of at least {min}"),
+        )),
     }
 }
 
 fn u16_value(o: &RawOption) -> Result<u16, RenderError> {
-    value(o)?.parse::<u16>().ok().filter(|n| *n < u16::MAX - 1).ok_or_else(|| invalid(o, "expected a whole number below 65534"))
+    value(o)?
+        .parse::<u16>()
+        .ok()
+        .filter(|n| *n < u16::MAX - 1)
+        .ok_or_else(|| invalid(o, "expected a whole number below 65534"))
 }
 
 /// `[type:]count` of a GPU option, as a TRES string (`gres/gpu[:type]:count`).
@@ -67,7 +76,11 @@ fn gpu_tres(o: &RawOption) -> Result<String, RenderError> {
         Some((t, n)) => (Some(t), n),
         None => (None, v),
     };
-    let ok_type = ty.is_none_or(|t| !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c)));
+    let ok_type = ty.is_none_or(|t| {
+        !t.is_empty()
+            && t.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+    });
     if !ok_type || n.parse::<u32>().map(|n| n == 0).unwrap_or(true) {
         return Err(invalid(o, "expected [type:]count, e.g. 2 or a100:2"));
     }
@@ -81,7 +94,10 @@ fn gpu_tres(o: &RawOption) -> Result<String, RenderError> {
 fn node_list(o: &RawOption) -> Result<Vec<String>, RenderError> {
     let v = value(o)?;
     if v.contains('/') {
-        return Err(invalid(o, "a node list, not a file (files on the submit host cannot be read)"));
+        return Err(invalid(
+            o,
+            "a node list, not a file (files on the submit host cannot be read)",
+        ));
     }
     let mut out = Vec::new();
     let (mut depth, mut cur) = (0i32, String::new());
@@ -107,7 +123,10 @@ fn node_list(o: &RawOption) -> Result<Vec<String>, RenderError> {
 fn set_once<T>(slot: &mut Option<T>, v: T, o: &RawOption, other: &str) -> Result<(), RenderError> {
     if slot.is_some() {
         return Err(RenderError::Conflict {
-            problem: format!("--{} ({}) and {other} set the same field; keep one", o.spec.long, o.origin),
+            problem: format!(
+                "--{} ({}) and {other} set the same field; keep one",
+                o.spec.long, o.origin
+            ),
         });
     }
     *slot = Some(v);
@@ -115,7 +134,11 @@ fn set_once<T>(slot: &mut Option<T>, v: T, o: &RawOption, other: &str) -> Result
 }
 
 /// Applies the effective options (one per option, see `merge`) to `job`.
-pub fn apply(options: &[RawOption], job: &mut JobDescription, clock: Clock) -> Result<Applied, RenderError> {
+pub fn apply(
+    options: &[RawOption],
+    job: &mut JobDescription,
+    clock: Clock,
+) -> Result<Applied, RenderError> {
     let mut applied = Applied::default();
     // TRES strings several options contribute to, joined at the end in sbatch's order.
     let mut per_node: Vec<String> = Vec::new();
@@ -130,7 +153,10 @@ pub fn apply(options: &[RawOption], job: &mut JobDescription, clock: Clock) -> R
             "array" => {
                 let v = value(o)?;
                 if v.is_empty() || !v.chars().all(|c| c.is_ascii_digit() || ",-:%".contains(c)) {
-                    return Err(invalid(o, "expected indexes such as 0-15, 1,3,5, 0-15:4 or 0-99%10"));
+                    return Err(invalid(
+                        o,
+                        "expected indexes such as 0-15, 1,3,5, 0-15:4 or 0-99%10",
+                    ));
                 }
                 job.array = Some(v.to_string());
             }
@@ -138,7 +164,8 @@ pub fn apply(options: &[RawOption], job: &mut JobDescription, clock: Clock) -> R
             "bb" => job.burst_buffer = text(o)?,
             "begin" => {
                 job.begin_time = Some(
-                    parse_point_in_time(value(o)?, clock.now, clock.utc_offset).map_err(|e| invalid(o, e))?,
+                    parse_point_in_time(value(o)?, clock.now, clock.utc_offset)
+                        .map_err(|e| invalid(o, e))?,
                 )
             }
             "cluster-constraint" => job.cluster_constraint = text(o)?,
@@ -149,11 +176,14 @@ pub fn apply(options: &[RawOption], job: &mut JobDescription, clock: Clock) -> R
             "contiguous" => job.contiguous = Some(true),
             "core-spec" => job.core_specification = count(o, 0)?,
             "cpu-freq" => job.cpu_frequency = text(o)?,
-            "cpus-per-gpu" => job.cpus_per_tres = Some(format!("gres/gpu:{}", count(o, 1)?.unwrap_or(1))),
+            "cpus-per-gpu" => {
+                job.cpus_per_tres = Some(format!("gres/gpu:{}", count(o, 1)?.unwrap_or(1)))
+            }
             "cpus-per-task" => job.cpus_per_task = count(o, 1)?,
             "deadline" => {
                 job.deadline = Some(
-                    parse_point_in_time(value(o)?, clock.now, clock.utc_offset).map_err(|e| invalid(o, e))?,
+                    parse_point_in_time(value(o)?, clock.now, clock.utc_offset)
+                        .map_err(|e| invalid(o, e))?,
                 )
             }
             "delay-boot" => {
@@ -163,12 +193,18 @@ pub fn apply(options: &[RawOption], job: &mut JobDescription, clock: Clock) -> R
             "dependency" => job.dependency = text(o)?,
             "distribution" => {
                 let v = value(o)?;
-                if v.is_empty() || !v.chars().all(|c| c.is_ascii_alphanumeric() || ":=,*".contains(c)) {
+                if v.is_empty()
+                    || !v
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || ":=,*".contains(c))
+                {
                     return Err(invalid(o, "expected e.g. block, cyclic:cyclic, plane=4"));
                 }
                 if let Some(size) = v.split(',').next().and_then(|d| d.strip_prefix("plane=")) {
-                    job.distribution_plane_size =
-                        Some(size.parse().map_err(|_| invalid(o, "plane=<size> needs a whole number"))?);
+                    job.distribution_plane_size = Some(
+                        size.parse()
+                            .map_err(|_| invalid(o, "plane=<size> needs a whole number"))?,
+                    );
                 }
                 job.distribution = Some(v.to_string());
             }
@@ -192,7 +228,12 @@ pub fn apply(options: &[RawOption], job: &mut JobDescription, clock: Clock) -> R
                 }
             }
             "extra" => job.extra = text(o)?,
-            "gpu-bind" => set_once(&mut job.tres_bind, format!("gres/gpu:{}", value(o)?), o, "--tres-bind")?,
+            "gpu-bind" => set_once(
+                &mut job.tres_bind,
+                format!("gres/gpu:{}", value(o)?),
+                o,
+                "--tres-bind",
+            )?,
             "tres-bind" => set_once(&mut job.tres_bind, value(o)?.to_string(), o, "--gpu-bind")?,
             "gpu-freq" => job.tres_freq = Some(format!("gpu:{}", value(o)?)),
             "gpus" => {
@@ -216,13 +257,24 @@ pub fn apply(options: &[RawOption], job: &mut JobDescription, clock: Clock) -> R
                 if !v.eq_ignore_ascii_case("none") {
                     for item in v.split(',') {
                         if item.is_empty() {
-                            return Err(invalid(o, "expected name[:type]:count[,...], e.g. gpu:a100:4"));
+                            return Err(invalid(
+                                o,
+                                "expected name[:type]:count[,...], e.g. gpu:a100:4",
+                            ));
                         }
-                        if item.split(':').next().is_some_and(|n| n.trim_start_matches("gres/") == "gpu") {
+                        if item
+                            .split(':')
+                            .next()
+                            .is_some_and(|n| n.trim_start_matches("gres/") == "gpu")
+                        {
                             applied.gpus_requested = true;
                         }
                         // sbatch prefixes each entry with its TRES type (gres_prepend_tres_type).
-                        gres_items.push(if item.starts_with("gres/") { item.to_string() } else { format!("gres/{item}") });
+                        gres_items.push(if item.starts_with("gres/") {
+                            item.to_string()
+                        } else {
+                            format!("gres/{item}")
+                        });
                     }
                 }
             }
@@ -230,7 +282,12 @@ pub fn apply(options: &[RawOption], job: &mut JobDescription, clock: Clock) -> R
                 let flag = match value(o)? {
                     "enforce-binding" => JobFlag::GresBindingEnforced,
                     "disable-binding" => JobFlag::GresBindingDisabled,
-                    _ => return Err(invalid(o, "v0.0.42 can express only enforce-binding or disable-binding")),
+                    _ => {
+                        return Err(invalid(
+                            o,
+                            "v0.0.42 can express only enforce-binding or disable-binding",
+                        ));
+                    }
                 };
                 job.flags.push(flag);
             }
@@ -238,14 +295,17 @@ pub fn apply(options: &[RawOption], job: &mut JobDescription, clock: Clock) -> R
                 for conflicting in ["threads-per-core", "ntasks-per-core"] {
                     if has(conflicting) {
                         return Err(RenderError::Conflict {
-                            problem: format!("--hint and --{conflicting} are mutually exclusive (as in sbatch); keep one"),
+                            problem: format!(
+                                "--hint and --{conflicting} are mutually exclusive (as in sbatch); keep one"
+                            ),
                         });
                     }
                 }
                 match value(o)?.to_ascii_lowercase().as_str() {
                     "nomultithread" => {
                         job.threads_per_core = Some(1);
-                        job.cpu_binding_flags = vec![CpuBindFlag::ToThreads, CpuBindFlag::OneThreadPerCore];
+                        job.cpu_binding_flags =
+                            vec![CpuBindFlag::ToThreads, CpuBindFlag::OneThreadPerCore];
                     }
                     "multithread" => job.cpu_binding_flags = vec![CpuBindFlag::ToThreads],
                     "compute_bound" => job.cpu_binding_flags = vec![CpuBindFlag::ToCores],
@@ -260,17 +320,28 @@ pub fn apply(options: &[RawOption], job: &mut JobDescription, clock: Clock) -> R
             }
             "hold" => job.hold = Some(true),
             "input" => job.standard_input = text(o)?,
-            "kill-on-invalid-dep" => job.flags.push(match value(o)?.to_ascii_lowercase().as_str() {
-                "yes" => JobFlag::KillInvalidDependency,
-                "no" => JobFlag::NoKillInvalidDependency,
-                _ => return Err(invalid(o, "expected yes or no")),
-            }),
+            "kill-on-invalid-dep" => {
+                job.flags
+                    .push(match value(o)?.to_ascii_lowercase().as_str() {
+                        "yes" => JobFlag::KillInvalidDependency,
+                        "no" => JobFlag::NoKillInvalidDependency,
+                        _ => return Err(invalid(o, "expected yes or no")),
+                    })
+            }
             "licenses" => job.licenses = text(o)?,
             "mail-type" => job.mail_type = mail_types(o)?,
             "mail-user" => job.mail_user = text(o)?,
             "mcs-label" => job.mcs_label = text(o)?,
-            "mem" => job.memory = Some(Memory::PerNode(parse_mbytes(value(o)?).map_err(|e| invalid(o, e))?)),
-            "mem-per-cpu" => job.memory = Some(Memory::PerCpu(parse_mbytes(value(o)?).map_err(|e| invalid(o, e))?)),
+            "mem" => {
+                job.memory = Some(Memory::PerNode(
+                    parse_mbytes(value(o)?).map_err(|e| invalid(o, e))?,
+                ))
+            }
+            "mem-per-cpu" => {
+                job.memory = Some(Memory::PerCpu(
+                    parse_mbytes(value(o)?).map_err(|e| invalid(o, e))?,
+                ))
+            }
             "mem-per-gpu" => {
                 let mb = parse_mbytes(value(o)?).map_err(|e| invalid(o, e))?;
                 job.memory_per_tres = Some(format!("gres/gpu:{mb}"));
@@ -285,7 +356,9 @@ pub fn apply(options: &[RawOption], job: &mut JobDescription, clock: Clock) -> R
                         .parse::<i32>()
                         .ok()
                         .filter(|n| n.unsigned_abs() <= 2_147_483_645)
-                        .ok_or_else(|| invalid(o, "expected a whole number (negative needs privileges)"))?,
+                        .ok_or_else(|| {
+                            invalid(o, "expected a whole number (negative needs privileges)")
+                        })?,
                 })
             }
             "no-kill" => {
@@ -305,8 +378,15 @@ pub fn apply(options: &[RawOption], job: &mut JobDescription, clock: Clock) -> R
                     None => (v.parse::<u32>().ok(), v.parse::<u32>().ok()),
                 };
                 match (min, max) {
-                    (Some(a), Some(b)) if a >= 1 && a <= b && b < i32::MAX as u32 => job.nodes = Some(v.to_string()),
-                    _ => return Err(invalid(o, "expected a node count N or a range N-M (N <= M, N >= 1)")),
+                    (Some(a), Some(b)) if a >= 1 && a <= b && b < i32::MAX as u32 => {
+                        job.nodes = Some(v.to_string())
+                    }
+                    _ => {
+                        return Err(invalid(
+                            o,
+                            "expected a node count N or a range N-M (N <= M, N >= 1)",
+                        ));
+                    }
                 }
             }
             "ntasks" => job.tasks = count(o, 1)?,
@@ -323,11 +403,13 @@ pub fn apply(options: &[RawOption], job: &mut JobDescription, clock: Clock) -> R
             }
             "open-mode" => {
                 // sbatch looks at the first letter only.
-                job.open_mode = Some(match value(o)?.chars().next().map(|c| c.to_ascii_lowercase()) {
-                    Some('a') => OpenMode::Append,
-                    Some('t') => OpenMode::Truncate,
-                    _ => return Err(invalid(o, "expected append or truncate")),
-                })
+                job.open_mode = Some(
+                    match value(o)?.chars().next().map(|c| c.to_ascii_lowercase()) {
+                        Some('a') => OpenMode::Append,
+                        Some('t') => OpenMode::Truncate,
+                        _ => return Err(invalid(o, "expected append or truncate")),
+                    },
+                )
             }
             "overcommit" => job.overcommit = Some(true),
             "partition" => job.partition = text(o)?,
@@ -338,7 +420,9 @@ pub fn apply(options: &[RawOption], job: &mut JobDescription, clock: Clock) -> R
                     v.parse::<u32>()
                         .ok()
                         .filter(|n| *n < u32::MAX - 1)
-                        .ok_or_else(|| invalid(o, "expected a whole number (TOP is for operators)"))?,
+                        .ok_or_else(|| {
+                            invalid(o, "expected a whole number (TOP is for operators)")
+                        })?,
                 ));
             }
             "profile" => job.profile = profiles(o)?,
@@ -356,8 +440,12 @@ pub fn apply(options: &[RawOption], job: &mut JobDescription, clock: Clock) -> R
                     Some((n, w)) => (n, Some(w)),
                     None => (v, None),
                 };
-                job.required_switches =
-                    Some(n.parse::<u32>().ok().filter(|n| *n < u32::MAX - 1).ok_or_else(|| invalid(o, "expected count[@max-time]"))?);
+                job.required_switches = Some(
+                    n.parse::<u32>()
+                        .ok()
+                        .filter(|n| *n < u32::MAX - 1)
+                        .ok_or_else(|| invalid(o, "expected count[@max-time]"))?,
+                );
                 if let Some(w) = wait {
                     let secs = parse_duration_secs(w).map_err(|e| invalid(o, e))?;
                     job.wait_for_switch = Some(secs.unwrap_or(0).min(i32::MAX as u64) as u32);
@@ -365,12 +453,20 @@ pub fn apply(options: &[RawOption], job: &mut JobDescription, clock: Clock) -> R
             }
             "thread-spec" => job.thread_specification = count(o, 0)?,
             "threads-per-core" => job.threads_per_core = count(o, 1)?,
-            "time" => job.time_limit = Some(parse_time_limit(value(o)?).map_err(|e| invalid(o, e))?),
-            "time-min" => job.time_minimum = Some(parse_time_limit(value(o)?).map_err(|e| invalid(o, e))?),
+            "time" => {
+                job.time_limit = Some(parse_time_limit(value(o)?).map_err(|e| invalid(o, e))?)
+            }
+            "time-min" => {
+                job.time_minimum = Some(parse_time_limit(value(o)?).map_err(|e| invalid(o, e))?)
+            }
             "tmp" => {
                 let mb = parse_mbytes(value(o)?).map_err(|e| invalid(o, e))?;
-                job.temporary_disk_per_node =
-                    Some(u32::try_from(mb).ok().filter(|m| *m < i32::MAX as u32).ok_or_else(|| invalid(o, "too large"))?);
+                job.temporary_disk_per_node = Some(
+                    u32::try_from(mb)
+                        .ok()
+                        .filter(|m| *m < i32::MAX as u32)
+                        .ok_or_else(|| invalid(o, "too large"))?,
+                );
             }
             "tres-per-task" => per_task.insert(0, text(o)?.unwrap_or_default()),
             "use-min-nodes" => job.flags.push(JobFlag::PreferMinimumNodeCount),
@@ -394,6 +490,12 @@ pub fn apply(options: &[RawOption], job: &mut JobDescription, clock: Clock) -> R
             }
         }
     }
+    // sbatch (24.11) also records --cpus-per-task as a per-task TRES and flags the CPU count as
+    // explicit (JOB_CPUS_SET); without both the job record differs (differential test).
+    if let Some(cpt) = job.cpus_per_task {
+        per_task.insert(0, format!("cpu={cpt}"));
+        job.flags.push(JobFlag::ExactCpuCountRequested);
+    }
     // sbatch: the --gres entries first, then --gpus-per-node appended.
     gres_items.append(&mut per_node);
     let per_node = gres_items;
@@ -405,194 +507,10 @@ pub fn apply(options: &[RawOption], job: &mut JobDescription, clock: Clock) -> R
     }
     job.flags.sort();
     job.flags.dedup();
-    sbatch_derivations(job);
+    // sbatch: --hold submits with priority 0, whatever --priority says.
+    if job.hold == Some(true) {
+        job.priority = None;
+    }
+    super::derive::sbatch_derivations(job);
     Ok(applied)
-}
-
-/// Number of hosts in a Slurm hostlist entry (`node[1-3,5]` → 4); `None` if it cannot be read.
-fn hostlist_count(entry: &str) -> Option<u64> {
-    let mut total: u64 = 1;
-    let mut rest = entry;
-    while let Some(open) = rest.find('[') {
-        let close = rest[open..].find(']')? + open;
-        let mut n = 0u64;
-        for range in rest[open + 1..close].split(',') {
-            n += match range.split_once('-') {
-                Some((a, b)) => b.parse::<u64>().ok()?.checked_sub(a.parse::<u64>().ok()?)? + 1,
-                None => {
-                    range.parse::<u64>().ok()?;
-                    1
-                }
-            };
-        }
-        total = total.checked_mul(n)?;
-        rest = &rest[close + 1..];
-    }
-    Some(total)
-}
-
-/// What sbatch's `_opt_verify` derives on the client before submitting, so the REST job matches
-/// the one sbatch would send (src/sbatch/opt.c).
-fn sbatch_derivations(job: &mut JobDescription) {
-    let parse_nodes = |n: &str| -> (u32, Option<u32>) {
-        match n.split_once('-') {
-            Some((a, b)) => (a.parse().unwrap_or(1), b.parse().ok()),
-            None => (n.parse().unwrap_or(1), n.parse().ok()),
-        }
-    };
-    // --nodelist raises the minimum node count to the number of listed nodes.
-    if !job.required_nodes.is_empty() {
-        let listed: Option<u64> = job.required_nodes.iter().map(|e| hostlist_count(e)).sum();
-        if let Some(listed) = listed.and_then(|n| u32::try_from(n).ok()) {
-            job.nodes = Some(match job.nodes.as_deref().map(parse_nodes) {
-                None => listed.to_string(),
-                Some((min, Some(max))) if min != max => format!("{}-{max}", min.max(listed)),
-                Some((min, _)) => min.max(listed).to_string(),
-            });
-        }
-    }
-    // --ntasks-per-node without --ntasks, on a fixed node count: ntasks = nodes * per-node.
-    if let (Some(per_node), None) = (job.tasks_per_node, job.tasks) {
-        let (min, max) = job.nodes.as_deref().map(parse_nodes).unwrap_or((1, None));
-        if max.is_none_or(|m| m == min) {
-            job.tasks = min.checked_mul(per_node);
-        }
-    }
-    // --cpus-per-task raises the per-node CPU minimum.
-    if let Some(cpt) = job.cpus_per_task {
-        if job.minimum_cpus_per_node.is_none_or(|m| m < cpt) {
-            job.minimum_cpus_per_node = Some(cpt);
-        }
-    }
-}
-
-fn mail_types(o: &RawOption) -> Result<Vec<MailType>, RenderError> {
-    let mut out = Vec::new();
-    for t in value(o)?.split(',') {
-        match t.to_ascii_uppercase().as_str() {
-            "NONE" => out.clear(),
-            "ALL" => out.extend([MailType::Begin, MailType::End, MailType::Fail, MailType::Requeue, MailType::StageOut]),
-            "BEGIN" => out.push(MailType::Begin),
-            "END" => out.push(MailType::End),
-            "FAIL" => out.push(MailType::Fail),
-            "REQUEUE" => out.push(MailType::Requeue),
-            "STAGE_OUT" => out.push(MailType::StageOut),
-            "TIME_LIMIT" => out.push(MailType::Time100),
-            "TIME_LIMIT_90" => out.push(MailType::Time90),
-            "TIME_LIMIT_80" => out.push(MailType::Time80),
-            "TIME_LIMIT_50" => out.push(MailType::Time50),
-            "ARRAY_TASKS" => out.push(MailType::ArrayTasks),
-            "INVALID_DEPEND" => out.push(MailType::InvalidDependency),
-            _ => {
-                return Err(invalid(
-                    o,
-                    "expected a comma list of NONE, BEGIN, END, FAIL, REQUEUE, ALL, INVALID_DEPEND, STAGE_OUT, \
-                     TIME_LIMIT, TIME_LIMIT_90, TIME_LIMIT_80, TIME_LIMIT_50, ARRAY_TASKS",
-                ));
-            }
-        }
-    }
-    out.sort();
-    out.dedup();
-    Ok(out)
-}
-
-fn profiles(o: &RawOption) -> Result<Vec<Profile>, RenderError> {
-    let mut out = Vec::new();
-    for t in value(o)?.split(',') {
-        match t.to_ascii_lowercase().as_str() {
-            "all" => out.extend([Profile::Energy, Profile::Lustre, Profile::Network, Profile::Task]),
-            "none" => out.push(Profile::None),
-            "energy" => out.push(Profile::Energy),
-            "lustre" => out.push(Profile::Lustre),
-            "network" => out.push(Profile::Network),
-            "task" => out.push(Profile::Task),
-            _ => return Err(invalid(o, "expected all, none or a comma list of energy, lustre, network, task")),
-        }
-    }
-    Ok(out)
-}
-
-fn mem_bind(o: &RawOption, job: &mut JobDescription) -> Result<(), RenderError> {
-    let mut types = Vec::new();
-    let mut in_list = false;
-    for t in value(o)?.split(',') {
-        let lower = t.to_ascii_lowercase();
-        // `map_mem:0,1`: list items continue the previous map/mask (Slurm's _isvalue).
-        if in_list && !lower.is_empty() && lower.chars().all(|c| c.is_ascii_hexdigit() || "x*".contains(c)) {
-            if let Some(list) = job.memory_binding.as_mut() {
-                list.push(',');
-                list.push_str(&lower);
-            }
-            continue;
-        }
-        in_list = lower.starts_with("map_mem") || lower.starts_with("mask_mem");
-        let ty = match lower.as_str() {
-            "quiet" => continue,
-            "verbose" | "v" => MemBindType::Verbose,
-            "none" | "no" => MemBindType::None,
-            "rank" => MemBindType::Rank,
-            "local" => MemBindType::Local,
-            "sort" => MemBindType::Sort,
-            "prefer" => MemBindType::Prefer,
-            _ => {
-                if let Some(list) = lower.strip_prefix("map_mem:").or_else(|| lower.strip_prefix("map_mem=")) {
-                    job.memory_binding = Some(list.to_string());
-                    MemBindType::Map
-                } else if let Some(list) = lower.strip_prefix("mask_mem:").or_else(|| lower.strip_prefix("mask_mem=")) {
-                    job.memory_binding = Some(list.to_string());
-                    MemBindType::Mask
-                } else {
-                    return Err(invalid(
-                        o,
-                        "expected [quiet|verbose,]none|rank|local|sort|prefer|map_mem:<list>|mask_mem:<list>",
-                    ));
-                }
-            }
-        };
-        types.push(ty);
-    }
-    job.memory_binding_type = types;
-    Ok(())
-}
-
-/// Signal names sbatch's `sig_name2num` knows (without `SIG`).
-const SIGNALS: &[&str] = &[
-    "HUP", "INT", "QUIT", "ABRT", "KILL", "ALRM", "TERM", "USR1", "USR2", "URG", "CONT", "STOP", "TSTP", "TTIN",
-    "TTOU", "XCPU", "XFSZ", "VTALRM", "PROF", "WINCH", "POLL", "IO", "PWR", "SYS", "TRAP", "PIPE",
-];
-
-/// `--signal=[{R|B}:]<sig_num>[@sig_time]`.
-fn signal(o: &RawOption) -> Result<KillWarning, RenderError> {
-    const EXPECTED: &str = "expected [R|B:]<signal>[@seconds], e.g. B:USR1@60";
-    let v = value(o)?;
-    let (scope, rest) = match v.split_once(':') {
-        Some((s, r)) => (s, r),
-        None => ("", v),
-    };
-    let mut flags = Vec::new();
-    for c in scope.chars() {
-        match c.to_ascii_uppercase() {
-            'B' => flags.push(WarnFlag::BatchJob),
-            'R' => flags.push(WarnFlag::ReservationJob),
-            _ => return Err(invalid(o, EXPECTED)),
-        }
-    }
-    let (sig, delay) = match rest.split_once('@') {
-        Some((s, d)) => (s, d.parse::<u16>().ok().filter(|d| *d < u16::MAX - 1).ok_or_else(|| invalid(o, EXPECTED))?),
-        None => (rest, 60),
-    };
-    let upper = sig.to_ascii_uppercase();
-    let name = upper.strip_prefix("SIG").unwrap_or(&upper);
-    let signal = if let Ok(n) = sig.parse::<u32>() {
-        if !(1..=64).contains(&n) {
-            return Err(invalid(o, EXPECTED));
-        }
-        n.to_string()
-    } else if SIGNALS.contains(&name) {
-        name.to_string()
-    } else {
-        return Err(invalid(o, EXPECTED));
-    };
-    Ok(KillWarning { signal, delay_seconds: delay, flags })
 }

@@ -9,13 +9,28 @@ use super::error::RenderError;
 
 /// Top-level keys of the published plugin's config.
 const KNOWN_KEYS: &[&str] = &[
-    "connection", "sbatch", "sbatch_options", "container", "env", "modules", "working_dir", "secrets",
-    "script", "outputs", "output_upload",
+    "connection",
+    "sbatch",
+    "sbatch_options",
+    "container",
+    "env",
+    "modules",
+    "working_dir",
+    "secrets",
+    "script",
+    "outputs",
+    "output_upload",
 ];
 
 /// SSH-era connection keys: accepted so existing tasks keep working, but a REST connector has no
 /// use for them (the deployment says which slurmrestd to use).
-const SSH_CONNECTION_KEYS: &[&str] = &["host", "port", "username", "known_hosts", "skip_host_key_verification"];
+const SSH_CONNECTION_KEYS: &[&str] = &[
+    "host",
+    "port",
+    "username",
+    "known_hosts",
+    "skip_host_key_verification",
+];
 
 /// First-class `sbatch` fields and the sbatch option each one is.
 pub const FIRST_CLASS: &[(&str, &str)] = &[
@@ -179,7 +194,11 @@ pub fn parse(custom: &Value) -> Result<SlurmCustom, RenderError> {
                     let Some((name, opt)) = FIRST_CLASS.iter().find(|(f, _)| f == k) else {
                         return Err(RenderError::UnknownKey {
                             key: field,
-                            known: FIRST_CLASS.iter().map(|(f, _)| *f).collect::<Vec<_>>().join(", "),
+                            known: FIRST_CLASS
+                                .iter()
+                                .map(|(f, _)| *f)
+                                .collect::<Vec<_>>()
+                                .join(", "),
                         });
                     };
                     if let Some(text) = scalar_text(v, &field)? {
@@ -197,8 +216,15 @@ pub fn parse(custom: &Value) -> Result<SlurmCustom, RenderError> {
                         }
                         Value::Bool(true) => entries.push((k.clone(), OptValue::Flag)),
                         Value::String(s) => entries.push((k.clone(), OptValue::Value(s.clone()))),
-                        Value::Number(n) => entries.push((k.clone(), OptValue::Value(number_text(n)))),
-                        _ => return Err(RenderError::config(field, "must be a string, a number or true")),
+                        Value::Number(n) => {
+                            entries.push((k.clone(), OptValue::Value(number_text(n))))
+                        }
+                        _ => {
+                            return Err(RenderError::config(
+                                field,
+                                "must be a string, a number or true",
+                            ));
+                        }
                     }
                 }
                 entries.sort_by(|a, b| a.0.cmp(&b.0));
@@ -244,7 +270,10 @@ pub fn parse(custom: &Value) -> Result<SlurmCustom, RenderError> {
                 }
             }
             _ => {
-                return Err(RenderError::UnknownKey { key: key.clone(), known: KNOWN_KEYS.join(", ") });
+                return Err(RenderError::UnknownKey {
+                    key: key.clone(),
+                    known: KNOWN_KEYS.join(", "),
+                });
             }
         }
     }
@@ -298,10 +327,19 @@ mod tests {
             "sbatch_options": {"nice": 10.0, "exclusive": true, "requeue": false},
         }))
         .unwrap();
-        assert_eq!(c.sbatch, vec![("mem", "mem", "1G".to_string()), ("nodes", "nodes", "2".to_string())]);
+        assert_eq!(
+            c.sbatch,
+            vec![
+                ("mem", "mem", "1G".to_string()),
+                ("nodes", "nodes", "2".to_string())
+            ]
+        );
         assert_eq!(
             c.sbatch_options,
-            vec![("exclusive".into(), OptValue::Flag), ("nice".into(), OptValue::Value("10".into()))]
+            vec![
+                ("exclusive".into(), OptValue::Flag),
+                ("nice".into(), OptValue::Value("10".into()))
+            ]
         );
         assert_eq!(c.connection.keys().collect::<Vec<_>>(), vec!["cluster"]);
     }

@@ -117,7 +117,9 @@ pub fn parse_script(script: &str) -> Result<Directives, RenderError> {
     for (idx, line) in lines(script).enumerate() {
         let line_no = idx + 1;
         if let Some(rest) = line.strip_prefix("#SBATCH") {
-            if line.to_ascii_lowercase().contains("hetjob") || line.to_ascii_lowercase().contains("packjob") {
+            if line.to_ascii_lowercase().contains("hetjob")
+                || line.to_ascii_lowercase().contains("packjob")
+            {
                 return Err(RenderError::Directive {
                     line: line_no,
                     problem: "heterogeneous jobs (`#SBATCH hetjob`) cannot be submitted by the connector; \
@@ -150,14 +152,22 @@ fn unknown(origin: Origin, option: String, lookup: Lookup) -> RenderError {
         }
         Lookup::Unknown => " (see `sbatch --help`)".to_string(),
     };
-    RenderError::UnknownOption { origin, option, hint }
+    RenderError::UnknownOption {
+        origin,
+        option,
+        hint,
+    }
 }
 
-/// getopt_long over directive words. `origin_of(line)` labels each option.
+/// Words with the line they came from.
+pub type Words = Vec<(usize, String)>;
+
+/// getopt_long over directive words: the options, and the non-option words (ignored, as by
+/// sbatch). `origin_of(line)` labels each option.
 pub fn getopt(
     argv: &[(usize, String)],
     origin_of: impl Fn(usize) -> Origin,
-) -> Result<(Vec<RawOption>, Vec<(usize, String)>), RenderError> {
+) -> Result<(Vec<RawOption>, Words), RenderError> {
     let mut options = Vec::new();
     let mut ignored = Vec::new();
     let mut i = 0;
@@ -174,7 +184,8 @@ pub fn getopt(
                 Some((n, v)) => (n, Some(v.to_string())),
                 None => (body, None),
             };
-            let spec = lookup_long(name).map_err(|l| unknown(origin.clone(), format!("--{name}"), l))?;
+            let spec =
+                lookup_long(name).map_err(|l| unknown(origin.clone(), format!("--{name}"), l))?;
             let value = match (spec.arg, inline) {
                 (Arg::None, Some(v)) => {
                     return Err(RenderError::InvalidValue {
@@ -196,7 +207,11 @@ pub fn getopt(
                     }
                 }
             };
-            options.push(RawOption { spec, value, origin });
+            options.push(RawOption {
+                spec,
+                value,
+                origin,
+            });
         } else if word.len() > 1 && word.starts_with('-') {
             let chars: Vec<char> = word[1..].chars().collect();
             let mut j = 0;
@@ -224,7 +239,11 @@ pub fn getopt(
                         }
                     }
                 };
-                options.push(RawOption { spec, value, origin: origin.clone() });
+                options.push(RawOption {
+                    spec,
+                    value,
+                    origin: origin.clone(),
+                });
             }
         } else {
             ignored.push((*line, word.to_string()));
@@ -252,7 +271,9 @@ mod tests {
             .options
             .into_iter()
             .map(|o| {
-                let Origin::Script { line } = o.origin else { panic!() };
+                let Origin::Script { line } = o.origin else {
+                    panic!()
+                };
                 (o.spec.long, o.value, line)
             })
             .collect()
@@ -280,26 +301,53 @@ mod tests {
 
     #[test]
     fn indented_directive_is_a_comment_and_command_stops() {
-        assert_eq!(opts("  #SBATCH --time=5\n#SBATCH -t 6\n"), vec![("time", Some("6".into()), 2)]);
+        assert_eq!(
+            opts("  #SBATCH --time=5\n#SBATCH -t 6\n"),
+            vec![("time", Some("6".into()), 2)]
+        );
         assert_eq!(opts("set -e\n#SBATCH -t 6\n"), vec![]);
     }
 
     #[test]
     fn escapes_and_quotes() {
         // As in sbatch, whitespace ends a word before `\` can escape it: `a\ b` is two words.
-        assert_eq!(split_directive(r#" --comment=a\ b 'c d'"e" \#x #y"#, 1).unwrap(), vec!["--comment=a", "b", "c de", "#x"]);
-        assert_eq!(split_directive(r#" --comment=a\"b"#, 1).unwrap(), vec!["--comment=a\"b"]);
+        assert_eq!(
+            split_directive(r#" --comment=a\ b 'c d'"e" \#x #y"#, 1).unwrap(),
+            vec!["--comment=a", "b", "c de", "#x"]
+        );
+        assert_eq!(
+            split_directive(r#" --comment=a\"b"#, 1).unwrap(),
+            vec!["--comment=a\"b"]
+        );
         assert!(split_directive(" --comment='oops", 3).is_err());
-        assert_eq!(split_directive(" --comment \"\" -t 5", 1).unwrap(), vec!["--comment"]);
+        assert_eq!(
+            split_directive(" --comment \"\" -t 5", 1).unwrap(),
+            vec!["--comment"]
+        );
     }
 
     #[test]
     fn errors() {
-        assert!(matches!(parse_script("#SBATCH --nosuch=1\n"), Err(RenderError::UnknownOption { .. })));
-        assert!(matches!(parse_script("#SBATCH --time\n"), Err(RenderError::InvalidValue { .. })));
-        assert!(matches!(parse_script("#SBATCH --hold=yes\n"), Err(RenderError::InvalidValue { .. })));
-        assert!(matches!(parse_script("#SBATCH hetjob\n"), Err(RenderError::Directive { line: 1, .. })));
-        assert!(matches!(parse_script("#SBATCH --m=1\n"), Err(RenderError::UnknownOption { .. })));
+        assert!(matches!(
+            parse_script("#SBATCH --nosuch=1\n"),
+            Err(RenderError::UnknownOption { .. })
+        ));
+        assert!(matches!(
+            parse_script("#SBATCH --time\n"),
+            Err(RenderError::InvalidValue { .. })
+        ));
+        assert!(matches!(
+            parse_script("#SBATCH --hold=yes\n"),
+            Err(RenderError::InvalidValue { .. })
+        ));
+        assert!(matches!(
+            parse_script("#SBATCH hetjob\n"),
+            Err(RenderError::Directive { line: 1, .. })
+        ));
+        assert!(matches!(
+            parse_script("#SBATCH --m=1\n"),
+            Err(RenderError::UnknownOption { .. })
+        ));
     }
 
     #[test]

@@ -26,7 +26,15 @@ pub fn is_shell_identifier(name: &str) -> bool {
 
 /// `FLYTE_INPUT_<NAME>` / `FLYTE_OUTPUT_<NAME>` suffix: upper-cased, non-alphanumerics → `_`.
 pub fn var_suffix(name: &str) -> String {
-    name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect()
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 /// Python's `str(float)`, so a script sees the same text the published plugin exported
@@ -39,7 +47,11 @@ pub fn python_float(f: f64) -> String {
         return if f > 0.0 { "inf".into() } else { "-inf".into() };
     }
     if f == 0.0 {
-        return if f.is_sign_negative() { "-0.0".into() } else { "0.0".into() };
+        return if f.is_sign_negative() {
+            "-0.0".into()
+        } else {
+            "0.0".into()
+        };
     }
     // Shortest round-trip digits and exponent, then Python's repr layout.
     let sci = format!("{f:e}");
@@ -63,8 +75,16 @@ pub fn python_float(f: f64) -> String {
         };
         format!("{sign}{body}")
     } else {
-        let m = if digits.len() > 1 { format!("{}.{}", &digits[..1], &digits[1..]) } else { digits.clone() };
-        format!("{sign}{m}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs())
+        let m = if digits.len() > 1 {
+            format!("{}.{}", &digits[..1], &digits[1..])
+        } else {
+            digits.clone()
+        };
+        format!(
+            "{sign}{m}e{}{:02}",
+            if exp < 0 { '-' } else { '+' },
+            exp.abs()
+        )
     }
 }
 
@@ -79,13 +99,17 @@ impl EnvBuilder {
         if !is_shell_identifier(name) {
             return Err(RenderError::Env {
                 name: name.escape_default().to_string(),
-                problem: format!("from {layer}: not a valid shell identifier ([A-Za-z_][A-Za-z0-9_]*); rename it"),
+                problem: format!(
+                    "from {layer}: not a valid shell identifier ([A-Za-z_][A-Za-z0-9_]*); rename it"
+                ),
             });
         }
         if value.contains('\0') {
             return Err(RenderError::Env {
                 name: name.to_string(),
-                problem: format!("from {layer}: the value contains a NUL byte, which no environment can hold"),
+                problem: format!(
+                    "from {layer}: the value contains a NUL byte, which no environment can hold"
+                ),
             });
         }
         self.vars.insert(name.to_string(), value.to_string());
@@ -113,7 +137,9 @@ impl EnvBuilder {
             if let Some(other) = seen.insert(var.clone(), name) {
                 return Err(RenderError::Env {
                     name: var,
-                    problem: format!("inputs `{other}` and `{name}` map to the same variable; rename one"),
+                    problem: format!(
+                        "inputs `{other}` and `{name}` map to the same variable; rename one"
+                    ),
                 });
             }
             let text = match v {
@@ -123,7 +149,10 @@ impl EnvBuilder {
                 InputValue::Bool(b) => b.to_string(),
                 InputValue::Blob { uri, .. } => uri.clone(),
                 InputValue::Unsupported { type_name } => {
-                    return Err(RenderError::UnsupportedInput { name: name.clone(), type_name: type_name.clone() });
+                    return Err(RenderError::UnsupportedInput {
+                        name: name.clone(),
+                        type_name: type_name.clone(),
+                    });
                 }
             };
             self.set(&var, &text, "inputs")?;
@@ -175,10 +204,20 @@ mod tests {
         assert!(e.set("BAD NAME", "x", "env").is_err());
         assert!(e.set("A", "x\0y", "env").is_err());
         let err = e
-            .inputs(&[("xs".into(), InputValue::Unsupported { type_name: "collection".into() })])
+            .inputs(&[(
+                "xs".into(),
+                InputValue::Unsupported {
+                    type_name: "collection".into(),
+                },
+            )])
             .unwrap_err();
         assert!(err.to_string().contains("`xs`"));
-        let err = e.inputs(&[("a-b".into(), InputValue::Int(1)), ("a_b".into(), InputValue::Int(2))]).unwrap_err();
+        let err = e
+            .inputs(&[
+                ("a-b".into(), InputValue::Int(1)),
+                ("a_b".into(), InputValue::Int(2)),
+            ])
+            .unwrap_err();
         assert!(err.to_string().contains("FLYTE_INPUT_A_B"));
     }
 }

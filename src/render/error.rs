@@ -39,13 +39,22 @@ pub enum RenderError {
     UnknownKey { key: String, known: String },
 
     #[error("{origin}: `{option}` is not an sbatch option{hint}")]
-    UnknownOption { origin: Origin, option: String, hint: String },
+    UnknownOption {
+        origin: Origin,
+        option: String,
+        hint: String,
+    },
 
     #[error(
         "{origin}: sbatch option `--{option}` cannot be expressed in a slurmrestd job description \
          ({reason}); remove it. Supported options: {supported}"
     )]
-    UnsupportedOption { origin: Origin, option: String, reason: String, supported: String },
+    UnsupportedOption {
+        origin: Origin,
+        option: String,
+        reason: String,
+        supported: String,
+    },
 
     #[error(
         "{origin}: sbatch option `--{option}` is reserved: the connector sets the job's name, output, \
@@ -54,7 +63,12 @@ pub enum RenderError {
     ReservedOption { origin: Origin, option: String },
 
     #[error("{origin}: invalid value `{value}` for `--{option}`: {expected}")]
-    InvalidValue { origin: Origin, option: String, value: String, expected: String },
+    InvalidValue {
+        origin: Origin,
+        option: String,
+        value: String,
+        expected: String,
+    },
 
     #[error("conflicting options: {problem}")]
     Conflict { problem: String },
@@ -83,6 +97,9 @@ pub enum RenderError {
 
 impl RenderError {
     pub(crate) fn config(field: impl Into<String>, problem: impl Into<String>) -> Self {
-        RenderError::InvalidConfig { field: field.into(), problem: problem.into() }
+        RenderError::InvalidConfig {
+            field: field.into(),
+            problem: problem.into(),
+        }
     }
 }

@@ -9,7 +9,9 @@ use regex::Regex;
 use super::custom::{OptValue, SlurmCustom};
 use super::directives::RawOption;
 use super::error::{Origin, RenderError};
-use super::options::{Arg, Lookup, OPTIONS, OVERRIDDEN_FROM_SCRIPT, Support, lookup_long, supported_list};
+use super::options::{
+    Arg, Lookup, OPTIONS, OVERRIDDEN_FROM_SCRIPT, Support, lookup_long, supported_list,
+};
 
 /// Options that write the same job field share a slot, so the later one replaces the earlier
 /// (`--requeue` / `--no-requeue`, `--exclusive` / `--oversubscribe`).
@@ -39,7 +41,10 @@ fn from_script(o: RawOption) -> Result<Option<RawOption>, RenderError> {
                 "script directive overridden: the connector sets the job's name, files and working directory");
             Ok(None)
         }
-        Support::Reserved => Err(RenderError::ReservedOption { origin: o.origin, option: o.spec.long.into() }),
+        Support::Reserved => Err(RenderError::ReservedOption {
+            origin: o.origin,
+            option: o.spec.long.into(),
+        }),
         Support::ClientOnly => {
             tracing::info!(option = o.spec.long, origin = %o.origin, "sbatch-only option has no effect on the job");
             Ok(None)
@@ -49,18 +54,22 @@ fn from_script(o: RawOption) -> Result<Option<RawOption>, RenderError> {
 }
 
 /// Checks one option given in task config (first-class field or `sbatch_options`).
-fn from_config(name: &str, value: OptValue, origin: Origin) -> Result<Option<RawOption>, RenderError> {
+fn from_config(
+    name: &str,
+    value: OptValue,
+    origin: Origin,
+) -> Result<Option<RawOption>, RenderError> {
     // A newline would end the directive in an sbatch script and any whitespace is a sign of an
     // injection attempt or a paste error; sbatch options never need it.
-    if let OptValue::Value(v) = &value {
-        if v.chars().any(char::is_whitespace) {
-            return Err(RenderError::InvalidValue {
-                origin,
-                option: name.to_string(),
-                value: v.escape_default().to_string(),
-                expected: "values may not contain whitespace".into(),
-            });
-        }
+    if let OptValue::Value(v) = &value
+        && v.chars().any(char::is_whitespace)
+    {
+        return Err(RenderError::InvalidValue {
+            origin,
+            option: name.to_string(),
+            value: v.escape_default().to_string(),
+            expected: "values may not contain whitespace".into(),
+        });
     }
     let spec = lookup_long(name).map_err(|l| RenderError::UnknownOption {
         origin: origin.clone(),
@@ -72,7 +81,12 @@ fn from_config(name: &str, value: OptValue, origin: Origin) -> Result<Option<Raw
     })?;
     match spec.support {
         Support::Mapped(_) => {}
-        Support::Reserved => return Err(RenderError::ReservedOption { origin, option: spec.long.into() }),
+        Support::Reserved => {
+            return Err(RenderError::ReservedOption {
+                origin,
+                option: spec.long.into(),
+            });
+        }
         Support::ClientOnly => {
             tracing::info!(option = spec.long, %origin, "sbatch-only option has no effect on the job");
             return Ok(None);
@@ -99,7 +113,11 @@ fn from_config(name: &str, value: OptValue, origin: Origin) -> Result<Option<Raw
         (_, OptValue::Flag) => None,
         (_, OptValue::Value(v)) => Some(v),
     };
-    Ok(Some(RawOption { spec, value, origin }))
+    Ok(Some(RawOption {
+        spec,
+        value,
+        origin,
+    }))
 }
 
 /// The effective options, one per slot, in option-table order.
@@ -114,7 +132,11 @@ pub fn merge(script: Vec<RawOption>, custom: &SlurmCustom) -> Result<Vec<RawOpti
             tracing::debug!(field, "empty first-class sbatch field: not set");
             continue;
         }
-        all.extend(from_config(option, OptValue::Value(value.clone()), Origin::FirstClass(field))?);
+        all.extend(from_config(
+            option,
+            OptValue::Value(value.clone()),
+            Origin::FirstClass(field),
+        )?);
     }
     for (name, value) in &custom.sbatch_options {
         if !name_re.is_match(name) {
@@ -133,12 +155,18 @@ pub fn merge(script: Vec<RawOption>, custom: &SlurmCustom) -> Result<Vec<RawOpti
         by_slot.insert(slot(o.spec.long), o);
     }
 
-    let mem: Vec<&RawOption> = ["mem", "mem-per-cpu", "mem-per-gpu"].iter().filter_map(|s| by_slot.get(s)).collect();
+    let mem: Vec<&RawOption> = ["mem", "mem-per-cpu", "mem-per-gpu"]
+        .iter()
+        .filter_map(|s| by_slot.get(s))
+        .collect();
     if mem.len() > 1 {
         return Err(RenderError::Conflict {
             problem: format!(
                 "{} are mutually exclusive (sbatch refuses them together); keep one",
-                mem.iter().map(|o| format!("--{} ({})", o.spec.long, o.origin)).collect::<Vec<_>>().join(" and ")
+                mem.iter()
+                    .map(|o| format!("--{} ({})", o.spec.long, o.origin))
+                    .collect::<Vec<_>>()
+                    .join(" and ")
             ),
         });
     }

@@ -12,6 +12,7 @@
 
 pub mod apply;
 pub mod custom;
+mod derive;
 pub mod directives;
 pub mod env;
 pub mod error;
@@ -21,13 +22,16 @@ pub mod options;
 pub mod script;
 pub mod spec;
 pub mod units;
+mod values;
 
 use std::collections::BTreeMap;
 
 pub use custom::{OutputKind, OutputUpload};
 pub use error::{Origin, RenderError};
 pub use naming::{idempotency_key, key_from_comment};
-pub use spec::{ContainerSpec, ExecutionIdentity, InputValue, InterfaceKind, RenderConfig, TaskSpec, TaskType};
+pub use spec::{
+    ContainerSpec, ExecutionIdentity, InputValue, InterfaceKind, RenderConfig, TaskSpec, TaskType,
+};
 
 use crate::slurmrestd::job_description::JobDescription;
 
@@ -72,11 +76,18 @@ fn clean_dir(path: &str, field: &str) -> Result<String, RenderError> {
     if !path.starts_with('/') || path.chars().any(|c| c.is_control()) {
         return Err(RenderError::config(
             field,
-            format!("`{}` must be an absolute path on the cluster's shared filesystem", path.escape_default()),
+            format!(
+                "`{}` must be an absolute path on the cluster's shared filesystem",
+                path.escape_default()
+            ),
         ));
     }
     let trimmed = path.trim_end_matches('/');
-    Ok(if trimmed.is_empty() { "/".to_string() } else { trimmed.to_string() })
+    Ok(if trimmed.is_empty() {
+        "/".to_string()
+    } else {
+        trimmed.to_string()
+    })
 }
 
 /// [`render`] at a given unix time (tests, and a service that wants one clock per request).
@@ -103,7 +114,9 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
                 .script
                 .as_deref()
                 .filter(|s| !s.trim().is_empty())
-                .ok_or_else(|| RenderError::config("script", "a slurm_script task needs a non-empty script"))?;
+                .ok_or_else(|| {
+                    RenderError::config("script", "a slurm_script task needs a non-empty script")
+                })?;
             (directives::parse_script(s)?, Some(s))
         }
         TaskType::Slurm => {
@@ -112,7 +125,10 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
                 (!custom.outputs.is_empty(), "outputs"),
             ] {
                 if present {
-                    return Err(RenderError::config(field, "only slurm_script tasks take this; remove it"));
+                    return Err(RenderError::config(
+                        field,
+                        "only slurm_script tasks take this; remove it",
+                    ));
                 }
             }
             (directives::Directives::default(), None)
@@ -124,7 +140,14 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
 
     let merged = merge::merge(directives.options.clone(), &custom)?;
     let mut job = JobDescription::default();
-    let applied = apply::apply(&merged, &mut job, apply::Clock { now, utc_offset: cfg.cluster_utc_offset_seconds })?;
+    let applied = apply::apply(
+        &merged,
+        &mut job,
+        apply::Clock {
+            now,
+            utc_offset: cfg.cluster_utc_offset_seconds,
+        },
+    )?;
     if job.partition.is_none() {
         job.partition = cfg.default_partition.clone();
     }
@@ -158,7 +181,9 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
         if k.starts_with("FLYTE_INPUT_") || k.starts_with("FLYTE_OUTPUT_") {
             return Err(RenderError::Env {
                 name: k.clone(),
-                problem: "set by the connector from the task's inputs and outputs; remove it from `env`".into(),
+                problem:
+                    "set by the connector from the task's inputs and outputs; remove it from `env`"
+                        .into(),
             });
         }
         envb.set(k, v, "the task's `env`")?;
@@ -190,7 +215,10 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
                 }
                 envb.set(&var, &o.written_to, "the declared outputs")?;
             }
-            let mkdirs: Vec<String> = if declared_outputs.iter().any(|o| o.upload == OutputUpload::Connector) {
+            let mkdirs: Vec<String> = if declared_outputs
+                .iter()
+                .any(|o| o.upload == OutputUpload::Connector)
+            {
                 vec![format!("{working_dir}/{job_name}.outputs")]
             } else {
                 Vec::new()
@@ -206,15 +234,26 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
         }
         TaskType::Slurm => {
             let container = spec.container.as_ref().ok_or_else(|| {
-                RenderError::Container("a slurm task needs the template's container (image and entrypoint)".into())
+                RenderError::Container(
+                    "a slurm task needs the template's container (image and entrypoint)".into(),
+                )
             })?;
             let image = custom
                 .container
                 .image
                 .clone()
                 .or_else(|| Some(container.image.clone()).filter(|i| !i.is_empty()))
-                .ok_or_else(|| RenderError::Container("no image: set the task's image or container.image".into()))?;
-            let command: Vec<String> = container.command.iter().chain(container.args.iter()).cloned().collect();
+                .ok_or_else(|| {
+                    RenderError::Container(
+                        "no image: set the task's image or container.image".into(),
+                    )
+                })?;
+            let command: Vec<String> = container
+                .command
+                .iter()
+                .chain(container.args.iter())
+                .cloned()
+                .collect();
             // a0 writes `<prefix>/outputs.pb` and does not create a local prefix folder.
             let mkdirs: Vec<String> = spec
                 .output_prefix
@@ -255,10 +294,15 @@ fn outputs(
 ) -> Result<Vec<DeclaredOutput>, RenderError> {
     if !spec.outputs.is_empty() {
         for (name, kind) in &spec.outputs {
-            let declared = custom.outputs.iter().find(|(n, _)| n == name).map(|(_, k)| *k);
+            let declared = custom
+                .outputs
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, k)| *k);
             let ok = matches!(
                 (kind, declared),
-                (InterfaceKind::File, Some(OutputKind::File)) | (InterfaceKind::Dir, Some(OutputKind::Dir))
+                (InterfaceKind::File, Some(OutputKind::File))
+                    | (InterfaceKind::Dir, Some(OutputKind::Dir))
             );
             if !ok {
                 return Err(RenderError::Output {
@@ -270,7 +314,11 @@ fn outputs(
                 });
             }
         }
-        if let Some((n, _)) = custom.outputs.iter().find(|(n, _)| !spec.outputs.iter().any(|(m, _)| m == n)) {
+        if let Some((n, _)) = custom
+            .outputs
+            .iter()
+            .find(|(n, _)| !spec.outputs.iter().any(|(m, _)| m == n))
+        {
             return Err(RenderError::Output {
                 name: n.clone(),
                 problem: "declared in `outputs` but missing from the task interface".into(),
@@ -279,10 +327,16 @@ fn outputs(
     }
     let mut out = Vec::new();
     for (name, kind) in &custom.outputs {
-        if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.chars().any(|c| c.is_control()) {
+        if name.is_empty()
+            || name == "."
+            || name == ".."
+            || name.contains('/')
+            || name.chars().any(|c| c.is_control())
+        {
             return Err(RenderError::Output {
                 name: name.escape_default().to_string(),
-                problem: "output names must be usable as a file name (no `/`, not `.` or `..`)".into(),
+                problem: "output names must be usable as a file name (no `/`, not `.` or `..`)"
+                    .into(),
             });
         }
         let prefix = spec.output_prefix.trim_end_matches('/');
@@ -297,7 +351,13 @@ fn outputs(
             OutputUpload::Connector => format!("{working_dir}/{job_name}.outputs/{name}"),
             OutputUpload::Job => uri.clone(),
         };
-        out.push(DeclaredOutput { name: name.clone(), kind: *kind, upload: custom.output_upload, uri, written_to });
+        out.push(DeclaredOutput {
+            name: name.clone(),
+            kind: *kind,
+            upload: custom.output_upload,
+            uri,
+            written_to,
+        });
     }
     Ok(out)
 }

@@ -14,12 +14,21 @@ pub const COMMENT_KEY_PREFIX: &str = "flyte-key=";
 /// so a run name cannot be crafted to collide with another run's key and adopt its job.
 pub fn idempotency_key(id: &ExecutionIdentity) -> String {
     let mut h = Sha256::new();
-    for part in [&id.org, &id.project, &id.domain, &id.run_name, &id.action_name] {
+    for part in [
+        &id.org,
+        &id.project,
+        &id.domain,
+        &id.run_name,
+        &id.action_name,
+    ] {
         h.update((part.len() as u64).to_be_bytes());
         h.update(part.as_bytes());
     }
     h.update(id.attempt.to_be_bytes());
-    h.finalize()[..8].iter().map(|b| format!("{b:02x}")).collect()
+    h.finalize()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// The short task name: the last dotted component of `TaskTemplate.id.name`
@@ -29,7 +38,11 @@ pub fn sanitize_short_name(task_name: &str) -> String {
     let short = task_name.rsplit('.').next().unwrap_or(task_name);
     let mut out = String::new();
     for c in short.chars() {
-        let c = if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '-' };
+        let c = if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+            c
+        } else {
+            '-'
+        };
         if c == '-' && out.ends_with('-') {
             continue;
         }
@@ -37,7 +50,11 @@ pub fn sanitize_short_name(task_name: &str) -> String {
     }
     let out: String = out.trim_matches('-').chars().take(40).collect();
     let out = out.trim_end_matches('-').to_string();
-    if out.is_empty() { "task".to_string() } else { out }
+    if out.is_empty() {
+        "task".to_string()
+    } else {
+        out
+    }
 }
 
 /// `flyte-<short name>-<first 8 hex of the key>`.
@@ -102,7 +119,10 @@ mod tests {
         assert_eq!(sanitize_short_name(&"x".repeat(100)).len(), 40);
         let key = "0123456789abcdef";
         assert_eq!(job_name("ops.nightly", key), "flyte-nightly-01234567");
-        assert_eq!(key_from_comment(&comment(key, Some("nightly run"))), Some(key));
+        assert_eq!(
+            key_from_comment(&comment(key, Some("nightly run"))),
+            Some(key)
+        );
         assert_eq!(key_from_comment(&comment(key, None)), Some(key));
         assert_eq!(key_from_comment("nightly"), None);
     }

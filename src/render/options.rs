@@ -37,7 +37,12 @@ pub struct OptSpec {
 }
 
 const fn o(long: &'static str, short: Option<char>, arg: Arg, support: Support) -> OptSpec {
-    OptSpec { long, short, arg, support }
+    OptSpec {
+        long,
+        short,
+        arg,
+        support,
+    }
 }
 
 use Arg::{None as N, Optional as O, Required as R};
@@ -51,62 +56,148 @@ pub const OPTIONS: &[OptSpec] = &[
     o("batch", None, R, M("batch_features")),
     o("bb", None, R, M("burst_buffer")),
     o("bbf", None, R, X("reads a file on the submit host")),
-    o("begin", Some('b'), R, M("begin_time (unix time; relative and wall-clock forms)")),
+    o(
+        "begin",
+        Some('b'),
+        R,
+        M("begin_time (unix time; relative and wall-clock forms)"),
+    ),
     o("chdir", Some('D'), R, Reserved),
     o("cluster-constraint", None, R, M("cluster_constraint")),
-    o("clusters", Some('M'), R, X("the connector submits to the cluster it is configured for")),
-    o("comment", None, R, M("comment (after the connector's idempotency key)")),
+    o(
+        "clusters",
+        Some('M'),
+        R,
+        X("the connector submits to the cluster it is configured for"),
+    ),
+    o(
+        "comment",
+        None,
+        R,
+        M("comment (after the connector's idempotency key)"),
+    ),
     o("constraint", Some('C'), R, M("constraints")),
     o("container", None, R, M("container")),
     o("container-id", None, R, M("container_id")),
     o("contiguous", None, N, M("contiguous")),
     o("core-spec", Some('S'), R, M("core_specification")),
-    o("cores-per-socket", None, R, X("the v0.0.42 job description has no cores-per-socket field")),
+    o(
+        "cores-per-socket",
+        None,
+        R,
+        X("the v0.0.42 job description has no cores-per-socket field"),
+    ),
     o("cpu-freq", None, R, M("cpu_frequency")),
     o("cpus-per-gpu", None, R, M("cpus_per_tres (gres/gpu:N)")),
     o("cpus-per-task", Some('c'), R, M("cpus_per_task")),
     o("deadline", None, R, M("deadline (unix time)")),
     o("delay-boot", None, R, M("delay_boot (seconds)")),
     o("dependency", Some('d'), R, M("dependency")),
-    o("distribution", Some('m'), R, M("distribution, distribution_plane_size")),
+    o(
+        "distribution",
+        Some('m'),
+        R,
+        M("distribution, distribution_plane_size"),
+    ),
     o("error", Some('e'), R, Reserved),
     o("exclude", Some('x'), R, M("excluded_nodes")),
     o("exclusive", None, O, M("shared (none | user | mcs | topo)")),
-    o("export", None, R, M("only ALL (the default) is accepted: the job's environment is the connector's `environment`; use `env`")),
-    o("export-file", None, R, X("reads a file on the submit host; use `env`")),
+    o(
+        "export",
+        None,
+        R,
+        M(
+            "only ALL (the default) is accepted: the job's environment is the connector's `environment`; use `env`",
+        ),
+    ),
+    o(
+        "export-file",
+        None,
+        R,
+        X("reads a file on the submit host; use `env`"),
+    ),
     o("extra", None, R, M("extra")),
-    o("extra-node-info", Some('B'), R, X("needs cores-per-socket, which v0.0.42 cannot express; use --sockets-per-node / --threads-per-core")),
-    o("get-user-env", None, O, X("the v0.0.42 job description cannot ask for the login environment; use `env` and `modules`")),
+    o(
+        "extra-node-info",
+        Some('B'),
+        R,
+        X(
+            "needs cores-per-socket, which v0.0.42 cannot express; use --sockets-per-node / --threads-per-core",
+        ),
+    ),
+    o(
+        "get-user-env",
+        None,
+        O,
+        X(
+            "the v0.0.42 job description cannot ask for the login environment; use `env` and `modules`",
+        ),
+    ),
     o("gid", None, R, Reserved),
     o("gpu-bind", None, R, M("tres_bind (gres/gpu:...)")),
     o("gpu-freq", None, R, M("tres_freq (gpu:...)")),
     o("gpus", Some('G'), R, M("tres_per_job (gres/gpu:...)")),
     o("gpus-per-node", None, R, M("tres_per_node (gres/gpu:...)")),
-    o("gpus-per-socket", None, R, M("tres_per_socket (gres/gpu:...)")),
+    o(
+        "gpus-per-socket",
+        None,
+        R,
+        M("tres_per_socket (gres/gpu:...)"),
+    ),
     o("gpus-per-task", None, R, M("tres_per_task (gres/gpu:...)")),
     o("gres", None, R, M("tres_per_node (gres/...)")),
-    o("gres-flags", None, R, M("flags (enforce-binding, disable-binding)")),
+    o(
+        "gres-flags",
+        None,
+        R,
+        M("flags (enforce-binding, disable-binding)"),
+    ),
     o("help", Some('h'), N, X("prints help; not a job option")),
-    o("hint", None, R, M("threads_per_core, cpu_binding_flags (nomultithread, multithread, compute_bound)")),
+    o(
+        "hint",
+        None,
+        R,
+        M("threads_per_core, cpu_binding_flags (nomultithread, multithread, compute_bound)"),
+    ),
     o("hold", Some('H'), N, M("hold")),
     o("ignore-pbs", None, N, ClientOnly),
     o("input", Some('i'), R, M("standard_input")),
     o("job-name", Some('J'), R, Reserved),
-    o("kill-on-invalid-dep", None, R, M("flags (KILL_INVALID_DEPENDENCY / NO_KILL_INVALID_DEPENDENCY)")),
+    o(
+        "kill-on-invalid-dep",
+        None,
+        R,
+        M("flags (KILL_INVALID_DEPENDENCY / NO_KILL_INVALID_DEPENDENCY)"),
+    ),
     o("licenses", Some('L'), R, M("licenses")),
     o("mail-type", None, R, M("mail_type")),
     o("mail-user", None, R, M("mail_user")),
     o("mcs-label", None, R, M("mcs_label")),
     o("mem", None, R, M("memory_per_node (MiB)")),
-    o("mem-bind", None, R, M("memory_binding_type, memory_binding")),
+    o(
+        "mem-bind",
+        None,
+        R,
+        M("memory_binding_type, memory_binding"),
+    ),
     o("mem-per-cpu", None, R, M("memory_per_cpu (MiB)")),
     o("mem-per-gpu", None, R, M("memory_per_tres (gres/gpu:MiB)")),
     o("mincpus", None, R, M("minimum_cpus_per_node")),
     o("network", None, R, M("network")),
     o("nice", None, O, M("nice (default 100)")),
-    o("no-kill", Some('k'), O, M("kill_on_node_fail = false (`off`: true)")),
+    o(
+        "no-kill",
+        Some('k'),
+        O,
+        M("kill_on_node_fail = false (`off`: true)"),
+    ),
     o("no-requeue", None, N, M("requeue = false")),
-    o("nodefile", Some('F'), R, X("reads a file on the submit host; use --nodelist")),
+    o(
+        "nodefile",
+        Some('F'),
+        R,
+        X("reads a file on the submit host; use --nodelist"),
+    ),
     o("nodelist", Some('w'), R, M("required_nodes")),
     o("nodes", Some('N'), R, M("nodes (N or N-M)")),
     o("ntasks", Some('n'), R, M("tasks")),
@@ -124,19 +215,34 @@ pub const OPTIONS: &[OptSpec] = &[
     o("prefer", None, R, M("prefer")),
     o("priority", None, R, M("priority")),
     o("profile", None, R, M("profile")),
-    o("propagate", None, O, X("propagates the submit host's resource limits, which a REST submission does not have")),
+    o(
+        "propagate",
+        None,
+        O,
+        X("propagates the submit host's resource limits, which a REST submission does not have"),
+    ),
     o("qos", Some('q'), R, M("qos")),
     o("quiet", Some('Q'), N, ClientOnly),
     o("reboot", None, N, M("reboot")),
     o("requeue", None, N, M("requeue = true")),
     o("reservation", None, R, M("reservation")),
     o("segment", None, R, M("segment_size")),
-    o("signal", None, R, M("kill_warning_signal, kill_warning_delay, kill_warning_flags")),
+    o(
+        "signal",
+        None,
+        R,
+        M("kill_warning_signal, kill_warning_delay, kill_warning_flags"),
+    ),
     o("sockets-per-node", None, R, M("sockets_per_node")),
     o("spread-job", None, N, M("flags (SPREAD_JOB)")),
     o("stepmgr", None, N, M("flags (STEPMGR_ENABLED)")),
     o("switches", None, R, M("required_switches, wait_for_switch")),
-    o("test-only", None, N, X("only asks whether the job would be scheduled; it submits nothing")),
+    o(
+        "test-only",
+        None,
+        N,
+        X("only asks whether the job would be scheduled; it submits nothing"),
+    ),
     o("thread-spec", None, R, M("thread_specification")),
     o("threads-per-core", None, R, M("threads_per_core")),
     o("time", Some('t'), R, M("time_limit (minutes)")),
@@ -146,9 +252,19 @@ pub const OPTIONS: &[OptSpec] = &[
     o("tres-per-task", None, R, M("tres_per_task")),
     o("uid", None, R, Reserved),
     o("usage", Some('u'), N, X("prints usage; not a job option")),
-    o("use-min-nodes", None, N, M("flags (PREFER_MINIMUM_NODE_COUNT)")),
+    o(
+        "use-min-nodes",
+        None,
+        N,
+        M("flags (PREFER_MINIMUM_NODE_COUNT)"),
+    ),
     o("verbose", Some('v'), N, ClientOnly),
-    o("version", Some('V'), N, X("prints the version; not a job option")),
+    o(
+        "version",
+        Some('V'),
+        N,
+        X("prints the version; not a job option"),
+    ),
     o("wait", Some('W'), N, ClientOnly),
     o("wait-all-nodes", None, R, M("wait_all_nodes")),
     o("wckey", None, R, M("wckey")),
@@ -174,7 +290,10 @@ pub fn lookup_long(name: &str) -> Result<&'static OptSpec, Lookup> {
     if name.is_empty() {
         return Err(Lookup::Unknown);
     }
-    let matches: Vec<&'static OptSpec> = OPTIONS.iter().filter(|s| s.long.starts_with(name)).collect();
+    let matches: Vec<&'static OptSpec> = OPTIONS
+        .iter()
+        .filter(|s| s.long.starts_with(name))
+        .collect();
     match matches.len() {
         0 => Err(Lookup::Unknown),
         1 => Ok(matches[0]),
@@ -218,7 +337,9 @@ pub fn markdown_table() -> String {
             Support::Reserved => "reserved: refused from task config; from a script, overridden \
                                   (job-name, output, error, chdir) or refused (wrap, uid, gid)"
                 .to_string(),
-            Support::ClientOnly => "accepted, no effect (only changes the sbatch command's own behaviour)".to_string(),
+            Support::ClientOnly => {
+                "accepted, no effect (only changes the sbatch command's own behaviour)".to_string()
+            }
             Support::Refused(why) => format!("refused: {why}"),
         };
         out.push_str(&format!("| `--{}` | {short} | {arg} | {what} |\n", s.long));

@@ -7,13 +7,17 @@ use super::error::RenderError;
 
 /// Quotes one shell word. Refuses NUL, which no shell word can hold.
 pub fn quote(word: &str) -> Result<String, RenderError> {
-    shlex::try_quote(word)
-        .map(|c| c.into_owned())
-        .map_err(|_| RenderError::Script(format!("`{}` contains a NUL byte", word.escape_default())))
+    shlex::try_quote(word).map(|c| c.into_owned()).map_err(|_| {
+        RenderError::Script(format!("`{}` contains a NUL byte", word.escape_default()))
+    })
 }
 
 fn join(words: &[String]) -> Result<String, RenderError> {
-    Ok(words.iter().map(|w| quote(w)).collect::<Result<Vec<_>, _>>()?.join(" "))
+    Ok(words
+        .iter()
+        .map(|w| quote(w))
+        .collect::<Result<Vec<_>, _>>()?
+        .join(" "))
 }
 
 /// Re-derives the virtualenv's bin inside the container (Enroot resets PATH), then runs the
@@ -41,26 +45,40 @@ fn modules_block(modules: &[String], init_scripts: &[String]) -> Result<String, 
     }
     s.push_str("; do\n    if [ -r \"$__init\" ]; then . \"$__init\"; break; fi\n  done\nfi\n");
     for m in modules {
-        if m.is_empty() || m.starts_with('-') || m.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        if m.is_empty()
+            || m.starts_with('-')
+            || m.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
             return Err(RenderError::config(
                 "modules",
-                format!("`{}` is not a module name (no whitespace, must not start with -)", m.escape_default()),
+                format!(
+                    "`{}` is not a module name (no whitespace, must not start with -)",
+                    m.escape_default()
+                ),
             ));
         }
         let q = quote(m)?;
         let msg = quote(&format!("slurm-connector: module load {m} failed"))?;
-        s.push_str(&format!("module load {q} || {{ echo {msg} >&2; exit 1; }}\n"));
+        s.push_str(&format!(
+            "module load {q} || {{ echo {msg} >&2; exit 1; }}\n"
+        ));
     }
     Ok(s)
 }
 
 /// Pyxis wants `registry#image:tag` when the first component is a registry host.
 pub fn pyxis_image(image: &str) -> String {
-    if image.starts_with('/') || image.starts_with("./") || image.contains('#') || image.contains("://") {
+    if image.starts_with('/')
+        || image.starts_with("./")
+        || image.contains('#')
+        || image.contains("://")
+    {
         return image.to_string();
     }
     match image.split_once('/') {
-        Some((first, rest)) if first.contains('.') || first.contains(':') || first == "localhost" => {
+        Some((first, rest))
+            if first.contains('.') || first.contains(':') || first == "localhost" =>
+        {
             format!("{first}#{rest}")
         }
         _ => image.to_string(),
@@ -69,7 +87,11 @@ pub fn pyxis_image(image: &str) -> String {
 
 /// Apptainer wants a URI; local `.sif` files, sandbox folders and refs with a scheme stay as given.
 pub fn apptainer_image(image: &str) -> String {
-    if image.starts_with('/') || image.starts_with("./") || image.ends_with(".sif") || image.contains("://") {
+    if image.starts_with('/')
+        || image.starts_with("./")
+        || image.ends_with(".sif")
+        || image.contains("://")
+    {
         image.to_string()
     } else {
         format!("docker://{image}")
@@ -93,30 +115,46 @@ pub struct NativeParts<'a> {
 pub fn native(p: &NativeParts) -> Result<String, RenderError> {
     let c = p.container;
     if p.image.starts_with('-') {
-        return Err(RenderError::Container(format!("image `{}` must not start with `-`", p.image)));
+        return Err(RenderError::Container(format!(
+            "image `{}` must not start with `-`",
+            p.image
+        )));
     }
     for a in &c.srun_args {
         let name = a.split('=').next().unwrap_or(a);
-        if ["--nodes", "-N", "--ntasks", "-n"].contains(&name) || a.starts_with("-N") || a.starts_with("-n") {
+        if ["--nodes", "-N", "--ntasks", "-n"].contains(&name)
+            || a.starts_with("-N")
+            || a.starts_with("-n")
+        {
             return Err(RenderError::config(
                 "container.srun_args",
-                format!("`{a}` would undo the one-process pin (srun --nodes=1 --ntasks=1) and start the entrypoint \
-                         several times; use a slurm_script task for multi-process work"),
+                format!(
+                    "`{a}` would undo the one-process pin (srun --nodes=1 --ntasks=1) and start the entrypoint \
+                         several times; use a slurm_script task for multi-process work"
+                ),
             ));
         }
     }
     for m in &c.mounts {
         if m.contains(',') || m.is_empty() {
-            return Err(RenderError::config("container.mounts", format!("`{m}`: one mount per entry, no commas")));
+            return Err(RenderError::config(
+                "container.mounts",
+                format!("`{m}`: one mount per entry, no commas"),
+            ));
         }
     }
-    if let Some(w) = &c.workdir {
-        if !w.starts_with('/') {
-            return Err(RenderError::config("container.workdir", format!("`{w}` must be an absolute path")));
-        }
+    if let Some(w) = &c.workdir
+        && !w.starts_with('/')
+    {
+        return Err(RenderError::config(
+            "container.workdir",
+            format!("`{w}` must be an absolute path"),
+        ));
     }
     if p.command.is_empty() {
-        return Err(RenderError::Container("the task template's container has no command or args to run".into()));
+        return Err(RenderError::Container(
+            "the task template's container has no command or args to run".into(),
+        ));
     }
 
     let mut words: Vec<String> = vec!["srun".into(), "--nodes=1".into(), "--ntasks=1".into()];
@@ -148,7 +186,12 @@ pub fn native(p: &NativeParts) -> Result<String, RenderError> {
             words.push(apptainer_image(p.image));
         }
     }
-    words.extend(["bash".to_string(), "-c".to_string(), PATH_SHIM.to_string(), "--".to_string()]);
+    words.extend([
+        "bash".to_string(),
+        "-c".to_string(),
+        PATH_SHIM.to_string(),
+        "--".to_string(),
+    ]);
     words.extend(p.command.iter().cloned());
 
     let mut s = String::from("#!/bin/bash\n");
@@ -171,9 +214,13 @@ pub fn native(p: &NativeParts) -> Result<String, RenderError> {
 
 /// The interpreter named by a shebang line is a POSIX-style shell we can add lines for.
 fn is_shell_shebang(first_line: &str) -> bool {
-    let Some(rest) = first_line.strip_prefix("#!") else { return false };
+    let Some(rest) = first_line.strip_prefix("#!") else {
+        return false;
+    };
     let mut words = rest.split_whitespace();
-    let Some(mut prog) = words.next() else { return false };
+    let Some(mut prog) = words.next() else {
+        return false;
+    };
     if prog.ends_with("/env") {
         prog = match words.find(|w| !w.starts_with('-')) {
             Some(p) => p,
@@ -219,7 +266,9 @@ pub fn script_task(
             ),
         ));
     }
-    preamble.push_str("# --- end of slurm-connector preamble; the task's script follows as written ---\n");
+    preamble.push_str(
+        "# --- end of slurm-connector preamble; the task's script follows as written ---\n",
+    );
 
     let mut out = String::new();
     if !has_shebang {
@@ -252,10 +301,16 @@ mod tests {
         assert_eq!(pyxis_image("registry:5000/img"), "registry:5000#img");
         assert_eq!(pyxis_image("ubuntu:24.04"), "ubuntu:24.04");
         assert_eq!(pyxis_image("acme/train:1"), "acme/train:1");
-        assert_eq!(pyxis_image("/shared/images/cpu.sqsh"), "/shared/images/cpu.sqsh");
+        assert_eq!(
+            pyxis_image("/shared/images/cpu.sqsh"),
+            "/shared/images/cpu.sqsh"
+        );
         assert_eq!(pyxis_image("./cpu.sqsh"), "./cpu.sqsh");
         assert_eq!(pyxis_image("ghcr.io#acme/x"), "ghcr.io#acme/x");
-        assert_eq!(apptainer_image("ghcr.io/acme/eval:1.4"), "docker://ghcr.io/acme/eval:1.4");
+        assert_eq!(
+            apptainer_image("ghcr.io/acme/eval:1.4"),
+            "docker://ghcr.io/acme/eval:1.4"
+        );
         assert_eq!(apptainer_image("/images/x.sif"), "/images/x.sif");
         assert_eq!(apptainer_image("oras://ghcr.io/x"), "oras://ghcr.io/x");
         assert_eq!(apptainer_image("x.sif"), "x.sif");
@@ -274,7 +329,10 @@ mod tests {
     fn script_preamble_goes_after_the_leading_block() {
         let s = "#!/bin/bash\n#SBATCH -t 5\n# note\necho hi\n";
         let out = script_task(s, 3, "", &[], &[], &["/w/j.outputs".into()]).unwrap();
-        assert!(out.starts_with("#!/bin/bash\n#SBATCH -t 5\n# note\n# A REST"), "{out}");
+        assert!(
+            out.starts_with("#!/bin/bash\n#SBATCH -t 5\n# note\n# A REST"),
+            "{out}"
+        );
         assert!(out.ends_with("mkdir -p -- /w/j.outputs\n# --- end of slurm-connector preamble; the task's script follows as written ---\necho hi\n"), "{out}");
     }
 
@@ -287,7 +345,10 @@ mod tests {
 
     #[test]
     fn srun_pin_cannot_be_undone() {
-        let c = ContainerConfig { srun_args: vec!["--ntasks=4".into()], ..Default::default() };
+        let c = ContainerConfig {
+            srun_args: vec!["--ntasks=4".into()],
+            ..Default::default()
+        };
         let cmd = vec!["a0".to_string()];
         let p = NativeParts {
             header: "",

@@ -41,9 +41,14 @@ pub enum InputValue {
     Float(f64),
     Bool(bool),
     /// A File (`multipart == false`) or Dir (`true`) input: passed as its URI.
-    Blob { uri: String, multipart: bool },
+    Blob {
+        uri: String,
+        multipart: bool,
+    },
     /// Anything else (collections, maps, structs, ...): refused for script tasks.
-    Unsupported { type_name: String },
+    Unsupported {
+        type_name: String,
+    },
 }
 
 /// The kind of an output in the task's typed interface.
@@ -133,7 +138,10 @@ impl Default for RenderConfig {
                 ("LANG".to_string(), "C.UTF-8".to_string()),
             ],
             cluster_utc_offset_seconds: 0,
-            module_init_scripts: DEFAULT_MODULE_INIT_SCRIPTS.iter().map(|s| s.to_string()).collect(),
+            module_init_scripts: DEFAULT_MODULE_INIT_SCRIPTS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
         }
     }
 }

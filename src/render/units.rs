@@ -7,8 +7,12 @@ use crate::slurmrestd::job_description::Limit;
 /// A duration in sbatch's formats, in seconds; `None` for "infinite".
 /// `M`, `M:S`, `H:M:S`, `D-H`, `D-H:M`, `D-H:M:S`; `-1`, `INFINITE`, `UNLIMITED`.
 pub fn parse_duration_secs(s: &str) -> Result<Option<u64>, String> {
-    const EXPECTED: &str = "expected minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED";
-    if s.eq_ignore_ascii_case("-1") || s.eq_ignore_ascii_case("infinite") || s.eq_ignore_ascii_case("unlimited") {
+    const EXPECTED: &str =
+        "expected minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED";
+    if s.eq_ignore_ascii_case("-1")
+        || s.eq_ignore_ascii_case("infinite")
+        || s.eq_ignore_ascii_case("unlimited")
+    {
         return Ok(None);
     }
     let num = |p: &str| -> Result<u64, String> {
@@ -55,7 +59,8 @@ pub fn parse_time_limit(s: &str) -> Result<Limit, String> {
 /// A size with an optional unit (K, M, G, T; optional trailing `B`; default M), in MiB, rounded up
 /// from K (Slurm's `str_to_mbytes`).
 pub fn parse_mbytes(s: &str) -> Result<u64, String> {
-    const EXPECTED: &str = "expected a whole number with an optional unit K, M, G or T (e.g. 512M, 16G)";
+    const EXPECTED: &str =
+        "expected a whole number with an optional unit K, M, G or T (e.g. 512M, 16G)";
     let digits_end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     if digits_end == 0 {
         return Err(EXPECTED.to_string());
@@ -63,7 +68,10 @@ pub fn parse_mbytes(s: &str) -> Result<u64, String> {
     let n: u64 = s[..digits_end].parse().map_err(|_| EXPECTED.to_string())?;
     let unit = &s[digits_end..];
     let unit_upper = unit.to_ascii_uppercase();
-    let unit_letter = unit_upper.strip_suffix('B').filter(|u| !u.is_empty()).unwrap_or(&unit_upper);
+    let unit_letter = unit_upper
+        .strip_suffix('B')
+        .filter(|u| !u.is_empty())
+        .unwrap_or(&unit_upper);
     let mb = match unit_letter {
         "" | "M" => Some(n),
         "K" => Some(n.div_ceil(1024)),
@@ -100,7 +108,9 @@ pub fn parse_point_in_time(s: &str, now: i64, utc_offset: i32) -> Result<i64, St
             b'-' => (-1i64, &rest[1..]),
             _ => return Err(EXPECTED.to_string()),
         };
-        let end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let end = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let n: i64 = rest[..end].parse().map_err(|_| EXPECTED.to_string())?;
         let mult = match &rest[end..] {
             "" | "s" | "sec" | "secs" | "second" | "seconds" => 1,
@@ -117,7 +127,9 @@ pub fn parse_point_in_time(s: &str, now: i64, utc_offset: i32) -> Result<i64, St
             .ok_or_else(|| "time too far away".to_string());
     }
     let offset = utc_offset as i64;
-    let local_now = DateTime::from_timestamp(now + offset, 0).ok_or("bad clock")?.naive_utc();
+    let local_now = DateTime::from_timestamp(now + offset, 0)
+        .ok_or("bad clock")?
+        .naive_utc();
     let today = local_now.date();
     let to_unix = |d: NaiveDate, t: NaiveTime| d.and_time(t).and_utc().timestamp() - offset;
     let hm = |h: u32, m: u32| NaiveTime::from_hms_opt(h, m, 0).unwrap();
@@ -140,7 +152,9 @@ pub fn parse_point_in_time(s: &str, now: i64, utc_offset: i32) -> Result<i64, St
         _ => {}
     }
     let parse_tod = |t: &str| -> Option<NaiveTime> {
-        NaiveTime::parse_from_str(t, "%H:%M:%S").or_else(|_| NaiveTime::parse_from_str(t, "%H:%M")).ok()
+        NaiveTime::parse_from_str(t, "%H:%M:%S")
+            .or_else(|_| NaiveTime::parse_from_str(t, "%H:%M"))
+            .ok()
     };
     if let Some(t) = parse_tod(s) {
         return Ok(next_occurrence(t));
@@ -154,7 +168,11 @@ pub fn parse_point_in_time(s: &str, now: i64, utc_offset: i32) -> Result<i64, St
         return Ok(to_unix(date, hm(0, 0)));
     }
     let parts: Vec<&str> = s.split('/').collect();
-    if (2..=3).contains(&parts.len()) && parts.iter().all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())) {
+    if (2..=3).contains(&parts.len())
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+    {
         let month: u32 = parts[0].parse().map_err(|_| EXPECTED)?;
         let day: u32 = parts[1].parse().map_err(|_| EXPECTED)?;
         let year: i32 = match parts.get(2) {
@@ -213,14 +231,32 @@ mod tests {
         // 2026-11-30T02:00:00Z
         let now = 1_796_004_000;
         assert_eq!(parse_point_in_time("now", now, 0).unwrap(), now);
-        assert_eq!(parse_point_in_time("now+1hour", now, 0).unwrap(), now + 3600);
+        assert_eq!(
+            parse_point_in_time("now+1hour", now, 0).unwrap(),
+            now + 3600
+        );
         assert_eq!(parse_point_in_time("now+90", now, 0).unwrap(), now + 90);
-        assert_eq!(parse_point_in_time("2026-12-01T10:00", now, 0).unwrap(), 1_796_119_200);
-        assert_eq!(parse_point_in_time("2026-12-01T10:00", now, 3600).unwrap(), 1_796_119_200 - 3600);
+        assert_eq!(
+            parse_point_in_time("2026-12-01T10:00", now, 0).unwrap(),
+            1_796_119_200
+        );
+        assert_eq!(
+            parse_point_in_time("2026-12-01T10:00", now, 3600).unwrap(),
+            1_796_119_200 - 3600
+        );
         assert_eq!(parse_point_in_time("03:00", now, 0).unwrap(), now + 3600);
-        assert_eq!(parse_point_in_time("01:00", now, 0).unwrap(), now + 23 * 3600);
-        assert_eq!(parse_point_in_time("tomorrow", now, 0).unwrap(), now + 22 * 3600);
-        assert_eq!(parse_point_in_time("12/01/26", now, 0).unwrap(), now + 22 * 3600);
+        assert_eq!(
+            parse_point_in_time("01:00", now, 0).unwrap(),
+            now + 23 * 3600
+        );
+        assert_eq!(
+            parse_point_in_time("tomorrow", now, 0).unwrap(),
+            now + 22 * 3600
+        );
+        assert_eq!(
+            parse_point_in_time("12/01/26", now, 0).unwrap(),
+            now + 22 * 3600
+        );
         for bad in ["soon", "now+", "now+1fortnight", "2026-13-01", "25:00"] {
             assert!(parse_point_in_time(bad, now, 0).is_err(), "{bad:?}");
         }

@@ -1,1 +1,284 @@
-//! (being built)
+//! The connector service: what a Flyte backend talks to over gRPC.
+//!
+//! - [`grpc`]: `flyteidl2.connector.AsyncConnectorService` and `ConnectorMetadataService`.
+//! - [`Connector`]: the operations behind them (CreateTask idempotent, GetTask from the tracker's
+//!   cache and never failing on a slurmrestd hiccup, DeleteTask idempotent, logs via staging).
+//! - [`cluster`]: one configured cluster at run time. [`meta`]: `resource_meta`.
+//! - [`convert`]: protobuf → the renderer's input. [`status`]: GetTask's `Resource`.
+//! - [`metrics`]: Prometheus. [`serve`]: the listeners, health, graceful shutdown.
+
+pub mod cluster;
+pub mod convert;
+pub mod grpc;
+pub mod meta;
+pub mod metrics;
+mod serve;
+pub mod status;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use tonic::Status;
+
+pub use serve::{ServeError, ServeOptions, serve, serve_with};
+
+use crate::config::DeploymentConfig;
+use crate::proto::connector::{CreateTaskRequest, Resource};
+use crate::render::{self, OutputKind, OutputUpload};
+use crate::slurmrestd::{ClientError, JobId};
+use crate::staging;
+
+use cluster::ClusterRuntime;
+use meta::{Decoded, OutputMeta, ResourceMeta};
+use metrics::Metrics;
+
+/// Lines per stream GetTaskLogs returns when the request says 0.
+const DEFAULT_LOG_LINES: u64 = 500;
+
+pub struct Connector {
+    pub deployment: DeploymentConfig,
+    pub clusters: BTreeMap<String, Arc<ClusterRuntime>>,
+    pub metrics: Arc<Metrics>,
+    ceiling: Result<staging::Ceiling, String>,
+}
+
+fn client_status(e: &ClientError, what: &str) -> Status {
+    let msg = format!("{what}: {e}");
+    if e.is_transient() {
+        Status::unavailable(msg)
+    } else if e.is_auth() {
+        Status::permission_denied(msg)
+    } else if matches!(
+        e,
+        ClientError::Slurm { .. } | ClientError::SubmitWithoutJobId { .. }
+    ) {
+        Status::invalid_argument(msg)
+    } else {
+        Status::internal(msg)
+    }
+}
+
+impl Connector {
+    pub fn new(
+        deployment: DeploymentConfig,
+        clusters: BTreeMap<String, Arc<ClusterRuntime>>,
+        metrics: Arc<Metrics>,
+    ) -> Connector {
+        let ceiling = match &deployment.upload_max_bytes {
+            crate::config::UploadLimit::Bytes(n) => Ok(staging::Ceiling::Bytes(*n)),
+            crate::config::UploadLimit::Unlimited => Ok(staging::Ceiling::Unlimited),
+            crate::config::UploadLimit::Malformed(m) => Err(m.clone()),
+        };
+        Connector {
+            deployment,
+            clusters,
+            metrics,
+            ceiling,
+        }
+    }
+
+    fn cluster(&self, name: &str) -> Result<&Arc<ClusterRuntime>, Status> {
+        self.clusters.get(name).ok_or_else(|| {
+            Status::not_found(format!(
+                "resource_meta names cluster `{name}`, which this connector does not have; configured: {}",
+                self.deployment.cluster_names()
+            ))
+        })
+    }
+
+    /// Reads `resource_meta` and finds its cluster. The only GetTask errors: unreadable meta,
+    /// unknown cluster.
+    fn locate(&self, raw: &[u8]) -> Result<(Arc<ClusterRuntime>, ResourceMeta), Status> {
+        match meta::decode(raw).map_err(|e| Status::invalid_argument(e.to_string()))? {
+            Decoded::Ours(m) => Ok((self.cluster(&m.cluster)?.clone(), m)),
+            Decoded::Python { host, mut meta } => {
+                let c = self.deployment.cluster_for_ssh_host(&host).ok_or_else(|| {
+                    Status::not_found(format!(
+                        "resource_meta from the Python Slurm connector names host `{host}`, which maps to \
+                         no cluster of this connector; list it in the cluster's `ssh_hosts` \
+                         (FLYTE_SLURM_SSH_HOSTS); configured: {}",
+                        self.deployment.cluster_names()
+                    ))
+                })?;
+                meta.cluster = c.name.clone();
+                Ok((self.cluster(&c.name)?.clone(), meta))
+            }
+        }
+    }
+
+    /// CreateTask: render, then submit at most once per execution (run, action, attempt).
+    pub async fn create(&self, req: &CreateTaskRequest) -> Result<Vec<u8>, Status> {
+        let spec = convert::task_spec(req).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let requested = spec
+            .custom
+            .get("connection")
+            .and_then(|c| c.get("cluster"))
+            .and_then(|c| c.as_str());
+        let cfg = self
+            .deployment
+            .select_cluster(requested)
+            .map_err(Status::invalid_argument)?;
+        let rt = self.cluster(&cfg.name)?.clone();
+        let secrets: HashMap<String, String> = req
+            .connection
+            .as_ref()
+            .map(|c| c.secrets.clone())
+            .unwrap_or_default();
+        let token = self
+            .deployment
+            .task_credential(&secrets)
+            .map_err(Status::invalid_argument)?;
+        let rendered = render::render(&spec, &rt.render)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let key = rendered.key.clone();
+
+        let lock = rt.key_lock(&key);
+        let result = async {
+            let _guard = lock.lock().await;
+            if let Some(m) = rt.remembered(&key) {
+                tracing::info!(cluster = %rt.cfg.name, job_id = %m.job_id, key, "CreateTask repeated: returning the job already submitted");
+                self.metrics.duplicate_creates.get_or_create(&cluster_label(&rt)).inc();
+                return Ok(m.encode());
+            }
+            let existing = rt.find_on_cluster(&key, &rendered.job_name).await.map_err(|e| {
+                client_status(
+                    &e,
+                    "cannot check whether this execution already has a job on the cluster, so nothing was \
+                     submitted (a second job must never run)",
+                )
+            })?;
+            let (job_id, fresh) = match existing {
+                Some(id) => {
+                    tracing::info!(cluster = %rt.cfg.name, job_id = %id, key, "CreateTask for an execution whose job is already on the cluster: adopting it");
+                    self.metrics.duplicate_creates.get_or_create(&cluster_label(&rt)).inc();
+                    (id, false)
+                }
+                None => {
+                    let client = rt
+                        .client_for(token.as_ref())
+                        .map_err(|e| client_status(&e, "per-task slurmrestd credentials"))?;
+                    match client.submit(&rendered.job).await {
+                        Ok(id) => (id, true),
+                        Err(e) => {
+                            if !e.never_sent() {
+                                // It may have been created: look again before any new submit.
+                                rt.mark_uncertain(&key);
+                            }
+                            return Err(client_status(&e, "submitting the job"));
+                        }
+                    }
+                }
+            };
+            let m = resource_meta(&rt.cfg.name, job_id, &rendered);
+            rt.remember(&key, m.clone());
+            rt.tracker.track(job_id);
+            if fresh {
+                self.metrics.submits.get_or_create(&cluster_label(&rt)).inc();
+                tracing::info!(cluster = %rt.cfg.name, job_id = %job_id, job_name = %rendered.job_name, "submitted");
+            }
+            Ok(m.encode())
+        }
+        .await;
+        drop(lock);
+        rt.release_key_lock(&key);
+        result
+    }
+
+    /// GetTask: from the tracker's cache; never an error because slurmrestd hiccupped.
+    pub async fn get(&self, raw_meta: &[u8]) -> Result<Resource, Status> {
+        let (rt, m) = self.locate(raw_meta)?;
+        let snap = rt.tracker.status(m.job_id).await;
+        Ok(status::resource(&rt, &m, snap, &self.ceiling).await)
+    }
+
+    /// DeleteTask: cancel; already finished or unknown jobs are a success.
+    pub async fn delete(
+        &self,
+        raw_meta: &[u8],
+        secrets: &HashMap<String, String>,
+    ) -> Result<(), Status> {
+        let (rt, m) = self.locate(raw_meta)?;
+        if let Some(t) = rt.transfers.lock().unwrap().get(&m.job_id) {
+            t.cancel();
+        }
+        let token = self
+            .deployment
+            .task_credential(secrets)
+            .map_err(Status::invalid_argument)?;
+        let client = rt
+            .client_for(token.as_ref())
+            .map_err(|e| client_status(&e, "per-task slurmrestd credentials"))?;
+        let outcome = client
+            .cancel(m.job_id, None)
+            .await
+            .map_err(|e| client_status(&e, "cancelling the job"))?;
+        tracing::info!(cluster = %rt.cfg.name, job_id = %m.job_id, ?outcome, "DeleteTask");
+        Ok(())
+    }
+
+    /// GetTaskLogs: the job's stdout/stderr through staging, or a line saying why there are none.
+    pub async fn logs(&self, raw_meta: &[u8], lines: u64) -> Result<Vec<String>, Status> {
+        let (rt, m) = self.locate(raw_meta)?;
+        let lines = if lines == 0 {
+            DEFAULT_LOG_LINES
+        } else {
+            lines.min(10_000)
+        } as usize;
+        match &rt.staging {
+            Some(st) => Ok(staging::logs::task_logs(
+                st.as_ref(),
+                &m.job_id.to_string(),
+                &m.stdout,
+                &m.stderr,
+                lines,
+            )
+            .await),
+            None => Ok(vec![format!(
+                "Logs of Slurm job {} are on cluster {}'s filesystem ({} and {}); this connector cannot \
+                 read them because no staging is configured: set FLYTE_SLURM_SHARED_MOUNTS (the \
+                 filesystem is mounted here) or FLYTE_SLURM_STAGER_URL (a stager sidecar has it)",
+                m.job_id, rt.cfg.name, m.stdout, m.stderr
+            )]),
+        }
+    }
+}
+
+fn cluster_label(rt: &ClusterRuntime) -> metrics::ClusterLabels {
+    metrics::ClusterLabels {
+        cluster: rt.cfg.name.clone(),
+    }
+}
+
+pub fn resource_meta(cluster: &str, job_id: JobId, r: &render::Rendered) -> ResourceMeta {
+    ResourceMeta {
+        v: meta::META_VERSION,
+        cluster: cluster.to_string(),
+        job_id,
+        job_name: r.job_name.clone(),
+        stdout: r.stdout_path.clone(),
+        stderr: r.stderr_path.clone(),
+        outputs: r
+            .declared_outputs
+            .iter()
+            .map(|o| {
+                (
+                    o.name.clone(),
+                    OutputMeta {
+                        uri: o.uri.clone(),
+                        kind: match o.kind {
+                            OutputKind::File => "file",
+                            OutputKind::Dir => "directory",
+                        }
+                        .into(),
+                        upload: match o.upload {
+                            OutputUpload::Connector => "connector",
+                            OutputUpload::Job => "job",
+                        }
+                        .into(),
+                        written_to: o.written_to.clone(),
+                    },
+                )
+            })
+            .collect(),
+    }
+}

@@ -108,6 +108,8 @@ pub enum JobFlag {
     GresBindingEnforced,
     GresBindingDisabled,
     StepmgrEnabled,
+    /// sbatch sets it whenever `--cpus-per-task` is given (JOB_CPUS_SET).
+    ExactCpuCountRequested,
 }
 
 impl JobFlag {
@@ -120,6 +122,7 @@ impl JobFlag {
             JobFlag::GresBindingEnforced => "GRES_BINDING_ENFORCED",
             JobFlag::GresBindingDisabled => "GRES_BINDING_DISABLED",
             JobFlag::StepmgrEnabled => "STEPMGR_ENABLED",
+            JobFlag::ExactCpuCountRequested => "EXACT_CPU_COUNT_REQUESTED",
         }
     }
 }
@@ -353,16 +356,27 @@ impl JobDescription {
         macro_rules! list {
             ($key:literal, $field:expr) => {
                 if !$field.is_empty() {
-                    put($key, json!($field.iter().map(|v| v.as_api_str()).collect::<Vec<_>>()));
+                    put(
+                        $key,
+                        json!($field.iter().map(|v| v.as_api_str()).collect::<Vec<_>>()),
+                    );
                 }
             };
         }
         put("name", json!(self.name));
         put("script", json!(self.script));
-        put("current_working_directory", json!(self.current_working_directory));
+        put(
+            "current_working_directory",
+            json!(self.current_working_directory),
+        );
         put(
             "environment",
-            json!(self.environment.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>()),
+            json!(
+                self.environment
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+            ),
         );
         opt!("standard_output", self.standard_output);
         opt!("standard_error", self.standard_error);

@@ -3,7 +3,8 @@
 //! Filesystem calls are blocking, so each operation runs in `spawn_blocking`. Reads are confined
 //! twice: the canonical path must be under the root ([`Roots::resolve`]), and after opening, the
 //! descriptor's own path (`/proc/self/fd/N`) must be too — so swapping a directory for a symlink
-//! between the check and the open (a job still running can do that) gains nothing.
+//! between the check and the open (a job still running can do that) gains nothing. Removal
+//! goes through the pinned parent directory's descriptor for the same reason.
 
 use std::collections::HashSet;
 use std::fs;
@@ -256,7 +257,23 @@ fn remove_blocking(roots: &Roots, path: &str) -> Result<bool> {
         Err(StagingError::NotFound { .. }) => return Ok(false),
         Err(e) => return Err(e),
     };
-    let meta = match fs::symlink_metadata(&r.local) {
+    let (parent, name) = match (r.local.parent(), r.local.file_name()) {
+        (Some(p), Some(n)) => (p, n),
+        _ => return Err(StagingError::refused(&r.cluster, "no parent directory")),
+    };
+    // Pin the parent: open it, check the descriptor is under the root, and remove through
+    // `/proc/self/fd/N/<name>`. A parent swapped for a symlink after the check (by a job still
+    // running) then cannot redirect the removal outside the root.
+    let dir = fs::File::open(parent).map_err(|e| StagingError::io("open", &r.cluster, e))?;
+    let fd_path = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+    let real = fs::read_link(&fd_path).map_err(|e| StagingError::Io {
+        op: "verify (needs /proc) the parent of",
+        path: r.cluster.clone(),
+        source: e,
+    })?;
+    check_inside(&r.cluster, &real, &r.root)?;
+    let target = fd_path.join(name);
+    let meta = match fs::symlink_metadata(&target) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(StagingError::io("stat", &r.cluster, e)),
@@ -264,10 +281,11 @@ fn remove_blocking(roots: &Roots, path: &str) -> Result<bool> {
     // std's remove_dir_all does not follow symlinks inside the tree (and is race-safe since
     // Rust 1.58.1), so a link to elsewhere inside the tree is unlinked, not descended into.
     let res = if meta.is_dir() {
-        fs::remove_dir_all(&r.local)
+        fs::remove_dir_all(&target)
     } else {
-        fs::remove_file(&r.local)
+        fs::remove_file(&target)
     };
+    drop(dir);
     match res {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),

@@ -255,3 +255,38 @@ async fn check_uploaded(job_id: &str, out: &DeclaredOutput) -> Result<()> {
         )))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_messages() {
+        assert_eq!(output_env_name("model-v2.pt"), "FLYTE_OUTPUT_MODEL_V2_PT");
+        assert_eq!(output_uri("s3://b/run/", "model"), "s3://b/run/model");
+        let outs = vec![
+            DeclaredOutput {
+                name: "model".into(),
+                kind: OutputKind::File,
+                upload: UploadMode::Connector,
+                written_to: "/s/m".into(),
+                uri: "s3://b/m".into(),
+            },
+            DeclaredOutput {
+                name: "metrics".into(),
+                kind: OutputKind::Dir,
+                upload: UploadMode::Job,
+                written_to: String::new(),
+                uri: "s3://b/x".into(),
+            },
+        ];
+        assert_eq!(
+            pending_message("95", &outs, (12_000_000, 40_000_000)),
+            "Slurm job 95 completed; uploading outputs model, metrics (12 MB of 40 MB)"
+        );
+        assert_eq!(
+            pending_message("95", &outs[..1], (0, 0)),
+            "Slurm job 95 completed; uploading outputs model"
+        );
+    }
+}

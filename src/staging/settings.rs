@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::backend::Staging;
-use super::confine::{Roots, SHARED_MOUNTS_VAR};
+use super::confine::{Mount, Roots, SHARED_MOUNTS_VAR};
 use super::error::{Result, StagingError};
 use super::local::LocalStaging;
 use super::stager::client::SidecarStaging;
@@ -41,6 +41,35 @@ impl StagingSettings {
             Some(spec) => Ok(Some(StagingSettings::Local(Roots::parse(&spec)?))),
             None => Ok(None),
         }
+    }
+
+    /// From a configured cluster (`crate::config`): the stager wins over mounts, as in the env.
+    pub fn from_cluster(c: &crate::config::ClusterConfig) -> Result<Option<Self>> {
+        if let Some(url) = &c.stager_url {
+            let token_file = c.stager_token_file.clone().ok_or_else(|| StagingError::Config {
+                var: STAGER_TOKEN_FILE_VAR,
+                message: format!(
+                    "cluster {:?} has a stager URL, so the stager's bearer token file is needed too",
+                    c.name
+                ),
+            })?;
+            return Ok(Some(StagingSettings::Sidecar {
+                url: url.to_string(),
+                token_file,
+            }));
+        }
+        if c.shared_mounts.is_empty() {
+            return Ok(None);
+        }
+        let mounts = c
+            .shared_mounts
+            .iter()
+            .map(|(cluster, local)| Mount {
+                cluster_prefix: PathBuf::from(cluster),
+                local_path: local.clone(),
+            })
+            .collect();
+        Ok(Some(StagingSettings::Local(Roots::new(mounts)?)))
     }
 
     pub fn from_env() -> Result<Option<Self>> {
@@ -100,5 +129,43 @@ mod tests {
         ));
         let e = StagingSettings::from_lookup(lookup(&[(STAGER_URL_VAR, "http://x")])).unwrap_err();
         assert!(e.to_string().starts_with(STAGER_TOKEN_FILE_VAR), "{e}");
+    }
+
+    #[test]
+    fn from_deployment_config() {
+        use crate::config::DeploymentConfig;
+        let cfg = DeploymentConfig::load_with(
+            &lookup(&[
+                ("FLYTE_SLURM_RESTD_URL", "http://restd:6820"),
+                (
+                    SHARED_MOUNTS_VAR,
+                    "/shared=/mnt/shared,/shared/jobs=/mnt/jobs",
+                ),
+            ]),
+            None,
+        )
+        .unwrap();
+        let c = cfg.clusters.values().next().unwrap();
+        let Some(StagingSettings::Local(roots)) = StagingSettings::from_cluster(c).unwrap() else {
+            panic!("expected local staging")
+        };
+        assert_eq!(
+            roots.map("/shared/jobs/x").unwrap().local,
+            PathBuf::from("/mnt/jobs/x")
+        );
+        let cfg = DeploymentConfig::load_with(
+            &lookup(&[
+                ("FLYTE_SLURM_RESTD_URL", "http://restd:6820"),
+                (STAGER_URL_VAR, "http://stager:7070"),
+                (STAGER_TOKEN_FILE_VAR, "/run/secrets/stager"),
+            ]),
+            None,
+        )
+        .unwrap();
+        let c = cfg.clusters.values().next().unwrap();
+        assert!(matches!(
+            StagingSettings::from_cluster(c).unwrap(),
+            Some(StagingSettings::Sidecar { .. })
+        ));
     }
 }

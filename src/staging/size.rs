@@ -43,6 +43,19 @@ impl Ceiling {
         Self::from_var(std::env::var(UPLOAD_MAX_BYTES_VAR).ok().as_deref())
     }
 
+    /// From the deployment config's reading of the variable; `Malformed` stays an error (its
+    /// message already names the variable), so the tasks it concerns fail with it.
+    pub fn from_limit(limit: &crate::config::UploadLimit) -> Result<Self, StagingError> {
+        use crate::config::UploadLimit;
+        match limit {
+            UploadLimit::Bytes(n) => Ok(Ceiling::Bytes(*n)),
+            UploadLimit::Unlimited => Ok(Ceiling::Unlimited),
+            UploadLimit::Malformed(message) => Err(StagingError::Output {
+                message: message.clone(),
+            }),
+        }
+    }
+
     pub fn allows(&self, size: u64) -> bool {
         match self {
             Ceiling::Unlimited => true,

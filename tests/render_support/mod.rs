@@ -18,7 +18,10 @@ pub fn fixtures_dir() -> PathBuf {
 pub const NOW: i64 = 1_796_004_000;
 
 pub fn config() -> RenderConfig {
-    RenderConfig { working_dir: Some("/shared/flyte/jobs".into()), ..RenderConfig::default() }
+    RenderConfig {
+        working_dir: Some("/shared/flyte/jobs".into()),
+        ..RenderConfig::default()
+    }
 }
 
 fn s(v: &Value) -> String {
@@ -30,7 +33,11 @@ fn input_value(v: &Value) -> InputValue {
     if let Some(p) = scalar.get("primitive") {
         if let Some(i) = p.get("integer") {
             // proto3 JSON writes int64 as a string.
-            return InputValue::Int(i.as_str().map(|t| t.parse().unwrap()).unwrap_or_else(|| i.as_i64().unwrap()));
+            return InputValue::Int(
+                i.as_str()
+                    .map(|t| t.parse().unwrap())
+                    .unwrap_or_else(|| i.as_i64().unwrap()),
+            );
         }
         if let Some(f) = p.get("floatValue") {
             return InputValue::Float(f.as_f64().unwrap());
@@ -41,33 +48,56 @@ fn input_value(v: &Value) -> InputValue {
         if let Some(b) = p.get("boolean") {
             return InputValue::Bool(b.as_bool().unwrap());
         }
-        return InputValue::Unsupported { type_name: "primitive".into() };
+        return InputValue::Unsupported {
+            type_name: "primitive".into(),
+        };
     }
     if let Some(b) = scalar.get("blob") {
         let multipart = b["metadata"]["type"]["dimensionality"].as_str() == Some("MULTIPART");
-        return InputValue::Blob { uri: s(&b["uri"]), multipart };
+        return InputValue::Blob {
+            uri: s(&b["uri"]),
+            multipart,
+        };
     }
-    let kind = v.as_object().and_then(|o| o.keys().next().cloned()).unwrap_or_else(|| "unknown".into());
+    let kind = v
+        .as_object()
+        .and_then(|o| o.keys().next().cloned())
+        .unwrap_or_else(|| "unknown".into());
     InputValue::Unsupported { type_name: kind }
 }
 
 /// Maps one fixture request (readable protobuf JSON) to the renderer's input.
 pub fn task_spec(req: &Value) -> TaskSpec {
     let t = &req["template"];
-    let task_type = TaskType::from_template_type(t["type"].as_str().unwrap()).expect("slurm task type");
+    let task_type =
+        TaskType::from_template_type(t["type"].as_str().unwrap()).expect("slurm task type");
     let c = &t["container"];
     let container = (c.get("image").is_some() || c.get("args").is_some()).then(|| ContainerSpec {
         image: s(&c["image"]),
-        command: c["command"].as_array().map(|a| a.iter().map(s).collect()).unwrap_or_default(),
-        args: c["args"].as_array().map(|a| a.iter().map(s).collect()).unwrap_or_default(),
+        command: c["command"]
+            .as_array()
+            .map(|a| a.iter().map(s).collect())
+            .unwrap_or_default(),
+        args: c["args"]
+            .as_array()
+            .map(|a| a.iter().map(s).collect())
+            .unwrap_or_default(),
         env: c["env"]
             .as_array()
-            .map(|a| a.iter().map(|kv| (s(&kv["key"]), s(&kv["value"]))).collect())
+            .map(|a| {
+                a.iter()
+                    .map(|kv| (s(&kv["key"]), s(&kv["value"])))
+                    .collect()
+            })
             .unwrap_or_default(),
     });
     let inputs = req["inputs"]["literals"]
         .as_array()
-        .map(|a| a.iter().map(|l| (s(&l["name"]), input_value(&l["value"]))).collect())
+        .map(|a| {
+            a.iter()
+                .map(|l| (s(&l["name"]), input_value(&l["value"])))
+                .collect()
+        })
         .unwrap_or_default();
     let outputs = t["interface"]["outputs"]["variables"]
         .as_array()
@@ -76,7 +106,9 @@ pub fn task_spec(req: &Value) -> TaskSpec {
                 .map(|v| {
                     let ty = &v["value"]["type"];
                     let kind = match ty.get("blob") {
-                        Some(b) if b["dimensionality"].as_str() == Some("MULTIPART") => InterfaceKind::Dir,
+                        Some(b) if b["dimensionality"].as_str() == Some("MULTIPART") => {
+                            InterfaceKind::Dir
+                        }
                         Some(_) => InterfaceKind::File,
                         None => InterfaceKind::Other(ty.to_string()),
                     };
@@ -129,7 +161,13 @@ pub fn schema_problems(job: &Value) -> Vec<String> {
     .unwrap();
     let schemas = &schema["schemas"];
     let mut problems = Vec::new();
-    check(job, &schemas["v0.0.42_job_desc_msg"], schemas, "job", &mut problems);
+    check(
+        job,
+        &schemas["v0.0.42_job_desc_msg"],
+        schemas,
+        "job",
+        &mut problems,
+    );
     problems
 }
 
@@ -154,14 +192,20 @@ fn check(v: &Value, schema: &Value, schemas: &Value, path: &str, problems: &mut 
         }
         ("array", Value::Array(items)) => {
             for (i, item) in items.iter().enumerate() {
-                check(item, &schema["items"], schemas, &format!("{path}[{i}]"), problems);
+                check(
+                    item,
+                    &schema["items"],
+                    schemas,
+                    &format!("{path}[{i}]"),
+                    problems,
+                );
             }
         }
         ("string", Value::String(text)) => {
-            if let Some(allowed) = schema["enum"].as_array() {
-                if !allowed.iter().any(|a| a.as_str() == Some(text)) {
-                    problems.push(format!("{path}: `{text}` is not one of {allowed:?}"));
-                }
+            if let Some(allowed) = schema["enum"].as_array()
+                && !allowed.iter().any(|a| a.as_str() == Some(text))
+            {
+                problems.push(format!("{path}: `{text}` is not one of {allowed:?}"));
             }
         }
         ("integer", Value::Number(n)) => {
@@ -177,3 +221,21 @@ fn check(v: &Value, schema: &Value, schemas: &Value, path: &str, problems: &mut 
         _ => problems.push(format!("{path}: expected {ty}, got {v}")),
     }
 }
+
+/// Every mapped option that can go together, as `#SBATCH` lines.
+pub const KITCHEN_SINK: &str = "\
+#SBATCH -A acct --acctg-freq=task=30 -a 0-15%4 --batch=feat --bb=bbspec -b now+1hour
+#SBATCH --cluster-constraint=cc --comment=mine -C a100 --container=/oci/b --container-id=cid --contiguous
+#SBATCH -S 2 --cpu-freq=high --cpus-per-gpu=4 -c 8 --deadline=2026-12-24T00:00 --delay-boot=5
+#SBATCH -d afterok:1 -m plane=4 -x bad[1-2] --exclusive=user --export=ALL --extra=x
+#SBATCH --gpu-bind=closest --gpu-freq=high -G a100:8 --gpus-per-node=2 --gpus-per-socket=1
+#SBATCH --gpus-per-task=1 --gres=gpu:a100:4,nvme:1 --gres-flags=enforce-binding --hint=nomultithread
+#SBATCH -H -i /dev/null --kill-on-invalid-dep=yes -L matlab:1 --mail-type=ALL,TIME_LIMIT_90
+#SBATCH --mail-user=a@b.c --mcs-label=m --mem-per-gpu=16G --mem-bind=verbose,map_mem:0,1
+#SBATCH --mincpus=8 --network=net --nice=5 -k --no-requeue -w good[1-4] -N 4 -n 16
+#SBATCH --ntasks-per-gpu=2 --ntasks-per-node=4 --ntasks-per-socket=2 --oom-kill-step=1 --open-mode=append
+#SBATCH -O --prefer=fast --priority=100 --profile=task --qos=high --reboot --reservation=r
+#SBATCH --segment=2 --signal=R:TERM@120 --sockets-per-node=2 --spread-job --stepmgr --switches=1@10
+#SBATCH --thread-spec=1 -t 1-0 --time-min=30 --tmp=10G --tres-per-task=license/x:1 --use-min-nodes
+#SBATCH --wait-all-nodes=1 --wckey=wk -p gpu
+";

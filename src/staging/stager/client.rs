@@ -17,8 +17,9 @@ use crate::staging::backend::{ByteStream, Staging, Stat, WalkEntry};
 use crate::staging::error::{Result, StagingError};
 use crate::staging::transfer::TransferCtl;
 
-/// How often an upload's progress is polled.
-const POLL_EVERY: Duration = Duration::from_millis(250);
+/// How long each status request waits on the stager for the upload to end (a long poll: the
+/// answer comes as soon as it ends, and progress is refreshed at least this often).
+const POLL_WAIT_MS: u64 = 1000;
 /// Consecutive failed polls tolerated (a stager restart or a network blip) before giving up.
 const POLL_RETRIES: u32 = 8;
 /// Deadline for the small JSON calls (walks of big trees included); streams have none.
@@ -114,8 +115,12 @@ impl SidecarStaging {
         let route = format!("v1/uploads/{}", started.id);
         let mut reported = 0u64;
         let mut failures = 0u32;
+        let status_req = || {
+            self.request(Method::GET, &route)
+                .query(&[("wait_ms", POLL_WAIT_MS)])
+        };
         loop {
-            tokio::select! {
+            let polled = tokio::select! {
                 biased;
                 _ = ctl.cancelled() => {
                     if let Err(e) = self.send(self.request(Method::DELETE, &route).timeout(CALL_TIMEOUT)).await {
@@ -123,9 +128,9 @@ impl SidecarStaging {
                     }
                     return Err(StagingError::Cancelled);
                 }
-                _ = tokio::time::sleep(POLL_EVERY) => {}
-            }
-            let status: UploadStatus = match self.json(self.request(Method::GET, &route)).await {
+                polled = self.json::<UploadStatus>(status_req()) => polled,
+            };
+            let status = match polled {
                 Ok(s) => {
                     failures = 0;
                     s
@@ -135,6 +140,7 @@ impl SidecarStaging {
                 Err(e) if failures < POLL_RETRIES => {
                     failures += 1;
                     tracing::debug!(error = %e, failures, "polling a stager upload failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(250 * u64::from(failures))).await;
                     continue;
                 }
                 Err(e) => return Err(e),

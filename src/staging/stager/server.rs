@@ -1,7 +1,8 @@
 //! The stager's HTTP surface (axum). Routes, all under bearer auth except `/healthz`:
 //! `GET /v1/stat?path=`, `GET /v1/tail?path=&lines=`, `GET /v1/walk?path=`, `GET /v1/read?path=`
 //! (raw bytes, streamed), `POST /v1/remove?path=`, `POST /v1/uploads` `{path, dest}` → `{id}`,
-//! `GET /v1/uploads/{id}` → progress and state, `DELETE /v1/uploads/{id}` → cancel.
+//! `GET /v1/uploads/{id}?wait_ms=` → progress and state (waits up to `wait_ms`, at most 10 s,
+//! for the upload to end: a long poll, so many small files do not each cost a poll interval), `DELETE /v1/uploads/{id}` → cancel.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,7 +35,7 @@ type UploadResult = Result<u64, WireError>;
 struct AppState {
     local: LocalStaging,
     token: Token,
-    uploads: Mutex<HashMap<u64, Transfer<UploadResult>>>,
+    uploads: Mutex<HashMap<u64, Arc<Transfer<UploadResult>>>>,
     next_id: AtomicU64,
 }
 
@@ -153,7 +154,7 @@ async fn start_upload(State(st): State<Arc<AppState>>, Json(req): Json<UploadReq
     if uploads.len() >= MAX_TRACKED_UPLOADS {
         uploads.retain(|_, t| t.outcome().is_none());
     }
-    uploads.insert(id, transfer);
+    uploads.insert(id, Arc::new(transfer));
     (StatusCode::ACCEPTED, Json(UploadStarted { id })).into_response()
 }
 
@@ -166,11 +167,27 @@ fn unknown_upload(id: u64) -> Response {
     .into_response()
 }
 
-async fn upload_status(State(st): State<Arc<AppState>>, Path(id): Path<u64>) -> Response {
-    let mut uploads = st.uploads.lock().expect("uploads lock");
-    let Some(t) = uploads.get(&id) else {
+#[derive(Debug, serde::Deserialize)]
+struct WaitQuery {
+    #[serde(default)]
+    wait_ms: u64,
+}
+
+/// The longest a status request waits for an upload to end.
+const MAX_WAIT_MS: u64 = 10_000;
+
+async fn upload_status(
+    State(st): State<Arc<AppState>>,
+    Path(id): Path<u64>,
+    Query(q): Query<WaitQuery>,
+) -> Response {
+    let Some(t) = st.uploads.lock().expect("uploads lock").get(&id).cloned() else {
         return unknown_upload(id);
     };
+    if q.wait_ms > 0 {
+        let wait = std::time::Duration::from_millis(q.wait_ms.min(MAX_WAIT_MS));
+        let _ = tokio::time::timeout(wait, t.wait()).await;
+    }
     let (done, total) = t.progress();
     let state = match t.outcome() {
         None => UploadState::Running,
@@ -187,7 +204,7 @@ async fn upload_status(State(st): State<Arc<AppState>>, Path(id): Path<u64>) -> 
     };
     if !matches!(state, UploadState::Running) {
         // Reported once, then forgotten: the client stops polling at a terminal state.
-        uploads.remove(&id);
+        st.uploads.lock().expect("uploads lock").remove(&id);
     }
     Json(UploadStatus { done, total, state }).into_response()
 }

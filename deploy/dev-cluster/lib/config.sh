@@ -1,0 +1,92 @@
+# shellcheck shell=bash
+# Part of deploy/dev-cluster/dev-cluster (sourced by it; uses its variables and helpers).
+
+# ---------------------------------------------------------------------------------------------
+# Configuration (rewritten on every `up`, so options take effect)
+
+write_config() {
+	local host
+	host="$(hostname -s)"
+	# The chroot shares the host's network and hostname: make the name resolve inside as well.
+	cp /etc/hosts "$ROOT/etc/hosts"
+	cp /etc/resolv.conf "$ROOT/etc/resolv.conf" 2>/dev/null || true
+
+	for d in /var/lib/slurm/slurmctld /var/log/slurm /run/slurmctld /run/slurmdbd; do
+		in_root install -d -m 0755 -o slurm -g slurm "$d"
+	done
+	# 26.05 slurmd insists that /run/slurm is root-owned.
+	in_root install -d -m 0755 -o root -g root /run/slurm /var/lib/slurm/slurmd
+
+	{
+		cat <<EOF
+# Written by deploy/dev-cluster/dev-cluster on every \`up\`; edits are lost.
+ClusterName=$CLUSTER_NAME
+SlurmctldHost=$host(127.0.0.1)
+SlurmctldPort=$CTLD_PORT
+SlurmdPort=$SLURMD_PORT
+SlurmUser=slurm
+AuthType=auth/slurm
+CredType=cred/slurm
+AuthAltTypes=auth/jwt
+AuthAltParameters=jwt_key=/etc/slurm/jwt_hs256.key
+# No systemd and no cgroups in the chroot.
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+# Lets the node declare more CPUs than the host has.
+SlurmdParameters=config_overrides
+StateSaveLocation=/var/lib/slurm/slurmctld
+SlurmdSpoolDir=/var/lib/slurm/slurmd
+SlurmctldPidFile=/run/slurmctld/slurmctld.pid
+SlurmdPidFile=/run/slurm/slurmd.pid
+SlurmctldLogFile=/var/log/slurm/slurmctld.log
+SlurmdLogFile=/var/log/slurm/slurmd.log
+MinJobAge=$MIN_JOB_AGE
+ReturnToService=2
+MpiDefault=none
+NodeName=node1 NodeAddr=127.0.0.1 CPUs=8 State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+EOF
+		if [[ "$ACCOUNTING" == 1 ]]; then
+			cat <<EOF
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=$host
+AccountingStoragePort=$DBD_PORT
+AccountingStoreFlags=job_script,job_env
+EOF
+		fi
+	} >"$ROOT/etc/slurm/slurm.conf"
+	printf 'CgroupPlugin=disabled\n' >"$ROOT/etc/slurm/cgroup.conf"
+	chmod 0644 "$ROOT/etc/slurm/slurm.conf" "$ROOT/etc/slurm/cgroup.conf"
+
+	cat >"$ROOT/etc/slurm/slurmdbd.conf" <<EOF
+# Written by deploy/dev-cluster/dev-cluster on every \`up\`; edits are lost.
+AuthType=auth/slurm
+AuthAltTypes=auth/jwt
+AuthAltParameters=jwt_key=/etc/slurm/jwt_hs256.key
+DbdHost=$host
+DbdAddr=127.0.0.1
+DbdPort=$DBD_PORT
+SlurmUser=slurm
+PidFile=/run/slurmdbd/slurmdbd.pid
+LogFile=/var/log/slurm/slurmdbd.log
+StorageType=accounting_storage/mysql
+StorageHost=localhost
+StorageUser=slurm
+StoragePass=$(cat "$ROOT/etc/slurm/dbpass")
+StorageLoc=slurm_acct_db
+EOF
+	in_root chown slurm:slurm /etc/slurm/slurmdbd.conf
+	chmod 0600 "$ROOT/etc/slurm/slurmdbd.conf"
+
+	# Switching between accounting and none changes the cluster id: slurmctld then refuses its saved
+	# state ("CLUSTER ID MISMATCH") until the clustername file is removed once.
+	local last="$CACHE/last-accounting"
+	if [[ -f "$last" && "$(cat "$last")" != "$ACCOUNTING" ]]; then
+		log "accounting changed since the last run: resetting slurmctld's cluster id"
+		rm -f "$ROOT/var/lib/slurm/slurmctld/clustername"
+	fi
+	echo "$ACCOUNTING" >"$last"
+}

@@ -1,0 +1,243 @@
+# shellcheck shell=bash
+# Part of deploy/dev-cluster/dev-cluster (sourced by it; uses its variables and helpers).
+
+# ---------------------------------------------------------------------------------------------
+# up / down / status
+
+mount_proc() {
+	is_mounted "$ROOT/proc" || mount -t proc proc "$ROOT/proc"
+}
+
+# Settings of the running cluster, read by `env` and compared by a second `up`.
+write_settings() {
+	cat >"$RUN/settings" <<EOF
+RUN_ACCOUNTING=$ACCOUNTING
+RUN_MIN_JOB_AGE=$MIN_JOB_AGE
+EOF
+}
+
+read_settings() {
+	RUN_ACCOUNTING="" RUN_MIN_JOB_AGE=""
+	if [[ -f "$RUN/settings" ]]; then
+		# shellcheck source=/dev/null
+		source "$RUN/settings"
+	fi
+}
+
+all_expected_running() {
+	local d
+	for d in $(expected_daemons); do
+		daemon_running "$d" || return 1
+	done
+}
+
+any_running() {
+	local d
+	for d in "${ALL_DAEMONS[@]}"; do
+		daemon_running "$d" && return 0
+	done
+	return 1
+}
+
+restd_ping() { # slurmrestd answers an authenticated request and slurmctld is reachable through it
+	local token
+	token="$(in_root scontrol token username=root lifespan=60 2>/dev/null)" || return 1
+	token="${token#SLURM_JWT=}"
+	# The token goes in on stdin (-H @-), never in curl's arguments (visible to every user).
+	printf 'X-SLURM-USER-TOKEN: %s\n' "$token" |
+		curl -fsS --max-time 5 -H @- "http://127.0.0.1:$RESTD_PORT/slurm/$API_VERSION/ping" 2>/dev/null |
+		grep -q '"pinged": *"UP"'
+}
+
+node_ready() { # slurmd registered and responding; jobs kept from an earlier run may use it
+	case "$(in_root sinfo -h -N -n node1 -o %T 2>/dev/null)" in
+	idle | mixed | allocated | completing) return 0 ;;
+	*) return 1 ;;
+	esac
+}
+
+dbd_answers() { in_root sacctmgr -n -P show cluster format=cluster; }
+
+cluster_registered() { # slurmctld registered with slurmdbd: ControlHost is filled in
+	local host
+	host="$(in_root sacctmgr -n -P show cluster "$CLUSTER_NAME" format=controlhost 2>/dev/null)" || return 1
+	[[ -n "$host" ]]
+}
+
+mariadb_answers() { in_root mariadb-admin --silent ping; }
+
+wait_ready() {
+	wait_for "slurmctld to answer" slurmctld 60 in_root scontrol ping
+	wait_for "node1 to be up (idle)" slurmd 90 node_ready
+	if [[ "$ACCOUNTING" == 1 ]]; then
+		wait_for "slurmctld to register with slurmdbd" slurmctld 60 cluster_registered
+	fi
+	wait_for "slurmrestd to answer on 127.0.0.1:$RESTD_PORT" slurmrestd 60 restd_ping
+}
+
+cmd_up() {
+	[[ "$(id -u)" == 0 ]] || die "must run as root (chroot, mount)"
+	mkdir -p "$RUN" "$LOGS"
+	if any_running; then
+		read_settings
+		[[ -n "$RUN_ACCOUNTING" && -z "$ACCOUNTING_GIVEN" ]] && ACCOUNTING="$RUN_ACCOUNTING"
+		[[ -n "$RUN_MIN_JOB_AGE" && -z "$MIN_JOB_AGE_GIVEN" ]] && MIN_JOB_AGE="$RUN_MIN_JOB_AGE"
+		if all_expected_running && [[ "$RUN_ACCOUNTING" == "$ACCOUNTING" && "$RUN_MIN_JOB_AGE" == "$MIN_JOB_AGE" ]]; then
+			wait_ready
+			log "already up (slurmrestd on http://127.0.0.1:$RESTD_PORT)"
+			return 0
+		fi
+		if [[ -n "$RUN_ACCOUNTING" && ("$RUN_ACCOUNTING" != "$ACCOUNTING" || "$RUN_MIN_JOB_AGE" != "$MIN_JOB_AGE") ]]; then
+			die "already running with accounting=$RUN_ACCOUNTING min-job-age=$RUN_MIN_JOB_AGE; run \`$0 --release $RELEASE down\` first"
+		fi
+		log "partly up: stopping what runs, then starting everything"
+		cmd_down
+	fi
+	local t0=$SECONDS
+	ensure_host_tools
+	build_chroot
+	write_config
+	mount_proc
+	write_settings
+
+	if [[ "$ACCOUNTING" == 1 ]]; then
+		in_root install -d -m 0755 -o mysql -g mysql /run/mysqld /run/mariadbd
+		# No TCP: side-by-side clusters would fight over port 3306; slurmdbd uses the socket.
+		start_daemon mariadb chroot "$ROOT" /usr/sbin/mariadbd --user=mysql --skip-networking
+		wait_for "MariaDB to answer" mariadb 60 mariadb_answers
+		local pass
+		pass="$(cat "$ROOT/etc/slurm/dbpass")"
+		# On stdin, not in the arguments: process arguments are visible to every user.
+		in_root mariadb <<EOF
+CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '$pass';
+ALTER USER 'slurm'@'localhost' IDENTIFIED BY '$pass';
+CREATE DATABASE IF NOT EXISTS slurm_acct_db;
+GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';
+EOF
+
+		start_daemon slurmdbd chroot "$ROOT" /usr/sbin/slurmdbd -D
+		wait_for "slurmdbd to answer" slurmdbd 60 dbd_answers
+		if [[ -z "$(in_root sacctmgr -n -P show cluster "$CLUSTER_NAME" format=cluster)" ]]; then
+			in_root sacctmgr -i add cluster "$CLUSTER_NAME" >/dev/null
+		fi
+		if [[ -z "$(in_root sacctmgr -n -P show account dev format=account)" ]]; then
+			in_root sacctmgr -i add account dev cluster="$CLUSTER_NAME" description=dev-cluster organization=dev >/dev/null
+		fi
+		local u
+		for u in "$JOB_USER" slurm root; do
+			if [[ -z "$(in_root sacctmgr -n -P show user "$u" format=user)" ]] ||
+				[[ -z "$(in_root sacctmgr -n -P show assoc user="$u" account=dev format=user)" ]]; then
+				in_root sacctmgr -i add user "$u" account=dev cluster="$CLUSTER_NAME" >/dev/null || true
+			fi
+		done
+	fi
+
+	start_daemon slurmctld chroot "$ROOT" /usr/sbin/slurmctld -D
+	wait_for "slurmctld to answer" slurmctld 60 in_root scontrol ping
+	start_daemon slurmd chroot "$ROOT" /usr/sbin/slurmd -D -N node1
+	local rest_args=(-a rest_auth/jwt)
+	# Loading openapi/slurmdbd without accounting kills slurmrestd ("Failure loading plugin path bindings").
+	[[ "$ACCOUNTING" == 1 ]] || rest_args+=(-s openapi/slurmctld)
+	start_daemon slurmrestd chroot --userspec="$REST_USER:$REST_USER" "$ROOT" \
+		env -i PATH="$CHROOT_PATH" SLURM_JWT=daemon /usr/sbin/slurmrestd "${rest_args[@]}" "127.0.0.1:$RESTD_PORT"
+	wait_ready
+	log "up in $((SECONDS - t0))s: slurmrestd on http://127.0.0.1:$RESTD_PORT (accounting=$ACCOUNTING, MinJobAge=$MIN_JOB_AGE)"
+	log "next: eval \"\$($SCRIPT_PATH --release $RELEASE env)\""
+}
+
+stop_pid() { # TERM, wait, then KILL; only if the pid still lives in our chroot
+	local name="$1" pid="$2" i
+	pid_alive "$pid" || return 0
+	log "stopping $name (pid $pid)"
+	kill -TERM "$pid" 2>/dev/null || true
+	for ((i = 0; i < 40; i++)); do
+		pid_alive "$pid" || return 0
+		sleep 0.25
+	done
+	log "$name (pid $pid) did not stop in 10s: killing it"
+	kill -KILL "$pid" 2>/dev/null || true
+	for ((i = 0; i < 20; i++)); do
+		pid_alive "$pid" || return 0
+		sleep 0.25
+	done
+	log "warning: $name (pid $pid) still alive"
+}
+
+cmd_down() {
+	[[ "$(id -u)" == 0 ]] || die "must run as root"
+	local i name
+	# Running jobs cannot survive the stop of slurmd (their processes are stopped below); cancel
+	# them first so slurmctld does not keep them as RUNNING into the next `up`. Pending jobs stay.
+	if daemon_running slurmctld; then
+		if [[ -n "$(in_root squeue -h -t RUNNING -o %i 2>/dev/null)" ]]; then
+			log "cancelling running jobs"
+			in_root scancel --state=RUNNING >/dev/null 2>&1 || true
+			for ((i = 0; i < 20; i++)); do
+				[[ -z "$(in_root squeue -h -t RUNNING,COMPLETING -o %i 2>/dev/null)" ]] && break
+				sleep 0.5
+			done
+		fi
+	fi
+	for ((i = ${#ALL_DAEMONS[@]} - 1; i >= 0; i--)); do
+		name="${ALL_DAEMONS[i]}"
+		[[ -f "$RUN/$name.pid" ]] || continue
+		stop_pid "$name" "$(daemon_pid "$name")"
+		rm -f "$RUN/$name.pid"
+	done
+	# Job steps (slurmstepd and the jobs' processes) are children of slurmd that escape its session;
+	# they are found by their root directory being exactly this chroot, never by name.
+	if [[ -d "$ROOT" ]]; then
+		local p left=()
+		for p in /proc/[0-9]*; do
+			p="${p#/proc/}"
+			pid_alive "$p" && left+=("$p")
+		done
+		if ((${#left[@]} > 0)); then
+			log "stopping ${#left[@]} leftover process(es) in the chroot (job steps): ${left[*]}"
+			kill -TERM "${left[@]}" 2>/dev/null || true
+			sleep 2
+			for p in "${left[@]}"; do
+				pid_alive "$p" && kill -KILL "$p" 2>/dev/null
+			done
+		fi
+	fi
+	rm -f "$RUN/settings"
+	if is_mounted "$ROOT/proc"; then
+		umount "$ROOT/proc" || umount -l "$ROOT/proc"
+	fi
+	log "down"
+}
+
+cmd_status() {
+	local d pid state rc=0 running=0 expected=0
+	read_settings
+	[[ -n "$RUN_ACCOUNTING" ]] && ACCOUNTING="$RUN_ACCOUNTING"
+	[[ -d "$ROOT" ]] || {
+		echo "release $RELEASE: not built ($ROOT missing)"
+		return 3
+	}
+	echo "release $RELEASE ($SUITE), chroot $ROOT"
+	for d in $(expected_daemons); do
+		expected=$((expected + 1))
+		pid="$(daemon_pid "$d")"
+		if pid_alive "$pid"; then
+			state="running (pid $pid)"
+			running=$((running + 1))
+		elif [[ -n "$pid" ]]; then
+			state="stopped (stale pid file: $pid)"
+		else
+			state="stopped"
+		fi
+		printf '  %-11s %s\n' "$d" "$state"
+	done
+	if ((running == expected)); then
+		echo "up: slurmrestd http://127.0.0.1:$RESTD_PORT accounting=$ACCOUNTING MinJobAge=${RUN_MIN_JOB_AGE:-?}"
+	elif ((running == 0)); then
+		echo "down"
+		rc=3
+	else
+		echo "partly up: run \`$SCRIPT_PATH --release $RELEASE down\` then \`up\`"
+		rc=1
+	fi
+	return "$rc"
+}

@@ -1,0 +1,144 @@
+{{/* Names and labels. */}}
+{{- define "slurm-connector.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "slurm-connector.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "slurm-connector.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "slurm-connector.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "slurm-connector.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "slurm-connector.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: connector
+{{- end }}
+
+{{- define "slurm-connector.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "slurm-connector.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "slurm-connector.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* The clusters-file ConfigMap's name, or "" when no file is used. */}}
+{{- define "slurm-connector.clustersConfigMap" -}}
+{{- if .Values.clustersFile.existingConfigMap }}
+{{- .Values.clustersFile.existingConfigMap }}
+{{- else if .Values.clustersFile.content }}
+{{- printf "%s-clusters" (include "slurm-connector.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/* FLYTE_SLURM_SHARED_MOUNTS: cluster_prefix=local_path[,...] from sharedFilesystem.mounts. */}}
+{{- define "slurm-connector.sharedMounts" -}}
+{{- $pairs := list }}
+{{- range .Values.sharedFilesystem.mounts }}
+{{- $pairs = append $pairs (printf "%s=%s" .clusterPath .mountPath) }}
+{{- end }}
+{{- join "," $pairs }}
+{{- end }}
+
+{{/* The stager URL the connector uses: the sidecar on loopback, or an external one. */}}
+{{- define "slurm-connector.stagerUrl" -}}
+{{- if .Values.stager.enabled }}
+{{- printf "http://127.0.0.1:%d" (int .Values.stager.port) }}
+{{- else }}
+{{- .Values.stager.url }}
+{{- end }}
+{{- end }}
+
+{{/*
+Refuse values that would deploy a connector that cannot work, naming the key and the fix.
+*/}}
+{{- define "slurm-connector.validate" -}}
+{{- $v := .Values }}
+{{- $file := include "slurm-connector.clustersConfigMap" . }}
+{{- if not (has $v.auth.mode (list "tokenFile" "keyFile" "none")) }}
+{{- fail (printf "auth.mode=%q: use tokenFile, keyFile or none" $v.auth.mode) }}
+{{- end }}
+{{- if and (not $v.cluster.restdUrl) (not $file) (not $v.allowEmbeddedDemo) }}
+{{- fail "no Slurm cluster configured: set cluster.restdUrl (e.g. http://slurmrestd.hpc.example:6820) or clustersFile.content / clustersFile.existingConfigMap; allowEmbeddedDemo=true deploys the embedded demo instead" }}
+{{- end }}
+{{- if and $v.cluster.restdUrl (not (regexMatch "^https?://" $v.cluster.restdUrl)) }}
+{{- fail (printf "cluster.restdUrl=%q: must start with http:// or https://" $v.cluster.restdUrl) }}
+{{- end }}
+{{- if and $v.cluster.workingDir (not (hasPrefix "/" $v.cluster.workingDir)) }}
+{{- fail (printf "cluster.workingDir=%q: must be an absolute path on the cluster's shared filesystem" $v.cluster.workingDir) }}
+{{- end }}
+{{- if ne $v.auth.mode "none" }}
+{{- if not $v.auth.existingSecret }}
+{{- fail (printf "auth.mode=%s needs auth.existingSecret: the name of a Secret holding the %s (create it with kubectl create secret generic NAME --from-file=%s=FILE), or set auth.mode=none" $v.auth.mode (ternary "token" "HS256 key" (eq $v.auth.mode "tokenFile")) (include "slurm-connector.secretKey" .)) }}
+{{- end }}
+{{- if not (or $v.cluster.restdUrl $file) }}
+{{- fail (printf "auth.mode=%s without a cluster: set cluster.restdUrl" $v.auth.mode) }}
+{{- end }}
+{{- end }}
+{{- if and (eq $v.auth.mode "keyFile") (not $v.cluster.username) }}
+{{- fail "auth.mode=keyFile mints tokens for a user: set cluster.username to the Slurm user jobs run as" }}
+{{- end }}
+{{- $names := list }}
+{{- range $i, $m := $v.sharedFilesystem.mounts }}
+{{- if not (and $m.name $m.clusterPath $m.mountPath $m.volume) }}
+{{- fail (printf "sharedFilesystem.mounts[%d]: needs name, clusterPath, mountPath and volume" $i) }}
+{{- end }}
+{{- if not (and (hasPrefix "/" $m.clusterPath) (hasPrefix "/" $m.mountPath)) }}
+{{- fail (printf "sharedFilesystem.mounts[%d] (%s): clusterPath and mountPath must both be absolute" $i $m.name) }}
+{{- end }}
+{{- if or (contains "," $m.clusterPath) (contains "=" $m.clusterPath) (contains "," $m.mountPath) (contains "=" $m.mountPath) }}
+{{- fail (printf "sharedFilesystem.mounts[%d] (%s): paths may not contain ',' or '='" $i $m.name) }}
+{{- end }}
+{{- if has $m.name $names }}
+{{- fail (printf "sharedFilesystem.mounts[%d]: the name %q is used twice" $i $m.name) }}
+{{- end }}
+{{- $names = append $names $m.name }}
+{{- end }}
+{{- if $v.stager.enabled }}
+{{- if not $v.sharedFilesystem.mounts }}
+{{- fail "stager.enabled: the stager serves the shared filesystem, so sharedFilesystem.mounts must list at least one mount" }}
+{{- end }}
+{{- if $v.stager.url }}
+{{- fail "stager.enabled and stager.url are both set: the sidecar is reached on loopback; leave stager.url empty (it is for a stager running elsewhere)" }}
+{{- end }}
+{{- end }}
+{{- if and $file (not $v.cluster.restdUrl) (not $v.cluster.name) (or $v.stager.enabled $v.stager.url $v.sharedFilesystem.mounts $v.cluster.workingDir $v.cluster.username) }}
+{{- fail "with clustersFile and no cluster.restdUrl, set cluster.name to the clusters-file entry that the staging/cluster settings from values apply to" }}
+{{- end }}
+{{- if or $v.stager.enabled $v.stager.url }}
+{{- if not $v.stager.tokenSecret }}
+{{- fail "the stager needs stager.tokenSecret: a Secret whose key stager.tokenSecretKey holds the bearer token both sides share" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The key inside auth.existingSecret. */}}
+{{- define "slurm-connector.secretKey" -}}
+{{- if .Values.auth.secretKey }}
+{{- .Values.auth.secretKey }}
+{{- else if eq .Values.auth.mode "keyFile" }}
+{{- "jwt_hs256.key" }}
+{{- else }}
+{{- "token" }}
+{{- end }}
+{{- end }}
+

@@ -1,0 +1,443 @@
+#!/usr/bin/env python3
+"""Render the Helm chart with every values file in its ci/ folder and check the manifests, without
+a cluster. Run through deploy/validate-chart.sh, which installs the tools (pinned, from PyPI).
+
+What it checks, and why:
+- `helm lint --strict` and `helm template` with Helm's own Go engine (helm-python-sdk binds Helm
+  v4's Go SDK), so the templates behave exactly as `helm install` would render them.
+- Every manifest against Kubernetes' OpenAPI schemas (kubernetes-validate, strict: unknown fields
+  are errors) for the oldest and the newest Kubernetes the chart supports.
+- What a schema cannot see: non-root and read-only root filesystem in every container, gRPC health
+  probes on the gRPC port, the Service's ports reaching named container ports, every file path
+  given in an env var (token, key, clusters file, stager token) lying on a mount of that container,
+  shared-filesystem mappings pointing at mounted paths, no credential inlined in the environment,
+  and every FLYTE_SLURM_* variable and clusters-file key being one the connector's code reads (read
+  from src/, so the chart cannot drift from the code).
+- Values that must be refused are refused, with a message naming the key.
+- The checks themselves fail on known-bad manifests (a self-test), so a silent checker cannot pass.
+Exit status: 0 when everything passed, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+CHART = REPO / "deploy" / "helm" / "slurm-connector"
+# Oldest supported (gRPC probes are GA from 1.27) and the newest the schemas ship.
+KUBE_VERSIONS = ["1.27.0", "1.37.0"]
+# Env vars whose value is a file the process reads: it must be on a mount of the same container.
+FILE_VARS = [
+    "FLYTE_SLURM_JWT_FILE",
+    "FLYTE_SLURM_JWT_KEY_FILE",
+    "FLYTE_SLURM_STAGER_TOKEN_FILE",
+    "FLYTE_SLURM_CONFIG",
+]
+JWT_LIKE = re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.")
+
+
+# ---------------------------------------------------------------------------------------------
+# Facts read from the connector's code.
+
+
+def code_env_vars() -> set[str]:
+    """Every FLYTE_SLURM_* name that appears as a string literal in src/."""
+    names: set[str] = set()
+    for f in (REPO / "src").rglob("*.rs"):
+        names.update(re.findall(r'"(FLYTE_SLURM_[A-Z0-9_]+)"', f.read_text()))
+    if not names:
+        raise SystemExit("found no FLYTE_SLURM_* literal in src/: is the checkout complete?")
+    return names
+
+
+def struct_fields(source: str, struct: str) -> set[str]:
+    m = re.search(r"struct " + struct + r" \{(.*?)\n\}", source, re.S)
+    if not m:
+        raise SystemExit(f"src/config/file.rs: struct {struct} not found (update validate_chart.py)")
+    return set(re.findall(r"^\s*(\w+):", m.group(1), re.M))
+
+
+def code_file_keys() -> tuple[set[str], set[str]]:
+    """Top-level and per-cluster keys of the TOML clusters file (serde deny_unknown_fields)."""
+    src = (REPO / "src" / "config" / "file.rs").read_text()
+    return struct_fields(src, "FileConfig"), struct_fields(src, "FileCluster")
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks on one rendered release. Each returns a list of problems (empty = fine).
+
+
+def by_kind(docs: list[dict], kind: str) -> list[dict]:
+    return [d for d in docs if d.get("kind") == kind]
+
+
+def under(path: str, prefix: str) -> bool:
+    prefix = prefix.rstrip("/") or "/"
+    return path == prefix or path.startswith(prefix + "/") or prefix == "/"
+
+
+def check_release(docs: list[dict], env_names: set[str], file_keys: tuple[set[str], set[str]]) -> list[str]:
+    errs: list[str] = []
+    deps = by_kind(docs, "Deployment")
+    svcs = by_kind(docs, "Service")
+    if len(deps) != 1 or len(svcs) != 1:
+        return [f"expected one Deployment and one Service, got {len(deps)} and {len(svcs)}"]
+    dep, svc = deps[0], svcs[0]
+    pod = dep["spec"]["template"]["spec"]
+    pod_labels = dep["spec"]["template"]["metadata"].get("labels", {})
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+
+    psc = pod.get("securityContext", {})
+    if psc.get("runAsNonRoot") is not True:
+        errs.append("pod securityContext.runAsNonRoot is not true")
+    if psc.get("runAsUser", 1) == 0:
+        errs.append("pod securityContext.runAsUser is 0 (root)")
+
+    containers = {c["name"]: c for c in pod["containers"]}
+    if "connector" not in containers:
+        return errs + ["no container named connector"]
+    for name, c in containers.items():
+        sc = c.get("securityContext", {})
+        if sc.get("runAsNonRoot") is not True:
+            errs.append(f"container {name}: securityContext.runAsNonRoot is not true")
+        if sc.get("runAsUser", 1) == 0:
+            errs.append(f"container {name}: runAsUser is 0 (root)")
+        if sc.get("readOnlyRootFilesystem") is not True:
+            errs.append(f"container {name}: readOnlyRootFilesystem is not true")
+        if sc.get("allowPrivilegeEscalation") is not False:
+            errs.append(f"container {name}: allowPrivilegeEscalation is not false")
+        if "ALL" not in sc.get("capabilities", {}).get("drop", []):
+            errs.append(f"container {name}: capabilities.drop lacks ALL")
+        mounts = c.get("volumeMounts", [])
+        paths = [m["mountPath"] for m in mounts]
+        if len(paths) != len(set(paths)):
+            errs.append(f"container {name}: two volumeMounts share a mountPath: {paths}")
+        for m in mounts:
+            if m["name"] not in volumes:
+                errs.append(f"container {name}: volumeMount {m['name']} has no volume")
+        if not any(m["mountPath"] == "/tmp" for m in mounts):
+            errs.append(f"container {name}: no writable /tmp (the root filesystem is read-only)")
+        errs += check_env(name, c, volumes, env_names)
+
+    conn = containers["connector"]
+    ports = {p["name"]: p["containerPort"] for p in conn.get("ports", [])}
+    if ports.get("grpc") != 8000 or ports.get("metrics") != 9090:
+        errs.append(f"connector ports must be grpc:8000 and metrics:9090, got {ports}")
+    if not conn.get("args") or conn["args"][0] != "serve":
+        errs.append(f"connector args must start with serve, got {conn.get('args')}")
+    for probe in ("readinessProbe", "livenessProbe"):
+        p = conn.get(probe)
+        if not p or "grpc" not in p:
+            errs.append(f"connector: {probe} is not a gRPC probe")
+        elif p["grpc"].get("port") != ports.get("grpc"):
+            errs.append(f"connector: {probe} probes port {p['grpc'].get('port')}, not the gRPC port {ports.get('grpc')}")
+
+    env = {e["name"]: e.get("value") for e in conn.get("env", [])}
+    has_stager_url = "FLYTE_SLURM_STAGER_URL" in env
+    if has_stager_url and "FLYTE_SLURM_SHARED_MOUNTS" in env:
+        errs.append("connector has both FLYTE_SLURM_STAGER_URL and FLYTE_SLURM_SHARED_MOUNTS: the stager would win silently")
+    if "stager" in containers:
+        st = containers["stager"]
+        sport = {p["name"]: p["containerPort"] for p in st.get("ports", [])}.get("stager")
+        if not st.get("args") or st["args"][0] != "stager":
+            errs.append(f"stager args must start with stager, got {st.get('args')}")
+        if env.get("FLYTE_SLURM_STAGER_URL") != f"http://127.0.0.1:{sport}":
+            errs.append(f"connector's FLYTE_SLURM_STAGER_URL {env.get('FLYTE_SLURM_STAGER_URL')} is not the sidecar on loopback :{sport}")
+        senv = {e["name"]: e.get("value") for e in st.get("env", [])}
+        if not senv.get("FLYTE_SLURM_SHARED_MOUNTS"):
+            errs.append("stager has no FLYTE_SLURM_SHARED_MOUNTS (its confinement roots)")
+        for probe in ("readinessProbe", "livenessProbe"):
+            p = st.get(probe, {}).get("httpGet")
+            if not p or p.get("path") != "/healthz" or p.get("port") != sport:
+                errs.append(f"stager: {probe} must GET /healthz on the stager port {sport}")
+        if any(m["name"] in ("slurmrestd-auth",) for m in st.get("volumeMounts", [])):
+            errs.append("stager mounts the slurmrestd credential: it must not need it")
+
+    # Service → container ports, selector → pod labels.
+    for sp in svc["spec"]["ports"]:
+        if sp.get("targetPort") not in ports:
+            errs.append(f"Service port {sp['name']} targets {sp.get('targetPort')}, not a connector port name")
+    if {p["name"]: p["port"] for p in svc["spec"]["ports"]} != {"grpc": 8000, "metrics": 9090}:
+        errs.append(f"Service must expose grpc:8000 and metrics:9090, got {svc['spec']['ports']}")
+    sel = svc["spec"].get("selector", {})
+    if not sel or any(pod_labels.get(k) != v for k, v in sel.items()):
+        errs.append(f"Service selector {sel} does not select the pod labels {pod_labels}")
+    dsel = dep["spec"]["selector"]["matchLabels"]
+    if any(pod_labels.get(k) != v for k, v in dsel.items()):
+        errs.append("Deployment selector does not match its pod labels")
+
+    for sm in by_kind(docs, "ServiceMonitor"):
+        for ep in sm["spec"].get("endpoints", []):
+            if ep.get("port") not in {p["name"] for p in svc["spec"]["ports"]}:
+                errs.append(f"ServiceMonitor scrapes port {ep.get('port')}, which the Service lacks")
+        if any(svc["metadata"]["labels"].get(k) != v for k, v in sm["spec"]["selector"]["matchLabels"].items()):
+            errs.append("ServiceMonitor selector does not select the Service")
+
+    for sa in by_kind(docs, "ServiceAccount"):
+        if sa["metadata"]["name"] != pod.get("serviceAccountName"):
+            errs.append("the chart's ServiceAccount is not the one the pod uses")
+
+    for cm in by_kind(docs, "ConfigMap"):
+        if "clusters.toml" in cm.get("data", {}):
+            errs += check_clusters_toml(cm["data"]["clusters.toml"], file_keys)
+    return errs
+
+
+def check_env(name: str, c: dict, volumes: dict, env_names: set[str]) -> list[str]:
+    errs: list[str] = []
+    mounts = {m["mountPath"]: m for m in c.get("volumeMounts", [])}
+    for e in c.get("env", []):
+        n, v = e["name"], e.get("value")
+        if n.startswith("FLYTE_SLURM_") and n not in env_names:
+            errs.append(f"container {name}: {n} is not a variable the connector reads (see src/)")
+        if n == "FLYTE_SLURM_JWT" and v:
+            errs.append(f"container {name}: FLYTE_SLURM_JWT inlined in the manifest; mount a Secret and use FLYTE_SLURM_JWT_FILE")
+        if isinstance(v, str) and JWT_LIKE.search(v):
+            errs.append(f"container {name}: env {n} holds what looks like a JWT")
+        if n in FILE_VARS and v is not None:
+            owner = [p for p in mounts if under(v, p)]
+            if not owner:
+                errs.append(f"container {name}: {n}={v} is on no volumeMount of this container")
+                continue
+            m = mounts[max(owner, key=len)]
+            vol = volumes.get(m["name"], {})
+            src = vol.get("secret") or vol.get("configMap")
+            rel = v[len(m["mountPath"].rstrip("/")) + 1:]
+            if src and src.get("items") and rel not in [i["path"] for i in src["items"]]:
+                errs.append(f"container {name}: {n}={v}, but volume {m['name']} projects only {[i['path'] for i in src['items']]}")
+        if n == "FLYTE_SLURM_DATA_DIR" and v is not None:
+            owner = [p for p in mounts if under(v, p)]
+            if not owner or mounts[max(owner, key=len)].get("readOnly"):
+                errs.append(f"container {name}: FLYTE_SLURM_DATA_DIR={v} is not on a writable mount (the root fs is read-only)")
+        if n == "FLYTE_SLURM_SHARED_MOUNTS" and v is not None:
+            for pair in filter(None, v.split(",")):
+                cluster, _, local = pair.partition("=")
+                if not (cluster.startswith("/") and local.startswith("/")):
+                    errs.append(f"container {name}: FLYTE_SLURM_SHARED_MOUNTS entry {pair!r} is not /cluster=/local")
+                elif not any(under(local, p) and p not in ("/tmp",) for p in mounts):
+                    errs.append(f"container {name}: FLYTE_SLURM_SHARED_MOUNTS maps {cluster} to {local}, which is not mounted here")
+        if n in ("FLYTE_SLURM_RESTD_URL", "FLYTE_SLURM_STAGER_URL") and v is not None and not re.match(r"^https?://[^/]", v):
+            errs.append(f"container {name}: {n}={v!r} is not an http(s) URL")
+    return errs
+
+
+def check_clusters_toml(text: str, file_keys: tuple[set[str], set[str]]) -> list[str]:
+    top, cluster = file_keys
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        return [f"clusters.toml does not parse: {e}"]
+    errs = [f"clusters.toml: unknown key {k!r} (the connector refuses it)" for k in doc if k not in top]
+    for name, c in doc.get("clusters", {}).items():
+        errs += [f"clusters.toml: cluster {name}: unknown key {k!r}" for k in c if k not in cluster]
+        if "restd_url" not in c:
+            errs.append(f"clusters.toml: cluster {name} has no restd_url")
+        if "jwt" in c or any("token" == k for k in c):
+            errs.append(f"clusters.toml: cluster {name} inlines a token")
+    return errs
+
+
+def check_docs(env_names: set[str], file_keys: tuple[set[str], set[str]]) -> list[str]:
+    """docs/configuration.md must document every variable and clusters-file key the code reads."""
+    path = REPO / "docs" / "configuration.md"
+    text = path.read_text()
+    errs = [f"{path.name} does not document {n}" for n in sorted(env_names) if f"`{n}`" not in text]
+    top, cluster = file_keys
+    errs += [f"{path.name} does not document the clusters-file key {k}"
+             for k in sorted((top | cluster) - {"clusters"}) if f"`{k}`" not in text]
+    return errs
+
+
+def check_flyte_values() -> list[str]:
+    """The Flyte values snippet must enable the connector plugin, route both task types to a
+    defined connector, and point it at the Service the chart creates (default release in flyte)."""
+    path = REPO / "deploy" / "flyte" / "values-connector.yaml"
+    try:
+        cfg = yaml.safe_load(path.read_text())["configuration"]["inline"]
+        tp = cfg["tasks"]["task-plugins"]
+        cs = cfg["plugins"]["connector-service"]
+    except (KeyError, TypeError, yaml.YAMLError) as e:
+        return [f"{path.name}: missing configuration.inline.tasks/plugins ({e})"]
+    errs = []
+    if "connector-service" not in tp.get("enabled-plugins", []):
+        errs.append("connector-service is not in enabled-plugins")
+    for t in ("slurm", "slurm_script"):
+        if tp.get("default-for-task-types", {}).get(t) != "connector-service":
+            errs.append(f"default-for-task-types.{t} is not connector-service")
+        cid = cs.get("connectorForTaskTypes", {}).get(t)
+        dep = cs.get("connectors", {}).get(cid)
+        if not dep:
+            errs.append(f"connectorForTaskTypes.{t} names {cid!r}, which is not under connectors")
+            continue
+        want = "dns:///slurm-connector.flyte.svc.cluster.local:8000"
+        if dep.get("endpoint") != want:
+            errs.append(f"connector {cid} endpoint {dep.get('endpoint')!r} is not the chart's Service {want}")
+        if dep.get("insecure") is not True:
+            errs.append(f"connector {cid}: insecure must be true (the Service is plaintext gRPC)")
+    return errs
+
+
+# ---------------------------------------------------------------------------------------------
+# Driving Helm and the schema validator.
+
+
+def render(helm, values: dict) -> list[dict]:
+    with helm.Chart.load(str(CHART)) as chart:
+        out = chart.render(values, name="slurm-connector", namespace="flyte", is_install=True)
+    docs = []
+    for path, text in sorted(out.items()):
+        if path.endswith("NOTES.txt"):
+            continue
+        docs += [d for d in yaml.safe_load_all(text) if d]
+    return docs
+
+
+def schema_errors(kv, docs: list[dict]) -> tuple[list[str], int]:
+    errs, checked = [], 0
+    for d in docs:
+        if d["apiVersion"].startswith("monitoring.coreos.com/"):
+            continue  # a CRD: structure checked in check_release
+        for ver in KUBE_VERSIONS:
+            try:
+                kv.validate(d, ver, strict=True)
+                checked += 1
+            except kv.ValidationError as e:
+                path = ".".join(str(p) for p in e.path)
+                errs.append(f"{d['kind']}/{d['metadata']['name']} vs Kubernetes {ver}: {path}: {e.message}")
+            except kv.SchemaNotFoundError:
+                errs.append(f"{d['kind']} {d['apiVersion']}: no schema in Kubernetes {ver}")
+    return errs, checked
+
+
+# Values that must be refused, and a fragment the refusal must contain (it names the key): the
+# chart's own `fail` message (dotted key) or Helm's values.schema.json error (JSON pointer).
+MUST_FAIL = [
+    ("no cluster at all", {"auth": {"mode": "none"}}, "no Slurm cluster configured"),
+    ("token mode without a Secret", {"cluster": {"restdUrl": "http://s:6820"}}, "auth.existingSecret"),
+    ("key mode without a user", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "keyFile", "existingSecret": "k"}}, "cluster.username"),
+    ("unknown auth mode", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "password"}}, ("auth.mode", "/auth/mode")),
+    ("URL without scheme", {"cluster": {"restdUrl": "slurmrestd:6820"}, "auth": {"mode": "none"}}, ("cluster.restdUrl", "/cluster/restdUrl")),
+    ("relative working dir", {"cluster": {"restdUrl": "http://s:6820", "workingDir": "jobs"}, "auth": {"mode": "none"}}, ("cluster.workingDir", "/cluster/workingDir")),
+    ("stager without mounts", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"}, "stager": {"enabled": True, "tokenSecret": "t"}}, "sharedFilesystem.mounts"),
+    ("stager without token", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"}, "stager": {"url": "http://dtn:8090"}}, "stager.tokenSecret"),
+    ("relative mount path", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
+                             "sharedFilesystem": {"mounts": [{"name": "s", "clusterPath": "shared", "mountPath": "/s", "volume": {"emptyDir": {}}}]}}, "must both be absolute"),
+    ("misspelt key", {"cluster": {"restdURL": "http://s:6820"}, "auth": {"mode": "none"}}, "restdURL"),
+    ("misspelt section", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"}, "sharedFilesystems": {}}, "sharedFilesystems"),
+    ("mount without volume", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
+                              "sharedFilesystem": {"mounts": [{"name": "s", "clusterPath": "/shared", "mountPath": "/s"}]}}, ("sharedFilesystem.mounts[0]", "/sharedFilesystem/mounts/0")),
+]
+
+
+def self_test(good: list[dict], env_names: set[str], file_keys) -> tuple[list[str], int]:
+    """Each mutation breaks one property; the checks must report it."""
+
+    def dep(docs):
+        return by_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]
+
+    def conn(docs):
+        return [c for c in dep(docs)["containers"] if c["name"] == "connector"][0]
+
+    mutations = {
+        "root user": lambda d: dep(d)["securityContext"].update(runAsNonRoot=False),
+        "writable root fs": lambda d: conn(d)["securityContext"].update(readOnlyRootFilesystem=False),
+        "no readiness probe": lambda d: conn(d).pop("readinessProbe"),
+        "probe on the wrong port": lambda d: conn(d)["livenessProbe"]["grpc"].update(port=9090),
+        "mount without volume": lambda d: dep(d)["volumes"].pop(),
+        "inlined token": lambda d: conn(d)["env"].append({"name": "FLYTE_SLURM_JWT", "value": "eyJhbGciOiJIUzI1NiJ9.eyJzdW4iOiJmbHl0ZSJ9.x"}),
+        "unknown variable": lambda d: conn(d)["env"].append({"name": "FLYTE_SLURM_RESTD_ULR", "value": "http://x:1"}),
+        "token file off its mount": lambda d: [e.update(value="/etc/token") for e in conn(d)["env"] if e["name"] in FILE_VARS],
+        "service to a missing port": lambda d: by_kind(d, "Service")[0]["spec"]["ports"][0].update(targetPort="grpcx"),
+        "bad clusters key": lambda d: by_kind(d, "ConfigMap")[0]["data"].update({"clusters.toml": 'poll = "5s"\n'}),
+    }
+    problems = []
+    for what, mutate in mutations.items():
+        docs = copy.deepcopy(good)
+        try:
+            mutate(docs)
+        except (IndexError, KeyError):
+            problems.append(f"self-test {what!r}: the reference release lacks what the mutation changes")
+            continue
+        if not check_release(docs, env_names, file_keys):
+            problems.append(f"self-test {what!r}: the checks did not notice")
+    return problems, len(mutations)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.parse_args()
+    import helm_python as helm
+    import kubernetes_validate as kv
+
+    env_names = code_env_vars()
+    file_keys = code_file_keys()
+    print(f"helm {helm.helm_sdk_version()} (helm-python-sdk), kubernetes-validate {kv.__version__}, "
+          f"schemas for Kubernetes {' and '.join(KUBE_VERSIONS)}; {len(env_names)} FLYTE_SLURM_* names and "
+          f"{len(file_keys[0]) + len(file_keys[1])} clusters-file keys read from src/")
+    passed, failed = 0, 0
+
+    def report(ok: bool, what: str, detail: list[str]):
+        nonlocal passed, failed
+        print(("  ok    " if ok else "  FAIL  ") + what)
+        for line in detail:
+            print("        - " + line)
+        passed, failed = passed + ok, failed + (not ok)
+
+    cases = sorted((CHART / "ci").glob("*-values.yaml"))
+    if not cases:
+        print(f"no values files in {CHART / 'ci'}")
+        return 1
+    reference = None
+    for case in cases:
+        values = yaml.safe_load(case.read_text()) or {}
+        lint = helm.lint(str(CHART), values, strict=True, namespace="flyte")
+        bad = [m for m in lint.get("messages", []) if m.get("severity", 0) >= 2] + [
+            {"error": e} for e in lint.get("errors", []) or []]
+        report(not bad, f"{case.name}: helm lint --strict", [str(m.get("error")) for m in bad])
+        try:
+            docs = render(helm, values)
+        except helm.HelmError as e:
+            report(False, f"{case.name}: helm template", [str(e)])
+            continue
+        kinds = ", ".join(sorted(f"{d['kind']}" for d in docs))
+        errs, n = schema_errors(kv, docs)
+        report(not errs, f"{case.name}: {n} manifest validations against Kubernetes schemas ({kinds})", errs)
+        errs = check_release(docs, env_names, file_keys)
+        report(not errs, f"{case.name}: non-root, read-only root fs, gRPC probes, ports, mounts, env, config keys", errs)
+        if by_kind(docs, "ConfigMap") and by_kind(docs, "ServiceAccount") and reference is None:
+            reference = docs
+
+    for what, values, fragment in MUST_FAIL:
+        try:
+            render(helm, values)
+            report(False, f"refused: {what}", ["rendered without error"])
+        except helm.HelmError as e:
+            frags = (fragment,) if isinstance(fragment, str) else fragment
+            ok = any(f in str(e) for f in frags)
+            report(ok, f"refused: {what}", [] if ok else [f"message lacks {' or '.join(map(repr, frags))}: {e}"])
+
+    errs = check_docs(env_names, file_keys)
+    report(not errs, "docs/configuration.md documents every FLYTE_SLURM_* variable and clusters-file key in src/", errs)
+
+    errs = check_flyte_values()
+    report(not errs, "deploy/flyte/values-connector.yaml routes slurm and slurm_script to the chart's Service", errs)
+
+    if reference is None:
+        report(False, "self-test", ["no ci values file renders a ConfigMap and a ServiceAccount to mutate"])
+    else:
+        problems, n = self_test(reference, env_names, file_keys)
+        report(not problems, f"self-test: each of {n} broken manifests is caught", problems)
+
+    print(f"chart-validation: {passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+//! `slurm-connector check`: preflight every configured cluster before a rollout — reachable, token
+//! accepted (by an authenticated call, never by ping), API version served, partitions visible,
+//! job files reachable through staging, object store writable — as a ✓/✗ table.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::config::{ClusterConfig, DeploymentConfig};
+use crate::service::cluster::client_auth;
+use crate::slurmrestd::{Client, ClientConfig, ClientError, RetryPolicy};
+use crate::staging::settings::StagingSettings;
+
+/// One line of the table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    pub cluster: String,
+    pub what: &'static str,
+    pub ok: bool,
+    pub detail: String,
+}
+
+fn check(cluster: &str, what: &'static str, result: Result<String, String>) -> Check {
+    let (ok, detail) = match result {
+        Ok(d) => (true, d),
+        Err(d) => (false, d),
+    };
+    Check {
+        cluster: cluster.to_string(),
+        what,
+        ok,
+        detail,
+    }
+}
+
+/// Runs every check of one cluster; later checks are skipped (✗ with the reason) once slurmrestd
+/// cannot be reached, since they would only repeat that error.
+pub async fn check_cluster(c: &ClusterConfig, output_prefix: Option<&str>) -> Vec<Check> {
+    let name = c.name.as_str();
+    let mut out = Vec::new();
+    let client = client_auth(c).map_err(|e| e.to_string()).and_then(|auth| {
+        let mut cc = ClientConfig::new(name, c.restd_url.clone(), auth);
+        cc.user_name = c.username.clone();
+        cc.retry = RetryPolicy::none();
+        cc.request_timeout = Duration::from_secs(10);
+        Client::new(cc).map_err(|e| e.to_string())
+    });
+    let client = match client {
+        Ok(cl) => cl,
+        Err(e) => {
+            out.push(check(name, "credentials configured", Err(e)));
+            return out;
+        }
+    };
+    // diag needs a token slurmctld accepts (ping answers 200 "DOWN" to a bad one).
+    match client.diag().await {
+        Ok(d) => {
+            out.push(check(
+                name,
+                "slurmrestd reachable",
+                Ok(c.restd_url.to_string()),
+            ));
+            out.push(check(
+                name,
+                "token accepted",
+                // meta.client.user is the socket peer slurmrestd saw, not the token's user.
+                Ok(format!(
+                    "user {}",
+                    c.username.as_deref().unwrap_or("(the token's user)")
+                )),
+            ));
+            let parser = d.server.data_parser.clone().unwrap_or_default();
+            out.push(check(
+                name,
+                "API version served",
+                if parser.ends_with(&c.api_version) || parser.is_empty() {
+                    Ok(format!(
+                        "{} (Slurm {})",
+                        c.api_version,
+                        d.server.release.clone().unwrap_or_else(|| "?".into())
+                    ))
+                } else {
+                    Err(format!(
+                        "slurmrestd answered with {parser}, the connector speaks {}",
+                        c.api_version
+                    ))
+                },
+            ));
+        }
+        Err(e) => {
+            let reachable = !matches!(
+                e,
+                ClientError::Unreachable { .. } | ClientError::Timeout { .. }
+            );
+            out.push(check(
+                name,
+                "slurmrestd reachable",
+                if reachable {
+                    Ok(c.restd_url.to_string())
+                } else {
+                    Err(e.to_string())
+                },
+            ));
+            out.push(check(name, "token accepted", Err(e.to_string())));
+            return out;
+        }
+    }
+    out.push(check(
+        name,
+        "partitions visible",
+        match client.partitions().await {
+            Ok(p) if p.is_empty() => Err("slurmctld lists no partition".into()),
+            Ok(p) => {
+                let names: Vec<&str> = p.iter().map(|p| p.name.as_str()).collect();
+                match &c.default_partition {
+                    Some(d) if !names.contains(&d.as_str()) => Err(format!(
+                        "default partition {d} is not among {}",
+                        names.join(", ")
+                    )),
+                    _ => Ok(names.join(", ")),
+                }
+            }
+            Err(e) => Err(e.to_string()),
+        },
+    ));
+    out.push(check(
+        name,
+        "working directory via staging",
+        working_dir(c).await,
+    ));
+    if let Some(prefix) = output_prefix {
+        out.push(check(
+            name,
+            "object store writable",
+            object_store_writable(prefix).await,
+        ));
+    }
+    out
+}
+
+async fn working_dir(c: &ClusterConfig) -> Result<String, String> {
+    let dir = c
+        .working_dir
+        .as_deref()
+        .ok_or("FLYTE_SLURM_WORKING_DIR is not set")?;
+    let settings = StagingSettings::from_cluster(c)
+        .map_err(|e| e.to_string())?
+        .ok_or("no staging: set FLYTE_SLURM_SHARED_MOUNTS or FLYTE_SLURM_STAGER_URL")?;
+    let staging = settings.build().map_err(|e| e.to_string())?;
+    match staging.stat(dir).await.map_err(|e| e.to_string())? {
+        Some(s) if s.kind == crate::staging::EntryKind::Dir => {}
+        Some(_) => return Err(format!("{dir} is not a directory")),
+        None => return Err(format!("{dir} does not exist on the shared filesystem")),
+    }
+    // Writable: where the filesystem is mounted here, try it; a stager only reads and removes.
+    if let Ok(roots) = crate::staging::confine::Roots::new(
+        c.shared_mounts
+            .iter()
+            .map(|(cluster, local)| crate::staging::Mount {
+                cluster_prefix: cluster.into(),
+                local_path: local.clone(),
+            })
+            .collect(),
+    ) && let Ok(mapped) = roots.map(dir)
+    {
+        let probe = mapped
+            .local
+            .join(format!(".slurm-connector-check-{}", std::process::id()));
+        std::fs::write(&probe, b"check")
+            .map_err(|e| format!("{dir} is not writable from here: {e}"))?;
+        let _ = std::fs::remove_file(&probe);
+        return Ok(format!("{dir} (writable)"));
+    }
+    Ok(format!("{dir} (exists; through the stager)"))
+}
+
+async fn object_store_writable(prefix: &str) -> Result<String, String> {
+    use object_store::ObjectStoreExt;
+    let probe = crate::staging::objstore::join_uri(
+        prefix,
+        &format!(".slurm-connector-check-{}", std::process::id()),
+    );
+    let dest = crate::staging::objstore::open(&probe).map_err(|e| e.to_string())?;
+    dest.store
+        .put(&dest.path, bytes::Bytes::from_static(b"check").into())
+        .await
+        .map_err(|e| format!("cannot write {probe}: {e}"))?;
+    let _ = dest.store.delete(&dest.path).await;
+    Ok(prefix.to_string())
+}
+
+/// Prints the table; returns whether every check passed.
+pub fn print(checks: &[Check]) -> bool {
+    let width = checks.iter().map(|c| c.cluster.len()).max().unwrap_or(0);
+    for c in checks {
+        println!(
+            "{} {:width$}  {:<30} {}",
+            if c.ok { "✓" } else { "✗" },
+            c.cluster,
+            c.what,
+            c.detail
+        );
+    }
+    checks.iter().all(|c| c.ok)
+}
+
+/// All configured clusters (none configured: nothing to check, which is itself a ✗).
+pub async fn run(
+    config: Option<&Path>,
+    output_prefix: Option<&str>,
+) -> Result<bool, crate::config::ConfigError> {
+    let deployment = DeploymentConfig::load(config)?;
+    let mut checks = Vec::new();
+    if deployment.clusters.is_empty() {
+        checks.push(Check {
+            cluster: "-".into(),
+            what: "a cluster is configured",
+            ok: false,
+            detail: "set FLYTE_SLURM_RESTD_URL (and a token or key) or give --config".into(),
+        });
+    }
+    for c in deployment.clusters.values() {
+        checks.extend(check_cluster(c, output_prefix).await);
+    }
+    Ok(print(&checks))
+}

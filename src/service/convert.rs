@@ -1,0 +1,181 @@
+//! `CreateTaskRequest` (protobuf) → the renderer's [`TaskSpec`]. Only shape, no policy: what a
+//! task may or may not do is the renderer's and the config's business.
+
+use std::collections::BTreeMap;
+
+use crate::proto::connector::CreateTaskRequest;
+use crate::proto::core::{self, literal, literal_type, primitive, scalar};
+use crate::proto::struct_to_json;
+use crate::render::{
+    ContainerSpec, ExecutionIdentity, InputValue, InterfaceKind, TaskSpec, TaskType,
+};
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConvertError {
+    #[error("CreateTaskRequest has no `template`")]
+    NoTemplate,
+    #[error(
+        "task type `{0}` is not served by this connector; it serves `slurm` and `slurm_script`"
+    )]
+    TaskType(String),
+    #[error(
+        "CreateTaskRequest has no `task_execution_metadata.task_execution_id`: cannot tell which run/action/attempt this is"
+    )]
+    NoExecutionId,
+}
+
+pub fn task_spec(req: &CreateTaskRequest) -> Result<TaskSpec, ConvertError> {
+    let t = req.template.as_ref().ok_or(ConvertError::NoTemplate)?;
+    let task_type = TaskType::from_template_type(&t.r#type)
+        .ok_or_else(|| ConvertError::TaskType(t.r#type.clone()))?;
+    let container = t
+        .target
+        .as_ref()
+        .map(|core::task_template::Target::Container(c)| ContainerSpec {
+            image: c.image.clone(),
+            command: c.command.clone(),
+            args: c.args.clone(),
+            env: c
+                .env
+                .iter()
+                .map(|kv| (kv.key.clone(), kv.value.clone()))
+                .collect(),
+        });
+    // The backend builds inputs from a Go map: their order is random. Sorted, so the same
+    // execution always renders the same job.
+    let mut inputs: Vec<(String, InputValue)> = req
+        .inputs
+        .iter()
+        .flat_map(|i| i.literals.iter())
+        .map(|nl| (nl.name.clone(), input_value(nl.value.as_ref())))
+        .collect();
+    inputs.sort_by(|a, b| a.0.cmp(&b.0));
+    let outputs = t
+        .interface
+        .as_ref()
+        .and_then(|i| i.outputs.as_ref())
+        .map(|o| {
+            o.variables
+                .iter()
+                .map(|v| {
+                    (
+                        v.key.clone(),
+                        interface_kind(v.value.as_ref().and_then(|v| v.r#type.as_ref())),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let tem = req.task_execution_metadata.as_ref();
+    let tid = tem
+        .and_then(|m| m.task_execution_id.as_ref())
+        .ok_or(ConvertError::NoExecutionId)?;
+    let node = tid.node_execution_id.as_ref();
+    let wf = node.and_then(|n| n.execution_id.as_ref());
+    let exec = ExecutionIdentity {
+        org: wf.map(|w| w.org.clone()).unwrap_or_default(),
+        project: wf.map(|w| w.project.clone()).unwrap_or_default(),
+        domain: wf.map(|w| w.domain.clone()).unwrap_or_default(),
+        run_name: wf.map(|w| w.name.clone()).unwrap_or_default(),
+        action_name: node.map(|n| n.node_id.clone()).unwrap_or_default(),
+        attempt: tid.retry_attempt,
+    };
+    let env_vars: BTreeMap<String, String> = tem
+        .map(|m| {
+            m.environment_variables
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(TaskSpec {
+        task_type,
+        task_name: t.id.as_ref().map(|i| i.name.clone()).unwrap_or_default(),
+        custom: t
+            .custom
+            .as_ref()
+            .map(struct_to_json)
+            .unwrap_or(serde_json::Value::Null),
+        container,
+        inputs,
+        outputs,
+        output_prefix: req.output_prefix.clone(),
+        exec,
+        env_vars,
+    })
+}
+
+fn input_value(l: Option<&core::Literal>) -> InputValue {
+    let unsupported = |t: &str| InputValue::Unsupported {
+        type_name: t.to_string(),
+    };
+    let Some(v) = l.and_then(|l| l.value.as_ref()) else {
+        return unsupported("empty literal");
+    };
+    match v {
+        literal::Value::Scalar(s) => match s.value.as_ref() {
+            Some(scalar::Value::Primitive(p)) => match p.value.as_ref() {
+                Some(primitive::Value::Integer(i)) => InputValue::Int(*i),
+                Some(primitive::Value::FloatValue(f)) => InputValue::Float(*f),
+                Some(primitive::Value::StringValue(s)) => InputValue::Str(s.clone()),
+                Some(primitive::Value::Boolean(b)) => InputValue::Bool(*b),
+                Some(primitive::Value::Datetime(_)) => unsupported("datetime"),
+                Some(primitive::Value::Duration(_)) => unsupported("timedelta"),
+                None => unsupported("empty primitive"),
+            },
+            Some(scalar::Value::Blob(b)) => InputValue::Blob {
+                uri: b.uri.clone(),
+                multipart: b
+                    .metadata
+                    .as_ref()
+                    .and_then(|m| m.r#type.as_ref())
+                    .is_some_and(|t| {
+                        t.dimensionality == core::blob_type::BlobDimensionality::Multipart as i32
+                    }),
+            },
+            Some(scalar::Value::Binary(_)) => unsupported("binary"),
+            Some(scalar::Value::Schema(_)) => unsupported("schema"),
+            Some(scalar::Value::NoneType(_)) => unsupported("None"),
+            Some(scalar::Value::Error(_)) => unsupported("error"),
+            Some(scalar::Value::Generic(_)) => unsupported("struct/dict"),
+            Some(scalar::Value::StructuredDataset(_)) => {
+                unsupported("structured dataset (DataFrame)")
+            }
+            Some(scalar::Value::Union(_)) => unsupported("union/Optional"),
+            None => unsupported("empty scalar"),
+        },
+        literal::Value::Collection(_) => unsupported("list"),
+        literal::Value::Map(_) => unsupported("dict (map)"),
+        literal::Value::OffloadedMetadata(_) => unsupported("offloaded literal"),
+    }
+}
+
+fn interface_kind(t: Option<&core::LiteralType>) -> InterfaceKind {
+    match t.and_then(|t| t.r#type.as_ref()) {
+        Some(literal_type::Type::Blob(b)) => {
+            if b.dimensionality == core::blob_type::BlobDimensionality::Multipart as i32 {
+                InterfaceKind::Dir
+            } else {
+                InterfaceKind::File
+            }
+        }
+        Some(literal_type::Type::Simple(s)) => InterfaceKind::Other(
+            core::SimpleType::try_from(*s)
+                .map(|s| s.as_str_name().to_lowercase())
+                .unwrap_or_else(|_| "simple".into()),
+        ),
+        Some(other) => InterfaceKind::Other(
+            match other {
+                literal_type::Type::Schema(_) => "schema",
+                literal_type::Type::CollectionType(_) => "list",
+                literal_type::Type::MapValueType(_) => "dict",
+                literal_type::Type::EnumType(_) => "enum",
+                literal_type::Type::StructuredDatasetType(_) => "structured dataset",
+                literal_type::Type::UnionType(_) => "union",
+                _ => "other",
+            }
+            .to_string(),
+        ),
+        None => InterfaceKind::Other("untyped".into()),
+    }
+}

@@ -1,0 +1,189 @@
+//! The tonic services: AsyncConnectorService and ConnectorMetadataService.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tonic::{Request, Response, Status};
+
+use crate::proto::connector::async_connector_service_server::AsyncConnectorService;
+use crate::proto::connector::connector_metadata_service_server::ConnectorMetadataService;
+use crate::proto::connector::{
+    Connector, CreateTaskRequest, CreateTaskResponse, DeleteTaskRequest, DeleteTaskResponse,
+    GetConnectorRequest, GetConnectorResponse, GetTaskLogsRequest, GetTaskLogsResponse,
+    GetTaskLogsResponseBody, GetTaskMetricsRequest, GetTaskMetricsResponse, GetTaskRequest,
+    GetTaskResponse, ListConnectorsRequest, ListConnectorsResponse, TaskCategory,
+    get_task_logs_response,
+};
+use crate::proto::logs::dataplane::{LogLine, LogLineOriginator};
+
+use super::Connector as State;
+
+pub const CONNECTOR_NAME: &str = "Slurm Connector";
+pub const TASK_TYPES: &[&str] = &["slurm", "slurm_script"];
+
+pub fn connector() -> Connector {
+    Connector {
+        name: CONNECTOR_NAME.to_string(),
+        supported_task_categories: TASK_TYPES
+            .iter()
+            .map(|t| TaskCategory {
+                name: t.to_string(),
+                version: 0,
+            })
+            .collect(),
+    }
+}
+
+#[derive(Clone)]
+pub struct Grpc(pub Arc<State>);
+
+fn category(c: Option<&TaskCategory>) -> String {
+    c.map(|c| c.name.clone())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+impl Grpc {
+    fn record<T>(&self, task_type: &str, op: &str, started: Instant, r: &Result<T, Status>) {
+        self.0.metrics.observe(
+            task_type,
+            op,
+            started.elapsed(),
+            r.as_ref().err().map(|s| s.code()),
+        );
+    }
+}
+
+type LogStream = Pin<Box<dyn futures::Stream<Item = Result<GetTaskLogsResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl AsyncConnectorService for Grpc {
+    async fn create_task(
+        &self,
+        req: Request<CreateTaskRequest>,
+    ) -> Result<Response<CreateTaskResponse>, Status> {
+        let started = Instant::now();
+        let req = req.into_inner();
+        let task_type = req
+            .template
+            .as_ref()
+            .map(|t| t.r#type.clone())
+            .unwrap_or_default();
+        let r = self.0.create(&req).await;
+        if let Err(s) = &r {
+            tracing::warn!(task_type, code = ?s.code(), message = s.message(), "CreateTask failed");
+        }
+        self.record(&task_type, "create", started, &r);
+        r.map(|meta| {
+            Response::new(CreateTaskResponse {
+                resource_meta: meta,
+            })
+        })
+    }
+
+    async fn get_task(
+        &self,
+        req: Request<GetTaskRequest>,
+    ) -> Result<Response<GetTaskResponse>, Status> {
+        let started = Instant::now();
+        let req = req.into_inner();
+        let task_type = category(req.task_category.as_ref());
+        let r = self.0.get(&req.resource_meta).await;
+        self.record(&task_type, "get", started, &r);
+        r.map(|resource| {
+            Response::new(GetTaskResponse {
+                resource: Some(resource),
+            })
+        })
+    }
+
+    async fn delete_task(
+        &self,
+        req: Request<DeleteTaskRequest>,
+    ) -> Result<Response<DeleteTaskResponse>, Status> {
+        let started = Instant::now();
+        let req = req.into_inner();
+        let task_type = category(req.task_category.as_ref());
+        let token = req
+            .connection
+            .as_ref()
+            .map(|c| c.secrets.clone())
+            .unwrap_or_default();
+        let r = self.0.delete(&req.resource_meta, &token).await;
+        self.record(&task_type, "delete", started, &r);
+        r.map(|()| Response::new(DeleteTaskResponse {}))
+    }
+
+    async fn get_task_metrics(
+        &self,
+        req: Request<GetTaskMetricsRequest>,
+    ) -> Result<Response<GetTaskMetricsResponse>, Status> {
+        let started = Instant::now();
+        let task_type = category(req.get_ref().task_category.as_ref());
+        let r = Err(Status::unimplemented(
+            "the Slurm connector reports no task metrics; see the job's accounting (sacct) instead",
+        ));
+        self.record(&task_type, "get_metrics", started, &r);
+        r
+    }
+
+    type GetTaskLogsStream = LogStream;
+
+    async fn get_task_logs(
+        &self,
+        req: Request<GetTaskLogsRequest>,
+    ) -> Result<Response<LogStream>, Status> {
+        let started = Instant::now();
+        let req = req.into_inner();
+        let task_type = category(req.task_category.as_ref());
+        let r = self.0.logs(&req.resource_meta, req.lines).await;
+        self.record(&task_type, "get_logs", started, &r);
+        let lines = r?;
+        let body = GetTaskLogsResponse {
+            part: Some(get_task_logs_response::Part::Body(
+                GetTaskLogsResponseBody {
+                    results: lines.clone(),
+                    lines: lines
+                        .into_iter()
+                        .map(|message| LogLine {
+                            timestamp: None,
+                            message,
+                            originator: LogLineOriginator::User as i32,
+                            short_pod_name: String::new(),
+                        })
+                        .collect(),
+                },
+            )),
+        };
+        let stream = futures::stream::iter(vec![Ok(body)]);
+        Ok(Response::new(Box::pin(stream) as LogStream))
+    }
+}
+
+#[tonic::async_trait]
+impl ConnectorMetadataService for Grpc {
+    async fn get_connector(
+        &self,
+        req: Request<GetConnectorRequest>,
+    ) -> Result<Response<GetConnectorResponse>, Status> {
+        if req.get_ref().name != CONNECTOR_NAME {
+            return Err(Status::not_found(format!(
+                "no connector named `{}`; this server has `{CONNECTOR_NAME}`",
+                req.get_ref().name
+            )));
+        }
+        Ok(Response::new(GetConnectorResponse {
+            connector: Some(connector()),
+        }))
+    }
+
+    async fn list_connectors(
+        &self,
+        _req: Request<ListConnectorsRequest>,
+    ) -> Result<Response<ListConnectorsResponse>, Status> {
+        Ok(Response::new(ListConnectorsResponse {
+            connectors: vec![connector()],
+        }))
+    }
+}

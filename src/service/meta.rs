@@ -1,0 +1,202 @@
+//! `resource_meta`: what CreateTask hands the backend and every later call hands back.
+//!
+//! Ours is versioned JSON (`{"v":1, "cluster", "job_id", ...}`) naming the cluster, the job and
+//! its files and declared outputs — never a credential. The published Python (SSH) connector's
+//! JSON (`job_id`, `host`, `stdout_path`, ..., `declared_outputs`) is read too, so jobs it
+//! started keep being tracked after a deployment swaps this connector in.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::slurmrestd::JobId;
+
+pub const META_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputMeta {
+    pub uri: String,
+    /// `file` or `directory`.
+    pub kind: String,
+    /// `connector` or `job`.
+    pub upload: String,
+    pub written_to: String,
+}
+
+/// Our `resource_meta`, version 1.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceMeta {
+    pub v: u32,
+    pub cluster: String,
+    pub job_id: JobId,
+    pub job_name: String,
+    pub stdout: String,
+    pub stderr: String,
+    #[serde(default)]
+    pub outputs: BTreeMap<String, OutputMeta>,
+}
+
+/// Where a decoded `resource_meta` came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decoded {
+    Ours(ResourceMeta),
+    /// The Python plugin's meta: the cluster is still to be found from `host`.
+    Python {
+        host: String,
+        meta: ResourceMeta,
+    },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MetaError {
+    #[error(
+        "resource_meta is not UTF-8 JSON ({0}); it was not written by this connector or the Slurm plugin"
+    )]
+    NotJson(String),
+    #[error(
+        "resource_meta version {0} is newer than this connector understands (it reads version {META_VERSION}); upgrade the connector"
+    )]
+    Version(u32),
+    #[error("resource_meta: {0}")]
+    Field(String),
+}
+
+impl ResourceMeta {
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("plain data serializes")
+    }
+}
+
+/// The Python connector's `SlurmJobMetadata` (dataclass → `json.dumps(asdict(...))`).
+#[derive(Deserialize)]
+struct PythonMeta {
+    job_id: serde_json::Value,
+    #[serde(default)]
+    job_name: Option<String>,
+    host: String,
+    #[serde(default)]
+    stdout_path: Option<String>,
+    #[serde(default)]
+    stderr_path: Option<String>,
+    #[serde(default)]
+    declared_outputs: Option<BTreeMap<String, PythonOutput>>,
+}
+
+#[derive(Deserialize)]
+struct PythonOutput {
+    #[serde(default)]
+    uri: String,
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    upload: String,
+    #[serde(default)]
+    written_to: String,
+}
+
+pub fn decode(bytes: &[u8]) -> Result<Decoded, MetaError> {
+    let v: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| MetaError::NotJson(e.to_string()))?;
+    if let Some(ver) = v.get("v") {
+        let ver = ver
+            .as_u64()
+            .ok_or_else(|| MetaError::Field("`v` must be a number".into()))?;
+        if ver != u64::from(META_VERSION) {
+            return Err(MetaError::Version(ver as u32));
+        }
+        let m: ResourceMeta =
+            serde_json::from_value(v).map_err(|e| MetaError::Field(e.to_string()))?;
+        return Ok(Decoded::Ours(m));
+    }
+    if v.get("host").is_some() {
+        let p: PythonMeta =
+            serde_json::from_value(v).map_err(|e| MetaError::Field(e.to_string()))?;
+        let job_id = match &p.job_id {
+            serde_json::Value::String(s) => s.trim().parse::<JobId>().ok(),
+            serde_json::Value::Number(n) => {
+                n.as_u64().and_then(|n| u32::try_from(n).ok()).map(JobId)
+            }
+            _ => None,
+        }
+        .ok_or_else(|| MetaError::Field(format!("`job_id` {} is not a Slurm job id", p.job_id)))?;
+        let outputs = p
+            .declared_outputs
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, o)| {
+                (
+                    k,
+                    OutputMeta {
+                        uri: o.uri,
+                        kind: o.kind,
+                        upload: o.upload,
+                        written_to: o.written_to,
+                    },
+                )
+            })
+            .collect();
+        return Ok(Decoded::Python {
+            host: p.host,
+            meta: ResourceMeta {
+                v: META_VERSION,
+                cluster: String::new(),
+                job_id,
+                job_name: p.job_name.unwrap_or_default(),
+                stdout: p.stdout_path.unwrap_or_default(),
+                stderr: p.stderr_path.unwrap_or_default(),
+                outputs,
+            },
+        });
+    }
+    Err(MetaError::Field(
+        "neither this connector's (`v`, `cluster`, `job_id`) nor the Slurm plugin's (`job_id`, `host`) fields".into(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ours_round_trips_and_has_no_secret_fields() {
+        let m = ResourceMeta {
+            v: 1,
+            cluster: "hpc1".into(),
+            job_id: JobId(42),
+            job_name: "flyte-train-0123abcd".into(),
+            stdout: "/shared/j.out".into(),
+            stderr: "/shared/j.err".into(),
+            outputs: BTreeMap::new(),
+        };
+        let bytes = m.encode();
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        assert!(text.starts_with("{\"v\":1,"), "{text}");
+        assert_eq!(decode(&bytes).unwrap(), Decoded::Ours(m));
+    }
+
+    #[test]
+    fn python_plugin_meta_is_read() {
+        let raw = br#"{"job_id": "1234", "job_name": "flyte-x-1", "host": "login1", "username": "u",
+            "port": 22, "stdout_path": "/h/.flyte/jobs/x.out", "stderr_path": "/h/.flyte/jobs/x.err",
+            "known_hosts": null, "skip_host_key_verification": false,
+            "declared_outputs": {"stats": {"uri": "s3://b/o/stats", "kind": "file", "upload": "connector", "written_to": "/h/x.outputs/stats"}}}"#;
+        let Decoded::Python { host, meta } = decode(raw).unwrap() else {
+            panic!()
+        };
+        assert_eq!(host, "login1");
+        assert_eq!(meta.job_id, JobId(1234));
+        assert_eq!(meta.outputs["stats"].upload, "connector");
+    }
+
+    #[test]
+    fn unreadable_meta_is_an_error_naming_why() {
+        assert!(matches!(decode(b"\x80abc"), Err(MetaError::NotJson(_))));
+        assert!(matches!(decode(br#"{"v": 9}"#), Err(MetaError::Version(9))));
+        assert!(
+            decode(br#"{"foo": 1}"#)
+                .unwrap_err()
+                .to_string()
+                .contains("host")
+        );
+    }
+}

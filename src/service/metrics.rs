@@ -1,0 +1,184 @@
+//! Prometheus metrics on their own listener: the Python connector's `flyte_connector_*` names
+//! (dashboards keep working after a swap) plus the connector's own.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OpLabels {
+    pub task_type: String,
+    pub operation: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FailLabels {
+    pub task_type: String,
+    pub operation: String,
+    pub error_code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RestLabels {
+    pub cluster: String,
+    pub operation: String,
+    /// HTTP status, or `none` when no response came.
+    pub status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClusterLabels {
+    pub cluster: String,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub success: Family<OpLabels, Counter>,
+    pub failure: Family<FailLabels, Counter>,
+    pub latency: Family<OpLabels, Histogram>,
+    pub slurmrestd_requests: Family<RestLabels, Counter>,
+    pub tracked_jobs: Family<ClusterLabels, Gauge>,
+    pub poll_tick: Family<ClusterLabels, Histogram>,
+    pub token_refreshes: Family<ClusterLabels, Counter>,
+    pub submits: Family<ClusterLabels, Counter>,
+    pub duplicate_creates: Family<ClusterLabels, Counter>,
+}
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
+impl Metrics {
+    pub fn new() -> Arc<Metrics> {
+        let mut registry = Registry::default();
+        let m = Metrics {
+            success: Family::default(),
+            failure: Family::default(),
+            latency: Family::new_with_constructor(latency_histogram),
+            slurmrestd_requests: Family::default(),
+            tracked_jobs: Family::default(),
+            poll_tick: Family::new_with_constructor(latency_histogram),
+            token_refreshes: Family::default(),
+            submits: Family::default(),
+            duplicate_creates: Family::default(),
+            registry: Registry::default(),
+        };
+        // prometheus-client appends `_total` to counters itself.
+        registry.register(
+            "flyte_connector_requests_success",
+            "Successful connector requests",
+            m.success.clone(),
+        );
+        registry.register(
+            "flyte_connector_requests_failure",
+            "Failed connector requests",
+            m.failure.clone(),
+        );
+        registry.register(
+            "flyte_connector_request_latency_seconds",
+            "Connector request latency",
+            m.latency.clone(),
+        );
+        registry.register(
+            "slurm_connector_slurmrestd_requests",
+            "HTTP requests to slurmrestd by operation and status",
+            m.slurmrestd_requests.clone(),
+        );
+        registry.register(
+            "slurm_connector_tracked_jobs",
+            "Jobs the state tracker follows",
+            m.tracked_jobs.clone(),
+        );
+        registry.register(
+            "slurm_connector_poll_tick_seconds",
+            "Duration of one state-tracker poll round",
+            m.poll_tick.clone(),
+        );
+        registry.register(
+            "slurm_connector_token_refreshes",
+            "slurmrestd tokens minted or re-read",
+            m.token_refreshes.clone(),
+        );
+        registry.register(
+            "slurm_connector_jobs_submitted",
+            "Jobs submitted to Slurm",
+            m.submits.clone(),
+        );
+        registry.register(
+            "slurm_connector_duplicate_creates",
+            "CreateTask calls answered with an already submitted job (idempotency)",
+            m.duplicate_creates.clone(),
+        );
+        Arc::new(Metrics { registry, ..m })
+    }
+
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String");
+        out
+    }
+
+    pub fn observe(
+        &self,
+        task_type: &str,
+        operation: &str,
+        elapsed: Duration,
+        error: Option<tonic::Code>,
+    ) {
+        let op = OpLabels {
+            task_type: task_type.to_string(),
+            operation: operation.to_string(),
+        };
+        self.latency
+            .get_or_create(&op)
+            .observe(elapsed.as_secs_f64());
+        match error {
+            None => {
+                self.success.get_or_create(&op).inc();
+            }
+            Some(code) => {
+                self.failure
+                    .get_or_create(&FailLabels {
+                        task_type: op.task_type,
+                        operation: op.operation,
+                        error_code: format!("{code:?}"),
+                    })
+                    .inc();
+            }
+        }
+    }
+}
+
+/// Serves `GET /metrics` until `shutdown` resolves.
+pub async fn serve(
+    metrics: Arc<Metrics>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    use axum::routing::get;
+    let app = axum::Router::new().route(
+        "/metrics",
+        get(move || {
+            let m = metrics.clone();
+            async move {
+                (
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    )],
+                    m.encode(),
+                )
+            }
+        }),
+    );
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+}

@@ -1,0 +1,212 @@
+//! `slurm-connector serve`: gRPC (connector, metadata, health) on one listener, Prometheus on
+//! another, one state tracker per cluster, graceful shutdown on SIGTERM or Ctrl-C.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::config::DeploymentConfig;
+use crate::proto::connector::async_connector_service_server::AsyncConnectorServiceServer;
+use crate::proto::connector::connector_metadata_service_server::ConnectorMetadataServiceServer;
+use crate::tracker::TrackerConfig;
+
+use super::Connector;
+use super::cluster::{BuildError, ClusterRuntime};
+use super::grpc::Grpc;
+use super::metrics::{self, ClusterLabels, Metrics, RestLabels};
+
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// gRPC, default `0.0.0.0:8000`.
+    pub listen: SocketAddr,
+    /// Prometheus `/metrics`, default `0.0.0.0:9090`.
+    pub metrics_listen: SocketAddr,
+    pub config: DeploymentConfig,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(
+        "no slurmrestd configured (set FLYTE_SLURM_RESTD_URL or give --config); the embedded \
+         stand-in must be started by the caller and configured as a cluster"
+    )]
+    NoCluster,
+    #[error(transparent)]
+    Cluster(#[from] BuildError),
+    #[error("cannot listen on {addr} ({what}): {source}")]
+    Bind {
+        addr: SocketAddr,
+        what: &'static str,
+        source: std::io::Error,
+    },
+    #[error("gRPC server: {0}")]
+    Grpc(#[from] tonic::transport::Error),
+    #[error("metrics server: {0}")]
+    Metrics(std::io::Error),
+}
+
+/// Binds both listeners and serves until SIGTERM or Ctrl-C.
+pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
+    let grpc = TcpListener::bind(opts.listen)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: opts.listen,
+            what: "gRPC",
+            source,
+        })?;
+    let metrics = TcpListener::bind(opts.metrics_listen)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: opts.metrics_listen,
+            what: "metrics",
+            source,
+        })?;
+    serve_with(opts.config, grpc, metrics, shutdown_signal()).await
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+    tracing::info!("shutting down: finishing requests in flight");
+}
+
+/// Builds the clusters and serves on given listeners until `shutdown` resolves (tests use this).
+pub async fn serve_with(
+    config: DeploymentConfig,
+    grpc_listener: TcpListener,
+    metrics_listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    if config.clusters.is_empty() {
+        return Err(ServeError::NoCluster);
+    }
+    let m = Metrics::new();
+    let tracker_cfg = TrackerConfig {
+        poll_interval: config.poll_interval,
+        terminal_ttl: config.terminal_ttl,
+        ..TrackerConfig::default()
+    };
+    let mut clusters = BTreeMap::new();
+    for (name, c) in &config.clusters {
+        let mm = m.clone();
+        let cluster = name.clone();
+        let observer: crate::slurmrestd::RequestObserver = Arc::new(move |op, status| {
+            mm.slurmrestd_requests
+                .get_or_create(&RestLabels {
+                    cluster: cluster.clone(),
+                    operation: op.to_string(),
+                    status: status
+                        .map(|s| s.to_string())
+                        .unwrap_or_else(|| "none".into()),
+                })
+                .inc();
+        });
+        let mm = m.clone();
+        let tick: crate::tracker::TickObserver = Arc::new(move |cluster, took, _asked| {
+            mm.poll_tick
+                .get_or_create(&ClusterLabels {
+                    cluster: cluster.to_string(),
+                })
+                .observe(took.as_secs_f64());
+        });
+        let rt = ClusterRuntime::build(c.clone(), tracker_cfg.clone(), Some(observer), Some(tick))?;
+        tracing::info!(cluster = %name, url = %c.restd_url, staging = rt.staging.is_some(), "cluster configured");
+        clusters.insert(name.clone(), Arc::new(rt));
+    }
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+
+    // One poll loop per cluster, plus gauges refreshed on every tick interval.
+    let mut background = Vec::new();
+    for rt in clusters.values() {
+        background.push(tokio::spawn(
+            rt.tracker.clone().run(stopped(stop_rx.clone())),
+        ));
+        let rt = rt.clone();
+        let mm = m.clone();
+        let interval = config.poll_interval;
+        let stop = stopped(stop_rx.clone());
+        background.push(tokio::spawn(async move {
+            let label = ClusterLabels { cluster: rt.cfg.name.clone() };
+            let mut last_refreshes = 0u64;
+            let mut tick = tokio::time::interval(interval);
+            tokio::pin!(stop);
+            loop {
+                tokio::select! {
+                    _ = &mut stop => return,
+                    _ = tick.tick() => {
+                        mm.tracked_jobs.get_or_create(&label).set(rt.tracker.len() as i64);
+                        let r = rt.client.token_refreshes();
+                        mm.token_refreshes.get_or_create(&label).inc_by(r.saturating_sub(last_refreshes));
+                        last_refreshes = r;
+                    }
+                }
+            }
+        }));
+    }
+
+    let connector = Arc::new(Connector::new(config, clusters, m.clone()));
+    let grpc = Grpc(connector);
+
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    for name in [
+        "",
+        "flyteidl2.connector.AsyncConnectorService",
+        "flyteidl2.connector.ConnectorMetadataService",
+    ] {
+        health_reporter
+            .set_service_status(name, tonic_health::ServingStatus::Serving)
+            .await;
+    }
+
+    let metrics_task = tokio::spawn(metrics::serve(
+        m,
+        metrics_listener,
+        stopped(stop_rx.clone()),
+    ));
+    let addr = grpc_listener.local_addr().ok();
+    tracing::info!(?addr, "serving flyteidl2.connector.AsyncConnectorService");
+    let server = tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(AsyncConnectorServiceServer::new(grpc.clone()))
+        .add_service(ConnectorMetadataServiceServer::new(grpc))
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(grpc_listener),
+            async move {
+                shutdown.await;
+                // Tell load balancers first, then stop accepting.
+                health_reporter
+                    .set_service_status("", tonic_health::ServingStatus::NotServing)
+                    .await;
+            },
+        );
+    let result = server.await;
+    let _ = stop_tx.send(true);
+    for b in background {
+        let _ = b.await;
+    }
+    if let Ok(Err(e)) = metrics_task.await {
+        return Err(ServeError::Metrics(e));
+    }
+    result.map_err(ServeError::from)
+}

@@ -1,0 +1,45 @@
+//! The three slurmrestd calls the tracker makes, as a trait so tests can count and fake them.
+
+use std::collections::HashMap;
+
+use futures::future::BoxFuture;
+
+use crate::slurmrestd::{Client, ClientError, JobId, JobInfo, JobState};
+
+/// What the tracker needs from one cluster.
+pub trait SlurmApi: Send + Sync + 'static {
+    /// States of many jobs in ONE request; ids slurmctld does not know are absent.
+    fn states<'a>(
+        &'a self,
+        ids: &'a [JobId],
+    ) -> BoxFuture<'a, Result<HashMap<JobId, JobState>, ClientError>>;
+
+    /// One job's full record from slurmctld (`None`: unknown there).
+    fn job(&self, id: JobId) -> BoxFuture<'_, Result<Option<JobInfo>, ClientError>>;
+
+    /// Accounting records of many jobs in one request (slurmdbd); unknown ids absent.
+    fn accounting_jobs<'a>(
+        &'a self,
+        ids: &'a [JobId],
+    ) -> BoxFuture<'a, Result<HashMap<JobId, JobInfo>, ClientError>>;
+}
+
+impl SlurmApi for Client {
+    fn states<'a>(
+        &'a self,
+        ids: &'a [JobId],
+    ) -> BoxFuture<'a, Result<HashMap<JobId, JobState>, ClientError>> {
+        Box::pin(Client::states(self, ids))
+    }
+
+    fn job(&self, id: JobId) -> BoxFuture<'_, Result<Option<JobInfo>, ClientError>> {
+        Box::pin(Client::job(self, id))
+    }
+
+    fn accounting_jobs<'a>(
+        &'a self,
+        ids: &'a [JobId],
+    ) -> BoxFuture<'a, Result<HashMap<JobId, JobInfo>, ClientError>> {
+        Box::pin(Client::accounting_jobs(self, ids))
+    }
+}

@@ -1,0 +1,209 @@
+//! A job's Slurm state packed into four bytes, and the Slurm → Flyte phase map of the published
+//! plugin, read from v0.0.42 state arrays (base state + flags).
+
+use crate::proto::core::task_execution::Phase;
+use crate::slurmrestd::{BaseState, JobState};
+
+/// Base state as a small code; `Other` keeps its text elsewhere (rare, so not in every entry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Base {
+    Pending,
+    Running,
+    Suspended,
+    Completed,
+    Cancelled,
+    Failed,
+    Timeout,
+    NodeFail,
+    Preempted,
+    BootFail,
+    Deadline,
+    OutOfMemory,
+    Other,
+}
+
+/// Flags that change the phase (others are ignored for the map but kept as text in messages).
+const FLAGS: &[&str] = &[
+    "COMPLETING",
+    "CONFIGURING",
+    "REQUEUED",
+    "REQUEUE_HOLD",
+    "REQUEUE_FED",
+    "RESV_DEL_HOLD",
+    "STOPPED",
+    "STAGE_OUT",
+    "SIGNALING",
+    "RESIZING",
+    "SPECIAL_EXIT",
+    "REVOKED",
+];
+
+fn flag_bit(name: &str) -> u16 {
+    FLAGS
+        .iter()
+        .position(|f| *f == name)
+        .map(|i| 1 << i)
+        .unwrap_or(0)
+}
+
+/// Four bytes per job instead of a `JobState`'s ~56 plus heap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Packed {
+    pub base: Base,
+    pub flags: u16,
+}
+
+impl Packed {
+    pub fn pack(s: &JobState) -> (Packed, Option<Box<str>>) {
+        let (base, other) = match &s.base {
+            BaseState::Pending => (Base::Pending, None),
+            BaseState::Running => (Base::Running, None),
+            BaseState::Suspended => (Base::Suspended, None),
+            BaseState::Completed => (Base::Completed, None),
+            BaseState::Cancelled => (Base::Cancelled, None),
+            BaseState::Failed => (Base::Failed, None),
+            BaseState::Timeout => (Base::Timeout, None),
+            BaseState::NodeFail => (Base::NodeFail, None),
+            BaseState::Preempted => (Base::Preempted, None),
+            BaseState::BootFail => (Base::BootFail, None),
+            BaseState::Deadline => (Base::Deadline, None),
+            BaseState::OutOfMemory => (Base::OutOfMemory, None),
+            BaseState::Other(t) => (Base::Other, Some(t.as_str().into())),
+        };
+        let flags = s.flags.iter().fold(0u16, |acc, f| acc | flag_bit(f));
+        (Packed { base, flags }, other)
+    }
+
+    pub fn has(&self, flag: &str) -> bool {
+        self.flags & flag_bit(flag) != 0
+    }
+
+    /// `PENDING`, `RUNNING+COMPLETING`, ... (`other` is the text of an unknown base state).
+    pub fn text(&self, other: Option<&str>) -> String {
+        let mut s = match self.base {
+            Base::Other => other.unwrap_or("UNKNOWN").to_string(),
+            b => BaseState::from(b).as_str().to_string(),
+        };
+        for (i, f) in FLAGS.iter().enumerate() {
+            if self.flags & (1 << i) != 0 {
+                s.push('+');
+                s.push_str(f);
+            }
+        }
+        s
+    }
+
+    /// The Flyte phase, `None` for a state this connector does not know (never guessed).
+    ///
+    /// Flags first, because they override what the base state suggests: a COMPLETING job is
+    /// still running its epilog (RUNNING), a REQUEUED one goes back to the queue, a REVOKED or
+    /// SPECIAL_EXIT one will not run again here (FAILED), as in the published plugin.
+    pub fn phase(&self) -> Option<Phase> {
+        if self.has("REVOKED") || self.has("SPECIAL_EXIT") {
+            return Some(Phase::Failed);
+        }
+        if self.has("REQUEUED") || self.has("REQUEUE_HOLD") || self.has("REQUEUE_FED") {
+            return Some(Phase::Queued);
+        }
+        if self.has("COMPLETING") || self.has("STAGE_OUT") {
+            return Some(Phase::Running);
+        }
+        Some(match self.base {
+            Base::Pending | Base::Suspended => Phase::Queued,
+            Base::Running if self.has("CONFIGURING") || self.has("STOPPED") => Phase::Queued,
+            Base::Running => Phase::Running,
+            Base::Completed => Phase::Succeeded,
+            Base::Preempted => Phase::RetryableFailed,
+            Base::Cancelled => Phase::Aborted,
+            Base::Failed
+            | Base::Timeout
+            | Base::NodeFail
+            | Base::BootFail
+            | Base::Deadline
+            | Base::OutOfMemory => Phase::Failed,
+            Base::Other => return None,
+        })
+    }
+
+    /// Will not change again (the record is worth fetching, the entry may age out).
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self.phase(),
+            Some(Phase::Succeeded | Phase::Failed | Phase::Aborted | Phase::RetryableFailed)
+        )
+    }
+}
+
+impl From<Base> for BaseState {
+    fn from(b: Base) -> BaseState {
+        match b {
+            Base::Pending => BaseState::Pending,
+            Base::Running => BaseState::Running,
+            Base::Suspended => BaseState::Suspended,
+            Base::Completed => BaseState::Completed,
+            Base::Cancelled => BaseState::Cancelled,
+            Base::Failed => BaseState::Failed,
+            Base::Timeout => BaseState::Timeout,
+            Base::NodeFail => BaseState::NodeFail,
+            Base::Preempted => BaseState::Preempted,
+            Base::BootFail => BaseState::BootFail,
+            Base::Deadline => BaseState::Deadline,
+            Base::OutOfMemory => BaseState::OutOfMemory,
+            Base::Other => BaseState::Other(String::new()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn phase(items: &[&str]) -> Option<Phase> {
+        Packed::pack(&JobState::from_strings(items.iter().copied()))
+            .0
+            .phase()
+    }
+
+    #[test]
+    fn plugin_state_map() {
+        assert_eq!(phase(&["PENDING"]), Some(Phase::Queued));
+        assert_eq!(phase(&["PENDING", "REQUEUE_HOLD"]), Some(Phase::Queued));
+        assert_eq!(phase(&["PENDING", "RESV_DEL_HOLD"]), Some(Phase::Queued));
+        assert_eq!(phase(&["SUSPENDED"]), Some(Phase::Queued));
+        assert_eq!(phase(&["RUNNING", "CONFIGURING"]), Some(Phase::Queued));
+        assert_eq!(phase(&["RUNNING", "STOPPED"]), Some(Phase::Queued));
+        assert_eq!(phase(&["RUNNING"]), Some(Phase::Running));
+        assert_eq!(phase(&["RUNNING", "SIGNALING"]), Some(Phase::Running));
+        assert_eq!(phase(&["RUNNING", "RESIZING"]), Some(Phase::Running));
+        assert_eq!(phase(&["COMPLETED", "COMPLETING"]), Some(Phase::Running));
+        assert_eq!(phase(&["COMPLETED", "STAGE_OUT"]), Some(Phase::Running));
+        assert_eq!(phase(&["COMPLETED"]), Some(Phase::Succeeded));
+        assert_eq!(phase(&["PREEMPTED"]), Some(Phase::RetryableFailed));
+        assert_eq!(phase(&["CANCELLED"]), Some(Phase::Aborted));
+        for s in [
+            "FAILED",
+            "NODE_FAIL",
+            "OUT_OF_MEMORY",
+            "TIMEOUT",
+            "DEADLINE",
+            "BOOT_FAIL",
+        ] {
+            assert_eq!(phase(&[s]), Some(Phase::Failed), "{s}");
+        }
+        assert_eq!(phase(&["PENDING", "SPECIAL_EXIT"]), Some(Phase::Failed));
+        assert_eq!(phase(&["PENDING", "REVOKED"]), Some(Phase::Failed));
+        assert_eq!(phase(&["FAILED", "REQUEUED"]), Some(Phase::Queued));
+        assert_eq!(phase(&["LAUNCH_FAILED_SOMEHOW"]), None);
+        assert_eq!(phase(&[]), None);
+    }
+
+    #[test]
+    fn text_round_trip() {
+        let (p, other) = Packed::pack(&JobState::from_strings(["RUNNING", "COMPLETING", "X"]));
+        assert_eq!(p.text(other.as_deref()), "RUNNING+COMPLETING");
+        let (p, other) = Packed::pack(&JobState::from_strings(["WEIRD"]));
+        assert_eq!(p.text(other.as_deref()), "WEIRD");
+        assert_eq!(std::mem::size_of::<Packed>(), 4);
+    }
+}

@@ -1,0 +1,203 @@
+//! The newcomer's path, as the README tells it: `slurm-connector serve` with its embedded default,
+//! then one `slurm-connector submit` — through the real binary, end to end (render → submit →
+//! track → stage outputs → logs).
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Serve(Child);
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_slurm-connector")
+}
+
+fn start_serve(data: &std::path::Path) -> (Serve, u16) {
+    let port = free_port();
+    let child = Command::new(bin())
+        .args([
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--metrics-listen",
+            &format!("127.0.0.1:{}", free_port()),
+        ])
+        .env("FLYTE_SLURM_DATA_DIR", data)
+        .env_remove("FLYTE_SLURM_RESTD_URL")
+        .env_remove("FLYTE_SLURM_CONFIG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let serve = Serve(child);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "serve did not listen on {port}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    (serve, port)
+}
+
+#[test]
+fn serve_embedded_then_submit_a_script_with_outputs() {
+    let data = std::env::temp_dir().join(format!("sc-cli-e2e-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let (_serve, port) = start_serve(&data);
+    let script = data.join("hello.sbatch");
+    std::fs::write(
+        &script,
+        "#!/bin/bash\n#SBATCH --time=5\necho \"hello $FLYTE_INPUT_WHO\"\n\
+         echo \"result for $FLYTE_INPUT_WHO\" > \"$FLYTE_OUTPUT_GREETING\"\n\
+         mkdir -p \"$FLYTE_OUTPUT_PARTS\"; echo a > \"$FLYTE_OUTPUT_PARTS/a.txt\"\n",
+    )
+    .unwrap();
+    let out = Command::new(bin())
+        .args([
+            "submit",
+            script.to_str().unwrap(),
+            "--connector",
+            &format!("http://127.0.0.1:{port}"),
+        ])
+        .args([
+            "--input",
+            "who=world",
+            "--output",
+            "greeting=file",
+            "--output",
+            "parts=dir",
+            "--poll",
+            "1",
+        ])
+        .env("FLYTE_SLURM_DATA_DIR", &data)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "submit failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("SUCCEEDED"), "{stdout}");
+    assert!(
+        stdout.contains("hello world"),
+        "the logs are shown: {stdout}"
+    );
+    // The outputs landed in the embedded default's local object store.
+    let greeting = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("output greeting = file://"))
+        .unwrap_or_else(|| panic!("no greeting output in {stdout}"));
+    assert!(
+        greeting.starts_with(data.join("objects").to_str().unwrap()),
+        "{greeting}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(greeting).unwrap(),
+        "result for world\n"
+    );
+    let parts = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("output parts = file://"))
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(format!("{parts}/a.txt")).unwrap(),
+        "a\n"
+    );
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+#[test]
+fn a_failing_script_fails_submit_with_the_stderr_tail() {
+    let data = std::env::temp_dir().join(format!("sc-cli-e2e-fail-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let (_serve, port) = start_serve(&data);
+    let script = data.join("boom.sbatch");
+    std::fs::write(&script, "#!/bin/bash\necho 'something broke' >&2\nexit 3\n").unwrap();
+    let out = Command::new(bin())
+        .args([
+            "submit",
+            script.to_str().unwrap(),
+            "--connector",
+            &format!("http://127.0.0.1:{port}"),
+            "--poll",
+            "1",
+        ])
+        .env("FLYTE_SLURM_DATA_DIR", &data)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("FAILED") && stdout.contains("exit code 3"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("something broke"),
+        "stderr tail in the message: {stdout}"
+    );
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+#[test]
+fn render_prints_the_submit_body_and_refuses_bad_tasks() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/requests");
+    let out = Command::new(bin())
+        .args([
+            "render",
+            "--request",
+            fixtures.join("script_preprocess.json").to_str().unwrap(),
+        ])
+        .env_remove("FLYTE_SLURM_RESTD_URL")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let body: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The script's #SBATCH lines became JSON fields (slurmrestd ignores them in the script).
+    assert_eq!(body["job"]["cpus_per_task"], 2);
+    assert_eq!(body["job"]["partition"], "cpu");
+    assert!(
+        body["job"]["environment"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e == "FLYTE_INPUT_N_SHARDS=4")
+    );
+
+    // A reserved option: refused with the error CreateTask would return, nothing printed.
+    let mut req: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures.join("script_preprocess.json")).unwrap(),
+    )
+    .unwrap();
+    req["template"]["custom"]["sbatch_options"] =
+        serde_json::json!({"output": "/home/u/.ssh/authorized_keys"});
+    let bad = std::env::temp_dir().join(format!("sc-render-bad-{}.json", std::process::id()));
+    std::fs::write(&bad, serde_json::to_vec(&req).unwrap()).unwrap();
+    let out = Command::new(bin())
+        .args(["render", "--request", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("output"), "names the option: {err}");
+    let _ = std::fs::remove_file(&bad);
+}

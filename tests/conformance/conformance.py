@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""Conformance: drive a running slurm-connector through the OFFICIAL flyteidl2 stubs, as the
+Flyte backend would.
+
+Checks: grpc.health.v1 SERVING ("" and both services); ListConnectors/GetConnector ("Slurm
+Connector", categories slurm and slurm_script v0); for every fixture: CreateTask (and a repeated
+CreateTask returning the same resource_meta), GetTask until a terminal phase with ZERO GetTask
+errors, GetTaskLogs (server-streaming) answers, DeleteTask twice (idempotent); a long job is
+cancelled mid-run and ends ABORTED.
+
+Usage:
+  python conformance.py --address 127.0.0.1:8000 --fixtures tests/fixtures/requests \
+      [--partition debug] [--sbatch-option nodes=1 ...] [--expect script_no_io=SUCCEEDED] [--timeout 120]
+Against the embedded default (`slurm-connector serve` with no cluster: one 8-CPU node):
+  --partition '' --sbatch-option nodes=1 --sbatch-option ntasks-per-node=1 --sbatch-option cpus-per-task=1
+Needs: pip install flyteidl2 grpcio. Prints 'N passed, M failed'; exit status 1 on any failure.
+"""
+import argparse
+import glob
+import json
+import os
+import sys
+import time
+
+import grpc
+from google.protobuf import struct_pb2
+
+from flyteidl2.connector import connector_pb2, service_pb2_grpc
+from flyteidl2.core import execution_pb2
+
+Phase = execution_pb2.TaskExecution.Phase
+TERMINAL = {Phase.Value("SUCCEEDED"), Phase.Value("FAILED"), Phase.Value("ABORTED"), Phase.Value("RETRYABLE_FAILED")}
+SERVICES = ["", "flyteidl2.connector.AsyncConnectorService", "flyteidl2.connector.ConnectorMetadataService"]
+
+results = []
+
+
+def check(name, ok, detail=""):
+    results.append((name, bool(ok)))
+    print(("PASS " if ok else "FAIL ") + name + (f": {detail}" if detail and not ok else ""), flush=True)
+    return ok
+
+
+def health_status(channel, service):
+    # grpc.health.v1.HealthCheckRequest{service=1} / HealthCheckResponse{status=1}, encoded by
+    # hand so the script needs no grpcio-health-checking.
+    raw = service.encode()
+    req = (b"\x0a" + bytes([len(raw)]) + raw) if raw else b""
+    call = channel.unary_unary("/grpc.health.v1.Health/Check",
+                               request_serializer=lambda b: b, response_deserializer=lambda b: b)
+    resp = call(req, timeout=10)
+    return resp[1] if len(resp) >= 2 and resp[0] == 0x08 else 0
+
+
+def load_fixture(path, partition, attempt_offset, sbatch_options=()):
+    req = connector_pb2.CreateTaskRequest.FromString(open(path, "rb").read())
+    # `sbatch_options` win over first-class fields and the script's #SBATCH lines: this fits the
+    # fixtures' 2-node/32-CPU requests onto a small test cluster without touching anything else.
+    for opt in sbatch_options:
+        k, v = opt.split("=", 1)
+        req.template.custom.fields["sbatch_options"].struct_value.fields[k].string_value = v
+    if partition is not None:
+        custom = req.template.custom
+        if "sbatch" in custom.fields:
+            sb = custom.fields["sbatch"].struct_value
+            if "partition" in sb.fields:
+                del sb.fields["partition"]
+            if partition:
+                sb.fields["partition"].string_value = partition
+    # A distinct execution per script run, so reruns against one cluster do not find old jobs.
+    req.task_execution_metadata.task_execution_id.retry_attempt += attempt_offset
+    return req
+
+
+def category(req):
+    return connector_pb2.TaskCategory(name=req.template.type, version=0)
+
+
+def wait_terminal(stub, req, meta, timeout, errors):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        try:
+            r = stub.GetTask(connector_pb2.GetTaskRequest(
+                resource_meta=meta, task_category=category(req), output_prefix=req.output_prefix,
+                connection=req.connection), timeout=10)
+            last = r.resource
+            if last.phase in TERMINAL:
+                return last
+        except grpc.RpcError as e:
+            errors.append(f"{e.code().name}: {e.details()}")
+        time.sleep(0.5)
+    return last
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--address", default="127.0.0.1:8000")
+    ap.add_argument("--fixtures", required=True)
+    ap.add_argument("--partition", default=None,
+                    help="replace each fixture's sbatch.partition ('' removes it: the cluster default)")
+    ap.add_argument("--sbatch-option", action="append", default=[],
+                    help="name=value added to every fixture's sbatch_options, e.g. nodes=1 (small test clusters)")
+    ap.add_argument("--expect", action="append", default=[],
+                    help="fixture=PHASE, e.g. script_no_io=SUCCEEDED (others: any terminal phase)")
+    ap.add_argument("--timeout", type=float, default=120)
+    args = ap.parse_args()
+    expect = dict(e.split("=", 1) for e in args.expect)
+    offset = int(time.time()) % 100000 * 10
+
+    channel = grpc.insecure_channel(args.address)
+    grpc.channel_ready_future(channel).result(timeout=30)
+    for svc in SERVICES:
+        st = health_status(channel, svc)
+        check(f"health '{svc}' SERVING", st == 1, f"status {st}")
+
+    meta_stub = service_pb2_grpc.ConnectorMetadataServiceStub(channel)
+    lst = meta_stub.ListConnectors(connector_pb2.ListConnectorsRequest(), timeout=10)
+    names = [c.name for c in lst.connectors]
+    check("ListConnectors names 'Slurm Connector'", names == ["Slurm Connector"], str(names))
+    cats = sorted((c.name, c.version) for c in lst.connectors[0].supported_task_categories) if lst.connectors else []
+    check("categories slurm and slurm_script v0", cats == [("slurm", 0), ("slurm_script", 0)], str(cats))
+    got = meta_stub.GetConnector(connector_pb2.GetConnectorRequest(name="Slurm Connector"), timeout=10)
+    check("GetConnector", got.connector.name == "Slurm Connector")
+
+    stub = service_pb2_grpc.AsyncConnectorServiceStub(channel)
+    fixtures = sorted(glob.glob(os.path.join(args.fixtures, "*.pb")))
+    check("fixtures found", fixtures, args.fixtures)
+    for path in fixtures:
+        name = os.path.basename(path)[:-3]
+        req = load_fixture(path, args.partition, offset, args.sbatch_option)
+        try:
+            meta = stub.CreateTask(req, timeout=10).resource_meta
+        except grpc.RpcError as e:
+            check(f"{name}: CreateTask", False, f"{e.code().name}: {e.details()}")
+            continue
+        m = json.loads(meta)
+        check(f"{name}: CreateTask resource_meta is versioned JSON", m.get("v") == 1 and "job_id" in m, meta[:200])
+        again = stub.CreateTask(req, timeout=10).resource_meta
+        check(f"{name}: repeated CreateTask returns the same job", again == meta)
+        errors = []
+        res = wait_terminal(stub, req, meta, args.timeout, errors)
+        check(f"{name}: zero GetTask errors", not errors, "; ".join(errors[:3]))
+        phase = Phase.Name(res.phase) if res is not None else "none"
+        want = expect.get(name)
+        ok = res is not None and res.phase in TERMINAL and (want is None or phase == want)
+        check(f"{name}: terminal phase {phase}" + (f" (want {want})" if want else ""), ok,
+              res.message if res is not None else "no answer")
+        if res is not None:
+            check(f"{name}: message names the job", res.message.startswith(f"Slurm job {m['job_id']} is "), res.message[:200])
+        logs = list(stub.GetTaskLogs(connector_pb2.GetTaskLogsRequest(
+            resource_meta=meta, lines=20, task_category=category(req)), timeout=10))
+        text = [l.message for r in logs if r.HasField("body") for l in r.body.lines]
+        check(f"{name}: GetTaskLogs streams lines", len(text) > 0)
+        for i in range(2):
+            try:
+                stub.DeleteTask(connector_pb2.DeleteTaskRequest(
+                    resource_meta=meta, task_category=category(req), connection=req.connection), timeout=10)
+                check(f"{name}: DeleteTask #{i + 1} (finished job) succeeds", True)
+            except grpc.RpcError as e:
+                check(f"{name}: DeleteTask #{i + 1} (finished job) succeeds", False, f"{e.code().name}: {e.details()}")
+
+    # Cancel mid-run: a script task that sleeps, deleted while RUNNING, ends ABORTED.
+    script_fixture = os.path.join(args.fixtures, "script_no_io.pb")
+    if os.path.exists(script_fixture):
+        req = load_fixture(script_fixture, args.partition, offset + 5, args.sbatch_option)
+        req.template.custom.fields["script"].string_value = "#!/bin/bash\nsleep 300\n"
+        meta = stub.CreateTask(req, timeout=10).resource_meta
+        deadline = time.time() + args.timeout
+        phase = None
+        while time.time() < deadline:
+            phase = stub.GetTask(connector_pb2.GetTaskRequest(resource_meta=meta, task_category=category(req)), timeout=10).resource.phase
+            if phase == Phase.Value("RUNNING"):
+                break
+            time.sleep(0.5)
+        check("long job reaches RUNNING", phase == Phase.Value("RUNNING"), Phase.Name(phase or 0))
+        stub.DeleteTask(connector_pb2.DeleteTaskRequest(resource_meta=meta, task_category=category(req)), timeout=10)
+        errors = []
+        res = wait_terminal(stub, req, meta, args.timeout, errors)
+        check("cancelled job ends ABORTED", res is not None and res.phase == Phase.Value("ABORTED"),
+              res.message if res is not None else "no answer")
+
+    passed = sum(1 for _, ok in results if ok)
+    failed = len(results) - passed
+    print(f"{passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

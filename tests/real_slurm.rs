@@ -1,0 +1,529 @@
+//! The real tier: the slurmrestd client against a real Slurm (`deploy/dev-cluster`).
+//!
+//! Every test skips (with the reason on stderr) unless the dev cluster's environment is present:
+//! ```sh
+//! deploy/dev-cluster/dev-cluster --release 24.11 --min-job-age 5 up
+//! eval "$(deploy/dev-cluster/dev-cluster --release 24.11 env)"
+//! cargo test --test real_slurm
+//! ```
+//! The tests share the one cluster and run in parallel; each uses its own jobs (unique names) and
+//! never assumes the queue is empty. Jobs that sleep carry a time limit, so a failed test cannot
+//! leave them running for long.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use slurm_connector::slurmrestd::job_description::Limit;
+use slurm_connector::slurmrestd::{
+    Auth, BaseState, CancelOutcome, Client, ClientError, JobId, RequestObserver, Secret,
+};
+
+// Root files of integration tests look for modules next to them, hence the path.
+#[path = "real_slurm/support.rs"]
+mod support;
+use support::*;
+
+macro_rules! require_cluster {
+    () => {
+        match cluster() {
+            Some(c) => c,
+            None => return,
+        }
+    };
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submit_runs_the_job_as_the_user_with_its_fields() {
+    let c = require_cluster!();
+    let client = c.user_client();
+    let mut job = c.job("submit", include_str!("fixtures/real/whoami.sh"));
+    job.environment
+        .push(("GREETING".to_string(), "from-rest".to_string()));
+    job.standard_output = Some(format!("{}/{}.out", c.workdir, job.name));
+    job.standard_error = Some(format!("{}/{}.err", c.workdir, job.name));
+    job.comment = Some("real tier".to_string());
+    job.cpus_per_task = Some(2);
+    job.time_limit = Some(Limit::Finite(5));
+    let id = submit(&client, &job).await;
+    wait_base(&client, id, BaseState::Completed).await;
+
+    let info = client
+        .job(id)
+        .await
+        .expect("job/{id}")
+        .expect("slurmctld still knows the job");
+    assert_eq!(info.job_id, id);
+    assert_eq!(info.name, job.name);
+    assert_eq!(info.state.base, BaseState::Completed);
+    assert_eq!(info.user.as_deref(), Some(c.user.as_str()));
+    assert_eq!(
+        info.current_working_directory.as_deref(),
+        Some(c.workdir.as_str())
+    );
+    assert_eq!(info.comment.as_deref(), Some("real tier"));
+    assert_eq!(info.partition.as_deref(), Some("debug"));
+    assert_eq!(info.exit_code.as_ref().and_then(|e| e.return_code), Some(0));
+    assert!(
+        info.start_time.is_some() && info.end_time.is_some(),
+        "{info:?}"
+    );
+
+    let out_local = c.workdir_local.join(format!("{}.out", job.name));
+    let out = std::fs::read_to_string(&out_local)
+        .unwrap_or_else(|e| panic!("{}: {e}", out_local.display()));
+    assert_eq!(
+        out.trim(),
+        format!(
+            "user={} uid=2000 cwd={} greeting=from-rest",
+            c.user, c.workdir
+        ),
+        "stdout of job {id}"
+    );
+    let err = std::fs::read_to_string(c.workdir_local.join(format!("{}.err", job.name)))
+        .expect("stderr file");
+    assert_eq!(err.trim(), "to-stderr");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_job_reports_failed_with_its_exit_code() {
+    let c = require_cluster!();
+    let client = c.user_client();
+    let id = submit(&client, &c.job("fail", "#!/bin/bash\nexit 3\n")).await;
+    wait_base(&client, id, BaseState::Failed).await;
+    let info = client.job(id).await.expect("job/{id}").expect("known job");
+    assert_eq!(
+        info.exit_code.as_ref().and_then(|e| e.return_code),
+        Some(3),
+        "{info:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn module_load_works_in_a_rest_job() {
+    let c = require_cluster!();
+    let client = c.user_client();
+    let mut job = c.job("module", include_str!("fixtures/real/module-load.sh"));
+    job.standard_output = Some(format!("{}/{}.out", c.workdir, job.name));
+    let id = submit(&client, &job).await;
+    wait_for(&client, id, Duration::from_secs(120), "finished", |s| {
+        s.is_some_and(|s| s.is_finished())
+    })
+    .await;
+    let out = std::fs::read_to_string(c.workdir_local.join(format!("{}.out", job.name)))
+        .expect("job output");
+    assert_eq!(
+        out.trim(),
+        "HELLO_MODULE=loaded HELLO_VERSION=1.0",
+        "job {id}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn states_of_many_jobs_come_from_one_request() {
+    let c = require_cluster!();
+    let client = c.user_client();
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        ids.push(submit(&client, &c.job(&format!("batch{i}"), "#!/bin/bash\ntrue\n")).await);
+    }
+    let unknown = JobId(999_999);
+    let mut asked = ids.clone();
+    asked.push(unknown);
+
+    // Count the HTTP requests this client makes, and slurmctld's job-state RPCs around the call
+    // (nothing else in this binary polls meanwhile: every states call takes STATE_RPC).
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let observer: RequestObserver = Arc::new(move |op: &'static str, status: Option<u16>| {
+        seen.lock().unwrap().push((op, status));
+    });
+    let mut cfg = c.config(c.minted(&c.user), Some(&c.user));
+    cfg.observer = Some(observer);
+    let observed = Client::new(cfg).expect("client");
+    let all = {
+        let _guard = STATE_RPC.lock().await;
+        let before = job_state_rpcs(&client).await;
+        let all = observed
+            .states(&asked)
+            .await
+            .expect("jobs/state for 21 ids");
+        let after = job_state_rpcs(&client).await;
+        assert_eq!(
+            after - before,
+            1,
+            "states() for {} ids must cost slurmctld one REQUEST_JOB_STATE RPC",
+            asked.len()
+        );
+        all
+    };
+    assert_eq!(
+        *requests.lock().unwrap(),
+        vec![("jobs_state", Some(200))],
+        "states() for {} ids must be one HTTP request",
+        asked.len()
+    );
+    for id in &ids {
+        assert!(all.contains_key(id), "job {id} missing from {all:?}");
+    }
+    assert!(
+        !all.contains_key(&unknown),
+        "unknown job {unknown} reported: {all:?}"
+    );
+    assert_eq!(all.len(), ids.len());
+
+    // Every job ends COMPLETED. With a MinJobAge of seconds a job may finish and age out between
+    // two polls: then slurmdbd must have it as COMPLETED.
+    let mut completed = 0;
+    let mut aged_out = Vec::new();
+    let mut waiting = ids.clone();
+    let start = Instant::now();
+    while !waiting.is_empty() {
+        let now = states(&client, &waiting).await;
+        waiting.retain(|id| match now.get(id) {
+            Some(s) if s.is_finished() => {
+                assert_eq!(s.base, BaseState::Completed, "job {id}");
+                completed += 1;
+                false
+            }
+            Some(_) => true,
+            None => {
+                aged_out.push(*id);
+                false
+            }
+        });
+        assert!(
+            start.elapsed() < Duration::from_secs(180),
+            "jobs not finished after 180 s: {now:?}"
+        );
+        if !waiting.is_empty() {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+    if !aged_out.is_empty() {
+        assert!(
+            c.accounting,
+            "jobs {aged_out:?} vanished from slurmctld without accounting"
+        );
+        let start = Instant::now();
+        loop {
+            let acct = client
+                .accounting_jobs(&aged_out)
+                .await
+                .expect("slurmdb jobs");
+            let done = aged_out
+                .iter()
+                .filter(|id| {
+                    acct.get(id)
+                        .is_some_and(|j| j.state.base == BaseState::Completed)
+                })
+                .count();
+            if done == aged_out.len() {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "aged-out jobs {aged_out:?} not COMPLETED in slurmdbd: {acct:?}"
+            );
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+    eprintln!(
+        "20 jobs: {completed} seen COMPLETED in slurmctld, {} aged out and COMPLETED in slurmdbd",
+        aged_out.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_a_pending_job() {
+    let c = require_cluster!();
+    let client = c.user_client();
+    // Held jobs stay pending: one held through the job description (`hold: true`), one held by
+    // `sbatch --hold` inside the cluster (a job the connector did not submit).
+    let mut job = c.job("held", "#!/bin/bash\ntrue\n");
+    job.hold = Some(true);
+    let held_by_rest = submit(&client, &job).await;
+    let out = c
+        .dev_cluster(&[
+            "exec",
+            "--user",
+            &c.user,
+            "sbatch",
+            "--hold",
+            "--parsable",
+            "--chdir",
+            &c.workdir,
+            "--job-name",
+            &unique("held-sbatch"),
+            "--wrap",
+            "true",
+        ])
+        .await;
+    let held_by_sbatch: JobId = out
+        .trim()
+        .split(';')
+        .next()
+        .unwrap()
+        .parse()
+        .expect("sbatch --parsable prints the job id");
+    for id in [held_by_rest, held_by_sbatch] {
+        let all = states(&client, &[id]).await;
+        assert_eq!(
+            all.get(&id).map(|s| &s.base),
+            Some(&BaseState::Pending),
+            "job {id}: {all:?}"
+        );
+        assert_eq!(
+            client.cancel(id, None).await.expect("cancel pending"),
+            CancelOutcome::Cancelled,
+            "job {id}"
+        );
+        wait_base(&client, id, BaseState::Cancelled).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_a_running_job_then_again() {
+    let c = require_cluster!();
+    let client = c.user_client();
+    let id = submit(&client, &c.job("running", "#!/bin/bash\nsleep 120\n")).await;
+    wait_base(&client, id, BaseState::Running).await;
+
+    assert_eq!(
+        client.cancel(id, None).await.expect("cancel running"),
+        CancelOutcome::Cancelled
+    );
+    wait_base(&client, id, BaseState::Cancelled).await;
+    assert_eq!(
+        client.cancel(id, None).await.expect("cancel again"),
+        CancelOutcome::AlreadyFinished
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_a_finished_job_and_an_unknown_one() {
+    let c = require_cluster!();
+    let client = c.user_client();
+    let id = submit(&client, &c.job("finished", "#!/bin/bash\ntrue\n")).await;
+    wait_base(&client, id, BaseState::Completed).await;
+    assert_eq!(
+        client.cancel(id, None).await.expect("cancel finished"),
+        CancelOutcome::AlreadyFinished
+    );
+    wait_base(&client, id, BaseState::Completed).await;
+
+    assert_eq!(
+        client
+            .cancel(JobId(999_999), None)
+            .await
+            .expect("cancel unknown"),
+        CancelOutcome::Unknown
+    );
+    assert!(
+        client
+            .job(JobId(999_999))
+            .await
+            .expect("job/999999")
+            .is_none()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aged_out_job_is_found_in_slurmdbd() {
+    let c = require_cluster!();
+    if !c.accounting {
+        eprintln!(
+            "skipping: the dev cluster runs without accounting (--no-accounting); slurmdbd is needed"
+        );
+        return;
+    }
+    if c.min_job_age > 60 {
+        eprintln!(
+            "skipping: MinJobAge is {} s; bring the cluster up with `--min-job-age 5` to test aging out in seconds",
+            c.min_job_age
+        );
+        return;
+    }
+    let client = c.user_client();
+    let job = c.job("aged", "#!/bin/bash\ntrue\n");
+    let id = submit(&client, &job).await;
+    wait_base(&client, id, BaseState::Completed).await;
+    // slurmctld purges finished jobs every 60 s once they are MinJobAge old.
+    let timeout = Duration::from_secs(c.min_job_age + 150);
+    wait_for(&client, id, timeout, "aged out of slurmctld", |s| {
+        s.is_none()
+    })
+    .await;
+
+    assert!(
+        client.job(id).await.expect("job/{id}").is_none(),
+        "aged-out job {id} still known to slurmctld"
+    );
+    assert_eq!(
+        client.cancel(id, None).await.expect("cancel aged-out"),
+        CancelOutcome::Unknown
+    );
+
+    let info = client
+        .accounting_job(id)
+        .await
+        .expect("slurmdb job")
+        .expect("slurmdbd has the aged-out job");
+    assert_eq!(info.job_id, id);
+    assert_eq!(info.name, job.name);
+    assert_eq!(info.state.base, BaseState::Completed);
+    assert_eq!(info.user.as_deref(), Some(c.user.as_str()));
+    let many = client
+        .accounting_jobs(&[id, JobId(999_999)])
+        .await
+        .expect("slurmdb jobs");
+    assert_eq!(
+        many.get(&id).map(|j| &j.state.base),
+        Some(&BaseState::Completed)
+    );
+    assert!(!many.contains_key(&JobId(999_999)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_from_scontrol_and_minted_are_accepted() {
+    let c = require_cluster!();
+    let token = c.dev_cluster(&["token", &c.user, "300"]).await;
+    let from_scontrol = c.client(
+        Auth::Static {
+            token: Secret::new(token.trim()),
+        },
+        // The connector always names the job user (FLYTE_SLURM_USERNAME); errors then name it too.
+        Some(&c.user),
+    );
+    let minted = c.user_client();
+    for (how, client) in [("scontrol token", &from_scontrol), ("minted", &minted)] {
+        let id = client
+            .submit(&c.job("token", "#!/bin/bash\ntrue\n"))
+            .await
+            .unwrap_or_else(|e| panic!("{how}: {e}"));
+        let info = client
+            .job(id)
+            .await
+            .unwrap_or_else(|e| panic!("{how}: {e}"))
+            .expect("known job");
+        assert_eq!(info.user.as_deref(), Some(c.user.as_str()), "{how}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_signed_with_the_wrong_key_is_an_auth_error() {
+    let c = require_cluster!();
+    let dir = std::env::temp_dir().join(unique("wrongkey"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("jwt_hs256.key");
+    std::fs::write(&key, rand::random::<[u8; 32]>()).unwrap();
+    let client = c.client(
+        Auth::Minted {
+            key_file: key.clone(),
+            token_user: c.user.clone(),
+            lifetime: Duration::from_secs(600),
+        },
+        None,
+    );
+    let mut job = c.job("wrongkey", "#!/bin/bash\ntrue\n");
+    job.comment = Some("must never run".to_string());
+    let errors = [
+        (
+            "states",
+            client.states(&[JobId(1)]).await.map(|_| ()).unwrap_err(),
+        ),
+        ("submit", client.submit(&job).await.map(|_| ()).unwrap_err()),
+    ];
+    for (op, err) in errors {
+        assert_auth_error(&c, op, &err);
+    }
+    // The rejected submit created no job.
+    let queued = c
+        .dev_cluster(&["exec", "squeue", "-h", "--name", &job.name, "-o", "%i"])
+        .await;
+    assert_eq!(
+        queued.trim(),
+        "",
+        "a job was created despite the rejected token"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_static_token_is_an_auth_error() {
+    let c = require_cluster!();
+    let token = c.dev_cluster(&["token", &c.user, "1"]).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let client = c.client(
+        Auth::Static {
+            token: Secret::new(token.trim()),
+        },
+        // The connector always names the job user (FLYTE_SLURM_USERNAME); errors then name it too.
+        Some(&c.user),
+    );
+    let err = client.states(&[JobId(1)]).await.map(|_| ()).unwrap_err();
+    assert_auth_error(&c, "states", &err);
+    assert!(
+        !err.to_string().contains(token.trim()),
+        "the token leaked into the error"
+    );
+}
+
+fn assert_auth_error(c: &Cluster, op: &str, err: &ClientError) {
+    let msg = err.to_string();
+    assert!(err.is_auth(), "{op}: expected an auth error, got {err:?}");
+    assert!(
+        !err.is_transient(),
+        "{op}: a rejected token is not transient: {msg}"
+    );
+    assert!(
+        msg.contains(&c.name),
+        "{op}: the error must name the cluster {}: {msg}",
+        c.name
+    );
+    assert!(
+        msg.contains(&c.user),
+        "{op}: the error must name the user {}: {msg}",
+        c.user
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_root_or_slurm_token_proxies_the_job_user() {
+    let c = require_cluster!();
+    for token_user in ["root", "slurm"] {
+        let client = c.client(c.minted(token_user), Some(&c.user));
+        let mut job = c.job(
+            &format!("proxy-{token_user}"),
+            include_str!("fixtures/real/whoami.sh"),
+        );
+        job.standard_output = Some(format!("{}/{}.out", c.workdir, job.name));
+        let id = submit(&client, &job).await;
+        wait_base(&client, id, BaseState::Completed).await;
+        let info = client.job(id).await.expect("job/{id}").expect("known job");
+        assert_eq!(
+            info.user.as_deref(),
+            Some(c.user.as_str()),
+            "token for {token_user} proxying {}",
+            c.user
+        );
+        let out = std::fs::read_to_string(c.workdir_local.join(format!("{}.out", job.name)))
+            .expect("job output");
+        assert!(
+            out.starts_with(&format!("user={} uid=2000 ", c.user)),
+            "token for {token_user}: {out}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_token_cannot_proxy_another_user() {
+    let c = require_cluster!();
+    let client = c.client(c.minted(&c.user), Some("root"));
+    let err = client
+        .submit(&c.job("proxy-denied", "#!/bin/bash\ntrue\n"))
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert!(err.is_auth(), "expected an auth error, got {err:?}");
+    assert!(err.to_string().contains(&c.name), "{err}");
+}

@@ -1,0 +1,198 @@
+//! The dev cluster as the real tier sees it: what `deploy/dev-cluster/dev-cluster env` exported,
+//! clients built the way the connector builds them, and polling helpers.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
+
+use slurm_connector::slurmrestd::job_description::Limit;
+use slurm_connector::slurmrestd::{
+    Auth, BaseState, Client, ClientConfig, JobDescription, JobId, JobState,
+};
+
+/// What `dev-cluster env` exported.
+pub struct Cluster {
+    pub name: String,
+    pub url: url::Url,
+    pub key_file: PathBuf,
+    pub user: String,
+    /// The jobs' working directory, as the cluster sees it.
+    pub workdir: String,
+    /// The same directory as this process sees it (through FLYTE_SLURM_SHARED_MOUNTS).
+    pub workdir_local: PathBuf,
+    pub release: String,
+    pub cache: String,
+    pub script: PathBuf,
+    pub accounting: bool,
+    pub min_job_age: u64,
+}
+
+pub fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// The cluster, or `None` after printing why the test is skipped.
+pub fn cluster() -> Option<Cluster> {
+    let (Some(url), Some(_root)) = (var("FLYTE_SLURM_RESTD_URL"), var("SLURM_DEV_CLUSTER_ROOT"))
+    else {
+        eprintln!(
+            "skipping: FLYTE_SLURM_RESTD_URL and SLURM_DEV_CLUSTER_ROOT are not set; bring up a real Slurm with \
+             `deploy/dev-cluster/dev-cluster up` and `eval \"$(deploy/dev-cluster/dev-cluster env)\"`"
+        );
+        return None;
+    };
+    let need = |name: &str| {
+        var(name).unwrap_or_else(|| panic!("{name} is not set: export all of `dev-cluster env`"))
+    };
+    let workdir = need("FLYTE_SLURM_WORKING_DIR");
+    let workdir_local = local_path(&need("FLYTE_SLURM_SHARED_MOUNTS"), &workdir);
+    Some(Cluster {
+        name: var("SLURM_DEV_CLUSTER_NAME").unwrap_or_else(|| "dev".to_string()),
+        url: url.parse().expect("FLYTE_SLURM_RESTD_URL is a URL"),
+        key_file: need("FLYTE_SLURM_JWT_KEY_FILE").into(),
+        user: need("FLYTE_SLURM_USERNAME"),
+        workdir,
+        workdir_local,
+        release: need("SLURM_DEV_CLUSTER_RELEASE"),
+        cache: need("SLURM_DEV_CLUSTER_CACHE"),
+        script: need("SLURM_DEV_CLUSTER_SCRIPT").into(),
+        accounting: need("SLURM_DEV_CLUSTER_ACCOUNTING") == "1",
+        min_job_age: need("SLURM_DEV_CLUSTER_MIN_JOB_AGE")
+            .parse()
+            .expect("SLURM_DEV_CLUSTER_MIN_JOB_AGE is a number"),
+    })
+}
+
+/// Maps a cluster path to a local one with `cluster_prefix=local_path[,...]`.
+pub fn local_path(mounts: &str, cluster_path: &str) -> PathBuf {
+    for entry in mounts.split(',') {
+        let (prefix, local) = entry
+            .split_once('=')
+            .expect("FLYTE_SLURM_SHARED_MOUNTS entries are prefix=path");
+        if let Some(rest) = cluster_path.strip_prefix(prefix) {
+            return Path::new(local).join(rest.trim_start_matches('/'));
+        }
+    }
+    panic!("{cluster_path} is not under any of FLYTE_SLURM_SHARED_MOUNTS={mounts}");
+}
+
+impl Cluster {
+    /// A client as the connector builds one: `user_name` is the X-SLURM-USER-NAME header (the
+    /// job user; with a root/SlurmUser token it proxies that user).
+    pub fn config(&self, auth: Auth, user_name: Option<&str>) -> ClientConfig {
+        let mut cfg = ClientConfig::new(self.name.clone(), self.url.clone(), auth);
+        cfg.user_name = user_name.map(str::to_string);
+        // A loaded 2-core CI machine: never fail a test on a slow answer.
+        cfg.request_timeout = Duration::from_secs(30);
+        cfg
+    }
+
+    pub fn client(&self, auth: Auth, user_name: Option<&str>) -> Client {
+        Client::new(self.config(auth, user_name)).expect("client for the dev cluster")
+    }
+
+    pub fn minted(&self, token_user: &str) -> Auth {
+        Auth::Minted {
+            key_file: self.key_file.clone(),
+            token_user: token_user.to_string(),
+            lifetime: Duration::from_secs(600),
+        }
+    }
+
+    /// The connector's usual setup: tokens minted for the job user.
+    pub fn user_client(&self) -> Client {
+        self.client(self.minted(&self.user), Some(&self.user))
+    }
+
+    /// Runs `dev-cluster <args>` for this cluster and returns its stdout.
+    pub async fn dev_cluster(&self, args: &[&str]) -> String {
+        let out = tokio::process::Command::new(&self.script)
+            .args(["--release", &self.release, "--cache", &self.cache])
+            .args(args)
+            .output()
+            .await
+            .expect("run dev-cluster");
+        assert!(
+            out.status.success(),
+            "dev-cluster {args:?} failed: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8 output")
+    }
+
+    pub fn job(&self, tag: &str, script: &str) -> JobDescription {
+        JobDescription {
+            name: unique(tag),
+            script: script.to_string(),
+            current_working_directory: self.workdir.clone(),
+            environment: vec![("PATH".to_string(), "/usr/bin:/bin".to_string())],
+            // Sleeping jobs die on their own if a test fails before cancelling them.
+            time_limit: Some(Limit::Finite(3)),
+            ..JobDescription::default()
+        }
+    }
+}
+
+pub fn unique(tag: &str) -> String {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("real-{tag}-{}-{n}", std::process::id())
+}
+
+/// Every `states` call of this binary goes through this lock, so the batch test can count
+/// slurmctld's REQUEST_JOB_STATE RPCs around its own call without the other tests' polling.
+pub static STATE_RPC: LazyLock<tokio::sync::Mutex<()>> =
+    LazyLock::new(|| tokio::sync::Mutex::new(()));
+
+pub async fn states(client: &Client, ids: &[JobId]) -> HashMap<JobId, JobState> {
+    let _guard = STATE_RPC.lock().await;
+    client.states(ids).await.expect("jobs/state")
+}
+
+/// Polls one job's state until `done` holds; panics with the last state after `timeout`.
+pub async fn wait_for(
+    client: &Client,
+    id: JobId,
+    timeout: Duration,
+    what: &str,
+    done: impl Fn(Option<&JobState>) -> bool,
+) {
+    let start = Instant::now();
+    loop {
+        let all = states(client, &[id]).await;
+        let state = all.get(&id);
+        if done(state) {
+            return;
+        }
+        assert!(
+            start.elapsed() < timeout,
+            "job {id} did not become {what} within {timeout:?}; last state {state:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+pub async fn wait_base(client: &Client, id: JobId, base: BaseState) {
+    let what = format!("{base:?}");
+    wait_for(client, id, Duration::from_secs(120), &what, |s| {
+        s.is_some_and(|s| s.base == base)
+    })
+    .await;
+}
+
+pub async fn submit(client: &Client, job: &JobDescription) -> JobId {
+    client
+        .submit(job)
+        .await
+        .unwrap_or_else(|e| panic!("submit {}: {e}", job.name))
+}
+
+pub async fn job_state_rpcs(client: &Client) -> i64 {
+    let diag = client.diag().await.expect("diag");
+    diag.rpcs_by_message
+        .iter()
+        .find(|(name, _)| name == "REQUEST_JOB_STATE")
+        .map_or(0, |(_, n)| *n)
+}

@@ -1,0 +1,628 @@
+//! The connector end to end: a real gRPC client against `serve_with`, in front of
+//! mock-slurmrestd (which really runs the batch scripts). Every fixture is created and tracked
+//! to a terminal phase; a repeated CreateTask (also after a restart) submits nothing new; a
+//! slurmrestd outage produces no GetTask error and no wrong terminal phase; the tracker makes
+//! one `jobs/state` request per tick however many GetTasks arrive.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use mock_slurmrestd::{MockConfig, MockHandle, MockServer};
+use prost::Message;
+use slurm_connector::config::{AuthConfig, ClusterConfig, DeploymentConfig, Secret};
+use slurm_connector::proto::connector::async_connector_service_client::AsyncConnectorServiceClient;
+use slurm_connector::proto::connector::connector_metadata_service_client::ConnectorMetadataServiceClient;
+use slurm_connector::proto::connector::{
+    CreateTaskRequest, DeleteTaskRequest, GetTaskLogsRequest, GetTaskRequest,
+    ListConnectorsRequest, TaskCategory, get_task_logs_response,
+};
+use slurm_connector::proto::core::task_execution::Phase;
+use slurm_connector::service::serve_with;
+use tonic::transport::Channel;
+
+const KEY: &[u8] = b"service-e2e-test-key-0123456789abcdef";
+
+struct Env {
+    mock: MockHandle,
+    workdir: PathBuf,
+}
+
+async fn mock() -> Env {
+    let workdir =
+        std::env::temp_dir().join(format!("svc-e2e-{}-{}", std::process::id(), rand_suffix()));
+    std::fs::create_dir_all(workdir.join("jobs")).unwrap();
+    let cfg = MockConfig {
+        jwt_key: KEY.to_vec(),
+        nodes: 4,
+        cpus: 64,
+        min_job_age: Duration::from_secs(600),
+        kill_wait: Duration::from_millis(200),
+        state_dir: Some(workdir.join("state")),
+        ..MockConfig::default()
+    };
+    let mock = MockServer::start(cfg, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    Env { mock, workdir }
+}
+
+fn rand_suffix() -> u64 {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        % 1_000_000_007
+}
+
+fn deployment(env: &Env) -> DeploymentConfig {
+    let mut d = DeploymentConfig::empty();
+    d.poll_interval = Duration::from_millis(200);
+    let token = env.mock.mint_token("flyte", Duration::from_secs(3600));
+    d.clusters.insert(
+        "mock".into(),
+        ClusterConfig {
+            name: "mock".into(),
+            restd_url: url::Url::parse(&env.mock.url()).unwrap(),
+            api_version: "v0.0.42".into(),
+            username: None,
+            auth: Some(AuthConfig::Token(Secret::new(token))),
+            working_dir: Some(env.workdir.join("jobs").display().to_string()),
+            shared_mounts: Vec::new(),
+            default_partition: None,
+            ssh_hosts: vec!["login1".into()],
+            stager_url: None,
+            stager_token_file: None,
+        },
+    );
+    d.default_cluster = "mock".into();
+    d
+}
+
+struct Server {
+    addr: std::net::SocketAddr,
+    metrics_addr: std::net::SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Server {
+    async fn start(d: DeploymentConfig) -> Server {
+        let g = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let m = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (addr, metrics_addr) = (g.local_addr().unwrap(), m.local_addr().unwrap());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            serve_with(d, g, m, async {
+                rx.await.ok();
+            })
+            .await
+            .expect("serve");
+        });
+        Server {
+            addr,
+            metrics_addr,
+            stop: Some(tx),
+            task,
+        }
+    }
+
+    async fn client(&self) -> AsyncConnectorServiceClient<Channel> {
+        for _ in 0..50 {
+            if let Ok(c) =
+                AsyncConnectorServiceClient::connect(format!("http://{}", self.addr)).await
+            {
+                return c;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("connector did not start");
+    }
+
+    async fn stop(mut self) {
+        self.stop.take().unwrap().send(()).ok();
+        self.task.await.unwrap();
+    }
+}
+
+fn fixture(name: &str) -> CreateTaskRequest {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/requests")
+        .join(name);
+    let mut req = CreateTaskRequest::decode(std::fs::read(&p).unwrap().as_slice()).unwrap();
+    // The mock has one partition; everything else in the fixture stays as the SDK wrote it.
+    let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
+    if let Some(prost_types::Value {
+        kind: Some(prost_types::value::Kind::StructValue(sb)),
+    }) = custom.fields.get_mut("sbatch")
+    {
+        sb.fields.remove("partition");
+    }
+    req
+}
+
+fn all_fixtures() -> Vec<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/requests");
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.ends_with(".pb"))
+        .collect();
+    v.sort();
+    v
+}
+
+fn get_req(meta: &[u8]) -> GetTaskRequest {
+    GetTaskRequest {
+        resource_meta: meta.to_vec(),
+        task_category: Some(TaskCategory {
+            name: "slurm_script".into(),
+            version: 0,
+        }),
+        ..Default::default()
+    }
+}
+
+fn terminal(p: i32) -> bool {
+    [
+        Phase::Succeeded,
+        Phase::Failed,
+        Phase::Aborted,
+        Phase::RetryableFailed,
+    ]
+    .iter()
+    .any(|t| *t as i32 == p)
+}
+
+async fn wait_terminal(c: &mut AsyncConnectorServiceClient<Channel>, meta: &[u8]) -> (i32, String) {
+    for _ in 0..300 {
+        let r = c
+            .get_task(get_req(meta))
+            .await
+            .expect("GetTask never fails")
+            .into_inner();
+        let res = r.resource.unwrap();
+        if terminal(res.phase) {
+            return (res.phase, res.message);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no terminal phase within 30 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_fixture_reaches_a_terminal_phase() {
+    let env = mock().await;
+    let server = Server::start(deployment(&env)).await;
+    let mut c = server.client().await;
+    let mut md = ConnectorMetadataServiceClient::connect(format!("http://{}", server.addr))
+        .await
+        .unwrap();
+    let list = md
+        .list_connectors(ListConnectorsRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(list.connectors[0].name, "Slurm Connector");
+
+    for name in all_fixtures() {
+        let meta = c
+            .create_task(fixture(&name))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+            .into_inner()
+            .resource_meta;
+        let m: serde_json::Value = serde_json::from_slice(&meta).unwrap();
+        assert_eq!(m["v"], 1, "{name}");
+        assert_eq!(m["cluster"], "mock");
+        assert!(
+            !String::from_utf8_lossy(&meta).contains("eyJ"),
+            "no token in resource_meta"
+        );
+        let (phase, message) = wait_terminal(&mut c, &meta).await;
+        assert!(
+            message.starts_with(&format!("Slurm job {} is ", m["job_id"])),
+            "{name}: {message}"
+        );
+        if name == "script_no_io.pb" {
+            assert_eq!(phase, Phase::Succeeded as i32, "{name}: {message}");
+        }
+        // Native tasks need srun + a container runtime, which this machine lacks: they fail,
+        // and the message says how.
+        if name.starts_with("native_") {
+            assert_eq!(phase, Phase::Failed as i32, "{name}: {message}");
+            assert!(message.contains("exit code"), "{message}");
+        }
+        // Logs: without staging, a clear line saying why.
+        let mut logs = c
+            .get_task_logs(GetTaskLogsRequest {
+                resource_meta: meta.clone(),
+                lines: 10,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let first = logs.message().await.unwrap().unwrap();
+        let Some(get_task_logs_response::Part::Body(b)) = first.part else {
+            panic!("body expected")
+        };
+        assert!(
+            b.results[0].contains("no staging is configured"),
+            "{:?}",
+            b.results
+        );
+    }
+    // Metrics are served in the Python connector's names.
+    let text = reqwest::get(format!("http://{}/metrics", server.metrics_addr))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains("flyte_connector_requests_success_total{task_type=\"slurm_script\",operation=\"create\"}"), "{text}");
+    assert!(
+        text.contains("slurm_connector_slurmrestd_requests_total"),
+        "{text}"
+    );
+    server.stop().await;
+    env.mock.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_create_task_submits_nothing_new_also_after_a_restart() {
+    let env = mock().await;
+    let server = Server::start(deployment(&env)).await;
+    let mut c = server.client().await;
+    let req = fixture("script_no_io.pb");
+    let a = c
+        .create_task(req.clone())
+        .await
+        .unwrap()
+        .into_inner()
+        .resource_meta;
+    // Concurrent retries (the backend's CreateTask timed out while the first was in flight).
+    let (b1, b2) = tokio::join!(
+        {
+            let mut c = c.clone();
+            let r = req.clone();
+            async move { c.create_task(r).await }
+        },
+        {
+            let mut c = c.clone();
+            let r = req.clone();
+            async move { c.create_task(r).await }
+        }
+    );
+    assert_eq!(b1.unwrap().into_inner().resource_meta, a);
+    assert_eq!(b2.unwrap().into_inner().resource_meta, a);
+    assert_eq!(env.mock.stats().count("submit"), 1);
+    server.stop().await;
+
+    // A new connector process: it finds the job on the cluster by its key.
+    let server = Server::start(deployment(&env)).await;
+    let mut c = server.client().await;
+    let again = c
+        .create_task(req.clone())
+        .await
+        .unwrap()
+        .into_inner()
+        .resource_meta;
+    assert_eq!(again, a);
+    assert_eq!(
+        env.mock.stats().count("submit"),
+        1,
+        "no second job after a restart"
+    );
+    // A different attempt is a different execution: it is submitted.
+    let mut next = req.clone();
+    next.task_execution_metadata
+        .as_mut()
+        .unwrap()
+        .task_execution_id
+        .as_mut()
+        .unwrap()
+        .retry_attempt = 1;
+    let other = c
+        .create_task(next)
+        .await
+        .unwrap()
+        .into_inner()
+        .resource_meta;
+    assert_ne!(other, a);
+    assert_eq!(env.mock.stats().count("submit"), 2);
+    // The adopted job is tracked to its end by the new process.
+    let (phase, _) = wait_terminal(&mut c, &a).await;
+    assert_eq!(phase, Phase::Succeeded as i32);
+    server.stop().await;
+    env.mock.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slurmrestd_outage_gives_no_get_task_error_and_no_wrong_phase() {
+    let env = mock().await;
+    let server = Server::start(deployment(&env)).await;
+    let mut c = server.client().await;
+    // A job that runs through the outage.
+    let mut req = fixture("script_no_io.pb");
+    let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
+    custom.fields.insert(
+        "script".into(),
+        prost_types::Value {
+            kind: Some(prost_types::value::Kind::StringValue(
+                "#!/bin/bash\nsleep 4\necho done\n".into(),
+            )),
+        },
+    );
+    let meta = c.create_task(req).await.unwrap().into_inner().resource_meta;
+    for _ in 0..50 {
+        let r = c
+            .get_task(get_req(&meta))
+            .await
+            .unwrap()
+            .into_inner()
+            .resource
+            .unwrap();
+        if r.phase == Phase::Running as i32 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // A 60 s outage, scaled down to 3 s, plus a slurmdbd outage.
+    env.mock
+        .faults()
+        .controller_down_for(Duration::from_secs(3));
+    let mut saw_unreachable = false;
+    let until = tokio::time::Instant::now() + Duration::from_secs(3);
+    let mut calls = 0;
+    while tokio::time::Instant::now() < until {
+        let r = c
+            .get_task(get_req(&meta))
+            .await
+            .expect("zero GetTask errors during the outage");
+        let res = r.into_inner().resource.unwrap();
+        assert!(
+            !terminal(res.phase) || res.phase == Phase::Succeeded as i32,
+            "wrong terminal phase: {}",
+            res.message
+        );
+        saw_unreachable |= res.message.contains("unreachable since");
+        calls += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(calls > 10);
+    assert!(
+        saw_unreachable,
+        "the message says slurmrestd is unreachable"
+    );
+    let (phase, message) = wait_terminal(&mut c, &meta).await;
+    assert_eq!(phase, Phase::Succeeded as i32, "{message}");
+    server.stop().await;
+    env.mock.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_jobs_state_request_per_tick_whatever_the_get_task_count() {
+    let env = mock().await;
+    let server = Server::start(deployment(&env)).await;
+    let mut c = server.client().await;
+    let mut metas = Vec::new();
+    for attempt in 0..8 {
+        let mut req = fixture("script_no_io.pb");
+        let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
+        custom.fields.insert(
+            "script".into(),
+            prost_types::Value {
+                kind: Some(prost_types::value::Kind::StringValue(
+                    "#!/bin/bash\nsleep 30\n".into(),
+                )),
+            },
+        );
+        req.task_execution_metadata
+            .as_mut()
+            .unwrap()
+            .task_execution_id
+            .as_mut()
+            .unwrap()
+            .retry_attempt = attempt;
+        metas.push(c.create_task(req).await.unwrap().into_inner().resource_meta);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    env.mock.reset_stats();
+    let started = tokio::time::Instant::now();
+    // 400 GetTasks over the 8 jobs.
+    for round in 0..50 {
+        let futs = metas.iter().map(|m| {
+            let mut c = c.clone();
+            let m = m.clone();
+            async move { c.get_task(get_req(&m)).await.unwrap() }
+        });
+        futures::future::join_all(futs).await;
+        if round % 10 == 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let elapsed = started.elapsed();
+    let stats = env.mock.stats();
+    let ticks = (elapsed.as_millis() / 200) as u64 + 2;
+    assert!(
+        stats.count("jobs_state") <= ticks,
+        "{} jobs/state requests for {ticks} ticks",
+        stats.count("jobs_state")
+    );
+    assert_eq!(stats.count("job_get"), 0, "GetTask never asks per job");
+    // Clean up: cancel is idempotent.
+    for m in &metas {
+        let d = DeleteTaskRequest {
+            resource_meta: m.clone(),
+            ..Default::default()
+        };
+        c.delete_task(d.clone()).await.unwrap();
+        c.delete_task(d).await.unwrap();
+    }
+    let (phase, _) = wait_terminal(&mut c, &metas[0]).await;
+    assert_eq!(phase, Phase::Aborted as i32);
+    server.stop().await;
+    env.mock.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_are_invalid_argument_and_unknown_meta_is_an_error() {
+    let env = mock().await;
+    let server = Server::start(deployment(&env)).await;
+    let mut c = server.client().await;
+    let mut req = fixture("script_no_io.pb");
+    let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
+    custom.fields.insert(
+        "sbatch_options".into(),
+        prost_types::Value {
+            kind: Some(prost_types::value::Kind::StructValue(prost_types::Struct {
+                fields: [(
+                    "output".to_string(),
+                    prost_types::Value {
+                        kind: Some(prost_types::value::Kind::StringValue(
+                            "/home/u/.ssh/authorized_keys".into(),
+                        )),
+                    },
+                )]
+                .into_iter()
+                .collect(),
+            })),
+        },
+    );
+    let e = c.create_task(req).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    assert!(e.message().contains("reserved"), "{}", e.message());
+    // A task may select a cluster only by a configured name.
+    let mut req = fixture("script_no_io.pb");
+    let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
+    custom.fields.insert(
+        "connection".into(),
+        prost_types::Value {
+            kind: Some(prost_types::value::Kind::StructValue(prost_types::Struct {
+                fields: [(
+                    "cluster".to_string(),
+                    prost_types::Value {
+                        kind: Some(prost_types::value::Kind::StringValue(
+                            "http://evil:6820".into(),
+                        )),
+                    },
+                )]
+                .into_iter()
+                .collect(),
+            })),
+        },
+    );
+    let e = c.create_task(req).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    assert!(
+        e.message().contains("not a cluster of this connector"),
+        "{}",
+        e.message()
+    );
+    assert_eq!(env.mock.stats().count("submit"), 0);
+
+    let e = c.get_task(get_req(b"not json")).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    let e = c
+        .get_task(get_req(
+            br#"{"v":1,"cluster":"nope","job_id":1,"job_name":"x","stdout":"","stderr":""}"#,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::NotFound);
+    // The Python plugin's meta (host → cluster through ssh_hosts) is tracked.
+    let r = c
+        .get_task(get_req(br#"{"job_id": "999999", "host": "login1", "username": "u", "port": 22, "stdout_path": "/x.out", "stderr_path": "/x.err"}"#))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(r.resource.unwrap().message.starts_with("Slurm job 999999"));
+    server.stop().await;
+    env.mock.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flaky_slurmrestd_errors_and_drops_give_no_get_task_error() {
+    let env = mock().await;
+    let server = Server::start(deployment(&env)).await;
+    let mut c = server.client().await;
+    let mut req = fixture("script_no_io.pb");
+    let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
+    custom.fields.insert(
+        "script".into(),
+        prost_types::Value {
+            kind: Some(prost_types::value::Kind::StringValue(
+                "#!/bin/bash\nsleep 3\necho done\n".into(),
+            )),
+        },
+    );
+    // CreateTask while every request fails: an error, and nothing submitted.
+    env.mock.faults().set(mock_slurmrestd::FaultConfig {
+        error_rate: 1.0,
+        ..Default::default()
+    });
+    let e = c.create_task(req.clone()).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unavailable, "{}", e.message());
+    assert_eq!(env.mock.stats().count("submit"), 0);
+    env.mock.faults().clear();
+    let meta = c.create_task(req).await.unwrap().into_inner().resource_meta;
+    assert_eq!(env.mock.stats().count("submit"), 1);
+    // Half the requests answer 500/502/503, a fifth are dropped: GetTask still never fails.
+    env.mock.faults().set(mock_slurmrestd::FaultConfig {
+        error_rate: 0.5,
+        drop_rate: 0.2,
+        ..Default::default()
+    });
+    let until = tokio::time::Instant::now() + Duration::from_secs(3);
+    while tokio::time::Instant::now() < until {
+        let res = c
+            .get_task(get_req(&meta))
+            .await
+            .expect("zero GetTask errors while slurmrestd is flaky")
+            .into_inner()
+            .resource
+            .unwrap();
+        assert!(
+            !terminal(res.phase) || res.phase == Phase::Succeeded as i32,
+            "wrong terminal phase: {}",
+            res.message
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    env.mock.faults().clear();
+    let (phase, message) = wait_terminal(&mut c, &meta).await;
+    assert_eq!(phase, Phase::Succeeded as i32, "{message}");
+    server.stop().await;
+    env.mock.shutdown().await;
+}
+
+/// Not a test: runs mock-slurmrestd and the connector on `SERVICE_CONFORMANCE_ADDR` (default
+/// 127.0.0.1:18000) for `SERVICE_CONFORMANCE_SECS` (default 300), so
+/// `tests/conformance/conformance.py --partition '' --address ...` can drive it.
+/// `cargo test --test service_e2e -- --ignored --nocapture serve_for_conformance`
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn serve_for_conformance() {
+    let env = mock().await;
+    let addr: std::net::SocketAddr = std::env::var("SERVICE_CONFORMANCE_ADDR")
+        .unwrap_or_else(|_| "127.0.0.1:18000".into())
+        .parse()
+        .unwrap();
+    let secs: u64 = std::env::var("SERVICE_CONFORMANCE_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(300);
+    let g = tokio::net::TcpListener::bind(addr).await.unwrap();
+    let m = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    println!("connector on {addr}, mock-slurmrestd on {}", env.mock.url());
+    serve_with(
+        deployment(&env),
+        g,
+        m,
+        tokio::time::sleep(Duration::from_secs(secs)),
+    )
+    .await
+    .unwrap();
+    env.mock.shutdown().await;
+}
