@@ -12,6 +12,9 @@ use crate::config::{MockConfig, SlurmVersion};
 use crate::job::{ArrayTask, Base, Control, Exit, Job, PatternCtx, expand_pattern};
 use crate::jobdesc::{DepClause, JobSpec, Rejection, parse_dependency};
 
+/// File in `state_dir` holding the next job id.
+const NEXT_ID_FILE: &str = "next_job_id";
+
 pub fn now() -> i64 {
     chrono::Utc::now().timestamp()
 }
@@ -69,8 +72,16 @@ pub struct Scheduler {
 
 impl Scheduler {
     pub fn new(cfg: Arc<MockConfig>, script_dir: PathBuf) -> Arc<Self> {
+        // With a configured state_dir, job ids continue after a restart (like slurmctld's
+        // state save), so a restarted mock never hands out an id a client still remembers.
+        let saved = cfg
+            .state_dir
+            .as_ref()
+            .and_then(|d| std::fs::read_to_string(d.join(NEXT_ID_FILE)).ok())
+            .and_then(|s| s.trim().parse::<u32>().ok())
+            .unwrap_or(0);
         let cluster = Cluster {
-            next_id: cfg.first_job_id.max(1),
+            next_id: cfg.first_job_id.max(1).max(saved),
             free: vec![cfg.cpus; cfg.nodes.max(1) as usize],
             last_update: now(),
             ..Cluster::default()
@@ -227,7 +238,13 @@ impl Scheduler {
             c.counters.submitted += 1;
         }
         c.last_update = t;
+        let next = c.next_id;
         drop(c);
+        if let Some(dir) = &self.cfg.state_dir
+            && let Err(e) = std::fs::write(dir.join(NEXT_ID_FILE), next.to_string())
+        {
+            tracing::warn!(error = %e, dir = %dir.display(), "cannot save the next job id");
+        }
         self.wake();
         Ok(first)
     }

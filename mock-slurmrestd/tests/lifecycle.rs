@@ -384,3 +384,23 @@ async fn aging_moves_jobs_to_accounting() {
         format!("{id}.batch")
     );
 }
+
+#[tokio::test]
+async fn job_ids_continue_after_restart_with_a_state_dir() {
+    let state = tempfile::tempdir().unwrap();
+    let cfg = MockConfig {
+        state_dir: Some(state.path().to_path_buf()),
+        ..config()
+    };
+    let m = start_with(cfg.clone()).await;
+    let a = m.submit(m.job("true")).await;
+    m.h.shutdown().await;
+    let m2 = start_with(cfg).await;
+    let b = m2.submit(m2.job("true")).await;
+    assert_eq!(b, a + 1, "ids are never reused across restarts");
+    // The previous run's jobs are gone (like aged-out ones).
+    let r = m2
+        .call("GET", &format!("/slurm/v0.0.42/job/{a}"), None)
+        .await;
+    assert_eq!(r.status, 404);
+}
