@@ -174,7 +174,8 @@ async fn token_rejection_then_recovery() {
 #[tokio::test]
 async fn controller_down_for_a_while() {
     let m = start().await;
-    m.h.faults().controller_down_for(Duration::from_millis(400));
+    m.h.faults()
+        .controller_down_for(Duration::from_millis(1500));
     let r = m.call("GET", STATE, None).await;
     assert_eq!(r.status, 500);
     assert_eq!(r.json()["errors"][0]["error_number"], 1800);
@@ -199,7 +200,7 @@ async fn controller_down_for_a_while() {
         m.call("GET", "/slurmdb/v0.0.42/jobs/", None).await.status,
         200
     );
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::sleep(Duration::from_millis(1600)).await;
     assert_eq!(m.call("GET", STATE, None).await.status, 200);
 }
 

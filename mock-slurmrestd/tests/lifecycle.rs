@@ -144,7 +144,7 @@ async fn cancel_pending_and_running() {
         .await;
     let pend = m.submit(m.job("true")).await;
     m.wait_state(run, "RUNNING").await;
-    assert_eq!(m.record(pend).await["state_reason"], "Resources");
+    m.wait_reason(pend, "Resources").await;
     let d = m
         .call("DELETE", &format!("/slurm/v0.0.42/job/{pend}"), None)
         .await
@@ -196,15 +196,17 @@ async fn resources_priority_and_hold() {
         ..config()
     })
     .await;
-    let mut big = m.job("sleep 0.5");
+    let mut big = m.job("sleep 0.2");
     big["cpus_per_task"] = json!(2);
-    let a = m.submit(big.clone()).await;
+    let mut first = big.clone();
+    first["script"] = json!("#!/bin/bash\nsleep 1.5\n");
+    let a = m.submit(first).await;
     let b = m.submit(big.clone()).await;
     let c = m.submit(big).await;
     m.wait_state(a, "RUNNING").await;
-    tokio::time::sleep(Duration::from_millis(120)).await;
-    assert_eq!(m.record(b).await["state_reason"], "Resources");
-    assert_eq!(m.record(c).await["state_reason"], "Priority");
+    m.wait_reason(b, "Resources").await;
+    m.wait_reason(c, "Priority").await;
+    assert_eq!(m.state(a).await, "RUNNING");
     let mut held = m.job("true");
     held["hold"] = json!(true);
     let h = m.submit(held).await;
@@ -258,14 +260,13 @@ async fn oversized_job_is_rejected() {
 #[tokio::test]
 async fn afterok_dependency() {
     let m = start().await;
-    let a = m.submit(m.job("sleep 0.3")).await;
+    let a = m.submit(m.job("sleep 1")).await;
     let mut jb = m.job("true");
     jb["dependency"] = json!(format!("afterok:{a}"));
     let b = m.submit(jb).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let rec = m.record(b).await;
+    let rec = m.wait_reason(b, "Dependency").await;
     assert_eq!(rec["job_state"], json!(["PENDING"]));
-    assert_eq!(rec["state_reason"], "Dependency");
+    assert_eq!(m.state(a).await, "RUNNING");
     m.wait_state(b, "COMPLETED").await;
     // A failed predecessor: never satisfied.
     let f = m.submit(m.job("exit 1")).await;
@@ -273,11 +274,8 @@ async fn afterok_dependency() {
     jc["dependency"] = json!(format!("afterok:{f}"));
     let c = m.submit(jc).await;
     m.wait_state(f, "FAILED").await;
-    tokio::time::sleep(Duration::from_millis(150)).await;
-    assert_eq!(
-        m.record(c).await["state_reason"],
-        "DependencyNeverSatisfied"
-    );
+    let rec = m.wait_reason(c, "DependencyNeverSatisfied").await;
+    assert_eq!(rec["job_state"], json!(["PENDING"]));
     // Unknown job in a dependency is refused at submit.
     let mut jd = m.job("true");
     jd["dependency"] = json!("afterok:99999");

@@ -213,6 +213,25 @@ impl Mock {
     }
 }
 
+impl Mock {
+    /// Poll until the job's `state_reason` is `want` (10 s at most).
+    pub async fn wait_reason(&self, id: u32, want: &str) -> Value {
+        let t0 = Instant::now();
+        loop {
+            let rec = self.record(id).await;
+            if rec["state_reason"] == want {
+                return rec;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "job {id} never got reason {want}: {}",
+                rec["state_reason"]
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
 /// A recorded sample from tests/fixtures.
 pub fn fixture(name: &str) -> Value {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
