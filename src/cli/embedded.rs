@@ -86,8 +86,9 @@ impl EmbeddedLayout {
         Ok(())
     }
 
-    /// The HS256 key, made once (32 random bytes, mode 0600) and reused, so tokens and the jobs
-    /// recorded in the stand-in's state survive restarts.
+    /// The HS256 key, made once (32 random bytes, mode 0600) and reused across restarts. (The
+    /// stand-in's state folder keeps only its next job id, so ids are never reused; the jobs of a
+    /// previous run are gone, as on a real cluster after they age out without accounting.)
     fn key(&self) -> Result<Vec<u8>, EmbeddedError> {
         let io = |source| EmbeddedError::Io {
             path: self.key_file.clone(),

@@ -52,8 +52,15 @@ def health_status(channel, service):
     return resp[1] if len(resp) >= 2 and resp[0] == 0x08 else 0
 
 
-def load_fixture(path, partition, attempt_offset, sbatch_options=()):
+def load_fixture(path, partition, attempt_offset, sbatch_options=(), drop=()):
     req = connector_pb2.CreateTaskRequest.FromString(open(path, "rb").read())
+    # Requests a small real test cluster cannot satisfy (GPUs, features, memory it does not
+    # declare) are dropped from the first-class `sbatch` fields, so every fixture still runs.
+    if drop and "sbatch" in req.template.custom.fields:
+        sb = req.template.custom.fields["sbatch"].struct_value
+        for key in drop:
+            if key in sb.fields:
+                del sb.fields[key]
     # `sbatch_options` win over first-class fields and the script's #SBATCH lines: this fits the
     # fixtures' 2-node/32-CPU requests onto a small test cluster without touching anything else.
     for opt in sbatch_options:
@@ -101,8 +108,10 @@ def main():
                     help="replace each fixture's sbatch.partition ('' removes it: the cluster default)")
     ap.add_argument("--sbatch-option", action="append", default=[],
                     help="name=value added to every fixture's sbatch_options, e.g. nodes=1 (small test clusters)")
+    ap.add_argument("--drop-sbatch", action="append", default=[],
+                    help="first-class sbatch field to remove from every fixture, e.g. gres (no GPUs here)")
     ap.add_argument("--expect", action="append", default=[],
-                    help="fixture=PHASE, e.g. script_no_io=SUCCEEDED (others: any terminal phase)")
+                    help="fixture=PHASE, e.g. script_no_io=SUCCEEDED, or fixture=REFUSED (Slurm must refuse it); others: any terminal phase")
     ap.add_argument("--timeout", type=float, default=120)
     args = ap.parse_args()
     expect = dict(e.split("=", 1) for e in args.expect)
@@ -128,11 +137,19 @@ def main():
     check("fixtures found", fixtures, args.fixtures)
     for path in fixtures:
         name = os.path.basename(path)[:-3]
-        req = load_fixture(path, args.partition, offset, args.sbatch_option)
+        req = load_fixture(path, args.partition, offset, args.sbatch_option, args.drop_sbatch)
+        want = expect.get(name)
         try:
             meta = stub.CreateTask(req, timeout=10).resource_meta
         except grpc.RpcError as e:
-            check(f"{name}: CreateTask", False, f"{e.code().name}: {e.details()}")
+            # REFUSED: the cluster cannot run it (e.g. GPUs on a CPU-only test cluster); the
+            # refusal must be INVALID_ARGUMENT quoting Slurm's own error.
+            refused_ok = want == "REFUSED" and e.code() == grpc.StatusCode.INVALID_ARGUMENT and "Slurm refused" in e.details()
+            check(f"{name}: CreateTask" + (" refused by Slurm, as expected" if want == "REFUSED" else ""),
+                  refused_ok, f"{e.code().name}: {e.details()}")
+            continue
+        if want == "REFUSED":
+            check(f"{name}: CreateTask refused by Slurm, as expected", False, "it was accepted")
             continue
         m = json.loads(meta)
         check(f"{name}: CreateTask resource_meta is versioned JSON", m.get("v") == 1 and "job_id" in m, meta[:200])
@@ -142,7 +159,6 @@ def main():
         res = wait_terminal(stub, req, meta, args.timeout, errors)
         check(f"{name}: zero GetTask errors", not errors, "; ".join(errors[:3]))
         phase = Phase.Name(res.phase) if res is not None else "none"
-        want = expect.get(name)
         ok = res is not None and res.phase in TERMINAL and (want is None or phase == want)
         check(f"{name}: terminal phase {phase}" + (f" (want {want})" if want else ""), ok,
               res.message if res is not None else "no answer")
@@ -163,7 +179,7 @@ def main():
     # Cancel mid-run: a script task that sleeps, deleted while RUNNING, ends ABORTED.
     script_fixture = os.path.join(args.fixtures, "script_no_io.pb")
     if os.path.exists(script_fixture):
-        req = load_fixture(script_fixture, args.partition, offset + 5, args.sbatch_option)
+        req = load_fixture(script_fixture, args.partition, offset + 5, args.sbatch_option, args.drop_sbatch)
         req.template.custom.fields["script"].string_value = "#!/bin/bash\nsleep 300\n"
         meta = stub.CreateTask(req, timeout=10).resource_meta
         deadline = time.time() + args.timeout

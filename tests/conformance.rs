@@ -1,0 +1,140 @@
+//! Conformance with a real client: the official `flyteidl2` + `grpcio` stubs from PyPI drive the
+//! real `slurm-connector serve` binary (tests/conformance/conformance.py): ListConnectors, health,
+//! CreateTask with every SDK fixture (and again: idempotent), GetTask to a terminal phase,
+//! GetTaskLogs, DeleteTask, a cancel mid-run. On the embedded default, and on the real dev cluster
+//! when its environment is exported. `.ci/run` provides the Python (SLURM_CONNECTOR_PYTHON).
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Serve(Child);
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn python() -> Option<PathBuf> {
+    match std::env::var_os("SLURM_CONNECTOR_PYTHON") {
+        Some(p) if !p.is_empty() => Some(PathBuf::from(p)),
+        _ => {
+            eprintln!(
+                "skipping: set SLURM_CONNECTOR_PYTHON to a python with `pip install flyteidl2 grpcio` \
+                 (.ci/run does) to run the conformance script"
+            );
+            None
+        }
+    }
+}
+
+fn serve(envs: &[(&str, &str)], clear_cluster_env: bool) -> (Serve, u16, PathBuf) {
+    let port = free_port();
+    let data = std::env::temp_dir().join(format!("sc-conformance-{}-{port}", std::process::id()));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_slurm-connector"));
+    cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--metrics-listen", &format!("127.0.0.1:{}", free_port())])
+        .env("FLYTE_SLURM_DATA_DIR", &data)
+        .env("FLYTE_SLURM_POLL_INTERVAL", "1s")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    if clear_cluster_env {
+        for (k, _) in std::env::vars() {
+            if k.starts_with("FLYTE_SLURM_") && k != "FLYTE_SLURM_DATA_DIR" {
+                cmd.env_remove(k);
+            }
+        }
+    }
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let child = Serve(cmd.spawn().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "serve did not listen");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    (child, port, data)
+}
+
+fn run_script(py: &Path, port: u16, extra: &[&str]) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(py)
+        .arg(root.join("tests/conformance/conformance.py"))
+        .args(["--address", &format!("127.0.0.1:{port}")])
+        .args([
+            "--fixtures",
+            root.join("tests/fixtures/requests").to_str().unwrap(),
+        ])
+        .args(["--partition", ""])
+        // The fixtures ask for 2 nodes / 32 CPUs; one small node runs them with these.
+        .args([
+            "--sbatch-option",
+            "nodes=1",
+            "--sbatch-option",
+            "ntasks-per-node=1",
+        ])
+        .args(["--sbatch-option", "cpus-per-task=1"])
+        .args(["--expect", "script_no_io=SUCCEEDED"])
+        .args(extra)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "conformance failed:\n{stdout}");
+    let last = stdout.lines().last().unwrap_or("");
+    assert!(
+        last.ends_with(" 0 failed") && !last.starts_with("0 passed"),
+        "{last}"
+    );
+}
+
+#[test]
+fn official_stubs_against_the_embedded_default() {
+    let Some(py) = python() else { return };
+    let (_serve, port, data) = serve(&[], true);
+    run_script(&py, port, &[]);
+    let _ = std::fs::remove_dir_all(data);
+}
+
+#[test]
+fn official_stubs_against_the_real_dev_cluster() {
+    let Some(py) = python() else { return };
+    if std::env::var_os("SLURM_DEV_CLUSTER_ROOT").is_none()
+        || std::env::var_os("FLYTE_SLURM_RESTD_URL").is_none()
+    {
+        eprintln!(
+            "skipping: no dev cluster environment (eval \"$(deploy/dev-cluster/dev-cluster env)\")"
+        );
+        return;
+    }
+    let (_serve, port, _data) = serve(&[], false);
+    // The dev cluster has no GPUs and declares no memory: what asks for them must be refused by
+    // Slurm itself and surface as INVALID_ARGUMENT quoting Slurm's error.
+    run_script(
+        &py,
+        port,
+        &[
+            // The node declares RealMemory=1 (MB): a script's `#SBATCH --mem=2G` cannot fit.
+            "--sbatch-option",
+            "mem=1",
+            "--expect",
+            "native_apptainer_gpu=REFUSED",
+            "--expect",
+            "native_pyxis_gpu=REFUSED",
+            "--expect",
+            "script_job_upload=REFUSED",
+        ],
+    );
+}
