@@ -27,9 +27,21 @@ fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_slurm-connector")
 }
 
+/// The binary with none of the caller's cluster settings (CI exports the dev cluster's), so it
+/// runs the embedded default as a newcomer's would.
+fn connector() -> Command {
+    let mut cmd = Command::new(bin());
+    for (k, _) in std::env::vars() {
+        if k.starts_with("FLYTE_SLURM_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd
+}
+
 fn start_serve(data: &std::path::Path) -> (Serve, u16) {
     let port = free_port();
-    let child = Command::new(bin())
+    let child = connector()
         .args([
             "serve",
             "--listen",
@@ -38,8 +50,6 @@ fn start_serve(data: &std::path::Path) -> (Serve, u16) {
             &format!("127.0.0.1:{}", free_port()),
         ])
         .env("FLYTE_SLURM_DATA_DIR", data)
-        .env_remove("FLYTE_SLURM_RESTD_URL")
-        .env_remove("FLYTE_SLURM_CONFIG")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -66,7 +76,7 @@ fn serve_embedded_then_submit_a_script_with_outputs() {
          mkdir -p \"$FLYTE_OUTPUT_PARTS\"; echo a > \"$FLYTE_OUTPUT_PARTS/a.txt\"\n",
     )
     .unwrap();
-    let out = Command::new(bin())
+    let out = connector()
         .args([
             "submit",
             script.to_str().unwrap(),
@@ -128,7 +138,7 @@ fn a_failing_script_fails_submit_with_the_stderr_tail() {
     let (_serve, port) = start_serve(&data);
     let script = data.join("boom.sbatch");
     std::fs::write(&script, "#!/bin/bash\necho 'something broke' >&2\nexit 3\n").unwrap();
-    let out = Command::new(bin())
+    let out = connector()
         .args([
             "submit",
             script.to_str().unwrap(),
@@ -156,13 +166,12 @@ fn a_failing_script_fails_submit_with_the_stderr_tail() {
 #[test]
 fn render_prints_the_submit_body_and_refuses_bad_tasks() {
     let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/requests");
-    let out = Command::new(bin())
+    let out = connector()
         .args([
             "render",
             "--request",
             fixtures.join("script_preprocess.json").to_str().unwrap(),
         ])
-        .env_remove("FLYTE_SLURM_RESTD_URL")
         .output()
         .unwrap();
     assert!(
@@ -191,7 +200,7 @@ fn render_prints_the_submit_body_and_refuses_bad_tasks() {
         serde_json::json!({"output": "/home/u/.ssh/authorized_keys"});
     let bad = std::env::temp_dir().join(format!("sc-render-bad-{}.json", std::process::id()));
     std::fs::write(&bad, serde_json::to_vec(&req).unwrap()).unwrap();
-    let out = Command::new(bin())
+    let out = connector()
         .args(["render", "--request", bad.to_str().unwrap()])
         .output()
         .unwrap();
