@@ -75,10 +75,17 @@ const TIMES: &[&str] = &["deadline", "begin_time"];
 
 fn dev_cluster(args: &[&str]) -> (bool, String, String) {
     let script = std::env::var("SLURM_DEV_CLUSTER_SCRIPT").expect("SLURM_DEV_CLUSTER_SCRIPT");
-    let out = Command::new(script)
-        .args(args)
-        .output()
-        .expect("dev-cluster");
+    // The release and cache the environment describes (several clusters can run side by side).
+    let mut cmd = Command::new(script);
+    for (flag, var) in [
+        ("--release", "SLURM_DEV_CLUSTER_RELEASE"),
+        ("--cache", "SLURM_DEV_CLUSTER_CACHE"),
+    ] {
+        if let Ok(v) = std::env::var(var) {
+            cmd.args([flag, &v]);
+        }
+    }
+    let out = cmd.args(args).output().expect("dev-cluster");
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).trim().to_string(),
