@@ -109,9 +109,14 @@ pub enum ClientError {
 
 /// Slurm error numbers that mean "could not talk to slurmctld/slurmdbd right now".
 fn is_transient_slurm_error(number: i32) -> bool {
-    // 1000-1006: SLURM_COMMUNICATIONS_* (connect/send/receive/shutdown), 5000-5004: socket
-    // errors and timeouts, 7000: "Unable to connect to database" when slurmdbd is down.
-    (1000..=1006).contains(&number) || (5000..=5004).contains(&number) || number == 7000
+    // 1000-1006: SLURM_COMMUNICATIONS_* (connect/send/receive/shutdown); 1800-1804:
+    // SLURMCTLD_COMMUNICATIONS_* ("Unable to contact slurm controller", slurmctld down or
+    // restarting); 5000-5004: socket errors and timeouts; 7000: "Unable to connect to database"
+    // when slurmdbd is down.
+    (1000..=1006).contains(&number)
+        || (1800..=1804).contains(&number)
+        || (5000..=5004).contains(&number)
+        || number == 7000
 }
 
 impl ClientError {
