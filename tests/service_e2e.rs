@@ -339,6 +339,86 @@ async fn repeated_create_task_submits_nothing_new_also_after_a_restart() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_task_retried_after_a_restart_and_after_its_job_aged_out_submits_nothing() {
+    // A cluster whose finished jobs leave slurmctld almost at once (MinJobAge): only slurmdbd
+    // still knows them when the new connector process gets the backend's retried CreateTask.
+    let workdir = std::env::temp_dir().join(format!(
+        "svc-e2e-aged-{}-{}",
+        std::process::id(),
+        rand_suffix()
+    ));
+    std::fs::create_dir_all(workdir.join("jobs")).unwrap();
+    let cfg = MockConfig {
+        jwt_key: KEY.to_vec(),
+        min_job_age: Duration::from_millis(200),
+        state_dir: Some(workdir.join("state")),
+        ..MockConfig::default()
+    };
+    let env = Env {
+        mock: MockServer::start(cfg, "127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap(),
+        workdir,
+    };
+    let server = Server::start(deployment(&env)).await;
+    let mut c = server.client().await;
+    let req = fixture("script_no_io.pb");
+    let a = c
+        .create_task(req.clone())
+        .await
+        .unwrap()
+        .into_inner()
+        .resource_meta;
+    let (phase, _) = wait_terminal(&mut c, &a).await;
+    assert_eq!(phase, Phase::Succeeded as i32);
+    server.stop().await;
+    let job_id: u32 = serde_json::from_slice::<serde_json::Value>(&a).unwrap()["job_id"]
+        .as_u64()
+        .unwrap() as u32;
+    // Wait until slurmctld has forgotten it (jobs/state no longer lists it).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let url = format!(
+            "{}/slurm/v0.0.42/jobs/state/?job_id={job_id}",
+            env.mock.url()
+        );
+        let body: serde_json::Value = reqwest::Client::new()
+            .get(url)
+            .header(
+                "X-SLURM-USER-TOKEN",
+                env.mock.mint_token("flyte", Duration::from_secs(60)),
+            )
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if body["jobs"].as_array().is_some_and(|j| j.is_empty()) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the job never aged out"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let server = Server::start(deployment(&env)).await;
+    let mut c = server.client().await;
+    let again = c.create_task(req).await.unwrap().into_inner().resource_meta;
+    assert_eq!(again, a, "the job found in slurmdbd is returned");
+    assert_eq!(env.mock.stats().count("submit"), 1, "no second job");
+    let (phase, _) = wait_terminal(&mut c, &again).await;
+    assert_eq!(
+        phase,
+        Phase::Succeeded as i32,
+        "tracked to its end through slurmdbd"
+    );
+    server.stop().await;
+    env.mock.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slurmrestd_outage_gives_no_get_task_error_and_no_wrong_phase() {
     let env = mock().await;
     let server = Server::start(deployment(&env)).await;

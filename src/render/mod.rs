@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 
 pub use custom::{OutputKind, OutputUpload};
 pub use error::{Origin, RenderError};
-pub use naming::{idempotency_key, key_from_comment};
+pub use naming::{idempotency_key, key_from_comment, key_from_job_name};
 pub use spec::{
     ContainerSpec, ExecutionIdentity, InputValue, InterfaceKind, RenderConfig, TaskSpec, TaskType,
 };

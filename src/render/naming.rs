@@ -57,9 +57,12 @@ pub fn sanitize_short_name(task_name: &str) -> String {
     }
 }
 
-/// `flyte-<short name>-<first 8 hex of the key>`.
+/// `flyte-<short name>-<key>`: the whole 16-hex key, so the job can be recognised by its name alone
+/// where the comment is not kept (slurmdbd stores comments only with
+/// `AccountingStoreFlags=job_comment`), and 64 bits make two executions' names collide never in
+/// practice (8 hex would, among ~100k runs of one task).
 pub fn job_name(task_name: &str, key: &str) -> String {
-    format!("flyte-{}-{}", sanitize_short_name(task_name), &key[..8])
+    format!("flyte-{}-{key}", sanitize_short_name(task_name))
 }
 
 /// The job's comment: the key first (so it is found without parsing), then the task's own.
@@ -68,6 +71,12 @@ pub fn comment(key: &str, user: Option<&str>) -> String {
         Some(c) => format!("{COMMENT_KEY_PREFIX}{key} {c}"),
         None => format!("{COMMENT_KEY_PREFIX}{key}"),
     }
+}
+
+/// The key at the end of a name written by [`job_name`].
+pub fn key_from_job_name(name: &str) -> Option<&str> {
+    let key = name.strip_prefix("flyte-")?.rsplit('-').next()?;
+    (key.len() == 16 && key.bytes().all(|b| b.is_ascii_hexdigit())).then_some(key)
 }
 
 /// The key inside a comment written by [`comment`].
@@ -80,6 +89,19 @@ pub fn key_from_comment(comment: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_key_comes_back_from_the_name() {
+        let key = idempotency_key(&id("r1", 0));
+        let name = job_name("pipeline.preprocess", &key);
+        assert_eq!(key_from_job_name(&name), Some(key.as_str()));
+        assert_eq!(
+            key_from_job_name("flyte-x-0abcbbf0"),
+            None,
+            "an 8-hex name is not a key"
+        );
+        assert_eq!(key_from_job_name("other-0123456789abcdef"), None);
+    }
 
     fn id(run: &str, attempt: u32) -> ExecutionIdentity {
         ExecutionIdentity {
@@ -118,7 +140,10 @@ mod tests {
         assert_eq!(sanitize_short_name("...."), "task");
         assert_eq!(sanitize_short_name(&"x".repeat(100)).len(), 40);
         let key = "0123456789abcdef";
-        assert_eq!(job_name("ops.nightly", key), "flyte-nightly-01234567");
+        assert_eq!(
+            job_name("ops.nightly", key),
+            "flyte-nightly-0123456789abcdef"
+        );
         assert_eq!(
             key_from_comment(&comment(key, Some("nightly run"))),
             Some(key)

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::config::{AuthConfig, ClusterConfig, Secret};
-use crate::render::{RenderConfig, key_from_comment};
+use crate::render::{RenderConfig, key_from_comment, key_from_job_name};
 use crate::slurmrestd::{Auth, Client, ClientConfig, ClientError, JobId};
 use crate::staging::{OutputBlob, Staging, Transfer};
 use crate::tracker::{SlurmApi, Tracker, TrackerConfig};
@@ -54,6 +54,9 @@ pub enum BuildError {
 }
 
 /// What rendering needs of a cluster's deployment settings (also used by `slurm-connector render`).
+/// How far back slurmdbd is searched for an execution's job when the connector (re)starts.
+pub const ACCOUNTING_LOOKBACK_SECS: i64 = 7 * 24 * 3600;
+
 pub fn render_config(cfg: &ClusterConfig) -> RenderConfig {
     RenderConfig {
         working_dir: cfg.working_dir.clone(),
@@ -172,10 +175,35 @@ impl ClusterRuntime {
         let mut index = self.on_cluster.lock().await;
         let stale = self.uncertain.lock().unwrap().contains(key);
         if index.is_none() || stale {
-            let jobs = self.client.jobs().await?;
+            let mut jobs = self.client.jobs().await?;
+            // Jobs that already left slurmctld (past MinJobAge) are only in slurmdbd: a backend
+            // retrying a CreateTask long after its job ended must not get a second job.
+            let since = chrono::Utc::now().timestamp() - ACCOUNTING_LOOKBACK_SECS;
+            match self
+                .client
+                .accounting_jobs_since(since, self.cfg.username.as_deref())
+                .await
+            {
+                Ok(acct) => jobs.extend(acct),
+                // slurmdbd down or slow: we cannot know, so nothing is submitted now.
+                Err(e) if e.is_transient() => return Err(e),
+                // No accounting on this cluster (no /slurmdb paths): slurmctld is all there is.
+                Err(e) => tracing::warn!(
+                    cluster = %self.cfg.name, error = %e,
+                    "cannot list slurmdbd's recent jobs; a CreateTask retried after its job left \
+                     slurmctld cannot be recognised on this cluster"
+                ),
+            }
             let mut m = HashMap::new();
             for j in jobs {
-                if let Some(k) = j.comment.as_deref().and_then(key_from_comment) {
+                // The comment carries the key; slurmdbd keeps comments only with
+                // AccountingStoreFlags=job_comment, so the name (which ends with it) also counts.
+                let key = j
+                    .comment
+                    .as_deref()
+                    .and_then(key_from_comment)
+                    .or_else(|| key_from_job_name(&j.name));
+                if let Some(k) = key {
                     // Newest wins if a key somehow appears twice (ids grow).
                     let e = m.entry(k.to_string()).or_insert(j.job_id);
                     if j.job_id > *e {

@@ -341,6 +341,64 @@ impl Client {
         Ok(out)
     }
 
+    /// Accounting records of the jobs submitted since `since_unix` (optionally one user's), without
+    /// their steps. For recognising jobs that already left slurmctld (e.g. when a connector restarts
+    /// and the backend retries a CreateTask long after the job ended); heavy, so called rarely.
+    pub async fn accounting_jobs_since(
+        &self,
+        since_unix: i64,
+        user: Option<&str>,
+    ) -> Result<Vec<JobInfo>, ClientError> {
+        let since = since_unix.to_string();
+        let resp = self
+            .call("accounting_jobs_since", Idempotency::Idempotent, |api| {
+                // Filters 27 (skip_steps), 28 (start_time) and 32 (users) of 34.
+                api.slurmdb_v0042_get_jobs(
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    Some("true"),
+                    Some(&since),
+                    None,
+                    None,
+                    None,
+                    user,
+                    None,
+                    None,
+                )
+            })
+            .await?;
+        Ok(resp
+            .jobs
+            .iter()
+            .flat_map(|j| j.0.iter())
+            .filter_map(convert::accounting_job)
+            .collect())
+    }
+
     /// The controllers' ping answers. Beware: a rejected token still gets 200 with "DOWN".
     pub async fn ping(&self) -> Result<Vec<Ping>, ClientError> {
         let resp = self
