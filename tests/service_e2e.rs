@@ -419,6 +419,52 @@ async fn create_task_retried_after_a_restart_and_after_its_job_aged_out_submits_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_link_templates_become_task_logs() {
+    let env = mock().await;
+    let mut d = deployment(&env);
+    d.log_links = slurm_connector::staging::logs::parse_log_links(
+        "Job dashboard=https://ood.example/jobs/{cluster}/{job_id};stdout=https://files.example/view?path={stdout}",
+    )
+    .unwrap();
+    let server = Server::start(d).await;
+    let mut c = server.client().await;
+    let req = fixture("script_no_io.pb");
+    let meta = c.create_task(req).await.unwrap().into_inner().resource_meta;
+    let m: serde_json::Value = serde_json::from_slice(&meta).unwrap();
+    let got = c
+        .get_task(GetTaskRequest {
+            resource_meta: meta.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .resource
+        .unwrap();
+    let links: Vec<(String, String)> = got
+        .log_links
+        .iter()
+        .map(|l| (l.name.clone(), l.uri.clone()))
+        .collect();
+    assert_eq!(
+        links[0],
+        (
+            "Job dashboard".to_string(),
+            format!("https://ood.example/jobs/mock/{}", m["job_id"])
+        )
+    );
+    // Paths are percent-encoded: a job path cannot change the link's host or query.
+    assert!(
+        links[1]
+            .1
+            .starts_with("https://files.example/view?path=%2F"),
+        "{links:?}"
+    );
+    server.stop().await;
+    env.mock.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slurmrestd_outage_gives_no_get_task_error_and_no_wrong_phase() {
     let env = mock().await;
     let server = Server::start(deployment(&env)).await;

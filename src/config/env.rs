@@ -48,6 +48,10 @@ pub(super) fn apply(
         cfg.terminal_ttl = parse_duration(&v)
             .map_err(|p| ConfigError::invalid("FLYTE_SLURM_TERMINAL_TTL", &v, p))?;
     }
+    if let Some(v) = var("FLYTE_SLURM_LOG_LINKS") {
+        cfg.log_links = crate::staging::logs::parse_log_links(&v)
+            .map_err(|e| ConfigError::invalid("FLYTE_SLURM_LOG_LINKS", &v, e.to_string()))?;
+    }
     if let Some(v) = var("FLYTE_SLURM_ALLOW_TASK_CREDENTIALS") {
         cfg.allow_task_credentials = parse_bool("FLYTE_SLURM_ALLOW_TASK_CREDENTIALS", &v)?;
     }

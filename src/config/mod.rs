@@ -75,6 +75,8 @@ pub struct DeploymentConfig {
     /// Ceiling for connector-side output uploads (`FLYTE_SLURM_CONNECTOR_UPLOAD_MAX_BYTES`;
     /// None = no limit). Kept as text too: a malformed value fails the task, not the startup.
     pub upload_max_bytes: UploadLimit,
+    /// `FLYTE_SLURM_LOG_LINKS`: links shown in Flyte's UI for every task (`{job_id}`, ...).
+    pub log_links: Vec<crate::staging::logs::LogLinkTemplate>,
     /// True when no slurmrestd is configured at all: `serve` starts the embedded stand-in.
     pub embedded: bool,
 }
@@ -151,6 +153,7 @@ impl DeploymentConfig {
             terminal_ttl: DEFAULT_TERMINAL_TTL,
             allow_task_credentials: false,
             upload_max_bytes: UploadLimit::Bytes(DEFAULT_UPLOAD_MAX_BYTES),
+            log_links: Vec::new(),
             embedded: false,
         }
     }

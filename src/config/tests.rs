@@ -262,3 +262,21 @@ fn units() {
     assert_eq!(parse_bytes("512MiB").unwrap(), 512 << 20);
     assert!(parse_bytes("5 parsecs").is_err());
 }
+
+#[test]
+fn log_links_are_parsed_and_a_bad_one_names_the_variable() {
+    let env = |k: &str| match k {
+        "FLYTE_SLURM_LOG_LINKS" => Some("OnDemand=https://ood.example/{job_id}".to_string()),
+        _ => None,
+    };
+    let cfg = DeploymentConfig::load_with(&env, None).unwrap();
+    assert_eq!(cfg.log_links.len(), 1);
+    let bad = |k: &str| match k {
+        "FLYTE_SLURM_LOG_LINKS" => Some("no-equals-sign".to_string()),
+        _ => None,
+    };
+    let e = DeploymentConfig::load_with(&bad, None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("FLYTE_SLURM_LOG_LINKS"), "{e}");
+}

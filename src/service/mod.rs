@@ -188,7 +188,7 @@ impl Connector {
     pub async fn get(&self, raw_meta: &[u8]) -> Result<Resource, Status> {
         let (rt, m) = self.locate(raw_meta)?;
         let snap = rt.tracker.status(m.job_id).await;
-        Ok(status::resource(&rt, &m, snap, &self.ceiling).await)
+        Ok(status::resource(&rt, &m, snap, &self.ceiling, &self.deployment.log_links).await)
     }
 
     /// DeleteTask: cancel; already finished or unknown jobs are a success.

@@ -111,11 +111,36 @@ fn blob_literal(b: &OutputBlob) -> NamedLiteral {
 
 /// The whole GetTask resource. Never fails: staging problems become part of the message (or,
 /// for declared outputs, the task's failure), never an RPC error.
+/// The deployment's log-link templates filled in for this job (percent-encoded values).
+fn log_links(
+    templates: &[staging::logs::LogLinkTemplate],
+    meta: &ResourceMeta,
+) -> Vec<crate::proto::core::TaskLog> {
+    let job_id = meta.job_id.to_string();
+    let vars = staging::logs::LogVars {
+        job_id: &job_id,
+        stdout: &meta.stdout,
+        stderr: &meta.stderr,
+        cluster: &meta.cluster,
+    };
+    staging::logs::render_links(templates, &vars)
+        .into_iter()
+        .map(|(name, uri)| crate::proto::core::TaskLog {
+            uri,
+            name,
+            show_while_pending: true,
+            ready: true,
+            ..Default::default()
+        })
+        .collect()
+}
+
 pub async fn resource(
     rt: &ClusterRuntime,
     meta: &ResourceMeta,
     snap: JobSnapshot,
     ceiling: &Result<staging::Ceiling, String>,
+    log_templates: &[staging::logs::LogLinkTemplate],
 ) -> Resource {
     let mut phase = snap.phase;
     let mut msg = message(meta, &snap);
@@ -211,7 +236,7 @@ pub async fn resource(
     Resource {
         outputs,
         message: msg,
-        log_links: Vec::new(),
+        log_links: log_links(log_templates, meta),
         phase: phase as i32,
         custom_info: Some(crate::proto::json_to_struct(&custom_info)),
     }
