@@ -164,6 +164,86 @@ fn a_failing_script_fails_submit_with_the_stderr_tail() {
 }
 
 #[test]
+fn detach_then_cancel_ends_the_job_cancelled() {
+    let data = std::env::temp_dir().join(format!("sc-cli-e2e-cancel-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let (_serve, port) = start_serve(&data);
+    let script = data.join("long.sbatch");
+    std::fs::write(&script, "#!/bin/bash\necho started\nsleep 300\n").unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let out = connector()
+        .args([
+            "submit",
+            script.to_str().unwrap(),
+            "--connector",
+            &url,
+            "--detach",
+        ])
+        .env("FLYTE_SLURM_DATA_DIR", &data)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let meta = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("created: "))
+        .unwrap()
+        .to_string();
+    let out = connector()
+        .args(["submit", "--connector", &url, "--cancel", &meta])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The backend's view: GetTask reaches ABORTED.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let phase = rt.block_on(async {
+        use slurm_connector::proto::connector::GetTaskRequest;
+        use slurm_connector::proto::connector::async_connector_service_client::AsyncConnectorServiceClient;
+        let mut c = AsyncConnectorServiceClient::connect(url.clone()).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let r = c
+                .get_task(GetTaskRequest { resource_meta: meta.clone().into_bytes(), ..Default::default() })
+                .await
+                .unwrap()
+                .into_inner()
+                .resource
+                .unwrap();
+            if r.phase == slurm_connector::proto::core::task_execution::Phase::Aborted as i32 || Instant::now() > deadline {
+                return r.phase;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    });
+    assert_eq!(
+        phase,
+        slurm_connector::proto::core::task_execution::Phase::Aborted as i32
+    );
+    // Cancelling again is fine: DeleteTask is idempotent.
+    let again = connector()
+        .args(["submit", "--connector", &url, "--cancel", &meta])
+        .output()
+        .unwrap();
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+#[test]
 fn render_prints_the_submit_body_and_refuses_bad_tasks() {
     let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/requests");
     let out = connector()

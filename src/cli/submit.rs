@@ -18,7 +18,7 @@ use crate::proto::core::task_execution::Phase;
 #[derive(Debug, clap::Args)]
 pub struct SubmitArgs {
     /// A batch script to run as a `slurm_script` task (its `#SBATCH` lines are honoured).
-    #[arg(conflicts_with = "request", required_unless_present = "request")]
+    #[arg(conflicts_with = "request", required_unless_present_any = ["request", "cancel"])]
     pub script: Option<PathBuf>,
     /// A CreateTaskRequest to send as is (binary `.pb` or protobuf `.json`).
     #[arg(long)]
@@ -48,6 +48,10 @@ pub struct SubmitArgs {
     /// Print the resource_meta after CreateTask and stop (the job keeps running).
     #[arg(long)]
     pub detach: bool,
+    /// Cancel a task started with `--detach`: its resource_meta as printed (`{"v":1,...}`), or
+    /// `@FILE` holding it. Sends DeleteTask and exits.
+    #[arg(long, value_name = "RESOURCE_META", conflicts_with_all = ["script", "request"])]
+    pub cancel: Option<String>,
     /// Cancel the task (DeleteTask) after this many seconds: exercises abort end to end.
     #[arg(long, value_name = "SECONDS")]
     pub cancel_after: Option<u64>,
@@ -139,7 +143,48 @@ fn terminal(p: i32) -> bool {
 }
 
 /// Run the command; the exit code is 0 only when the task SUCCEEDED (or was detached).
+async fn connect(url: &str) -> Result<AsyncConnectorServiceClient<Channel>, SubmitError> {
+    let connect_err = |e: &dyn std::fmt::Display| SubmitError::Connect {
+        url: url.to_string(),
+        detail: e.to_string(),
+    };
+    let channel = Channel::from_shared(url.to_string())
+        .map_err(|e| connect_err(&e))?
+        .connect()
+        .await
+        .map_err(|e| connect_err(&e))?;
+    Ok(AsyncConnectorServiceClient::new(channel))
+}
+
+/// `--cancel META`: DeleteTask for a detached task. The task type is not in our resource_meta,
+/// and the connector does not need it to cancel.
+async fn cancel(args: &SubmitArgs, meta: &str) -> Result<u8, SubmitError> {
+    let meta = match meta.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|source| SubmitError::Script {
+                path: path.to_string(),
+                source,
+            })?
+            .trim()
+            .to_string(),
+        None => meta.to_string(),
+    };
+    let mut client = connect(&args.connector).await?;
+    client
+        .delete_task(DeleteTaskRequest {
+            resource_meta: meta.into_bytes(),
+            ..Default::default()
+        })
+        .await
+        .map_err(rpc("DeleteTask"))?;
+    println!("cancelled");
+    Ok(0)
+}
+
 pub async fn run(args: SubmitArgs) -> Result<u8, SubmitError> {
+    if let Some(meta) = &args.cancel {
+        return cancel(&args, meta).await;
+    }
     let req = build_request(&args)?;
     let task_type = req
         .template
@@ -147,18 +192,7 @@ pub async fn run(args: SubmitArgs) -> Result<u8, SubmitError> {
         .map(|t| t.r#type.clone())
         .unwrap_or_default();
     let output_prefix = req.output_prefix.clone();
-    let channel = Channel::from_shared(args.connector.clone())
-        .map_err(|e| SubmitError::Connect {
-            url: args.connector.clone(),
-            detail: e.to_string(),
-        })?
-        .connect()
-        .await
-        .map_err(|e| SubmitError::Connect {
-            url: args.connector.clone(),
-            detail: e.to_string(),
-        })?;
-    let mut client = AsyncConnectorServiceClient::new(channel);
+    let mut client = connect(&args.connector).await?;
     let started = Instant::now();
     let meta = client
         .create_task(req)
