@@ -267,8 +267,9 @@ fn meta_for(id: JobId, e: &Env) -> Vec<u8> {
 const POLLERS: usize = 100;
 const GET_WINDOW: Duration = Duration::from_secs(10);
 
-/// Runs `POLLERS` loops calling `call` on random metas for `GET_WINDOW`; sorted latencies.
-async fn poll_window<F, Fut>(metas: Arc<Vec<Vec<u8>>>, call: F) -> Vec<Duration>
+/// Runs `POLLERS` loops calling `call` on spread-out metas for `GET_WINDOW`, each pausing
+/// `pause` between calls (zero: closed loop, i.e. saturation); sorted latencies.
+async fn poll_window<F, Fut>(metas: Arc<Vec<Vec<u8>>>, pause: Duration, call: F) -> Vec<Duration>
 where
     F: Fn(Vec<u8>) -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = ()> + Send,
@@ -286,6 +287,9 @@ where
                 let t = Instant::now();
                 call(metas[i].clone()).await;
                 lat.push(t.elapsed());
+                if !pause.is_zero() {
+                    tokio::time::sleep(pause).await;
+                }
             }
             lat
         }));
@@ -332,14 +336,22 @@ async fn gettask(e: &Env) {
         .collect::<Vec<_>>()
         .await;
     eprintln!("adopted {n} jobs through GetTask in {:?}", t.elapsed());
-    let lat = poll_window(metas.clone(), move |m| {
-        let mut c = client.clone();
-        async move {
-            c.get_task(get_req(&m)).await.expect("GetTask never fails");
-        }
-    })
-    .await;
-    report("grpc", &lat);
+    // Paced: each poller every 50 ms (2k GetTask/s in all, 10k tasks polled every 5 s), then
+    // closed loop (every poller back-to-back: the saturation point, latency = queueing).
+    for (what, pause) in [
+        ("grpc paced 50ms", Duration::from_millis(50)),
+        ("grpc closed-loop", Duration::ZERO),
+    ] {
+        let client = client.clone();
+        let lat = poll_window(metas.clone(), pause, move |m| {
+            let mut c = client.clone();
+            async move {
+                c.get_task(get_req(&m)).await.expect("GetTask never fails");
+            }
+        })
+        .await;
+        report(what, &lat);
+    }
     server.stop.send(()).ok();
     server.task.await.unwrap();
 
@@ -360,14 +372,20 @@ async fn gettask(e: &Env) {
     let mut clusters = BTreeMap::new();
     clusters.insert("mock".to_string(), rt);
     let conn = Arc::new(Connector::new(d, clusters, Metrics::new()));
-    let lat = poll_window(metas, move |m| {
+    for (what, pause) in [
+        ("service paced 50ms", Duration::from_millis(50)),
+        ("service closed-loop", Duration::ZERO),
+    ] {
         let conn = conn.clone();
-        async move {
-            conn.get(&m).await.expect("get");
-        }
-    })
-    .await;
-    report("service", &lat);
+        let lat = poll_window(metas.clone(), pause, move |m| {
+            let conn = conn.clone();
+            async move {
+                conn.get(&m).await.expect("get");
+            }
+        })
+        .await;
+        report(what, &lat);
+    }
     stop_tx.send(()).ok();
     poll.await.unwrap();
 }
@@ -382,15 +400,19 @@ fn fixture(name: &str) -> CreateTaskRequest {
         kind: Some(prost_types::value::Kind::StructValue(sb)),
     }) = custom.fields.get_mut("sbatch")
     {
-        // The mock has one partition; held, so nothing runs and both sides do the same work.
+        // The mock has one partition.
         sb.fields.remove("partition");
-        sb.fields.insert(
-            "hold".into(),
-            prost_types::Value {
-                kind: Some(prost_types::value::Kind::BoolValue(true)),
-            },
-        );
     }
+    // Held (a directive: `sbatch.hold` is no key of the task config), so nothing runs and both
+    // sides do the same work.
+    custom.fields.insert(
+        "script".into(),
+        prost_types::Value {
+            kind: Some(prost_types::value::Kind::StringValue(
+                "#!/bin/bash\n#SBATCH --hold\nsleep 3600\n".into(),
+            )),
+        },
+    );
     req
 }
 
