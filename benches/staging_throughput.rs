@@ -122,7 +122,10 @@ fn main() {
     let (c, o) = (median(&mut cp_s), median(&mut ours_s));
     let mib = size as f64 / (1 << 20) as f64;
     println!("== staging: {mib:.0} MiB file, local backend → file:// store, {ROUNDS} rounds");
-    println!("cp: median {c:.3} s ({:.0} MiB/s); runs {cp_s:.3?}", mib / c);
+    println!(
+        "cp: median {c:.3} s ({:.0} MiB/s); runs {cp_s:.3?}",
+        mib / c
+    );
     println!(
         "staging: median {o:.3} s ({:.0} MiB/s); runs {ours_s:.3?}",
         mib / o
