@@ -96,19 +96,24 @@ fn main() {
             &format!("ours-{round}.bin"),
         );
         let t = Instant::now();
-        let transfer = outputs::start(
-            staging.clone(),
-            format!("{round}"),
-            vec![DeclaredOutput {
-                name: "big".into(),
-                kind: OutputKind::File,
-                upload: UploadMode::Connector,
-                written_to: format!("{PREFIX}/big.bin"),
-                uri,
-            }],
-            Ok(Ceiling::Unlimited),
-        );
-        let outcome = rt.block_on(transfer.wait());
+        let staging = staging.clone();
+        // Transfer::spawn needs a runtime: start and wait inside it.
+        let outcome = rt.block_on(async move {
+            outputs::start(
+                staging,
+                format!("{round}"),
+                vec![DeclaredOutput {
+                    name: "big".into(),
+                    kind: OutputKind::File,
+                    upload: UploadMode::Connector,
+                    written_to: format!("{PREFIX}/big.bin"),
+                    uri,
+                }],
+                Ok(Ceiling::Unlimited),
+            )
+            .wait()
+            .await
+        });
         ours_s.push(t.elapsed().as_secs_f64());
         assert!(
             matches!(outcome, TransferOutcome::Succeeded(_)),
