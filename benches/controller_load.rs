@@ -438,25 +438,6 @@ async fn create(e: &Env) {
     let base = fixture("script_no_io.pb");
     let d = deployment(e, Duration::from_secs(5));
     let render_cfg = slurm_connector::service::cluster::render_config(&d.clusters["mock"]);
-    // Warm up both paths (the first CreateTask indexes the cluster's jobs once).
-    c.create_task(with_attempt(&base, 100_000)).await.unwrap();
-    e.mock.reset_stats();
-    let (mut ours, mut raw) = (Vec::new(), Vec::new());
-    for i in 0..CREATES {
-        let req = with_attempt(&base, i);
-        // The same body CreateTask sends: rendered from the same request.
-        let spec = convert::task_spec(&req).expect("spec");
-        let rendered = slurm_connector::render::render(&spec, &render_cfg).expect("render");
-        let t = Instant::now();
-        e.client.submit(&rendered.job).await.expect("raw submit");
-        raw.push(t.elapsed().as_secs_f64() * 1e6);
-        // Another attempt, so CreateTask submits a fresh job rather than returning the raw one
-        // (same fixture, same size of body; only the attempt number in name/comment differs).
-        let req = with_attempt(&base, CREATES + i);
-        let t = Instant::now();
-        c.create_task(req).await.expect("CreateTask");
-        ours.push(t.elapsed().as_secs_f64() * 1e6);
-    }
     // The service layer alone (Connector::create: convert, render, key lock, submit, track),
     // to split CreateTask's overhead into gRPC and the connector's own work.
     let rt = Arc::new(
@@ -471,25 +452,39 @@ async fn create(e: &Env) {
     let mut clusters = BTreeMap::new();
     clusters.insert("mock".to_string(), rt);
     let conn = Connector::new(d, clusters, Metrics::new());
+    // Warm up all paths (the first CreateTask of each indexes the cluster's jobs once).
+    c.create_task(with_attempt(&base, 100_000)).await.unwrap();
     conn.create(&with_attempt(&base, 100_001)).await.unwrap();
-    let mut svc = Vec::new();
+    e.mock.reset_stats();
+    let (mut ours, mut raw, mut svc) = (Vec::new(), Vec::new(), Vec::new());
+    // The three series interleaved, so machine load hits them alike.
     for i in 0..CREATES {
+        let req = with_attempt(&base, i);
+        // The same body CreateTask sends: rendered from the same request.
+        let spec = convert::task_spec(&req).expect("spec");
+        let rendered = slurm_connector::render::render(&spec, &render_cfg).expect("render");
+        let t = Instant::now();
+        e.client.submit(&rendered.job).await.expect("raw submit");
+        raw.push(t.elapsed().as_secs_f64() * 1e6);
+        // Other attempts, so CreateTask submits a fresh job rather than returning the raw one
+        // (same fixture, same size of body; only the attempt number in name/comment differs).
+        let req = with_attempt(&base, CREATES + i);
+        let t = Instant::now();
+        c.create_task(req).await.expect("CreateTask");
+        ours.push(t.elapsed().as_secs_f64() * 1e6);
         let req = with_attempt(&base, 2 * CREATES + i);
         let t = Instant::now();
         conn.create(&req).await.expect("Connector::create");
         svc.push(t.elapsed().as_secs_f64() * 1e6);
     }
-    let ms = median(&mut svc);
-    println!(
-        "Connector::create (no gRPC) median {ms:.0} µs, ratio to raw submit {:.3}",
-        ms / median(&mut raw)
-    );
     let s = e.mock.stats();
-    let (mo, mr) = (median(&mut ours), median(&mut raw));
+    let (mo, mr, ms) = (median(&mut ours), median(&mut raw), median(&mut svc));
     println!(
-        "CreateTask median {mo:.0} µs, raw submit median {mr:.0} µs, ratio {:.3} \
+        "CreateTask (gRPC) median {mo:.0} µs, Connector::create median {ms:.0} µs, raw submit \
+         median {mr:.0} µs; ratios gRPC {:.3}, service {:.3} \
          (submits counted by the mock: {}, other requests: {})",
         mo / mr,
+        ms / mr,
         s.count("submit"),
         s.total() - s.count("submit")
     );
