@@ -1,0 +1,570 @@
+//! Load driver for issue 9's connector figures (a `harness = false` bench: criterion's
+//! statistics fit micro-benchmarks, not "requests per tick against a live mock").
+//!
+//! `cargo bench --bench controller_load -- SECTION...` with sections:
+//! - `load`: slurmrestd requests per poll tick with 10, 100, 1k, 10k tracked jobs (mock counters).
+//! - `gettask`: GetTask p50/p99 with 10k tracked jobs and 100 concurrent pollers, through gRPC
+//!   (`serve_with`) and straight at the service layer (`Connector::get`).
+//! - `create`: CreateTask wall time ÷ a raw slurmrestd submit of the same rendered body.
+//! - `memory`: bytes per tracked job and RSS at 100k tracked jobs (run it alone: RSS is per process).
+//!
+//! No section: `load gettask create`. Jobs are submitted held (`hold: true`) so they stay PENDING
+//! and the mock spawns nothing: the figures are the connector's, not the batch scripts'.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use mock_slurmrestd::{MockConfig, MockHandle, MockServer};
+use prost::Message;
+use slurm_connector::config::{AuthConfig, ClusterConfig, DeploymentConfig};
+use slurm_connector::proto::connector::async_connector_service_client::AsyncConnectorServiceClient;
+use slurm_connector::proto::connector::{CreateTaskRequest, GetTaskRequest, TaskCategory};
+use slurm_connector::service::cluster::ClusterRuntime;
+use slurm_connector::service::meta::{META_VERSION, ResourceMeta};
+use slurm_connector::service::metrics::Metrics;
+use slurm_connector::service::{Connector, convert, serve_with};
+use slurm_connector::slurmrestd::{Auth, Client, ClientConfig, JobDescription, JobId, Secret};
+use slurm_connector::tracker::{SlurmApi, Tracker, TrackerConfig};
+use tonic::transport::Channel;
+
+const KEY: &[u8] = b"bench-controller-load-key-0123456789abcdef";
+const SIZES: [usize; 4] = [10, 100, 1_000, 10_000];
+const TICKS: usize = 10;
+
+fn main() {
+    let mut sections: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    if sections.is_empty() {
+        sections = ["load", "gettask", "create"].map(String::from).to_vec();
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    for s in &sections {
+        match s.as_str() {
+            "memory" => rt.block_on(memory::run()),
+            "load" | "gettask" | "create" => rt.block_on(with_mock(s)),
+            other => {
+                eprintln!("unknown section `{other}`; use load, gettask, create or memory");
+                std::process::exit(2);
+            }
+        }
+    }
+}
+
+struct Env {
+    mock: MockHandle,
+    client: Client,
+    token: String,
+    workdir: std::path::PathBuf,
+}
+
+async fn env() -> Env {
+    let workdir = std::env::temp_dir().join(format!("bench-load-{}", std::process::id()));
+    std::fs::create_dir_all(workdir.join("jobs")).expect("workdir");
+    let cfg = MockConfig {
+        jwt_key: KEY.to_vec(),
+        nodes: 4,
+        cpus: 64,
+        min_job_age: Duration::from_secs(3600),
+        state_dir: Some(workdir.join("state")),
+        ..MockConfig::default()
+    };
+    let mock = MockServer::start(cfg, "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("mock-slurmrestd");
+    let token = mock.mint_token("flyte", Duration::from_secs(3600));
+    let cc = ClientConfig::new(
+        "mock",
+        url::Url::parse(&mock.url()).unwrap(),
+        Auth::Static {
+            token: Secret::new(token.clone()),
+        },
+    );
+    Env {
+        client: Client::new(cc).expect("client"),
+        mock,
+        token,
+        workdir,
+    }
+}
+
+async fn with_mock(section: &str) {
+    let e = env().await;
+    match section {
+        "load" => load(&e).await,
+        "gettask" => gettask(&e).await,
+        "create" => create(&e).await,
+        _ => unreachable!(),
+    }
+    e.mock.shutdown().await;
+    let _ = std::fs::remove_dir_all(&e.workdir);
+}
+
+fn held_job(i: usize, workdir: &Path) -> JobDescription {
+    JobDescription {
+        name: format!("bench-{i}"),
+        script: "#!/bin/bash\nsleep 3600\n".into(),
+        current_working_directory: workdir.join("jobs").display().to_string(),
+        environment: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        hold: Some(true),
+        ..JobDescription::default()
+    }
+}
+
+/// Submits held jobs `from..to`, 32 in flight.
+async fn submit_held(e: &Env, from: usize, to: usize) -> Vec<JobId> {
+    futures::stream::iter(from..to)
+        .map(|i| {
+            let c = e.client.clone();
+            let d = held_job(i, &e.workdir);
+            async move { c.submit(&d).await.expect("submit") }
+        })
+        .buffer_unordered(32)
+        .collect()
+        .await
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn pct(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i]
+}
+
+/// Requests per tick: one tracker over the real client, fed 10 … 10k jobs.
+async fn load(e: &Env) {
+    println!("== load: slurmrestd requests per poll tick (mock counters, {TICKS} ticks each)");
+    println!("tracked\trequests/tick\tjobs_state/tick\tother/tick\tmedian tick ms");
+    let mut ids = Vec::new();
+    for n in SIZES {
+        let t = Instant::now();
+        ids.extend(submit_held(e, ids.len(), n).await);
+        eprintln!("submitted {n} held jobs in {:?}", t.elapsed());
+        let tracker = Tracker::new(
+            "mock",
+            Arc::new(e.client.clone()) as Arc<dyn SlurmApi>,
+            TrackerConfig::default(),
+        );
+        for id in &ids {
+            tracker.track(*id);
+        }
+        tracker.tick().await; // the first answer for every job
+        e.mock.reset_stats();
+        let mut took = Vec::new();
+        for _ in 0..TICKS {
+            let t = Instant::now();
+            tracker.tick().await;
+            took.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        let s = e.mock.stats();
+        let per = |x: u64| x as f64 / TICKS as f64;
+        let state = s.count("jobs_state");
+        println!(
+            "{n}\t{:.2}\t{:.2}\t{:.2}\t{:.2}",
+            per(s.total()),
+            per(state),
+            per(s.total() - state),
+            median(&mut took)
+        );
+        assert_eq!(
+            s.total(),
+            state,
+            "only jobs/state is polled for held jobs: {s:?}"
+        );
+    }
+}
+
+fn deployment(e: &Env, poll: Duration) -> DeploymentConfig {
+    let mut d = DeploymentConfig::empty();
+    d.poll_interval = poll;
+    d.clusters.insert(
+        "mock".into(),
+        ClusterConfig {
+            name: "mock".into(),
+            restd_url: url::Url::parse(&e.mock.url()).unwrap(),
+            api_version: "v0.0.42".into(),
+            username: None,
+            auth: Some(AuthConfig::Token(Secret::new(e.token.clone()))),
+            working_dir: Some(e.workdir.join("jobs").display().to_string()),
+            shared_mounts: Vec::new(),
+            default_partition: None,
+            ssh_hosts: vec!["login1".into()],
+            stager_url: None,
+            stager_token_file: None,
+        },
+    );
+    d.default_cluster = "mock".into();
+    d
+}
+
+struct Server {
+    addr: std::net::SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+async fn start_server(d: DeploymentConfig) -> Server {
+    let g = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let m = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = g.local_addr().unwrap();
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        serve_with(d, g, m, async {
+            rx.await.ok();
+        })
+        .await
+        .expect("serve");
+    });
+    Server { addr, stop, task }
+}
+
+async fn grpc_client(addr: std::net::SocketAddr) -> AsyncConnectorServiceClient<Channel> {
+    for _ in 0..100 {
+        if let Ok(c) = AsyncConnectorServiceClient::connect(format!("http://{addr}")).await {
+            return c;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("connector did not start");
+}
+
+fn get_req(meta: &[u8]) -> GetTaskRequest {
+    GetTaskRequest {
+        resource_meta: meta.to_vec(),
+        task_category: Some(TaskCategory {
+            name: "slurm_script".into(),
+            version: 0,
+        }),
+        ..Default::default()
+    }
+}
+
+fn meta_for(id: JobId, e: &Env) -> Vec<u8> {
+    let dir = e.workdir.join("jobs").display().to_string();
+    ResourceMeta {
+        v: META_VERSION,
+        cluster: "mock".into(),
+        job_id: id,
+        job_name: format!("bench-{id}"),
+        stdout: format!("{dir}/slurm-{id}.out"),
+        stderr: format!("{dir}/slurm-{id}.err"),
+        outputs: BTreeMap::new(),
+    }
+    .encode()
+}
+
+const POLLERS: usize = 100;
+const GET_WINDOW: Duration = Duration::from_secs(10);
+
+/// Runs `POLLERS` loops calling `call` on spread-out metas for `GET_WINDOW`, each pausing
+/// `pause` between calls (zero: closed loop, i.e. saturation); sorted latencies.
+async fn poll_window<F, Fut>(metas: Arc<Vec<Vec<u8>>>, pause: Duration, call: F) -> Vec<Duration>
+where
+    F: Fn(Vec<u8>) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let until = Instant::now() + GET_WINDOW;
+    let mut tasks = Vec::new();
+    for p in 0..POLLERS {
+        let metas = metas.clone();
+        let call = call.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            let mut i = p * 97;
+            while Instant::now() < until {
+                i = (i + 7919) % metas.len();
+                let t = Instant::now();
+                call(metas[i].clone()).await;
+                lat.push(t.elapsed());
+                if !pause.is_zero() {
+                    tokio::time::sleep(pause).await;
+                }
+            }
+            lat
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    all.sort();
+    all
+}
+
+fn report(what: &str, lat: &[Duration]) {
+    println!(
+        "{what}\tcalls={}\t{:.0}/s\tp50={:?}\tp99={:?}\tmax={:?}",
+        lat.len(),
+        lat.len() as f64 / GET_WINDOW.as_secs_f64(),
+        pct(lat, 0.50),
+        pct(lat, 0.99),
+        lat.last().unwrap()
+    );
+}
+
+/// GetTask latency with 10k tracked jobs, 100 concurrent pollers.
+async fn gettask(e: &Env) {
+    let n = 10_000;
+    let t = Instant::now();
+    let ids = submit_held(e, 0, n).await;
+    eprintln!("submitted {n} held jobs in {:?}", t.elapsed());
+    let metas: Arc<Vec<Vec<u8>>> = Arc::new(ids.iter().map(|id| meta_for(*id, e)).collect());
+    println!("== gettask: {n} tracked jobs, {POLLERS} concurrent pollers, {GET_WINDOW:?} each");
+
+    // 1. Through gRPC: a tonic client (HTTP/2, one channel) against serve_with.
+    let server = start_server(deployment(e, Duration::from_secs(5))).await;
+    let client = grpc_client(server.addr).await;
+    // Adopt all 10k first (a connector restarted under load does the same), then measure.
+    let t = Instant::now();
+    futures::stream::iter(metas.iter().cloned())
+        .map(|m| {
+            let mut c = client.clone();
+            async move { c.get_task(get_req(&m)).await.expect("GetTask") }
+        })
+        .buffer_unordered(POLLERS)
+        .collect::<Vec<_>>()
+        .await;
+    eprintln!("adopted {n} jobs through GetTask in {:?}", t.elapsed());
+    // Paced: each poller every 50 ms (2k GetTask/s in all, 10k tasks polled every 5 s), then
+    // closed loop (every poller back-to-back: the saturation point, latency = queueing).
+    for (what, pause) in [
+        ("grpc paced 50ms", Duration::from_millis(50)),
+        ("grpc closed-loop", Duration::ZERO),
+    ] {
+        let client = client.clone();
+        let lat = poll_window(metas.clone(), pause, move |m| {
+            let mut c = client.clone();
+            async move {
+                c.get_task(get_req(&m)).await.expect("GetTask never fails");
+            }
+        })
+        .await;
+        report(what, &lat);
+    }
+    server.stop.send(()).ok();
+    server.task.await.unwrap();
+
+    // 2. The service layer alone: Connector::get (decode meta, tracker cache, build Resource).
+    let d = deployment(e, Duration::from_secs(5));
+    let cfg = d.clusters["mock"].clone();
+    let rt = Arc::new(
+        ClusterRuntime::build(cfg, TrackerConfig::default(), None, None).expect("cluster"),
+    );
+    for id in &ids {
+        rt.tracker.track(*id);
+    }
+    rt.tracker.tick().await;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let poll = tokio::spawn(rt.tracker.clone().run(async {
+        stop_rx.await.ok();
+    }));
+    let mut clusters = BTreeMap::new();
+    clusters.insert("mock".to_string(), rt);
+    let conn = Arc::new(Connector::new(d, clusters, Metrics::new()));
+    for (what, pause) in [
+        ("service paced 50ms", Duration::from_millis(50)),
+        ("service closed-loop", Duration::ZERO),
+    ] {
+        let conn = conn.clone();
+        let lat = poll_window(metas.clone(), pause, move |m| {
+            let conn = conn.clone();
+            async move {
+                conn.get(&m).await.expect("get");
+            }
+        })
+        .await;
+        report(what, &lat);
+    }
+    stop_tx.send(()).ok();
+    poll.await.unwrap();
+}
+
+fn fixture(name: &str) -> CreateTaskRequest {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/requests")
+        .join(name);
+    let mut req = CreateTaskRequest::decode(std::fs::read(&p).unwrap().as_slice()).unwrap();
+    let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
+    if let Some(prost_types::Value {
+        kind: Some(prost_types::value::Kind::StructValue(sb)),
+    }) = custom.fields.get_mut("sbatch")
+    {
+        // The mock has one partition.
+        sb.fields.remove("partition");
+    }
+    // Held (a directive: `sbatch.hold` is no key of the task config), so nothing runs and both
+    // sides do the same work.
+    custom.fields.insert(
+        "script".into(),
+        prost_types::Value {
+            kind: Some(prost_types::value::Kind::StringValue(
+                "#!/bin/bash\n#SBATCH --hold\nsleep 3600\n".into(),
+            )),
+        },
+    );
+    req
+}
+
+fn with_attempt(req: &CreateTaskRequest, attempt: u32) -> CreateTaskRequest {
+    let mut r = req.clone();
+    r.task_execution_metadata
+        .as_mut()
+        .unwrap()
+        .task_execution_id
+        .as_mut()
+        .unwrap()
+        .retry_attempt = attempt;
+    r
+}
+
+const CREATES: u32 = 300;
+
+/// CreateTask (gRPC, fresh execution each time) ÷ raw submit of the same rendered body.
+async fn create(e: &Env) {
+    println!("== create: CreateTask ÷ raw slurmrestd submit, {CREATES} pairs, interleaved");
+    let server = start_server(deployment(e, Duration::from_secs(5))).await;
+    let mut c = grpc_client(server.addr).await;
+    let base = fixture("script_no_io.pb");
+    let d = deployment(e, Duration::from_secs(5));
+    let render_cfg = slurm_connector::service::cluster::render_config(&d.clusters["mock"]);
+    // The service layer alone (Connector::create: convert, render, key lock, submit, track),
+    // to split CreateTask's overhead into gRPC and the connector's own work.
+    let rt = Arc::new(
+        ClusterRuntime::build(
+            d.clusters["mock"].clone(),
+            TrackerConfig::default(),
+            None,
+            None,
+        )
+        .expect("cluster"),
+    );
+    let mut clusters = BTreeMap::new();
+    clusters.insert("mock".to_string(), rt);
+    let conn = Connector::new(d, clusters, Metrics::new());
+    // Warm up all paths (the first CreateTask of each indexes the cluster's jobs once).
+    c.create_task(with_attempt(&base, 100_000)).await.unwrap();
+    conn.create(&with_attempt(&base, 100_001)).await.unwrap();
+    e.mock.reset_stats();
+    let (mut ours, mut raw, mut svc) = (Vec::new(), Vec::new(), Vec::new());
+    // The three series interleaved, so machine load hits them alike.
+    for i in 0..CREATES {
+        let req = with_attempt(&base, i);
+        // The same body CreateTask sends: rendered from the same request.
+        let spec = convert::task_spec(&req).expect("spec");
+        let rendered = slurm_connector::render::render(&spec, &render_cfg).expect("render");
+        let t = Instant::now();
+        e.client.submit(&rendered.job).await.expect("raw submit");
+        raw.push(t.elapsed().as_secs_f64() * 1e6);
+        // Other attempts, so CreateTask submits a fresh job rather than returning the raw one
+        // (same fixture, same size of body; only the attempt number in name/comment differs).
+        let req = with_attempt(&base, CREATES + i);
+        let t = Instant::now();
+        c.create_task(req).await.expect("CreateTask");
+        ours.push(t.elapsed().as_secs_f64() * 1e6);
+        let req = with_attempt(&base, 2 * CREATES + i);
+        let t = Instant::now();
+        conn.create(&req).await.expect("Connector::create");
+        svc.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let s = e.mock.stats();
+    let (mo, mr, ms) = (median(&mut ours), median(&mut raw), median(&mut svc));
+    println!(
+        "CreateTask (gRPC) median {mo:.0} µs, Connector::create median {ms:.0} µs, raw submit \
+         median {mr:.0} µs; ratios gRPC {:.3}, service {:.3} \
+         (submits counted by the mock: {}, other requests: {})",
+        mo / mr,
+        ms / mr,
+        s.count("submit"),
+        s.total() - s.count("submit")
+    );
+    server.stop.send(()).ok();
+    server.task.await.unwrap();
+}
+
+mod memory {
+    //! Bytes per tracked job: VmRSS of this process before and after tracking 100k jobs.
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use futures::future::BoxFuture;
+    use slurm_connector::slurmrestd::{ClientError, JobId, JobInfo, JobState};
+    use slurm_connector::tracker::{SlurmApi, Tracker, TrackerConfig};
+
+    /// Answers RUNNING for every id, without a network: only the tracker's memory is measured.
+    struct AllRunning;
+
+    impl SlurmApi for AllRunning {
+        fn states<'a>(
+            &'a self,
+            ids: &'a [JobId],
+        ) -> BoxFuture<'a, Result<HashMap<JobId, JobState>, ClientError>> {
+            Box::pin(async move {
+                Ok(ids
+                    .iter()
+                    .map(|id| (*id, JobState::from_strings(["RUNNING"])))
+                    .collect())
+            })
+        }
+        fn job(&self, _: JobId) -> BoxFuture<'_, Result<Option<JobInfo>, ClientError>> {
+            Box::pin(async { Ok(None) })
+        }
+        fn accounting_jobs<'a>(
+            &'a self,
+            _: &'a [JobId],
+        ) -> BoxFuture<'a, Result<HashMap<JobId, JobInfo>, ClientError>> {
+            Box::pin(async { Ok(HashMap::new()) })
+        }
+    }
+
+    fn status_kib(field: &str) -> u64 {
+        let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        s.lines()
+            .find(|l| l.starts_with(field))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+
+    pub async fn run() {
+        const N: u32 = 100_000;
+        println!("== memory: {N} tracked jobs (tracker over an in-memory API)");
+        let (rss0, hwm0) = (status_kib("VmRSS:"), status_kib("VmHWM:"));
+        let tracker = Tracker::new("mem", Arc::new(AllRunning), TrackerConfig::default());
+        for i in 0..N {
+            tracker.track(JobId(1_000_000 + i));
+        }
+        let rss_tracked = status_kib("VmRSS:");
+        // A tick gives every job a state (the steady state of a busy cluster).
+        tracker.tick().await;
+        for i in (0..N).step_by(997) {
+            std::hint::black_box(tracker.cached(JobId(1_000_000 + i)));
+        }
+        let (rss1, hwm1) = (status_kib("VmRSS:"), status_kib("VmHWM:"));
+        println!(
+            "VmRSS before {rss0} KiB, after track {rss_tracked} KiB, after tick {rss1} KiB; \
+             VmHWM before {hwm0} KiB, after {hwm1} KiB"
+        );
+        println!(
+            "bytes per tracked job (RSS delta after tick / N): {:.0}; (after track only): {:.0}",
+            (rss1.saturating_sub(rss0) * 1024) as f64 / f64::from(N),
+            (rss_tracked.saturating_sub(rss0) * 1024) as f64 / f64::from(N)
+        );
+        println!(
+            "process RSS at {N} tracked jobs: {:.1} MiB (peak {:.1} MiB)",
+            rss1 as f64 / 1024.0,
+            hwm1 as f64 / 1024.0
+        );
+        assert_eq!(tracker.len(), N as usize);
+    }
+}
