@@ -14,6 +14,7 @@ use url::Url;
 
 use super::JobDescription;
 use super::auth::{Auth, TokenSource};
+use super::classify;
 use super::convert::{self, Envelope};
 use super::error::ClientError;
 use super::generated::v0042 as api;
@@ -207,7 +208,7 @@ impl Client {
                 .iter()
                 .flat_map(|j| j.0.iter())
                 .find_map(convert::job_info)),
-            Err(e) if is_unknown_job(&e) => Ok(None),
+            Err(e) if classify::is_unknown_job(&e) => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -243,7 +244,7 @@ impl Client {
             .await;
         let resp = match resp {
             Ok(r) => r,
-            Err(e) if is_unknown_job(&e) => return Ok(CancelOutcome::Unknown),
+            Err(e) if classify::is_unknown_job(&e) => return Ok(CancelOutcome::Unknown),
             Err(e) => return Err(e),
         };
         let codes: Vec<i32> = resp
@@ -463,7 +464,13 @@ impl Client {
             if let Some(observe) = &self.cfg.observer {
                 observe(operation, note.status());
             }
-            let err = match self.classify(operation, result, note.status(), note.was_json()) {
+            let err = match classify::classify(
+                &self.cfg,
+                operation,
+                result,
+                note.status(),
+                note.was_json(),
+            ) {
                 Ok(v) => return Ok(v),
                 Err(e) => e,
             };
@@ -489,152 +496,4 @@ impl Client {
             attempt += 1;
         }
     }
-
-    fn classify<T: Envelope>(
-        &self,
-        operation: &'static str,
-        result: Result<ResponseValue<T>, GenError<T>>,
-        status: Option<u16>,
-        json: bool,
-    ) -> Result<T, ClientError> {
-        let cluster = || self.cfg.cluster.clone();
-        match result {
-            Ok(v) => Ok(v.into_inner()),
-            Err(GenError::ErrorResponse(v)) => {
-                let status = v.status().as_u16();
-                let body = v.into_inner();
-                let errors = body.errors();
-                if status == 511 || errors.iter().any(|e| e.number == errno::AUTH) {
-                    return Err(self.rejected(
-                        operation,
-                        status,
-                        errors.first().map(|e| e.to_string()),
-                    ));
-                }
-                // slurmdbd answers an auth failure with 502 / 7000 and an auth-specific text
-                // on 24.11 ("authentication error"): a rejected token, not a slurmdbd outage.
-                if status == 502
-                    && errors
-                        .iter()
-                        .any(|e| e.number == 7000 && e.description.contains("authentication"))
-                {
-                    return Err(self.rejected(
-                        operation,
-                        status,
-                        errors.first().map(|e| e.to_string()),
-                    ));
-                }
-                Err(ClientError::Slurm {
-                    cluster: cluster(),
-                    operation,
-                    status,
-                    errors,
-                })
-            }
-            Err(GenError::InvalidResponsePayload(bytes, e)) => match status {
-                Some(401) => Err(ClientError::NoToken {
-                    cluster: cluster(),
-                    operation,
-                }),
-                Some(s) if !json || !(200..300).contains(&s) => Err(ClientError::Http {
-                    cluster: cluster(),
-                    operation,
-                    status: s,
-                    body: String::from_utf8_lossy(&bytes[..bytes.len().min(512)])
-                        .trim()
-                        .to_string(),
-                }),
-                _ => Err(ClientError::Decode {
-                    cluster: cluster(),
-                    operation,
-                    status,
-                    detail: e.to_string(),
-                }),
-            },
-            Err(GenError::UnexpectedResponse(r)) => Err(ClientError::Http {
-                cluster: cluster(),
-                operation,
-                status: r.status().as_u16(),
-                body: String::new(),
-            }),
-            Err(GenError::CommunicationError(e)) | Err(GenError::ResponseBodyError(e)) => {
-                if e.is_timeout() {
-                    Err(ClientError::Timeout {
-                        cluster: cluster(),
-                        operation,
-                    })
-                } else {
-                    Err(ClientError::Unreachable {
-                        cluster: cluster(),
-                        operation,
-                        detail: error_chain(&e),
-                        connect: e.is_connect(),
-                    })
-                }
-            }
-            Err(GenError::InvalidRequest(detail)) | Err(GenError::Custom(detail)) => {
-                Err(ClientError::InvalidRequest {
-                    cluster: cluster(),
-                    operation,
-                    detail,
-                })
-            }
-            Err(GenError::InvalidUpgrade(e)) => Err(ClientError::InvalidRequest {
-                cluster: cluster(),
-                operation,
-                detail: e.to_string(),
-            }),
-        }
-    }
-
-    fn rejected(
-        &self,
-        operation: &'static str,
-        status: u16,
-        detail: Option<String>,
-    ) -> ClientError {
-        let user = self
-            .cfg
-            .user_name
-            .clone()
-            .or_else(|| match &self.cfg.auth {
-                Auth::Minted { token_user, .. } => Some(token_user.clone()),
-                _ => None,
-            })
-            .unwrap_or_else(|| "(the token's user)".into());
-        ClientError::Rejected {
-            cluster: self.cfg.cluster.clone(),
-            user,
-            credential: self.cfg.auth.describe(),
-            operation,
-            status,
-            detail: detail.unwrap_or_else(|| "no details".into()),
-        }
-    }
-}
-
-/// 404 with error 2017 (or any 2017): slurmctld does not know the job.
-fn is_unknown_job(e: &ClientError) -> bool {
-    match e {
-        ClientError::Slurm { errors, status, .. } => {
-            errors.iter().any(|e| e.number == errno::INVALID_JOB_ID)
-                || (*status == 404 && errors.is_empty())
-        }
-        _ => false,
-    }
-}
-
-/// reqwest's Display hides the cause ("error sending request"); the chain says "connection refused".
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let c_s = c.to_string();
-        if !s.contains(&c_s) {
-            s.push_str(": ");
-            s.push_str(&c_s);
-        }
-        cur = c.source();
-    }
-    s
 }

@@ -5,10 +5,12 @@
 //! - [`auth`]: static, file and minted (HS256) tokens; secrets that never print.
 //! - [`types`] and [`JobDescription`]: the domain types, independent of API versions.
 //! - [`convert`]: the one seam where generated types become domain types and back.
-//! - [`transport`], [`retry`], [`error`]: per-request plumbing, backoff, errors.
+//! - [`transport`], [`retry`], [`error`], `classify`: per-request plumbing, backoff, errors and
+//!   how every kind of answer becomes one.
 //! - [`generated`]: the generated code; nothing outside this module touches it.
 
 pub mod auth;
+mod classify;
 pub mod client;
 pub mod convert;
 pub mod error;
