@@ -21,6 +21,7 @@ pub mod config;
 pub mod faults;
 mod job;
 mod jobdesc;
+mod placement;
 mod records;
 mod routes;
 mod runner;
