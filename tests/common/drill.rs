@@ -1,0 +1,378 @@
+//! The harness of the fault drills (tests/fault_drills.rs): an in-process mock-slurmrestd, the
+//! connector in-process (`serve_with`) or as the real `slurm-connector serve` child process, a
+//! tonic client that behaves like Flyte's backend (10 s per-RPC deadline, CreateTask retried),
+//! and a phase checker that counts wrong and regressing phases.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use mock_slurmrestd::{FaultConfig, MockConfig, MockHandle, MockServer};
+use prost::Message;
+use slurm_connector::config::{AuthConfig, ClusterConfig, DeploymentConfig};
+use slurm_connector::proto::connector::async_connector_service_client::AsyncConnectorServiceClient;
+use slurm_connector::proto::connector::{
+    CreateTaskRequest, DeleteTaskRequest, GetTaskRequest, Resource, TaskCategory,
+};
+use slurm_connector::proto::core::task_execution::Phase;
+use slurm_connector::service::serve_with;
+use tonic::transport::Channel;
+
+pub const KEY: &[u8] = b"fault-drills-test-key-0123456789abcdef";
+/// Flyte's connector plugin default per-RPC deadline (`defaultConnector.defaultTimeout: 10s`).
+pub const FLYTE_DEADLINE: Duration = Duration::from_secs(10);
+
+pub type Grpc = AsyncConnectorServiceClient<Channel>;
+
+pub struct Mock {
+    pub handle: MockHandle,
+    pub dir: PathBuf,
+}
+
+impl Mock {
+    /// A 4-node, 64-CPU mock (room for 256 one-CPU tasks) that really runs the batch scripts.
+    pub async fn start(tag: &str, min_job_age: Duration, faults: FaultConfig) -> Mock {
+        let dir = std::env::temp_dir().join(format!("drill-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("jobs")).unwrap();
+        let cfg = MockConfig {
+            jwt_key: KEY.to_vec(),
+            nodes: 4,
+            cpus: 64,
+            min_job_age,
+            kill_wait: Duration::from_millis(200),
+            state_dir: Some(dir.join("state")),
+            faults,
+            ..MockConfig::default()
+        };
+        let handle = MockServer::start(cfg, "127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        Mock { handle, dir }
+    }
+
+    pub fn key_file(&self) -> PathBuf {
+        let p = self.dir.join("jwt.key");
+        std::fs::write(&p, KEY).unwrap();
+        p
+    }
+
+    /// The cluster as the connector sees it, with the given credentials.
+    pub fn cluster(&self, auth: AuthConfig, username: Option<&str>) -> ClusterConfig {
+        ClusterConfig {
+            name: "mock".into(),
+            restd_url: url::Url::parse(&self.handle.url()).unwrap(),
+            api_version: "v0.0.42".into(),
+            username: username.map(str::to_string),
+            auth: Some(auth),
+            working_dir: Some(self.dir.join("jobs").display().to_string()),
+            shared_mounts: Vec::new(),
+            default_partition: None,
+            ssh_hosts: Vec::new(),
+            stager_url: None,
+            stager_token_file: None,
+        }
+    }
+
+    /// A long-lived static token (drills that are not about tokens).
+    pub fn static_auth(&self) -> AuthConfig {
+        AuthConfig::Token(slurm_connector::config::Secret::new(
+            self.handle.mint_token("flyte", Duration::from_secs(3600)),
+        ))
+    }
+
+    pub async fn stop(self) {
+        self.handle.shutdown().await;
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub fn deployment(c: ClusterConfig, poll: Duration) -> DeploymentConfig {
+    let mut d = DeploymentConfig::empty();
+    d.poll_interval = poll;
+    d.default_cluster = c.name.clone();
+    d.clusters.insert(c.name.clone(), c);
+    d
+}
+
+/// The connector in this process (`serve_with`, the same code `serve` runs).
+pub struct Server {
+    pub addr: std::net::SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Server {
+    pub async fn start(d: DeploymentConfig) -> Server {
+        let g = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let m = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = g.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            serve_with(d, g, m, async {
+                rx.await.ok();
+            })
+            .await
+            .expect("serve");
+        });
+        Server {
+            addr,
+            stop: Some(tx),
+            task,
+        }
+    }
+
+    pub async fn client(&self) -> Grpc {
+        connect(self.addr).await
+    }
+
+    pub async fn stop(mut self) {
+        self.stop.take().unwrap().send(()).ok();
+        self.task.await.unwrap();
+    }
+}
+
+pub async fn connect(addr: std::net::SocketAddr) -> Grpc {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(c) = AsyncConnectorServiceClient::connect(format!("http://{addr}")).await {
+            return c;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "connector did not listen on {addr}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The real `slurm-connector serve` binary as a child process, configured by environment like a
+/// deployment (none of the caller's FLYTE_SLURM_* leaks in). Killed (SIGKILL) when dropped.
+pub struct ServeProcess {
+    child: Child,
+    pub port: u16,
+}
+
+impl ServeProcess {
+    pub fn spawn(port: u16, env: &[(&str, String)], log: &Path) -> ServeProcess {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_slurm-connector"));
+        for (k, _) in std::env::vars() {
+            if k.starts_with("FLYTE_SLURM_") {
+                cmd.env_remove(k);
+            }
+        }
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .unwrap();
+        let child = cmd
+            .args([
+                "serve",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--metrics-listen",
+                &format!("127.0.0.1:{}", free_port()),
+            ])
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn slurm-connector serve");
+        ServeProcess { child, port }
+    }
+
+    pub fn wait_listening(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "serve did not listen on {}",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL (`Child::kill` on Unix): no graceful shutdown, no chance to save anything.
+    pub fn sigkill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A real CreateTaskRequest from the published plugin (`script_no_io`), with its script replaced
+/// and its retry attempt set: each attempt is a distinct execution (its own idempotency key).
+pub fn request(attempt: u32, script: &str) -> CreateTaskRequest {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/requests/script_no_io.pb");
+    let mut req = CreateTaskRequest::decode(std::fs::read(&p).unwrap().as_slice()).unwrap();
+    let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
+    if let Some(prost_types::Value {
+        kind: Some(prost_types::value::Kind::StructValue(sb)),
+    }) = custom.fields.get_mut("sbatch")
+    {
+        // The mock has one partition.
+        sb.fields.remove("partition");
+    }
+    custom.fields.insert(
+        "script".into(),
+        prost_types::Value {
+            kind: Some(prost_types::value::Kind::StringValue(script.into())),
+        },
+    );
+    req.task_execution_metadata
+        .as_mut()
+        .unwrap()
+        .task_execution_id
+        .as_mut()
+        .unwrap()
+        .retry_attempt = attempt;
+    req
+}
+
+pub fn get_req(meta: &[u8]) -> tonic::Request<GetTaskRequest> {
+    let mut r = tonic::Request::new(GetTaskRequest {
+        resource_meta: meta.to_vec(),
+        task_category: Some(TaskCategory {
+            name: "slurm_script".into(),
+            version: 0,
+        }),
+        ..Default::default()
+    });
+    r.set_timeout(FLYTE_DEADLINE);
+    r
+}
+
+pub fn delete_req(meta: &[u8]) -> tonic::Request<DeleteTaskRequest> {
+    let mut r = tonic::Request::new(DeleteTaskRequest {
+        resource_meta: meta.to_vec(),
+        task_category: Some(TaskCategory {
+            name: "slurm_script".into(),
+            version: 0,
+        }),
+        ..Default::default()
+    });
+    r.set_timeout(FLYTE_DEADLINE);
+    r
+}
+
+/// CreateTask with Flyte's deadline.
+pub async fn create(c: &mut Grpc, req: CreateTaskRequest) -> Result<Vec<u8>, tonic::Status> {
+    let mut r = tonic::Request::new(req);
+    r.set_timeout(FLYTE_DEADLINE);
+    c.create_task(r).await.map(|r| r.into_inner().resource_meta)
+}
+
+/// GetTask with Flyte's deadline: the answer and how long it took.
+pub async fn get(c: &mut Grpc, meta: &[u8]) -> (Result<Resource, tonic::Status>, Duration) {
+    let t = Instant::now();
+    let r = c
+        .get_task(get_req(meta))
+        .await
+        .map(|r| r.into_inner().resource.expect("GetTask answers a resource"));
+    (r, t.elapsed())
+}
+
+/// Lifecycle order of the phases a Slurm task goes through; terminal ones last.
+pub fn rank(p: Phase) -> u8 {
+    match p {
+        Phase::Undefined => 0,
+        Phase::WaitingForResources | Phase::Queued => 1,
+        Phase::Initializing => 2,
+        Phase::Running => 3,
+        _ => 4,
+    }
+}
+
+pub fn phase(p: i32) -> Phase {
+    Phase::try_from(p).unwrap_or(Phase::Undefined)
+}
+
+pub fn is_terminal(p: Phase) -> bool {
+    rank(p) == 4
+}
+
+/// Per task: every phase seen, and what counts as wrong — a terminal phase other than the
+/// expected one, or a phase that goes backwards (RUNNING then QUEUED, SUCCEEDED then RUNNING).
+#[derive(Default)]
+pub struct Phases {
+    last: HashMap<usize, Phase>,
+    pub answers: u64,
+    pub wrong: Vec<String>,
+}
+
+impl Phases {
+    pub fn see(&mut self, task: usize, p: Phase, expected_end: Phase, message: &str) {
+        self.answers += 1;
+        if is_terminal(p) && p != expected_end {
+            self.wrong.push(format!(
+                "task {task}: {p:?} (expected {expected_end:?}): {message}"
+            ));
+        }
+        if let Some(prev) = self.last.get(&task)
+            && rank(p) < rank(*prev)
+        {
+            self.wrong
+                .push(format!("task {task}: {prev:?} then {p:?}: {message}"));
+        }
+        self.last.insert(task, p);
+    }
+
+    pub fn last(&self, task: usize) -> Option<Phase> {
+        self.last.get(&task).copied()
+    }
+}
+
+/// Latencies: (p50, p99, max).
+pub fn percentiles(mut v: Vec<Duration>) -> (Duration, Duration, Duration) {
+    if v.is_empty() {
+        return Default::default();
+    }
+    v.sort();
+    let at = |p: f64| v[((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1];
+    (at(0.5), at(0.99), *v.last().unwrap())
+}
+
+/// The jobs on the mock per idempotency key (from `comment`, else the job name), as the
+/// connector itself would index them: more than one job for a key is a duplicate submission.
+pub async fn jobs_per_key(mock: &Mock) -> HashMap<String, Vec<u32>> {
+    use slurm_connector::slurmrestd::{Auth, Client, ClientConfig, Secret};
+    let client = Client::new(ClientConfig::new(
+        "mock",
+        url::Url::parse(&mock.handle.url()).unwrap(),
+        Auth::Static {
+            token: Secret::new(mock.handle.mint_token("flyte", Duration::from_secs(600))),
+        },
+    ))
+    .unwrap();
+    let mut m: HashMap<String, Vec<u32>> = HashMap::new();
+    for j in client.jobs().await.expect("list the mock's jobs") {
+        let key = j
+            .comment
+            .as_deref()
+            .and_then(slurm_connector::render::key_from_comment)
+            .or_else(|| slurm_connector::render::key_from_job_name(&j.name));
+        if let Some(k) = key {
+            m.entry(k.to_string()).or_default().push(j.job_id.0);
+        }
+    }
+    m
+}
