@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use drill::*;
 use mock_slurmrestd::FaultConfig;
+use slurm_connector::config::AuthConfig;
 use slurm_connector::proto::core::task_execution::Phase;
 use slurm_connector::service::meta::{Decoded, decode};
 
@@ -100,15 +101,22 @@ async fn slurmrestd_down_60s_with_100_running_tasks() {
     // Even tasks end DURING the outage (their outcome must be learnt after it); odd ones still
     // run after it and are cancelled at the end.
     let ends_in_outage = |i: usize| i % 2 == 0;
+    // The even tasks end when the test creates `release`, 20 s into the outage.
+    let release = mock.dir.join("release");
+    let wait_release = format!(
+        "#!/bin/bash\nwhile [ ! -e '{}' ]; do sleep 1; done\n",
+        release.display()
+    );
+    let t = Instant::now();
     let metas = create_all(&mut c, 0, TASKS, |i| {
         if ends_in_outage(i) {
-            "#!/bin/bash\nsleep 20\n"
+            wait_release.clone()
         } else {
-            "#!/bin/bash\nsleep 600\n"
+            "#!/bin/bash\nsleep 600\n".to_string()
         }
-        .to_string()
     })
     .await;
+    let create_took = t.elapsed();
     wait_all(&mut c, &metas, &[Phase::Running], Duration::from_secs(30)).await;
 
     let state_ok = |m: &Mock| m.handle.stats().count_status("jobs_state", 200);
@@ -118,6 +126,13 @@ async fn slurmrestd_down_60s_with_100_running_tasks() {
     // 100 pollers, one per task, every 200 ms (Flyte's own cadence is 30 s: this is far more),
     // through the outage and 8 s past it.
     let until = outage_end + Duration::from_secs(8);
+    let releaser = {
+        let release = release.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(20)).await;
+            std::fs::write(&release, b"").unwrap();
+        })
+    };
     let mut pollers = Vec::new();
     for (task, meta) in metas.iter().cloned().enumerate() {
         let (mut c, mock) = (c.clone(), mock.clone());
@@ -145,6 +160,7 @@ async fn slurmrestd_down_60s_with_100_running_tasks() {
         seen.extend(p.await.unwrap());
     }
     seen.sort_by_key(|s| s.issued);
+    releaser.await.unwrap();
 
     let mut phases = Phases::default();
     let (mut errors, mut degraded, mut stale_after_first_tick) = (Vec::new(), 0u64, Vec::new());
@@ -207,11 +223,12 @@ async fn slurmrestd_down_60s_with_100_running_tasks() {
     wait_all(&mut c, &odd, &[Phase::Aborted], Duration::from_secs(30)).await;
 
     println!(
-        "DRILL outage: {TASKS} tasks ({} ending during the outage), slurmctld down {}s, poll tick {}s; \
+        "DRILL outage: {TASKS} tasks created in {:.1}s ({} ending during the outage), slurmctld down {}s, poll tick {}s; \
          GetTask answered {} ({} during the outage, {degraded} of them flagged 'unreachable'), \
          errors {}, wrong phases {}; latency during outage p50 {p50:?} p99 {p99:?} max {max:?}; \
          all tasks true again {:.2}s after the outage ({} successful ticks before the last one's \
          first true answer), stale answers after the first tick {}; drill took {:.0}s",
+        create_took.as_secs_f64(),
         TASKS / 2,
         OUTAGE.as_secs(),
         POLL.as_secs(),
@@ -373,4 +390,284 @@ async fn connector_sigkilled_while_backend_retries_create_task() {
     assert!(phases.wrong.is_empty(), "{:?}", phases.wrong);
     drop(serve);
     mock.stop().await;
+}
+
+/// Polls every task every 200 ms until all are terminal; GetTask with Flyte's deadline. Returns
+/// (errors, latencies, answers flagged unreachable, answers naming slurmdbd) and records phases.
+async fn poll_to_the_end(
+    c: &Grpc,
+    metas: &[Vec<u8>],
+    expected_end: Phase,
+    phases: &Arc<std::sync::Mutex<Phases>>,
+    within: Duration,
+) -> (Vec<String>, Vec<Duration>, u64, u64) {
+    let deadline = Instant::now() + within;
+    let mut pollers = Vec::new();
+    for (task, meta) in metas.iter().cloned().enumerate() {
+        let (mut c, phases) = (c.clone(), phases.clone());
+        pollers.push(tokio::spawn(async move {
+            let (mut errors, mut lat, mut unreachable, mut dbd) =
+                (Vec::new(), Vec::new(), 0u64, 0u64);
+            loop {
+                let (r, l) = get(&mut c, &meta).await;
+                lat.push(l);
+                match r {
+                    Ok(r) => {
+                        let p = phase(r.phase);
+                        unreachable += u64::from(r.message.contains("unreachable since"));
+                        dbd += u64::from(
+                            r.message.contains("not yet in slurmdbd")
+                                || r.message.contains("(slurmdbd:"),
+                        );
+                        phases
+                            .lock()
+                            .unwrap()
+                            .see(task, p, expected_end, &r.message);
+                        if is_terminal(p) {
+                            break;
+                        }
+                    }
+                    Err(e) => errors.push(format!("task {task}: {e}")),
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "task {task} not terminal within {within:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            (errors, lat, unreachable, dbd)
+        }));
+    }
+    let (mut errors, mut lat, mut unreachable, mut dbd) = (Vec::new(), Vec::new(), 0, 0);
+    for p in pollers {
+        let (e, l, u, d) = p.await.unwrap();
+        errors.extend(e);
+        lat.extend(l);
+        unreachable += u;
+        dbd += d;
+    }
+    (errors, lat, unreachable, dbd)
+}
+
+/// Token rejections the mock answered: 511 from slurmctld paths, 502 from slurmdbd ones.
+fn rejections(m: &Mock) -> u64 {
+    let s = m.handle.stats();
+    s.operations
+        .iter()
+        .map(|(op, by)| {
+            by.get(&511).copied().unwrap_or(0)
+                + if op.starts_with("slurmdb") {
+                    by.get(&502).copied().unwrap_or(0)
+                } else {
+                    0
+                }
+        })
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_lived_minted_tokens_renewed_and_rejections_survived() {
+    const TASKS: usize = 40;
+    const LIFETIME: Duration = Duration::from_secs(2);
+    const INJECTED: u32 = 6;
+    let started = Instant::now();
+    let mock =
+        Arc::new(Mock::start("tokens", Duration::from_secs(600), FaultConfig::default()).await);
+    // The connector mints its own tokens from the cluster's key, each living 2 s (renewed at 80%).
+    let auth = AuthConfig::KeyFile {
+        path: mock.key_file(),
+        lifetime: LIFETIME,
+    };
+    let server = Server::start(deployment(
+        mock.cluster(auth, Some("flyte")),
+        Duration::from_millis(500),
+    ))
+    .await;
+    let c = server.client().await;
+    // Meanwhile slurmctld refuses a token as expired now and then (one at a time: the client
+    // re-mints once per call, and a fresh token refused twice would be a real failure).
+    let refuser = {
+        let mock = mock.clone();
+        tokio::spawn(async move {
+            for _ in 0..INJECTED {
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                mock.handle.faults().set(FaultConfig {
+                    reject_next_tokens: 1,
+                    ..FaultConfig::default()
+                });
+                while mock.handle.faults().get().reject_next_tokens > 0 {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        })
+    };
+    // Executions created through the run (one every 250 ms), each running 3 s.
+    let mut create_errors = Vec::new();
+    let mut metas = Vec::new();
+    {
+        let mut c = c.clone();
+        for i in 0..TASKS {
+            match create(&mut c, request(2000 + i as u32, "#!/bin/bash\nsleep 3\n")).await {
+                Ok(m) => metas.push(m),
+                Err(e) => create_errors.push(format!("CreateTask {i}: {e}")),
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+    let phases = Arc::new(std::sync::Mutex::new(Phases::default()));
+    let (errors, lat, unreachable, _) = poll_to_the_end(
+        &c,
+        &metas,
+        Phase::Succeeded,
+        &phases,
+        Duration::from_secs(60),
+    )
+    .await;
+    refuser.await.unwrap();
+    let phases = phases.lock().unwrap();
+    let rejected = rejections(&mock);
+    println!(
+        "DRILL tokens: {} tasks over {:.0}s with minted tokens living {}s (so ~{} renewals), \
+         {INJECTED} tokens refused as expired mid-run, {rejected} rejections answered by the mock; \
+         CreateTask errors {}, GetTask answers {} errors {} 'unreachable' {unreachable}, wrong \
+         phases {}, all SUCCEEDED; drill took {:.1}s",
+        metas.len(),
+        started.elapsed().as_secs_f64(),
+        LIFETIME.as_secs(),
+        (started.elapsed().as_secs_f64() / (LIFETIME.as_secs_f64() * 0.8)) as u64,
+        create_errors.len(),
+        lat.len(),
+        errors.len(),
+        phases.wrong.len(),
+        started.elapsed().as_secs_f64()
+    );
+    assert!(create_errors.is_empty(), "{create_errors:?}");
+    assert!(errors.is_empty(), "{:?}", &errors[..errors.len().min(5)]);
+    assert_eq!(
+        unreachable, 0,
+        "a refused token surfaced as an unreachable cluster"
+    );
+    assert!(phases.wrong.is_empty(), "{:?}", phases.wrong);
+    assert!(
+        rejected >= u64::from(INJECTED),
+        "the refusals did happen: {rejected}"
+    );
+    drop(phases);
+    server.stop().await;
+    Arc::into_inner(mock).unwrap().stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_then_down_slurmdbd() {
+    const TASKS: usize = 20;
+    let started = Instant::now();
+    // Jobs leave slurmctld 1 s after they end (MinJobAge), sooner than the 3 s poll tick sees
+    // them end: their outcome is slurmdbd's to give.
+    const POLL: Duration = Duration::from_secs(3);
+    let slow = |ms| FaultConfig {
+        slurmdbd_latency_ms: ms,
+        ..FaultConfig::default()
+    };
+    let mock = Arc::new(Mock::start("slurmdbd", Duration::from_secs(1), slow(3000)).await);
+    let cluster = mock.cluster(mock.static_auth(), None);
+    let server = Server::start(deployment(cluster.clone(), POLL)).await;
+    let c = server.client().await;
+    let t = Instant::now();
+    // The first CreateTask indexes the cluster's jobs, slurmdbd's included: slow, not failed.
+    let metas = {
+        let mut c = c.clone();
+        create_all(&mut c, 3000, TASKS, |i| {
+            format!("#!/bin/bash\nsleep {}\n", 2 + i % 3)
+        })
+        .await
+    };
+    let create_took = t.elapsed();
+    // slurmdbd goes down while the jobs end and age out, for 6 s; then slow (3 s) again.
+    // A connector that has indexed the cluster keeps accepting CreateTasks with slurmdbd down.
+    let flipper = {
+        let (mock, mut c) = (mock.clone(), c.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            mock.handle.faults().set(FaultConfig {
+                slurmdbd_down: true,
+                ..FaultConfig::default()
+            });
+            let t = Instant::now();
+            let extra = create_all(&mut c, 3100, 5, |_| "#!/bin/bash\nsleep 1\n".into()).await;
+            tokio::time::sleep(Duration::from_secs(6).saturating_sub(t.elapsed())).await;
+            mock.handle.faults().set(slow(3000));
+            extra
+        })
+    };
+    let phases = Arc::new(std::sync::Mutex::new(Phases::default()));
+    let (errors, lat, _, dbd_flagged) = poll_to_the_end(
+        &c,
+        &metas,
+        Phase::Succeeded,
+        &phases,
+        Duration::from_secs(90),
+    )
+    .await;
+    let extra = flipper.await.unwrap();
+    let (errors_x, _, _, _) = poll_to_the_end(
+        &c,
+        &extra,
+        Phase::Succeeded,
+        &phases,
+        Duration::from_secs(60),
+    )
+    .await;
+    let metas: Vec<Vec<u8>> = metas.into_iter().chain(extra).collect();
+    let (p50, p99, max) = percentiles(lat.clone());
+    let wrong1 = phases.lock().unwrap().wrong.clone();
+    server.stop().await;
+
+    // A restarted connector adopts the (long gone from slurmctld) jobs while slurmdbd is slow:
+    // GetTask waits at most adopt_wait (4 s), never the backend's whole deadline.
+    let slurmdb_before = mock.handle.stats().count("slurmdb_jobs");
+    mock.handle.faults().set(slow(3000));
+    let server = Server::start(deployment(cluster, Duration::from_millis(500))).await;
+    let c = server.client().await;
+    let phases2 = Arc::new(std::sync::Mutex::new(Phases::default()));
+    let (errors2, lat2, _, _) = poll_to_the_end(
+        &c,
+        &metas,
+        Phase::Succeeded,
+        &phases2,
+        Duration::from_secs(60),
+    )
+    .await;
+    let (q50, q99, qmax) = percentiles(lat2.clone());
+    let wrong2 = phases2.lock().unwrap().wrong.clone();
+    println!(
+        "DRILL slurmdbd: {TASKS} tasks, jobs leave slurmctld 1 s after ending, poll tick 3 s; slurmdbd slow (3 s), \
+         down 6 s, slow again: first CreateTask batch {:.1}s, 5 more created while slurmdbd was \
+         down; GetTask answers {} ({dbd_flagged} saying the job left slurmctld and slurmdbd has not answered) errors {} wrong \
+         phases {} latency p50 {p50:?} p99 {p99:?} max {max:?}; after a restart (adoption through \
+         slow slurmdbd, {} slurmdbd calls): answers {} errors {} wrong {} latency p50 {q50:?} p99 \
+         {q99:?} max {qmax:?}; all SUCCEEDED; drill took {:.1}s",
+        create_took.as_secs_f64(),
+        lat.len(),
+        errors.len() + errors_x.len(),
+        wrong1.len(),
+        mock.handle.stats().count("slurmdb_jobs") - slurmdb_before,
+        lat2.len(),
+        errors2.len(),
+        wrong2.len(),
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        errors.is_empty() && errors2.is_empty(),
+        "{errors:?} {errors2:?}"
+    );
+    assert!(
+        wrong1.is_empty() && wrong2.is_empty(),
+        "{wrong1:?} {wrong2:?}"
+    );
+    assert!(
+        max < FLYTE_DEADLINE && qmax < FLYTE_DEADLINE,
+        "GetTask past the deadline"
+    );
+    server.stop().await;
+    Arc::into_inner(mock).unwrap().stop().await;
 }
