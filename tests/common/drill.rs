@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mock_slurmrestd::{FaultConfig, MockConfig, MockHandle, MockServer};
@@ -17,6 +18,7 @@ use slurm_connector::proto::connector::{
     CreateTaskRequest, DeleteTaskRequest, GetTaskRequest, Resource, TaskCategory,
 };
 use slurm_connector::proto::core::task_execution::Phase;
+use slurm_connector::service::meta::{Decoded, decode};
 use slurm_connector::service::serve_with;
 use tonic::transport::Channel;
 
@@ -375,4 +377,125 @@ pub async fn jobs_per_key(mock: &Mock) -> HashMap<String, Vec<u32>> {
         }
     }
     m
+}
+
+pub fn job_id(meta: &[u8]) -> u32 {
+    match decode(meta).expect("our resource_meta") {
+        Decoded::Ours(m) => m.job_id.0,
+        Decoded::Python { .. } => panic!("the connector answered a Python-plugin meta"),
+    }
+}
+
+/// Creates `n` executions (attempts `first..first+n`) in order, each with `script(i)`.
+pub async fn create_all(
+    c: &mut Grpc,
+    first: u32,
+    n: usize,
+    script: impl Fn(usize) -> String,
+) -> Vec<Vec<u8>> {
+    let mut metas = Vec::new();
+    for i in 0..n {
+        let meta = create(c, request(first + i as u32, &script(i)))
+            .await
+            .unwrap_or_else(|e| panic!("CreateTask {i}: {e}"));
+        metas.push(meta);
+    }
+    metas
+}
+
+/// Polls every task until all are in `want` (or terminal), panicking after `within`.
+pub async fn wait_all(c: &mut Grpc, metas: &[Vec<u8>], want: &[Phase], within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let mut done = 0;
+        for m in metas {
+            let (r, _) = get(c, m).await;
+            let p = phase(r.expect("GetTask").phase);
+            if want.contains(&p) {
+                done += 1;
+            }
+        }
+        if done == metas.len() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "only {done}/{} tasks reached {want:?} within {within:?}",
+            metas.len()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Polls every task every 200 ms until all are terminal; GetTask with Flyte's deadline. Returns
+/// (errors, latencies, answers flagged unreachable, answers naming slurmdbd) and records phases.
+pub async fn poll_to_the_end(
+    c: &Grpc,
+    metas: &[Vec<u8>],
+    expected_end: Phase,
+    phases: &Arc<std::sync::Mutex<Phases>>,
+    within: Duration,
+) -> (Vec<String>, Vec<Duration>, u64, u64) {
+    let deadline = Instant::now() + within;
+    let mut pollers = Vec::new();
+    for (task, meta) in metas.iter().cloned().enumerate() {
+        let (mut c, phases) = (c.clone(), phases.clone());
+        pollers.push(tokio::spawn(async move {
+            let (mut errors, mut lat, mut unreachable, mut dbd) =
+                (Vec::new(), Vec::new(), 0u64, 0u64);
+            loop {
+                let (r, l) = get(&mut c, &meta).await;
+                lat.push(l);
+                match r {
+                    Ok(r) => {
+                        let p = phase(r.phase);
+                        unreachable += u64::from(r.message.contains("unreachable since"));
+                        dbd += u64::from(
+                            r.message.contains("not yet in slurmdbd")
+                                || r.message.contains("(slurmdbd:"),
+                        );
+                        phases
+                            .lock()
+                            .unwrap()
+                            .see(task, p, expected_end, &r.message);
+                        if is_terminal(p) {
+                            break;
+                        }
+                    }
+                    Err(e) => errors.push(format!("task {task}: {e}")),
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "task {task} not terminal within {within:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            (errors, lat, unreachable, dbd)
+        }));
+    }
+    let (mut errors, mut lat, mut unreachable, mut dbd) = (Vec::new(), Vec::new(), 0, 0);
+    for p in pollers {
+        let (e, l, u, d) = p.await.unwrap();
+        errors.extend(e);
+        lat.extend(l);
+        unreachable += u;
+        dbd += d;
+    }
+    (errors, lat, unreachable, dbd)
+}
+
+/// Token rejections the mock answered: 511 from slurmctld paths, 502 from slurmdbd ones.
+pub fn rejections(m: &Mock) -> u64 {
+    let s = m.handle.stats();
+    s.operations
+        .iter()
+        .map(|(op, by)| {
+            by.get(&511).copied().unwrap_or(0)
+                + if op.starts_with("slurmdb") {
+                    by.get(&502).copied().unwrap_or(0)
+                } else {
+                    0
+                }
+        })
+        .sum()
 }
