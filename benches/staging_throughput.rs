@@ -2,7 +2,8 @@
 //! of moving it. A `harness = false` bench: one real file, copied alternately by `cp` and by the
 //! connector's output staging (local backend → `file://` store), medians of `ROUNDS`.
 //!
-//! `cargo bench --bench staging_throughput` (`STAGING_BENCH_BYTES` sets the size, default 512 MiB).
+//! `cargo bench --bench staging_throughput` (`STAGING_BENCH_BYTES` sets the size, default 2 GiB: the
+//! issue's figure; the source, `cp`'s copy and staging's copy need 6 GiB of disk).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -14,7 +15,7 @@ use slurm_connector::staging::{
     Ceiling, DeclaredOutput, LocalStaging, OutputKind, Roots, TransferOutcome, UploadMode,
 };
 
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 5;
 const PREFIX: &str = "/cluster/shared";
 
 fn status_kib(field: &str) -> u64 {
@@ -24,6 +25,13 @@ fn status_kib(field: &str) -> u64 {
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
+}
+
+/// Untimed `sync` before each copy: with GiBs in flight, a copy must not pay the writeback of
+/// the data the previous one (or the source's creation) left dirty in the page cache.
+fn flush_dirty_pages() {
+    let st = std::process::Command::new("sync").status().expect("sync");
+    assert!(st.success(), "sync failed");
 }
 
 /// A real (not sparse) file: reading a sparse one costs nothing and would flatter both sides.
@@ -55,7 +63,7 @@ fn main() {
     let size: u64 = std::env::var("STAGING_BENCH_BYTES")
         .ok()
         .map(|v| v.parse().expect("STAGING_BENCH_BYTES is a byte count"))
-        .unwrap_or(512 << 20);
+        .unwrap_or(2 << 30);
     let dir: PathBuf = std::env::temp_dir().join(format!("bench-staging-{}", std::process::id()));
     let shared = dir.join("shared");
     let store = dir.join("store");
@@ -80,6 +88,7 @@ fn main() {
     let (mut cp_s, mut ours_s) = (Vec::new(), Vec::new());
     for round in 0..ROUNDS {
         let dest = store.join(format!("cp-{round}.bin"));
+        flush_dirty_pages();
         let t = Instant::now();
         let st = std::process::Command::new("cp")
             .arg(&src)
@@ -95,6 +104,7 @@ fn main() {
             &format!("file://{}", store.display()),
             &format!("ours-{round}.bin"),
         );
+        flush_dirty_pages();
         let t = Instant::now();
         let staging = staging.clone();
         // Transfer::spawn needs a runtime: start and wait inside it.
