@@ -267,8 +267,8 @@ fn meta_for(id: JobId, e: &Env) -> Vec<u8> {
 const POLLERS: usize = 100;
 const GET_WINDOW: Duration = Duration::from_secs(10);
 
-/// Runs `POLLERS` loops calling `call` on spread-out metas for `GET_WINDOW`, each pausing
-/// `pause` between calls (zero: closed loop, i.e. saturation); sorted latencies.
+/// Runs `POLLERS` loops calling `call` on spread-out metas for `GET_WINDOW`, each calling every
+/// `pause` on a staggered schedule (zero: closed loop, i.e. saturation); sorted latencies.
 async fn poll_window<F, Fut>(metas: Arc<Vec<Vec<u8>>>, pause: Duration, call: F) -> Vec<Duration>
 where
     F: Fn(Vec<u8>) -> Fut + Clone + Send + 'static,
@@ -282,14 +282,22 @@ where
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::new();
             let mut i = p * 97;
+            // Paced pollers start staggered and keep a fixed schedule, so calls arrive evenly
+            // (pollers that all sleep after each call fall into step and arrive in bursts).
+            let mut tick = (!pause.is_zero()).then(|| {
+                let offset = pause.mul_f64(p as f64 / POLLERS as f64);
+                let mut iv = tokio::time::interval_at(tokio::time::Instant::now() + offset, pause);
+                iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                iv
+            });
             while Instant::now() < until {
+                if let Some(iv) = tick.as_mut() {
+                    iv.tick().await;
+                }
                 i = (i + 7919) % metas.len();
                 let t = Instant::now();
                 call(metas[i].clone()).await;
                 lat.push(t.elapsed());
-                if !pause.is_zero() {
-                    tokio::time::sleep(pause).await;
-                }
             }
             lat
         }));

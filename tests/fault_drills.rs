@@ -115,6 +115,8 @@ async fn slurmrestd_down_60s_with_100_running_tasks() {
 
     let mut phases = Phases::default();
     let (mut errors, mut degraded, mut stale_after_first_tick) = (Vec::new(), 0u64, Vec::new());
+    // The most successful jobs/state answers any not-yet-true answer came after.
+    let mut last_stale_after_ok = 0;
     let mut lat_outage = Vec::new();
     let mut recovered_at = vec![None::<Instant>; TASKS];
     for s in &seen {
@@ -147,6 +149,9 @@ async fn slurmrestd_down_60s_with_100_running_tasks() {
         }
         // A second successful jobs/state answer means the first successful tick after the
         // outage has completed (ticks are serialised): every answer from then on must be true.
+        if !recovered && s.issued >= outage_end {
+            last_stale_after_ok = last_stale_after_ok.max(s.state_ok_before);
+        }
         if s.state_ok_before >= 2 && !recovered {
             stale_after_first_tick.push(format!("task {}: {p:?}: {msg}", s.task));
         }
@@ -177,8 +182,9 @@ async fn slurmrestd_down_60s_with_100_running_tasks() {
         "DRILL outage: {TASKS} tasks created in {:.1}s ({} ending during the outage), slurmctld down {}s, poll tick {}s; \
          GetTask answered {} ({} during the outage, {degraded} of them flagged 'unreachable'), \
          errors {}, wrong phases {}; latency during outage p50 {p50:?} p99 {p99:?} max {max:?}; \
-         all tasks true again {:.2}s after the outage ({} successful ticks before the last one's \
-         first true answer), stale answers after the first tick {}; drill took {:.0}s",
+         all tasks true again {:.2}s after the outage; the last stale answer was asked after {} \
+         successful jobs/state answers (so none once the first tick was done: stale answers \
+         after it {}); drill took {:.0}s",
         create_took.as_secs_f64(),
         TASKS / 2,
         OUTAGE.as_secs(),
@@ -189,11 +195,7 @@ async fn slurmrestd_down_60s_with_100_running_tasks() {
         phases.wrong.len(),
         last.map(|l| l.saturating_duration_since(outage_end).as_secs_f64())
             .unwrap_or(f64::NAN),
-        seen.iter()
-            .filter(|s| Some(s.issued) == last)
-            .map(|s| s.state_ok_before)
-            .max()
-            .unwrap_or(0),
+        last_stale_after_ok,
         stale_after_first_tick.len(),
         started.elapsed().as_secs_f64()
     );
@@ -232,7 +234,7 @@ async fn connector_sigkilled_while_backend_retries_create_task() {
         operations: vec!["submit".into()],
         ..FaultConfig::default()
     };
-    let mock = Mock::start("sigkill", Duration::from_secs(600), slow_submit).await;
+    let mock = Mock::start("sigkill", Duration::from_secs(600), slow_submit.clone()).await;
     let key = mock.key_file();
     let env = [
         ("FLYTE_SLURM_RESTD_URL", mock.handle.url()),
@@ -273,11 +275,24 @@ async fn connector_sigkilled_while_backend_retries_create_task() {
         }));
     }
     // SIGKILL mid-run, restart after 300 ms (a supervisor's restart, faster than Kubernetes').
+    // Each kill follows a submit that slurmrestd carried out but whose answer never reached the
+    // connector (`drop_after_handling`): the job exists, nobody has its id, and the process that
+    // knew it might exist dies. Only the restarted connector's look at the cluster can then
+    // prevent a second job.
     let mut submits_at_kill = Vec::new();
     for _ in 0..KILLS {
         tokio::time::sleep(Duration::from_millis(1500)).await;
+        mock.handle.faults().set(FaultConfig {
+            drop_next: 1,
+            drop_after_handling: true,
+            ..slow_submit.clone()
+        });
+        while mock.handle.faults().get().drop_next > 0 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
         submits_at_kill.push(mock.handle.stats().count("submit"));
         serve.sigkill();
+        mock.handle.faults().set(slow_submit.clone());
         tokio::time::sleep(Duration::from_millis(300)).await;
         serve = ServeProcess::spawn(port, &env, &log);
     }
@@ -293,7 +308,12 @@ async fn connector_sigkilled_while_backend_retries_create_task() {
     let duplicates: Vec<_> = per_key.iter().filter(|(_, ids)| ids.len() > 1).collect();
     let on_cluster: HashSet<u32> = per_key.values().flatten().copied().collect();
     let answered: HashSet<u32> = metas.iter().map(|m| job_id(m)).collect();
-    let submits = mock.handle.stats().count_status("submit", 200);
+    // Submits slurmrestd carried out: answered, or answered into a dropped connection.
+    let submits = mock.handle.stats().count_status("submit", 200)
+        + mock
+            .handle
+            .stats()
+            .count_status("submit", mock_slurmrestd::stats::DROPPED);
     // Executions whose job a killed connector had submitted (its answer lost) and a restarted
     // one found on the cluster instead of submitting again.
     let adopted = std::fs::read_to_string(&log)
@@ -312,7 +332,7 @@ async fn connector_sigkilled_while_backend_retries_create_task() {
     println!(
         "DRILL sigkill: {TASKS} executions created by a retrying client, connector SIGKILLed {KILLS} \
          times (after {submits_at_kill:?} submits) and restarted; CreateTask calls failed and \
-         retried {retried}; executions whose job was found on the cluster after a restart {adopted}; jobs on the cluster {}, keys {}, duplicate keys {}, submits answered \
+         retried {retried}; orphaned jobs (submitted, answer lost, connector killed) found on the cluster and adopted {adopted}; jobs on the cluster {}, keys {}, duplicate keys {}, submits answered \
          {submits}, distinct job ids returned {}, jobs no execution got {}; all {} SUCCEEDED \
          (wrong phases {}); drill took {:.1}s",
         on_cluster.len(),
