@@ -562,9 +562,27 @@ async fn slow_then_down_slurmdbd() {
         wrong1.is_empty() && wrong2.is_empty(),
         "{wrong1:?} {wrong2:?}"
     );
-    assert!(
-        max < FLYTE_DEADLINE && qmax < FLYTE_DEADLINE,
-        "GetTask past the deadline"
+    server.stop().await;
+
+    // A connector that starts while slurmdbd is down cannot see the jobs that left slurmctld, so
+    // its first CreateTask must not submit (it could duplicate one of them): UNAVAILABLE, which
+    // the backend retries.
+    mock.handle.faults().set(FaultConfig {
+        slurmdbd_down: true,
+        ..FaultConfig::default()
+    });
+    let submits_before = mock.handle.stats().count("submit");
+    let server = Server::start(deployment(mock.cluster(mock.static_auth(), None), POLL)).await;
+    let mut c = server.client().await;
+    let refused = create(&mut c, request(3200, "#!/bin/bash\ntrue\n")).await;
+    assert_eq!(
+        refused.as_ref().map_err(|s| s.code()).err(),
+        Some(tonic::Code::Unavailable),
+        "{refused:?}"
+    );
+    assert_eq!(mock.handle.stats().count("submit"), submits_before);
+    println!(
+        "DRILL slurmdbd: a fresh connector's CreateTask with slurmdbd down: UNAVAILABLE, nothing submitted"
     );
     server.stop().await;
     Arc::into_inner(mock).unwrap().stop().await;
