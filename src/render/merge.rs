@@ -3,6 +3,7 @@
 //! order the published plugin wrote them as `#SBATCH` lines, where sbatch keeps the last.
 
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 
 use regex::Regex;
 
@@ -120,9 +121,15 @@ fn from_config(
     }))
 }
 
+/// Names accepted for `sbatch_options` keys. Compiled once: compiling it on every CreateTask
+/// was ~3.5 % of the `create` bench's CPU (perf, BENCHMARKS.md), a third of the connector's own
+/// ~130 µs per CreateTask.
+static NAME_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new("^[a-z][a-z0-9-]*$").expect("static regex"));
+
 /// The effective options, one per slot, in option-table order.
 pub fn merge(script: Vec<RawOption>, custom: &SlurmCustom) -> Result<Vec<RawOption>, RenderError> {
-    let name_re = Regex::new("^[a-z][a-z0-9-]*$").expect("static regex");
+    let name_re = &*NAME_RE;
     let mut all = Vec::new();
     for o in script {
         all.extend(from_script(o)?);
