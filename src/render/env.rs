@@ -129,6 +129,29 @@ impl EnvBuilder {
         self.set("FLYTE_ATTEMPT_NUMBER", &id.attempt.to_string(), LAYER)
     }
 
+    /// Native tasks: what Flyte's entrypoint (`a0`) asserts non-empty or needs, derived from the
+    /// execution identity. A lower layer than `TaskExecutionMetadata.environment_variables`: when
+    /// the backend sends these itself, its values win.
+    ///
+    /// `_U_RUN_BASE` (a0's `--run-base-dir`: where the run's sub-actions and their data would go)
+    /// defaults to the output prefix: it is a location the backend handed this attempt to write
+    /// to, in the store the backend reads from, and unique per attempt, so nothing a0 puts under
+    /// it can collide with another run. A leaf task writes nothing there at all.
+    pub fn native_defaults(
+        &mut self,
+        id: &ExecutionIdentity,
+        output_prefix: &str,
+    ) -> Result<(), RenderError> {
+        const LAYER: &str = "the execution identity (native task)";
+        self.set("RUN_NAME", &id.run_name, LAYER)?;
+        self.set("ACTION_NAME", &id.action_name, LAYER)?;
+        let base = output_prefix.trim_end_matches('/');
+        if !base.is_empty() {
+            self.set("_U_RUN_BASE", base, LAYER)?;
+        }
+        Ok(())
+    }
+
     /// `FLYTE_INPUT_<NAME>` for each input; refuses inputs a shell cannot receive.
     pub fn inputs(&mut self, inputs: &[(String, InputValue)]) -> Result<(), RenderError> {
         let mut seen: BTreeMap<String, &str> = BTreeMap::new();

@@ -174,6 +174,9 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
         }
     }
     envb.identity(&spec.exec)?;
+    if spec.task_type == TaskType::Slurm {
+        envb.native_defaults(&spec.exec, &spec.output_prefix)?;
+    }
     for (k, v) in &spec.env_vars {
         envb.set(k, v, "TaskExecutionMetadata.environment_variables")?;
     }

@@ -171,7 +171,8 @@ pub fn native(p: &NativeParts) -> Result<String, RenderError> {
             words.extend(c.args.iter().cloned());
         }
         Runtime::Apptainer => {
-            words.extend(["apptainer".to_string(), "exec".to_string()]);
+            // -q: no runtime notices (e.g. "INFO: gocryptfs not found") in the task's stderr.
+            words.extend(["apptainer".into(), "-q".into(), "exec".into()]);
             let explicit_gpu = c.args.iter().any(|a| a == "--nv" || a == "--rocm");
             if p.gpus_requested && !explicit_gpu {
                 words.push("--nv".into());

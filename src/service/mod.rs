@@ -12,6 +12,7 @@ pub mod convert;
 pub mod grpc;
 pub mod meta;
 pub mod metrics;
+pub mod native_result;
 mod serve;
 pub mod status;
 
@@ -40,6 +41,8 @@ pub struct Connector {
     pub clusters: BTreeMap<String, Arc<ClusterRuntime>>,
     pub metrics: Arc<Metrics>,
     ceiling: Result<staging::Ceiling, String>,
+    /// Native tasks' results being read (or read) at their output prefix.
+    native: native_result::Probes,
 }
 
 fn client_status(e: &ClientError, what: &str) -> Status {
@@ -74,6 +77,7 @@ impl Connector {
             clusters,
             metrics,
             ceiling,
+            native: native_result::Probes::default(),
         }
     }
 
@@ -169,7 +173,10 @@ impl Connector {
                     }
                 }
             };
-            let m = resource_meta(&rt.cfg.name, job_id, &rendered);
+            let mut m = resource_meta(&rt.cfg.name, job_id, &rendered);
+            if spec.task_type == render::TaskType::Slurm {
+                m.native_prefix = Some(req.output_prefix.clone());
+            }
             rt.remember(&key, m.clone());
             rt.tracker.track(job_id);
             if fresh {
@@ -188,7 +195,12 @@ impl Connector {
     pub async fn get(&self, raw_meta: &[u8]) -> Result<Resource, Status> {
         let (rt, m) = self.locate(raw_meta)?;
         let snap = rt.tracker.status(m.job_id).await;
-        Ok(status::resource(&rt, &m, snap, &self.ceiling, &self.deployment.log_links).await)
+        let ctx = status::Context {
+            ceiling: &self.ceiling,
+            log_templates: &self.deployment.log_links,
+            native: &self.native,
+        };
+        Ok(status::resource(&rt, &m, snap, &ctx).await)
     }
 
     /// DeleteTask: cancel; already finished or unknown jobs are a success.
@@ -255,6 +267,7 @@ pub fn resource_meta(cluster: &str, job_id: JobId, r: &render::Rendered) -> Reso
         cluster: cluster.to_string(),
         job_id,
         job_name: r.job_name.clone(),
+        native_prefix: None,
         stdout: r.stdout_path.clone(),
         stderr: r.stderr_path.clone(),
         outputs: r
