@@ -19,8 +19,8 @@ use futures::StreamExt;
 use object_store::ObjectStoreExt;
 use prost::Message;
 
-use crate::proto::core::{ErrorDocument, container_error, execution_error};
 use crate::proto::core::task_execution::Phase;
+use crate::proto::core::{ErrorDocument, container_error, execution_error};
 use crate::slurmrestd::JobId;
 use crate::staging::{self, Staging};
 
@@ -58,7 +58,10 @@ pub fn decide(prefix: &str, found: Result<Found, String>) -> Decision {
     match found {
         Ok(Found::Outputs) => Decision {
             phase: Phase::Succeeded,
-            message: format!("the task wrote {}", staging::objstore::join_uri(prefix, OUTPUTS_FILE)),
+            message: format!(
+                "the task wrote {}",
+                staging::objstore::join_uri(prefix, OUTPUTS_FILE)
+            ),
         },
         Ok(Found::Error(bytes)) => match ErrorDocument::decode(bytes.as_slice()) {
             Ok(doc) => {
@@ -140,7 +143,10 @@ impl Source {
                 let err_path = format!("{dir}/{ERROR_FILE}");
                 if let Some(st) = staging.stat(&err_path).await.map_err(|e| e.to_string())? {
                     if st.size > MAX_ERROR_DOC {
-                        return Err(format!("{err_path} is {} bytes, too big for an ErrorDocument", st.size));
+                        return Err(format!(
+                            "{err_path} is {} bytes, too big for an ErrorDocument",
+                            st.size
+                        ));
                     }
                     let mut stream = staging.read(&err_path).await.map_err(|e| e.to_string())?;
                     let mut bytes = Vec::new();
@@ -326,13 +332,22 @@ mod tests {
         let probes = Probes::default();
         let src = || Source::for_prefix(&prefix, None);
         std::fs::write(dir.join(OUTPUTS_FILE), b"").unwrap();
-        let d = probes.decision("c", JobId(1), &prefix, src()).await.unwrap();
+        let d = probes
+            .decision("c", JobId(1), &prefix, src())
+            .await
+            .unwrap();
         assert_eq!(d.phase, Phase::Succeeded);
         std::fs::write(dir.join(ERROR_FILE), RECOVERABLE).unwrap();
-        let d = probes.decision("c", JobId(2), &prefix, src()).await.unwrap();
+        let d = probes
+            .decision("c", JobId(2), &prefix, src())
+            .await
+            .unwrap();
         assert_eq!(d.phase, Phase::RetryableFailed);
         // Decided once per job: the first answer stays.
-        let d = probes.decision("c", JobId(1), &prefix, src()).await.unwrap();
+        let d = probes
+            .decision("c", JobId(1), &prefix, src())
+            .await
+            .unwrap();
         assert_eq!(d.phase, Phase::Succeeded);
         let empty = temp_dir("empty");
         let prefix = format!("file://{}", empty.display());
