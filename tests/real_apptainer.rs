@@ -102,7 +102,10 @@ fn free_port() -> u16 {
 
 /// The real binary with the dev cluster's FLYTE_SLURM_* environment (exported by `run`/`env`).
 async fn serve(tag: &str) -> (Serve, AsyncConnectorServiceClient<Channel>) {
-    let port = free_port();
+    serve_on(tag, free_port()).await
+}
+
+async fn serve_on(tag: &str, port: u16) -> (Serve, AsyncConnectorServiceClient<Channel>) {
     let data = std::env::temp_dir().join(format!("sc-real-apptainer-{}-{tag}", std::process::id()));
     let child = Command::new(env!("CARGO_BIN_EXE_slurm-connector"))
         .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
@@ -175,20 +178,39 @@ fn int_literal(i: i64) -> Literal {
 /// `{{.input}}`-style templates already rendered as the backend does before CreateTask.
 fn request(c: &Cluster, w: &Work, task: &str, run: &str, x: i64) -> CreateTaskRequest {
     let prefix = format!("file://{}/out", w.cluster);
+    let (inputs, raw, ckpt) = (
+        format!("file://{}/io/inputs.pb", w.cluster),
+        format!("file://{}/raw", w.cluster),
+        format!("file://{}/ckpt", w.cluster),
+    );
+    request_with(c, w, task, run, x, [&inputs, &prefix, &raw, &ckpt, ""])
+}
+
+/// `paths`: what `--inputs`, `--outputs-path`, `--raw-data-path`, `--checkpoint-path`,
+/// `--prev-checkpoint` say (rendered values, or the SDK's `{{.input}}`-style templates).
+fn request_with(
+    c: &Cluster,
+    w: &Work,
+    task: &str,
+    run: &str,
+    x: i64,
+    paths: [&str; 5],
+) -> CreateTaskRequest {
+    let prefix = format!("file://{}/out", w.cluster);
     let args: Vec<String> = [
         "a0",
         "--inputs",
-        &format!("file://{}/io/inputs.pb", w.cluster),
+        paths[0],
         "--outputs-path",
-        &prefix,
+        paths[1],
         "--version",
         "v1",
         "--raw-data-path",
-        &format!("file://{}/raw", w.cluster),
+        paths[2],
         "--checkpoint-path",
-        &format!("file://{}/ckpt", w.cluster),
+        paths[3],
         "--prev-checkpoint",
-        "",
+        paths[4],
         "--run-name",
         "{{.runName}}",
         "--name",
@@ -526,5 +548,70 @@ async fn a_cancelled_native_task_is_aborted_and_leaves_no_container_process() {
             "process {pid} of the cancelled job is still alive: {cmd}"
         );
     }
+    let _ = std::fs::remove_dir_all(&w.host);
+}
+
+/// `slurm-connector submit --request FILE` with the SDK's templates unrendered: the CLI writes
+/// inputs.pb where `{{.input}}` points (through FLYTE_SLURM_SHARED_MOUNTS), renders the args,
+/// and the task succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submit_request_writes_inputs_and_renders_templates() {
+    let Some(c) = cluster() else { return };
+    let port = free_port();
+    let (_serve, _client) = serve_on("submit", port).await;
+    let w = work(&c, "submit", 5);
+    let req = request_with(
+        &c,
+        &w,
+        "double",
+        &run_name("submit"),
+        5,
+        [
+            "{{.input}}",
+            "{{.outputPrefix}}",
+            "{{.rawOutputDataPrefix}}",
+            "{{.checkpointOutputPrefix}}",
+            "{{.prevCheckpointPrefix}}",
+        ],
+    );
+    let file = w.host.join("request.pb");
+    std::fs::write(&file, req.encode_to_vec()).unwrap();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_slurm-connector"))
+        .args(["submit", "--request"])
+        .arg(&file)
+        .args([
+            "--connector",
+            &format!("http://127.0.0.1:{port}"),
+            "--poll",
+            "1",
+        ])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "submit failed:\n{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "inputs.pb written to file://{}/out/inputs.pb",
+            w.cluster
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains("SUCCEEDED"), "{stdout}");
+    let inputs = Inputs::decode(
+        std::fs::read(w.host.join("out/inputs.pb"))
+            .unwrap()
+            .as_slice(),
+    )
+    .unwrap();
+    assert_eq!(inputs.literals[0].value, Some(int_literal(5)));
+    let outputs = Outputs::decode(
+        std::fs::read(w.host.join("out/outputs.pb"))
+            .unwrap()
+            .as_slice(),
+    )
+    .unwrap();
+    assert_eq!(outputs.literals[0].value, Some(int_literal(10)));
     let _ = std::fs::remove_dir_all(&w.host);
 }
