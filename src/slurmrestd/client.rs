@@ -20,7 +20,7 @@ use super::error::ClientError;
 use super::generated::v0042 as api;
 use super::retry::RetryPolicy;
 use super::transport::{self, CallContext};
-use super::types::{CancelOutcome, Diag, JobId, JobInfo, JobState, Partition, Ping};
+use super::types::{CancelOutcome, Diag, JobId, JobInfo, JobState, JobUsage, Partition, Ping};
 
 /// Slurm error numbers the connector acts on.
 pub mod errno {
@@ -278,6 +278,60 @@ impl Client {
             .rev()
             .filter_map(convert::accounting_job)
             .find(|j| j.job_id == id))
+    }
+
+    /// What a job used, for GetTaskMetrics: slurmdbd's record (usage, once steps end) when it has
+    /// one, else slurmctld's view (times, allocations). `None` when neither knows the job.
+    pub async fn usage(&self, id: JobId) -> Result<Option<JobUsage>, ClientError> {
+        let id_s = id.to_string();
+        let accounting = self
+            .call("accounting_job", Idempotency::Idempotent, |api| {
+                api.slurmdb_v0042_get_job(&id_s)
+            })
+            .await;
+        let accounting_error = match accounting {
+            Ok(resp) => {
+                // The last record is the newest (requeued jobs have several).
+                let found = resp
+                    .jobs
+                    .iter()
+                    .flat_map(|j| j.0.iter())
+                    .rev()
+                    .filter_map(convert::accounting_usage)
+                    .find(|u| u.job_id == id);
+                if found.is_some() {
+                    return Ok(found);
+                }
+                None
+            }
+            // Without accounting (or with slurmdbd down) slurmctld still knows running jobs.
+            Err(e) => Some(e),
+        };
+        let now = chrono::Utc::now().timestamp();
+        match self
+            .call("job", Idempotency::Idempotent, |api| {
+                api.slurm_v0042_get_job(&id_s, None, None)
+            })
+            .await
+        {
+            Ok(resp) => {
+                let found = resp
+                    .jobs
+                    .iter()
+                    .flat_map(|j| j.0.iter())
+                    .filter_map(|j| convert::controller_usage(j, now))
+                    .find(|u| u.job_id == id);
+                match (found, accounting_error) {
+                    (None, Some(e)) => Err(e),
+                    (found, _) => Ok(found),
+                }
+            }
+            Err(e) if classify::is_unknown_job(&e) => match accounting_error {
+                Some(ae) => Err(ae),
+                None => Ok(None),
+            },
+            Err(e) => Err(e),
+        }
     }
 
     /// Accounting records of many jobs in one request (repeated `step=`; slurmdbd has no `job`
