@@ -118,28 +118,16 @@ async fn usage_falls_back_to_slurmctld_and_is_none_when_neither_knows() {
 #[tokio::test]
 async fn an_unreachable_slurmdbd_still_gives_slurmctlds_view() {
     let server = MockServer::start().await;
+    // slurmdbd unreachable: every slurmdb path answers 503 (retried, then given up).
     Mock::given(method("GET"))
-        .and(path("/slurmdb/v0.0.42/job/31"))
+        .and(wiremock::matchers::path_regex("^/slurmdb/"))
         .respond_with(wiremock::ResponseTemplate::new(503))
         .mount(&server)
         .await;
-    mount(
-        &server,
-        "/slurm/v0.0.42/job/31",
-        "24.11_v0.0.42_job-get-one",
-    )
-    .await;
-    mount(
-        &server,
-        "/slurm/v0.0.42/job/7",
-        "24.11_v0.0.42_job-get-unknown",
-    )
-    .await;
-    Mock::given(method("GET"))
-        .and(path("/slurmdb/v0.0.42/job/7"))
-        .respond_with(wiremock::ResponseTemplate::new(503))
-        .mount(&server)
-        .await;
+    for (id, sample) in [(31, "job-get-one"), (7, "job-get-unknown")] {
+        let p = format!("/slurm/v0.0.42/job/{id}");
+        mount(&server, &p, &format!("24.11_v0.0.42_{sample}")).await;
+    }
     let c = client(&server);
     assert_eq!(
         c.usage(JobId(31)).await.unwrap().unwrap().source,
