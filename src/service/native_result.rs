@@ -26,8 +26,10 @@ use crate::staging::{self, Staging};
 
 /// How long GetTask waits for a read in progress before answering RUNNING.
 pub const WAIT: Duration = Duration::from_secs(3);
-/// A whole read (both files) gives up after this; the next GetTask starts a new one.
+/// A whole read (both files) gives up after this.
 const READ_TIMEOUT: Duration = Duration::from_secs(60);
+/// Reads of a prefix before an unreadable one decides FAILED.
+pub const MAX_READS: u32 = 3;
 /// `error.pb` is a short message; anything bigger is not one.
 const MAX_ERROR_DOC: u64 = 1024 * 1024;
 /// Decided results are kept this long (GetTask keeps polling a finished task a few times).
@@ -194,10 +196,47 @@ impl Source {
     }
 }
 
+type Outcome = Result<Found, String>;
+
 struct Probe {
     started: Instant,
-    result: Arc<Mutex<Option<Decision>>>,
+    /// Reads of this job's prefix so far (this one included).
+    attempt: u32,
+    outcome: Arc<Mutex<Option<Outcome>>>,
     done: Arc<tokio::sync::Notify>,
+}
+
+impl Probe {
+    fn start(prefix: &str, source: Source, attempt: u32) -> Probe {
+        let outcome = Arc::new(Mutex::new(None));
+        let done = Arc::new(tokio::sync::Notify::new());
+        let (o, d, prefix) = (outcome.clone(), done.clone(), prefix.to_string());
+        tokio::spawn(async move {
+            let found = match tokio::time::timeout(READ_TIMEOUT, source.find()).await {
+                Ok(f) => f,
+                Err(_) => Err(format!("no answer within {}s", READ_TIMEOUT.as_secs())),
+            };
+            if let Err(e) = &found {
+                tracing::warn!(%prefix, attempt, error = %e, "reading a native task's result failed");
+            }
+            *o.lock().unwrap() = Some(found);
+            d.notify_waiters();
+        });
+        Probe {
+            started: Instant::now(),
+            attempt,
+            outcome,
+            done,
+        }
+    }
+
+    fn finished(&self) -> bool {
+        self.outcome.lock().unwrap().is_some()
+    }
+
+    fn failed(&self) -> bool {
+        matches!(*self.outcome.lock().unwrap(), Some(Err(_)))
+    }
 }
 
 /// Reads in flight and decided, per (cluster, job).
@@ -214,6 +253,9 @@ impl std::fmt::Debug for Probes {
 
 impl Probes {
     /// The decision for a COMPLETED job, or `None` while the read is still going after [`WAIT`].
+    /// A read that failed (store unreachable, permissions) is tried again on the next calls, up
+    /// to [`MAX_READS`] reads, before it decides FAILED: one network blip must not fail a task
+    /// that succeeded.
     pub async fn decision(
         &self,
         cluster: &str,
@@ -221,47 +263,33 @@ impl Probes {
         prefix: &str,
         source: Source,
     ) -> Option<Decision> {
-        let (result, done) = {
+        let (outcome, done, last_try) = {
             let mut map = self.map.lock().unwrap();
-            map.retain(|_, p| {
-                p.started.elapsed() < KEEP_DECIDED || p.result.lock().unwrap().is_none()
-            });
+            map.retain(|_, p| p.started.elapsed() < KEEP_DECIDED || !p.finished());
             let key = (cluster.to_string(), job);
-            let stale = map.get(&key).is_some_and(|p| {
-                p.result.lock().unwrap().is_none() && p.started.elapsed() > READ_TIMEOUT * 2
-            });
-            if stale {
-                map.remove(&key);
+            let retry = match map.get(&key) {
+                Some(p) if p.failed() && p.attempt < MAX_READS => Some(p.attempt + 1),
+                _ => None,
+            };
+            if let Some(attempt) = retry {
+                map.insert(key.clone(), Probe::start(prefix, source.clone(), attempt));
             }
-            let p = map.entry(key).or_insert_with(|| {
-                let result = Arc::new(Mutex::new(None));
-                let done = Arc::new(tokio::sync::Notify::new());
-                let (r, d, prefix) = (result.clone(), done.clone(), prefix.to_string());
-                tokio::spawn(async move {
-                    let found = match tokio::time::timeout(READ_TIMEOUT, source.find()).await {
-                        Ok(f) => f,
-                        Err(_) => Err(format!("no answer within {}s", READ_TIMEOUT.as_secs())),
-                    };
-                    if let Err(e) = &found {
-                        tracing::warn!(%prefix, error = %e, "reading a native task's result failed");
-                    }
-                    *r.lock().unwrap() = Some(decide(&prefix, found));
-                    d.notify_waiters();
-                });
-                Probe {
-                    started: Instant::now(),
-                    result,
-                    done,
-                }
-            });
-            (p.result.clone(), p.done.clone())
+            let p = map
+                .entry(key)
+                .or_insert_with(|| Probe::start(prefix, source, 1));
+            (p.outcome.clone(), p.done.clone(), p.attempt >= MAX_READS)
         };
         let notified = done.notified();
-        if let Some(d) = result.lock().unwrap().clone() {
+        let settled = |o: &Option<Outcome>| match o {
+            Some(Ok(f)) => Some(decide(prefix, Ok(f.clone()))),
+            Some(Err(e)) if last_try => Some(decide(prefix, Err(e.clone()))),
+            _ => None,
+        };
+        if let Some(d) = settled(&outcome.lock().unwrap()) {
             return Some(d);
         }
         let _ = tokio::time::timeout(WAIT, notified).await;
-        result.lock().unwrap().clone()
+        settled(&outcome.lock().unwrap())
     }
 }
 
@@ -326,6 +354,22 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_unreadable_prefix_is_read_again_before_it_fails() {
+        let probes = Probes::default();
+        let prefix = "file:///x";
+        // A store that refuses: a URI object_store cannot open.
+        let bad = || Source::Store {
+            prefix: "nosuchscheme://bucket/p".into(),
+        };
+        for _ in 1..MAX_READS {
+            assert_eq!(probes.decision("c", JobId(9), prefix, bad()).await, None);
+        }
+        let d = probes.decision("c", JobId(9), prefix, bad()).await.unwrap();
+        assert_eq!(d.phase, Phase::Failed);
+        assert!(d.message.contains("could not be read"), "{}", d.message);
+    }
+
+    #[tokio::test]
     async fn reads_a_local_prefix_error_first() {
         let dir = temp_dir("ok");
         let prefix = format!("file://{}", dir.display());
@@ -356,6 +400,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(d.phase, Phase::Failed);
+        assert!(d.message.contains("wrote no result"), "{}", d.message);
         let _ = std::fs::remove_dir_all(dir);
         let _ = std::fs::remove_dir_all(empty);
     }
