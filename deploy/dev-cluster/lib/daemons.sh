@@ -213,6 +213,15 @@ cmd_down() {
 			for p in "${left[@]}"; do
 				[[ -d "/proc/$p" ]] && kill -KILL "$p" 2>/dev/null
 			done
+			# KILL is asynchronous: give them a moment to be gone before `down` says so.
+			for ((i = 0; i < 20; i++)); do
+				local alive=0
+				for p in "${left[@]}"; do
+					[[ -d "/proc/$p" ]] && alive=1 && break
+				done
+				((alive)) || break
+				sleep 0.1
+			done
 		fi
 	fi
 	rm -f "$RUN/settings" "$RUN/slurmd.mntns"
@@ -246,7 +255,7 @@ cmd_status() {
 		printf '  %-11s %s\n' "$d" "$state"
 	done
 	if ((running == expected)); then
-		echo "up: slurmrestd http://127.0.0.1:$RESTD_PORT accounting=$ACCOUNTING MinJobAge=${RUN_MIN_JOB_AGE:-?}"
+		echo "up: slurmrestd http://127.0.0.1:$RESTD_PORT accounting=$ACCOUNTING MinJobAge=${RUN_MIN_JOB_AGE:-?} apptainer=${RUN_APPTAINER:-0}"
 	elif ((running == 0)); then
 		echo "down"
 		rc=3
