@@ -222,6 +222,37 @@ mod tests {
     }
 
     #[test]
+    fn native_defaults_come_from_the_identity_and_yield_to_the_backend() {
+        let id = ExecutionIdentity {
+            org: "local".into(),
+            project: "p".into(),
+            domain: "d".into(),
+            run_name: "r1".into(),
+            action_name: "a0".into(),
+            attempt: 0,
+        };
+        let mut e = EnvBuilder::default();
+        e.identity(&id).unwrap();
+        e.native_defaults(&id, "s3://b/runs/r1/a0/0/").unwrap();
+        let got: BTreeMap<_, _> = e.into_vec().into_iter().collect();
+        assert_eq!(got["RUN_NAME"], "r1");
+        assert_eq!(got["ACTION_NAME"], "a0");
+        assert_eq!(got["_U_RUN_BASE"], "s3://b/runs/r1/a0/0");
+        assert_eq!(got["_U_ORG_NAME"], "local");
+        assert_eq!(got["FLYTE_INTERNAL_EXECUTION_PROJECT"], "p");
+        // The backend's TaskExecutionMetadata.environment_variables is a later layer: it wins.
+        let mut e = EnvBuilder::default();
+        e.native_defaults(&id, "s3://b/p").unwrap();
+        e.set("_U_RUN_BASE", "s3://b/runs/r1", "backend").unwrap();
+        let got: BTreeMap<_, _> = e.into_vec().into_iter().collect();
+        assert_eq!(got["_U_RUN_BASE"], "s3://b/runs/r1");
+        // No prefix: no run base rather than an empty one.
+        let mut e = EnvBuilder::default();
+        e.native_defaults(&id, "").unwrap();
+        assert!(!e.contains("_U_RUN_BASE"));
+    }
+
+    #[test]
     fn refusals() {
         let mut e = EnvBuilder::default();
         assert!(e.set("BAD NAME", "x", "env").is_err());

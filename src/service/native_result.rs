@@ -354,6 +354,42 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_file_prefix_is_a_cluster_path_read_through_staging() {
+        let local = temp_dir("staging");
+        std::fs::create_dir_all(local.join("flyte/out")).unwrap();
+        std::fs::write(local.join("flyte/out").join(ERROR_FILE), NON_RECOVERABLE).unwrap();
+        let st: Arc<dyn Staging> = Arc::new(staging::LocalStaging::new(
+            staging::Roots::parse(&format!("/shared={}", local.display())).unwrap(),
+        ));
+        let prefix = "file:///shared/flyte/out/";
+        let src = Source::for_prefix(prefix, Some(&st));
+        assert!(matches!(&src, Source::Cluster { dir, .. } if dir == "/shared/flyte/out"));
+        let d = Probes::default()
+            .decision("c", JobId(4), prefix, src)
+            .await
+            .unwrap();
+        assert_eq!(d.phase, Phase::Failed);
+        assert!(
+            d.message.ends_with("out of memory in user code"),
+            "{}",
+            d.message
+        );
+        // Outside the mapped roots: refused by staging's confinement, never read; FAILED once
+        // the reads are used up.
+        let probes = Probes::default();
+        let outside = "file:///etc/out";
+        let mut last = None;
+        for _ in 0..MAX_READS {
+            let src = Source::for_prefix(outside, Some(&st));
+            last = probes.decision("c", JobId(5), outside, src).await;
+        }
+        let d = last.expect("decided after MAX_READS reads");
+        assert_eq!(d.phase, Phase::Failed);
+        assert!(d.message.contains("could not be read"), "{}", d.message);
+        let _ = std::fs::remove_dir_all(local);
+    }
+
+    #[tokio::test]
     async fn an_unreadable_prefix_is_read_again_before_it_fails() {
         let probes = Probes::default();
         let prefix = "file:///x";
