@@ -90,6 +90,36 @@ async fn a_raising_task_fails_with_the_users_message_from_error_pb() {
     let _ = std::fs::remove_dir_all(&w.host);
 }
 
+/// The entrypoint ends without a result (the process exits 0 inside the task): the job
+/// COMPLETED, yet the task FAILED, saying so, with the stderr tail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_result_at_the_prefix_fails_with_the_stderr_tail() {
+    let Some(c) = cluster() else { return };
+    let (_serve, mut client) = serve("vanish").await;
+    let w = work(&c, "vanish", 7);
+    let req = request(&c, &w, "vanish", &run_name("vanish"), 7);
+    let meta = client
+        .create_task(req)
+        .await
+        .unwrap()
+        .into_inner()
+        .resource_meta;
+    let r = wait_until(&mut client, &meta, 240, terminal).await;
+    assert_eq!(phase(&r), Phase::Failed, "{}", r.message);
+    assert!(
+        r.message.contains("COMPLETED, exit code 0:0"),
+        "{}",
+        r.message
+    );
+    assert!(
+        r.message.contains("the task's entrypoint wrote no result"),
+        "{}",
+        r.message
+    );
+    assert!(r.message.contains("vanishing with 7"), "{}", r.message);
+    let _ = std::fs::remove_dir_all(&w.host);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_native_task_is_aborted_and_leaves_no_container_process() {
     let Some(c) = cluster() else { return };

@@ -25,7 +25,9 @@ use tonic::transport::Channel;
 
 pub const JOB_UID: u32 = 2000;
 
-pub const TASKS_PY: &str = r#"import time
+pub const TASKS_PY: &str = r#"import os
+import sys
+import time
 
 import flyte
 
@@ -40,6 +42,12 @@ def double(x: int) -> int:
 @env.task
 def boom(x: int) -> int:
     raise ValueError(f"boom {x}")
+
+
+@env.task
+def vanish(x: int) -> int:
+    print(f"vanishing with {x}", file=sys.stderr, flush=True)
+    os._exit(0)
 
 
 @env.task
