@@ -18,11 +18,12 @@ use support::*;
 async fn usage_reports_cpu_time_and_peak_rss_of_a_finished_job() {
     let Some(c) = cluster() else { return };
     let client = c.user_client();
-    // ~2 s of CPU, then `tail` holds 200 MiB of newline-free input in memory.
+    // 3 s of busy loop, then a 150 MiB shell string held for 3 s: the cluster samples usage every
+    // second (deploy/dev-cluster's JobAcctGatherFrequency), so the peak is seen.
     let job = c.job(
         "usage",
         "#!/bin/bash\nend=$((SECONDS + 3)); while (( SECONDS < end )); do :; done\n\
-         head -c 200M /dev/zero | tail -c 1 >/dev/null\n",
+         x=$(head -c 150M /dev/zero | tr '\\0' a)\nsleep 3\necho ${#x}\n",
     );
     let id = submit(&client, &job).await;
     wait_base(&client, id, BaseState::Completed).await;

@@ -71,6 +71,27 @@ async fn usage_comes_from_slurmdbd_when_it_has_the_job() {
     }
 }
 
+/// Recorded on 26.05 with `JobAcctGatherType=jobacct_gather/linux`: a batch step that burned
+/// ~5 s of CPU and held a 150 MiB shell string (sacct: TotalCPU 00:05.062, MaxRSS 226744K).
+#[tokio::test]
+async fn usage_sums_the_steps_cpu_and_takes_the_peak_rss() {
+    let server = MockServer::start().await;
+    let sample = "26.05_v0.0.42_slurmdb-job-get-usage";
+    mount(&server, "/slurmdb/v0.0.42/job/1536", sample).await;
+    let u = client(&server).usage(JobId(1536)).await.unwrap().unwrap();
+    // The record's own time.total is 0: the figure is the steps' sum, as sacct's.
+    assert_eq!(
+        Recorded::load(sample).body["jobs"][0]["time"]["total"]["seconds"],
+        0
+    );
+    let close = |got: Option<f64>, want: f64| (got.unwrap() - want).abs() < 1e-9;
+    assert!(close(u.cpu_total_secs, 5.062902), "{u:?}");
+    assert!(close(u.cpu_user_secs, 4.000178), "{u:?}");
+    assert!(close(u.cpu_system_secs, 1.062724), "{u:?}");
+    assert_eq!(u.max_rss_bytes, Some(226_744 * 1024));
+    assert_eq!(u.elapsed_secs, Some(9));
+}
+
 #[tokio::test]
 async fn usage_falls_back_to_slurmctld_and_is_none_when_neither_knows() {
     let server = MockServer::start().await;

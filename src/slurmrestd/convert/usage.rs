@@ -25,7 +25,44 @@ fn secs(seconds: Option<i64>, micros: Option<i64>) -> Option<f64> {
     }
 }
 
-/// A slurmdbd job record. `None` without a job id.
+#[derive(Clone, Copy)]
+enum Cpu {
+    Total,
+    User,
+    System,
+}
+
+/// CPU time of a job: the sum over its steps, as sacct's TotalCPU. The record's own
+/// `time.total/user/system` stay 0 on real Slurm (seen on 26.05 with 5 s used by the batch step),
+/// so they count only when there are no step records.
+fn cpu(j: &g::V0042Job, which: Cpu) -> Option<f64> {
+    let per_step: Vec<f64> = j
+        .steps
+        .iter()
+        .flat_map(|s| s.0.iter())
+        .filter_map(|s| {
+            let t = s.time.as_ref()?;
+            match which {
+                Cpu::Total => t.total.as_ref().map(|c| (c.seconds, c.microseconds)),
+                Cpu::User => t.user.as_ref().map(|c| (c.seconds, c.microseconds)),
+                Cpu::System => t.system.as_ref().map(|c| (c.seconds, c.microseconds)),
+            }
+        })
+        .filter_map(|(s, us)| secs(s, us.map(i64::from)))
+        .collect();
+    if !per_step.is_empty() {
+        return Some(per_step.iter().sum());
+    }
+    let t = j.time.as_ref()?;
+    let (s, us) = match which {
+        Cpu::Total => t.total.as_ref().map(|c| (c.seconds, c.microseconds))?,
+        Cpu::User => t.user.as_ref().map(|c| (c.seconds, c.microseconds))?,
+        Cpu::System => t.system.as_ref().map(|c| (c.seconds, c.microseconds))?,
+    };
+    secs(s, us)
+}
+
+/// A slurmdb job record. `None` without a job id.
 pub fn accounting_usage(j: &g::V0042Job) -> Option<JobUsage> {
     let id = u32::try_from(j.job_id?).ok()?;
     let time = j.time.as_ref();
@@ -51,15 +88,9 @@ pub fn accounting_usage(j: &g::V0042Job) -> Option<JobUsage> {
             .and_then(|t| t.elapsed)
             .map(i64::from)
             .filter(|_| start_time.is_some()),
-        cpu_total_secs: time
-            .and_then(|t| t.total.as_ref())
-            .and_then(|c| secs(c.seconds, c.microseconds)),
-        cpu_user_secs: time
-            .and_then(|t| t.user.as_ref())
-            .and_then(|c| secs(c.seconds, c.microseconds)),
-        cpu_system_secs: time
-            .and_then(|t| t.system.as_ref())
-            .and_then(|c| secs(c.seconds, c.microseconds)),
+        cpu_total_secs: cpu(j, Cpu::Total),
+        cpu_user_secs: cpu(j, Cpu::User),
+        cpu_system_secs: cpu(j, Cpu::System),
         max_rss_bytes,
         allocated: j
             .tres
