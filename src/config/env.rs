@@ -52,6 +52,19 @@ pub(super) fn apply(
         cfg.log_links = crate::staging::logs::parse_log_links(&v)
             .map_err(|e| ConfigError::invalid("FLYTE_SLURM_LOG_LINKS", &v, e.to_string()))?;
     }
+    if let Some(v) = var(crate::staging::retention::RETENTION_VAR) {
+        cfg.job_files_retention =
+            crate::staging::retention::parse_retention(Some(&v)).map_err(|e| match e {
+                crate::staging::StagingError::Config { var, message } => {
+                    ConfigError::invalid(var, &v, message)
+                }
+                other => ConfigError::invalid(
+                    crate::staging::retention::RETENTION_VAR,
+                    &v,
+                    other.to_string(),
+                ),
+            })?;
+    }
     if let Some(v) = var("FLYTE_SLURM_ALLOW_TASK_CREDENTIALS") {
         cfg.allow_task_credentials = parse_bool("FLYTE_SLURM_ALLOW_TASK_CREDENTIALS", &v)?;
     }

@@ -10,6 +10,7 @@
 pub mod cluster;
 pub mod convert;
 pub mod grpc;
+pub mod jobfiles;
 pub mod meta;
 pub mod metrics;
 mod serve;
@@ -171,6 +172,9 @@ impl Connector {
             };
             let m = resource_meta(&rt.cfg.name, job_id, &rendered);
             rt.remember(&key, m.clone());
+            if let Some(j) = &rt.job_files {
+                j.note(&m);
+            }
             rt.tracker.track(job_id);
             if fresh {
                 self.metrics.submits.get_or_create(&cluster_label(&rt)).inc();
@@ -187,8 +191,18 @@ impl Connector {
     /// GetTask: from the tracker's cache; never an error because slurmrestd hiccupped.
     pub async fn get(&self, raw_meta: &[u8]) -> Result<Resource, Status> {
         let (rt, m) = self.locate(raw_meta)?;
+        if let Some(j) = &rt.job_files {
+            j.note(&m);
+        }
         let snap = rt.tracker.status(m.job_id).await;
-        Ok(status::resource(&rt, &m, snap, &self.ceiling, &self.deployment.log_links).await)
+        let res = status::resource(&rt, &m, snap, &self.ceiling, &self.deployment.log_links).await;
+        // Terminal, outputs transferred: the retention clock of the job's files starts.
+        if let Some(j) = &rt.job_files
+            && is_terminal(res.phase)
+        {
+            j.ended(&m, self.deployment.job_files_retention);
+        }
+        Ok(res)
     }
 
     /// DeleteTask: cancel; already finished or unknown jobs are a success.
@@ -241,6 +255,18 @@ impl Connector {
             )]),
         }
     }
+}
+
+fn is_terminal(phase: i32) -> bool {
+    use crate::proto::core::task_execution::Phase;
+    [
+        Phase::Succeeded,
+        Phase::Failed,
+        Phase::Aborted,
+        Phase::RetryableFailed,
+    ]
+    .iter()
+    .any(|p| *p as i32 == phase)
 }
 
 fn cluster_label(rt: &ClusterRuntime) -> metrics::ClusterLabels {

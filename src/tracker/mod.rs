@@ -8,6 +8,8 @@
 //! - A job missing from `states` (aged out of slurmctld, `MinJobAge`) is resolved through slurmdbd,
 //!   in one batch; while neither knows it, its last state is kept. A job neither has known for
 //!   `lost_after` is reported FAILED with that explanation: it never stays RUNNING forever.
+//! - Without accounting (slurmdbd off or down), such a job is resolved from the exit-status
+//!   marker it left ([`ExitMarkers`], injected): COMPLETED for exit code 0, FAILED otherwise.
 //! - A state this connector does not know keeps the last phase with a note; after
 //!   `unknown_state_after` it is reported FAILED.
 //! - When a job turns terminal its record is fetched once (slurmctld, else slurmdbd) for the
@@ -25,7 +27,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-pub use api::SlurmApi;
+pub use api::{ExitMarkers, SlurmApi};
 pub use state::{Base, Packed};
 
 use crate::proto::core::task_execution::Phase;
@@ -70,6 +72,8 @@ enum Known {
     MissingUnseen,
     /// Missing from both for longer than `lost_after`: reported FAILED.
     Lost,
+    /// Missing from both; the outcome was read from the job's exit-status marker (final).
+    Marker,
 }
 
 /// One tracked job: 16 bytes plus a rare boxed extra (terminal record, unknown state text).
@@ -140,6 +144,7 @@ pub struct Tracker {
     /// Serializes ticks and adoption rounds so two never race on the same entries.
     round: tokio::sync::Mutex<()>,
     observer: Option<TickObserver>,
+    markers: Option<Arc<dyn ExitMarkers>>,
 }
 
 impl std::fmt::Debug for Tracker {
@@ -165,7 +170,14 @@ impl Tracker {
             adopted: Notify::new(),
             round: tokio::sync::Mutex::new(()),
             observer: None,
+            markers: None,
         }
+    }
+
+    /// Resolve jobs neither slurmctld nor slurmdbd knows from their exit-status markers.
+    pub fn with_exit_markers(mut self, markers: Arc<dyn ExitMarkers>) -> Tracker {
+        self.markers = Some(markers);
+        self
     }
 
     pub fn with_observer(mut self, observer: TickObserver) -> Tracker {
@@ -313,6 +325,15 @@ impl Tracker {
                 None,
                 Some(format!(
                     "Slurm job {id} is not known to slurmctld, nor (yet) to slurmdbd{}",
+                    self.accounting_note()
+                )),
+            ),
+            Known::Marker => (
+                e.state.phase().unwrap_or(Phase::Failed),
+                Some(e.state.text(other)),
+                Some(format!(
+                    "Slurm job {id} is no longer known to slurmctld and not in slurmdbd{}; its \
+                     outcome was read from the exit-status marker the job left",
                     self.accounting_note()
                 )),
             ),
@@ -482,10 +503,15 @@ impl Tracker {
                 HashMap::new()
             }
         };
+        let markers = self.read_markers(ids, &found).await;
         let now = self.now_secs();
         let mut jobs = self.jobs.lock().unwrap();
         for id in ids {
             let Some(e) = jobs.get_mut(id) else { continue };
+            if let Some(code) = markers.get(id) {
+                apply_marker(e, *code, now);
+                continue;
+            }
             match found.get(id) {
                 Some(info) => {
                     apply_state(e, &info.state, now);
@@ -502,6 +528,40 @@ impl Tracker {
                 None => {}
             }
         }
+    }
+
+    /// Exit-status markers of the jobs slurmdbd did not know (none without an injected reader).
+    /// A job reads its marker once it is gone from slurmctld, so each lookup is one small read;
+    /// a reader error keeps the job missing (it is retried next tick, then reported lost).
+    async fn read_markers(
+        &self,
+        ids: &[JobId],
+        found: &HashMap<JobId, JobInfo>,
+    ) -> HashMap<JobId, i32> {
+        let Some(markers) = &self.markers else {
+            return HashMap::new();
+        };
+        let wanted: Vec<JobId> = ids
+            .iter()
+            .filter(|id| !found.contains_key(id))
+            .copied()
+            .collect();
+        let answers =
+            futures::future::join_all(wanted.iter().map(|id| markers.exit_code(*id))).await;
+        let mut out = HashMap::new();
+        for (id, answer) in wanted.into_iter().zip(answers) {
+            match answer {
+                Ok(Some(code)) => {
+                    tracing::info!(cluster = %self.cluster, job_id = %id, code, "job resolved from its exit-status marker");
+                    out.insert(id, code);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(cluster = %self.cluster, job_id = %id, error = %e, "exit-status marker not readable");
+                }
+            }
+        }
+        out
     }
 
     /// The records of jobs that just finished: slurmctld first, slurmdbd (batched) for the rest;
@@ -616,6 +676,22 @@ fn apply_state(e: &mut Entry, s: &JobState, now: u32) {
         // A requeued job runs again: its old record no longer applies.
         e.record_done = false;
     }
+}
+
+/// The job's own exit code, from its marker: final, like a slurmdbd record. The state is the one
+/// Slurm would have given a batch script exiting so (COMPLETED for 0, FAILED otherwise).
+fn apply_marker(e: &mut Entry, code: i32, now: u32) {
+    let base = if code == 0 { "COMPLETED" } else { "FAILED" };
+    apply_state(e, &JobState::from_strings([base]), now);
+    e.known = Known::Marker;
+    e.record_done = true;
+    let x = e.extra.get_or_insert_with(Default::default);
+    x.exit_code = Some(ExitCode {
+        status: vec![if code == 0 { "SUCCESS" } else { "ERROR" }.to_string()],
+        return_code: u32::try_from(code).ok(),
+        signal: None,
+        signal_name: None,
+    });
 }
 
 fn apply_record(e: &mut Entry, info: &JobInfo) {
