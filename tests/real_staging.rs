@@ -86,7 +86,7 @@ async fn start_stager(roots: &str, dir: &Path) -> Stager {
             cmd.env_remove(k);
         }
     }
-    let child = cmd
+    let mut child = cmd
         .args([
             "stager",
             "--listen",
@@ -116,6 +116,8 @@ async fn start_stager(roots: &str, dir: &Path) -> Stager {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("the stager did not become healthy at {url}");
 }
 
@@ -243,7 +245,7 @@ fn preprocess(tag: &str, script: Option<&str>, prefix: &str) -> CreateTaskReques
         custom.fields.insert(
             "script".into(),
             prost_types::Value {
-                kind: Some(prost_types::value::Kind::StringValue(s.into())),
+                kind: Some(prost_types::value::Kind::StringValue(s)),
             },
         );
     }
