@@ -44,6 +44,8 @@ pub fn preamble(marker_path: &str) -> Result<String, RenderError> {
         r#"# slurm-connector: exit-status marker for clusters without slurmdbd. This shell runs the
 # script below as a grandchild, unchanged, and the subshell records its exit status in {marker}.
 if [ -z "${{{CHILD_VAR}:-}}" ]; then
+  # Shebang options (`#!/bin/bash -eu`) apply to this shell too; they must not stop it recording.
+  set +e +u
   (
     trap ':' HUP INT QUIT TERM USR1 USR2 ALRM
     if [ -x "$0" ]; then {CHILD_VAR}=1 "$0" "$@"; else {CHILD_VAR}=1 /bin/bash "$0" "$@"; fi
@@ -78,9 +80,19 @@ mod tests {
 
     /// Writes `body` after a shebang and the preamble, runs it, returns (exit code, marker).
     fn run(dir: &Path, name: &str, body: &str, stdin: &str) -> (Option<i32>, Option<String>) {
+        run_with(dir, name, "#!/bin/bash", body, stdin)
+    }
+
+    fn run_with(
+        dir: &Path,
+        name: &str,
+        shebang: &str,
+        body: &str,
+        stdin: &str,
+    ) -> (Option<i32>, Option<String>) {
         let marker = dir.join(format!("{name}.exit"));
         let script = format!(
-            "#!/bin/bash\n#SBATCH -t 1\n{}{body}",
+            "{shebang}\n#SBATCH -t 1\n{}{body}",
             preamble(marker.to_str().unwrap()).unwrap()
         );
         let path = dir.join(name);
@@ -146,6 +158,29 @@ mod tests {
                 "{name}"
             );
             crate::staging::exit_marker::parse_marker(marker.unwrap().as_bytes()).unwrap();
+        }
+        std::fs::remove_dir_all(&d).ok();
+    }
+
+    #[test]
+    fn shebang_options_and_other_shells() {
+        let d = tmp();
+        let cases: &[(&str, &str, &str, i32)] = &[
+            // `-e` from the shebang: the script stops at `false`; the marker is still written.
+            ("bash-e", "#!/bin/bash -eu", "false\nexit 0\n", 1),
+            ("bash-x", "#!/bin/bash -x", "exit 6\n", 6),
+            ("sh", "#!/bin/sh", "exit 4\n", 4),
+            ("sh-e", "#!/bin/sh -e", "false\nexit 0\n", 1),
+            ("env-bash", "#!/usr/bin/env bash", "exit 0\n", 0),
+        ];
+        for (name, shebang, body, want) in cases {
+            let (code, marker) = run_with(&d, name, shebang, body, "");
+            assert_eq!(code, Some(*want), "{name}: exit status");
+            assert_eq!(
+                marker.as_deref(),
+                Some(format!("{want}\n").as_str()),
+                "{name}"
+            );
         }
         std::fs::remove_dir_all(&d).ok();
     }
