@@ -6,6 +6,7 @@
 //! - [`cluster`]: one configured cluster at run time. [`meta`]: `resource_meta`.
 //! - [`convert`]: protobuf → the renderer's input. [`status`]: GetTask's `Resource`.
 //! - [`metrics`]: Prometheus. [`serve`]: the listeners, health, graceful shutdown.
+//! - [`task_metrics`]: GetTaskMetrics, a job's usage from Slurm's accounting.
 
 pub mod cluster;
 pub mod convert;
@@ -15,6 +16,7 @@ pub mod meta;
 pub mod metrics;
 mod serve;
 pub mod status;
+pub mod task_metrics;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
