@@ -1,5 +1,5 @@
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::*;
@@ -341,4 +341,33 @@ fn job_files_retention() {
         "{e}"
     );
     assert!(e.contains("7d"), "{e}");
+}
+
+#[test]
+fn file_shared_mounts_follow_the_same_rules() {
+    let p = Path::new("/etc/flyte/slurm.toml");
+    let ok = file::parse(
+        p,
+        "[clusters.a]\nrestd_url = \"http://a\"\nshared_mounts = { \"/shared/\" = \"/mnt/s/\" }\n",
+    )
+    .unwrap();
+    assert_eq!(
+        ok.clusters["a"].shared_mounts,
+        vec![("/shared".to_string(), PathBuf::from("/mnt/s"))]
+    );
+    for bad in [
+        "{ \"/shared\" = \"/mnt/../etc\" }",
+        "{ \"shared\" = \"/mnt/s\" }",
+    ] {
+        let e = file::parse(
+            p,
+            &format!("[clusters.a]\nrestd_url = \"http://a\"\nshared_mounts = {bad}\n"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("shared_mounts") && e.contains("without `..`"),
+            "{e}"
+        );
+    }
 }

@@ -210,27 +210,34 @@ pub fn parse_mounts(spec: &str) -> std::result::Result<Vec<Mount>, String> {
         if cluster.is_empty() || local.is_empty() {
             return Err(format!("entry {entry:?} has an empty side; {FIX}"));
         }
-        for (side, p) in [("cluster prefix", cluster), ("local path", local)] {
-            let path = Path::new(p);
-            if !path.is_absolute() || path.components().any(|c| c == Component::ParentDir) {
-                return Err(format!(
-                    "entry {entry:?}: the {side} {p:?} must be an absolute path without `..`; {FIX}"
-                ));
-            }
-        }
-        let clean = |p: &str| {
-            let t = p.trim_end_matches('/');
-            PathBuf::from(if t.is_empty() { "/" } else { t })
-        };
-        mounts.push(Mount {
-            cluster_prefix: clean(cluster),
-            local_path: clean(local),
-        });
+        mounts
+            .push(check_mount(cluster, local).map_err(|e| format!("entry {entry:?}: {e}; {FIX}"))?);
     }
     if mounts.is_empty() {
         return Err(format!("no mounts given; {FIX}"));
     }
     Ok(mounts)
+}
+
+/// One mount's two sides (also the config file's `shared_mounts` table): absolute, without
+/// `..`, trailing `/` dropped.
+pub fn check_mount(cluster: &str, local: &str) -> std::result::Result<Mount, String> {
+    for (side, p) in [("cluster prefix", cluster), ("local path", local)] {
+        let path = Path::new(p);
+        if !path.is_absolute() || path.components().any(|c| c == Component::ParentDir) {
+            return Err(format!(
+                "the {side} {p:?} must be an absolute path without `..`"
+            ));
+        }
+    }
+    let clean = |p: &str| {
+        let t = p.trim_end_matches('/');
+        PathBuf::from(if t.is_empty() { "/" } else { t })
+    };
+    Ok(Mount {
+        cluster_prefix: clean(cluster),
+        local_path: clean(local),
+    })
 }
 
 /// A confined path: `local` is canonical (or, from `resolve_parent`, has a canonical parent).
