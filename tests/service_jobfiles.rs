@@ -1,7 +1,7 @@
 //! Job files through the whole service, in front of mock-slurmrestd (which really runs the batch
 //! scripts, so the exit-status marker is really written by the rendered script):
-//! - retention: a finished job's logs, marker and outputs folder are removed the configured time
-//!   after its task ended — not while it runs, not before the time;
+//! - retention: a finished (or deleted) job's logs, marker and outputs folder are removed the
+//!   configured time after its task ended — not while it runs, not before the time;
 //! - no accounting: a job that aged out of slurmctld between two polls, with slurmdbd down, ends
 //!   SUCCEEDED / FAILED with its exit code from the marker instead of being reported lost.
 
@@ -328,12 +328,26 @@ async fn finished_jobs_files_are_removed_after_the_retention_time_and_running_on
     );
     assert_eq!(get(&mut c, &long).await.phase, Phase::Running as i32);
 
+    // A deleted task's files go the same way, even if nobody asks about it again.
     c.delete_task(DeleteTaskRequest {
         resource_meta: long.clone(),
         ..Default::default()
     })
     .await
     .unwrap();
+    let deleted = Instant::now();
+    while !job_files(&jobs, &long_name).is_empty() {
+        assert!(
+            deleted.elapsed() < Duration::from_secs(30),
+            "files of the deleted job still there: {:?}",
+            job_files(&jobs, &long_name)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        deleted.elapsed() >= keep,
+        "removed before the retention time"
+    );
     server.stop().await;
     env.mock.shutdown().await;
     std::fs::remove_dir_all(&env.workdir).ok();

@@ -229,6 +229,10 @@ impl Connector {
             .await
             .map_err(|e| client_status(&e, "cancelling the job"))?;
         tracing::info!(cluster = %rt.cfg.name, job_id = %m.job_id, ?outcome, "DeleteTask");
+        // A deleted task ends here even if the backend never asks about it again.
+        if let Some(j) = &rt.job_files {
+            j.ended(&m, self.deployment.job_files_retention);
+        }
         Ok(())
     }
 
