@@ -471,3 +471,64 @@ async fn outputs_and_markers_through_a_stager_sidecar() {
     )
     .await;
 }
+
+/// scancel (DeleteTask) of a rendered job on real Slurm: the task ends ABORTED as without the
+/// marker wrapper (Slurm's CANCELLED wins over the batch shell's exit), and the recorder still
+/// writes the status the script died with (SIGTERM: 143) before Slurm's SIGKILL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_job_is_aborted_and_still_leaves_its_marker() {
+    let Some(c) = support::cluster() else { return };
+    let dir = Dir(std::env::temp_dir().join(format!("real-staging-cancel-{}", unique())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let mounts = support::var("FLYTE_SLURM_SHARED_MOUNTS").unwrap();
+    let server = Server::start(deployment(&c, &Backend::Local(&mounts))).await;
+    let mut client = server.client().await;
+    let script = "#!/bin/bash\necho started\nwhile :; do sleep 1; done\n";
+    let prefix = format!("file://{}/store", dir.0.display());
+    let meta = client
+        .create_task(preprocess("cancel", Some(script), &prefix))
+        .await
+        .unwrap()
+        .into_inner()
+        .resource_meta;
+    // Running, and the script itself has started (its first line is in stdout).
+    let start = Instant::now();
+    let name = loop {
+        let r = client
+            .get_task(GetTaskRequest {
+                resource_meta: meta.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .resource
+            .unwrap();
+        let name = job_name(&r);
+        let out = c.workdir_local.join(format!("{name}.out"));
+        if r.phase == Phase::Running as i32
+            && std::fs::read_to_string(&out).is_ok_and(|s| s.contains("started"))
+        {
+            break name;
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "{}", r.message);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    client
+        .delete_task(slurm_connector::proto::connector::DeleteTaskRequest {
+            resource_meta: meta.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let r = wait_terminal(&mut client, &meta).await;
+    assert_eq!(r.phase, Phase::Aborted as i32, "{}", r.message);
+    assert!(r.message.contains("CANCELLED"), "{}", r.message);
+    let marker = c.workdir_local.join(format!("{name}.exit"));
+    let start = Instant::now();
+    while !marker.exists() && start.elapsed() < Duration::from_secs(30) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "143\n");
+    server.stop().await;
+}
