@@ -18,8 +18,9 @@
 //!   passed on explicitly (an `&` command would read /dev/null) and INT/QUIT, which bash ignores in
 //!   `&` commands, are trapped in R so S gets them back at their defaults.
 //! - B ignores those signals (R and S were started before, so they do not inherit that) and
-//!   forwards USR1/USR2 to S: `--signal=B:USR1@60` signals the batch shell alone, and the usual
-//!   "checkpoint before the time limit" pattern must keep reaching the task's script.
+//!   forwards USR1/USR2 to S (`pkill -P <R>`, procps): `--signal=B:USR1@60` signals the batch
+//!   shell alone, and the usual "checkpoint before the time limit" pattern must keep reaching the
+//!   task's script. Without pkill on the node only that forwarding is lost.
 //! - B exits with S's status. A `wait` interrupted by a forwarded signal may lose it (bash reports
 //!   -1 when the child ends during the handler); then the marker R wrote is read back.
 //! - A script killed by signal N makes the job exit with 128+N rather than signal N; the job state
