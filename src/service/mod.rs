@@ -11,6 +11,7 @@
 pub mod cluster;
 pub mod convert;
 pub mod grpc;
+pub mod jobfiles;
 pub mod meta;
 pub mod metrics;
 pub mod native_result;
@@ -180,6 +181,9 @@ impl Connector {
                 m.native_prefix = Some(req.output_prefix.clone());
             }
             rt.remember(&key, m.clone());
+            if let Some(j) = &rt.job_files {
+                j.note(&m);
+            }
             rt.tracker.track(job_id);
             if fresh {
                 self.metrics.submits.get_or_create(&cluster_label(&rt)).inc();
@@ -196,13 +200,23 @@ impl Connector {
     /// GetTask: from the tracker's cache; never an error because slurmrestd hiccupped.
     pub async fn get(&self, raw_meta: &[u8]) -> Result<Resource, Status> {
         let (rt, m) = self.locate(raw_meta)?;
+        if let Some(j) = &rt.job_files {
+            j.note(&m);
+        }
         let snap = rt.tracker.status(m.job_id).await;
         let ctx = status::Context {
             ceiling: &self.ceiling,
             log_templates: &self.deployment.log_links,
             native: &self.native,
         };
-        Ok(status::resource(&rt, &m, snap, &ctx).await)
+        let res = status::resource(&rt, &m, snap, &ctx).await;
+        // Terminal, outputs transferred: the retention clock of the job's files starts.
+        if let Some(j) = &rt.job_files
+            && is_terminal(res.phase)
+        {
+            j.ended(&m, self.deployment.job_files_retention);
+        }
+        Ok(res)
     }
 
     /// DeleteTask: cancel; already finished or unknown jobs are a success.
@@ -227,6 +241,10 @@ impl Connector {
             .await
             .map_err(|e| client_status(&e, "cancelling the job"))?;
         tracing::info!(cluster = %rt.cfg.name, job_id = %m.job_id, ?outcome, "DeleteTask");
+        // A deleted task ends here even if the backend never asks about it again.
+        if let Some(j) = &rt.job_files {
+            j.ended(&m, self.deployment.job_files_retention);
+        }
         Ok(())
     }
 
@@ -255,6 +273,18 @@ impl Connector {
             )]),
         }
     }
+}
+
+fn is_terminal(phase: i32) -> bool {
+    use crate::proto::core::task_execution::Phase;
+    [
+        Phase::Succeeded,
+        Phase::Failed,
+        Phase::Aborted,
+        Phase::RetryableFailed,
+    ]
+    .iter()
+    .any(|p| *p as i32 == phase)
 }
 
 fn cluster_label(rt: &ClusterRuntime) -> metrics::ClusterLabels {
