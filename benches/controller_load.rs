@@ -260,6 +260,7 @@ fn meta_for(id: JobId, e: &Env) -> Vec<u8> {
         stdout: format!("{dir}/slurm-{id}.out"),
         stderr: format!("{dir}/slurm-{id}.err"),
         outputs: BTreeMap::new(),
+        native_prefix: None,
     }
     .encode()
 }

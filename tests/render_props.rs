@@ -22,6 +22,9 @@ fn bash_srun_args(script: &str) -> Vec<String> {
         .arg("srun() { printf '%s\\0' \"$@\"; }; source /dev/stdin")
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
+        // Sourced from stdin there is no script file to re-run: act as the marker's child
+        // (render::marker), which runs the script's own lines.
+        .env("SLURM_CONNECTOR_MARKER_CHILD", "1")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -433,3 +433,79 @@ async fn poll_loop_runs_on_its_interval() {
     h.await.unwrap();
     assert!(fake.states_calls.load(Ordering::SeqCst) >= 2);
 }
+
+/// Exit-status markers as the service would read them: id → code, or an error.
+#[derive(Default)]
+struct Markers {
+    codes: Mutex<HashMap<JobId, Result<i32, String>>>,
+    calls: AtomicUsize,
+}
+
+impl slurm_connector::tracker::ExitMarkers for Markers {
+    fn exit_code(&self, id: JobId) -> BoxFuture<'_, Result<Option<i32>, String>> {
+        Box::pin(async move {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            match self.codes.lock().unwrap().get(&id) {
+                None => Ok(None),
+                Some(r) => r.clone().map(Some),
+            }
+        })
+    }
+}
+
+#[tokio::test]
+async fn jobs_unknown_to_slurmctld_and_slurmdbd_are_resolved_from_their_markers() {
+    let fake = Arc::new(Fake::default());
+    fake.dbd_down.store(true, Ordering::SeqCst);
+    let markers = Arc::new(Markers::default());
+    let mut c = cfg();
+    c.lost_after = Duration::ZERO;
+    let t = Arc::new(
+        Tracker::new("c1", fake.clone() as Arc<dyn SlurmApi>, c)
+            .with_exit_markers(markers.clone() as Arc<dyn slurm_connector::tracker::ExitMarkers>),
+    );
+    for id in [1, 2, 3, 4] {
+        fake.set(id, &["RUNNING"]);
+        t.track(JobId(id));
+    }
+    t.tick().await;
+    assert_eq!(
+        markers.calls.load(Ordering::SeqCst),
+        0,
+        "running jobs: no marker read"
+    );
+    // All four finish and age out between two polls; three left a marker, one a broken one.
+    for id in [1, 2, 3, 4] {
+        fake.purge(id);
+    }
+    {
+        let mut m = markers.codes.lock().unwrap();
+        m.insert(JobId(1), Ok(0));
+        m.insert(JobId(2), Ok(3));
+        m.insert(JobId(3), Err("malformed".into()));
+    }
+    t.tick().await;
+    let s = t.status(JobId(1)).await;
+    assert_eq!(s.phase, Phase::Succeeded, "{s:?}");
+    assert_eq!(s.state.as_deref(), Some("COMPLETED"));
+    assert!(
+        s.note.as_deref().unwrap().contains("exit-status marker"),
+        "{s:?}"
+    );
+    let s = t.status(JobId(2)).await;
+    assert_eq!(s.phase, Phase::Failed, "{s:?}");
+    assert_eq!(s.exit_code.as_ref().unwrap().to_string(), "3:0");
+    // No (readable) marker: the existing rule applies (lost after `lost_after`, zero here).
+    for id in [3, 4] {
+        let s = t.status(JobId(id)).await;
+        assert_eq!(s.phase, Phase::Failed, "{s:?}");
+        assert!(
+            s.note.as_deref().unwrap().contains("cannot be determined"),
+            "{s:?}"
+        );
+    }
+    // Resolved jobs are final: no more reads for them.
+    let calls = markers.calls.load(Ordering::SeqCst);
+    t.tick().await;
+    assert_eq!(markers.calls.load(Ordering::SeqCst), calls);
+}

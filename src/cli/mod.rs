@@ -2,6 +2,7 @@
 
 pub mod check;
 pub mod embedded;
+pub mod native_inputs;
 pub mod render;
 pub mod request;
 pub mod submit;

@@ -42,7 +42,7 @@ pub struct SubmitArgs {
     #[arg(long = "sbatch", value_name = "NAME=VALUE")]
     pub sbatch: Vec<String>,
     /// Where outputs go (default: the embedded default's local object store, a `file://` folder
-    /// under the data directory).
+    /// under the data directory). With --request: replaces the request's output_prefix.
     #[arg(long)]
     pub output_prefix: Option<String>,
     /// Print the resource_meta after CreateTask and stop (the job keeps running).
@@ -81,6 +81,8 @@ pub enum SubmitError {
     },
     #[error("--sbatch {0}: expected NAME=VALUE")]
     SbatchSyntax(String),
+    #[error(transparent)]
+    NativeInputs(#[from] super::native_inputs::NativeInputsError),
 }
 
 fn rpc(name: &'static str) -> impl Fn(tonic::Status) -> SubmitError {
@@ -89,7 +91,11 @@ fn rpc(name: &'static str) -> impl Fn(tonic::Status) -> SubmitError {
 
 fn build_request(args: &SubmitArgs) -> Result<CreateTaskRequest, SubmitError> {
     if let Some(path) = &args.request {
-        return Ok(request::load(path)?);
+        let mut req = request::load(path)?;
+        if let Some(p) = &args.output_prefix {
+            req.output_prefix = p.clone();
+        }
+        return Ok(req);
     }
     let path = args.script.as_ref().expect("clap: script or --request");
     let script = std::fs::read_to_string(path).map_err(|source| SubmitError::Script {
@@ -185,7 +191,18 @@ pub async fn run(args: SubmitArgs) -> Result<u8, SubmitError> {
     if let Some(meta) = &args.cancel {
         return cancel(&args, meta).await;
     }
-    let req = build_request(&args)?;
+    let mut req = build_request(&args)?;
+    // A native task: what the backend does before CreateTask (templates, inputs.pb).
+    let mounts = match std::env::var(crate::staging::confine::SHARED_MOUNTS_VAR) {
+        Ok(spec) if !spec.trim().is_empty() => Some(
+            crate::staging::Roots::parse(&spec)
+                .map_err(|e| super::native_inputs::NativeInputsError::Mounts(e.to_string()))?,
+        ),
+        _ => None,
+    };
+    if let Some(at) = super::native_inputs::prepare(&mut req, mounts.as_ref()).await? {
+        println!("inputs.pb written to {at}");
+    }
     let task_type = req
         .template
         .as_ref()

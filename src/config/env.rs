@@ -52,6 +52,19 @@ pub(super) fn apply(
         cfg.log_links = crate::staging::logs::parse_log_links(&v)
             .map_err(|e| ConfigError::invalid("FLYTE_SLURM_LOG_LINKS", &v, e.to_string()))?;
     }
+    if let Some(v) = var(crate::staging::retention::RETENTION_VAR) {
+        cfg.job_files_retention =
+            crate::staging::retention::parse_retention(Some(&v)).map_err(|e| match e {
+                crate::staging::StagingError::Config { var, message } => {
+                    ConfigError::invalid(var, &v, message)
+                }
+                other => ConfigError::invalid(
+                    crate::staging::retention::RETENTION_VAR,
+                    &v,
+                    other.to_string(),
+                ),
+            })?;
+    }
     if let Some(v) = var("FLYTE_SLURM_ALLOW_TASK_CREDENTIALS") {
         cfg.allow_task_credentials = parse_bool("FLYTE_SLURM_ALLOW_TASK_CREDENTIALS", &v)?;
     }
@@ -260,30 +273,15 @@ pub(super) fn check_abs(var: &str, v: &str) -> Result<String, ConfigError> {
     })
 }
 
-/// `cluster_prefix=local_path[,...]`, both absolute.
+/// `cluster_prefix=local_path[,...]` (or a bare path, the same on both sides), longest prefix
+/// first: the staging layer's parser ([`crate::staging::confine::parse_mounts`]), so the connector
+/// and the stager accept exactly the same values.
 pub(super) fn parse_mounts(var: &str, v: &str) -> Result<Vec<(String, PathBuf)>, ConfigError> {
-    let mut out = Vec::new();
-    for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let Some((remote, local)) = item.split_once('=') else {
-            return Err(ConfigError::invalid(
-                var,
-                v,
-                format!("`{item}` is not cluster_prefix=local_path"),
-            ));
-        };
-        let (remote, local) = (remote.trim(), local.trim());
-        if !remote.starts_with('/') || !local.starts_with('/') {
-            return Err(ConfigError::invalid(
-                var,
-                v,
-                format!("`{item}`: both paths must be absolute"),
-            ));
-        }
-        out.push((
-            remote.trim_end_matches('/').to_string(),
-            PathBuf::from(local),
-        ));
-    }
+    let mut out: Vec<(String, PathBuf)> = crate::staging::confine::parse_mounts(v)
+        .map_err(|problem| ConfigError::invalid(var, v, problem))?
+        .into_iter()
+        .map(|m| (m.cluster_prefix.display().to_string(), m.local_path))
+        .collect();
     // Longest prefix first, so /shared/jobs wins over /shared.
     out.sort_by_key(|m| std::cmp::Reverse(m.0.len()));
     Ok(out)

@@ -123,12 +123,14 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<DeploymentConfig, ConfigE
         };
         let mut mounts = Vec::new();
         for (remote, local) in c.shared_mounts {
-            if !remote.starts_with('/') || !local.is_absolute() {
-                return Err(cerr(format!(
-                    "`shared_mounts`: `{remote}` = {local:?}: both paths must be absolute"
-                )));
-            }
-            mounts.push((remote.trim_end_matches('/').to_string(), local));
+            // The same rules as FLYTE_SLURM_SHARED_MOUNTS and the stager's roots.
+            let m = crate::staging::confine::check_mount(&remote, &local.to_string_lossy())
+                .map_err(|e| {
+                    cerr(format!(
+                        "`shared_mounts`: `{remote}` = {local:?}: {e}, e.g. \"/shared\" = \"/mnt/shared\""
+                    ))
+                })?;
+            mounts.push((m.cluster_prefix.display().to_string(), m.local_path));
         }
         mounts.sort_by_key(|m| std::cmp::Reverse(m.0.len()));
         let cluster = ClusterConfig {

@@ -75,6 +75,10 @@ pub struct DeploymentConfig {
     /// Ceiling for connector-side output uploads (`FLYTE_SLURM_CONNECTOR_UPLOAD_MAX_BYTES`;
     /// None = no limit). Kept as text too: a malformed value fails the task, not the startup.
     pub upload_max_bytes: UploadLimit,
+    /// How long a finished job's files (logs, exit marker, local outputs) stay on the shared
+    /// filesystem after its task ended (`FLYTE_SLURM_JOB_FILES_RETENTION`, default 7 days;
+    /// `None`: kept, for `off`/`never`/`0`).
+    pub job_files_retention: Option<Duration>,
     /// `FLYTE_SLURM_LOG_LINKS`: links shown in Flyte's UI for every task (`{job_id}`, ...).
     pub log_links: Vec<crate::staging::logs::LogLinkTemplate>,
     /// True when no slurmrestd is configured at all: `serve` starts the embedded stand-in.
@@ -153,6 +157,7 @@ impl DeploymentConfig {
             terminal_ttl: DEFAULT_TERMINAL_TTL,
             allow_task_credentials: false,
             upload_max_bytes: UploadLimit::Bytes(DEFAULT_UPLOAD_MAX_BYTES),
+            job_files_retention: Some(crate::staging::retention::DEFAULT_RETENTION),
             log_links: Vec::new(),
             embedded: false,
         }

@@ -1,5 +1,5 @@
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::*;
@@ -279,4 +279,95 @@ fn log_links_are_parsed_and_a_bad_one_names_the_variable() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("FLYTE_SLURM_LOG_LINKS"), "{e}");
+}
+
+#[test]
+fn shared_mounts_parse_as_the_stager_parses_them() {
+    // A bare path (the same on both sides) is accepted by the connector as by the stager.
+    let spec = "/shared=/mnt/shared,/scratch";
+    let c = load(&[
+        ("FLYTE_SLURM_RESTD_URL", "http://restd:6820"),
+        ("FLYTE_SLURM_SHARED_MOUNTS", spec),
+    ])
+    .unwrap();
+    let d = c.select_cluster(None).unwrap();
+    assert!(
+        d.shared_mounts
+            .contains(&("/scratch".to_string(), "/scratch".into()))
+    );
+    let roots = crate::staging::Roots::parse(spec).unwrap();
+    for (cluster, local) in &d.shared_mounts {
+        assert_eq!(
+            &roots.map(&format!("{cluster}/x")).unwrap().local,
+            &local.join("x")
+        );
+    }
+    // The same refusals, naming the variable and the fix, in both.
+    for bad in ["shared=/mnt", "/a=../b", "/a="] {
+        let e = load(&[
+            ("FLYTE_SLURM_RESTD_URL", "http://restd:6820"),
+            ("FLYTE_SLURM_SHARED_MOUNTS", bad),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("FLYTE_SLURM_SHARED_MOUNTS="), "{bad:?}: {e}");
+        assert!(e.contains("cluster_prefix=local_path"), "{bad:?}: {e}");
+        let s = crate::staging::Roots::parse(bad).unwrap_err().to_string();
+        assert!(s.starts_with("FLYTE_SLURM_SHARED_MOUNTS"), "{bad:?}: {s}");
+        assert!(s.contains("cluster_prefix=local_path"), "{bad:?}: {s}");
+    }
+}
+
+#[test]
+fn job_files_retention() {
+    let base = [("FLYTE_SLURM_RESTD_URL", "http://restd:6820")];
+    assert_eq!(
+        load(&base).unwrap().job_files_retention,
+        Some(Duration::from_secs(7 * 86_400))
+    );
+    for (v, want) in [
+        ("12h", Some(Duration::from_secs(43_200))),
+        ("off", None),
+        ("0", None),
+    ] {
+        let c = load(&[base[0], ("FLYTE_SLURM_JOB_FILES_RETENTION", v)]).unwrap();
+        assert_eq!(c.job_files_retention, want, "{v}");
+    }
+    let e = load(&[base[0], ("FLYTE_SLURM_JOB_FILES_RETENTION", "a week")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("FLYTE_SLURM_JOB_FILES_RETENTION=\"a week\""),
+        "{e}"
+    );
+    assert!(e.contains("7d"), "{e}");
+}
+
+#[test]
+fn file_shared_mounts_follow_the_same_rules() {
+    let p = Path::new("/etc/flyte/slurm.toml");
+    let ok = file::parse(
+        p,
+        "[clusters.a]\nrestd_url = \"http://a\"\nshared_mounts = { \"/shared/\" = \"/mnt/s/\" }\n",
+    )
+    .unwrap();
+    assert_eq!(
+        ok.clusters["a"].shared_mounts,
+        vec![("/shared".to_string(), PathBuf::from("/mnt/s"))]
+    );
+    for bad in [
+        "{ \"/shared\" = \"/mnt/../etc\" }",
+        "{ \"shared\" = \"/mnt/s\" }",
+    ] {
+        let e = file::parse(
+            p,
+            &format!("[clusters.a]\nrestd_url = \"http://a\"\nshared_mounts = {bad}\n"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("shared_mounts") && e.contains("without `..`"),
+            "{e}"
+        );
+    }
 }

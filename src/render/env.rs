@@ -129,6 +129,29 @@ impl EnvBuilder {
         self.set("FLYTE_ATTEMPT_NUMBER", &id.attempt.to_string(), LAYER)
     }
 
+    /// Native tasks: what Flyte's entrypoint (`a0`) asserts non-empty or needs, derived from the
+    /// execution identity. A lower layer than `TaskExecutionMetadata.environment_variables`: when
+    /// the backend sends these itself, its values win.
+    ///
+    /// `_U_RUN_BASE` (a0's `--run-base-dir`: where the run's sub-actions and their data would go)
+    /// defaults to the output prefix: it is a location the backend handed this attempt to write
+    /// to, in the store the backend reads from, and unique per attempt, so nothing a0 puts under
+    /// it can collide with another run. A leaf task writes nothing there at all.
+    pub fn native_defaults(
+        &mut self,
+        id: &ExecutionIdentity,
+        output_prefix: &str,
+    ) -> Result<(), RenderError> {
+        const LAYER: &str = "the execution identity (native task)";
+        self.set("RUN_NAME", &id.run_name, LAYER)?;
+        self.set("ACTION_NAME", &id.action_name, LAYER)?;
+        let base = output_prefix.trim_end_matches('/');
+        if !base.is_empty() {
+            self.set("_U_RUN_BASE", base, LAYER)?;
+        }
+        Ok(())
+    }
+
     /// `FLYTE_INPUT_<NAME>` for each input; refuses inputs a shell cannot receive.
     pub fn inputs(&mut self, inputs: &[(String, InputValue)]) -> Result<(), RenderError> {
         let mut seen: BTreeMap<String, &str> = BTreeMap::new();
@@ -196,6 +219,37 @@ mod tests {
         assert!(!is_shell_identifier(""));
         assert_eq!(var_suffix("n_shards"), "N_SHARDS");
         assert_eq!(var_suffix("my-file.v2"), "MY_FILE_V2");
+    }
+
+    #[test]
+    fn native_defaults_come_from_the_identity_and_yield_to_the_backend() {
+        let id = ExecutionIdentity {
+            org: "local".into(),
+            project: "p".into(),
+            domain: "d".into(),
+            run_name: "r1".into(),
+            action_name: "a0".into(),
+            attempt: 0,
+        };
+        let mut e = EnvBuilder::default();
+        e.identity(&id).unwrap();
+        e.native_defaults(&id, "s3://b/runs/r1/a0/0/").unwrap();
+        let got: BTreeMap<_, _> = e.into_vec().into_iter().collect();
+        assert_eq!(got["RUN_NAME"], "r1");
+        assert_eq!(got["ACTION_NAME"], "a0");
+        assert_eq!(got["_U_RUN_BASE"], "s3://b/runs/r1/a0/0");
+        assert_eq!(got["_U_ORG_NAME"], "local");
+        assert_eq!(got["FLYTE_INTERNAL_EXECUTION_PROJECT"], "p");
+        // The backend's TaskExecutionMetadata.environment_variables is a later layer: it wins.
+        let mut e = EnvBuilder::default();
+        e.native_defaults(&id, "s3://b/p").unwrap();
+        e.set("_U_RUN_BASE", "s3://b/runs/r1", "backend").unwrap();
+        let got: BTreeMap<_, _> = e.into_vec().into_iter().collect();
+        assert_eq!(got["_U_RUN_BASE"], "s3://b/runs/r1");
+        // No prefix: no run base rather than an empty one.
+        let mut e = EnvBuilder::default();
+        e.native_defaults(&id, "").unwrap();
+        assert!(!e.contains("_U_RUN_BASE"));
     }
 
     #[test]

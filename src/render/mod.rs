@@ -16,6 +16,7 @@ mod derive;
 pub mod directives;
 pub mod env;
 pub mod error;
+pub mod marker;
 pub mod merge;
 pub mod naming;
 pub mod options;
@@ -174,6 +175,9 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
         }
     }
     envb.identity(&spec.exec)?;
+    if spec.task_type == TaskType::Slurm {
+        envb.native_defaults(&spec.exec, &spec.output_prefix)?;
+    }
     for (k, v) in &spec.env_vars {
         envb.set(k, v, "TaskExecutionMetadata.environment_variables")?;
     }
@@ -199,6 +203,8 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
         spec.exec.attempt
     );
 
+    // Every shell script leaves `<working_dir>/<job>.exit` (see `marker`).
+    let marker = crate::staging::exit_marker::marker_path(&working_dir, &job_name);
     let mut declared_outputs = Vec::new();
     job.script = match spec.task_type {
         TaskType::SlurmScript => {
@@ -230,6 +236,7 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
                 &custom.modules,
                 &cfg.module_init_scripts,
                 &mkdirs,
+                &marker,
             )?
         }
         TaskType::Slurm => {
@@ -269,6 +276,7 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
                 module_init_scripts: &cfg.module_init_scripts,
                 gpus_requested: applied.gpus_requested,
                 mkdirs: &mkdirs,
+                exit_marker: &marker,
             })?
         }
     };

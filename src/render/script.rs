@@ -109,6 +109,8 @@ pub struct NativeParts<'a> {
     pub gpus_requested: bool,
     /// Local folders to create before the entrypoint runs (a `file://` output prefix).
     pub mkdirs: &'a [String],
+    /// Cluster path of the exit-status marker (`super::marker`).
+    pub exit_marker: &'a str,
 }
 
 /// Native task: `set -euo pipefail`, module loads, then the entrypoint pinned to one process.
@@ -171,7 +173,8 @@ pub fn native(p: &NativeParts) -> Result<String, RenderError> {
             words.extend(c.args.iter().cloned());
         }
         Runtime::Apptainer => {
-            words.extend(["apptainer".to_string(), "exec".to_string()]);
+            // -q: no runtime notices (e.g. "INFO: gocryptfs not found") in the task's stderr.
+            words.extend(["apptainer".into(), "-q".into(), "exec".into()]);
             let explicit_gpu = c.args.iter().any(|a| a == "--nv" || a == "--rocm");
             if p.gpus_requested && !explicit_gpu {
                 words.push("--nv".into());
@@ -196,6 +199,7 @@ pub fn native(p: &NativeParts) -> Result<String, RenderError> {
 
     let mut s = String::from("#!/bin/bash\n");
     s.push_str(p.header);
+    s.push_str(&super::marker::preamble(p.exit_marker)?);
     s.push_str("set -euo pipefail\n");
     s.push_str(USER_HOME);
     if !p.modules.is_empty() {
@@ -241,6 +245,7 @@ pub fn script_task(
     modules: &[String],
     module_init_scripts: &[String],
     mkdirs: &[String],
+    exit_marker: &str,
 ) -> Result<String, RenderError> {
     if user_script.contains('\0') {
         return Err(RenderError::config("script", "contains a NUL byte"));
@@ -250,6 +255,8 @@ pub fn script_task(
     let shell = !has_shebang || is_shell_shebang(lines[0]);
     let mut preamble = String::from(header);
     if shell {
+        // First, so the child (the task's script as written) starts right after it.
+        preamble.push_str(&super::marker::preamble(exit_marker)?);
         preamble.push_str(USER_HOME);
         preamble.push_str(&modules_block(modules, module_init_scripts)?);
         for d in mkdirs {
@@ -328,9 +335,11 @@ mod tests {
     #[test]
     fn script_preamble_goes_after_the_leading_block() {
         let s = "#!/bin/bash\n#SBATCH -t 5\n# note\necho hi\n";
-        let out = script_task(s, 3, "", &[], &[], &["/w/j.outputs".into()]).unwrap();
+        let out = script_task(s, 3, "", &[], &[], &["/w/j.outputs".into()], "/w/j.exit").unwrap();
         assert!(
-            out.starts_with("#!/bin/bash\n#SBATCH -t 5\n# note\n# A REST"),
+            out.starts_with(
+                "#!/bin/bash\n#SBATCH -t 5\n# note\n# slurm-connector: exit-status marker"
+            ),
             "{out}"
         );
         assert!(out.ends_with("mkdir -p -- /w/j.outputs\n# --- end of slurm-connector preamble; the task's script follows as written ---\necho hi\n"), "{out}");
@@ -339,8 +348,11 @@ mod tests {
     #[test]
     fn non_shell_script_kept_verbatim_or_refused() {
         let py = "#!/usr/bin/env python3\nprint(1)\n";
-        assert_eq!(script_task(py, 1, "", &[], &[], &[]).unwrap(), py);
-        assert!(script_task(py, 1, "", &["x".into()], &[], &[]).is_err());
+        assert_eq!(
+            script_task(py, 1, "", &[], &[], &[], "/w/j.exit").unwrap(),
+            py
+        );
+        assert!(script_task(py, 1, "", &["x".into()], &[], &[], "/w/j.exit").is_err());
     }
 
     #[test]
@@ -359,6 +371,7 @@ mod tests {
             module_init_scripts: &[],
             gpus_requested: false,
             mkdirs: &[],
+            exit_marker: "/w/j.exit",
         };
         assert!(native(&p).unwrap_err().to_string().contains("srun_args"));
     }

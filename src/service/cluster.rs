@@ -11,6 +11,7 @@ use crate::slurmrestd::{Auth, Client, ClientConfig, ClientError, JobId};
 use crate::staging::{OutputBlob, Staging, Transfer};
 use crate::tracker::{SlurmApi, Tracker, TrackerConfig};
 
+use super::jobfiles::JobFiles;
 use super::meta::ResourceMeta;
 
 /// How long a submission is remembered in memory (a backend retries CreateTask within minutes).
@@ -32,6 +33,8 @@ pub struct ClusterRuntime {
     key_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Connector-side output uploads in flight or done, by job.
     pub transfers: Mutex<HashMap<JobId, Transfer<Vec<OutputBlob>>>>,
+    /// Jobs' files (exit-status markers, retention); present when staging is configured.
+    pub job_files: Option<Arc<JobFiles>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -101,7 +104,15 @@ impl ClusterRuntime {
             tracker = tracker.with_observer(o);
         }
         let staging = staging_for(&cfg)?;
-        Ok(Self::assemble(cfg, client, Arc::new(tracker), staging))
+        // Jobs that leave slurmctld on a cluster without slurmdbd are resolved from the marker
+        // the rendered script leaves; the service knows where each job's marker is.
+        let job_files = staging.clone().map(|s| Arc::new(JobFiles::new(s)));
+        if let Some(j) = &job_files {
+            tracker = tracker.with_exit_markers(j.clone());
+        }
+        let mut rt = Self::assemble(cfg, client, Arc::new(tracker), staging);
+        rt.job_files = job_files;
+        Ok(rt)
     }
 
     /// From parts (tests give a tracker over a fake).
@@ -123,6 +134,7 @@ impl ClusterRuntime {
             uncertain: Mutex::new(HashSet::new()),
             key_locks: Mutex::new(HashMap::new()),
             transfers: Mutex::new(HashMap::new()),
+            job_files: None,
         }
     }
 

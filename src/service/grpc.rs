@@ -120,12 +120,11 @@ impl AsyncConnectorService for Grpc {
         req: Request<GetTaskMetricsRequest>,
     ) -> Result<Response<GetTaskMetricsResponse>, Status> {
         let started = Instant::now();
-        let task_type = category(req.get_ref().task_category.as_ref());
-        let r = Err(Status::unimplemented(
-            "the Slurm connector reports no task metrics; see the job's accounting (sacct) instead",
-        ));
+        let req = req.into_inner();
+        let task_type = category(req.task_category.as_ref());
+        let r = self.0.task_metrics(&req).await;
         self.record(&task_type, "get_metrics", started, &r);
-        r
+        r.map(|results| Response::new(GetTaskMetricsResponse { results }))
     }
 
     type GetTaskLogsStream = LogStream;

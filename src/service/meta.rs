@@ -34,6 +34,11 @@ pub struct ResourceMeta {
     pub stderr: String,
     #[serde(default)]
     pub outputs: BTreeMap<String, OutputMeta>,
+    /// Native (`slurm`) tasks: the output prefix where the entrypoint writes `outputs.pb` or
+    /// `error.pb`, which decide the result once the job COMPLETED (`native_result`). Absent for
+    /// script tasks and in metas written before it existed (their result is the job's state).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native_prefix: Option<String>,
 }
 
 /// Where a decoded `resource_meta` came from.
@@ -145,6 +150,7 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, MetaError> {
                 stdout: p.stdout_path.unwrap_or_default(),
                 stderr: p.stderr_path.unwrap_or_default(),
                 outputs,
+                native_prefix: None,
             },
         });
     }
@@ -167,6 +173,7 @@ mod tests {
             stdout: "/shared/j.out".into(),
             stderr: "/shared/j.err".into(),
             outputs: BTreeMap::new(),
+            native_prefix: None,
         };
         let bytes = m.encode();
         let text = String::from_utf8(bytes.clone()).unwrap();

@@ -6,14 +6,18 @@
 //! - [`cluster`]: one configured cluster at run time. [`meta`]: `resource_meta`.
 //! - [`convert`]: protobuf → the renderer's input. [`status`]: GetTask's `Resource`.
 //! - [`metrics`]: Prometheus. [`serve`]: the listeners, health, graceful shutdown.
+//! - [`task_metrics`]: GetTaskMetrics, a job's usage from Slurm's accounting.
 
 pub mod cluster;
 pub mod convert;
 pub mod grpc;
+pub mod jobfiles;
 pub mod meta;
 pub mod metrics;
+pub mod native_result;
 mod serve;
 pub mod status;
+pub mod task_metrics;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -40,6 +44,8 @@ pub struct Connector {
     pub clusters: BTreeMap<String, Arc<ClusterRuntime>>,
     pub metrics: Arc<Metrics>,
     ceiling: Result<staging::Ceiling, String>,
+    /// Native tasks' results being read (or read) at their output prefix.
+    native: native_result::Probes,
 }
 
 fn client_status(e: &ClientError, what: &str) -> Status {
@@ -74,6 +80,7 @@ impl Connector {
             clusters,
             metrics,
             ceiling,
+            native: native_result::Probes::default(),
         }
     }
 
@@ -169,8 +176,14 @@ impl Connector {
                     }
                 }
             };
-            let m = resource_meta(&rt.cfg.name, job_id, &rendered);
+            let mut m = resource_meta(&rt.cfg.name, job_id, &rendered);
+            if spec.task_type == render::TaskType::Slurm {
+                m.native_prefix = Some(req.output_prefix.clone());
+            }
             rt.remember(&key, m.clone());
+            if let Some(j) = &rt.job_files {
+                j.note(&m);
+            }
             rt.tracker.track(job_id);
             if fresh {
                 self.metrics.submits.get_or_create(&cluster_label(&rt)).inc();
@@ -187,8 +200,23 @@ impl Connector {
     /// GetTask: from the tracker's cache; never an error because slurmrestd hiccupped.
     pub async fn get(&self, raw_meta: &[u8]) -> Result<Resource, Status> {
         let (rt, m) = self.locate(raw_meta)?;
+        if let Some(j) = &rt.job_files {
+            j.note(&m);
+        }
         let snap = rt.tracker.status(m.job_id).await;
-        Ok(status::resource(&rt, &m, snap, &self.ceiling, &self.deployment.log_links).await)
+        let ctx = status::Context {
+            ceiling: &self.ceiling,
+            log_templates: &self.deployment.log_links,
+            native: &self.native,
+        };
+        let res = status::resource(&rt, &m, snap, &ctx).await;
+        // Terminal, outputs transferred: the retention clock of the job's files starts.
+        if let Some(j) = &rt.job_files
+            && is_terminal(res.phase)
+        {
+            j.ended(&m, self.deployment.job_files_retention);
+        }
+        Ok(res)
     }
 
     /// DeleteTask: cancel; already finished or unknown jobs are a success.
@@ -213,6 +241,10 @@ impl Connector {
             .await
             .map_err(|e| client_status(&e, "cancelling the job"))?;
         tracing::info!(cluster = %rt.cfg.name, job_id = %m.job_id, ?outcome, "DeleteTask");
+        // A deleted task ends here even if the backend never asks about it again.
+        if let Some(j) = &rt.job_files {
+            j.ended(&m, self.deployment.job_files_retention);
+        }
         Ok(())
     }
 
@@ -243,6 +275,18 @@ impl Connector {
     }
 }
 
+fn is_terminal(phase: i32) -> bool {
+    use crate::proto::core::task_execution::Phase;
+    [
+        Phase::Succeeded,
+        Phase::Failed,
+        Phase::Aborted,
+        Phase::RetryableFailed,
+    ]
+    .iter()
+    .any(|p| *p as i32 == phase)
+}
+
 fn cluster_label(rt: &ClusterRuntime) -> metrics::ClusterLabels {
     metrics::ClusterLabels {
         cluster: rt.cfg.name.clone(),
@@ -255,6 +299,7 @@ pub fn resource_meta(cluster: &str, job_id: JobId, r: &render::Rendered) -> Reso
         cluster: cluster.to_string(),
         job_id,
         job_name: r.job_name.clone(),
+        native_prefix: None,
         stdout: r.stdout_path.clone(),
         stderr: r.stderr_path.clone(),
         outputs: r

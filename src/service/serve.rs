@@ -165,6 +165,21 @@ pub async fn serve_with(
         }));
     }
 
+    // Job-file retention: one sweeper per cluster that can reach its filesystem.
+    if let Some(keep) = config.job_files_retention {
+        for rt in clusters.values() {
+            if let Some(j) = &rt.job_files {
+                tracing::info!(cluster = %rt.cfg.name, keep = ?keep, "removing finished jobs' files after the retention time");
+                background.push(tokio::spawn(j.clone().run_sweeps(
+                    rt.cfg.name.clone(),
+                    keep,
+                    super::jobfiles::sweep_interval(keep),
+                    stopped(stop_rx.clone()),
+                )));
+            }
+        }
+    }
+
     let connector = Arc::new(Connector::new(config, clusters, m.clone()));
     let grpc = Grpc(connector);
 

@@ -14,6 +14,7 @@ use crate::tracker::JobSnapshot;
 
 use super::cluster::ClusterRuntime;
 use super::meta::ResourceMeta;
+use super::native_result;
 
 /// The confinement root used when outputs are all uploaded by the job itself and no staging is
 /// configured: no file is ever read through it.
@@ -135,16 +136,47 @@ fn log_links(
         .collect()
 }
 
+/// What [`resource`] reads besides the job: the deployment's settings and the native results.
+pub struct Context<'a> {
+    pub ceiling: &'a Result<staging::Ceiling, String>,
+    pub log_templates: &'a [staging::logs::LogLinkTemplate],
+    pub native: &'a native_result::Probes,
+}
+
 pub async fn resource(
     rt: &ClusterRuntime,
     meta: &ResourceMeta,
     snap: JobSnapshot,
-    ceiling: &Result<staging::Ceiling, String>,
-    log_templates: &[staging::logs::LogLinkTemplate],
+    ctx: &Context<'_>,
 ) -> Resource {
+    let (ceiling, log_templates) = (ctx.ceiling, ctx.log_templates);
     let mut phase = snap.phase;
     let mut msg = message(meta, &snap);
     let mut outputs = None;
+
+    // A native task's entrypoint says how the task went (outputs.pb / error.pb), not the exit code.
+    if phase == Phase::Succeeded
+        && let Some(prefix) = &meta.native_prefix
+    {
+        let source = native_result::Source::for_prefix(prefix, rt.staging.as_ref());
+        match ctx
+            .native
+            .decision(&meta.cluster, meta.job_id, prefix, source)
+            .await
+        {
+            Some(d) => {
+                phase = d.phase;
+                msg.push_str(&format!("\n{}", d.message));
+            }
+            None => {
+                phase = Phase::Running;
+                msg = format!(
+                    "Slurm job {} COMPLETED; reading the task's result at {prefix}",
+                    meta.job_id
+                );
+            }
+        }
+    }
 
     if phase == Phase::Succeeded && !meta.outputs.is_empty() {
         let decl = declared(meta);

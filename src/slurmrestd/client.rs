@@ -20,7 +20,7 @@ use super::error::ClientError;
 use super::generated::v0042 as api;
 use super::retry::RetryPolicy;
 use super::transport::{self, CallContext};
-use super::types::{CancelOutcome, Diag, JobId, JobInfo, JobState, Partition, Ping};
+use super::types::{CancelOutcome, Diag, JobId, JobInfo, JobState, JobUsage, Partition, Ping};
 
 /// Slurm error numbers the connector acts on.
 pub mod errno {
@@ -196,6 +196,18 @@ impl Client {
 
     /// One job's full record; `None` when slurmctld does not know it (404 / error 2017).
     pub async fn job(&self, id: JobId) -> Result<Option<JobInfo>, ClientError> {
+        Ok(self
+            .controller_records(id)
+            .await?
+            .iter()
+            .find_map(convert::job_info))
+    }
+
+    /// slurmctld's records of one job; empty when it does not know the job.
+    async fn controller_records(
+        &self,
+        id: JobId,
+    ) -> Result<Vec<api::types::V0042JobInfo>, ClientError> {
         let id_s = id.to_string();
         let result = self
             .call("job", Idempotency::Idempotent, |api| {
@@ -203,14 +215,26 @@ impl Client {
             })
             .await;
         match result {
-            Ok(resp) => Ok(resp
-                .jobs
-                .iter()
-                .flat_map(|j| j.0.iter())
-                .find_map(convert::job_info)),
-            Err(e) if classify::is_unknown_job(&e) => Ok(None),
+            Ok(resp) => Ok(resp.jobs.map(|j| j.0).unwrap_or_default()),
+            Err(e) if classify::is_unknown_job(&e) => Ok(Vec::new()),
             Err(e) => Err(e),
         }
+    }
+
+    /// slurmdbd's records of one job, newest first (an array or requeued job has several).
+    async fn accounting_records(
+        &self,
+        id: JobId,
+    ) -> Result<Vec<api::types::V0042Job>, ClientError> {
+        let id_s = id.to_string();
+        let resp = self
+            .call("accounting_job", Idempotency::Idempotent, |api| {
+                api.slurmdb_v0042_get_job(&id_s)
+            })
+            .await?;
+        let mut jobs = resp.jobs.map(|j| j.0).unwrap_or_default();
+        jobs.reverse();
+        Ok(jobs)
     }
 
     /// Every job slurmctld knows, as full records. Heavy (~5 KB a job): for adopting jobs after a
@@ -264,20 +288,43 @@ impl Client {
 
     /// One job's accounting record from slurmdbd; `None` when slurmdbd has none.
     pub async fn accounting_job(&self, id: JobId) -> Result<Option<JobInfo>, ClientError> {
-        let id_s = id.to_string();
-        let resp = self
-            .call("accounting_job", Idempotency::Idempotent, |api| {
-                api.slurmdb_v0042_get_job(&id_s)
-            })
-            .await?;
-        // An array or requeued job can have several records; the last is the newest.
-        Ok(resp
-            .jobs
+        Ok(self
+            .accounting_records(id)
+            .await?
             .iter()
-            .flat_map(|j| j.0.iter())
-            .rev()
             .filter_map(convert::accounting_job)
             .find(|j| j.job_id == id))
+    }
+
+    /// What a job used, for GetTaskMetrics: slurmdbd's record (usage, once steps end) when it has
+    /// one, else slurmctld's view (times, allocations). `None` when neither knows the job.
+    pub async fn usage(&self, id: JobId) -> Result<Option<JobUsage>, ClientError> {
+        // Without accounting (or with slurmdbd down) slurmctld still knows running jobs.
+        let accounting_error = match self.accounting_records(id).await {
+            Ok(records) => {
+                let found = records
+                    .iter()
+                    .filter_map(convert::accounting_usage)
+                    .find(|u| u.job_id == id);
+                if found.is_some() {
+                    return Ok(found);
+                }
+                None
+            }
+            Err(e) => Some(e),
+        };
+        let now = chrono::Utc::now().timestamp();
+        let found = self
+            .controller_records(id)
+            .await?
+            .iter()
+            .filter_map(|j| convert::controller_usage(j, now))
+            .find(|u| u.job_id == id);
+        match (found, accounting_error) {
+            // Unknown to slurmctld while slurmdbd could not answer: not "no such job".
+            (None, Some(e)) => Err(e),
+            (found, _) => Ok(found),
+        }
     }
 
     /// Accounting records of many jobs in one request (repeated `step=`; slurmdbd has no `job`

@@ -26,6 +26,6 @@ pub use error::ClientError;
 pub use job_description::JobDescription;
 pub use retry::RetryPolicy;
 pub use types::{
-    BaseState, CancelOutcome, Diag, ExitCode, JobId, JobInfo, JobState, Partition, Ping,
-    ServerInfo, SlurmError,
+    BaseState, CancelOutcome, Diag, ExitCode, JobId, JobInfo, JobState, JobUsage, Partition, Ping,
+    ServerInfo, SlurmError, Tres,
 };

@@ -242,3 +242,34 @@ impl fmt::Display for SlurmError {
         Ok(())
     }
 }
+
+/// One trackable resource (TRES) of a job: `cpu`, `mem` (MiB), `node`, `gres` (`name` = `gpu`)...
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tres {
+    pub kind: String,
+    pub name: String,
+    pub count: i64,
+}
+
+/// What a job used, as GetTaskMetrics reports it. Usage figures (CPU time, peak memory) exist
+/// only in slurmdbd's record and only for finished steps, and only where the cluster gathers
+/// them (`JobAcctGatherType`); allocations and times exist as soon as the job starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobUsage {
+    pub job_id: JobId,
+    pub state: JobState,
+    pub start_time: Option<i64>,
+    pub end_time: Option<i64>,
+    /// Wall-clock seconds the job has run (slurmdbd's `elapsed`, or now − start while running).
+    pub elapsed_secs: Option<i64>,
+    /// CPU time of all steps, user + system, in seconds (slurmdbd only).
+    pub cpu_total_secs: Option<f64>,
+    pub cpu_user_secs: Option<f64>,
+    pub cpu_system_secs: Option<f64>,
+    /// The largest resident set of any task of any step, in bytes (slurmdbd's TRESUsageInMax
+    /// `mem`; absent without a gather plugin).
+    pub max_rss_bytes: Option<u64>,
+    pub allocated: Vec<Tres>,
+    /// Where the figures come from: `slurmdbd` or `slurmctld`.
+    pub source: &'static str,
+}

@@ -39,37 +39,13 @@ pub struct Mapped {
 pub const SHARED_MOUNTS_VAR: &str = "FLYTE_SLURM_SHARED_MOUNTS";
 
 impl Roots {
-    /// Parse `cluster_prefix=local_path[,...]` (a bare `path` maps to itself).
+    /// Parse `cluster_prefix=local_path[,...]` (a bare `path` maps to itself): [`parse_mounts`].
     pub fn parse(spec: &str) -> Result<Self> {
         let bad = |message: String| StagingError::Config {
             var: SHARED_MOUNTS_VAR,
             message,
         };
-        let mut mounts = Vec::new();
-        for entry in spec.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-            let (cluster, local) = match entry.split_once('=') {
-                Some((c, l)) => (c.trim(), l.trim()),
-                None => (entry, entry),
-            };
-            if cluster.is_empty() || local.is_empty() {
-                return Err(bad(format!(
-                    "entry {entry:?} has an empty side; write cluster_prefix=local_path, e.g. /scratch=/mnt/scratch"
-                )));
-            }
-            mounts.push(Mount {
-                cluster_prefix: PathBuf::from(cluster),
-                local_path: PathBuf::from(local),
-            });
-        }
-        if mounts.is_empty() {
-            return Err(bad(
-                "no mounts given; write cluster_prefix=local_path[,...], e.g. /scratch=/mnt/scratch".into(),
-            ));
-        }
-        Self::new(mounts).map_err(|e| match e {
-            StagingError::Config { message, .. } => bad(message),
-            other => other,
-        })
+        Self::new(parse_mounts(spec).map_err(bad)?)
     }
 
     /// Build from explicit mounts; both sides must be absolute and free of `..`.
@@ -218,6 +194,52 @@ impl Roots {
     }
 }
 
+/// THE parser of `FLYTE_SLURM_SHARED_MOUNTS` (the connector's config and the stager's `--roots`
+/// both use it): comma-separated `cluster_prefix=local_path` entries, or a bare absolute path when
+/// both sides see the filesystem at the same path. Both sides absolute, without `..`; trailing `/`
+/// dropped. The error is the problem and its fix; callers prefix the variable's name.
+pub fn parse_mounts(spec: &str) -> std::result::Result<Vec<Mount>, String> {
+    const FIX: &str = "write cluster_prefix=local_path[,...] (e.g. /scratch=/mnt/scratch), or a bare \
+                       absolute path when the cluster and this process see it at the same path";
+    let mut mounts = Vec::new();
+    for entry in spec.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let (cluster, local) = match entry.split_once('=') {
+            Some((c, l)) => (c.trim(), l.trim()),
+            None => (entry, entry),
+        };
+        if cluster.is_empty() || local.is_empty() {
+            return Err(format!("entry {entry:?} has an empty side; {FIX}"));
+        }
+        mounts
+            .push(check_mount(cluster, local).map_err(|e| format!("entry {entry:?}: {e}; {FIX}"))?);
+    }
+    if mounts.is_empty() {
+        return Err(format!("no mounts given; {FIX}"));
+    }
+    Ok(mounts)
+}
+
+/// One mount's two sides (also the config file's `shared_mounts` table): absolute, without
+/// `..`, trailing `/` dropped.
+pub fn check_mount(cluster: &str, local: &str) -> std::result::Result<Mount, String> {
+    for (side, p) in [("cluster prefix", cluster), ("local path", local)] {
+        let path = Path::new(p);
+        if !path.is_absolute() || path.components().any(|c| c == Component::ParentDir) {
+            return Err(format!(
+                "the {side} {p:?} must be an absolute path without `..`"
+            ));
+        }
+    }
+    let clean = |p: &str| {
+        let t = p.trim_end_matches('/');
+        PathBuf::from(if t.is_empty() { "/" } else { t })
+    };
+    Ok(Mount {
+        cluster_prefix: clean(cluster),
+        local_path: clean(local),
+    })
+}
+
 /// A confined path: `local` is canonical (or, from `resolve_parent`, has a canonical parent).
 #[derive(Debug, Clone)]
 pub struct Resolved {
@@ -275,6 +297,18 @@ mod tests {
         let r = Roots::parse("/a=/x,/a/b=/y").unwrap();
         assert_eq!(r.map("/a/b/c").unwrap().local, PathBuf::from("/y/c"));
         assert_eq!(r.map("/a/c").unwrap().local, PathBuf::from("/x/c"));
+    }
+
+    #[test]
+    fn one_parser_for_every_reader() {
+        let m = parse_mounts(" /shared/=/mnt/s/ , /home/flyte ").unwrap();
+        assert_eq!(m[0].cluster_prefix, PathBuf::from("/shared"));
+        assert_eq!(m[0].local_path, PathBuf::from("/mnt/s"));
+        assert_eq!(m[1].cluster_prefix, m[1].local_path);
+        for bad in ["rel", "/a=rel", "/a/../b=/x", "=", ","] {
+            let e = parse_mounts(bad).unwrap_err();
+            assert!(e.contains("cluster_prefix=local_path"), "{bad:?}: {e}");
+        }
     }
 
     #[test]

@@ -28,7 +28,9 @@ pub struct SweepReport {
     pub failures: Vec<(String, String)>,
 }
 
-/// `None` means keep forever (`off`/`never`). Accepts `7d`, `12h`, `30m`, `45s`, plain seconds.
+/// `None` means keep forever (`off`, `never`, or `0` — as `0` means "no limit" for the upload
+/// ceiling; removing logs the moment a task ends would leave nothing to debug it with).
+/// Accepts `7d`, `12h`, `30m`, `45s`, plain seconds.
 pub fn parse_retention(value: Option<&str>) -> Result<Option<Duration>, StagingError> {
     let Some(v) = value.map(str::trim) else {
         return Ok(Some(DEFAULT_RETENTION));
@@ -46,6 +48,7 @@ pub fn parse_retention(value: Option<&str>) -> Result<Option<Duration>, StagingE
         _ => u64::MAX,
     };
     match num.parse::<u64>() {
+        Ok(0) if mult != u64::MAX => Ok(None),
         Ok(n) if mult != u64::MAX => Ok(Some(Duration::from_secs(n.saturating_mul(mult)))),
         _ => Err(StagingError::Config {
             var: RETENTION_VAR,
@@ -101,6 +104,8 @@ mod tests {
     fn durations() {
         assert_eq!(parse_retention(None).unwrap(), Some(DEFAULT_RETENTION));
         assert_eq!(parse_retention(Some("off")).unwrap(), None);
+        assert_eq!(parse_retention(Some("0")).unwrap(), None);
+        assert_eq!(parse_retention(Some("0d")).unwrap(), None);
         assert_eq!(
             parse_retention(Some("2d")).unwrap(),
             Some(Duration::from_secs(172_800))

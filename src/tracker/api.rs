@@ -43,3 +43,12 @@ impl SlurmApi for Client {
         Box::pin(Client::accounting_jobs(self, ids))
     }
 }
+
+/// Exit codes that jobs left on the cluster's shared filesystem (the rendered script's
+/// `<working_dir>/<job>.exit`), for jobs that left slurmctld on a cluster without slurmdbd.
+/// Injected by the service (which knows each job's files and the staging backend); the tracker
+/// only asks, so it does not depend on how the filesystem is reached.
+pub trait ExitMarkers: Send + Sync + 'static {
+    /// `Ok(None)`: no marker (not written, or a job this reader knows nothing about).
+    fn exit_code(&self, id: JobId) -> BoxFuture<'_, Result<Option<i32>, String>>;
+}

@@ -23,7 +23,7 @@ import sys
 import time
 
 import grpc
-from google.protobuf import struct_pb2
+from google.protobuf import json_format, struct_pb2
 
 from flyteidl2.connector import connector_pb2, service_pb2_grpc
 from flyteidl2.core import execution_pb2
@@ -168,6 +168,16 @@ def main():
             resource_meta=meta, lines=20, task_category=category(req)), timeout=10))
         text = [l.message for r in logs if r.HasField("body") for l in r.body.lines]
         check(f"{name}: GetTaskLogs streams lines", len(text) > 0)
+        metrics = stub.GetTaskMetrics(connector_pb2.GetTaskMetricsRequest(
+            resource_meta=meta, queries=["elapsed_seconds", "allocated_cpus"], task_category=category(req)),
+            timeout=10).results
+        cpus = [json_format.MessageToDict(r.data) for r in metrics if r.metric == "allocated_cpus"]
+        check(f"{name}: GetTaskMetrics answers a Prometheus matrix per query",
+              [r.metric for r in metrics] == ["elapsed_seconds", "allocated_cpus"]
+              and all(r.data.fields["resultType"].string_value == "matrix" for r in metrics)
+              and (res is None or res.phase != Phase.Value("SUCCEEDED")
+                   or float(cpus[0]["result"][0]["values"][0][1]) >= 1),
+              str(cpus)[:300])
         for i in range(2):
             try:
                 stub.DeleteTask(connector_pb2.DeleteTaskRequest(

@@ -32,7 +32,10 @@ AuthAltParameters=jwt_key=/etc/slurm/jwt_hs256.key
 # No systemd and no cgroups in the chroot.
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
+# Per-task usage (CPU time, peak RSS) read from /proc: the figures GetTaskMetrics reports.
+JobAcctGatherType=jobacct_gather/linux
+# Sampled every second (the default 30 s never samples the dev cluster's short jobs: no peak RSS).
+JobAcctGatherFrequency=task=1
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 # Lets the node declare more CPUs than the host has.

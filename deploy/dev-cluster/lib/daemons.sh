@@ -13,11 +13,12 @@ write_settings() {
 	cat >"$RUN/settings" <<EOF
 RUN_ACCOUNTING=$ACCOUNTING
 RUN_MIN_JOB_AGE=$MIN_JOB_AGE
+RUN_APPTAINER=$APPTAINER
 EOF
 }
 
 read_settings() {
-	RUN_ACCOUNTING="" RUN_MIN_JOB_AGE=""
+	RUN_ACCOUNTING="" RUN_MIN_JOB_AGE="" RUN_APPTAINER=""
 	if [[ -f "$RUN/settings" ]]; then
 		# shellcheck source=/dev/null
 		source "$RUN/settings"
@@ -82,13 +83,16 @@ cmd_up() {
 		read_settings
 		[[ -n "$RUN_ACCOUNTING" && -z "$ACCOUNTING_GIVEN" ]] && ACCOUNTING="$RUN_ACCOUNTING"
 		[[ -n "$RUN_MIN_JOB_AGE" && -z "$MIN_JOB_AGE_GIVEN" ]] && MIN_JOB_AGE="$RUN_MIN_JOB_AGE"
-		if all_expected_running && [[ "$RUN_ACCOUNTING" == "$ACCOUNTING" && "$RUN_MIN_JOB_AGE" == "$MIN_JOB_AGE" ]]; then
+		# Clusters started before --apptainer existed have no RUN_APPTAINER: they run without it.
+		RUN_APPTAINER="${RUN_APPTAINER:-0}"
+		[[ -z "$APPTAINER_GIVEN" ]] && APPTAINER="$RUN_APPTAINER"
+		if all_expected_running && [[ "$RUN_ACCOUNTING" == "$ACCOUNTING" && "$RUN_MIN_JOB_AGE" == "$MIN_JOB_AGE" && "$RUN_APPTAINER" == "$APPTAINER" ]]; then
 			wait_ready
 			log "already up (slurmrestd on http://127.0.0.1:$RESTD_PORT)"
 			return 0
 		fi
-		if [[ -n "$RUN_ACCOUNTING" && ("$RUN_ACCOUNTING" != "$ACCOUNTING" || "$RUN_MIN_JOB_AGE" != "$MIN_JOB_AGE") ]]; then
-			die "already running with accounting=$RUN_ACCOUNTING min-job-age=$RUN_MIN_JOB_AGE; run \`$0 --release $RELEASE down\` first"
+		if [[ -n "$RUN_ACCOUNTING" && ("$RUN_ACCOUNTING" != "$ACCOUNTING" || "$RUN_MIN_JOB_AGE" != "$MIN_JOB_AGE" || "$RUN_APPTAINER" != "$APPTAINER") ]]; then
+			die "already running with accounting=$RUN_ACCOUNTING min-job-age=$RUN_MIN_JOB_AGE apptainer=$RUN_APPTAINER; run \`$0 --release $RELEASE down\` first"
 		fi
 		log "partly up: stopping what runs, then starting everything"
 		cmd_down
@@ -98,6 +102,7 @@ cmd_up() {
 	build_chroot
 	write_config
 	mount_proc
+	[[ "$APPTAINER" == 1 ]] && prepare_apptainer
 	write_settings
 
 	if [[ "$ACCOUNTING" == 1 ]]; then
@@ -134,14 +139,18 @@ EOF
 
 	start_daemon slurmctld chroot "$ROOT" /usr/sbin/slurmctld -D
 	wait_for "slurmctld to answer" slurmctld 60 in_root scontrol ping
-	start_daemon slurmd chroot "$ROOT" /usr/sbin/slurmd -D -N node1
+	if [[ "$APPTAINER" == 1 ]]; then
+		start_slurmd_pivot
+	else
+		start_daemon slurmd chroot "$ROOT" /usr/sbin/slurmd -D -N node1
+	fi
 	local rest_args=(-a rest_auth/jwt)
 	# Loading openapi/slurmdbd without accounting kills slurmrestd ("Failure loading plugin path bindings").
 	[[ "$ACCOUNTING" == 1 ]] || rest_args+=(-s openapi/slurmctld)
 	start_daemon slurmrestd chroot --userspec="$REST_USER:$REST_USER" "$ROOT" \
 		env -i PATH="$CHROOT_PATH" SLURM_JWT=daemon /usr/sbin/slurmrestd "${rest_args[@]}" "127.0.0.1:$RESTD_PORT"
 	wait_ready
-	log "up in $((SECONDS - t0))s: slurmrestd on http://127.0.0.1:$RESTD_PORT (accounting=$ACCOUNTING, MinJobAge=$MIN_JOB_AGE)"
+	log "up in $((SECONDS - t0))s: slurmrestd on http://127.0.0.1:$RESTD_PORT (accounting=$ACCOUNTING, MinJobAge=$MIN_JOB_AGE, apptainer=$APPTAINER)"
 	log "next: eval \"\$($SCRIPT_PATH --release $RELEASE env)\""
 }
 
@@ -185,23 +194,38 @@ cmd_down() {
 		rm -f "$RUN/$name.pid"
 	done
 	# Job steps (slurmstepd and the jobs' processes) are children of slurmd that escape its session;
-	# they are found by their root directory being exactly this chroot, never by name.
+	# they are found by their root directory being exactly this chroot (or, under --apptainer, by
+	# slurmd's mount namespace and descent from it), never by name.
 	if [[ -d "$ROOT" ]]; then
 		local p left=()
+		local -A seen=()
 		for p in /proc/[0-9]*; do
 			p="${p#/proc/}"
-			pid_alive "$p" && left+=("$p")
+			pid_alive "$p" && left+=("$p") && seen[$p]=1
+		done
+		for p in $(pivot_processes); do
+			[[ -n "${seen[$p]:-}" || "$p" == "$$" ]] || left+=("$p")
 		done
 		if ((${#left[@]} > 0)); then
 			log "stopping ${#left[@]} leftover process(es) in the chroot (job steps): ${left[*]}"
 			kill -TERM "${left[@]}" 2>/dev/null || true
 			sleep 2
 			for p in "${left[@]}"; do
-				pid_alive "$p" && kill -KILL "$p" 2>/dev/null
+				[[ -d "/proc/$p" ]] && kill -KILL "$p" 2>/dev/null
+			done
+			# KILL is asynchronous: give them a moment to be gone before `down` says so.
+			for ((i = 0; i < 20; i++)); do
+				local alive=0
+				for p in "${left[@]}"; do
+					[[ -d "/proc/$p" ]] && alive=1 && break
+				done
+				((alive)) || break
+				sleep 0.1
 			done
 		fi
 	fi
-	rm -f "$RUN/settings"
+	rm -f "$RUN/settings" "$RUN/slurmd.mntns"
+	umount_images
 	if is_mounted "$ROOT/proc"; then
 		umount "$ROOT/proc" || umount -l "$ROOT/proc"
 	fi
@@ -231,7 +255,7 @@ cmd_status() {
 		printf '  %-11s %s\n' "$d" "$state"
 	done
 	if ((running == expected)); then
-		echo "up: slurmrestd http://127.0.0.1:$RESTD_PORT accounting=$ACCOUNTING MinJobAge=${RUN_MIN_JOB_AGE:-?}"
+		echo "up: slurmrestd http://127.0.0.1:$RESTD_PORT accounting=$ACCOUNTING MinJobAge=${RUN_MIN_JOB_AGE:-?} apptainer=${RUN_APPTAINER:-0}"
 	elif ((running == 0)); then
 		echo "down"
 		rc=3

@@ -2,8 +2,10 @@
 //! one more generated module and one more set of these conversions; nothing else changes.
 
 mod job_description;
+mod usage;
 
 pub use job_description::submit_request;
+pub use usage::{accounting_usage, controller_usage};
 
 use super::generated::v0042::types as g;
 use super::types::{

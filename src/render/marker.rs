@@ -1,0 +1,276 @@
+//! The exit-status marker: the batch script leaves `<working_dir>/<job>.exit` (one line, the exit
+//! code, written to `.exit.tmp` and renamed) so a job that left slurmctld on a cluster without
+//! slurmdbd can still be resolved (`crate::staging::exit_marker` reads it).
+//!
+//! Design: the batch shell runs *the same script file* once more as a grandchild and only
+//! records its exit status. The alternatives change what the task's script means: an `EXIT` trap
+//! is replaced by the script's own `trap ... EXIT` and skipped by its `exec`, and wrapping the body
+//! in `( ... )` makes bash parse the whole script before running a line. Re-running `$0` keeps
+//! every semantic of the task's code — its shebang and options, `exec`, `set -e`, its traps and
+//! `exit`, `$0`, arguments, stdin — because the child *is* the script, as Slurm would have run it.
+//!
+//! Three processes: the batch shell B, a recorder subshell R, the script S.
+//! - R runs S in the foreground, then writes the marker (`.tmp` + `mv`) and exits with S's
+//!   status. R *traps* (not ignores) the signals Slurm sends to every process of the step
+//!   (scancel, time limit, `scancel -s`), so it outlives them and still records S's status, while
+//!   S starts with them at their defaults (trapped signals are reset in children; ignored ones
+//!   would be inherited). R is started with `&` so B can react to signals while it waits; stdin is
+//!   passed on explicitly (an `&` command would read /dev/null) and INT/QUIT, which bash ignores in
+//!   `&` commands, are trapped in R so S gets them back at their defaults.
+//! - B ignores those signals (R and S were started before, so they do not inherit that) and
+//!   forwards USR1/USR2 to S (`pkill -P <R>`, procps): `--signal=B:USR1@60` signals the batch
+//!   shell alone, and the usual "checkpoint before the time limit" pattern must keep reaching the
+//!   task's script. Without pkill on the node only that forwarding is lost.
+//! - B exits with S's status. A `wait` interrupted by a forwarded signal may lose it (bash reports
+//!   -1 when the child ends during the handler); then the marker R wrote is read back.
+//! - A script killed by signal N makes the job exit with 128+N rather than signal N; the job state
+//!   is the same (FAILED), and scancel / the time limit are resolved by Slurm itself
+//!   (CANCELLED / TIMEOUT) whatever the batch shell exits with.
+//!
+//! Scripts with a non-shell interpreter (`#!/usr/bin/env python3`) are kept byte for byte and get
+//! no marker: on a cluster without slurmdbd such a job that ages out of slurmctld between polls
+//! is reported lost, as before.
+
+use super::error::RenderError;
+use super::script::quote;
+
+/// Set in the child's environment only while it starts; the child unsets it at once.
+pub const CHILD_VAR: &str = "SLURM_CONNECTOR_MARKER_CHILD";
+
+/// The block that goes first in the script body (after the shebang and `#SBATCH` block).
+pub fn preamble(marker_path: &str) -> Result<String, RenderError> {
+    let marker = quote(marker_path)?;
+    let tmp = quote(&format!("{marker_path}.tmp"))?;
+    Ok(format!(
+        r#"# slurm-connector: exit-status marker for clusters without slurmdbd. This shell runs the
+# script below as a grandchild, unchanged, and the subshell records its exit status in {marker}.
+if [ -z "${{{CHILD_VAR}:-}}" ]; then
+  # Shebang options (`#!/bin/bash -eu`) apply to this shell too; they must not stop it recording.
+  set +e +u
+  (
+    trap ':' HUP INT QUIT TERM USR1 USR2 ALRM
+    if [ -x "$0" ]; then {CHILD_VAR}=1 "$0" "$@"; else {CHILD_VAR}=1 /bin/bash "$0" "$@"; fi
+    __sc_rc=$?
+    {{ printf '%s\n' "$__sc_rc" > {tmp} && mv -f -- {tmp} {marker}; }} \
+      || echo "slurm-connector: could not write the exit-status marker" {marker} >&2
+    exit "$__sc_rc"
+  ) <&0 &
+  __sc_pid=$!
+  trap '' HUP INT QUIT TERM ALRM
+  trap '__sc_sig=1; pkill -USR1 -P "$__sc_pid"' USR1
+  trap '__sc_sig=1; pkill -USR2 -P "$__sc_pid"' USR2
+  while :; do
+    __sc_sig=
+    wait "$__sc_pid"; __sc_rc=$?
+    [ -n "$__sc_sig" ] || break
+  done
+  case "$__sc_rc" in ''|*[!0-9]*) __sc_rc=$(cat {marker} 2>/dev/null) || __sc_rc=1 ;; esac
+  exit "$__sc_rc"
+fi
+unset {CHILD_VAR}
+"#
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+    use std::path::Path;
+    use std::process::{Command, Stdio};
+
+    /// Writes `body` after a shebang and the preamble, runs it, returns (exit code, marker).
+    fn run(dir: &Path, name: &str, body: &str, stdin: &str) -> (Option<i32>, Option<String>) {
+        run_with(dir, name, "#!/bin/bash", body, stdin)
+    }
+
+    fn run_with(
+        dir: &Path,
+        name: &str,
+        shebang: &str,
+        body: &str,
+        stdin: &str,
+    ) -> (Option<i32>, Option<String>) {
+        let marker = dir.join(format!("{name}.exit"));
+        let script = format!(
+            "{shebang}\n#SBATCH -t 1\n{}{body}",
+            preamble(marker.to_str().unwrap()).unwrap()
+        );
+        let path = dir.join(name);
+        std::fs::write(&path, script).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .unwrap();
+        let mut child = Command::new(&path)
+            .current_dir(dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let got = std::fs::read_to_string(&marker).ok();
+        assert!(!dir.join(format!("{name}.exit.tmp")).exists());
+        (out.status.code(), got)
+    }
+
+    fn signal(args: &[&str]) {
+        assert!(Command::new("kill").args(args).status().unwrap().success());
+    }
+
+    fn tmp() -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "marker-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn the_marker_holds_the_scripts_exit_status_whatever_the_script_does() {
+        let d = tmp();
+        let cases: &[(&str, &str, i32)] = &[
+            ("plain", "echo hi\n", 0),
+            ("exit3", "exit 3\n", 3),
+            // `set -e` stops the child at the failing command, as it would the batch shell.
+            ("sete", "set -e\nfalse\necho not reached\nexit 0\n", 1),
+            // `exec` replaces the child; the outer shell still sees its status.
+            ("exec", "exec /bin/sh -c 'exit 42'\n", 42),
+            // The script's own EXIT trap runs and may change the status, as without the marker.
+            ("trap", "trap 'exit 9' EXIT\necho x\n", 9),
+            ("undef", "set -u\necho $NOPE\n", 1),
+        ];
+        for (name, body, want) in cases {
+            let (code, marker) = run(&d, name, body, "");
+            assert_eq!(code, Some(*want), "{name}: exit status");
+            assert_eq!(
+                marker.as_deref(),
+                Some(format!("{want}\n").as_str()),
+                "{name}"
+            );
+            crate::staging::exit_marker::parse_marker(marker.unwrap().as_bytes()).unwrap();
+        }
+        std::fs::remove_dir_all(&d).ok();
+    }
+
+    #[test]
+    fn shebang_options_and_other_shells() {
+        let d = tmp();
+        let cases: &[(&str, &str, &str, i32)] = &[
+            // `-e` from the shebang: the script stops at `false`; the marker is still written.
+            ("bash-e", "#!/bin/bash -eu", "false\nexit 0\n", 1),
+            ("bash-x", "#!/bin/bash -x", "exit 6\n", 6),
+            ("sh", "#!/bin/sh", "exit 4\n", 4),
+            ("sh-e", "#!/bin/sh -e", "false\nexit 0\n", 1),
+            ("env-bash", "#!/usr/bin/env bash", "exit 0\n", 0),
+        ];
+        for (name, shebang, body, want) in cases {
+            let (code, marker) = run_with(&d, name, shebang, body, "");
+            assert_eq!(code, Some(*want), "{name}: exit status");
+            assert_eq!(
+                marker.as_deref(),
+                Some(format!("{want}\n").as_str()),
+                "{name}"
+            );
+        }
+        std::fs::remove_dir_all(&d).ok();
+    }
+
+    #[test]
+    fn the_script_keeps_its_stdin_arguments_and_environment() {
+        let d = tmp();
+        let body = "read -r line\n[ \"$line\" = hello ] || exit 5\n\
+                    [ -z \"${SLURM_CONNECTOR_MARKER_CHILD:-}\" ] || exit 6\n\
+                    case \"$0\" in */stdin) ;; *) exit 7;; esac\n\
+                    trap -p INT | grep -q . && exit 8\nexit 0\n";
+        let (code, marker) = run(&d, "stdin", body, "hello\n");
+        assert_eq!((code, marker.as_deref()), (Some(0), Some("0\n")));
+        std::fs::remove_dir_all(&d).ok();
+    }
+
+    /// Starts `body` in its own process group, signals it once it started, returns (exit, marker).
+    fn signalled(
+        d: &Path,
+        name: &str,
+        body: &str,
+        kill_args: &dyn Fn(u32) -> Vec<String>,
+    ) -> (Option<i32>, String) {
+        let marker = d.join(format!("{name}.exit"));
+        let started = d.join(format!("{name}.started"));
+        let path = d.join(name);
+        let body = format!("echo > {}\n{body}", started.display());
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/bash\n{}{body}",
+                preamble(marker.to_str().unwrap()).unwrap()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .unwrap();
+        let child = Command::new(&path)
+            .current_dir(d)
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        for _ in 0..200 {
+            if started.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let args = kill_args(child.id());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        signal(&args);
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code(),
+            std::fs::read_to_string(&marker).unwrap_or_default(),
+        )
+    }
+
+    #[test]
+    fn signals_reach_the_script_and_leave_a_marker() {
+        let d = tmp();
+        let usr1 = "trap 'exit 11' USR1\nwhile :; do sleep 0.1; done\n";
+        // `--signal=B:USR1` / `scancel -b -s USR1`: only the batch shell is signalled.
+        let only_batch = |pid: u32| vec!["-USR1".to_string(), pid.to_string()];
+        // `scancel -s USR1`: every process of the step.
+        let group = |sig: &str| {
+            let sig = sig.to_string();
+            move |pid: u32| vec![sig.clone(), "--".to_string(), format!("-{pid}")]
+        };
+        assert_eq!(
+            signalled(&d, "b", usr1, &only_batch),
+            (Some(11), "11\n".into())
+        );
+        assert_eq!(
+            signalled(&d, "g", usr1, &group("-USR1")),
+            (Some(11), "11\n".into())
+        );
+        // scancel / time limit: TERM to every process; the script's own TERM trap runs.
+        let plain = "while :; do sleep 0.1; done\n";
+        assert_eq!(
+            signalled(&d, "t", plain, &group("-TERM")),
+            (Some(143), "143\n".into())
+        );
+        let trapped = "trap 'exit 21' TERM\nwhile :; do sleep 0.1; done\n";
+        assert_eq!(
+            signalled(&d, "tt", trapped, &group("-TERM")),
+            (Some(21), "21\n".into())
+        );
+        std::fs::remove_dir_all(&d).ok();
+    }
+}

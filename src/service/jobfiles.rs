@@ -1,0 +1,184 @@
+//! Each job's files on the cluster's shared filesystem, as the service learns them from
+//! `resource_meta` (CreateTask, GetTask): where its exit-status marker is (read by the tracker
+//! through [`ExitMarkers`]) and, once its task ended, when — so a periodic sweep removes its
+//! logs, marker and local outputs `FLYTE_SLURM_JOB_FILES_RETENTION` later, through the staging
+//! interface (confined to the shared roots like every other staging access).
+//!
+//! In memory only: after a restart a job is known again from its next GetTask. A task that ended
+//! before a restart and is never asked about again keeps its files (docs/operations.md).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use futures::future::BoxFuture;
+
+use crate::slurmrestd::JobId;
+use crate::staging::{self, Staging, retention};
+use crate::tracker::ExitMarkers;
+
+use super::meta::ResourceMeta;
+
+#[derive(Debug, Clone)]
+struct Files {
+    /// `<working_dir>/<job_name>`: the stem of the marker and the outputs folder.
+    stem: String,
+    stdout: String,
+    stderr: String,
+    ended_at: Option<SystemTime>,
+}
+
+impl Files {
+    fn paths(&self) -> Vec<String> {
+        let mut p = vec![
+            self.stdout.clone(),
+            self.stderr.clone(),
+            format!("{}.exit", self.stem),
+            format!("{}.exit.tmp", self.stem),
+            format!("{}.outputs", self.stem),
+        ];
+        p.retain(|x| !x.is_empty());
+        p.dedup();
+        p
+    }
+}
+
+pub struct JobFiles {
+    staging: Arc<dyn Staging>,
+    jobs: Mutex<HashMap<JobId, Files>>,
+}
+
+impl std::fmt::Debug for JobFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobFiles")
+            .field("jobs", &self.jobs.lock().unwrap().len())
+            .finish()
+    }
+}
+
+/// The marker's stem from the job's stdout path (`<working_dir>/<job>.out`, or the Python
+/// plugin's own name in the same folder) and the job name.
+fn stem(meta: &ResourceMeta) -> Option<String> {
+    let dir = meta.stdout.rsplit_once('/')?.0;
+    (!meta.job_name.is_empty() && !meta.job_name.contains('/'))
+        .then(|| format!("{dir}/{}", meta.job_name))
+}
+
+impl JobFiles {
+    pub fn new(staging: Arc<dyn Staging>) -> JobFiles {
+        JobFiles {
+            staging,
+            jobs: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Learns a job's files (idempotent; every GetTask calls it).
+    pub fn note(&self, meta: &ResourceMeta) {
+        let Some(stem) = stem(meta) else { return };
+        self.jobs
+            .lock()
+            .unwrap()
+            .entry(meta.job_id)
+            .or_insert_with(|| Files {
+                stem,
+                stdout: meta.stdout.clone(),
+                stderr: meta.stderr.clone(),
+                ended_at: None,
+            });
+    }
+
+    /// The task ended (GetTask reported a terminal phase): the retention clock starts now. With
+    /// retention off the job is forgotten (nothing will remove its files, nor read its marker).
+    pub fn ended(&self, meta: &ResourceMeta, retention: Option<Duration>) {
+        if retention.is_none() {
+            self.jobs.lock().unwrap().remove(&meta.job_id);
+            return;
+        }
+        self.note(meta);
+        if let Some(f) = self.jobs.lock().unwrap().get_mut(&meta.job_id)
+            && f.ended_at.is_none()
+        {
+            f.ended_at = Some(SystemTime::now());
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.jobs.lock().unwrap().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Removes the files of every job whose task ended at least `keep` ago; forgets those jobs.
+    pub async fn sweep(&self, keep: Duration, now: SystemTime) -> retention::SweepReport {
+        let due: Vec<retention::FinishedJob> = self
+            .jobs
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|(id, f)| {
+                f.ended_at.map(|ended_at| retention::FinishedJob {
+                    job_id: id.to_string(),
+                    ended_at,
+                    paths: f.paths(),
+                })
+            })
+            .collect();
+        let report = retention::sweep(self.staging.as_ref(), &due, keep, now).await;
+        if !report.removed_jobs.is_empty() {
+            let mut jobs = self.jobs.lock().unwrap();
+            jobs.retain(|id, _| !report.removed_jobs.contains(&id.to_string()));
+            tracing::info!(
+                jobs = report.removed_jobs.len(),
+                "retention: removed finished jobs' files"
+            );
+        }
+        report
+    }
+
+    /// Sweeps every `every` until `stop` resolves.
+    pub async fn run_sweeps(
+        self: Arc<Self>,
+        cluster: String,
+        keep: Duration,
+        every: Duration,
+        stop: impl std::future::Future<Output = ()>,
+    ) {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                _ = &mut stop => return,
+                _ = tick.tick() => {
+                    let r = self.sweep(keep, SystemTime::now()).await;
+                    if !r.failures.is_empty() {
+                        tracing::warn!(%cluster, failures = r.failures.len(), "retention: some files could not be removed; retrying next sweep");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// How often to sweep: often enough that files go within a tenth of the retention time (and at
+/// least hourly), not so often that a short test retention spins.
+pub fn sweep_interval(keep: Duration) -> Duration {
+    (keep / 10).clamp(Duration::from_millis(200), Duration::from_secs(3600))
+}
+
+impl ExitMarkers for JobFiles {
+    fn exit_code(&self, id: JobId) -> BoxFuture<'_, Result<Option<i32>, String>> {
+        Box::pin(async move {
+            let stem = match self.jobs.lock().unwrap().get(&id) {
+                Some(f) => f.stem.clone(),
+                None => return Ok(None),
+            };
+            let (dir, job) = stem.rsplit_once('/').unwrap_or(("", &stem));
+            staging::exit_marker::read_exit_marker(self.staging.as_ref(), dir, job)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+}

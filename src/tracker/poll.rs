@@ -1,0 +1,143 @@
+//! The poll loop: ONE `states` request per tick for every job not finished, eviction of old
+//! finished jobs, and the health bookkeeping while slurmrestd fails. Jobs the answer lacks go to
+//! [`super::resolve`].
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+use crate::slurmrestd::JobId;
+
+use super::resolve::apply_state;
+use super::{Known, Packed, Tracker, Unreachable};
+
+impl Tracker {
+    /// One poll round: ONE `states` call for every job not finished, then slurmdbd for the
+    /// missing ones (one call) and the records of jobs that just finished. Returns the number of
+    /// jobs asked about.
+    pub async fn tick(&self) -> usize {
+        let _round = self.round.lock().await;
+        let started = Instant::now();
+        self.evict();
+        let ids: Vec<JobId> = {
+            let jobs = self.jobs.lock().unwrap();
+            jobs.iter()
+                .filter(|(_, e)| {
+                    e.known != Known::Lost && !(e.state.is_terminal() && e.record_done)
+                })
+                .map(|(id, _)| *id)
+                .collect()
+        };
+        if !ids.is_empty() {
+            self.refresh(&ids).await;
+        }
+        self.adopted.notify_waiters();
+        if let Some(o) = &self.observer {
+            o(&self.cluster, started.elapsed(), ids.len());
+        }
+        ids.len()
+    }
+
+    pub(super) async fn refresh(&self, ids: &[JobId]) {
+        let states = match self.api.states(ids).await {
+            Ok(s) => {
+                let mut h = self.health.lock().unwrap();
+                if h.unreachable.take().is_some() {
+                    tracing::info!(cluster = %self.cluster, "slurmrestd reachable again");
+                }
+                s
+            }
+            Err(e) => {
+                self.mark_unreachable(&e.to_string());
+                // Adoptees must not wait the full adopt_wait for an answer that cannot come.
+                self.health.lock().unwrap().rounds += 1;
+                self.adopted.notify_waiters();
+                return;
+            }
+        };
+        let now = self.now_secs();
+        let mut missing = Vec::new();
+        let mut finished = Vec::new();
+        {
+            let mut jobs = self.jobs.lock().unwrap();
+            for id in ids {
+                let Some(e) = jobs.get_mut(id) else { continue };
+                match states.get(id) {
+                    Some(s) => {
+                        // A job that just finished is published together with its record (exit
+                        // code, reason), so no GetTask sees FAILED without saying why.
+                        if Packed::pack(s).0.is_terminal() && !e.record_done {
+                            finished.push((*id, s.clone()));
+                        } else {
+                            apply_state(e, s, now);
+                        }
+                    }
+                    None => {
+                        match e.known {
+                            Known::Missing | Known::MissingUnseen => {}
+                            Known::NotYet => {
+                                e.known = Known::MissingUnseen;
+                                e.since = now;
+                            }
+                            _ => {
+                                e.known = Known::Missing;
+                                e.since = now;
+                            }
+                        }
+                        missing.push(*id);
+                    }
+                }
+            }
+        }
+        if !missing.is_empty() {
+            self.resolve_missing(&missing).await;
+        }
+        if !finished.is_empty() {
+            self.fetch_records(&finished).await;
+        }
+        self.health.lock().unwrap().rounds += 1;
+    }
+
+    pub(super) fn mark_unreachable(&self, error: &str) {
+        let mut h = self.health.lock().unwrap();
+        match &mut h.unreachable {
+            Some(u) => u.error = error.to_string(),
+            None => {
+                tracing::warn!(cluster = %self.cluster, error, "slurmrestd unreachable; answering from the last known states");
+                h.unreachable = Some(Unreachable {
+                    since: SystemTime::now(),
+                    error: error.to_string(),
+                });
+            }
+        }
+    }
+
+    /// Drops finished jobs older than the TTL.
+    pub(super) fn evict(&self) {
+        let ttl = self.cfg.terminal_ttl;
+        let now = self.now_secs();
+        self.jobs.lock().unwrap().retain(|_, e| {
+            let finished = e.known == Known::Lost || (e.state.is_terminal() && e.record_done);
+            !(finished && Duration::from_secs(u64::from(now.saturating_sub(e.since))) >= ttl)
+        });
+    }
+
+    /// Runs the poll loop and the adopter until `shutdown` resolves.
+    pub async fn run(self: Arc<Self>, shutdown: impl std::future::Future<Output = ()>) {
+        let mut interval = tokio::time::interval(self.cfg.poll_interval);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => return,
+                _ = interval.tick() => { self.tick().await; }
+                _ = self.adopt_wake.notified() => {
+                    // A short pause gathers the GetTasks of a restart's burst into one request.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    self.adopt_round().await;
+                }
+            }
+        }
+    }
+}

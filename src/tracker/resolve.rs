@@ -1,0 +1,201 @@
+//! Adoption and the paths for jobs slurmctld does not answer for: adoption rounds (GetTask for a
+//! job never seen), slurmdbd in one batch for jobs that aged out, exit-status markers when
+//! slurmdbd has no record, and the records (exit code, reason) of jobs that just finished.
+
+use std::collections::HashMap;
+
+use crate::slurmrestd::{ExitCode, JobId, JobInfo, JobState};
+
+use super::{Entry, Known, Packed, Tracker};
+
+impl Tracker {
+    /// Answers queued adoptions in one batch (the adopter task).
+    pub async fn adopt_round(&self) {
+        let _round = self.round.lock().await;
+        let queued: Vec<JobId> = std::mem::take(&mut *self.adopt_queue.lock().unwrap());
+        // A tick may have answered some of them meanwhile.
+        let ids: Vec<JobId> = {
+            let jobs = self.jobs.lock().unwrap();
+            queued
+                .into_iter()
+                .filter(|id| jobs.get(id).is_some_and(|e| e.known == Known::NotYet))
+                .collect()
+        };
+        if !ids.is_empty() {
+            self.refresh(&ids).await;
+        }
+        self.adopted.notify_waiters();
+    }
+
+    /// Jobs slurmctld no longer lists: slurmdbd, in one batch. Keeps the last state while neither
+    /// knows a job; declares it lost after `lost_after`.
+    pub(super) async fn resolve_missing(&self, ids: &[JobId]) {
+        let found = match self.api.accounting_jobs(ids).await {
+            Ok(f) => {
+                self.health.lock().unwrap().accounting_error = None;
+                f
+            }
+            Err(e) => {
+                tracing::debug!(cluster = %self.cluster, error = %e, "slurmdbd lookup failed; keeping last states");
+                self.health.lock().unwrap().accounting_error = Some(e.to_string());
+                HashMap::new()
+            }
+        };
+        let markers = self.read_markers(ids, &found).await;
+        let now = self.now_secs();
+        let mut jobs = self.jobs.lock().unwrap();
+        for id in ids {
+            let Some(e) = jobs.get_mut(id) else { continue };
+            if let Some(code) = markers.get(id) {
+                apply_marker(e, *code, now);
+                continue;
+            }
+            match found.get(id) {
+                Some(info) => {
+                    apply_state(e, &info.state, now);
+                    apply_record(e, info);
+                    // slurmdbd only lists a job that got past the controller; a pending record
+                    // there is still worth polling, a finished one is final.
+                    e.record_done = e.state.is_terminal();
+                }
+                None if self.age(e.since) >= self.cfg.lost_after && e.known != Known::Lost => {
+                    tracing::warn!(cluster = %self.cluster, job_id = %id, "job unknown to slurmctld and slurmdbd; reporting it lost");
+                    e.known = Known::Lost;
+                    e.since = now;
+                }
+                None => {}
+            }
+        }
+    }
+
+    /// Exit-status markers of the jobs slurmdbd did not know (none without an injected reader).
+    /// A job reads its marker once it is gone from slurmctld, so each lookup is one small read;
+    /// a reader error keeps the job missing (it is retried next tick, then reported lost).
+    pub(super) async fn read_markers(
+        &self,
+        ids: &[JobId],
+        found: &HashMap<JobId, JobInfo>,
+    ) -> HashMap<JobId, i32> {
+        let Some(markers) = &self.markers else {
+            return HashMap::new();
+        };
+        let wanted: Vec<JobId> = ids
+            .iter()
+            .filter(|id| !found.contains_key(id))
+            .copied()
+            .collect();
+        let answers =
+            futures::future::join_all(wanted.iter().map(|id| markers.exit_code(*id))).await;
+        let mut out = HashMap::new();
+        for (id, answer) in wanted.into_iter().zip(answers) {
+            match answer {
+                Ok(Some(code)) => {
+                    tracing::info!(cluster = %self.cluster, job_id = %id, code, "job resolved from its exit-status marker");
+                    out.insert(id, code);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(cluster = %self.cluster, job_id = %id, error = %e, "exit-status marker not readable");
+                }
+            }
+        }
+        out
+    }
+
+    /// The records of jobs that just finished: slurmctld first, slurmdbd (batched) for the rest;
+    /// each job's terminal state is applied with its record.
+    pub(super) async fn fetch_records(&self, finished: &[(JobId, JobState)]) {
+        let mut need_accounting = Vec::new();
+        for (id, state) in finished {
+            let fetched = self.api.job(*id).await;
+            let now = self.now_secs();
+            match fetched {
+                Ok(Some(info)) => self.with_entry(*id, |e| {
+                    apply_state(e, state, now);
+                    apply_record(e, &info);
+                    e.record_done = true;
+                }),
+                Ok(None) => need_accounting.push((*id, state)),
+                // Published without a record; record_done stays false, so the next tick retries.
+                Err(err) => {
+                    tracing::debug!(cluster = %self.cluster, job_id = %id, error = %err, "record fetch failed");
+                    self.with_entry(*id, |e| {
+                        apply_state(e, state, now);
+                    });
+                }
+            }
+        }
+        if need_accounting.is_empty() {
+            return;
+        }
+        let ids: Vec<JobId> = need_accounting.iter().map(|(id, _)| *id).collect();
+        let found = self.api.accounting_jobs(&ids).await.unwrap_or_default();
+        let now = self.now_secs();
+        for (id, state) in need_accounting {
+            self.with_entry(id, |e| {
+                apply_state(e, state, now);
+                if let Some(info) = found.get(&id) {
+                    apply_record(e, info);
+                }
+                // Nobody has more to say about this job: stop asking.
+                e.record_done = true;
+            });
+        }
+    }
+
+    pub(super) fn with_entry(&self, id: JobId, f: impl FnOnce(&mut Entry)) {
+        if let Some(e) = self.jobs.lock().unwrap().get_mut(&id) {
+            f(e);
+        }
+    }
+}
+
+/// Applies a state from slurmctld or slurmdbd.
+pub(super) fn apply_state(e: &mut Entry, s: &JobState, now: u32) {
+    let (packed, other) = Packed::pack(s);
+    let changed = packed != e.state || e.known != Known::Seen;
+    e.state = packed;
+    e.known = Known::Seen;
+    if changed {
+        // `since` = when this state began: ages unknown states and terminal TTLs.
+        e.since = now;
+    }
+    match other {
+        Some(t) => e.extra.get_or_insert_with(Default::default).other_state = Some(t),
+        None => {
+            if let Some(x) = e.extra.as_deref_mut() {
+                x.other_state = None;
+            }
+        }
+    }
+    if !packed.is_terminal() {
+        // A requeued job runs again: its old record no longer applies.
+        e.record_done = false;
+    }
+}
+
+/// The job's own exit code, from its marker: final, like a slurmdbd record. The state is the one
+/// Slurm would have given a batch script exiting so (COMPLETED for 0, FAILED otherwise).
+pub(super) fn apply_marker(e: &mut Entry, code: i32, now: u32) {
+    let base = if code == 0 { "COMPLETED" } else { "FAILED" };
+    apply_state(e, &JobState::from_strings([base]), now);
+    e.known = Known::Marker;
+    e.record_done = true;
+    let x = e.extra.get_or_insert_with(Default::default);
+    x.exit_code = Some(ExitCode {
+        status: vec![if code == 0 { "SUCCESS" } else { "ERROR" }.to_string()],
+        return_code: u32::try_from(code).ok(),
+        signal: None,
+        signal_name: None,
+    });
+}
+
+pub(super) fn apply_record(e: &mut Entry, info: &JobInfo) {
+    let x = e.extra.get_or_insert_with(Default::default);
+    if info.exit_code.is_some() {
+        x.exit_code = info.exit_code.clone();
+    }
+    if info.reason.is_some() {
+        x.reason = info.reason.clone();
+    }
+}

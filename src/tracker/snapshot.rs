@@ -1,0 +1,102 @@
+//! What GetTask reports for a tracked job: its cached entry as a [`JobSnapshot`], with the note
+//! explaining a phase Slurm did not state directly (lost, unknown state, read from a marker).
+
+use crate::proto::core::task_execution::Phase;
+use crate::slurmrestd::JobId;
+
+use super::{Entry, JobSnapshot, Known, Tracker};
+
+impl Tracker {
+    pub(super) fn snapshot_unknown(&self, id: JobId) -> JobSnapshot {
+        JobSnapshot {
+            job_id: id,
+            phase: Phase::Queued,
+            state: None,
+            exit_code: None,
+            reason: None,
+            note: Some("state not known yet".into()),
+            unreachable: self.health.lock().unwrap().unreachable.clone(),
+        }
+    }
+
+    pub(super) fn snapshot(&self, id: JobId, e: &Entry) -> JobSnapshot {
+        let extra = e.extra.as_deref();
+        let other = extra.and_then(|x| x.other_state.as_deref());
+        let (phase, state, note) = match e.known {
+            Known::NotYet => (Phase::Queued, None, Some("state not known yet".to_string())),
+            Known::Lost => (
+                Phase::Failed,
+                Some(e.state.text(other)),
+                Some(format!(
+                    "Slurm job {id} is not known to slurmctld, and slurmdbd has had no record of \
+                     it for {}s{}: its outcome cannot be determined (enable accounting, or raise \
+                     MinJobAge, so finished jobs stay visible)",
+                    self.cfg.lost_after.as_secs(),
+                    self.accounting_note()
+                )),
+            ),
+            Known::MissingUnseen => (
+                Phase::Queued,
+                None,
+                Some(format!(
+                    "Slurm job {id} is not known to slurmctld, nor (yet) to slurmdbd{}",
+                    self.accounting_note()
+                )),
+            ),
+            Known::Marker => (
+                e.state.phase().unwrap_or(Phase::Failed),
+                Some(e.state.text(other)),
+                Some(format!(
+                    "Slurm job {id} is no longer known to slurmctld and not in slurmdbd{}; its \
+                     outcome was read from the exit-status marker the job left",
+                    self.accounting_note()
+                )),
+            ),
+            Known::Seen | Known::Missing => {
+                let text = e.state.text(other);
+                let missing = (e.known == Known::Missing).then(|| {
+                    format!(
+                        "no longer listed by slurmctld and not yet in slurmdbd{}; last known state {text}",
+                        self.accounting_note()
+                    )
+                });
+                match e.state.phase() {
+                    Some(p) => (p, Some(text), missing),
+                    None if self.age(e.since) >= self.cfg.unknown_state_after => (
+                        Phase::Failed,
+                        Some(text.clone()),
+                        Some(format!(
+                            "Slurm reports state {text}, which this connector does not know, for \
+                             more than {}s; reporting the task as failed rather than running forever",
+                            self.cfg.unknown_state_after.as_secs()
+                        )),
+                    ),
+                    None => (
+                        // Not a guess at RUNNING: the job is somewhere between queued and done.
+                        Phase::Queued,
+                        Some(text.clone()),
+                        Some(format!(
+                            "Slurm reports state {text}, which this connector does not know"
+                        )),
+                    ),
+                }
+            }
+        };
+        JobSnapshot {
+            job_id: id,
+            phase,
+            state,
+            exit_code: extra.and_then(|x| x.exit_code.clone()),
+            reason: extra.and_then(|x| x.reason.clone()),
+            note,
+            unreachable: self.health.lock().unwrap().unreachable.clone(),
+        }
+    }
+
+    pub(super) fn accounting_note(&self) -> String {
+        match &self.health.lock().unwrap().accounting_error {
+            Some(e) => format!(" (slurmdbd: {e})"),
+            None => String::new(),
+        }
+    }
+}

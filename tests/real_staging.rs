@@ -1,0 +1,534 @@
+//! Real tier: declared outputs and exit-status markers on the real dev cluster, through the
+//! connector's gRPC service (in-process `serve_with`) and both staging backends:
+//! - local mount: `FLYTE_SLURM_SHARED_MOUNTS` maps the cluster's `/shared` to the chroot on this
+//!   host (what `dev-cluster env` exports);
+//! - sidecar: a real `slurm-connector stager` process on loopback with a bearer token file, the
+//!   connector configured with its URL (no mount).
+//!
+//! For each backend the preprocess fixture (a `slurm_script` task with a File and a Dir output)
+//! lands in a local `file://` object store and comes back as SINGLE / MULTIPART Blob literals; a
+//! missing output fails the task with the message; an output above the ceiling is refused with
+//! the message about `output_upload='job'`; and every job leaves the exit-status marker the
+//! rendered script writes (`0`, and `3` for a failing script).
+//! The path-escape corpus through both backends is `staging_backends.rs`' (not repeated here).
+//!
+//! Skipped (with the reason) when the dev-cluster environment is not exported:
+//! `eval "$(deploy/dev-cluster/dev-cluster --release 24.11 env)"`.
+
+#[path = "real_slurm/support.rs"]
+#[allow(dead_code)]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use prost::Message;
+use slurm_connector::config::{AuthConfig, ClusterConfig, DeploymentConfig, UploadLimit};
+use slurm_connector::proto::connector::async_connector_service_client::AsyncConnectorServiceClient;
+use slurm_connector::proto::connector::{
+    CreateTaskRequest, GetTaskRequest, Resource, TaskCategory,
+};
+use slurm_connector::proto::core::task_execution::Phase;
+use slurm_connector::proto::core::{blob_type::BlobDimensionality, literal, scalar};
+use slurm_connector::service::serve_with;
+use tonic::transport::Channel;
+
+/// The ceiling for these tests: the fixture's outputs are far below it, the oversized job's far
+/// above.
+const CEILING: u64 = 1_000_000;
+
+struct Dir(PathBuf);
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn unique() -> String {
+    format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+            % 1_000_000_000
+    )
+}
+
+/// A real `slurm-connector stager` process (killed on drop).
+struct Stager {
+    child: std::process::Child,
+    url: String,
+    token_file: PathBuf,
+}
+
+impl Drop for Stager {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn start_stager(roots: &str, dir: &Path) -> Stager {
+    let token_file = dir.join("stager.token");
+    std::fs::write(&token_file, format!("real-staging-{}\n", unique())).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_slurm-connector"));
+    // The dev-cluster env is exported for this test: the stager gets only what is meant for it.
+    for (k, _) in std::env::vars() {
+        if k.starts_with("FLYTE_SLURM_") {
+            cmd.env_remove(k);
+        }
+    }
+    let mut child = cmd
+        .args([
+            "stager",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--roots",
+            roots,
+        ])
+        .arg("--token-file")
+        .arg(&token_file)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("start slurm-connector stager");
+    let url = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    for _ in 0..100 {
+        if http
+            .get(format!("{url}/healthz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            return Stager {
+                child,
+                url,
+                token_file,
+            };
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("the stager did not become healthy at {url}");
+}
+
+enum Backend<'a> {
+    Local(&'a str),
+    Sidecar(&'a Stager),
+}
+
+fn deployment(c: &support::Cluster, backend: &Backend) -> DeploymentConfig {
+    let mut d = DeploymentConfig::empty();
+    d.poll_interval = Duration::from_secs(1);
+    d.upload_max_bytes = UploadLimit::Bytes(CEILING);
+    // Keep the job files: the test reads the markers after the tasks ended.
+    d.job_files_retention = None;
+    let (shared_mounts, stager_url, stager_token_file) = match backend {
+        Backend::Local(mounts) => (
+            mounts
+                .split(',')
+                .map(|e| {
+                    let (c, l) = e.split_once('=').unwrap();
+                    (c.to_string(), PathBuf::from(l))
+                })
+                .collect(),
+            None,
+            None,
+        ),
+        Backend::Sidecar(s) => (
+            Vec::new(),
+            Some(url::Url::parse(&s.url).unwrap()),
+            Some(s.token_file.clone()),
+        ),
+    };
+    d.clusters.insert(
+        c.name.clone(),
+        ClusterConfig {
+            name: c.name.clone(),
+            restd_url: c.url.clone(),
+            api_version: "v0.0.42".into(),
+            username: Some(c.user.clone()),
+            auth: Some(AuthConfig::KeyFile {
+                path: c.key_file.clone(),
+                lifetime: Duration::from_secs(600),
+            }),
+            working_dir: Some(c.workdir.clone()),
+            shared_mounts,
+            default_partition: None,
+            ssh_hosts: Vec::new(),
+            stager_url,
+            stager_token_file,
+        },
+    );
+    d.default_cluster = c.name.clone();
+    d
+}
+
+struct Server {
+    addr: std::net::SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Server {
+    async fn start(d: DeploymentConfig) -> Server {
+        let g = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let m = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = g.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            serve_with(d, g, m, async {
+                rx.await.ok();
+            })
+            .await
+            .expect("serve");
+        });
+        Server {
+            addr,
+            stop: Some(tx),
+            task,
+        }
+    }
+
+    async fn client(&self) -> AsyncConnectorServiceClient<Channel> {
+        for _ in 0..50 {
+            if let Ok(c) =
+                AsyncConnectorServiceClient::connect(format!("http://{}", self.addr)).await
+            {
+                return c;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("connector did not start");
+    }
+
+    async fn stop(mut self) {
+        self.stop.take().unwrap().send(()).ok();
+        self.task.await.unwrap();
+    }
+}
+
+/// The preprocess fixture as the SDK wrote it, with: a run name unique to this test run (the
+/// cluster keeps earlier runs' jobs, and the same execution would be adopted, not resubmitted),
+/// no partition/QOS/account (the dev cluster has its own), the given script when not `None`, and
+/// a `file://` output prefix.
+fn preprocess(tag: &str, script: Option<&str>, prefix: &str) -> CreateTaskRequest {
+    let p =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/requests/script_preprocess.pb");
+    let mut req = CreateTaskRequest::decode(std::fs::read(&p).unwrap().as_slice()).unwrap();
+    let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
+    custom.fields.remove("sbatch");
+    // The dev node is small: its own #SBATCH lines for 2 CPUs / 2G are dropped, the rest kept.
+    let script = script
+        .map(str::to_string)
+        .or_else(|| match &custom.fields["script"].kind {
+            Some(prost_types::value::Kind::StringValue(s)) => Some(
+                s.lines()
+                    .filter(|l| {
+                        !l.starts_with("#SBATCH --mem") && !l.starts_with("#SBATCH --cpus-per-task")
+                    })
+                    .map(|l| format!("{l}\n"))
+                    .collect(),
+            ),
+            _ => None,
+        });
+    if let Some(s) = script {
+        custom.fields.insert(
+            "script".into(),
+            prost_types::Value {
+                kind: Some(prost_types::value::Kind::StringValue(s)),
+            },
+        );
+    }
+    let tid = req
+        .task_execution_metadata
+        .as_mut()
+        .unwrap()
+        .task_execution_id
+        .as_mut()
+        .unwrap();
+    let wf = tid
+        .node_execution_id
+        .as_mut()
+        .unwrap()
+        .execution_id
+        .as_mut()
+        .unwrap();
+    wf.name = format!("rs-{tag}-{}", unique());
+    req.output_prefix = prefix.to_string();
+    req
+}
+
+async fn wait_terminal(c: &mut AsyncConnectorServiceClient<Channel>, meta: &[u8]) -> Resource {
+    let start = Instant::now();
+    loop {
+        let r = c
+            .get_task(GetTaskRequest {
+                resource_meta: meta.to_vec(),
+                task_category: Some(TaskCategory {
+                    name: "slurm_script".into(),
+                    version: 0,
+                }),
+                ..Default::default()
+            })
+            .await
+            .expect("GetTask never fails")
+            .into_inner()
+            .resource
+            .unwrap();
+        if [
+            Phase::Succeeded,
+            Phase::Failed,
+            Phase::Aborted,
+            Phase::RetryableFailed,
+        ]
+        .iter()
+        .any(|p| *p as i32 == r.phase)
+        {
+            return r;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(180),
+            "no terminal phase in 180 s: {}",
+            r.message
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+fn job_name(r: &Resource) -> String {
+    match &r.custom_info.as_ref().unwrap().fields["job_name"].kind {
+        Some(prost_types::value::Kind::StringValue(s)) => s.clone(),
+        other => panic!("job_name: {other:?}"),
+    }
+}
+
+/// name → (uri, dimensionality) of the Blob literals in a task's outputs.
+fn blobs(r: &Resource) -> Vec<(String, String, BlobDimensionality)> {
+    let outs = r.outputs.as_ref().expect("outputs");
+    outs.literals
+        .iter()
+        .map(|nl| {
+            let lit = nl.value.as_ref().unwrap();
+            let Some(literal::Value::Scalar(s)) = &lit.value else {
+                panic!("{}: not a scalar", nl.name)
+            };
+            let Some(scalar::Value::Blob(b)) = &s.value else {
+                panic!("{}: not a blob", nl.name)
+            };
+            let t = b.metadata.as_ref().unwrap().r#type.as_ref().unwrap();
+            assert_eq!(t.format, "");
+            (
+                nl.name.clone(),
+                b.uri.clone(),
+                BlobDimensionality::try_from(t.dimensionality).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn marker(c: &support::Cluster, r: &Resource) -> String {
+    let p = c.workdir_local.join(format!("{}.exit", job_name(r)));
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// The four cases through one connector configured with `backend`.
+async fn outputs_through(c: &support::Cluster, backend: Backend<'_>, name: &str, store: &Path) {
+    let server = Server::start(deployment(c, &backend)).await;
+    let mut client = server.client().await;
+    let prefix = |case: &str| format!("file://{}/{name}/{case}", store.display());
+
+    let missing_script = "#!/bin/bash\nprintf '{\"rows\": 0}\\n' > \"$FLYTE_OUTPUT_STATS\"\n";
+    let big_script = "#!/bin/bash\nmkdir -p \"$FLYTE_OUTPUT_SHARDS\"\necho a > \"$FLYTE_OUTPUT_SHARDS/a\"\n\
+                      head -c 2000000 /dev/zero > \"$FLYTE_OUTPUT_STATS\"\n";
+    let failing_script = "#!/bin/bash\nset -e\necho 'about to fail' >&2\nexit 3\n";
+    let cases = [
+        ("ok", None),
+        ("missing", Some(missing_script)),
+        ("big", Some(big_script)),
+        ("failing", Some(failing_script)),
+    ];
+    let mut metas = Vec::new();
+    for (case, script) in cases {
+        let req = preprocess(&format!("{name}-{case}"), script, &prefix(case));
+        let meta = client
+            .create_task(req)
+            .await
+            .unwrap_or_else(|e| panic!("{name}/{case}: CreateTask: {e}"))
+            .into_inner()
+            .resource_meta;
+        metas.push((case, meta));
+    }
+    for (case, meta) in &metas {
+        let r = wait_terminal(&mut client, meta).await;
+        let ctx = format!("{name}/{case}: {}", r.message);
+        match *case {
+            "ok" => {
+                assert_eq!(r.phase, Phase::Succeeded as i32, "{ctx}");
+                let mut b = blobs(&r);
+                b.sort();
+                let base = prefix("ok");
+                assert_eq!(
+                    b,
+                    vec![
+                        (
+                            "shards".to_string(),
+                            format!("{base}/shards"),
+                            BlobDimensionality::Multipart
+                        ),
+                        (
+                            "stats".to_string(),
+                            format!("{base}/stats"),
+                            BlobDimensionality::Single
+                        ),
+                    ],
+                    "{ctx}"
+                );
+                // The bytes landed in the store: the fixture's input n_shards files and the stats.
+                let dir = store.join(name).join("ok");
+                let stats = std::fs::read_to_string(dir.join("stats")).unwrap();
+                assert!(stats.starts_with("{\"rows\": "), "{stats:?}");
+                let n: usize = stats
+                    .trim()
+                    .trim_start_matches("{\"rows\": ")
+                    .trim_end_matches('}')
+                    .parse()
+                    .unwrap();
+                let mut shards: Vec<String> = std::fs::read_dir(dir.join("shards"))
+                    .unwrap()
+                    .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+                    .collect();
+                shards.sort();
+                assert_eq!(shards.len(), n, "{shards:?}");
+                assert_eq!(
+                    std::fs::read_to_string(dir.join("shards/shard-1.csv")).unwrap(),
+                    "row 1\n"
+                );
+                assert_eq!(marker(c, &r), "0\n", "{ctx}");
+            }
+            "missing" => {
+                assert_eq!(r.phase, Phase::Failed as i32, "{ctx}");
+                assert!(
+                    r.message.contains("Output 'shards'") && r.message.contains("was not written"),
+                    "{ctx}"
+                );
+                // The script itself exited 0: the marker says so, the missing output fails it.
+                assert_eq!(marker(c, &r), "0\n", "{ctx}");
+            }
+            "big" => {
+                assert_eq!(r.phase, Phase::Failed as i32, "{ctx}");
+                assert!(
+                    r.message.contains("Output 'stats'")
+                        && r.message.contains("output_upload='job'")
+                        && r.message.contains("FLYTE_SLURM_CONNECTOR_UPLOAD_MAX_BYTES"),
+                    "{ctx}"
+                );
+                assert!(!store.join(name).join("big/stats").exists(), "{ctx}");
+            }
+            "failing" => {
+                assert_eq!(r.phase, Phase::Failed as i32, "{ctx}");
+                assert!(r.message.contains("exit code 3:0"), "{ctx}");
+                assert!(r.message.contains("about to fail"), "stderr tail: {ctx}");
+                assert_eq!(marker(c, &r), "3\n", "{ctx}");
+            }
+            _ => unreachable!(),
+        }
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outputs_and_markers_through_the_local_mount() {
+    let Some(c) = support::cluster() else { return };
+    let dir = Dir(std::env::temp_dir().join(format!("real-staging-local-{}", unique())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let mounts = support::var("FLYTE_SLURM_SHARED_MOUNTS").unwrap();
+    outputs_through(&c, Backend::Local(&mounts), "local", &dir.0.join("store")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outputs_and_markers_through_a_stager_sidecar() {
+    let Some(c) = support::cluster() else { return };
+    let dir = Dir(std::env::temp_dir().join(format!("real-staging-sidecar-{}", unique())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    // The stager has the mount; the connector has none, only the stager's URL and token.
+    let mounts = support::var("FLYTE_SLURM_SHARED_MOUNTS").unwrap();
+    let stager = start_stager(&mounts, &dir.0).await;
+    outputs_through(
+        &c,
+        Backend::Sidecar(&stager),
+        "sidecar",
+        &dir.0.join("store"),
+    )
+    .await;
+}
+
+/// scancel (DeleteTask) of a rendered job on real Slurm: the task ends ABORTED as without the
+/// marker wrapper (Slurm's CANCELLED wins over the batch shell's exit), and the recorder still
+/// writes the status the script died with (SIGTERM: 143) before Slurm's SIGKILL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_job_is_aborted_and_still_leaves_its_marker() {
+    let Some(c) = support::cluster() else { return };
+    let dir = Dir(std::env::temp_dir().join(format!("real-staging-cancel-{}", unique())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let mounts = support::var("FLYTE_SLURM_SHARED_MOUNTS").unwrap();
+    let server = Server::start(deployment(&c, &Backend::Local(&mounts))).await;
+    let mut client = server.client().await;
+    let script = "#!/bin/bash\necho started\nwhile :; do sleep 1; done\n";
+    let prefix = format!("file://{}/store", dir.0.display());
+    let meta = client
+        .create_task(preprocess("cancel", Some(script), &prefix))
+        .await
+        .unwrap()
+        .into_inner()
+        .resource_meta;
+    // Running, and the script itself has started (its first line is in stdout).
+    let start = Instant::now();
+    let name = loop {
+        let r = client
+            .get_task(GetTaskRequest {
+                resource_meta: meta.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .resource
+            .unwrap();
+        let name = job_name(&r);
+        let out = c.workdir_local.join(format!("{name}.out"));
+        if r.phase == Phase::Running as i32
+            && std::fs::read_to_string(&out).is_ok_and(|s| s.contains("started"))
+        {
+            break name;
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "{}", r.message);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    client
+        .delete_task(slurm_connector::proto::connector::DeleteTaskRequest {
+            resource_meta: meta.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let r = wait_terminal(&mut client, &meta).await;
+    assert_eq!(r.phase, Phase::Aborted as i32, "{}", r.message);
+    assert!(r.message.contains("CANCELLED"), "{}", r.message);
+    let marker = c.workdir_local.join(format!("{name}.exit"));
+    let start = Instant::now();
+    while !marker.exists() && start.elapsed() < Duration::from_secs(30) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "143\n");
+    server.stop().await;
+}

@@ -1,0 +1,415 @@
+//! Job files through the whole service, in front of mock-slurmrestd (which really runs the batch
+//! scripts, so the exit-status marker is really written by the rendered script):
+//! - retention: a finished (or deleted) job's logs, marker and outputs folder are removed the
+//!   configured time after its task ended — not while it runs, not before the time;
+//! - no accounting: a job that aged out of slurmctld between two polls, with slurmdbd down, ends
+//!   SUCCEEDED / FAILED with its exit code from the marker instead of being reported lost.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use mock_slurmrestd::{FaultConfig, MockConfig, MockHandle, MockServer};
+use prost::Message;
+use slurm_connector::config::{AuthConfig, ClusterConfig, DeploymentConfig, Secret};
+use slurm_connector::proto::connector::async_connector_service_client::AsyncConnectorServiceClient;
+use slurm_connector::proto::connector::{
+    CreateTaskRequest, DeleteTaskRequest, GetTaskRequest, Resource, TaskCategory,
+};
+use slurm_connector::proto::core::task_execution::Phase;
+use slurm_connector::service::serve_with;
+use tonic::transport::Channel;
+
+const KEY: &[u8] = b"service-jobfiles-test-key-0123456789ab";
+
+struct Env {
+    mock: MockHandle,
+    workdir: PathBuf,
+}
+
+async fn mock(tag: &str, min_job_age: Duration, faults: FaultConfig) -> Env {
+    let workdir = std::env::temp_dir().join(format!(
+        "svc-jobfiles-{tag}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(workdir.join("jobs")).unwrap();
+    let cfg = MockConfig {
+        jwt_key: KEY.to_vec(),
+        cpus: 16,
+        min_job_age,
+        kill_wait: Duration::from_millis(200),
+        state_dir: Some(workdir.join("state")),
+        faults,
+        ..MockConfig::default()
+    };
+    let mock = MockServer::start(cfg, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    Env { mock, workdir }
+}
+
+/// The mock runs jobs on this machine: the shared filesystem is the same path on both sides.
+fn deployment(env: &Env, poll: Duration, retention: Option<Duration>) -> DeploymentConfig {
+    let mut d = DeploymentConfig::empty();
+    d.poll_interval = poll;
+    d.job_files_retention = retention;
+    let token = env.mock.mint_token("flyte", Duration::from_secs(3600));
+    let jobs = env.workdir.join("jobs");
+    d.clusters.insert(
+        "mock".into(),
+        ClusterConfig {
+            name: "mock".into(),
+            restd_url: url::Url::parse(&env.mock.url()).unwrap(),
+            api_version: "v0.0.42".into(),
+            username: None,
+            auth: Some(AuthConfig::Token(Secret::new(token))),
+            working_dir: Some(jobs.display().to_string()),
+            shared_mounts: vec![(jobs.display().to_string(), jobs.clone())],
+            default_partition: None,
+            ssh_hosts: Vec::new(),
+            stager_url: None,
+            stager_token_file: None,
+        },
+    );
+    d.default_cluster = "mock".into();
+    d
+}
+
+struct Server {
+    addr: std::net::SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Server {
+    async fn start(d: DeploymentConfig) -> Server {
+        let g = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let m = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = g.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            serve_with(d, g, m, async {
+                rx.await.ok();
+            })
+            .await
+            .expect("serve");
+        });
+        Server {
+            addr,
+            stop: Some(tx),
+            task,
+        }
+    }
+
+    async fn client(&self) -> AsyncConnectorServiceClient<Channel> {
+        for _ in 0..50 {
+            if let Ok(c) =
+                AsyncConnectorServiceClient::connect(format!("http://{}", self.addr)).await
+            {
+                return c;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("connector did not start");
+    }
+
+    async fn stop(mut self) {
+        self.stop.take().unwrap().send(()).ok();
+        self.task.await.unwrap();
+    }
+}
+
+/// The script fixture with its own script and attempt number (a distinct execution each).
+fn request(fixture: &str, script: &str, attempt: u32, prefix: Option<&str>) -> CreateTaskRequest {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/requests")
+        .join(fixture);
+    let mut req = CreateTaskRequest::decode(std::fs::read(&p).unwrap().as_slice()).unwrap();
+    let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
+    if let Some(prost_types::Value {
+        kind: Some(prost_types::value::Kind::StructValue(sb)),
+    }) = custom.fields.get_mut("sbatch")
+    {
+        sb.fields.remove("partition");
+    }
+    custom.fields.insert(
+        "script".into(),
+        prost_types::Value {
+            kind: Some(prost_types::value::Kind::StringValue(script.into())),
+        },
+    );
+    req.task_execution_metadata
+        .as_mut()
+        .unwrap()
+        .task_execution_id
+        .as_mut()
+        .unwrap()
+        .retry_attempt = attempt;
+    if let Some(p) = prefix {
+        req.output_prefix = p.to_string();
+    }
+    req
+}
+
+fn get_req(meta: &[u8]) -> GetTaskRequest {
+    GetTaskRequest {
+        resource_meta: meta.to_vec(),
+        task_category: Some(TaskCategory {
+            name: "slurm_script".into(),
+            version: 0,
+        }),
+        ..Default::default()
+    }
+}
+
+async fn get(c: &mut AsyncConnectorServiceClient<Channel>, meta: &[u8]) -> Resource {
+    c.get_task(get_req(meta))
+        .await
+        .expect("GetTask never fails")
+        .into_inner()
+        .resource
+        .unwrap()
+}
+
+fn terminal(p: i32) -> bool {
+    [
+        Phase::Succeeded,
+        Phase::Failed,
+        Phase::Aborted,
+        Phase::RetryableFailed,
+    ]
+    .iter()
+    .any(|t| *t as i32 == p)
+}
+
+async fn wait_phase(
+    c: &mut AsyncConnectorServiceClient<Channel>,
+    meta: &[u8],
+    done: impl Fn(i32) -> bool,
+    within: Duration,
+) -> Resource {
+    let start = Instant::now();
+    loop {
+        let r = get(c, meta).await;
+        if done(r.phase) {
+            return r;
+        }
+        assert!(
+            start.elapsed() < within,
+            "no such phase within {within:?}; last: {:?} {}",
+            Phase::try_from(r.phase),
+            r.message
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn custom_str(r: &Resource, key: &str) -> String {
+    let v = r.custom_info.as_ref().unwrap().fields.get(key).unwrap();
+    match &v.kind {
+        Some(prost_types::value::Kind::StringValue(s)) => s.clone(),
+        other => panic!("{key}: {other:?}"),
+    }
+}
+
+/// Every file the job left in the working directory (names only).
+fn job_files(workdir: &Path, job_name: &str) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(workdir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with(job_name))
+        .collect();
+    v.sort();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_jobs_files_are_removed_after_the_retention_time_and_running_ones_kept() {
+    let env = mock(
+        "retention",
+        Duration::from_secs(600),
+        FaultConfig::default(),
+    )
+    .await;
+    let keep = Duration::from_secs(4);
+    let server = Server::start(deployment(&env, Duration::from_millis(200), Some(keep))).await;
+    let mut c = server.client().await;
+    let jobs = env.workdir.join("jobs");
+
+    // One job with an outputs folder that finishes, one that keeps running throughout.
+    let short = c
+        .create_task(request(
+            "script_preprocess.pb",
+            "#!/bin/bash\nsleep 1\nmkdir -p \"$FLYTE_OUTPUT_SHARDS\"\necho f > \"$FLYTE_OUTPUT_SHARDS/a\"\necho s > \"$FLYTE_OUTPUT_STATS\"\n",
+            0,
+            Some(&format!("file://{}", env.workdir.join("store").display())),
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .resource_meta;
+    let long = c
+        .create_task(request(
+            "script_no_io.pb",
+            "#!/bin/bash\nsleep 60\n",
+            1,
+            None,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .resource_meta;
+
+    let running = wait_phase(
+        &mut c,
+        &short,
+        |p| p == Phase::Running as i32,
+        Duration::from_secs(20),
+    )
+    .await;
+    let short_name = custom_str(&running, "job_name");
+    let end = wait_phase(&mut c, &short, terminal, Duration::from_secs(30)).await;
+    assert_eq!(end.phase, Phase::Succeeded as i32, "{}", end.message);
+    let ended = Instant::now();
+    let long_res = wait_phase(
+        &mut c,
+        &long,
+        |p| p == Phase::Running as i32,
+        Duration::from_secs(20),
+    )
+    .await;
+    let long_name = custom_str(&long_res, "job_name");
+
+    // Right after the end: everything is still there (logs, marker, outputs folder).
+    let files = job_files(&jobs, &short_name);
+    for suffix in [".out", ".err", ".exit", ".outputs"] {
+        assert!(
+            files.contains(&format!("{short_name}{suffix}")),
+            "{suffix} missing right after the task ended: {files:?}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(jobs.join(format!("{short_name}.exit"))).unwrap(),
+        "0\n"
+    );
+    // Half the retention time later: still there (several sweeps have run meanwhile).
+    tokio::time::sleep(keep / 2).await;
+    if ended.elapsed() < keep {
+        let files = job_files(&jobs, &short_name);
+        assert_eq!(
+            files.len(),
+            4,
+            "removed before the retention time: {files:?}"
+        );
+    }
+    // After the retention time: gone, the shared root and the running job untouched.
+    let start = Instant::now();
+    while !job_files(&jobs, &short_name).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "files of the finished job still there: {:?}",
+            job_files(&jobs, &short_name)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        ended.elapsed() >= keep,
+        "removed {:?} after the end, before the retention time {keep:?}",
+        ended.elapsed()
+    );
+    assert!(jobs.is_dir());
+    let long_files = job_files(&jobs, &long_name);
+    assert!(
+        long_files.contains(&format!("{long_name}.out")),
+        "a running job's files must stay: {long_files:?}"
+    );
+    assert_eq!(get(&mut c, &long).await.phase, Phase::Running as i32);
+
+    // A deleted task's files go the same way, even if nobody asks about it again.
+    c.delete_task(DeleteTaskRequest {
+        resource_meta: long.clone(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let deleted = Instant::now();
+    while !job_files(&jobs, &long_name).is_empty() {
+        assert!(
+            deleted.elapsed() < Duration::from_secs(30),
+            "files of the deleted job still there: {:?}",
+            job_files(&jobs, &long_name)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        deleted.elapsed() >= keep,
+        "removed before the retention time"
+    );
+    server.stop().await;
+    env.mock.shutdown().await;
+    std::fs::remove_dir_all(&env.workdir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_accounting_an_aged_out_job_ends_with_the_exit_code_of_its_marker() {
+    // MinJobAge 1 s and a tracker polling every 4 s: the jobs run, end and leave slurmctld between
+    // two polls. slurmdbd goes down once the jobs are submitted (CreateTask rightly refuses to
+    // submit while it cannot check slurmdbd for an earlier job): no record anywhere, as on a
+    // cluster without accounting.
+    let env = mock("marker", Duration::from_secs(1), FaultConfig::default()).await;
+    let server = Server::start(deployment(&env, Duration::from_secs(4), None)).await;
+    let mut c = server.client().await;
+    let jobs = env.workdir.join("jobs");
+
+    let ok = c
+        .create_task(request(
+            "script_no_io.pb",
+            "#!/bin/bash\necho fine\n",
+            0,
+            None,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .resource_meta;
+    let bad = c
+        .create_task(request(
+            "script_no_io.pb",
+            "#!/bin/bash\nset -e\necho failing >&2\nexit 3\n",
+            1,
+            None,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .resource_meta;
+    env.mock.faults().set(FaultConfig {
+        slurmdbd_down: true,
+        ..FaultConfig::default()
+    });
+
+    let r = wait_phase(&mut c, &ok, terminal, Duration::from_secs(40)).await;
+    assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
+    assert!(r.message.contains("exit-status marker"), "{}", r.message);
+    assert!(r.message.contains("COMPLETED"), "{}", r.message);
+    assert!(!r.message.contains("cannot be determined"), "{}", r.message);
+
+    let r = wait_phase(&mut c, &bad, terminal, Duration::from_secs(40)).await;
+    assert_eq!(r.phase, Phase::Failed as i32, "{}", r.message);
+    assert!(r.message.contains("exit code 3:0"), "{}", r.message);
+    assert!(r.message.contains("exit-status marker"), "{}", r.message);
+    // The failure message still carries the stderr tail.
+    assert!(r.message.contains("failing"), "{}", r.message);
+    let name = custom_str(&r, "job_name");
+    assert_eq!(
+        std::fs::read_to_string(jobs.join(format!("{name}.exit"))).unwrap(),
+        "3\n"
+    );
+
+    server.stop().await;
+    env.mock.shutdown().await;
+    std::fs::remove_dir_all(&env.workdir).ok();
+}
