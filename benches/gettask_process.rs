@@ -155,6 +155,7 @@ async fn run() {
                     stdout: format!("{jobs_dir}/slurm-{id}.out"),
                     stderr: format!("{jobs_dir}/slurm-{id}.err"),
                     outputs: BTreeMap::new(),
+                    native_prefix: None,
                 }
                 .encode()
             })
