@@ -4,6 +4,7 @@
 //! eval "$(deploy/dev-cluster/dev-cluster --release 24.11 env)"
 //! cargo bench --bench real_cluster -- create     # CreateTask ÷ raw slurmrestd submit (held jobs)
 //! cargo bench --bench real_cluster -- create-run # the same with jobs that run `true`
+//! cargo bench --bench real_cluster -- create-process # held, the `serve` binary in its own process
 //! cargo bench --bench real_cluster -- sdiag      # slurmctld RPCs for 200 short tasks
 //! ```
 //!
@@ -56,8 +57,9 @@ fn main() {
         sections
     } {
         match s.as_str() {
-            "create" => rt.block_on(create(true)),
-            "create-run" => rt.block_on(create(false)),
+            "create" => rt.block_on(create(true, false)),
+            "create-run" => rt.block_on(create(false, false)),
+            "create-process" => rt.block_on(create(true, true)),
             "sdiag" => rt.block_on(sdiag()),
             other => {
                 eprintln!("unknown section `{other}`; use create or sdiag");
@@ -183,20 +185,63 @@ fn median(v: &mut [f64]) -> f64 {
 
 const ROUNDS: u32 = 60;
 
+/// Kills the child connector whatever happens to the bench.
+struct ChildServe(std::process::Child);
+impl Drop for ChildServe {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The release `slurm-connector serve` as a child process, configured by this process's
+/// environment (the dev cluster's `FLYTE_SLURM_*`, as a deployment would set them).
+fn spawn_serve() -> (ChildServe, std::net::SocketAddr) {
+    let port = |()| {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+    };
+    let (g, m) = (port(()), port(()));
+    let child = Command::new(env!("CARGO_BIN_EXE_slurm-connector"))
+        .args([
+            "serve",
+            "--listen",
+            &g.to_string(),
+            "--metrics-listen",
+            &m.to_string(),
+        ])
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn slurm-connector serve");
+    (ChildServe(child), g)
+}
+
 /// `held`: jobs submitted held (nothing runs); otherwise `true` jobs that really run (and are
-/// scheduled at submit, which is part of what a real submit costs).
-async fn create(held: bool) {
+/// scheduled at submit, which is part of what a real submit costs). `process`: CreateTask goes
+/// to the `serve` binary in its own process (as deployed) instead of `serve_with` in this one.
+async fn create(held: bool, process: bool) {
     println!(
-        "== create (real slurmrestd, {}): CreateTask ÷ raw submit, {ROUNDS} pairs, interleaved",
+        "== create (real slurmrestd, {}, connector {}): CreateTask ÷ raw submit, {ROUNDS} pairs, \
+         interleaved",
         if held {
             "held jobs"
         } else {
             "jobs that run `true`"
+        },
+        if process {
+            "in its own process"
+        } else {
+            "in this process"
         }
     );
     RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let conn = start().await;
-    let mut c = grpc(conn.addr).await;
+    let child = process.then(spawn_serve);
+    let mut c = grpc(child.as_ref().map_or(conn.addr, |(_, a)| *a)).await;
     let raw = raw_client(&conn.deployment);
     let render_cfg =
         cluster::render_config(&conn.deployment.clusters[&conn.deployment.default_cluster]);
@@ -247,6 +292,7 @@ async fn create(held: bool) {
         direct[direct.len() - 1],
         ids.len()
     );
+    drop(child);
     conn.stop.send(()).ok();
     conn.task.await.unwrap();
 }
