@@ -1,11 +1,15 @@
 //! Memory bound: moving a 1 GiB output keeps this process's peak RSS (VmHWM) small, whatever
 //! the size — parts are streamed, never the whole file. Prints the numbers; asserts a bound.
+//! Both paths: the staging backends into a `file://` store (a kernel copy), and the streamed
+//! multipart upload that remote stores (S3, GCS, Azure) get, forced here into the same store.
 //! `STAGING_MEMORY_BYTES` overrides the size (default 1 GiB).
 
 #[path = "staging_support.rs"]
 mod support;
 
+use slurm_connector::staging::objstore;
 use slurm_connector::staging::outputs::{self, output_uri};
+use slurm_connector::staging::transfer::TransferCtl;
 use slurm_connector::staging::{Ceiling, DeclaredOutput, OutputKind, TransferOutcome, UploadMode};
 use support::{Fixture, peak_rss_kib};
 
@@ -59,4 +63,22 @@ async fn moving_a_large_output_keeps_memory_bounded() {
             "{name}: peak RSS {peak} KiB is above {PEAK_RSS_BOUND_MIB} MiB"
         );
     }
+
+    let mut dest = objstore::open(&output_uri(&fx.store_uri("streamed"), "big.bin")).unwrap();
+    dest.local_path = None;
+    let (ctl, _cancel) = TransferCtl::new();
+    let file = tokio::fs::File::open(&src).await.unwrap();
+    let sent = objstore::upload_reader(file, size, &dest, &ctl)
+        .await
+        .unwrap();
+    assert_eq!(sent, size);
+    let peak = peak_rss_kib();
+    println!(
+        "staging_memory: streamed multipart: moved {size} bytes; peak RSS (VmHWM) {} MiB",
+        peak / 1024
+    );
+    assert!(
+        peak < PEAK_RSS_BOUND_MIB * 1024,
+        "streamed: peak RSS {peak} KiB is above {PEAK_RSS_BOUND_MIB} MiB"
+    );
 }

@@ -332,6 +332,10 @@ pub(crate) async fn upload_confined(
 ) -> Result<u64> {
     let dest = objstore::open(dest_uri)?;
     let (file, size) = open_for_stream(roots, path).await?;
+    if let Some(target) = &dest.local_path {
+        let src = file.into_std().await;
+        return super::local_copy::copy(src, target, &dest.uri, ctl).await;
+    }
     objstore::upload_reader(file, size, &dest, ctl).await
 }
 

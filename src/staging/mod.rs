@@ -18,6 +18,7 @@ pub mod confine;
 pub mod error;
 pub mod exit_marker;
 pub mod local;
+pub mod local_copy;
 pub mod logs;
 pub mod objstore;
 pub mod outputs;

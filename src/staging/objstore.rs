@@ -33,6 +33,9 @@ pub struct Destination {
     pub uri: String,
     pub store: Arc<dyn ObjectStore>,
     pub path: StorePath,
+    /// For `file://`: the file the store would write, so uploads can copy in the kernel
+    /// ([`super::local_copy`]) instead of streaming through user space.
+    pub local_path: Option<std::path::PathBuf>,
 }
 
 /// Parse `s3://bucket/key`, `gs://bucket/key`, `abfs://container/key` (and `az://`),
@@ -46,8 +49,13 @@ pub fn open(uri: &str) -> Result<Destination> {
     let (scheme, path) = ObjectStoreScheme::parse(&url).map_err(|_| {
         bad("use s3://bucket/key, gs://bucket/key, abfs://container/key or file:///path".into())
     })?;
+    let mut local_path = None;
     let store: Arc<dyn ObjectStore> = match scheme {
-        ObjectStoreScheme::Local => Arc::new(object_store::local::LocalFileSystem::new()),
+        ObjectStoreScheme::Local => {
+            let fs = object_store::local::LocalFileSystem::new();
+            local_path = fs.path_to_filesystem(&path).ok();
+            Arc::new(fs)
+        }
         ObjectStoreScheme::AmazonS3 => Arc::new(
             object_store::aws::AmazonS3Builder::from_env()
                 .with_url(uri)
@@ -90,6 +98,7 @@ pub fn open(uri: &str) -> Result<Destination> {
         uri: uri.to_string(),
         store,
         path,
+        local_path,
     })
 }
 
