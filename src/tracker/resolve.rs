@@ -8,6 +8,9 @@ use crate::slurmrestd::{ExitCode, JobId, JobInfo, JobState};
 
 use super::{Entry, Known, Packed, Tracker};
 
+/// Job records fetched at once when jobs finish (each is one slurmctld RPC).
+const RECORD_FETCH_CONCURRENCY: usize = 8;
+
 impl Tracker {
     /// Answers queued adoptions in one batch (the adopter task).
     pub async fn adopt_round(&self) {
@@ -105,9 +108,26 @@ impl Tracker {
     /// The records of jobs that just finished: slurmctld first, slurmdbd (batched) for the rest;
     /// each job's terminal state is applied with its record.
     pub(super) async fn fetch_records(&self, finished: &[(JobId, JobState)]) {
+        use futures::StreamExt;
         let mut need_accounting = Vec::new();
-        for (id, state) in finished {
-            let fetched = self.api.job(*id).await;
+        // A few at a time: after an outage many jobs finish in one tick, and one request after
+        // another would hold their final phase back by many round trips (fault drill: up to
+        // 1.9 poll intervals for 50 jobs). Bounded, so slurmctld never sees a burst.
+        // Owned futures (no borrow of `self` inside): the poll loop's future must stay `Send`.
+        let requests: Vec<_> = finished
+            .iter()
+            .enumerate()
+            .map(|(i, (id, _))| {
+                let (api, id) = (self.api.clone(), *id);
+                async move { (i, api.job(id).await) }
+            })
+            .collect();
+        let fetched: Vec<_> = futures::stream::iter(requests)
+            .buffer_unordered(RECORD_FETCH_CONCURRENCY)
+            .collect()
+            .await;
+        for (i, fetched) in fetched {
+            let (id, state) = &finished[i];
             let now = self.now_secs();
             match fetched {
                 Ok(Some(info)) => self.with_entry(*id, |e| {
