@@ -298,13 +298,21 @@ mod tests {
     use super::*;
 
     // Written by the official `flyteidl2` Python package (what `a0` uses), see the fixtures' README.
-    const RECOVERABLE: &[u8] = include_bytes!("../../tests/fixtures/native/error_recoverable.pb");
-    const NON_RECOVERABLE: &[u8] =
-        include_bytes!("../../tests/fixtures/native/error_non_recoverable.pb");
+    // Read at run time, not embedded: the container build context leaves tests/ out.
+    fn fixture(name: &str) -> Vec<u8> {
+        let p = format!(
+            "{}/tests/fixtures/native/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        std::fs::read(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
+    }
 
     #[test]
     fn recoverable_error_is_retryable_with_the_users_message() {
-        let d = decide("s3://b/p", Ok(Found::Error(RECOVERABLE.to_vec())));
+        let d = decide(
+            "s3://b/p",
+            Ok(Found::Error(fixture("error_recoverable.pb"))),
+        );
         assert_eq!(d.phase, Phase::RetryableFailed);
         assert_eq!(
             d.message,
@@ -314,7 +322,10 @@ mod tests {
 
     #[test]
     fn non_recoverable_error_fails() {
-        let d = decide("s3://b/p", Ok(Found::Error(NON_RECOVERABLE.to_vec())));
+        let d = decide(
+            "s3://b/p",
+            Ok(Found::Error(fixture("error_non_recoverable.pb"))),
+        );
         assert_eq!(d.phase, Phase::Failed);
         assert_eq!(
             d.message,
@@ -357,7 +368,11 @@ mod tests {
     async fn a_file_prefix_is_a_cluster_path_read_through_staging() {
         let local = temp_dir("staging");
         std::fs::create_dir_all(local.join("flyte/out")).unwrap();
-        std::fs::write(local.join("flyte/out").join(ERROR_FILE), NON_RECOVERABLE).unwrap();
+        std::fs::write(
+            local.join("flyte/out").join(ERROR_FILE),
+            fixture("error_non_recoverable.pb"),
+        )
+        .unwrap();
         let st: Arc<dyn Staging> = Arc::new(staging::LocalStaging::new(
             staging::Roots::parse(&format!("/shared={}", local.display())).unwrap(),
         ));
@@ -417,7 +432,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(d.phase, Phase::Succeeded);
-        std::fs::write(dir.join(ERROR_FILE), RECOVERABLE).unwrap();
+        std::fs::write(dir.join(ERROR_FILE), fixture("error_recoverable.pb")).unwrap();
         let d = probes
             .decision("c", JobId(2), &prefix, src())
             .await
