@@ -17,6 +17,9 @@
 //! The mock really runs the batch scripts (`sleep`), so "running" means a process is running.
 //! The 60 s drill dominates; the others run beside it (the test harness runs tests in parallel).
 
+#[path = "common/server.rs"]
+mod server;
+
 #[path = "common/drill.rs"]
 mod drill;
 

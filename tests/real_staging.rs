@@ -15,6 +15,10 @@
 //! Skipped (with the reason) when the dev-cluster environment is not exported:
 //! `eval "$(deploy/dev-cluster/dev-cluster --release 24.11 env)"`.
 
+#[path = "common/server.rs"]
+mod server;
+use server::Server;
+
 #[path = "real_slurm/support.rs"]
 #[allow(dead_code)]
 mod support;
@@ -30,7 +34,6 @@ use slurm_connector::proto::connector::{
 };
 use slurm_connector::proto::core::task_execution::Phase;
 use slurm_connector::proto::core::{blob_type::BlobDimensionality, literal, scalar};
-use slurm_connector::service::serve_with;
 use tonic::transport::Channel;
 
 /// The ceiling for these tests: the fixture's outputs are far below it, the oversized job's far
@@ -171,50 +174,6 @@ fn deployment(c: &support::Cluster, backend: &Backend) -> DeploymentConfig {
     );
     d.default_cluster = c.name.clone();
     d
-}
-
-struct Server {
-    addr: std::net::SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Server {
-    async fn start(d: DeploymentConfig) -> Server {
-        let g = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let m = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = g.local_addr().unwrap();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            serve_with(d, g, m, async {
-                rx.await.ok();
-            })
-            .await
-            .expect("serve");
-        });
-        Server {
-            addr,
-            stop: Some(tx),
-            task,
-        }
-    }
-
-    async fn client(&self) -> AsyncConnectorServiceClient<Channel> {
-        for _ in 0..50 {
-            if let Ok(c) =
-                AsyncConnectorServiceClient::connect(format!("http://{}", self.addr)).await
-            {
-                return c;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("connector did not start");
-    }
-
-    async fn stop(mut self) {
-        self.stop.take().unwrap().send(()).ok();
-        self.task.await.unwrap();
-    }
 }
 
 /// The preprocess fixture as the SDK wrote it, with: a run name unique to this test run (the

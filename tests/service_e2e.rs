@@ -4,6 +4,10 @@
 //! slurmrestd outage produces no GetTask error and no wrong terminal phase; the tracker makes
 //! one `jobs/state` request per tick however many GetTasks arrive.
 
+#[path = "common/server.rs"]
+mod server;
+use server::Server;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -77,52 +81,6 @@ fn deployment(env: &Env) -> DeploymentConfig {
     );
     d.default_cluster = "mock".into();
     d
-}
-
-struct Server {
-    addr: std::net::SocketAddr,
-    metrics_addr: std::net::SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Server {
-    async fn start(d: DeploymentConfig) -> Server {
-        let g = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let m = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let (addr, metrics_addr) = (g.local_addr().unwrap(), m.local_addr().unwrap());
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            serve_with(d, g, m, async {
-                rx.await.ok();
-            })
-            .await
-            .expect("serve");
-        });
-        Server {
-            addr,
-            metrics_addr,
-            stop: Some(tx),
-            task,
-        }
-    }
-
-    async fn client(&self) -> AsyncConnectorServiceClient<Channel> {
-        for _ in 0..50 {
-            if let Ok(c) =
-                AsyncConnectorServiceClient::connect(format!("http://{}", self.addr)).await
-            {
-                return c;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("connector did not start");
-    }
-
-    async fn stop(mut self) {
-        self.stop.take().unwrap().send(()).ok();
-        self.task.await.unwrap();
-    }
 }
 
 fn fixture(name: &str) -> CreateTaskRequest {

@@ -5,6 +5,10 @@
 //! - no accounting: a job that aged out of slurmctld between two polls, with slurmdbd down, ends
 //!   SUCCEEDED / FAILED with its exit code from the marker instead of being reported lost.
 
+#[path = "common/server.rs"]
+mod server;
+use server::Server;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -16,7 +20,6 @@ use slurm_connector::proto::connector::{
     CreateTaskRequest, DeleteTaskRequest, GetTaskRequest, Resource, TaskCategory,
 };
 use slurm_connector::proto::core::task_execution::Phase;
-use slurm_connector::service::serve_with;
 use tonic::transport::Channel;
 
 const KEY: &[u8] = b"service-jobfiles-test-key-0123456789ab";
@@ -76,50 +79,6 @@ fn deployment(env: &Env, poll: Duration, retention: Option<Duration>) -> Deploym
     );
     d.default_cluster = "mock".into();
     d
-}
-
-struct Server {
-    addr: std::net::SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Server {
-    async fn start(d: DeploymentConfig) -> Server {
-        let g = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let m = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = g.local_addr().unwrap();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            serve_with(d, g, m, async {
-                rx.await.ok();
-            })
-            .await
-            .expect("serve");
-        });
-        Server {
-            addr,
-            stop: Some(tx),
-            task,
-        }
-    }
-
-    async fn client(&self) -> AsyncConnectorServiceClient<Channel> {
-        for _ in 0..50 {
-            if let Ok(c) =
-                AsyncConnectorServiceClient::connect(format!("http://{}", self.addr)).await
-            {
-                return c;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("connector did not start");
-    }
-
-    async fn stop(mut self) {
-        self.stop.take().unwrap().send(()).ok();
-        self.task.await.unwrap();
-    }
 }
 
 /// The script fixture with its own script and attempt number (a distinct execution each).

@@ -13,20 +13,17 @@ use std::time::{Duration, Instant};
 use mock_slurmrestd::{FaultConfig, MockConfig, MockHandle, MockServer};
 use prost::Message;
 use slurm_connector::config::{AuthConfig, ClusterConfig, DeploymentConfig};
-use slurm_connector::proto::connector::async_connector_service_client::AsyncConnectorServiceClient;
 use slurm_connector::proto::connector::{
     CreateTaskRequest, DeleteTaskRequest, GetTaskRequest, Resource, TaskCategory,
 };
 use slurm_connector::proto::core::task_execution::Phase;
 use slurm_connector::service::meta::{Decoded, decode};
-use slurm_connector::service::serve_with;
-use tonic::transport::Channel;
 
 pub const KEY: &[u8] = b"fault-drills-test-key-0123456789abcdef";
 /// Flyte's connector plugin default per-RPC deadline (`defaultConnector.defaultTimeout: 10s`).
 pub const FLYTE_DEADLINE: Duration = Duration::from_secs(10);
 
-pub type Grpc = AsyncConnectorServiceClient<Channel>;
+pub use super::server::{Grpc, Server, connect};
 
 pub struct Mock {
     pub handle: MockHandle,
@@ -97,57 +94,6 @@ pub fn deployment(c: ClusterConfig, poll: Duration) -> DeploymentConfig {
     d.default_cluster = c.name.clone();
     d.clusters.insert(c.name.clone(), c);
     d
-}
-
-/// The connector in this process (`serve_with`, the same code `serve` runs).
-pub struct Server {
-    pub addr: std::net::SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Server {
-    pub async fn start(d: DeploymentConfig) -> Server {
-        let g = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let m = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = g.local_addr().unwrap();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            serve_with(d, g, m, async {
-                rx.await.ok();
-            })
-            .await
-            .expect("serve");
-        });
-        Server {
-            addr,
-            stop: Some(tx),
-            task,
-        }
-    }
-
-    pub async fn client(&self) -> Grpc {
-        connect(self.addr).await
-    }
-
-    pub async fn stop(mut self) {
-        self.stop.take().unwrap().send(()).ok();
-        self.task.await.unwrap();
-    }
-}
-
-pub async fn connect(addr: std::net::SocketAddr) -> Grpc {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(c) = AsyncConnectorServiceClient::connect(format!("http://{addr}")).await {
-            return c;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "connector did not listen on {addr}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 pub fn free_port() -> u16 {
