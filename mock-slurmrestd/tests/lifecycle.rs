@@ -169,7 +169,13 @@ async fn cancel_pending_and_running() {
 
 #[tokio::test]
 async fn kill_wait_escalates_to_sigkill() {
-    let m = start().await;
+    // A kill wait long enough that the state query below lands inside it even on a loaded
+    // machine (the shared 300 ms one did not, once, in CI).
+    let m = start_with(MockConfig {
+        kill_wait: Duration::from_secs(3),
+        ..common::config()
+    })
+    .await;
     let id = m
         .submit(m.job("trap '' TERM; sleep 10 & wait; sleep 10"))
         .await;
