@@ -491,3 +491,63 @@ async fn a_cancelled_job_is_aborted_and_still_leaves_its_marker() {
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), "143\n");
     server.stop().await;
 }
+
+/// On a cluster without slurmdbd (`dev-cluster --no-accounting`), a job that left slurmctld
+/// before the connector saw it end is resolved from the exit-status marker the job itself wrote:
+/// connector A submits and is stopped; once slurmctld has purged the job (MinJobAge), connector B
+/// is asked about it and answers FAILED with the script's exit code, not "lost". Skips on a
+/// cluster with accounting (CI runs it in a stanza of its own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_accounting_an_aged_out_job_is_resolved_from_its_marker() {
+    let Some(c) = support::cluster() else { return };
+    if c.accounting {
+        eprintln!("skipping: the dev cluster has accounting (run it with --no-accounting)");
+        return;
+    }
+    let dir = Dir(std::env::temp_dir().join(format!("real-staging-noacct-{}", unique())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let mounts = support::var("FLYTE_SLURM_SHARED_MOUNTS").unwrap();
+    let prefix = format!("file://{}/store", dir.0.display());
+    let script = "#!/bin/bash\necho failing >&2\nexit 3\n";
+    let req = preprocess("noacct", Some(script), &prefix);
+
+    // Connector A: submits, and never polls again before it stops.
+    let mut d = deployment(&c, &Backend::Local(&mounts));
+    d.poll_interval = Duration::from_secs(3600);
+    let a = Server::start(d).await;
+    let meta = a
+        .client()
+        .await
+        .create_task(req)
+        .await
+        .unwrap()
+        .into_inner()
+        .resource_meta;
+    a.stop().await;
+    let job_id = match slurm_connector::service::meta::decode(&meta).unwrap() {
+        slurm_connector::service::meta::Decoded::Ours(m) => m.job_id,
+        other => panic!("{other:?}"),
+    };
+
+    // slurmctld forgets the job MinJobAge after it ends (its purge runs about once a minute).
+    let client = c.user_client();
+    let start = Instant::now();
+    while client.job(job_id).await.unwrap().is_some() {
+        assert!(
+            start.elapsed() < Duration::from_secs(240),
+            "job {job_id} still in slurmctld after 240 s"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+
+    // Connector B has never seen the job: slurmctld does not know it, there is no slurmdbd.
+    let b = Server::start(deployment(&c, &Backend::Local(&mounts))).await;
+    let mut bc = b.client().await;
+    let r = wait_terminal(&mut bc, &meta).await;
+    assert_eq!(r.phase, Phase::Failed as i32, "{}", r.message);
+    assert!(r.message.contains("exit code 3:0"), "{}", r.message);
+    assert!(r.message.contains("exit-status marker"), "{}", r.message);
+    assert!(r.message.contains("failing"), "stderr tail: {}", r.message);
+    assert_eq!(marker(&c, &r), "3\n");
+    b.stop().await;
+}
