@@ -21,8 +21,9 @@ use super::meta::ResourceMeta;
 
 #[derive(Debug, Clone)]
 struct Files {
-    /// `<working_dir>/<job_name>`: the stem of the marker and the outputs folder.
-    stem: String,
+    /// The job's working directory and name: its marker and outputs folder are named from them.
+    dir: String,
+    job: String,
     stdout: String,
     stderr: String,
     ended_at: Option<SystemTime>,
@@ -30,12 +31,13 @@ struct Files {
 
 impl Files {
     fn paths(&self) -> Vec<String> {
+        let marker = staging::exit_marker::marker_path(&self.dir, &self.job);
         let mut p = vec![
             self.stdout.clone(),
             self.stderr.clone(),
-            format!("{}.exit", self.stem),
-            format!("{}.exit.tmp", self.stem),
-            format!("{}.outputs", self.stem),
+            marker.clone(),
+            format!("{marker}.tmp"),
+            format!("{}/{}.outputs", self.dir, self.job),
         ];
         p.retain(|x| !x.is_empty());
         p.dedup();
@@ -56,12 +58,17 @@ impl std::fmt::Debug for JobFiles {
     }
 }
 
-/// The marker's stem from the job's stdout path (`<working_dir>/<job>.out`, or the Python
-/// plugin's own name in the same folder) and the job name.
-fn stem(meta: &ResourceMeta) -> Option<String> {
+/// The job's files, from its stdout path (`<working_dir>/<job>.out`, or the Python plugin's own
+/// name in the same folder) and its name; `None` when they cannot be derived.
+fn files(meta: &ResourceMeta) -> Option<Files> {
     let dir = meta.stdout.rsplit_once('/')?.0;
-    (!meta.job_name.is_empty() && !meta.job_name.contains('/'))
-        .then(|| format!("{dir}/{}", meta.job_name))
+    (!meta.job_name.is_empty() && !meta.job_name.contains('/')).then(|| Files {
+        dir: dir.to_string(),
+        job: meta.job_name.clone(),
+        stdout: meta.stdout.clone(),
+        stderr: meta.stderr.clone(),
+        ended_at: None,
+    })
 }
 
 impl JobFiles {
@@ -74,17 +81,7 @@ impl JobFiles {
 
     /// Learns a job's files (idempotent; every GetTask calls it).
     pub fn note(&self, meta: &ResourceMeta) {
-        let Some(stem) = stem(meta) else { return };
-        self.jobs
-            .lock()
-            .unwrap()
-            .entry(meta.job_id)
-            .or_insert_with(|| Files {
-                stem,
-                stdout: meta.stdout.clone(),
-                stderr: meta.stderr.clone(),
-                ended_at: None,
-            });
+        self.with(meta, |_| ());
     }
 
     /// The task ended (GetTask reported a terminal phase): the retention clock starts now. With
@@ -94,12 +91,23 @@ impl JobFiles {
             self.jobs.lock().unwrap().remove(&meta.job_id);
             return;
         }
-        self.note(meta);
-        if let Some(f) = self.jobs.lock().unwrap().get_mut(&meta.job_id)
-            && f.ended_at.is_none()
-        {
-            f.ended_at = Some(SystemTime::now());
-        }
+        self.with(meta, |f| {
+            f.ended_at.get_or_insert_with(SystemTime::now);
+        });
+    }
+
+    /// `f` on the job's entry, made from `meta` only the first time (GetTask calls this on
+    /// every poll: a known job costs one map lookup, no allocation).
+    fn with(&self, meta: &ResourceMeta, f: impl FnOnce(&mut Files)) {
+        let mut jobs = self.jobs.lock().unwrap();
+        let entry = match jobs.entry(meta.job_id) {
+            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => match files(meta) {
+                Some(new) => v.insert(new),
+                None => return,
+            },
+        };
+        f(entry);
     }
 
     pub fn len(&self) -> usize {
@@ -171,12 +179,11 @@ pub fn sweep_interval(keep: Duration) -> Duration {
 impl ExitMarkers for JobFiles {
     fn exit_code(&self, id: JobId) -> BoxFuture<'_, Result<Option<i32>, String>> {
         Box::pin(async move {
-            let stem = match self.jobs.lock().unwrap().get(&id) {
-                Some(f) => f.stem.clone(),
+            let (dir, job) = match self.jobs.lock().unwrap().get(&id) {
+                Some(f) => (f.dir.clone(), f.job.clone()),
                 None => return Ok(None),
             };
-            let (dir, job) = stem.rsplit_once('/').unwrap_or(("", &stem));
-            staging::exit_marker::read_exit_marker(self.staging.as_ref(), dir, job)
+            staging::exit_marker::read_exit_marker(self.staging.as_ref(), &dir, &job)
                 .await
                 .map_err(|e| e.to_string())
         })
