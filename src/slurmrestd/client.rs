@@ -338,42 +338,12 @@ impl Client {
             let steps: Vec<String> = chunk.iter().map(|id| id.to_string()).collect();
             let resp = self
                 .call("accounting_jobs", Idempotency::Idempotent, |api| {
-                    // 29 filters before `step`, 4 after: the positional interface's price.
-                    api.slurmdb_v0042_get_jobs(
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        Some(&steps),
-                        None,
-                        None,
-                        None,
-                        None,
+                    db_jobs(
+                        api,
+                        DbJobsFilter {
+                            step: Some(&steps),
+                            ..DbJobsFilter::default()
+                        },
                     )
                 })
                 .await?;
@@ -400,42 +370,14 @@ impl Client {
         let since = since_unix.to_string();
         let resp = self
             .call("accounting_jobs_since", Idempotency::Idempotent, |api| {
-                // Filters 27 (skip_steps), 28 (start_time) and 32 (users) of 34.
-                api.slurmdb_v0042_get_jobs(
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    Some("true"),
-                    Some(&since),
-                    None,
-                    None,
-                    None,
-                    user,
-                    None,
-                    None,
+                db_jobs(
+                    api,
+                    DbJobsFilter {
+                        skip_steps: Some("true"),
+                        start_time: Some(&since),
+                        users: user,
+                        ..DbJobsFilter::default()
+                    },
                 )
             })
             .await?;
@@ -543,4 +485,33 @@ impl Client {
             attempt += 1;
         }
     }
+}
+
+/// The filters of slurmdbd's `GET jobs/` this client uses. The generated call takes all 34 of
+/// them positionally (progenitor's positional interface): it is spelt out once, here.
+#[derive(Default)]
+struct DbJobsFilter<'a> {
+    skip_steps: Option<&'a str>,
+    start_time: Option<&'a str>,
+    step: Option<&'a Vec<String>>,
+    users: Option<&'a str>,
+}
+
+fn db_jobs<'a>(
+    api: &'a api::Client,
+    f: DbJobsFilter<'a>,
+) -> impl Future<
+    Output = Result<
+        ResponseValue<api::types::V0042OpenapiSlurmdbdJobsResp>,
+        GenError<api::types::V0042OpenapiSlurmdbdJobsResp>,
+    >,
+> + 'a {
+    #[rustfmt::skip]
+    let call = api.slurmdb_v0042_get_jobs(
+        None, None, None, None, None, None, None, None, None, None, // 1-10
+        None, None, None, None, None, None, None, None, None, None, // 11-20
+        None, None, None, None, None, None, // 21-26
+        f.skip_steps, f.start_time, None, f.step, None, f.users, None, None, // 27-34
+    );
+    call
 }
