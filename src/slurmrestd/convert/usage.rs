@@ -32,9 +32,9 @@ enum Cpu {
     System,
 }
 
-/// CPU time of a job: the sum over its steps, as sacct's TotalCPU. The record's own
-/// `time.total/user/system` stay 0 on real Slurm (seen on 26.05 with 5 s used by the batch step),
-/// so they count only when there are no step records.
+/// CPU time of a job: the sum over its steps, as sacct's TotalCPU; `None` without step records.
+/// The record's own `time.total/user/system` are not used: they stay 0 on real Slurm however
+/// much the steps used (recorded on 26.05: 5 s in the batch step, 0 in the job's total).
 fn cpu(j: &g::V0042Job, which: Cpu) -> Option<f64> {
     let per_step: Vec<f64> = j
         .steps
@@ -42,24 +42,15 @@ fn cpu(j: &g::V0042Job, which: Cpu) -> Option<f64> {
         .flat_map(|s| s.0.iter())
         .filter_map(|s| {
             let t = s.time.as_ref()?;
-            match which {
+            let (s, us) = match which {
                 Cpu::Total => t.total.as_ref().map(|c| (c.seconds, c.microseconds)),
                 Cpu::User => t.user.as_ref().map(|c| (c.seconds, c.microseconds)),
                 Cpu::System => t.system.as_ref().map(|c| (c.seconds, c.microseconds)),
-            }
+            }?;
+            secs(s, us.map(i64::from))
         })
-        .filter_map(|(s, us)| secs(s, us.map(i64::from)))
         .collect();
-    if !per_step.is_empty() {
-        return Some(per_step.iter().sum());
-    }
-    let t = j.time.as_ref()?;
-    let (s, us) = match which {
-        Cpu::Total => t.total.as_ref().map(|c| (c.seconds, c.microseconds))?,
-        Cpu::User => t.user.as_ref().map(|c| (c.seconds, c.microseconds))?,
-        Cpu::System => t.system.as_ref().map(|c| (c.seconds, c.microseconds))?,
-    };
-    secs(s, us)
+    (!per_step.is_empty()).then(|| per_step.iter().sum())
 }
 
 /// A slurmdb job record. `None` without a job id.
