@@ -8,7 +8,7 @@ use crate::slurmrestd::{ExitCode, JobId, JobInfo, JobState};
 
 use super::{Entry, Known, Packed, Tracker};
 
-/// Job records fetched at once when jobs finish (each is one slurmctld RPC).
+/// Job records (each one slurmctld RPC) and exit-status markers read at once.
 const RECORD_FETCH_CONCURRENCY: usize = 8;
 
 impl Tracker {
@@ -87,8 +87,15 @@ impl Tracker {
             .filter(|id| !found.contains_key(id))
             .copied()
             .collect();
-        let answers =
-            futures::future::join_all(wanted.iter().map(|id| markers.exit_code(*id))).await;
+        // Bounded like the record fetches: after an outage many jobs can be missing at once, and
+        // each lookup is a read on the shared filesystem (or a request to the stager).
+        use futures::StreamExt;
+        // Collected first: a closure inside the stream would make the poll loop's future not `Send`.
+        let lookups: Vec<_> = wanted.iter().map(|id| markers.exit_code(*id)).collect();
+        let answers: Vec<_> = futures::stream::iter(lookups)
+            .buffered(RECORD_FETCH_CONCURRENCY)
+            .collect()
+            .await;
         let mut out = HashMap::new();
         for (id, answer) in wanted.into_iter().zip(answers) {
             match answer {
