@@ -2,6 +2,7 @@
 //! layer from protobufs, so this module does not depend on prost), and the deployment config.
 
 use std::collections::BTreeMap;
+use crate::slurmrestd::ApiVersion;
 
 /// `TaskTemplate.type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,6 +115,9 @@ pub struct RenderConfig {
     /// Module init scripts tried in order when a task asks for `modules` (the first readable one
     /// is sourced; a REST job has no `module` function from a login shell).
     pub module_init_scripts: Vec<String>,
+    /// The slurmrestd data_parser version the job description is for (the cluster's negotiated
+    /// one): which sbatch options can be expressed depends on it.
+    pub api_version: ApiVersion,
 }
 
 /// `PATH` of a job when the deployment does not say otherwise (Debian's login default plus the
@@ -142,6 +146,7 @@ impl Default for RenderConfig {
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
+            api_version: ApiVersion::V0042,
         }
     }
 }
