@@ -3,13 +3,16 @@
 
 use progenitor_client::{Error as GenError, ResponseValue};
 
+use super::ApiVersion;
 use super::auth::Auth;
-use super::client::{ClientConfig, errno};
+use super::client::ClientConfig;
+use super::errno;
 use super::convert::Envelope;
 use super::error::ClientError;
 
 pub(super) fn classify<T: Envelope>(
     cfg: &ClientConfig,
+    version: ApiVersion,
     operation: &'static str,
     result: Result<ResponseValue<T>, GenError<T>>,
     status: Option<u16>,
@@ -35,7 +38,7 @@ pub(super) fn classify<T: Envelope>(
             if status == 502
                 && errors
                     .iter()
-                    .any(|e| e.number == 7000 && e.description.contains("authentication"))
+                    .any(|e| e.number == errno::DB_CONNECTION && e.description.contains("authentication"))
             {
                 return Err(rejected(
                     cfg,
@@ -67,6 +70,7 @@ pub(super) fn classify<T: Envelope>(
             _ => Err(ClientError::Decode {
                 cluster: cluster(),
                 operation,
+                version,
                 status,
                 detail: e.to_string(),
             }),
