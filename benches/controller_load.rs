@@ -193,7 +193,7 @@ fn deployment(e: &Env, poll: Duration) -> DeploymentConfig {
         ClusterConfig {
             name: "mock".into(),
             restd_url: url::Url::parse(&e.mock.url()).unwrap(),
-            api_version: "v0.0.42".into(),
+            api_version: None,
             username: None,
             auth: Some(AuthConfig::Token(Secret::new(e.token.clone()))),
             working_dir: Some(e.workdir.join("jobs").display().to_string()),

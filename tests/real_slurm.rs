@@ -134,12 +134,15 @@ async fn states_of_many_jobs_come_from_one_request() {
     // (nothing else in this binary polls meanwhile: every states call takes STATE_RPC).
     let requests = Arc::new(Mutex::new(Vec::new()));
     let seen = requests.clone();
-    let observer: RequestObserver = Arc::new(move |op: &'static str, status: Option<u16>| {
+    let observer: RequestObserver = Arc::new(move |op: &'static str, _v, status: Option<u16>| {
         seen.lock().unwrap().push((op, status));
     });
     let mut cfg = c.config(c.minted(&c.user), Some(&c.user));
     cfg.observer = Some(observer);
     let observed = Client::new(cfg).expect("client");
+    // The API version is chosen once per cluster (one ping per version), not per call.
+    observed.negotiate().await.expect("a version in common");
+    requests.lock().unwrap().clear();
     let all = {
         let _guard = STATE_RPC.lock().await;
         let before = job_state_rpcs(&client).await;

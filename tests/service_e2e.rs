@@ -68,7 +68,7 @@ fn deployment(env: &Env) -> DeploymentConfig {
         ClusterConfig {
             name: "mock".into(),
             restd_url: url::Url::parse(&env.mock.url()).unwrap(),
-            api_version: "v0.0.42".into(),
+            api_version: None,
             username: None,
             auth: Some(AuthConfig::Token(Secret::new(token))),
             working_dir: Some(env.workdir.join("jobs").display().to_string()),

@@ -66,7 +66,7 @@ fn deployment(env: &Env, poll: Duration, retention: Option<Duration>) -> Deploym
         ClusterConfig {
             name: "mock".into(),
             restd_url: url::Url::parse(&env.mock.url()).unwrap(),
-            api_version: "v0.0.42".into(),
+            api_version: None,
             username: None,
             auth: Some(AuthConfig::Token(Secret::new(token))),
             working_dir: Some(jobs.display().to_string()),

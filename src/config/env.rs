@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use super::{
-    AuthConfig, ClusterConfig, ConfigError, DEFAULT_CLUSTER_NAME,
-    DEFAULT_TOKEN_LIFETIME, DeploymentConfig, Secret, UploadLimit, parse_bytes, parse_duration,
+    AuthConfig, ClusterConfig, ConfigError, DEFAULT_CLUSTER_NAME, DEFAULT_TOKEN_LIFETIME,
+    DeploymentConfig, Secret, UploadLimit, parse_bytes, parse_duration,
 };
 
 /// Variables that describe the environment's cluster (any one of them makes it exist, together

@@ -22,8 +22,8 @@ use serde::Deserialize;
 
 use super::env::{check_abs, check_api_version, parse_url};
 use super::{
-    AuthConfig, ClusterConfig, ConfigError, DEFAULT_TOKEN_LIFETIME,
-    DeploymentConfig, parse_duration,
+    AuthConfig, ClusterConfig, ConfigError, DEFAULT_TOKEN_LIFETIME, DeploymentConfig,
+    parse_duration,
 };
 
 #[derive(Deserialize)]

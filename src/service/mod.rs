@@ -138,7 +138,10 @@ impl Connector {
         // What a job description can say depends on the cluster's API version (chosen at start;
         // chosen here when the cluster was unreachable then).
         let api_version = rt.client.version().await.map_err(|e| {
-            client_status(&e, "finding which slurmrestd API version the cluster serves")
+            client_status(
+                &e,
+                "finding which slurmrestd API version the cluster serves",
+            )
         })?;
         let render_cfg = render::RenderConfig {
             api_version,

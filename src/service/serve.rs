@@ -140,8 +140,12 @@ pub async fn serve_with(
         // one) stops the start with the versions on each side. An unreachable one does not: it
         // is chosen at the first call that reaches it.
         match rt.client.negotiate().await {
-            Ok(n) => tracing::info!(cluster = %name, api_version = %n.version, release = ?n.server.release, reason = %n.reason(), "slurmrestd API version"),
-            Err(e) if e.is_transient() => tracing::warn!(cluster = %name, error = %e, "slurmrestd unreachable at start; its API version is chosen when it answers"),
+            Ok(n) => {
+                tracing::info!(cluster = %name, api_version = %n.version, release = ?n.server.release, reason = %n.reason(), "slurmrestd API version")
+            }
+            Err(e) if e.is_transient() => {
+                tracing::warn!(cluster = %name, error = %e, "slurmrestd unreachable at start; its API version is chosen when it answers")
+            }
             Err(e) => {
                 return Err(ServeError::ApiVersion {
                     cluster: name.clone(),

@@ -6,8 +6,8 @@ use progenitor_client::{Error as GenError, ResponseValue};
 use super::ApiVersion;
 use super::auth::Auth;
 use super::client::ClientConfig;
-use super::errno;
 use super::convert::Envelope;
+use super::errno;
 use super::error::ClientError;
 
 pub(super) fn classify<T: Envelope>(
@@ -36,9 +36,9 @@ pub(super) fn classify<T: Envelope>(
             // slurmdbd answers an auth failure with 502 / 7000 and an auth-specific text
             // on 24.11 ("authentication error"): a rejected token, not a slurmdbd outage.
             if status == 502
-                && errors
-                    .iter()
-                    .any(|e| e.number == errno::DB_CONNECTION && e.description.contains("authentication"))
+                && errors.iter().any(|e| {
+                    e.number == errno::DB_CONNECTION && e.description.contains("authentication")
+                })
             {
                 return Err(rejected(
                     cfg,

@@ -18,8 +18,8 @@ use url::Url;
 use super::auth::{Auth, TokenSource};
 use super::classify;
 use super::convert::{self, Envelope, Unexpressible};
-use super::error::ClientError;
 use super::errno;
+use super::error::ClientError;
 use super::retry::RetryPolicy;
 use super::transport::{self, CallContext};
 use super::types::{
@@ -94,8 +94,9 @@ pub(crate) enum Idempotency {
     Idempotent,
     /// A submit: only retried when the request surely never reached slurmrestd.
     OnlyIfNeverSent,
-    /// A probe: asked once, whatever happens (its answer is the information).
-    Once,
+    /// A version probe: retried like a read, but its 404 is the answer ("not served"), not a
+    /// sign that the chosen version went away.
+    Probe,
 }
 
 /// The filters of slurmdbd's `GET jobs/` this client uses.
@@ -124,13 +125,34 @@ macro_rules! with_api {
     ($apis:expr, $version:expr, $api:ident => $body:expr) => {{
         let apis = &$apis;
         match $version {
-            ApiVersion::V0040 => { let $api = &apis.v0040; $body }
-            ApiVersion::V0041 => { let $api = &apis.v0041; $body }
-            ApiVersion::V0042 => { let $api = &apis.v0042; $body }
-            ApiVersion::V0043 => { let $api = &apis.v0043; $body }
-            ApiVersion::V0044 => { let $api = &apis.v0044; $body }
-            ApiVersion::V0045 => { let $api = &apis.v0045; $body }
-            ApiVersion::V0046 => { let $api = &apis.v0046; $body }
+            ApiVersion::V0040 => {
+                let $api = &apis.v0040;
+                $body
+            }
+            ApiVersion::V0041 => {
+                let $api = &apis.v0041;
+                $body
+            }
+            ApiVersion::V0042 => {
+                let $api = &apis.v0042;
+                $body
+            }
+            ApiVersion::V0043 => {
+                let $api = &apis.v0043;
+                $body
+            }
+            ApiVersion::V0044 => {
+                let $api = &apis.v0044;
+                $body
+            }
+            ApiVersion::V0045 => {
+                let $api = &apis.v0045;
+                $body
+            }
+            ApiVersion::V0046 => {
+                let $api = &apis.v0046;
+                $body
+            }
         }
     }};
 }
@@ -307,7 +329,12 @@ impl Client {
             .find(|(v, _)| *v == chosen)
             .map(|(_, s)| s)
             .unwrap_or_default();
-        let before = self.version.chosen.write().expect("version lock").replace(chosen);
+        let before = self
+            .version
+            .chosen
+            .write()
+            .expect("version lock")
+            .replace(chosen);
         self.version.stale.store(false, Ordering::Relaxed);
         if before != Some(chosen) {
             tracing::info!(
@@ -334,7 +361,9 @@ impl Client {
         };
         let base = self.cfg.base_url.as_str().trim_end_matches('/');
         let mut found = Vec::new();
-        for v in ["v0.0.37", "v0.0.38", "v0.0.39", "v0.0.47", "v0.0.48", "v0.0.49"] {
+        for v in [
+            "v0.0.37", "v0.0.38", "v0.0.39", "v0.0.47", "v0.0.48", "v0.0.49",
+        ] {
             let mut req = self
                 .http
                 .get(format!("{base}/slurm/{v}/ping/"))
@@ -612,7 +641,7 @@ impl Client {
                 Ok(v) => return Ok(v),
                 Err(e) => e,
             };
-            if idem != Idempotency::Once
+            if idem != Idempotency::Probe
                 && (matches!(err, ClientError::Unreachable { .. }) || is_unknown_path(&err))
             {
                 // slurmrestd went away, or stopped serving this version: it may be back upgraded,
@@ -629,9 +658,8 @@ impl Client {
                 continue;
             }
             let may_retry = match idem {
-                Idempotency::Idempotent => err.is_transient(),
+                Idempotency::Idempotent | Idempotency::Probe => err.is_transient(),
                 Idempotency::OnlyIfNeverSent => err.never_sent(),
-                Idempotency::Once => false,
             };
             if !may_retry || attempt >= self.cfg.retry.max_attempts {
                 return Err(err);

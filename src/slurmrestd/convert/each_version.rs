@@ -692,9 +692,16 @@ impl Api {
         filter: &crate::slurmrestd::client::DbJobsFilter<'_>,
     ) -> Result<Vec<JobInfo>, ClientError> {
         let resp = self
-            .call(c, op, Idempotency::Idempotent, |a| quirks::db_jobs(a, filter))
+            .call(c, op, Idempotency::Idempotent, |a| {
+                quirks::db_jobs(a, filter)
+            })
             .await?;
-        Ok(resp.jobs.iter().flatten().filter_map(accounting_job).collect())
+        Ok(resp
+            .jobs
+            .iter()
+            .flatten()
+            .filter_map(accounting_job)
+            .collect())
     }
 
     pub(crate) async fn ping(&self, c: &Client) -> Result<Vec<Ping>, ClientError> {
@@ -704,10 +711,11 @@ impl Api {
         Ok(resp.pings.iter().flatten().map(quirks::ping).collect())
     }
 
-    /// One `GET ping/` without retries: whether the cluster serves this version at all.
+    /// `GET ping/` as a probe: whether the cluster serves this version at all (404: no). Retried
+    /// like any read when slurmrestd hiccups, so a 503 is not taken for an answer.
     pub(crate) async fn probe(&self, c: &Client) -> Result<ServerInfo, ClientError> {
         let resp = self
-            .call(c, "probe", Idempotency::Once, |a| a.slurm_get_ping())
+            .call(c, "probe", Idempotency::Probe, |a| a.slurm_get_ping())
             .await?;
         Ok(resp.server())
     }

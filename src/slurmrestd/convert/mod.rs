@@ -12,18 +12,25 @@
 
 use super::ApiVersion;
 
-
-
 use super::types::{BaseState, JobState, ServerInfo, SlurmError, Tres};
 
 mod shapes;
 
+// The same body converts `i32` in one version and `i64` in another (e.g. `count`): a conversion
+// that is needed somewhere is "useless" in the versions where the types already agree.
+#[allow(clippy::useless_conversion)]
 pub(crate) mod v0040;
+#[allow(clippy::useless_conversion)]
 pub(crate) mod v0041;
+#[allow(clippy::useless_conversion)]
 pub(crate) mod v0042;
+#[allow(clippy::useless_conversion)]
 pub(crate) mod v0043;
+#[allow(clippy::useless_conversion)]
 pub(crate) mod v0044;
+#[allow(clippy::useless_conversion)]
 pub(crate) mod v0045;
+#[allow(clippy::useless_conversion)]
 pub(crate) mod v0046;
 
 /// Seen by rustfmt only (it formats `mod` files whatever their cfg): the body the version modules

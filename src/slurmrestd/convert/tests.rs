@@ -171,13 +171,34 @@ fn every_recorded_body_of_every_version_decodes() {
 macro_rules! per_version {
     ($version:expr, $m:ident => $body:expr) => {
         match $version {
-            ApiVersion::V0040 => { use v0040 as $m; $body }
-            ApiVersion::V0041 => { use v0041 as $m; $body }
-            ApiVersion::V0042 => { use v0042 as $m; $body }
-            ApiVersion::V0043 => { use v0043 as $m; $body }
-            ApiVersion::V0044 => { use v0044 as $m; $body }
-            ApiVersion::V0045 => { use v0045 as $m; $body }
-            ApiVersion::V0046 => { use v0046 as $m; $body }
+            ApiVersion::V0040 => {
+                use v0040 as $m;
+                $body
+            }
+            ApiVersion::V0041 => {
+                use v0041 as $m;
+                $body
+            }
+            ApiVersion::V0042 => {
+                use v0042 as $m;
+                $body
+            }
+            ApiVersion::V0043 => {
+                use v0043 as $m;
+                $body
+            }
+            ApiVersion::V0044 => {
+                use v0044 as $m;
+                $body
+            }
+            ApiVersion::V0045 => {
+                use v0045 as $m;
+                $body
+            }
+            ApiVersion::V0046 => {
+                use v0046 as $m;
+                $body
+            }
         }
     };
 }
@@ -224,7 +245,11 @@ fn case(name: &str) -> Vec<Recording> {
         .into_iter()
         .filter(|r| r.file.ends_with(&suffix))
         .collect();
-    assert!(found.len() >= 10, "only {} recordings of {name}", found.len());
+    assert!(
+        found.len() >= 10,
+        "only {} recordings of {name}",
+        found.len()
+    );
     found
 }
 
@@ -273,7 +298,11 @@ fn jobs_state_reads_every_repeated_id_in_every_version() {
 #[test]
 fn jobs_state_refuses_comma_lists_in_every_version() {
     for r in case("jobs-state-csv") {
-        let want = if r.file.starts_with("24.11") { 400 } else { 500 };
+        let want = if r.file.starts_with("24.11") {
+            400
+        } else {
+            500
+        };
         assert_eq!(r.status, want, "{}", r.file);
     }
     for r in case("jobs-state-csv-encoded") {
@@ -310,7 +339,12 @@ fn cancel_outcomes_by_version() {
     for r in case("delete-finished") {
         let codes = cancel_codes(&r);
         if r.version >= ApiVersion::V0042 {
-            assert_eq!(codes, vec![crate::slurmrestd::errno::ALREADY_DONE], "{}", r.file);
+            assert_eq!(
+                codes,
+                vec![crate::slurmrestd::errno::ALREADY_DONE],
+                "{}",
+                r.file
+            );
         } else {
             assert!(codes.is_empty(), "{}", r.file);
         }
@@ -359,8 +393,13 @@ fn every_version_encodes_a_plain_job_with_the_same_fields() {
 fn values_and_fields_a_version_lacks_are_refused_not_sent() {
     let mut j = job();
     j.shared = Some(Shared::Topo);
-    let e = submit_body_json(ApiVersion::V0040, &j).unwrap_err().to_string();
-    assert!(e.contains("`shared` = topo") && e.contains("v0.0.40"), "{e}");
+    let e = submit_body_json(ApiVersion::V0040, &j)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`shared` = topo") && e.contains("v0.0.40"),
+        "{e}"
+    );
     assert!(submit_body_json(ApiVersion::V0041, &j).is_ok());
 
     let mut j = job();
@@ -371,14 +410,22 @@ fn values_and_fields_a_version_lacks_are_refused_not_sent() {
     let mut j = job();
     j.memory_binding_type = vec![MemBindType::Sort];
     assert!(submit_body_json(ApiVersion::V0043, &j).is_ok());
-    let e = submit_body_json(ApiVersion::V0044, &j).unwrap_err().to_string();
-    assert!(e.contains("memory_binding_type") && e.contains("v0.0.44"), "{e}");
+    let e = submit_body_json(ApiVersion::V0044, &j)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("memory_binding_type") && e.contains("v0.0.44"),
+        "{e}"
+    );
 
     let mut j = job();
     j.oom_kill_step = Some(true);
     for v in [ApiVersion::V0040, ApiVersion::V0041] {
         let e = submit_body_json(v, &j).unwrap_err().to_string();
-        assert!(e.contains("`oom_kill_step`") && e.contains(v.as_str()), "{e}");
+        assert!(
+            e.contains("`oom_kill_step`") && e.contains(v.as_str()),
+            "{e}"
+        );
     }
     let body = submit_body_json(ApiVersion::V0042, &j).unwrap();
     assert_eq!(body["job"]["oom_kill_step"], 1);
