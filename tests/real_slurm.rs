@@ -298,7 +298,7 @@ async fn cancel_a_running_job_then_again() {
     wait_base(&client, id, BaseState::Cancelled).await;
     assert_eq!(
         client.cancel(id, None).await.expect("cancel again"),
-        CancelOutcome::AlreadyFinished
+        cancel_outcome(&client, CancelOutcome::AlreadyFinished)
     );
 }
 
@@ -310,7 +310,7 @@ async fn cancel_a_finished_job_and_an_unknown_one() {
     wait_base(&client, id, BaseState::Completed).await;
     assert_eq!(
         client.cancel(id, None).await.expect("cancel finished"),
-        CancelOutcome::AlreadyFinished
+        cancel_outcome(&client, CancelOutcome::AlreadyFinished)
     );
     wait_base(&client, id, BaseState::Completed).await;
 
@@ -319,7 +319,7 @@ async fn cancel_a_finished_job_and_an_unknown_one() {
             .cancel(JobId(999_999), None)
             .await
             .expect("cancel unknown"),
-        CancelOutcome::Unknown
+        cancel_outcome(&client, CancelOutcome::Unknown)
     );
     assert!(
         client
@@ -363,7 +363,7 @@ async fn an_aged_out_job_is_found_in_slurmdbd() {
     );
     assert_eq!(
         client.cancel(id, None).await.expect("cancel aged-out"),
-        CancelOutcome::Unknown
+        cancel_outcome(&client, CancelOutcome::Unknown)
     );
 
     let info = client
