@@ -116,7 +116,13 @@ impl Scheduler {
     }
 
     /// Validate and enqueue a job like slurmctld's `job_submit`; returns the (first) job id.
-    pub fn submit(&self, spec: JobSpec, user: &str) -> Result<u32, Rejection> {
+    /// `release` is the Slurm release the request is answered as (error numbers differ).
+    pub fn submit(
+        &self,
+        spec: JobSpec,
+        user: &str,
+        release: SlurmVersion,
+    ) -> Result<u32, Rejection> {
         let cfg = &self.cfg;
         if spec.script.trim().is_empty() {
             return Err(Rejection {
@@ -131,15 +137,16 @@ impl Scheduler {
             });
         }
         if spec.environment.is_empty() {
-            return Err(match cfg.slurm_version {
-                SlurmVersion::V24_11 => Rejection {
+            return Err(if release.is_24_11() {
+                Rejection {
                     number: 2019,
                     message: "I/O error writing script/environment to file",
-                },
-                SlurmVersion::V26_05 => Rejection {
+                }
+            } else {
+                Rejection {
                     number: 2127,
                     message: "Environment is missing in job",
-                },
+                }
             });
         }
         if spec

@@ -48,7 +48,7 @@ pub fn classify(method: &hyper::Method, path: &str) -> &'static str {
     if p.starts_with("/mock/") || p == "/mock" {
         return "admin";
     }
-    if let Some(rest) = p.strip_prefix("/slurm/v0.0.42/") {
+    if let Some(rest) = strip_version(p, "/slurm/") {
         return match (method.as_str(), rest) {
             ("POST", "job/submit") => "submit",
             ("GET", r) if r.starts_with("job/") => "job_get",
@@ -62,7 +62,7 @@ pub fn classify(method: &hyper::Method, path: &str) -> &'static str {
             _ => "other",
         };
     }
-    if let Some(rest) = p.strip_prefix("/slurmdb/v0.0.42/") {
+    if let Some(rest) = strip_version(p, "/slurmdb/") {
         return match rest {
             r if r.starts_with("job/") => "slurmdb_job",
             "jobs" => "slurmdb_jobs",
@@ -70,6 +70,14 @@ pub fn classify(method: &hyper::Method, path: &str) -> &'static str {
         };
     }
     "other"
+}
+
+/// `/slurm/v0.0.NN/rest` -> `rest` for any version (served or not: an unserved version's
+/// request is counted under the operation it names).
+fn strip_version<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
+    let rest = path.strip_prefix(prefix)?.strip_prefix("v0.0.")?;
+    let (digits, rest) = rest.split_once('/')?;
+    (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then_some(rest)
 }
 
 /// Starts mock servers.
@@ -89,6 +97,11 @@ impl MockServer {
         if cfg.cpus == 0 || cfg.nodes == 0 {
             return Err(MockError::Config(
                 "cpus and nodes must be at least 1".into(),
+            ));
+        }
+        if cfg.api_versions.is_empty() {
+            return Err(MockError::Config(
+                "api_versions is empty: serve at least one API version, e.g. v0.0.42".into(),
             ));
         }
         let addr = listener.local_addr().map_err(|source| MockError::Bind {
