@@ -259,7 +259,9 @@ pub(super) async fn jobs(
     }
     if let Some(t) = update_time
         && sv.api.update_time_broken()
+        && has_token(req.headers())
     {
+        // After slurmrestd's own 401 (no token), before slurmctld judges the token.
         // Recorded 24.11 bug of v0.0.40/41: the timestamp parser rejects every update_time.
         let errors = vec![
             error_entry(
@@ -329,7 +331,7 @@ pub(super) async fn ping(
     ) && !st.faults.reject_token();
     let down = st.faults.controller_down();
     let up = token_ok && !down;
-    // The recorded body of this version; only the fields it has are filled in (v0.0.40 has no
+    // The recorded body of this version; only the fields it has are filled in (v0.0.40/41 have no
     // `responding`, v0.0.45+ report `status` instead of `pinged` and `mode`).
     let mut body = template(sv.api, Template::Ping);
     if let Some(p) = body["pings"].get_mut(0).and_then(Value::as_object_mut) {
