@@ -72,6 +72,16 @@ pub fn classify(method: &hyper::Method, path: &str) -> &'static str {
     "other"
 }
 
+/// The `v0.0.NN` of a `/slurm/...` or `/slurmdb/...` path.
+pub(crate) fn path_version(path: &str) -> Option<&str> {
+    let rest = path
+        .strip_prefix("/slurm/")
+        .or_else(|| path.strip_prefix("/slurmdb/"))?;
+    let v = rest.split('/').next()?;
+    let digits = v.strip_prefix("v0.0.")?;
+    (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then_some(v)
+}
+
 /// `/slurm/v0.0.NN/rest` -> `rest` for any version (served or not: an unserved version's
 /// request is counted under the operation it names).
 fn strip_version<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
@@ -175,6 +185,8 @@ async fn accept_loop(
                 async move {
                     req.extensions_mut().insert(ClientAddr(peer));
                     let op = classify(req.method(), req.uri().path());
+                    let version = path_version(req.uri().path()).map(str::to_string);
+                    let version = version.as_deref();
                     let req = req.map(Body::new);
                     if op == "admin" {
                         return Ok::<_, Dropped>(
@@ -190,11 +202,11 @@ async fn accept_loop(
                             if after_handling {
                                 let _ = app.oneshot(req).await;
                             }
-                            stats.record(op, DROPPED);
+                            stats.record(op, version, DROPPED);
                             return Err(Dropped);
                         }
                         Injected::Status(s) => {
-                            stats.record(op, s);
+                            stats.record(op, version, s);
                             // A bare status with an empty body, like a proxy or a crashed daemon.
                             let mut resp = axum::response::Response::new(Body::empty());
                             *resp.status_mut() = hyper::StatusCode::from_u16(s)
@@ -208,7 +220,7 @@ async fn accept_loop(
                         Injected::None => {}
                     }
                     let resp = app.oneshot(req).await.unwrap_or_else(|e| match e {});
-                    stats.record(op, resp.status().as_u16());
+                    stats.record(op, version, resp.status().as_u16());
                     Ok(resp)
                 }
             });

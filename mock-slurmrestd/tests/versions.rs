@@ -388,8 +388,12 @@ async fn configured_versions_only() {
             );
         }
     }
-    // Counted under the operation whatever the version, unserved ones included.
-    assert_eq!(m.h.stats().count("ping"), 4);
+    // Counted under the operation whatever the version, unserved ones included, and per version.
+    let stats = m.h.stats();
+    assert_eq!(stats.count("ping"), 4);
+    assert_eq!(stats.count_version("v0.0.46"), 1);
+    assert_eq!(stats.count_version("v0.0.40"), 1);
+    assert_eq!(stats.count_version("v0.0.43"), 0);
     assert!(
         mock_slurmrestd::MockServer::start(
             MockConfig {
