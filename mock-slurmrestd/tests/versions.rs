@@ -72,6 +72,15 @@ async fn run_pair(rel: &str, api: &'static str) {
         "submit-script-cwd-emptyenv",
         "submit-explicit-fields",
         "submit-unknown-field",
+        "submit-script-only",
+        "submit-script-cwd",
+        "submit-script-env",
+        "submit-toplevel-script",
+        "submit-no-shebang",
+        "submit-bad-cwd",
+        "submit-env-noPATH",
+        "submit-sbatch-directives",
+        "submit-explicit-novalstruct",
     ] {
         let sample = fixture(&name(case));
         let got = replay(&m, &sample, &[], None).await;
@@ -135,12 +144,28 @@ async fn run_pair(rel: &str, api: &'static str) {
     for case in [
         "job-get-unknown",
         "job-get-csv",
+        "job-get-garbage-id",
         "jobs-state-one",
         "jobs-state-csv",
+        "jobs-state-csv-encoded",
+        "jobs-state-unknown",
+        "jobs-state-known-unknown",
+        "delete-pending-csv",
+        "slurmdb-jobs-step-csv",
     ] {
         let body = contract(&m, &name(case), &ids).await;
         check_meta(&body, case);
+        if let Some(e) = body.get("errors") {
+            assert_eq!(
+                e,
+                &fixture(&name(case))["response"]["body"]["errors"],
+                "{}: errors",
+                name(case)
+            );
+        }
     }
+    let ku = contract(&m, &name("jobs-state-known-unknown"), &ids).await;
+    assert_eq!(ku["jobs"].as_array().unwrap().len(), 1);
     let st = contract(&m, &name("jobs-state-one"), &ids).await;
     assert_eq!(
         st["jobs"],
@@ -199,6 +224,11 @@ async fn run_pair(rel: &str, api: &'static str) {
         .collect();
     assert_eq!(errs, want, "{}", name("jobs-update-time-quiet"));
 
+    // SIGKILL through ?signal=.
+    contract(&m, &name("delete-signal-flag"), &ids).await;
+    let killed = m.wait_state(r2, "CANCELLED").await;
+    assert_eq!(killed["exit_code"]["signal"]["name"], "KILL");
+
     // Cancel, then the cancelled record; already finished; unknown.
     let d = contract(&m, &name("delete-running"), &ids).await;
     assert_eq!(d.get("status").is_some(), api >= "v0.0.42");
@@ -222,25 +252,20 @@ async fn run_pair(rel: &str, api: &'static str) {
     check(&sample, &got, &name("slurmdb-job-unknown"));
     assert_eq!(
         got.json()["warnings"],
-        sample["response"]["body"]["warnings"]
-            .as_array()
-            .map(|w| {
-                // 24.11 prints a pointer in the warning; the mock prints a fixed one.
-                w.iter()
-                    .map(|x| {
-                        let d = x["description"].as_str().unwrap();
-                        let d = match (d.find("(0x"), d.find(')')) {
-                            (Some(a), Some(b)) => format!("{}(0x7f0000000000{}", &d[..a], &d[b..]),
-                            _ => d.to_string(),
-                        };
-                        json!({"description": d, "source": x["source"]})
-                    })
-                    .collect::<Vec<_>>()
-            })
-            .map(Value::Array)
-            .unwrap()
+        normalize_pointer(&sample["response"]["body"]["warnings"])
     );
     contract(&m, &name("slurmdb-jobs-step"), &ids).await;
+    let bug = contract(&m, &name("slurmdb-jobs-step-script"), &ids).await;
+    assert_eq!(bug["errors"][0]["error_number"], 1054);
+    let sample = fixture(&name("slurmdb-jobs-unknown"));
+    let got = replay(&m, &sample, &ids, None).await;
+    check(&sample, &got, &name("slurmdb-jobs-unknown"));
+    assert_eq!(
+        got.json()["warnings"],
+        normalize_pointer(&sample["response"]["body"]["warnings"]),
+        "{}",
+        name("slurmdb-jobs-unknown")
+    );
 
     // No token at all, then a rejected one, as each version answers them.
     let sample = fixture(&name("token-missing-jobs"));
@@ -263,6 +288,32 @@ async fn run_pair(rel: &str, api: &'static str) {
     .await;
     check(&sample, &got, &name("token-expired-jobs"));
     assert_eq!(got.json()["errors"], sample["response"]["body"]["errors"]);
+    let badsig = token_with(
+        json!({"sun": "flyte", "exp": now() + 600}),
+        b"some other key entirely",
+    );
+    for (case, user, token) in [
+        ("token-expired-submit", "flyte", expired.as_str()),
+        ("token-badsig-jobs", "flyte", badsig.as_str()),
+        ("token-garbage-jobs", "flyte", "garbage"),
+        ("token-flyte-as-root-header-jobs", "root", m.token.as_str()),
+    ] {
+        let sample = fixture(&name(case));
+        let got = replay(
+            &m,
+            &sample,
+            &ids,
+            Some(&[("X-SLURM-USER-NAME", user), ("X-SLURM-USER-TOKEN", token)]),
+        )
+        .await;
+        check(&sample, &got, &name(case));
+        assert_eq!(
+            got.json()["errors"],
+            sample["response"]["body"]["errors"],
+            "{}",
+            name(case)
+        );
+    }
 
     // ping / diag / partitions, recorded on 24.11 and 26.05 for this mock.
     for case in ["ping", "diag", "partitions"] {
@@ -273,6 +324,24 @@ async fn run_pair(rel: &str, api: &'static str) {
         }
     }
     m.h.shutdown().await;
+}
+
+/// 24.11's slurmdbd warnings print a pointer (`slurmdb_jobs_get(0x7fa3580035e0) ...`); the mock
+/// prints a fixed one.
+fn normalize_pointer(warnings: &Value) -> Value {
+    let w = warnings.as_array().expect("warnings are a list");
+    Value::Array(
+        w.iter()
+            .map(|x| {
+                let d = x["description"].as_str().unwrap();
+                let d = match (d.find("(0x"), d.find(')')) {
+                    (Some(a), Some(b)) => format!("{}(0x7f0000000000{}", &d[..a], &d[b..]),
+                    _ => d.to_string(),
+                };
+                json!({"description": d, "source": x["source"]})
+            })
+            .collect(),
+    )
 }
 
 fn try_fixture(name: &str) -> Option<Value> {
