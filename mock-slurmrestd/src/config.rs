@@ -18,9 +18,11 @@ pub enum SlurmVersion {
     #[default]
     V24_11,
     /// Slurm 26.05.5 (serves v0.0.42-45): a rejected submit is HTTP 422; no environment -> error
-    /// 2127; comma lists -> 500/404; unknown paths -> 404 `Invalid or unknown URL path`.
+    /// 2127; comma lists -> 500/404; unknown paths -> 404 `Unable to find requested URL
+    /// endpoint. ...`.
     V26_05,
-    /// Slurm 26.11.0-0rc1 (serves v0.0.43-46): behaves like 26.05 in every recorded case.
+    /// Slurm 26.11.0-0rc1 (serves v0.0.43-46): like 26.05 in every recorded case; unknown paths
+    /// -> 404 `Invalid or unknown URL path` (from its source, not recorded).
     V26_11,
 }
 
@@ -288,5 +290,48 @@ impl MockConfig {
     /// Node names as the job records show them.
     pub fn node_name(&self, index: usize) -> String {
         format!("node{}", index + 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_version_lists() {
+        assert_eq!(
+            ApiVersion::parse_list(" v0.0.46,v0.0.42,0.0.42 ").unwrap(),
+            vec![ApiVersion::V0_0_42, ApiVersion::V0_0_46]
+        );
+        let e = ApiVersion::parse_list("v0.0.42,v0.0.39").unwrap_err();
+        assert!(e.to_string().contains("\"v0.0.39\""), "{e}");
+        assert!(ApiVersion::parse_list(" , ").is_err());
+        assert_eq!(
+            "v0.0.44".parse::<ApiVersion>().unwrap().to_string(),
+            "v0.0.44"
+        );
+    }
+
+    #[test]
+    fn each_version_answers_as_a_release_that_serves_it() {
+        use ApiVersion::*;
+        use SlurmVersion::*;
+        for release in SlurmVersion::ALL {
+            for api in ApiVersion::ALL {
+                let r = release.for_api(api);
+                assert!(r.serves(api), "{release:?} {api}");
+                if release.serves(api) {
+                    assert_eq!(r, release);
+                }
+            }
+        }
+        assert_eq!(V24_11.for_api(V0_0_43), V26_05);
+        assert_eq!(V24_11.for_api(V0_0_46), V26_11);
+        assert_eq!(V26_11.for_api(V0_0_42), V26_05);
+        assert_eq!(V26_11.for_api(V0_0_40), V24_11);
+        assert_eq!(
+            MockConfig::imitating(V26_05).api_versions,
+            vec![V0_0_42, V0_0_43, V0_0_44, V0_0_45]
+        );
     }
 }
