@@ -226,6 +226,7 @@ pub fn job_info(job: &Job, cfg: &MockConfig, sv: Served) -> Value {
         set(r, "mail_user", json!(job.user));
     }
     set(r, "job_id", json!(job.id));
+    set(r, "restart_cnt", json!(job.restart_cnt));
     set(
         r,
         "job_resources",
@@ -537,6 +538,7 @@ pub fn slurmdb_job(job: &Job, cfg: &MockConfig, sv: Served) -> Value {
     };
     v["group"] = json!(user);
     v["job_id"] = json!(job.id);
+    put(&mut v, "restart_cnt", json!(job.restart_cnt));
     v["name"] = json!(if spec.name.is_empty() {
         "allocation"
     } else {

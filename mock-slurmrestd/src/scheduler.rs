@@ -240,6 +240,9 @@ impl Scheduler {
                 control: None,
                 pgid: None,
                 ended_at: None,
+                restart_cnt: 0,
+                begin_at: None,
+                requeued: false,
             };
             expand_io(&mut job, "");
             c.jobs.insert(id, job);
@@ -316,6 +319,9 @@ impl Scheduler {
         if job.spec.hold {
             return Some("JobHeldUser");
         }
+        if job.requeued || job.begin_at.is_some_and(|b| b > Instant::now()) {
+            return Some("BeginTime");
+        }
         match dependency_status(c, &job.deps) {
             DepStatus::Never => return Some("DependencyNeverSatisfied"),
             DepStatus::Wait => return Some("Dependency"),
@@ -366,6 +372,21 @@ impl Scheduler {
         let Some(job) = c.jobs.get_mut(&id) else {
             return;
         };
+        if job.requeued {
+            // The processes of a requeued run are gone: give back its CPUs; the job itself is
+            // already PENDING again and keeps its new state.
+            job.requeued = false;
+            job.control = None;
+            job.pgid = None;
+            let alloc = std::mem::take(&mut job.alloc);
+            for (n, cpus) in alloc {
+                c.free[n] += cpus;
+            }
+            c.last_update = t;
+            drop(c);
+            self.wake();
+            return;
+        }
         let state = match (job.state, forced) {
             // A cancel decided the state already; keep it.
             (Base::Cancelled, _) => Base::Cancelled,
@@ -466,6 +487,72 @@ impl Scheduler {
         } else {
             CancelResult::AlreadyDone
         }
+    }
+
+    /// `GET job/{id}/requeue` (v0.0.45+): a running or finished job goes back to PENDING with
+    /// `restart_cnt + 1`, not eligible for two `minute`s (the real one: BeginTime = now + 120 s,
+    /// recorded on 26.05); a running one's processes are killed first. `hold` also holds it.
+    /// Unknown -> 2017, pending -> 2024 (recorded). An array's id requeues all its tasks.
+    pub fn requeue(&self, id: u32, hold: bool) -> Result<(), Rejection> {
+        let mut c = self.lock();
+        let t = now();
+        let ids: Vec<u32> = c
+            .jobs
+            .values()
+            .filter(|j| j.id == id || j.array.as_ref().is_some_and(|a| a.array_job_id == id))
+            .map(|j| j.id)
+            .collect();
+        if ids.is_empty() {
+            return Err(Rejection {
+                number: 2017,
+                message: "Invalid job id specified",
+            });
+        }
+        if ids.iter().all(|j| c.jobs[j].state == Base::Pending) {
+            return Err(Rejection {
+                number: 2024,
+                message: "Job is pending execution",
+            });
+        }
+        let delay = 2 * self.cfg.minute;
+        for jid in ids {
+            let job = c.jobs.get_mut(&jid).expect("listed above");
+            match job.state {
+                Base::Pending => continue,
+                Base::Running => {
+                    job.requeued = true;
+                    if let Some(tx) = &job.control {
+                        let _ = tx.send(Control::Signal {
+                            signal: libc::SIGKILL,
+                            cancel: true,
+                        });
+                    }
+                }
+                _ => {}
+            }
+            let begin = t + delay.as_secs() as i64;
+            job.state = Base::Pending;
+            job.completing = false;
+            job.reason = "BeginTime".into();
+            job.restart_cnt += 1;
+            job.begin_at = Some(Instant::now() + delay);
+            job.eligible_time = begin;
+            job.start_time = begin;
+            job.end_time = 0;
+            job.exit = Exit::Code(0);
+            job.node_names.clear();
+            job.kill_request_user.clear();
+            job.ended_at = None;
+            if hold {
+                let mut spec = (*job.spec).clone();
+                spec.hold = true;
+                job.spec = Arc::new(spec);
+            }
+        }
+        c.last_update = t;
+        drop(c);
+        self.wake();
+        Ok(())
     }
 
     /// `POST job/{id}` (update): `hold`, `priority`, `time_limit` change pending jobs; `comment`

@@ -51,6 +51,7 @@ pub fn classify(method: &hyper::Method, path: &str) -> &'static str {
     if let Some(rest) = strip_version(p, "/slurm/") {
         return match (method.as_str(), rest) {
             ("POST", "job/submit") => "submit",
+            ("GET", r) if r.starts_with("job/") && r.ends_with("/requeue") => "job_requeue",
             ("GET", r) if r.starts_with("job/") => "job_get",
             ("DELETE", r) if r.starts_with("job/") => "job_delete",
             ("POST", r) if r.starts_with("job/") => "job_update",

@@ -127,4 +127,9 @@ impl ApiVersion {
     pub(crate) fn legacy_job_resources(self) -> bool {
         self.minor() == 40
     }
+
+    /// v0.0.45+ have `GET job/{id}/requeue` (the spec's paths; answers recorded on 26.05).
+    pub(crate) fn has_requeue(self) -> bool {
+        self.minor() >= 45
+    }
 }

@@ -539,3 +539,64 @@ async fn job_desc_fields_are_per_version() {
         }
     }
 }
+
+/// `GET job/{id}/requeue` (v0.0.45+), against the 26.05 recordings: a running or finished job
+/// goes back to PENDING (BeginTime, restart_cnt + 1) and runs again; unknown 404 / 2017,
+/// pending 422 / 2024; older versions have no such path.
+#[tokio::test]
+async fn requeue_like_26_05() {
+    let m = mock_for(SlurmVersion::V26_05, "v0.0.45").await;
+    let name = |case: &str| format!("26.05_v0.0.45_{case}");
+    let run = m.submit(m.job("sleep 30")).await;
+    m.wait_state(run, "RUNNING").await;
+    let sample = fixture(&name("job-requeue-running"));
+    let ids = [(recorded_id(&sample), run)];
+    let r = contract(&m, &name("job-requeue-running"), &ids).await;
+    assert_eq!(r["status"], json!([]));
+    let after = contract(&m, &name("job-get-after-requeue-0s"), &ids).await;
+    let rec = &after["jobs"][0];
+    assert_eq!(rec["job_state"], json!(["PENDING"]));
+    assert_eq!(rec["state_reason"], "BeginTime");
+    assert_eq!(rec["restart_cnt"], 1);
+    assert!(rec["job_resources"].is_null());
+    contract(&m, &name("jobs-state-after-requeue-0s"), &ids).await;
+    // Eligible again after two (test) minutes, then it really runs again.
+    let again = m.wait_state(run, "RUNNING").await;
+    assert_eq!(again["restart_cnt"], 1);
+
+    let fin = m.submit(m.job("true")).await;
+    m.wait_state(fin, "COMPLETED").await;
+    let sample = fixture(&name("job-requeue-finished"));
+    contract(
+        &m,
+        &name("job-requeue-finished"),
+        &[(recorded_id(&sample), fin)],
+    )
+    .await;
+    let rec = m.record(fin).await;
+    assert_eq!(rec["job_state"], json!(["PENDING"]));
+    assert_eq!(rec["restart_cnt"], 1);
+    m.wait_state(fin, "COMPLETED").await;
+
+    for case in ["job-requeue-unknown", "job-requeue-pending"] {
+        let sample = fixture(&name(case));
+        let pend = m
+            .submit(json!({"hold": true, "script": "#!/bin/bash\ntrue\n",
+                "environment": ["PATH=/bin:/usr/bin"], "current_working_directory": m.cwd()}))
+            .await;
+        let got = replay(&m, &sample, &[(7, pend)], None).await;
+        check(&sample, &got, &name(case));
+        let want: Value = serde_json::from_str(
+            &serde_json::to_string(&sample["response"]["body"]["errors"])
+                .unwrap()
+                .replace("JobID=7 ", &format!("JobID={pend} ")),
+        )
+        .unwrap();
+        assert_eq!(got.json()["errors"], want, "{case}");
+    }
+    let r = m
+        .call("GET", &format!("/slurm/v0.0.44/job/{run}/requeue"), None)
+        .await;
+    assert_eq!(r.status, 404);
+    assert_eq!(m.h.stats().count("job_requeue"), 5);
+}

@@ -109,6 +109,13 @@ fn version_router(api: ApiVersion) -> Router<AppState> {
                 get(slurmdb::slurmdb_job_get),
             )
             .route(&format!("{d}/jobs{slash}"), get(slurmdb::slurmdb_jobs));
+        if api.has_requeue() {
+            // Older versions have no such path: it falls through to the 404 of unknown paths.
+            r = r.route(
+                &format!("{s}/job/{{id}}/requeue{slash}"),
+                get(slurmctld::job_requeue),
+            );
+        }
     }
     r
 }
@@ -153,6 +160,7 @@ pub(crate) enum Shape<'a> {
     Jobs,
     JobsState,
     Delete,
+    Requeue(&'a str),
     Diag,
     Partitions,
     Slurmdb,
@@ -172,6 +180,10 @@ impl Shape<'_> {
                 "slurm_load_job_state()",
             ),
             Shape::Delete => ("Signal request failed".into(), "slurm_kill_jobs()"),
+            Shape::Requeue(id) => (
+                format!("Requeue JobID={id} failed"),
+                "op_handler_job_requeue",
+            ),
             Shape::Diag => (
                 "Unable to query diagnostics".into(),
                 "slurm_get_statistics()",
@@ -195,7 +207,9 @@ impl Shape<'_> {
                 "meta": m, "errors": errors, "warnings": []})
             }
             Shape::JobsState => json!({"jobs": null, "meta": m, "errors": errors, "warnings": []}),
-            Shape::Delete => json!({"status": [], "meta": m, "errors": errors, "warnings": []}),
+            Shape::Delete | Shape::Requeue(_) => {
+                json!({"status": [], "meta": m, "errors": errors, "warnings": []})
+            }
             _ => json!({"meta": m, "errors": errors, "warnings": []}),
         }
     }

@@ -417,6 +417,49 @@ pub(super) async fn diag(
     json_resp(StatusCode::OK, body)
 }
 
+/// `GET job/{id}/requeue[?Hold]` (v0.0.45+): 200 `status: []`; unknown 404 / 2017, pending
+/// 422 / 2024 (recorded on 26.05).
+pub(super) async fn job_requeue(
+    State(st): State<AppState>,
+    Extension(sv): Extension<Served>,
+    Path(id): Path<String>,
+    RawQuery(q): RawQuery,
+    req: axum::extract::Request,
+) -> Response {
+    let client = client_source(req.headers(), ext_addr(req.extensions()).as_ref());
+    let jid = match path_id(&st, sv, &client, &id) {
+        Ok(j) => j,
+        Err(r) => return r,
+    };
+    let hold = query_pairs(q.as_deref())
+        .iter()
+        .any(|(k, _, v)| k.eq_ignore_ascii_case("hold") && v != "false");
+    let ctx = match guard(&st, sv, req.headers(), &client, Shape::Requeue(&id)) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    match st.sched.requeue(jid, hold) {
+        Ok(()) => json_resp(
+            StatusCode::OK,
+            json!({"status": [], "meta": ctx.meta, "errors": [], "warnings": []}),
+        ),
+        Err(rej) => {
+            let e = error_entry(
+                &format!("Requeue JobID={jid} failed"),
+                rej.number,
+                rej.message,
+                "op_handler_job_requeue",
+            );
+            let status = if rej.number == 2017 {
+                StatusCode::NOT_FOUND
+            } else {
+                StatusCode::UNPROCESSABLE_ENTITY
+            };
+            json_resp(status, Shape::Requeue(&id).body(ctx.meta, vec![e]))
+        }
+    }
+}
+
 /// `POST job/{id}`: update a job (body: a job description, also accepted wrapped in `{"job":...}`).
 pub(super) async fn job_update(
     State(st): State<AppState>,
