@@ -21,8 +21,8 @@ pub enum SlurmVersion {
     /// 2127; comma lists -> 500/404; unknown paths -> 404 `Unable to find requested URL
     /// endpoint. ...`.
     V26_05,
-    /// Slurm 26.11.0-0rc1 (serves v0.0.43-46): like 26.05 in every recorded case; unknown paths
-    /// -> 404 `Invalid or unknown URL path` (from its source, not recorded).
+    /// Slurm 26.11.0-0rc1 (serves v0.0.43-46): like 26.05 in every recorded case but unknown
+    /// paths -> 404 `Invalid or unknown URL path`.
     V26_11,
 }
 

@@ -99,7 +99,7 @@ fn json_type_desc(v: &Value) -> &'static str {
     }
 }
 
-fn slurm_type_name(v: &Value) -> &'static str {
+pub(crate) fn slurm_type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "boolean",

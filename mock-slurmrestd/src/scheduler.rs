@@ -574,9 +574,10 @@ impl Scheduler {
         for jid in &ids {
             let job = c.jobs.get_mut(jid).expect("listed above");
             if job.state.is_finished() {
+                // Recorded (26.11): "Job has already finished".
                 return Err(Rejection {
-                    number: 2021,
-                    message: "Job/step already completing or completed",
+                    number: 2084,
+                    message: "Job has already finished",
                 });
             }
             let mut spec = (*job.spec).clone();

@@ -385,6 +385,10 @@ async fn unserved_versions_answer_like_the_real_one() {
             "26.05",
             ["v0.0.38", "v0.0.40", "v0.0.41", "v0.0.46", "v0.0.47"],
         ),
+        (
+            "26.11rc1",
+            ["v0.0.39", "v0.0.40", "v0.0.41", "v0.0.42", "v0.0.47"],
+        ),
     ] {
         let release = release_of(rel);
         let m = start_with(MockConfig {
@@ -544,9 +548,23 @@ async fn job_desc_fields_are_per_version() {
 /// goes back to PENDING (BeginTime, restart_cnt + 1) and runs again; unknown 404 / 2017,
 /// pending 422 / 2024; older versions have no such path.
 #[tokio::test]
-async fn requeue_like_26_05() {
-    let m = mock_for(SlurmVersion::V26_05, "v0.0.45").await;
-    let name = |case: &str| format!("26.05_v0.0.45_{case}");
+async fn requeue_26_05_v0_0_45() {
+    requeue_like(SlurmVersion::V26_05, "26.05", "v0.0.45").await;
+}
+
+#[tokio::test]
+async fn requeue_26_11_v0_0_45() {
+    requeue_like(SlurmVersion::V26_11, "26.11rc1", "v0.0.45").await;
+}
+
+#[tokio::test]
+async fn requeue_26_11_v0_0_46() {
+    requeue_like(SlurmVersion::V26_11, "26.11rc1", "v0.0.46").await;
+}
+
+async fn requeue_like(release: SlurmVersion, rel: &str, api: &'static str) {
+    let m = mock_for(release, api).await;
+    let name = |case: &str| format!("{rel}_{api}_{case}");
     let run = m.submit(m.job("sleep 30")).await;
     m.wait_state(run, "RUNNING").await;
     let sample = fixture(&name("job-requeue-running"));
@@ -584,19 +602,92 @@ async fn requeue_like_26_05() {
             .submit(json!({"hold": true, "script": "#!/bin/bash\ntrue\n",
                 "environment": ["PATH=/bin:/usr/bin"], "current_working_directory": m.cwd()}))
             .await;
-        let got = replay(&m, &sample, &[(7, pend)], None).await;
+        // The unknown case keeps its recorded id (999999).
+        let rec_pend = recorded_id(&sample);
+        let ids = if case.ends_with("unknown") {
+            vec![]
+        } else {
+            vec![(rec_pend, pend)]
+        };
+        let got = replay(&m, &sample, &ids, None).await;
         check(&sample, &got, &name(case));
-        let want: Value = serde_json::from_str(
-            &serde_json::to_string(&sample["response"]["body"]["errors"])
-                .unwrap()
-                .replace("JobID=7 ", &format!("JobID={pend} ")),
-        )
-        .unwrap();
+        let mut want = sample["response"]["body"]["errors"].clone();
+        if !ids.is_empty() {
+            want = serde_json::from_str(
+                &want
+                    .to_string()
+                    .replace(&format!("JobID={rec_pend} "), &format!("JobID={pend} ")),
+            )
+            .unwrap();
+        }
         assert_eq!(got.json()["errors"], want, "{case}");
     }
     let r = m
         .call("GET", &format!("/slurm/v0.0.44/job/{run}/requeue"), None)
         .await;
-    assert_eq!(r.status, 404);
+    assert_eq!(r.status, 404, "no requeue before v0.0.45");
     assert_eq!(m.h.stats().count("job_requeue"), 5);
+}
+
+/// `POST job/{id}`, as recorded: the body is the job description itself; wrapped in `{"job":..}`
+/// nothing changes and each inner field is warned about; 200 `results: null` (v0.0.40 `[]`,
+/// v0.0.40/41 with empty `job_id`/`step_id`/`job_submit_user_msg`), unknown 404 / 2017,
+/// finished 2084.
+#[tokio::test]
+async fn job_update_like_the_real_one() {
+    for (rel, api) in [
+        ("24.11", "v0.0.40"),
+        ("24.11", "v0.0.41"),
+        ("24.11", "v0.0.42"),
+        ("26.05", "v0.0.42"),
+        ("26.05", "v0.0.45"),
+        ("26.11rc1", "v0.0.43"),
+        ("26.11rc1", "v0.0.46"),
+    ] {
+        let m = mock_for(release_of(rel), api).await;
+        let name = |case: &str| format!("{rel}_{api}_{case}");
+        for (case, flat) in [
+            ("job-update", false),
+            ("job-update-unknown", false),
+            ("job-update-flat", true),
+            ("job-update-flat-unknown", true),
+        ] {
+            let Some(sample) = try_fixture(&name(case)) else {
+                continue;
+            };
+            let held = m
+                .submit(
+                    json!({"hold": true, "script": "#!/bin/bash\ntrue\n", "name": "upd",
+                    "environment": ["PATH=/bin:/usr/bin"], "current_working_directory": m.cwd()}),
+                )
+                .await;
+            let ids = if case.ends_with("unknown") {
+                vec![]
+            } else {
+                vec![(recorded_id(&sample), held)]
+            };
+            let got = replay(&m, &sample, &ids, None).await;
+            check(&sample, &got, &name(case));
+            let (real, ours) = (&sample["response"]["body"], got.json());
+            assert_eq!(ours["errors"], real["errors"], "{}", name(case));
+            assert_eq!(ours["warnings"], real["warnings"], "{}", name(case));
+            assert_eq!(ours["results"], real["results"], "{}", name(case));
+            let rec = m.record(held).await;
+            if flat && !case.ends_with("unknown") {
+                // Applied: released and commented.
+                assert_eq!(rec["comment"], "c", "{}", name(case));
+                m.wait_state(held, "COMPLETED").await;
+            } else {
+                assert_eq!(rec["state_reason"], "JobHeldUser", "{}", name(case));
+                assert_eq!(rec["comment"], "", "{}", name(case));
+            }
+        }
+        if let Some(sample) = try_fixture(&name("job-update-flat-finished")) {
+            let done = m.submit(m.job("true")).await;
+            m.wait_state(done, "COMPLETED").await;
+            let got = replay(&m, &sample, &[(recorded_id(&sample), done)], None).await;
+            check(&sample, &got, &name("job-update-flat-finished"));
+            assert_eq!(got.json()["errors"], sample["response"]["body"]["errors"]);
+        }
+    }
 }

@@ -51,15 +51,21 @@ pub fn router(state: AppState) -> Router {
     }
     let release = state.cfg.slurm_version;
     r.merge(crate::admin::router())
-        .fallback(move |headers: HeaderMap| async move { not_found(release, &headers) })
+        .fallback(move |uri: axum::http::Uri, headers: HeaderMap| async move {
+            not_found(release, uri.path(), &headers)
+        })
         .with_state(state)
 }
 
 /// What slurmrestd answers for a path it does not serve (an unserved API version included):
-/// 401 without a token (authentication comes first), else 404 text, worded per release.
-/// Recorded for 24.11 and 26.05 (`*_ping-unserved*.json`); 26.11 from its source
-/// (`_resolve_path` -> ESLURM_URL_INVALID_PATH), like its recorded `job/{a,b}` answer.
-fn not_found(release: SlurmVersion, headers: &HeaderMap) -> Response {
+/// 401 without a token (authentication comes first), else 404 text, worded per release
+/// (recorded on all three: `*_ping-unserved*.json`, `*_any_*.json`). 26.11 answers `/` itself
+/// with the long text (`_req_root`, no authentication) and everything else from its path table.
+fn not_found(release: SlurmVersion, path: &str, headers: &HeaderMap) -> Response {
+    const LONG: &str = "Unable to find requested URL endpoint. Please query the '/openapi/v3' endpoint or visit 'https://slurm.schedmd.com/rest_api.html' for the OpenAPI specification which includes a list of all possible slurmrestd endpoints.";
+    if release == SlurmVersion::V26_11 && path == "/" {
+        return text(StatusCode::NOT_FOUND, LONG);
+    }
     if !has_token(headers) {
         return text(StatusCode::UNAUTHORIZED, "Authentication failure");
     }
@@ -69,9 +75,7 @@ fn not_found(release: SlurmVersion, headers: &HeaderMap) -> Response {
             SlurmVersion::V24_11 => {
                 "Unable find requested URL. Please view /openapi/v3 for API reference."
             }
-            SlurmVersion::V26_05 => {
-                "Unable to find requested URL endpoint. Please query the '/openapi/v3' endpoint or visit 'https://slurm.schedmd.com/rest_api.html' for the OpenAPI specification which includes a list of all possible slurmrestd endpoints."
-            }
+            SlurmVersion::V26_05 => LONG,
             SlurmVersion::V26_11 => "Invalid or unknown URL path",
         },
     )
@@ -160,6 +164,7 @@ pub(crate) enum Shape<'a> {
     Jobs,
     JobsState,
     Delete,
+    Update,
     Requeue(&'a str),
     Diag,
     Partitions,
@@ -180,6 +185,7 @@ impl Shape<'_> {
                 "slurm_load_job_state()",
             ),
             Shape::Delete => ("Signal request failed".into(), "slurm_kill_jobs()"),
+            Shape::Update => ("Job update requested failed".into(), "slurm_update_job2()"),
             Shape::Requeue(id) => (
                 format!("Requeue JobID={id} failed"),
                 "op_handler_job_requeue",
@@ -200,13 +206,19 @@ impl Shape<'_> {
     }
 
     /// The body around `errors`, as each endpoint dumps it.
-    fn body(&self, m: Value, errors: Vec<Value>) -> Value {
+    fn body(&self, api: ApiVersion, m: Value, errors: Vec<Value>) -> Value {
         match self {
             Shape::JobGet(_) | Shape::Jobs => {
                 json!({"jobs": [], "last_backfill": nv(0), "last_update": nv(0),
                 "meta": m, "errors": errors, "warnings": []})
             }
             Shape::JobsState => json!({"jobs": null, "meta": m, "errors": errors, "warnings": []}),
+            // v0.0.40/41 still carry the deprecated submit-style fields, empty.
+            Shape::Update if api.minor() <= 41 => {
+                json!({"results": null, "job_id": "", "step_id": "", "job_submit_user_msg": "",
+                "meta": m, "errors": errors, "warnings": []})
+            }
+            Shape::Update => json!({"results": null, "meta": m, "errors": errors, "warnings": []}),
             Shape::Delete | Shape::Requeue(_) => {
                 json!({"status": [], "meta": m, "errors": errors, "warnings": []})
             }
@@ -261,13 +273,16 @@ pub(crate) fn guard(
                     "Unable to connect to database",
                     "openapi_get_db_conn",
                 );
-                return Err(json_resp(StatusCode::BAD_GATEWAY, shape.body(m, vec![e])));
+                return Err(json_resp(
+                    StatusCode::BAD_GATEWAY,
+                    shape.body(sv.api, m, vec![e]),
+                ));
             }
             let (desc, source) = shape.what();
             let e = error_entry(&desc, 1007, "Protocol authentication error", source);
             return Err(json_resp(
                 StatusCode::NETWORK_AUTHENTICATION_REQUIRED,
-                shape.body(m, vec![e]),
+                shape.body(sv.api, m, vec![e]),
             ));
         }
     };
@@ -279,7 +294,10 @@ pub(crate) fn guard(
             "Unable to connect to database",
             "openapi_get_db_conn",
         );
-        return Err(json_resp(StatusCode::BAD_GATEWAY, shape.body(m, vec![e])));
+        return Err(json_resp(
+            StatusCode::BAD_GATEWAY,
+            shape.body(sv.api, m, vec![e]),
+        ));
     }
     if !slurmdb && st.faults.controller_down() {
         // What slurmrestd reports when slurmctld does not answer (SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR).
@@ -292,7 +310,7 @@ pub(crate) fn guard(
         );
         return Err(json_resp(
             StatusCode::INTERNAL_SERVER_ERROR,
-            shape.body(m, vec![e]),
+            shape.body(sv.api, m, vec![e]),
         ));
     }
     Ok(Ctx { user, meta: m })

@@ -106,7 +106,7 @@ pub(super) async fn job_get(
         );
         return json_resp(
             StatusCode::NOT_FOUND,
-            Shape::JobGet(&id).body(ctx.meta, vec![e]),
+            Shape::JobGet(&id).body(sv.api, ctx.meta, vec![e]),
         );
     }
     json_resp(
@@ -455,12 +455,16 @@ pub(super) async fn job_requeue(
             } else {
                 StatusCode::UNPROCESSABLE_ENTITY
             };
-            json_resp(status, Shape::Requeue(&id).body(ctx.meta, vec![e]))
+            json_resp(status, Shape::Requeue(&id).body(sv.api, ctx.meta, vec![e]))
         }
     }
 }
 
-/// `POST job/{id}`: update a job (body: a job description, also accepted wrapped in `{"job":...}`).
+/// `POST job/{id}`: update a job. The body is the job description itself (`{"hold": false}`),
+/// as recorded on every version: a body wrapped in `{"job": {...}}` changes nothing and each
+/// field inside gets the unknown-field warning (`#/job/<field>/`). Answers: 200
+/// `results: null` (v0.0.40: `results: []`; v0.0.40/41 also `job_id`, `step_id`,
+/// `job_submit_user_msg` as ""), unknown job 404 / 2017, finished job 2084 (422; 24.11: 500).
 pub(super) async fn job_update(
     State(st): State<AppState>,
     Extension(sv): Extension<Served>,
@@ -473,7 +477,7 @@ pub(super) async fn job_update(
         Ok(j) => j,
         Err(r) => return r,
     };
-    let ctx = match guard(&st, sv, &parts.headers, &client, Shape::Submit) {
+    let ctx = match guard(&st, sv, &parts.headers, &client, Shape::Update) {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -482,8 +486,7 @@ pub(super) async fn job_update(
         Err(_) => return text(StatusCode::PAYLOAD_TOO_LARGE, "Request body too large"),
     };
     let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let desc = v.get("job").filter(|j| j.is_object()).unwrap_or(&v);
-    let Some(desc) = desc.as_object() else {
+    let Some(desc) = v.as_object() else {
         let e = error_entry(
             "Rejecting request: body is not a JSON object",
             9001,
@@ -492,10 +495,38 @@ pub(super) async fn job_update(
         );
         return json_resp(
             StatusCode::BAD_REQUEST,
-            json!({"meta": ctx.meta, "errors": [e], "warnings": []}),
+            Shape::Update.body(sv.api, ctx.meta, vec![e]),
         );
     };
-    let time_limit = desc.get("time_limit").map(|t| match t {
+    let kinds = crate::versions::job_desc_fields(sv.api);
+    let mut warnings = Vec::new();
+    let mut fields = serde_json::Map::new();
+    for (k, val) in desc {
+        match (k.as_str(), val) {
+            ("job", Value::Object(inner)) => {
+                for (ik, iv) in inner {
+                    warnings.push(Warning {
+                        description: format!(
+                            "Ignoring unknown field \"{ik}\" of type {} in DATA_PARSER_JOB_DESC_MSG",
+                            crate::jobdesc::slurm_type_name(iv)
+                        ),
+                        source: format!("#/job/{ik}/"),
+                    });
+                }
+            }
+            (k, val) if kinds.contains_key(k) => {
+                fields.insert(k.to_string(), val.clone());
+            }
+            (k, val) => warnings.push(Warning {
+                description: format!(
+                    "Ignoring unknown field \"{k}\" of type {} in DATA_PARSER_JOB_DESC_MSG",
+                    crate::jobdesc::slurm_type_name(val)
+                ),
+                source: format!("#/{k}/"),
+            }),
+        }
+    }
+    let time_limit = fields.get("time_limit").map(|t| match t {
         Value::Object(m)
             if m.get("infinite") == Some(&json!(true)) || m.get("set") == Some(&json!(false)) =>
         {
@@ -505,30 +536,24 @@ pub(super) async fn job_update(
         other => other.as_u64().map(|n| n as u32),
     });
     let upd = crate::scheduler::JobUpdate {
-        hold: desc.get("hold").and_then(Value::as_bool),
-        priority: desc
+        hold: fields.get("hold").and_then(Value::as_bool),
+        priority: fields
             .get("priority")
             .and_then(|p| p.get("number").or(Some(p)))
             .and_then(Value::as_u64)
             .map(|p| p as u32),
         time_limit,
-        comment: desc
+        comment: fields
             .get("comment")
             .and_then(Value::as_str)
             .map(str::to_string),
-        name: desc.get("name").and_then(Value::as_str).map(str::to_string),
+        name: fields
+            .get("name")
+            .and_then(Value::as_str)
+            .map(str::to_string),
     };
-    match st.sched.update(jid, &upd) {
-        Ok(ids) => {
-            let results: Vec<Value> = ids
-                .iter()
-                .map(|i| json!({"job_id": i, "step_id": "batch", "error": "No error", "error_code": 0, "why": ""}))
-                .collect();
-            json_resp(
-                StatusCode::OK,
-                json!({"results": results, "meta": ctx.meta, "errors": [], "warnings": []}),
-            )
-        }
+    let (status, errors) = match st.sched.update(jid, &upd) {
+        Ok(_) => (StatusCode::OK, vec![]),
         Err(rej) => {
             let e = error_entry(
                 "Job update requested failed",
@@ -536,12 +561,20 @@ pub(super) async fn job_update(
                 rej.message,
                 "slurm_update_job2()",
             );
-            json_resp(
-                reject_status(sv),
-                json!({"meta": ctx.meta, "errors": [e], "warnings": []}),
-            )
+            let status = if rej.number == 2017 {
+                StatusCode::NOT_FOUND
+            } else {
+                reject_status(sv)
+            };
+            (status, vec![e])
         }
+    };
+    let mut body = Shape::Update.body(sv.api, ctx.meta, errors);
+    body["warnings"] = json!(warnings);
+    if sv.api.minor() == 40 {
+        body["results"] = json!([]);
     }
+    json_resp(status, body)
 }
 
 /// `GET partitions/`: the mock's one partition, in the recorded partition record of this version
