@@ -574,7 +574,7 @@ impl Scheduler {
         for jid in &ids {
             let job = c.jobs.get_mut(jid).expect("listed above");
             if job.state.is_finished() {
-                // Recorded (26.11): "Job has already finished".
+                // Recorded on 24.11, 26.05 and 26.11: "Job has already finished".
                 return Err(Rejection {
                     number: 2084,
                     message: "Job has already finished",
