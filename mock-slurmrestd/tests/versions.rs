@@ -578,6 +578,9 @@ async fn requeue_like(release: SlurmVersion, rel: &str, api: &'static str) {
     assert_eq!(rec["restart_cnt"], 1);
     assert!(rec["job_resources"].is_null());
     contract(&m, &name("jobs-state-after-requeue-0s"), &ids).await;
+    // Still waiting out its BeginTime a moment later (the real one 5 s later, of 120).
+    let later = contract(&m, &name("job-get-after-requeue-5s"), &ids).await;
+    assert_eq!(later["jobs"][0]["state_reason"], "BeginTime");
     // Eligible again after two (test) minutes, then it really runs again.
     let again = m.wait_state(run, "RUNNING").await;
     assert_eq!(again["restart_cnt"], 1);
@@ -591,7 +594,14 @@ async fn requeue_like(release: SlurmVersion, rel: &str, api: &'static str) {
         &[(recorded_id(&sample), fin)],
     )
     .await;
-    let rec = m.record(fin).await;
+    let after = fixture(&name("job-get-after-requeue-finished"));
+    let rec = contract(
+        &m,
+        &name("job-get-after-requeue-finished"),
+        &[(recorded_id(&after), fin)],
+    )
+    .await["jobs"][0]
+        .clone();
     assert_eq!(rec["job_state"], json!(["PENDING"]));
     assert_eq!(rec["restart_cnt"], 1);
     m.wait_state(fin, "COMPLETED").await;
