@@ -56,6 +56,25 @@ pub enum RenderError {
         supported: String,
     },
 
+    /// The option (or one value of it) needs a part of the job description that the version the
+    /// job is rendered for lacks.
+    #[error(
+        "{origin}: `--{option}`{value} needs a job description {part} that {version} lacks \
+         (`{name}`); {have} it. Remove it, or pin api_version to one of those if the cluster serves it"
+    )]
+    NotInApiVersion {
+        origin: Origin,
+        option: String,
+        /// ` `value`` when only that value needs it, else empty.
+        value: String,
+        /// `field` or `value`.
+        part: &'static str,
+        name: &'static str,
+        version: crate::slurmrestd::ApiVersion,
+        /// `v0.0.40 and v0.0.45+ have`.
+        have: String,
+    },
+
     #[error(
         "{origin}: sbatch option `--{option}` is reserved: the connector sets the job's name, output, \
          error and working directory itself, and never uses --wrap, --uid or --gid; remove it"

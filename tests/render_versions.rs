@@ -1,0 +1,220 @@
+//! sbatch options per slurmrestd API version: an option whose job-description field a version
+//! lacks is refused there, naming the version in use and the versions that have it, and rendered
+//! on the others. (Every option item's own case runs on every version in `render::apply`'s tests.)
+
+mod render_support;
+
+use render_support::*;
+use serde_json::{Value, json};
+use slurm_connector::render::{RenderConfig, RenderError, Rendered, TaskSpec, render_at};
+use slurm_connector::slurmrestd::ApiVersion;
+use slurm_connector::slurmrestd::ApiVersion::*;
+use slurm_connector::slurmrestd::job_description::{CpuBindFlag, MemBindType, Shared};
+
+fn script_spec(custom: Value) -> TaskSpec {
+    let mut spec = task_spec(&load_request("script_no_io.json"));
+    spec.custom = custom;
+    spec
+}
+
+fn with_options(opts: Value) -> TaskSpec {
+    script_spec(json!({ "script": "#!/bin/bash\necho hi\n", "sbatch_options": opts }))
+}
+
+fn script(body: &str) -> TaskSpec {
+    script_spec(json!({ "script": format!("#!/bin/bash\n{body}\necho hi\n") }))
+}
+
+fn on(v: ApiVersion, spec: &TaskSpec) -> Result<Rendered, RenderError> {
+    let cfg = RenderConfig {
+        api_version: v,
+        ..config()
+    };
+    render_at(spec, &cfg, NOW)
+}
+
+/// The versions `spec` renders on, and the message it is refused with on the first other one.
+fn accepted_on(spec: &TaskSpec) -> (Vec<ApiVersion>, Option<String>) {
+    let mut ok = Vec::new();
+    let mut first_refusal = None;
+    for v in ApiVersion::ALL {
+        match on(v, spec) {
+            Ok(_) => ok.push(v),
+            Err(e) => {
+                first_refusal.get_or_insert(e.to_string());
+            }
+        }
+    }
+    (ok, first_refusal)
+}
+
+#[test]
+fn cores_per_socket_is_rendered_where_the_version_has_the_field() {
+    let spec = with_options(json!({"cores-per-socket": 4.0}));
+    for v in [V0040, V0045, V0046] {
+        assert_eq!(on(v, &spec).unwrap().job.cores_per_socket, Some(4), "{v}");
+    }
+    for v in [V0041, V0042, V0043, V0044] {
+        let e = on(v, &spec).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "`sbatch_options`: `--cores-per-socket` needs a job description field that {v} lacks \
+                 (`cores_per_socket`); v0.0.40 and v0.0.45+ have it. Remove it, or pin api_version to \
+                 one of those if the cluster serves it"
+            )
+        );
+    }
+    // From a script directive, the message names the line.
+    let e = on(V0042, &script("#SBATCH --cores-per-socket=4"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("script line 2 (#SBATCH): `--cores-per-socket`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn options_and_values_follow_the_versions_that_can_express_them() {
+    let all: Vec<ApiVersion> = ApiVersion::ALL.to_vec();
+    for (spec, want, names) in [
+        // Fields.
+        (
+            with_options(json!({"oom-kill-step": true})),
+            &all[2..],
+            "v0.0.42+",
+        ),
+        (with_options(json!({"segment": "2"})), &all[1..], "v0.0.41+"),
+        (
+            script("#SBATCH -B 2:4:1"),
+            &[V0040, V0045, V0046][..],
+            "v0.0.40 and v0.0.45+",
+        ),
+        (
+            script("#SBATCH --hint=memory_bound"),
+            &[V0040, V0045, V0046][..],
+            "v0.0.40 and v0.0.45+",
+        ),
+        // Enum values.
+        (
+            with_options(json!({"stepmgr": true})),
+            &all[1..],
+            "v0.0.41+",
+        ),
+        (
+            with_options(json!({"exclusive": "topo"})),
+            &all[1..],
+            "v0.0.41+",
+        ),
+        (
+            with_options(json!({"mem-bind": "sort"})),
+            &all[..4],
+            "v0.0.40 to v0.0.43",
+        ),
+    ] {
+        let (ok, refusal) = accepted_on(&spec);
+        assert_eq!(ok, want, "{:?}", spec.custom);
+        let refusal = refusal.unwrap();
+        let first_lacking = ApiVersion::ALL
+            .into_iter()
+            .find(|v| !want.contains(v))
+            .unwrap();
+        assert!(
+            refusal.contains(&format!("that {first_lacking} lacks"))
+                && refusal.contains(&format!("; {names} ha")),
+            "{refusal}"
+        );
+    }
+    // The values every version has work everywhere.
+    for spec in [
+        with_options(json!({"exclusive": "user"})),
+        with_options(json!({"mem-bind": "local"})),
+        with_options(json!({"hint": "compute_bound"})),
+        script("#SBATCH -B 2:*:1"),
+    ] {
+        assert_eq!(accepted_on(&spec).0, ApiVersion::ALL, "{:?}", spec.custom);
+    }
+}
+
+#[test]
+fn what_the_version_dependent_options_write() {
+    let j = on(V0045, &script("#SBATCH --hint=memory_bound"))
+        .unwrap()
+        .job;
+    assert_eq!(
+        (j.cores_per_socket, j.threads_per_core, j.cpu_binding_flags),
+        (Some(1), Some(1), vec![CpuBindFlag::ToCores])
+    );
+    let j = on(V0040, &script("#SBATCH -B 2:8:1")).unwrap().job;
+    assert_eq!(
+        (j.sockets_per_node, j.cores_per_socket, j.threads_per_core),
+        (Some(2), Some(8), Some(1))
+    );
+    assert_eq!(
+        on(V0046, &with_options(json!({"exclusive": "topo"})))
+            .unwrap()
+            .job
+            .shared,
+        Some(Shared::Topo)
+    );
+    assert_eq!(
+        on(V0043, &with_options(json!({"mem-bind": "verbose,sort"})))
+            .unwrap()
+            .job
+            .memory_binding_type,
+        [MemBindType::Verbose, MemBindType::Sort]
+    );
+    // --hint excludes the options that set the same things, as in sbatch.
+    for other in ["#SBATCH --cores-per-socket=2", "#SBATCH -B 2:4"] {
+        let e = on(
+            V0046,
+            &script(&format!("#SBATCH --hint=nomultithread\n{other}")),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("mutually exclusive"), "{e}");
+    }
+    let e = on(V0046, &script("#SBATCH -B 2 --sockets-per-node=2"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("-B/--extra-node-info and --sockets-per-node"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_supported_list_is_the_versions() {
+    // An option refused everywhere lists what the version in use supports.
+    let e = on(V0042, &with_options(json!({"clusters": "a"})))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        !e.contains("cores-per-socket") && e.contains("oom-kill-step"),
+        "{e}"
+    );
+    let e = on(V0040, &with_options(json!({"clusters": "a"})))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("cores-per-socket") && !e.contains("oom-kill-step"),
+        "{e}"
+    );
+}
+
+#[test]
+fn every_fixture_renders_alike_on_every_version() {
+    // The published plugin's tasks use no version-dependent option: the job is the same.
+    for name in [
+        "script_preprocess.json",
+        "native_pyxis_gpu.json",
+        "script_no_io.json",
+    ] {
+        let spec = task_spec(&load_request(name));
+        let want = on(V0042, &spec).unwrap().job;
+        for v in ApiVersion::ALL {
+            assert_eq!(on(v, &spec).unwrap().job, want, "{name} on {v}");
+        }
+    }
+}
