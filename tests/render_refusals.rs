@@ -372,7 +372,10 @@ fn kitchen_sink_matches_the_schema() {
     let j3 = job(&script("#SBATCH --mem-per-cpu=500 -B 2:*:1"));
     assert!(schema_problems(&j3).is_empty());
     assert_eq!(j3["memory_per_cpu"]["number"], json!(500));
-    assert_eq!((&j3["sockets_per_node"], &j3["threads_per_core"]), (&json!(2), &json!(1)));
+    assert_eq!(
+        (&j3["sockets_per_node"], &j3["threads_per_core"]),
+        (&json!(2), &json!(1))
+    );
     // Every option mapped in this version must have been exercised above.
     let text = format!("{directives}\n{others}\n--mem-per-cpu -B ");
     for spec in options::OPTIONS
