@@ -11,6 +11,7 @@ pub mod versions;
 
 use std::fmt;
 
+#[cfg(test)]
 pub(crate) use defs::CASE_NOW;
 pub use defs::OPTIONS;
 
@@ -18,7 +19,7 @@ use crate::slurmrestd::ApiVersion;
 use crate::slurmrestd::job_description::JobDescription;
 
 use super::error::{Origin, RenderError};
-use versions::{Feature, Part, Versions};
+use versions::{Feature, Versions};
 
 /// Whether an option takes an argument (getopt_long's `has_arg`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,22 +205,9 @@ pub(super) fn require(
     Err(RenderError::NotInApiVersion {
         origin: o.origin.clone(),
         option: o.spec.long.to_string(),
-        value: value.map(|v| format!(" `{v}`")).unwrap_or_default(),
-        part: match feature.part {
-            Part::Field => "field",
-            Part::Value => "value",
-        },
-        name: feature.name,
+        value: value.map(str::to_string),
+        feature,
         version,
-        have: format!(
-            "{} {}",
-            feature.versions,
-            if feature.versions.len() == 1 {
-                "has"
-            } else {
-                "have"
-            }
-        ),
     })
 }
 
