@@ -76,6 +76,9 @@ pub fn apply(
     if job.hold == Some(true) {
         job.priority = None;
     }
+    if options.iter().any(|o| o.spec.long == "extra-node-info") {
+        super::derive::tasks_from_extra_node_info(job);
+    }
     super::derive::sbatch_derivations(job);
     Ok(applied)
 }

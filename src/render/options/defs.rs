@@ -492,13 +492,14 @@ pub static OPTIONS: &[OptSpec] = &[
                 needs: CORES_PER_SOCKET,
             }],
             ..m(
-                "sockets_per_node, cores_per_socket, threads_per_core (`*` leaves one unset)",
+                "sockets_per_node, cores_per_socket, threads_per_core (`*` leaves one unset); without a task count, tasks = nodes × the counts given (as sbatch)",
                 extra_node_info,
                 Some("2:*:1"),
                 |j, _| {
                     j.sockets_per_node == Some(2)
                         && j.cores_per_socket.is_none()
                         && j.threads_per_core == Some(1)
+                        && j.tasks == Some(2)
                 },
             )
         }),
