@@ -163,9 +163,135 @@ pub const MEM_BIND_SORT: Feature = Feature {
     versions: Versions::until(V0043),
 };
 
+/// Every part above (the options' `needs` and `values_need` name them).
+pub const ALL: &[Feature] = &[
+    CORES_PER_SOCKET,
+    OOM_KILL_STEP,
+    SEGMENT_SIZE,
+    SHARED_TOPO,
+    FLAG_STEPMGR_ENABLED,
+    MEM_BIND_SORT,
+];
+
+/// Parts `scripts/job-desc-versions.py` lists that no sbatch 24.11 option writes, so no option
+/// depends on them (checked against the committed specs below, so a new difference is noticed).
+#[cfg(test)]
+const NOT_WRITTEN: &[&str] = &[
+    // Not sbatch 24.11 options, or set by slurmrestd itself.
+    "container_type",
+    "runtime",
+    "step_id",
+    "memory_update_delay",
+    "memory_update_margin",
+    "power_flags",
+    "resv_mpi_ports",
+    // v0.0.40's booleans beside `shared`, which expresses --exclusive/--oversubscribe everywhere.
+    "exclusive",
+    "oversubscribe",
+    "exclusive: topo",
+    "cpu_binding_flags: CPU_BIND_RANK",
+    "kill_warning_flags: NO_CRON_JOBS",
+    // Job flags no sbatch 24.11 option maps to here (--gres-flags=*-sharing: only v0.0.40 has
+    // them; the connector refuses those values).
+    "flags: CONSOLIDATE_SEGMENTS",
+    "flags: EXPEDITED_REQUEUE",
+    "flags: EXTERNAL_JOB",
+    "flags: GRES_ALLOW_TASK_SHARING",
+    "flags: GRES_MULTIPLE_TASKS_PER_SHARING",
+    "flags: GRES_ONE_TASK_PER_SHARING",
+    "flags: JOB_IMPLICIT_MAX_NODES",
+    "flags: RESET_CONSOLIDATE_SEGMENTS",
+    "flags: RESET_SPREAD_SEGMENTS",
+    "flags: SAVE_BATCH_SCRIPT",
+    "flags: SPREAD_SEGMENTS",
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// `field` and `field: VALUE` for every property and enum value of `<v>_job_desc_msg`.
+    fn parts(spec: &serde_json::Value, v: ApiVersion) -> BTreeSet<String> {
+        let schemas = &spec["components"]["schemas"];
+        fn enum_values(
+            schemas: &serde_json::Value,
+            node: &serde_json::Value,
+            depth: u8,
+        ) -> Vec<String> {
+            if depth > 8 {
+                return vec![];
+            }
+            if let Some(r) = node["$ref"].as_str() {
+                let name = r.rsplit('/').next().unwrap_or_default();
+                return enum_values(schemas, &schemas[name], depth + 1);
+            }
+            if let Some(e) = node["enum"].as_array() {
+                return e
+                    .iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect();
+            }
+            if node["type"] == "array" {
+                return enum_values(schemas, &node["items"], depth + 1);
+            }
+            vec![]
+        }
+        let props = schemas[format!("{v}_job_desc_msg")]["properties"]
+            .as_object()
+            .unwrap_or_else(|| panic!("{v}: no {v}_job_desc_msg in the spec"));
+        let mut out = BTreeSet::new();
+        for (name, prop) in props {
+            out.insert(name.clone());
+            for value in enum_values(schemas, prop, 0) {
+                out.insert(format!("{name}: {value}"));
+            }
+        }
+        out
+    }
+
+    /// The table agrees with every committed spec (`openapi/slurmrestd-<v>.json`, one per
+    /// version the client is generated for), and every part some of them lack is either in the
+    /// table or known not to be written by any option.
+    #[test]
+    fn the_table_matches_the_committed_specs() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("openapi");
+        let mut specs = BTreeMap::new();
+        for v in ApiVersion::ALL {
+            if let Ok(text) = std::fs::read_to_string(root.join(format!("slurmrestd-{v}.json"))) {
+                specs.insert(v, parts(&serde_json::from_str(&text).unwrap(), v));
+            }
+        }
+        assert!(
+            specs.contains_key(&V0042),
+            "openapi/slurmrestd-v0.0.42.json is the client's spec"
+        );
+        for (v, have) in &specs {
+            for f in ALL {
+                assert_eq!(
+                    have.contains(f.name),
+                    f.versions.contains(*v),
+                    "{} in {v}",
+                    f.name
+                );
+            }
+        }
+        let every: BTreeSet<&String> = specs.values().flatten().collect();
+        for part in every {
+            // A value counts where its field is (as the script prints it).
+            let field = part.split(": ").next().unwrap_or_default();
+            let in_all = specs
+                .values()
+                .filter(|p| p.contains(field))
+                .all(|p| p.contains(part));
+            assert!(
+                in_all
+                    || ALL.iter().any(|f| f.name == part)
+                    || NOT_WRITTEN.contains(&part.as_str()),
+                "{part} is not in every version: add it to render/options/versions.rs"
+            );
+        }
+    }
 
     #[test]
     fn sets_read_as_version_ranges() {
