@@ -196,3 +196,74 @@ pub fn merge(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::options::Arg;
+
+    fn from_options(name: &str, arg: Arg) -> Result<Vec<RawOption>, RenderError> {
+        let value = match arg {
+            Arg::None | Arg::Optional => serde_json::json!(true),
+            Arg::Required => serde_json::json!("x"),
+        };
+        let custom = super::super::custom::parse(&serde_json::json!({
+            "script": "#!/bin/bash\n",
+            "sbatch_options": { name: value },
+        }))?;
+        merge(Vec::new(), &custom, ApiVersion::V0042)
+    }
+
+    fn from_script(
+        spec: &'static crate::render::options::OptSpec,
+    ) -> Result<Vec<RawOption>, RenderError> {
+        let o = RawOption {
+            spec,
+            value: (spec.arg == Arg::Required).then(|| "x".to_string()),
+            origin: Origin::Script { line: 2 },
+        };
+        merge(vec![o], &SlurmCustom::default(), ApiVersion::V0042)
+    }
+
+    /// The items that are not mapped, each as its kind says, from both kinds of source.
+    #[test]
+    fn every_unmapped_option_is_refused_dropped_or_overridden() {
+        for spec in OPTIONS {
+            let (config, script) = (from_options(spec.long, spec.arg), from_script(spec));
+            match spec.support {
+                Support::Mapped(_) => continue,
+                Support::Reserved => {
+                    let e = config.unwrap_err().to_string();
+                    assert!(
+                        e.contains("reserved") && e.contains(spec.long),
+                        "--{}: {e}",
+                        spec.long
+                    );
+                    if OVERRIDDEN_FROM_SCRIPT.contains(&spec.long) {
+                        assert_eq!(script.unwrap(), vec![], "--{}", spec.long);
+                    } else {
+                        assert!(
+                            script.unwrap_err().to_string().contains("script line 2"),
+                            "--{}",
+                            spec.long
+                        );
+                    }
+                }
+                Support::ClientOnly => {
+                    assert_eq!(config.unwrap(), vec![], "--{}", spec.long);
+                    assert_eq!(script.unwrap(), vec![], "--{}", spec.long);
+                }
+                Support::Refused(why) => {
+                    for e in [config.unwrap_err(), script.unwrap_err()] {
+                        let e = e.to_string();
+                        assert!(
+                            e.contains(&format!("`--{}`", spec.long)) && e.contains(why),
+                            "--{}: {e}",
+                            spec.long
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
