@@ -218,3 +218,50 @@ fn every_fixture_renders_alike_on_every_version() {
         }
     }
 }
+
+/// Recorded on the 24.11 dev cluster (`tests/fixtures/slurmrestd/24.11_*cores-per-socket*`): a
+/// v0.0.42 submit with `cores_per_socket` is accepted with only a warning and the job lacks the
+/// field — the silent drop that refusing at render time prevents — while a v0.0.40 submit gives
+/// the job `sbatch --cores-per-socket=1` gives. Recorded with `sbatch --hold --cores-per-socket=1`
+/// and `POST /slurm/v0.0.4{0,2}/job/submit` of `{"job": {..., "hold": true, "cores_per_socket": 1}}`,
+/// both jobs read back with `GET /slurm/v0.0.42/job/{id}`.
+#[test]
+fn recorded_cores_per_socket_is_dropped_by_v0042_and_kept_by_v0040() {
+    let sample = |name: &str| -> Value {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/slurmrestd")
+            .join(name);
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+    };
+    let v42 = sample("24.11_v0.0.42_submit-cores-per-socket-ignored.json");
+    assert!(
+        v42["job_id"].as_u64().is_some(),
+        "v0.0.42 still makes the job"
+    );
+    assert!(
+        v42["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["description"] == "Ignoring unknown field \"cores_per_socket\" of type 64 bit integer in DATA_PARSER_JOB_DESC_MSG"),
+        "{v42}"
+    );
+    let v40 = sample("24.11_v0.0.40_submit-cores-per-socket.json");
+    assert!(v40["job_id"].as_u64().is_some() && v40["errors"].as_array().unwrap().is_empty());
+    let one = json!({"set": true, "infinite": false, "number": 1});
+    for name in [
+        "24.11_v0.0.42_job-get-cores-per-socket-sbatch.json",
+        "24.11_v0.0.42_job-get-cores-per-socket-v0040-submit.json",
+    ] {
+        assert_eq!(sample(name)["jobs"][0]["cores_per_socket"], one, "{name}");
+    }
+    // And rendering refuses it for v0.0.42 rather than letting it be dropped.
+    assert!(on(V0042, &with_options(json!({"cores-per-socket": 1.0}))).is_err());
+    assert_eq!(
+        on(V0040, &with_options(json!({"cores-per-socket": 1.0})))
+            .unwrap()
+            .job
+            .cores_per_socket,
+        Some(1)
+    );
+}
