@@ -265,3 +265,60 @@ fn recorded_cores_per_socket_is_dropped_by_v0042_and_kept_by_v0040() {
         Some(1)
     );
 }
+
+/// `--hint=memory_bound` and `-B S:C:T` as real sbatch (24.11) records them: the fields rendering
+/// writes on a version with `cores_per_socket`. Recorded like the test above; a v0.0.40 submit of
+/// exactly these rendered fields gave a job record equal to sbatch's in every compared field
+/// (the `render_sbatch_diff` comparison, by hand, since the v0.0.40 encoder is the seam's).
+#[test]
+fn recorded_sbatch_jobs_match_what_renders_for_cores() {
+    let sample = |name: &str| -> Value {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/slurmrestd")
+            .join(name);
+        serde_json::from_str::<Value>(&std::fs::read_to_string(&path).unwrap()).unwrap()["jobs"][0]
+            .clone()
+    };
+    let num = |v: &Value| {
+        v["set"]
+            .as_bool()
+            .unwrap()
+            .then(|| v["number"].as_u64().unwrap() as u32)
+    };
+    for (directive, name) in [
+        (
+            "#SBATCH --hint=memory_bound",
+            "24.11_v0.0.42_job-get-hint-memory-bound-sbatch.json",
+        ),
+        (
+            "#SBATCH -B 1:2:1",
+            "24.11_v0.0.42_job-get-extra-node-info-1-2-1-sbatch.json",
+        ),
+    ] {
+        let sbatch = sample(name);
+        let job = on(V0040, &script(directive)).unwrap().job;
+        assert_eq!(
+            (
+                job.cores_per_socket,
+                job.threads_per_core,
+                job.sockets_per_node
+            ),
+            (
+                num(&sbatch["cores_per_socket"]),
+                num(&sbatch["threads_per_core"]),
+                num(&sbatch["sockets_per_node"])
+            ),
+            "{directive}"
+        );
+        // sbatch's implicit task count (-B) shows as EXACT_TASK_COUNT_REQUESTED.
+        let exact = sbatch["flags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f == "EXACT_TASK_COUNT_REQUESTED");
+        assert_eq!(job.tasks.is_some(), exact, "{directive}");
+        if let Some(t) = job.tasks {
+            assert_eq!(Some(t), num(&sbatch["tasks"]), "{directive}");
+        }
+    }
+}
