@@ -7,7 +7,8 @@ have it, printing only what is not in every version, plus what each version mark
 `src/render/api_fields.rs` (which sbatch option a given version can express) is built from this
 output; rerun it when a version is added and update that table.
 
-Usage (the upstream specs are kept beside the repository):
+Usage (the upstream specs are kept beside the repository; openapi/sources.txt says which file is
+each version's; `the_table_matches_the_committed_specs` checks the table against the trimmed ones):
     python3 scripts/job-desc-versions.py [DIR]      # DIR defaults to ../shared/openapi-upstream
 """
 
@@ -15,18 +16,15 @@ import json
 import os
 import sys
 
-# Which upstream file describes each version (see ../shared/openapi-upstream/SOURCES.md): the
-# oldest Slurm release that serves the version, where there is a choice, since enum values were
-# only ever removed across releases of one parser.
-SPECS = {
-    "v0.0.40": "slurm-24.11-openapi-v0.0.40.json",
-    "v0.0.41": "slurmrestd-v0.0.41.json",
-    "v0.0.42": "slurm-24.11-openapi-v0.0.42.json",
-    "v0.0.43": "slurm-26.05-openapi-v0.0.43.json",
-    "v0.0.44": "slurm-26.05-openapi-v0.0.44.json",
-    "v0.0.45": "slurm-26.05-openapi-v0.0.45.json",
-    "v0.0.46": "slurm-26.11rc1-openapi-v0.0.46.json",
-}
+def specs(root):
+    """Which upstream file each version's committed spec is trimmed from (openapi/sources.txt),
+    so this script and the client read the same upstream specs."""
+    out = {}
+    for line in open(os.path.join(root, "openapi/sources.txt")):
+        words = line.split()
+        if words and words[0].startswith("v0.0."):
+            out[words[0]] = words[1]
+    return out
 
 
 def resolve(schemas, node, seen=()):
@@ -38,8 +36,9 @@ def resolve(schemas, node, seen=()):
         if name in seen:
             return None
         return resolve(schemas, schemas[name], seen + (name,))
-    if "enum" in node:
-        return list(node["enum"])
+    for key in ("enum", "x-slurm-enum"):
+        if key in node:
+            return list(node[key])
     if node.get("type") == "array":
         return resolve(schemas, node.get("items", {}), seen)
     return None
@@ -48,7 +47,8 @@ def resolve(schemas, node, seen=()):
 def job_desc(path, version):
     spec = json.load(open(path))
     schemas = spec["components"]["schemas"]
-    msg = schemas[f"{version}_job_desc_msg"]["properties"]
+    name = f"{version}_job_desc_msg" if f"{version}_job_desc_msg" in schemas else "job_desc_msg"
+    msg = schemas[name]["properties"]
     fields, enums, deprecated = set(), {}, set()
     for name, prop in msg.items():
         fields.add(name)
@@ -85,8 +85,9 @@ def main():
     folder = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "../../shared/openapi-upstream")
     if not os.path.isdir(folder):
         folder = "/work/shared/openapi-upstream"
-    versions = list(SPECS)
-    data = {v: job_desc(os.path.join(folder, f), v) for v, f in SPECS.items()}
+    table = specs(os.path.join(here, ".."))
+    versions = list(table)
+    data = {v: job_desc(os.path.join(folder, f), v) for v, f in table.items()}
 
     print("# job_desc_msg fields not in every version")
     all_fields = sorted(set().union(*(d[0] for d in data.values())))
