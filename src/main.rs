@@ -45,6 +45,11 @@ enum Command {
         request: PathBuf,
         #[arg(long)]
         config: Option<PathBuf>,
+        /// The slurmrestd API version to render for (e.g. v0.0.45); default: the cluster's pinned
+        /// api_version, else v0.0.42 (render contacts no cluster, so it cannot negotiate).
+        /// Options a version cannot express are refused, naming it.
+        #[arg(long)]
+        api_version: Option<slurm_connector::slurmrestd::ApiVersion>,
     },
     /// Preflight the configured cluster(s): reachable, token accepted, API version, partitions,
     /// job files through staging, object store writable. Exits non-zero on any ✗.
@@ -101,18 +106,20 @@ fn main() -> ExitCode {
                 metrics_listen,
                 data_dir,
             } => serve(config, listen, metrics_listen, data_dir).await,
-            Command::Render { request, config } => {
-                match cli::render::run(&request, config.as_deref()) {
-                    Ok(body) => {
-                        println!("{body}");
-                        ExitCode::SUCCESS
-                    }
-                    Err(e) => {
-                        eprintln!("slurm-connector render: {e}");
-                        ExitCode::from(1)
-                    }
+            Command::Render {
+                request,
+                config,
+                api_version,
+            } => match cli::render::run(&request, config.as_deref(), api_version) {
+                Ok(body) => {
+                    println!("{body}");
+                    ExitCode::SUCCESS
                 }
-            }
+                Err(e) => {
+                    eprintln!("slurm-connector render: {e}");
+                    ExitCode::from(1)
+                }
+            },
             Command::Check {
                 config,
                 output_prefix,

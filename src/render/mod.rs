@@ -6,7 +6,7 @@
 //! and environment the published Python plugin would have produced (`python-plugin.md`).
 //!
 //! Modules, one job each: [`spec`] inputs, [`custom`] the plugin config, [`directives`] the
-//! `#SBATCH` parser, [`options`] THE option table, [`merge`] precedence, [`apply`] option → field,
+//! `#SBATCH` parser, [`options`] THE sbatch options (one item each, with its per-version support), [`merge`] precedence, [`apply`] option → field,
 //! [`units`] time/size syntaxes, [`env`] the environment, [`script`] the script text, [`naming`]
 //! job names and the idempotency key.
 
@@ -23,7 +23,6 @@ pub mod options;
 pub mod script;
 pub mod spec;
 pub mod units;
-mod values;
 
 use std::collections::BTreeMap;
 
@@ -139,7 +138,7 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
         tracing::info!(line, word = %word, "#SBATCH word is not an option; sbatch ignores it too");
     }
 
-    let merged = merge::merge(directives.options.clone(), &custom)?;
+    let merged = merge::merge(directives.options.clone(), &custom, cfg.api_version)?;
     let mut job = JobDescription::default();
     let applied = apply::apply(
         &merged,
@@ -148,6 +147,7 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
             now,
             utc_offset: cfg.cluster_utc_offset_seconds,
         },
+        cfg.api_version,
     )?;
     if job.partition.is_none() {
         job.partition = cfg.default_partition.clone();

@@ -1,13 +1,124 @@
-//! Option values with a small grammar of their own: `--mail-type`, `--profile`, `--mem-bind`,
-//! `--signal`.
+//! Reading option values: the shared shapes (text, counts, node lists, GPU TRES) and the values
+//! with a small grammar of their own (`--mail-type`, `--profile`, `--mem-bind`, `--signal`).
 
 use crate::slurmrestd::job_description::{
     JobDescription, KillWarning, MailType, MemBindType, Profile, WarnFlag,
 };
 
-use super::apply::{invalid, value};
-use super::directives::RawOption;
-use super::error::RenderError;
+use super::super::error::RenderError;
+use super::{RawOption, Target, versions};
+
+pub(super) fn invalid(o: &RawOption, expected: impl Into<String>) -> RenderError {
+    RenderError::InvalidValue {
+        origin: o.origin.clone(),
+        option: o.spec.long.to_string(),
+        value: o.value.clone().unwrap_or_default(),
+        expected: expected.into(),
+    }
+}
+
+pub(super) fn value(o: &RawOption) -> Result<&str, RenderError> {
+    o.value
+        .as_deref()
+        .ok_or_else(|| invalid(o, "this option requires a value"))
+}
+
+/// A non-empty string value for a pass-through field.
+pub(super) fn text(o: &RawOption) -> Result<Option<String>, RenderError> {
+    let v = value(o)?;
+    if v.is_empty() {
+        return Err(invalid(o, "must not be empty"));
+    }
+    Ok(Some(v.to_string()))
+}
+
+pub(super) fn count(o: &RawOption, min: u32) -> Result<Option<u32>, RenderError> {
+    let v = value(o)?;
+    match v.parse::<u32>() {
+        Ok(n) if n >= min && n < i32::MAX as u32 => Ok(Some(n)),
+        _ => Err(invalid(
+            o,
+            format!("expected a whole number of at least {min}"),
+        )),
+    }
+}
+
+pub(super) fn u16_value(o: &RawOption) -> Result<u16, RenderError> {
+    value(o)?
+        .parse::<u16>()
+        .ok()
+        .filter(|n| *n < u16::MAX - 1)
+        .ok_or_else(|| invalid(o, "expected a whole number below 65534"))
+}
+
+/// `[type:]count` of a GPU option, as a TRES string (`gres/gpu[:type]:count`).
+pub(super) fn gpu_tres(o: &RawOption) -> Result<String, RenderError> {
+    let v = value(o)?;
+    let (ty, n) = match v.rsplit_once(':') {
+        Some((t, n)) => (Some(t), n),
+        None => (None, v),
+    };
+    let ok_type = ty.is_none_or(|t| {
+        !t.is_empty()
+            && t.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+    });
+    if !ok_type || n.parse::<u32>().map(|n| n == 0).unwrap_or(true) {
+        return Err(invalid(o, "expected [type:]count, e.g. 2 or a100:2"));
+    }
+    Ok(match ty {
+        Some(t) => format!("gres/gpu:{t}:{n}"),
+        None => format!("gres/gpu:{n}"),
+    })
+}
+
+/// Node lists split at top-level commas (`node[1,3],node5` is two entries).
+pub(super) fn node_list(o: &RawOption) -> Result<Vec<String>, RenderError> {
+    let v = value(o)?;
+    if v.contains('/') {
+        return Err(invalid(
+            o,
+            "a node list, not a file (files on the submit host cannot be read)",
+        ));
+    }
+    let mut out = Vec::new();
+    let (mut depth, mut cur) = (0i32, String::new());
+    for c in v.chars() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    out.push(cur);
+    if depth != 0 || out.iter().any(|s| s.is_empty()) {
+        return Err(invalid(o, "expected a node list such as node1,node[2-4]"));
+    }
+    Ok(out)
+}
+
+pub(super) fn set_once<T>(
+    slot: &mut Option<T>,
+    v: T,
+    o: &RawOption,
+    other: &str,
+) -> Result<(), RenderError> {
+    if slot.is_some() {
+        return Err(RenderError::Conflict {
+            problem: format!(
+                "--{} ({}) and {other} set the same field; keep one",
+                o.spec.long, o.origin
+            ),
+        });
+    }
+    *slot = Some(v);
+    Ok(())
+}
 
 pub(super) fn mail_types(o: &RawOption) -> Result<Vec<MailType>, RenderError> {
     let mut out = Vec::new();
@@ -73,11 +184,13 @@ pub(super) fn profiles(o: &RawOption) -> Result<Vec<Profile>, RenderError> {
     Ok(out)
 }
 
-pub(super) fn mem_bind(o: &RawOption, job: &mut JobDescription) -> Result<(), RenderError> {
+pub(super) fn mem_bind(o: &RawOption, t: &mut Target<'_>) -> Result<(), RenderError> {
+    let version = t.version;
+    let job: &mut JobDescription = t.job;
     let mut types = Vec::new();
     let mut in_list = false;
-    for t in value(o)?.split(',') {
-        let lower = t.to_ascii_lowercase();
+    for word in value(o)?.split(',') {
+        let lower = word.to_ascii_lowercase();
         // `map_mem:0,1`: list items continue the previous map/mask (Slurm's _isvalue).
         if in_list
             && !lower.is_empty()
@@ -98,7 +211,10 @@ pub(super) fn mem_bind(o: &RawOption, job: &mut JobDescription) -> Result<(), Re
             "none" | "no" => MemBindType::None,
             "rank" => MemBindType::Rank,
             "local" => MemBindType::Local,
-            "sort" => MemBindType::Sort,
+            "sort" => {
+                super::require(version, o, Some(word), versions::MEM_BIND_SORT)?;
+                MemBindType::Sort
+            }
             "prefer" => MemBindType::Prefer,
             _ => {
                 if let Some(list) = lower
