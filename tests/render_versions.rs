@@ -339,17 +339,11 @@ fn carried(v: ApiVersion, long: &str, value: Option<&str>) -> Result<(), String>
     Ok(())
 }
 
-/// Options whose fields the seam's encoders do not carry yet (see the next test).
-const NOT_YET_ENCODED: &[&str] = &["cores-per-socket"];
-
 #[test]
 fn every_option_rendered_for_a_version_reaches_its_submit_body() {
     let mut problems = Vec::new();
     for spec in slurm_connector::render::options::OPTIONS {
         let Some(m) = spec.mapped() else { continue };
-        if NOT_YET_ENCODED.contains(&spec.long) {
-            continue;
-        }
         for v in ApiVersion::ALL
             .into_iter()
             .filter(|v| spec.versions().contains(*v))
@@ -371,11 +365,8 @@ fn every_option_rendered_for_a_version_reaches_its_submit_body() {
     assert!(problems.is_empty(), "{problems:#?}");
 }
 
-/// `JobDescription.cores_per_socket` (new with this table) must be sent by the v0.0.40, v0.0.45
-/// and v0.0.46 encoders (`version_fields`) and refused by v0.0.41-44's; until then rendering
-/// accepts `--cores-per-socket` there and the encoder drops it. Run with `--ignored`.
-#[test]
-#[ignore = "until src/slurmrestd/convert maps JobDescription.cores_per_socket (v0040, v0045, v0046)"]
+/// `JobDescription.cores_per_socket` is sent by the v0.0.40, v0.0.45 and v0.0.46 encoders and
+/// refused by v0.0.41-44's (rendering refuses the option there first).
 fn cores_per_socket_reaches_the_submit_body() {
     use slurm_connector::slurmrestd::convert::submit_body_json;
     for v in [V0040, V0045, V0046] {
