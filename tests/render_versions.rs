@@ -367,6 +367,7 @@ fn every_option_rendered_for_a_version_reaches_its_submit_body() {
 
 /// `JobDescription.cores_per_socket` is sent by the v0.0.40, v0.0.45 and v0.0.46 encoders and
 /// refused by v0.0.41-44's (rendering refuses the option there first).
+#[test]
 fn cores_per_socket_reaches_the_submit_body() {
     use slurm_connector::slurmrestd::convert::submit_body_json;
     for v in [V0040, V0045, V0046] {
