@@ -281,9 +281,10 @@ impl Client {
     /// slurmrestd was unreachable); `serve` and `check` call this at start to fail early.
     ///
     /// The probe is `GET /slurm/<v>/ping/` of each version, all at once: slurmrestd answers a
-    /// version it does not serve with 404 "Invalid or unknown URL path" before any auth or
-    /// slurmctld round trip, and ping is the cheapest path every version has. (`/openapi/v3`
-    /// would list the versions too, but it needs a valid token and is ~2 MB.)
+    /// version it does not serve with a text/plain 404 (its wording differs per release) without
+    /// a slurmctld round trip or a token check beyond "one is present" (a request without any
+    /// token gets 401 first; ours always carry one), and ping is the cheapest path every version
+    /// has. (`/openapi/v3` would list the versions too, but it needs a valid token and is ~2 MB.)
     pub async fn negotiate(&self) -> Result<Negotiated, ClientError> {
         let _one = self.version.negotiating.lock().await;
         let probes = futures::future::join_all(ApiVersion::ALL.into_iter().map(|v| async move {
@@ -672,8 +673,10 @@ impl Client {
     }
 }
 
-/// slurmrestd's answer for a path it has no handler for — here, a version it does not serve:
-/// `404 text/plain "Invalid or unknown URL path"` (recorded on 26.05 and 26.11).
+/// slurmrestd's answer for a path it has no handler for — here, a version it does not serve: a
+/// text/plain 404, "Unable find requested URL..." on 24.11, "Unable to find requested URL
+/// endpoint..." on 26.05, "Invalid or unknown URL path" on 26.11 (all recorded). A job slurmctld
+/// does not know is a JSON 404 with error 2017 instead, which classifies as `Slurm`, not `Http`.
 fn is_unknown_path(e: &ClientError) -> bool {
     matches!(e, ClientError::Http { status: 404, .. })
 }
