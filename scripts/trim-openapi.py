@@ -35,6 +35,11 @@ conversion seam (src/slurmrestd/convert/) is written once and compiled against e
      sends (`KEPT_QUERY`): the first has 34 to 41 of them depending on the version, and the
      generated positional call takes every one, so the call would differ per version for
      filters nobody sets.
+ 13. response schemas keep only the properties the connector reads (`KEPT_PROPERTIES`), plus the
+     schemas those reach: seven generated clients with every field of a job record would
+     quadruple the crate's cold build for fields nothing reads. Decoding ignores the rest (no
+     schema forbids unknown fields), and the request schema (`job_desc_msg`) stays whole. A field
+     the seam starts reading is one more name here.
  11. schema names and operation ids lose their version (`v0.0.42_job_info` -> `job_info`,
      `slurm_v0042_get_ping` -> `slurm_get_ping`); v0.0.40's `*_no_val` numbers are named
      `*_no_val_struct` as in every later version (the same three fields).
@@ -70,6 +75,30 @@ KEPT_QUERY = {
     ("/slurmdb/{v}/jobs/", "get"): ["skip_steps", "start_time", "step", "users"],
     # 24.05's v0.0.41 also declares `update_time` and `flags` here; no other version does.
     ("/slurm/{v}/jobs/state/", "get"): ["job_id"],
+}
+
+# Fix 13: (unversioned schema name) -> the properties kept. Schemas not listed keep all of theirs.
+KEPT_PROPERTIES = {
+    # slurmctld's job record (GET job/{id}, jobs/)
+    "job_info": [
+        "job_id", "name", "job_state", "exit_code", "derived_exit_code", "state_reason",
+        "state_description", "comment", "user_name", "standard_output", "standard_error",
+        "current_working_directory", "partition", "submit_time", "start_time", "end_time",
+        "tres_alloc_str", "nodes", "restart_cnt", "array_job_id", "array_task_id",
+        "array_task_string", "time_limit", "batch_host",
+    ],
+    # slurmdbd's job record (GET slurmdb job/{id}, jobs/)
+    "job": [
+        "job_id", "name", "state", "exit_code", "derived_exit_code", "comment", "user",
+        "stdout", "stdout_expanded", "stderr", "stderr_expanded", "working_directory",
+        "partition", "time", "steps", "tres", "nodes", "restart_cnt", "array",
+    ],
+    "step": ["step", "state", "exit_code", "time", "tres", "nodes"],
+    "partition_info": ["name", "partition"],
+    "stats_msg": [
+        "jobs_submitted", "jobs_running", "jobs_pending", "server_thread_count",
+        "rpcs_by_message_type",
+    ],
 }
 
 REF_PREFIX = "#/components/schemas/"
@@ -237,7 +266,13 @@ def trim(spec, version):
         if "parameters" in spec["paths"][path]:
             paths[path]["parameters"] = spec["paths"][path]["parameters"]
 
-    schemas_in = spec["components"]["schemas"]
+    schemas_in = json.loads(json.dumps(spec["components"]["schemas"]))
+    for name, keep in KEPT_PROPERTIES.items():
+        schema = schemas_in.get(f"{version}_{name}")
+        if schema is not None and isinstance(schema.get("properties"), dict):
+            schema["properties"] = {
+                k: v for k, v in schema["properties"].items() if k in keep
+            }
     state_path = f"/slurm/{version}/jobs/state/"
     state_name = f"{version}_openapi_job_state_resp"
     if state_name in schemas_in:
