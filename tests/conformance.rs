@@ -9,6 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::skip::{Tier, skip};
+
 struct Serve(Child);
 
 impl Drop for Serve {
@@ -30,9 +33,10 @@ fn python() -> Option<PathBuf> {
     match std::env::var_os("SLURM_CONNECTOR_PYTHON") {
         Some(p) if !p.is_empty() => Some(PathBuf::from(p)),
         _ => {
-            eprintln!(
-                "skipping: set SLURM_CONNECTOR_PYTHON to a python with `pip install flyteidl2 grpcio` \
-                 (.ci/run does) to run the conformance script"
+            skip(
+                Tier::Python,
+                "set SLURM_CONNECTOR_PYTHON to a python with `pip install flyteidl2 grpcio` \
+                 (.ci/run does) to run the conformance script",
             );
             None
         }
@@ -114,8 +118,9 @@ fn official_stubs_against_the_real_dev_cluster() {
     if std::env::var_os("SLURM_DEV_CLUSTER_ROOT").is_none()
         || std::env::var_os("FLYTE_SLURM_RESTD_URL").is_none()
     {
-        eprintln!(
-            "skipping: no dev cluster environment (eval \"$(deploy/dev-cluster/dev-cluster env)\")"
+        skip(
+            Tier::Cluster,
+            "no dev cluster environment (eval \"$(deploy/dev-cluster/dev-cluster env)\")",
         );
         return;
     }

@@ -5,6 +5,9 @@
 use std::path::Path;
 use std::process::Command;
 
+mod common;
+use common::skip::{Tier, skip};
+
 #[test]
 fn committed_spec_is_what_the_trim_script_produces() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -14,10 +17,13 @@ fn committed_spec_is_what_the_trim_script_produces() {
             root.join("../shared/openapi-upstream/slurm-24.11-openapi-v0.0.42.json")
         });
     if !upstream.exists() {
-        eprintln!(
-            "skipping: upstream spec {} not found (set SLURM_OPENAPI_UPSTREAM to a full \
-             `slurmrestd --generate-openapi-spec` output for Slurm 24.11, data_parser v0.0.42)",
-            upstream.display()
+        skip(
+            Tier::OpenapiUpstream,
+            format!(
+                "upstream spec {} not found (set SLURM_OPENAPI_UPSTREAM to a full \
+                 `slurmrestd --generate-openapi-spec` output for Slurm 24.11, data_parser v0.0.42)",
+                upstream.display()
+            ),
         );
         return;
     }

@@ -20,6 +20,9 @@ use slurm_connector::proto::core::task_execution::Phase;
 use slurm_connector::proto::core::{ErrorDocument, container_error};
 use slurm_connector::proto::task::{Inputs, Outputs};
 
+mod common;
+use common::skip::{Tier, skip};
+
 #[path = "real_apptainer/support.rs"]
 mod support;
 use support::*;
@@ -124,7 +127,7 @@ async fn no_result_at_the_prefix_fails_with_the_stderr_tail() {
 async fn a_cancelled_native_task_is_aborted_and_leaves_no_container_process() {
     let Some(c) = cluster() else { return };
     if !Path::new("/proc/self/environ").exists() {
-        eprintln!("skipping: no /proc");
+        skip(Tier::Apptainer, "no /proc to see the job's processes in");
         return;
     }
     let (_serve, mut client) = serve("cancel").await;

@@ -15,6 +15,9 @@
 //! Skipped (with the reason) when the dev-cluster environment is not exported:
 //! `eval "$(deploy/dev-cluster/dev-cluster --release 24.11 env)"`.
 
+mod common;
+use common::skip::{Tier, skip};
+
 #[path = "common/server.rs"]
 mod server;
 use server::Server;
@@ -501,7 +504,10 @@ async fn a_cancelled_job_is_aborted_and_still_leaves_its_marker() {
 async fn without_accounting_an_aged_out_job_is_resolved_from_its_marker() {
     let Some(c) = support::cluster() else { return };
     if c.accounting {
-        eprintln!("skipping: the dev cluster has accounting (run it with --no-accounting)");
+        skip(
+            Tier::NoAccounting,
+            "the dev cluster has accounting (run it with --no-accounting)",
+        );
         return;
     }
     let dir = Dir(std::env::temp_dir().join(format!("real-staging-noacct-{}", unique())));

@@ -2,6 +2,9 @@
 //! 'moto[server]'`, which provides `moto_server`), started on a loopback port by this test.
 //! Without `moto_server` on PATH the test prints why and passes without checking (CI installs it).
 
+mod common;
+use common::skip::{Tier, skip};
+
 #[path = "staging_support.rs"]
 mod support;
 
@@ -69,8 +72,9 @@ async fn start_moto(exe: &std::path::Path) -> (Moto, String) {
 #[test]
 fn outputs_upload_to_s3_through_both_backends() {
     let Some(exe) = find_on_path("moto_server") else {
-        println!(
-            "SKIPPED staging_s3: moto_server is not on PATH; install it with: pip install 'moto[server]'"
+        skip(
+            Tier::S3,
+            "moto_server is not on PATH; install it with: pip install 'moto[server]'",
         );
         return;
     };

@@ -1,6 +1,8 @@
 //! Helpers shared by integration tests.
 #![allow(dead_code)]
 
+pub mod skip;
+
 use std::path::{Path, PathBuf};
 
 pub fn fixture_dir() -> PathBuf {

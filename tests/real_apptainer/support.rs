@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::common::skip::{Tier, skip};
 use prost::Message;
 use slurm_connector::proto::connector::async_connector_service_client::AsyncConnectorServiceClient;
 use slurm_connector::proto::connector::{
@@ -70,9 +71,10 @@ pub fn cluster() -> Option<Cluster> {
     if std::env::var("SLURM_DEV_CLUSTER_APPTAINER").as_deref() != Ok("1")
         || need.iter().any(|v| std::env::var_os(v).is_none())
     {
-        eprintln!(
-            "skipping: no dev cluster with apptainer; run under `deploy/dev-cluster/dev-cluster --release 26.05 \
-             --apptainer run cargo test --test real_apptainer` (or eval its `env` while it is up)"
+        skip(
+            Tier::Apptainer,
+            "no dev cluster with apptainer; run under `deploy/dev-cluster/dev-cluster --release 26.05 \
+             --apptainer run cargo test --test real_apptainer` (or eval its `env` while it is up)",
         );
         return None;
     }
