@@ -4,12 +4,12 @@
 //! GetTaskLogs, DeleteTask, a cancel mid-run. On the embedded default, and on the real dev cluster
 //! when its environment is exported. `.ci/run` provides the Python (SLURM_CONNECTOR_PYTHON).
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
+use common::free_port;
 use common::skip::{Tier, skip};
 
 struct Serve(Child);
@@ -19,14 +19,6 @@ impl Drop for Serve {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn python() -> Option<PathBuf> {

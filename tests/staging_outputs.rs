@@ -1,8 +1,8 @@
 //! Declared outputs through both backends into a `file://` object store: blobs, failures as
 //! data (missing, oversized, malformed ceiling, escaping symlinks, unwritable store), cancel.
 
-#[path = "staging_support.rs"]
-mod support;
+mod common;
+use common::staging as support;
 
 use std::time::Duration;
 

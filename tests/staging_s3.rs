@@ -1,14 +1,13 @@
 //! Outputs into a real S3-compatible server: moto's standalone server (`pip install
 //! 'moto[server]'`, which provides `moto_server`), started on a loopback port by this test.
-//! Without `moto_server` on PATH the test prints why and passes without checking (CI installs it).
+//! Without `moto_server` on PATH the test prints why and passes without checking, unless
+//! `SLURM_CONNECTOR_REQUIRE_REAL` requires the `s3` tier (CI installs it and does).
 
 mod common;
+use common::free_port;
 use common::skip::{Tier, skip};
+use common::staging as support;
 
-#[path = "staging_support.rs"]
-mod support;
-
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -35,14 +34,6 @@ fn find_on_path(exe: &str) -> Option<std::path::PathBuf> {
         .split(':')
         .map(|d| std::path::Path::new(d).join(exe))
         .find(|p| p.is_file())
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 async fn start_moto(exe: &std::path::Path) -> (Moto, String) {

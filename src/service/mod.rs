@@ -28,6 +28,7 @@ pub use serve::{ServeError, ServeOptions, serve, serve_with};
 
 use crate::config::DeploymentConfig;
 use crate::proto::connector::{CreateTaskRequest, Resource};
+use crate::proto::core::task_execution::Phase;
 use crate::render::{self, OutputKind, OutputUpload};
 use crate::slurmrestd::{ClientError, JobId};
 use crate::staging;
@@ -212,7 +213,7 @@ impl Connector {
         let res = status::resource(&rt, &m, snap, &ctx).await;
         // Terminal, outputs transferred: the retention clock of the job's files starts.
         if let Some(j) = &rt.job_files
-            && is_terminal(res.phase)
+            && Phase::of(res.phase).is_terminal()
         {
             j.ended(&m, self.deployment.job_files_retention);
         }
@@ -273,18 +274,6 @@ impl Connector {
             )]),
         }
     }
-}
-
-fn is_terminal(phase: i32) -> bool {
-    use crate::proto::core::task_execution::Phase;
-    [
-        Phase::Succeeded,
-        Phase::Failed,
-        Phase::Aborted,
-        Phase::RetryableFailed,
-    ]
-    .iter()
-    .any(|p| *p as i32 == phase)
 }
 
 fn cluster_label(rt: &ClusterRuntime) -> metrics::ClusterLabels {

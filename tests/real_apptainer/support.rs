@@ -4,7 +4,6 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeSet;
-use std::net::TcpListener;
 use std::os::unix::fs::chown;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -93,13 +92,7 @@ impl Drop for Serve {
     }
 }
 
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+pub use crate::common::free_port;
 
 /// The real binary with the dev cluster's FLYTE_SLURM_* environment (exported by `run`/`env`).
 pub async fn serve(tag: &str) -> (Serve, AsyncConnectorServiceClient<Channel>) {
@@ -290,14 +283,14 @@ pub fn run_name(tag: &str) -> String {
     format!("rapp{tag}{n}")
 }
 
+/// GetTask for a native task (category `slurm`, not the fixtures' `slurm_script`).
 pub fn get_req(meta: &[u8]) -> GetTaskRequest {
     GetTaskRequest {
-        resource_meta: meta.to_vec(),
         task_category: Some(TaskCategory {
             name: "slurm".into(),
             version: 0,
         }),
-        ..Default::default()
+        ..crate::common::get_req(meta)
     }
 }
 
@@ -331,13 +324,6 @@ pub async fn wait_until(
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-}
-
-pub fn terminal(p: Phase) -> bool {
-    matches!(
-        p,
-        Phase::Succeeded | Phase::Failed | Phase::RetryableFailed | Phase::Aborted
-    )
 }
 
 pub fn job_id(meta: &[u8]) -> u64 {

@@ -1,10 +1,8 @@
-//! Shared fixtures for the staging tests (included with `#[path]`; no tests of its own).
+//! Shared fixtures for the staging tests (`common::staging`).
 //!
 //! Layout of a fixture, with the cluster prefix `/cluster/shared` mapped to `<tmp>/shared`:
 //! `<tmp>/outside/secret` (must never be readable), `<tmp>/shared/...` (job files), `<tmp>/store`
 //! (a `file://` object store).
-#![allow(dead_code)]
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
