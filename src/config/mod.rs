@@ -96,8 +96,11 @@ pub enum UploadLimit {
 
 pub const DEFAULT_API_VERSION: &str = "v0.0.42";
 pub const DEFAULT_CLUSTER_NAME: &str = "default";
+// The one source of each default: the tracker, the staging ceiling and the CLI read these, and
+// docs/configuration.md quotes them (checked by `docs_quote_the_defaults`).
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(5);
 pub const DEFAULT_TERMINAL_TTL: Duration = Duration::from_secs(3600);
+/// Lifetime of a minted token; it is renewed at 80% of it.
 pub const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(1800);
 pub const DEFAULT_UPLOAD_MAX_BYTES: u64 = 100_000_000;
 

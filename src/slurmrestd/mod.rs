@@ -21,13 +21,13 @@ pub mod transport;
 pub mod types;
 pub mod version;
 
-pub use auth::{Auth, AuthError, DEFAULT_TOKEN_LIFETIME, Secret};
+pub use auth::{Auth, AuthError, Secret};
 pub use client::{Client, ClientConfig, RequestObserver};
 pub use error::ClientError;
 pub use job_description::JobDescription;
 pub use retry::RetryPolicy;
-pub use version::ApiVersion;
 pub use types::{
     BaseState, CancelOutcome, Diag, ExitCode, JobId, JobInfo, JobState, JobUsage, Partition, Ping,
     ServerInfo, SlurmError, Tres,
 };
+pub use version::ApiVersion;

@@ -5,7 +5,6 @@
 use super::error::StagingError;
 
 pub const UPLOAD_MAX_BYTES_VAR: &str = "FLYTE_SLURM_CONNECTOR_UPLOAD_MAX_BYTES";
-pub const DEFAULT_UPLOAD_MAX_BYTES: u64 = 100_000_000;
 
 /// The largest output (file, or directory in total) the connector moves itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,7 +15,7 @@ pub enum Ceiling {
 
 impl Default for Ceiling {
     fn default() -> Self {
-        Ceiling::Bytes(DEFAULT_UPLOAD_MAX_BYTES)
+        Ceiling::Bytes(crate::config::DEFAULT_UPLOAD_MAX_BYTES)
     }
 }
 
