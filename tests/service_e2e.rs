@@ -273,7 +273,7 @@ async fn create_task_retried_after_a_restart_and_after_its_job_aged_out_submits_
 async fn log_link_templates_become_task_logs() {
     let env = mock().await;
     let mut d = deployment(&env);
-    d.log_links = slurm_connector::staging::logs::parse_log_links(
+    d.log_links = slurm_connector::config::units::parse_log_links(
         "Job dashboard=https://ood.example/jobs/{cluster}/{job_id};stdout=https://files.example/view?path={stdout}",
     )
     .unwrap();

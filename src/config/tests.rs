@@ -282,43 +282,6 @@ fn log_links_are_parsed_and_a_bad_one_names_the_variable() {
 }
 
 #[test]
-fn shared_mounts_parse_as_the_stager_parses_them() {
-    // A bare path (the same on both sides) is accepted by the connector as by the stager.
-    let spec = "/shared=/mnt/shared,/scratch";
-    let c = load(&[
-        ("FLYTE_SLURM_RESTD_URL", "http://restd:6820"),
-        ("FLYTE_SLURM_SHARED_MOUNTS", spec),
-    ])
-    .unwrap();
-    let d = c.select_cluster(None).unwrap();
-    assert!(
-        d.shared_mounts
-            .contains(&("/scratch".to_string(), "/scratch".into()))
-    );
-    let roots = crate::staging::Roots::parse(spec).unwrap();
-    for (cluster, local) in &d.shared_mounts {
-        assert_eq!(
-            &roots.map(&format!("{cluster}/x")).unwrap().local,
-            &local.join("x")
-        );
-    }
-    // The same refusals, naming the variable and the fix, in both.
-    for bad in ["shared=/mnt", "/a=../b", "/a="] {
-        let e = load(&[
-            ("FLYTE_SLURM_RESTD_URL", "http://restd:6820"),
-            ("FLYTE_SLURM_SHARED_MOUNTS", bad),
-        ])
-        .unwrap_err()
-        .to_string();
-        assert!(e.starts_with("FLYTE_SLURM_SHARED_MOUNTS="), "{bad:?}: {e}");
-        assert!(e.contains("cluster_prefix=local_path"), "{bad:?}: {e}");
-        let s = crate::staging::Roots::parse(bad).unwrap_err().to_string();
-        assert!(s.starts_with("FLYTE_SLURM_SHARED_MOUNTS"), "{bad:?}: {s}");
-        assert!(s.contains("cluster_prefix=local_path"), "{bad:?}: {s}");
-    }
-}
-
-#[test]
 fn job_files_retention() {
     let base = [("FLYTE_SLURM_RESTD_URL", "http://restd:6820")];
     assert_eq!(
@@ -411,10 +374,7 @@ fn docs_quote_the_defaults() {
         ),
         (
             "FLYTE_SLURM_JOB_FILES_RETENTION",
-            format!(
-                "`{}d`",
-                crate::staging::retention::DEFAULT_RETENTION.as_secs() / 86_400
-            ),
+            format!("`{}d`", DEFAULT_RETENTION.as_secs() / 86_400),
         ),
     ] {
         let have = default_of(var);

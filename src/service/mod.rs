@@ -148,7 +148,7 @@ impl Connector {
                 self.metrics.duplicate_creates.get_or_create(&cluster_label(&rt)).inc();
                 return Ok(m.encode());
             }
-            let existing = rt.find_on_cluster(&key, &rendered.job_name).await.map_err(|e| {
+            let existing = rt.find_on_cluster(&key).await.map_err(|e| {
                 client_status(
                     &e,
                     "cannot check whether this execution already has a job on the cluster, so nothing was \
