@@ -11,7 +11,7 @@ use crate::slurmrestd::{Auth, Client, ClientConfig, ClientError, JobId};
 use crate::staging::{OutputBlob, Staging, Transfer};
 use crate::tracker::{SlurmApi, Tracker, TrackerConfig};
 
-use super::jobfiles::JobFiles;
+use super::jobfiles;
 use super::meta::ResourceMeta;
 
 /// How long a submission is remembered in memory (a backend retries CreateTask within minutes).
@@ -34,7 +34,7 @@ pub struct ClusterRuntime {
     /// Connector-side output uploads in flight or done, by job.
     pub transfers: Mutex<HashMap<JobId, Transfer<Vec<OutputBlob>>>>,
     /// Jobs' files (exit-status markers, retention); present when staging is configured.
-    pub job_files: Option<Arc<JobFiles>>,
+    pub job_files: Option<Arc<jobfiles::Registry>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -106,7 +106,9 @@ impl ClusterRuntime {
         let staging = staging_for(&cfg)?;
         // Jobs that leave slurmctld on a cluster without slurmdbd are resolved from the marker
         // the rendered script leaves; the service knows where each job's marker is.
-        let job_files = staging.clone().map(|s| Arc::new(JobFiles::new(s)));
+        let job_files = staging
+            .clone()
+            .map(|s| Arc::new(jobfiles::Registry::new(s)));
         if let Some(j) = &job_files {
             tracker = tracker.with_exit_markers(j.clone());
         }

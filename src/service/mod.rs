@@ -29,12 +29,12 @@ pub use serve::{ServeError, ServeOptions, serve, serve_with};
 use crate::config::DeploymentConfig;
 use crate::proto::connector::{CreateTaskRequest, Resource};
 use crate::proto::core::task_execution::Phase;
-use crate::render::{self, OutputKind, OutputUpload};
+use crate::render;
 use crate::slurmrestd::{ClientError, JobId};
 use crate::staging;
 
 use cluster::ClusterRuntime;
-use meta::{Decoded, OutputMeta, ResourceMeta};
+use meta::{Decoded, ResourceMeta};
 use metrics::Metrics;
 
 /// Lines per stream GetTaskLogs returns when the request says 0.
@@ -294,25 +294,7 @@ pub fn resource_meta(cluster: &str, job_id: JobId, r: &render::Rendered) -> Reso
         outputs: r
             .declared_outputs
             .iter()
-            .map(|o| {
-                (
-                    o.name.clone(),
-                    OutputMeta {
-                        uri: o.uri.clone(),
-                        kind: match o.kind {
-                            OutputKind::File => "file",
-                            OutputKind::Dir => "directory",
-                        }
-                        .into(),
-                        upload: match o.upload {
-                            OutputUpload::Connector => "connector",
-                            OutputUpload::Job => "job",
-                        }
-                        .into(),
-                        written_to: o.written_to.clone(),
-                    },
-                )
-            })
+            .map(|o| (o.name.clone(), o.clone()))
             .collect(),
     }
 }

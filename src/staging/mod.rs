@@ -10,6 +10,7 @@
 //!   ([`transfer::Transfer`]: progress, outcome, cancel).
 //! - [`logs`]: stderr tail for failure messages, GetTaskLogs text, log-link templates.
 //! - [`retention`]: removing finished jobs' files after a while.
+//! - [`job_files`]: where a job's logs, marker and outputs folder are (`<working_dir>/<job>.*`).
 //! - [`exit_marker`]: a job's exit code from `<working_dir>/<job>.exit` (no slurmdbd).
 //! - [`size`]: the upload ceiling.
 
@@ -17,6 +18,7 @@ pub mod backend;
 pub mod confine;
 pub mod error;
 pub mod exit_marker;
+pub mod job_files;
 pub mod local;
 pub mod local_copy;
 pub mod logs;
@@ -31,6 +33,7 @@ pub mod transfer;
 pub use backend::{ByteStream, EntryKind, Staging, Stat, WalkEntry};
 pub use confine::{Mount, Roots};
 pub use error::StagingError;
+pub use job_files::JobFiles;
 pub use local::LocalStaging;
 pub use outputs::{DeclaredOutput, Dimensionality, OutputBlob, OutputKind, UploadMode};
 pub use size::Ceiling;
