@@ -3,7 +3,9 @@
 //! slurmrestd never reads `#SBATCH` lines, so rendering turns everything a task says — the
 //! plugin's first-class fields, its `sbatch_options` and the script's own directives — into
 //! job-description fields, exactly as `sbatch` would have interpreted them, and builds the script
-//! and environment the published Python plugin would have produced (`python-plugin.md`).
+//! and environment the published Python plugin (`flyteplugins-slurm`) would have produced: the
+//! same `FLYTE_INPUT_<NAME>` / `FLYTE_OUTPUT_<NAME>` variables and the same script around the
+//! user's.
 //!
 //! Modules, one job each: [`spec`] inputs, [`custom`] the plugin config, [`directives`] the
 //! `#SBATCH` parser, [`options`] THE option table, [`merge`] precedence, [`apply`] option → field,
