@@ -8,7 +8,7 @@ mod common;
 use common::mock::Mock;
 use common::request::request_names;
 use common::server::Server;
-use common::{get_req, mock_request};
+use common::{RequestExt, get_req, mock_request};
 
 use std::time::Duration;
 
@@ -176,14 +176,7 @@ async fn repeated_create_task_submits_nothing_new_also_after_a_restart() {
         "no second job after a restart"
     );
     // A different attempt is a different execution: it is submitted.
-    let mut next = req.clone();
-    next.task_execution_metadata
-        .as_mut()
-        .unwrap()
-        .task_execution_id
-        .as_mut()
-        .unwrap()
-        .retry_attempt = 1;
+    let next = req.clone().attempt(1);
     let other = c
         .create_task(next)
         .await
@@ -396,16 +389,7 @@ async fn slurmrestd_outage_gives_no_get_task_error_and_no_wrong_phase() {
     let server = Server::start(deployment(&env)).await;
     let mut c = server.client().await;
     // A job that runs through the outage.
-    let mut req = mock_request("script_no_io.pb");
-    let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
-    custom.fields.insert(
-        "script".into(),
-        prost_types::Value {
-            kind: Some(prost_types::value::Kind::StringValue(
-                "#!/bin/bash\nsleep 4\necho done\n".into(),
-            )),
-        },
-    );
+    let req = mock_request("script_no_io.pb").script("#!/bin/bash\nsleep 4\necho done\n");
     let meta = c.create_task(req).await.unwrap().into_inner().resource_meta;
     for _ in 0..50 {
         let r = c
@@ -460,23 +444,9 @@ async fn one_jobs_state_request_per_tick_whatever_the_get_task_count() {
     let mut c = server.client().await;
     let mut metas = Vec::new();
     for attempt in 0..8 {
-        let mut req = mock_request("script_no_io.pb");
-        let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
-        custom.fields.insert(
-            "script".into(),
-            prost_types::Value {
-                kind: Some(prost_types::value::Kind::StringValue(
-                    "#!/bin/bash\nsleep 30\n".into(),
-                )),
-            },
-        );
-        req.task_execution_metadata
-            .as_mut()
-            .unwrap()
-            .task_execution_id
-            .as_mut()
-            .unwrap()
-            .retry_attempt = attempt;
+        let req = mock_request("script_no_io.pb")
+            .script("#!/bin/bash\nsleep 30\n")
+            .attempt(attempt);
         metas.push(c.create_task(req).await.unwrap().into_inner().resource_meta);
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -599,16 +569,7 @@ async fn flaky_slurmrestd_errors_and_drops_give_no_get_task_error() {
     let env = mock().await;
     let server = Server::start(deployment(&env)).await;
     let mut c = server.client().await;
-    let mut req = mock_request("script_no_io.pb");
-    let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
-    custom.fields.insert(
-        "script".into(),
-        prost_types::Value {
-            kind: Some(prost_types::value::Kind::StringValue(
-                "#!/bin/bash\nsleep 3\necho done\n".into(),
-            )),
-        },
-    );
+    let req = mock_request("script_no_io.pb").script("#!/bin/bash\nsleep 3\necho done\n");
     // CreateTask while every request fails: an error, and nothing submitted.
     env.handle.faults().set(mock_slurmrestd::FaultConfig {
         error_rate: 1.0,

@@ -3,7 +3,6 @@
 //! benches.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use mock_slurmrestd::{FaultConfig, MockConfig, MockHandle, MockServer};
@@ -47,13 +46,7 @@ impl Mock {
     /// A mock with `cfg`, signing with [`KEY`] and keeping its state in its own folder (unique per
     /// process and call, so tests of one binary never share one).
     pub async fn start_with(tag: &str, cfg: MockConfig) -> Mock {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "mock-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = super::fresh_dir(&format!("mock-{tag}"));
         std::fs::create_dir_all(dir.join("jobs")).unwrap();
         let cfg = MockConfig {
             jwt_key: KEY.to_vec(),

@@ -18,6 +18,19 @@ pub mod staging;
 
 pub use request::{RequestExt, get_req, mock_request, request};
 
+/// An empty folder `<tmp>/<prefix>-<pid>-<n>`, new for each call in this process.
+pub fn fresh_dir(prefix: &str) -> std::path::PathBuf {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 /// A loopback port free right now (for a child process to listen on).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

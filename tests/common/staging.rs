@@ -5,7 +5,6 @@
 //! (a `file://` object store).
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use slurm_connector::staging::stager::{self, StagerOptions};
 use slurm_connector::staging::{LocalStaging, Roots, SidecarStaging, Staging};
@@ -18,14 +17,7 @@ pub struct TempDir(pub PathBuf);
 
 impl TempDir {
     pub fn new(tag: &str) -> Self {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "staging-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
+        let p = super::fresh_dir(&format!("staging-{tag}"));
         TempDir(p.canonicalize().unwrap())
     }
     pub fn path(&self) -> &Path {
