@@ -3,10 +3,10 @@
 //! runs one, and prints its [`Failure`].
 
 pub mod check;
-pub mod embedded;
-pub mod native_inputs;
+mod embedded;
+mod native_inputs;
 pub mod render;
-pub mod request;
+mod request;
 pub mod serve;
 pub mod submit;
 

@@ -1,23 +1,23 @@
 //! The connector service: what a Flyte backend talks to over gRPC.
 //!
-//! - [`grpc`]: `flyteidl2.connector.AsyncConnectorService` and `ConnectorMetadataService`.
+//! - `grpc`: `flyteidl2.connector.AsyncConnectorService` and `ConnectorMetadataService`.
 //! - [`Connector`]: the operations behind them (CreateTask idempotent, GetTask from the tracker's
 //!   cache and never failing on a slurmrestd hiccup, DeleteTask idempotent, logs via staging).
 //! - [`cluster`]: one configured cluster at run time. [`meta`]: `resource_meta`.
-//! - [`convert`]: protobuf → the renderer's input. [`status`]: GetTask's `Resource`.
-//! - [`metrics`]: Prometheus. [`serve`]: the listeners, health, graceful shutdown.
-//! - [`task_metrics`]: GetTaskMetrics, a job's usage from Slurm's accounting.
+//! - [`convert`]: protobuf → the renderer's input. `status`: GetTask's `Resource`.
+//! - [`metrics`]: Prometheus. `serve`: the listeners, health, graceful shutdown.
+//! - `task_metrics`: GetTaskMetrics, a job's usage from Slurm's accounting.
 
 pub mod cluster;
 pub mod convert;
-pub mod grpc;
-pub mod jobfiles;
+mod grpc;
+mod jobfiles;
 pub mod meta;
 pub mod metrics;
-pub mod native_result;
+mod native_result;
 mod serve;
-pub mod status;
-pub mod task_metrics;
+mod status;
+mod task_metrics;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

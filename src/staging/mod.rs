@@ -3,7 +3,7 @@
 //! - [`backend::Staging`]: the interface (stat, tail, walk, read, remove, upload a file), with
 //!   two backends: [`local::LocalStaging`] (the filesystem is mounted here, mapped by
 //!   `FLYTE_SLURM_SHARED_MOUNTS`) and [`stager::client::SidecarStaging`] (a `slurm-connector
-//!   stager` has it; [`stager::serve`] is that subcommand). [`settings`] picks one from the env.
+//!   stager` has it; [`stager::serve`] is that subcommand). `settings` picks one from the env.
 //! - [`confine`]: cluster→local path mapping and confinement to the configured roots.
 //! - [`objstore`]: output URIs → object stores; bounded-memory multipart upload.
 //! - [`outputs`]: declared outputs after a job COMPLETED → Blob results, in the background
@@ -20,12 +20,12 @@ pub mod error;
 pub mod exit_marker;
 pub mod job_files;
 pub mod local;
-pub mod local_copy;
+mod local_copy;
 pub mod logs;
 pub mod objstore;
 pub mod outputs;
 pub mod retention;
-pub mod settings;
+pub(crate) mod settings;
 pub mod size;
 pub mod stager;
 pub mod transfer;
