@@ -5,8 +5,16 @@
 
 use std::{env, fs, path::PathBuf};
 
+/// Every slurmrestd data_parser version the connector speaks (as `slurmrestd::ApiVersion::ALL`;
+/// a test there checks the two lists agree).
+const API_VERSIONS: &[&str] = &[
+    "v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45", "v0.0.46",
+];
+
 fn main() {
-    generate_slurmrestd_client("v0.0.42");
+    for version in API_VERSIONS {
+        generate_slurmrestd_client(version);
+    }
     compile_protos();
 }
 
@@ -34,10 +42,41 @@ fn generate_slurmrestd_client(version: &str) {
         .generate_tokens(&spec)
         .unwrap_or_else(|e| panic!("generate client from {spec_path}: {e}"));
     let ast: syn::File = syn::parse2(tokens).expect("generated client parses");
-    let code = prettyplease::unparse(&ast);
+    let mut code = prettyplease::unparse(&ast);
+    code.push_str(&job_desc_enums(&spec_json(&text, &spec_path)));
     let out = PathBuf::from(env::var("OUT_DIR").unwrap())
         .join(format!("slurmrestd_{}.rs", version.replace('.', "_")));
     fs::write(&out, code).unwrap_or_else(|e| panic!("write {}: {e}", out.display()));
+}
+
+fn spec_json(text: &str, path: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("parse {path}: {e}"))
+}
+
+/// The values each string-enum field of `job_desc_msg` takes in this version (the trimmed spec
+/// keeps them as `x-slurm-enum`, fix 9), as a table the encoder checks every value against
+/// before it is sent: slurmrestd answers an unknown value with a warning and no job.
+fn job_desc_enums(spec: &serde_json::Value) -> String {
+    let props = spec["components"]["schemas"]["job_desc_msg"]["properties"]
+        .as_object()
+        .expect("job_desc_msg has properties");
+    let mut out = String::from(
+        "\n/// `x-slurm-enum` of each string-enum field of `job_desc_msg`, from the spec.\n\
+         pub const JOB_DESC_ENUMS: &[(&str, &[&str])] = &[\n",
+    );
+    for (name, prop) in props {
+        let values = prop
+            .get("items")
+            .unwrap_or(prop)
+            .get("x-slurm-enum")
+            .and_then(|v| v.as_array());
+        if let Some(values) = values {
+            let list: Vec<String> = values.iter().map(|v| format!("{v}")).collect();
+            out.push_str(&format!("    ({name:?}, &[{}]),\n", list.join(", ")));
+        }
+    }
+    out.push_str("];\n");
+    out
 }
 
 fn quote_path(path: &str) -> proc_macro2::TokenStream {

@@ -7,7 +7,9 @@ committed spec is not exactly what this script produces from the upstream file.
 
 It keeps only the operations the connector uses (plus every schema they reference, transitively)
 and applies the fixes progenitor needs (see openapi/README.md and ../shared/design/progenitor.md):
-  1. `*_no_val` schemas with `infinite: {default: 0}` (v0.0.40) -> `default: false`.
+  1. `*_no_val` schemas (v0.0.40) give `set`/`infinite` defaults, one of them `0` for a boolean:
+     the defaults are dropped, so these fields are optional booleans as in every later version
+     (the defaults are the server's business; the client sends what it means).
   2. inline schemas whose generated Rust name clashes with a component get a distinct `title`.
   3. only `application/json` media types are kept (progenitor panics on several).
   4. `required` entries that are not properties of the object (e.g. "cpus/count") are dropped.
@@ -19,6 +21,23 @@ and applies the fixes progenitor needs (see openapi/README.md and ../shared/desi
   8. query parameters real slurmrestd only takes repeated (`jobs/state/?job_id=1&job_id=2`,
      `slurmdb jobs/?step=1&step=2`; comma lists are rejected with 400/500) are declared as
      arrays with `explode: true`, so the generated client sends one `name=value` per id.
+
+And three that give every version's generated module the same type and method names, so the one
+conversion seam (src/slurmrestd/convert/) is written once and compiled against each version:
+  9. enums become plain strings, their values kept beside them as `x-slurm-enum`. Releases of one
+     parser add and remove values, so a typed enum turns one new job state into an undecodable
+     job list; and v0.0.43+ inline the enums that v0.0.40-42 reference, which gives the generated
+     types different names per version. What the connector sends is checked against `x-slurm-enum`
+     by a test instead (src/slurmrestd/convert/, `sent_enum_values_exist_in_every_version`).
+ 10. references to anything but an object (enum lists, arrays, scalars) are replaced by the schema
+     they point to, so a field has one Rust type whether a version names its schema or inlines it.
+ 12. slurmdb's `GET jobs/` and `GET jobs/state/` keep only the query parameters the connector
+     sends (`KEPT_QUERY`): the first has 34 to 41 of them depending on the version, and the
+     generated positional call takes every one, so the call would differ per version for
+     filters nobody sets.
+ 11. schema names and operation ids lose their version (`v0.0.42_job_info` -> `job_info`,
+     `slurm_v0042_get_ping` -> `slurm_get_ping`); v0.0.40's `*_no_val` numbers are named
+     `*_no_val_struct` as in every later version (the same three fields).
 
 Usage: trim-openapi.py UPSTREAM.json VERSION > openapi/slurmrestd-VERSION.json
 """
@@ -45,6 +64,13 @@ REPEATED_QUERY = [
     ("/slurm/{v}/jobs/state/", "get", "job_id"),
     ("/slurmdb/{v}/jobs/", "get", "step"),
 ]
+
+# Fix 12: (path template, method) -> the query parameters kept, in this order.
+KEPT_QUERY = {
+    ("/slurmdb/{v}/jobs/", "get"): ["skip_steps", "start_time", "step", "users"],
+    # 24.05's v0.0.41 also declares `update_time` and `flags` here; no other version does.
+    ("/slurm/{v}/jobs/state/", "get"): ["job_id"],
+}
 
 REF_PREFIX = "#/components/schemas/"
 
@@ -85,10 +111,10 @@ def keep_json_only(op):
 def fix_schema(schema):
     def visit(d):
         props = d.get("properties")
-        if isinstance(props, dict):
-            inf = props.get("infinite")
-            if isinstance(inf, dict) and inf.get("type") == "boolean" and inf.get("default") == 0:
-                inf["default"] = False
+        if isinstance(props, dict) and {"set", "infinite", "number"} <= set(props):
+            for flag in ("set", "infinite"):
+                if isinstance(props[flag], dict):
+                    props[flag].pop("default", None)
         if "required" in d and isinstance(d["required"], list):
             del d["required"]
     walk(schema, visit)
@@ -127,6 +153,49 @@ def title_clashing_inline_schemas(schemas):
 
     for name, schema in schemas.items():
         visit_props(name, schema)
+
+
+def strip_enums(node):
+    """Fix 9: `enum` -> plain string with the values kept in `x-slurm-enum`."""
+    def visit(d):
+        if "enum" in d:
+            d["x-slurm-enum"] = d.pop("enum")
+            d.setdefault("type", "string")
+    walk(node, visit)
+
+
+def inline_non_objects(paths, schemas):
+    """Fix 10: inline every reference to a schema that is not an object."""
+    def is_object(schema):
+        return schema.get("type") == "object" or "properties" in schema
+
+    inlined = {n for n, sch in schemas.items() if not is_object(sch)}
+
+    def resolve(node):
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith(REF_PREFIX) and ref[len(REF_PREFIX):] in inlined:
+                body = json.loads(json.dumps(schemas[ref[len(REF_PREFIX):]]))
+                rest = {k: v for k, v in node.items() if k != "$ref"}
+                body.update(rest)
+                return resolve(body)
+            return {k: resolve(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [resolve(v) for v in node]
+        return node
+
+    kept = {n: resolve(sch) for n, sch in schemas.items() if n not in inlined}
+    return resolve(paths), kept
+
+
+def unversioned(text, version):
+    """Fix 11, on the serialized spec: every versioned schema name and operation id."""
+    p = re.escape(version)  # "v0.0.42"
+    compact = version.replace(".", "")  # "v0042"
+    text = re.sub(r"\b(?:%s)_([A-Za-z0-9_]*?)_no_val\b(?!_struct)" % p, r"\1_no_val_struct", text)
+    text = re.sub(r"(?<![A-Za-z0-9.])%s_" % p, "", text)
+    text = re.sub(r"_%s_" % compact, "_", text)
+    return text
 
 
 def job_state_response(version):
@@ -185,11 +254,25 @@ def trim(spec, version):
     for template, method, name in REPEATED_QUERY:
         params = paths[template.format(v=version)][method]["parameters"]
         param = next((p for p in params if p["name"] == name), None)
+        if param is None and (template, name) == ("/slurm/{v}/jobs/state/", "job_id"):
+            # 24.05's v0.0.41 spec (the one with named schemas) omits it, though it is the point
+            # of the endpoint and 24.11's v0.0.41 declares it and serves it (recorded).
+            param = {"name": name, "in": "query", "style": "form", "required": False}
+            params.append(param)
         if param is None:
             sys.exit(f"trim-openapi: no query parameter {name} on {method.upper()} {template}")
         param["explode"] = True
         param["description"] = param.get("description", "") + " (sent as repeated parameters)"
         param["schema"] = {"type": "array", "items": {"type": "string"}}
+
+    for (template, method), names in KEPT_QUERY.items():
+        op = paths[template.format(v=version)][method]
+        by_name = {p["name"]: p for p in op.get("parameters", []) if p.get("in") == "query"}
+        missing = [n for n in names if n not in by_name]
+        if missing:
+            sys.exit(f"trim-openapi: {method.upper()} {template} has no query parameter {missing}")
+        others = [p for p in op.get("parameters", []) if p.get("in") != "query"]
+        op["parameters"] = others + [by_name[n] for n in names]
 
     extra = {state_name: job_state_response(version)}
     wanted, todo = set(), set()
@@ -209,6 +292,9 @@ def trim(spec, version):
     schemas.update(extra)
     for schema in schemas.values():
         fix_schema(schema)
+        strip_enums(schema)
+    paths, schemas = inline_non_objects(paths, schemas)
+    for schema in schemas.values():
         nullable_fields(schema)
     title_clashing_inline_schemas(schemas)
 
@@ -230,7 +316,9 @@ def main():
         sys.exit(__doc__.strip().splitlines()[-1])
     with open(sys.argv[1]) as f:
         spec = json.load(f)
-    json.dump(trim(spec, sys.argv[2]), sys.stdout, indent=1, sort_keys=False)
+    version = sys.argv[2]
+    text = json.dumps(trim(spec, version), indent=1, sort_keys=False)
+    sys.stdout.write(unversioned(text, version))
     sys.stdout.write("\n")
 
 

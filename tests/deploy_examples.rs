@@ -72,7 +72,11 @@ fn dev_cluster_example_renders_the_job_its_readme_describes() {
         ..RenderConfig::default()
     };
     let r = render_at(&example_spec(), &cfg, NOW).expect("the example script must render");
-    let body = r.job.to_v0042_submit_body();
+    let body = slurm_connector::slurmrestd::convert::submit_body_json(
+        slurm_connector::slurmrestd::ApiVersion::V0042,
+        &r.job,
+    )
+    .unwrap();
     let job = &body["job"];
     let problems = schema_problems(job);
     assert!(problems.is_empty(), "{problems:#?}");

@@ -1,87 +1,144 @@
-//! The committed spec (openapi/slurmrestd-v0.0.42.json) is exactly what scripts/trim-openapi.py
-//! produces from the upstream spec it was made from, so nobody hand-edits the generated client's
-//! source of truth.
+//! Each committed spec (`openapi/slurmrestd-<version>.json`) is exactly what
+//! scripts/trim-openapi.py produces from the upstream spec `openapi/sources.txt` names, so nobody
+//! hand-edits a generated client's source of truth; and every version's trimmed spec has the same
+//! operations with the same parameters (what lets one seam serve them all).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod common;
 use common::skip::{Tier, skip};
 
-#[test]
-fn committed_spec_is_what_the_trim_script_produces() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let upstream = std::env::var("SLURM_OPENAPI_UPSTREAM")
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// (version, upstream file name) from openapi/sources.txt.
+fn sources() -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(root().join("openapi/sources.txt")).unwrap();
+    let out: Vec<(String, String)> = text
+        .lines()
+        .filter(|l| l.starts_with('v'))
+        .map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next().unwrap().to_string(), w.next().unwrap().to_string())
+        })
+        .collect();
+    assert_eq!(out.len(), 7, "one source per version v0.0.40-46");
+    out
+}
+
+fn upstream_dir() -> PathBuf {
+    std::env::var("SLURM_OPENAPI_UPSTREAM_DIR")
         .map(Into::into)
-        .unwrap_or_else(|_| {
-            root.join("../shared/openapi-upstream/slurm-24.11-openapi-v0.0.42.json")
-        });
-    if !upstream.exists() {
+        .unwrap_or_else(|_| root().join("../shared/openapi-upstream"))
+}
+
+#[test]
+fn committed_specs_are_what_the_trim_script_produces() {
+    let dir = upstream_dir();
+    if !dir.exists() {
         skip(
             Tier::OpenapiUpstream,
             format!(
-                "upstream spec {} not found (set SLURM_OPENAPI_UPSTREAM to a full \
-                 `slurmrestd --generate-openapi-spec` output for Slurm 24.11, data_parser v0.0.42)",
-                upstream.display()
+                "upstream specs not found in {} (set SLURM_OPENAPI_UPSTREAM_DIR to a folder \
+                 holding the files openapi/sources.txt names)",
+                dir.display()
             ),
         );
         return;
     }
-    let out = Command::new("python3")
-        .arg(root.join("scripts/trim-openapi.py"))
-        .arg(&upstream)
-        .arg("v0.0.42")
-        .output()
-        .expect("python3 runs scripts/trim-openapi.py");
-    assert!(
-        out.status.success(),
-        "trim-openapi.py failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let committed = std::fs::read(root.join("openapi/slurmrestd-v0.0.42.json")).unwrap();
-    assert!(
-        out.stdout == committed,
-        "openapi/slurmrestd-v0.0.42.json differs from what scripts/trim-openapi.py produces; \
-         regenerate it (see openapi/README.md)"
-    );
+    for (version, file) in sources() {
+        let out = Command::new("python3")
+            .arg(root().join("scripts/trim-openapi.py"))
+            .arg(dir.join(&file))
+            .arg(&version)
+            .output()
+            .expect("python3 runs scripts/trim-openapi.py");
+        assert!(
+            out.status.success(),
+            "trim-openapi.py {file} {version} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let committed =
+            std::fs::read(root().join(format!("openapi/slurmrestd-{version}.json"))).unwrap();
+        assert!(
+            out.stdout == committed,
+            "openapi/slurmrestd-{version}.json differs from what scripts/trim-openapi.py produces \
+             from {file}; regenerate it (see openapi/README.md)"
+        );
+    }
 }
 
-#[test]
-fn trimmed_spec_keeps_exactly_the_operations_the_client_uses() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let spec: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(root.join("openapi/slurmrestd-v0.0.42.json")).unwrap(),
+fn spec(version: &str) -> serde_json::Value {
+    serde_json::from_slice(
+        &std::fs::read(root().join(format!("openapi/slurmrestd-{version}.json"))).unwrap(),
     )
-    .unwrap();
-    let mut ops: Vec<String> = spec["paths"]
+    .unwrap()
+}
+
+/// operationId → its parameters' names, in order.
+fn operations(spec: &serde_json::Value) -> Vec<(String, Vec<String>)> {
+    let mut ops: Vec<(String, Vec<String>)> = spec["paths"]
         .as_object()
         .unwrap()
         .values()
         .flat_map(|p| {
+            let shared: Vec<String> = p["parameters"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|q| q["name"].as_str().map(String::from))
+                .collect();
             p.as_object()
                 .unwrap()
-                .values()
-                .filter_map(|o| o["operationId"].as_str().map(String::from))
+                .iter()
+                .filter(|(k, _)| *k != "parameters")
+                .map(move |(_, o)| {
+                    let mut params = shared.clone();
+                    params.extend(
+                        o["parameters"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|q| q["name"].as_str().map(String::from)),
+                    );
+                    (o["operationId"].as_str().unwrap().to_string(), params)
+                })
         })
         .collect();
     ops.sort();
+    ops
+}
+
+#[test]
+fn every_version_keeps_the_same_operations_with_the_same_parameters() {
+    let reference = operations(&spec("v0.0.42"));
+    let names: Vec<&str> = reference.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
-        ops,
+        names,
         [
-            "slurm_v0042_delete_job",
-            "slurm_v0042_get_diag",
-            "slurm_v0042_get_job",
-            "slurm_v0042_get_jobs",
-            "slurm_v0042_get_jobs_state",
-            "slurm_v0042_get_partitions",
-            "slurm_v0042_get_ping",
-            "slurm_v0042_post_job_submit",
-            "slurmdb_v0042_get_job",
-            "slurmdb_v0042_get_jobs",
+            "slurm_delete_job",
+            "slurm_get_diag",
+            "slurm_get_job",
+            "slurm_get_jobs",
+            "slurm_get_jobs_state",
+            "slurm_get_partitions",
+            "slurm_get_ping",
+            "slurm_post_job_submit",
+            "slurmdb_get_job",
+            "slurmdb_get_jobs",
         ]
     );
-    // Fix 8: the state query sends repeated parameters, never a comma list.
-    let params = &spec["paths"]["/slurm/v0.0.42/jobs/state/"]["get"]["parameters"];
-    assert_eq!(params[0]["schema"]["type"], "array");
-    assert_eq!(params[0]["explode"], true);
+    for (version, _) in sources() {
+        assert_eq!(operations(&spec(&version)), reference, "{version}");
+        // Fix 8: the state query sends repeated parameters, never a comma list.
+        let params =
+            &spec(&version)["paths"][format!("/slurm/{version}/jobs/state/")]["get"]["parameters"];
+        assert_eq!(params[0]["schema"]["type"], "array", "{version}");
+        assert_eq!(params[0]["explode"], true, "{version}");
+        // Fix 11: no versioned schema name is left.
+        let text = serde_json::to_string(&spec(&version)["components"]).unwrap();
+        assert!(!text.contains(&format!("\"{version}_")), "{version}");
+    }
 }

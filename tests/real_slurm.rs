@@ -137,12 +137,15 @@ async fn states_of_many_jobs_come_from_one_request() {
     // (nothing else in this binary polls meanwhile: every states call takes STATE_RPC).
     let requests = Arc::new(Mutex::new(Vec::new()));
     let seen = requests.clone();
-    let observer: RequestObserver = Arc::new(move |op: &'static str, status: Option<u16>| {
+    let observer: RequestObserver = Arc::new(move |op: &'static str, _v, status: Option<u16>| {
         seen.lock().unwrap().push((op, status));
     });
     let mut cfg = c.config(c.minted(&c.user), Some(&c.user));
     cfg.observer = Some(observer);
     let observed = Client::new(cfg).expect("client");
+    // The API version is chosen once per cluster (one ping per version), not per call.
+    observed.negotiate().await.expect("a version in common");
+    requests.lock().unwrap().clear();
     let all = {
         let _guard = STATE_RPC.lock().await;
         let before = job_state_rpcs(&client).await;
@@ -298,7 +301,7 @@ async fn cancel_a_running_job_then_again() {
     wait_base(&client, id, BaseState::Cancelled).await;
     assert_eq!(
         client.cancel(id, None).await.expect("cancel again"),
-        CancelOutcome::AlreadyFinished
+        cancel_outcome(&client, CancelOutcome::AlreadyFinished)
     );
 }
 
@@ -310,7 +313,7 @@ async fn cancel_a_finished_job_and_an_unknown_one() {
     wait_base(&client, id, BaseState::Completed).await;
     assert_eq!(
         client.cancel(id, None).await.expect("cancel finished"),
-        CancelOutcome::AlreadyFinished
+        cancel_outcome(&client, CancelOutcome::AlreadyFinished)
     );
     wait_base(&client, id, BaseState::Completed).await;
 
@@ -319,7 +322,7 @@ async fn cancel_a_finished_job_and_an_unknown_one() {
             .cancel(JobId(999_999), None)
             .await
             .expect("cancel unknown"),
-        CancelOutcome::Unknown
+        cancel_outcome(&client, CancelOutcome::Unknown)
     );
     assert!(
         client
@@ -367,7 +370,7 @@ async fn an_aged_out_job_is_found_in_slurmdbd() {
     );
     assert_eq!(
         client.cancel(id, None).await.expect("cancel aged-out"),
-        CancelOutcome::Unknown
+        cancel_outcome(&client, CancelOutcome::Unknown)
     );
 
     let info = client

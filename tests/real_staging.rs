@@ -156,7 +156,7 @@ fn deployment(c: &support::Cluster, backend: &Backend) -> DeploymentConfig {
         ClusterConfig {
             name: c.name.clone(),
             restd_url: c.url.clone(),
-            api_version: "v0.0.42".into(),
+            api_version: None,
             username: Some(c.user.clone()),
             auth: Some(AuthConfig::KeyFile {
                 path: c.key_file.clone(),

@@ -7,6 +7,8 @@ mod render_support;
 use render_support::*;
 use serde_json::{Value, json};
 use slurm_connector::render::{Rendered, render_at};
+use slurm_connector::slurmrestd::ApiVersion;
+use slurm_connector::slurmrestd::convert::submit_body_json;
 
 fn summary(r: &Rendered) -> Value {
     json!({
@@ -18,7 +20,7 @@ fn summary(r: &Rendered) -> Value {
             "name": o.name, "kind": format!("{:?}", o.kind), "upload": format!("{:?}", o.upload),
             "uri": o.uri, "written_to": o.written_to,
         })).collect::<Vec<_>>(),
-        "submit_body": r.job.to_v0042_submit_body(),
+        "submit_body": submit_body_json(ApiVersion::V0042, &r.job).unwrap(),
     })
 }
 

@@ -32,7 +32,12 @@ fn err(spec: &TaskSpec) -> String {
 }
 
 fn job(spec: &TaskSpec) -> Value {
-    render(spec).unwrap().job.to_v0042_json()
+    slurm_connector::slurmrestd::convert::submit_body_json(
+        slurm_connector::slurmrestd::ApiVersion::V0042,
+        &render(spec).unwrap().job,
+    )
+    .unwrap()["job"]
+        .clone()
 }
 
 #[test]

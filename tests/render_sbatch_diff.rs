@@ -20,7 +20,8 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 use slurm_connector::render::{RenderConfig, TaskSpec, render_at};
-use slurm_connector::slurmrestd::convert::submit_request;
+use slurm_connector::slurmrestd::ApiVersion;
+use slurm_connector::slurmrestd::convert::submit_body_json;
 
 /// Fields expected to differ between two submissions of the same job, or set by the connector
 /// on purpose (name, files, working directory, comment with the idempotency key).
@@ -122,6 +123,8 @@ static CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
 struct Rest {
     url: String,
     header_file: PathBuf,
+    /// The newest API version the cluster serves (its ping answers), as the connector chooses.
+    version: ApiVersion,
 }
 
 impl Rest {
@@ -139,10 +142,28 @@ impl Rest {
         .unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&header_file, std::fs::Permissions::from_mode(0o600)).unwrap();
-        Rest {
+        let mut rest = Rest {
             url: std::env::var("FLYTE_SLURM_RESTD_URL").expect("FLYTE_SLURM_RESTD_URL"),
             header_file,
-        }
+            version: ApiVersion::OLDEST,
+        };
+        rest.version = ApiVersion::ALL
+            .into_iter()
+            .rev()
+            .find(|v| rest.call("GET", &format!("/slurm/{v}/ping/"), None)["pings"].is_array())
+            .expect("the cluster serves one of the connector's API versions");
+        eprintln!("render_sbatch_diff: submitting in {}", rest.version);
+        rest
+    }
+
+    fn submit(&self, job: &slurm_connector::slurmrestd::JobDescription) -> Value {
+        let body = submit_body_json(self.version, job).expect("expressible in this version");
+        let body = serde_json::to_string(&body).unwrap();
+        self.call(
+            "POST",
+            &format!("/slurm/{}/job/submit", self.version),
+            Some(&body),
+        )
     }
 
     fn call(&self, method: &str, path: &str, body: Option<&str>) -> Value {
@@ -168,7 +189,7 @@ impl Rest {
     }
 
     fn job(&self, id: u64) -> Value {
-        self.call("GET", &format!("/slurm/v0.0.42/job/{id}"), None)["jobs"][0].clone()
+        self.call("GET", &format!("/slurm/{}/job/{id}", self.version), None)["jobs"][0].clone()
     }
 }
 
@@ -251,6 +272,7 @@ fn rendered_jobs_match_sbatch() {
     std::fs::set_permissions(&host_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
     let rest = Rest::new();
     let cfg = RenderConfig {
+        api_version: rest.version,
         working_dir: Some(cluster_dir.into()),
         ..RenderConfig::default()
     };
@@ -310,8 +332,7 @@ fn rendered_jobs_match_sbatch() {
                 // Held like `sbatch --hold` (which submits with priority 0 whatever --priority says).
                 job.hold = Some(true);
                 job.priority = None;
-                let body = serde_json::to_string(&submit_request(&job)).unwrap();
-                let resp = rest.call("POST", "/slurm/v0.0.42/job/submit", Some(&body));
+                let resp = rest.submit(&job);
                 resp["job_id"]
                     .as_u64()
                     .ok_or_else(|| format!("{} {}", resp["errors"], resp["warnings"]))
@@ -377,6 +398,7 @@ fn module_load_works_in_a_rest_job() {
     std::fs::set_permissions(&host_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
     let rest = Rest::new();
     let cfg = RenderConfig {
+        api_version: rest.version,
         working_dir: Some(cluster_dir.into()),
         ..RenderConfig::default()
     };
@@ -400,8 +422,7 @@ fn module_load_works_in_a_rest_job() {
         !r.job.script.contains("imagenet-mini"),
         "an env value leaked into the script"
     );
-    let body = serde_json::to_string(&submit_request(&r.job)).unwrap();
-    let resp = rest.call("POST", "/slurm/v0.0.42/job/submit", Some(&body));
+    let resp = rest.submit(&r.job);
     let id = resp["job_id"]
         .as_u64()
         .unwrap_or_else(|| panic!("submit failed: {resp}"));

@@ -204,6 +204,8 @@ async fn an_aged_out_job_is_absent_from_states_and_found_in_accounting() {
 #[tokio::test]
 async fn a_rejected_token_is_reminted_and_a_503_retried() {
     let e = env(Duration::from_secs(300)).await;
+    // The version is chosen first (the mock serves v0.0.42), so the faults hit jobs/state.
+    e.client.negotiate().await.unwrap();
     e.mock.faults().set(FaultConfig {
         reject_next_tokens: 1,
         ..FaultConfig::default()

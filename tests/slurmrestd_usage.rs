@@ -39,7 +39,7 @@ async fn mount(server: &MockServer, p: &str, sample: &str) {
 #[tokio::test]
 async fn usage_comes_from_slurmdbd_when_it_has_the_job() {
     for (release, id) in [("24.11", 31), ("26.05", 56)] {
-        let server = MockServer::start().await;
+        let server = common::serving("26.05", &["v0.0.42"]).await;
         mount(
             &server,
             &format!("/slurmdb/v0.0.42/job/{id}"),
@@ -75,7 +75,7 @@ async fn usage_comes_from_slurmdbd_when_it_has_the_job() {
 /// ~5 s of CPU and held a 150 MiB shell string (sacct: TotalCPU 00:05.062, MaxRSS 226744K).
 #[tokio::test]
 async fn usage_sums_the_steps_cpu_and_takes_the_peak_rss() {
-    let server = MockServer::start().await;
+    let server = common::serving("26.05", &["v0.0.42"]).await;
     let sample = "26.05_v0.0.42_slurmdb-job-get-usage";
     mount(&server, "/slurmdb/v0.0.42/job/1536", sample).await;
     let u = client(&server).usage(JobId(1536)).await.unwrap().unwrap();
@@ -94,7 +94,7 @@ async fn usage_sums_the_steps_cpu_and_takes_the_peak_rss() {
 
 #[tokio::test]
 async fn usage_falls_back_to_slurmctld_and_is_none_when_neither_knows() {
-    let server = MockServer::start().await;
+    let server = common::serving("26.05", &["v0.0.42"]).await;
     mount(
         &server,
         "/slurmdb/v0.0.42/job/31",
@@ -138,7 +138,7 @@ async fn usage_falls_back_to_slurmctld_and_is_none_when_neither_knows() {
 
 #[tokio::test]
 async fn an_unreachable_slurmdbd_still_gives_slurmctlds_view() {
-    let server = MockServer::start().await;
+    let server = common::serving("26.05", &["v0.0.42"]).await;
     // slurmdbd unreachable: every slurmdb path answers 503 (retried, then given up).
     Mock::given(method("GET"))
         .and(wiremock::matchers::path_regex("^/slurmdb/"))

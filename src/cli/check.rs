@@ -40,6 +40,7 @@ pub async fn check_cluster(c: &ClusterConfig, output_prefix: Option<&str>) -> Ve
     let client = client_auth(c).map_err(|e| e.to_string()).and_then(|auth| {
         let mut cc = ClientConfig::new(name, c.restd_url.clone(), auth);
         cc.user_name = c.username.clone();
+        cc.api_version = c.api_version;
         cc.retry = RetryPolicy::none();
         cc.request_timeout = Duration::from_secs(10);
         Client::new(cc).map_err(|e| e.to_string())
@@ -51,9 +52,10 @@ pub async fn check_cluster(c: &ClusterConfig, output_prefix: Option<&str>) -> Ve
             return out;
         }
     };
-    // diag needs a token slurmctld accepts (ping answers 200 "DOWN" to a bad one).
-    match client.diag().await {
-        Ok(d) => {
+    // The version first: every other call is made in it. Probing needs no valid token (an
+    // unserved version is a 404 before auth), so a bad token is not reported as a bad version.
+    match client.negotiate().await {
+        Ok(n) => {
             out.push(check(
                 name,
                 "slurmrestd reachable",
@@ -61,29 +63,13 @@ pub async fn check_cluster(c: &ClusterConfig, output_prefix: Option<&str>) -> Ve
             ));
             out.push(check(
                 name,
-                "token accepted",
-                // meta.client.user is the socket peer slurmrestd saw, not the token's user.
+                "API version",
                 Ok(format!(
-                    "user {}",
-                    c.username.as_deref().unwrap_or("(the token's user)")
+                    "{} (Slurm {}): {}",
+                    n.version,
+                    n.server.release.as_deref().unwrap_or("?"),
+                    n.reason()
                 )),
-            ));
-            let parser = d.server.data_parser.clone().unwrap_or_default();
-            out.push(check(
-                name,
-                "API version served",
-                if parser.ends_with(&c.api_version) || parser.is_empty() {
-                    Ok(format!(
-                        "{} (Slurm {})",
-                        c.api_version,
-                        d.server.release.clone().unwrap_or_else(|| "?".into())
-                    ))
-                } else {
-                    Err(format!(
-                        "slurmrestd answered with {parser}, the connector speaks {}",
-                        c.api_version
-                    ))
-                },
             ));
         }
         Err(e) => {
@@ -100,6 +86,24 @@ pub async fn check_cluster(c: &ClusterConfig, output_prefix: Option<&str>) -> Ve
                     Err(e.to_string())
                 },
             ));
+            if reachable {
+                out.push(check(name, "API version", Err(e.to_string())));
+            }
+            return out;
+        }
+    }
+    // diag needs a token slurmctld accepts (ping answers 200 "not responding" to a bad one).
+    match client.diag().await {
+        Ok(_) => out.push(check(
+            name,
+            "token accepted",
+            // meta.client.user is the socket peer slurmrestd saw, not the token's user.
+            Ok(format!(
+                "user {}",
+                c.username.as_deref().unwrap_or("(the token's user)")
+            )),
+        )),
+        Err(e) => {
             out.push(check(name, "token accepted", Err(e.to_string())));
             return out;
         }

@@ -122,7 +122,7 @@ pub fn cluster_config(layout: &EmbeddedLayout, restd_url: url::Url) -> ClusterCo
     ClusterConfig {
         name: EMBEDDED_CLUSTER.into(),
         restd_url,
-        api_version: crate::config::DEFAULT_API_VERSION.into(),
+        api_version: None,
         username: Some(EMBEDDED_USER.into()),
         auth: Some(AuthConfig::KeyFile {
             path: layout.key_file.clone(),

@@ -45,6 +45,7 @@ pub fn run(request_file: &Path, config_file: Option<&Path>) -> Result<String, Re
     };
     let rendered = crate::render::render(&spec, &render_cfg)
         .map_err(|e| RenderCliError::Refused(e.to_string()))?;
-    let body = crate::slurmrestd::convert::submit_request(&rendered.job);
-    Ok(serde_json::to_string_pretty(&body).expect("a generated type serializes"))
+    let body = crate::slurmrestd::convert::submit_body_json(render_cfg.api_version, &rendered.job)
+        .map_err(|e| RenderCliError::Refused(e.to_string()))?;
+    Ok(serde_json::to_string_pretty(&body).expect("JSON serializes"))
 }

@@ -4,9 +4,8 @@
 use std::path::PathBuf;
 
 use super::{
-    AuthConfig, ClusterConfig, ConfigError, DEFAULT_API_VERSION, DEFAULT_CLUSTER_NAME,
-    DEFAULT_TOKEN_LIFETIME, DeploymentConfig, Secret, UploadLimit, parse_bytes, parse_duration,
-    units,
+    AuthConfig, ClusterConfig, ConfigError, DEFAULT_CLUSTER_NAME, DEFAULT_TOKEN_LIFETIME,
+    DeploymentConfig, Secret, UploadLimit, parse_bytes, parse_duration, units,
 };
 
 /// Variables that describe the environment's cluster (any one of them makes it exist, together
@@ -98,7 +97,7 @@ pub(super) fn apply(
             ClusterConfig {
                 name: name.clone(),
                 restd_url: parse_url("FLYTE_SLURM_RESTD_URL", &url)?,
-                api_version: DEFAULT_API_VERSION.to_string(),
+                api_version: None,
                 username: None,
                 auth: None,
                 working_dir: None,
@@ -233,19 +232,25 @@ pub(super) fn parse_url(var: &str, v: &str) -> Result<url::Url, ConfigError> {
     Ok(u)
 }
 
-pub(super) fn check_api_version(var: &str, v: &str) -> Result<String, ConfigError> {
+/// `auto` (or empty) → choose per cluster; else one of the versions the connector speaks.
+pub(super) fn check_api_version(
+    var: &str,
+    v: &str,
+) -> Result<Option<crate::slurmrestd::ApiVersion>, ConfigError> {
     let t = v.trim();
-    let ok = t.strip_prefix('v').is_some_and(|rest| {
-        let parts: Vec<&str> = rest.split('.').collect();
-        parts.len() == 3
-            && parts
-                .iter()
-                .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
-    });
-    if !ok {
-        return Err(ConfigError::invalid(var, v, "must look like v0.0.42"));
+    if t.is_empty() || t.eq_ignore_ascii_case("auto") {
+        return Ok(None);
     }
-    Ok(t.to_string())
+    t.parse().map(Some).map_err(|_| {
+        ConfigError::invalid(
+            var,
+            v,
+            format!(
+                "must be `auto` (the newest the cluster serves) or one of {}",
+                crate::slurmrestd::version::supported_list()
+            ),
+        )
+    })
 }
 
 pub(super) fn check_abs(var: &str, v: &str) -> Result<String, ConfigError> {

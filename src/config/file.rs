@@ -22,8 +22,8 @@ use serde::Deserialize;
 
 use super::env::{check_abs, check_api_version, parse_url};
 use super::{
-    AuthConfig, ClusterConfig, ConfigError, DEFAULT_API_VERSION, DEFAULT_TOKEN_LIFETIME,
-    DeploymentConfig, parse_duration,
+    AuthConfig, ClusterConfig, ConfigError, DEFAULT_TOKEN_LIFETIME, DeploymentConfig,
+    parse_duration,
 };
 
 #[derive(Deserialize)]
@@ -138,7 +138,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<DeploymentConfig, ConfigE
             restd_url: parse_url("restd_url", &c.restd_url).map_err(wrap)?,
             api_version: match &c.api_version {
                 Some(v) => check_api_version("api_version", v).map_err(wrap)?,
-                None => DEFAULT_API_VERSION.to_string(),
+                None => None,
             },
             username: c.username,
             auth,

@@ -38,8 +38,10 @@ pub struct ClusterConfig {
     /// The name tasks select it by and `resource_meta` records.
     pub name: String,
     pub restd_url: url::Url,
-    /// slurmrestd plugin version, e.g. `v0.0.42`.
-    pub api_version: String,
+    /// The slurmrestd data_parser version to use (`api_version` / `FLYTE_SLURM_API_VERSION`);
+    /// `None` (the default, or `auto`): the newest that the connector and the cluster both
+    /// serve, chosen at start and again after slurmrestd was unreachable.
+    pub api_version: Option<crate::slurmrestd::ApiVersion>,
     /// The Slurm user jobs run as (token subject / `X-SLURM-USER-NAME`).
     pub username: Option<String>,
     pub auth: Option<AuthConfig>,
@@ -94,7 +96,6 @@ pub enum UploadLimit {
     Malformed(String),
 }
 
-pub const DEFAULT_API_VERSION: &str = "v0.0.42";
 pub const DEFAULT_CLUSTER_NAME: &str = "default";
 // The one source of each default: the tracker, the staging ceiling and the CLI read these, and
 // docs/configuration.md quotes them (checked by `docs_quote_the_defaults`).

@@ -43,7 +43,7 @@ fn env_builds_the_default_cluster() {
     let d = c.select_cluster(None).unwrap();
     assert_eq!(d.name, "default");
     assert_eq!(d.restd_url.as_str(), "http://restd:6820/");
-    assert_eq!(d.api_version, "v0.0.42");
+    assert_eq!(d.api_version, None, "chosen per cluster unless pinned");
     assert_eq!(d.auth, Some(AuthConfig::Token(Secret::new("abc.def.ghi"))));
     assert_eq!(d.working_dir.as_deref(), Some("/shared/jobs"));
     assert_eq!(d.shared_mounts[0].0, "/shared/jobs", "longest prefix first");
@@ -117,7 +117,10 @@ fn errors_name_the_variable_and_the_fix() {
     ])
     .unwrap_err()
     .to_string();
-    assert!(e.contains("v0.0.42"), "{e}");
+    assert!(
+        e.contains("FLYTE_SLURM_API_VERSION") && e.contains("auto") && e.contains("v0.0.46"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -170,7 +173,10 @@ fn file_with_several_clusters_and_env_overrides() {
         c.clusters["hpc2"].working_dir.as_deref(),
         Some("/scratch/flyte")
     );
-    assert_eq!(c.clusters["hpc2"].api_version, "v0.0.41");
+    assert_eq!(
+        c.clusters["hpc2"].api_version,
+        Some(crate::slurmrestd::ApiVersion::V0041)
+    );
     assert!(matches!(
         c.clusters["hpc1"].auth,
         Some(AuthConfig::KeyFile { .. })
@@ -335,7 +341,8 @@ fn file_shared_mounts_follow_the_same_rules() {
     }
 }
 
-/// docs/configuration.md quotes each default from its one definition.
+/// docs/configuration.md quotes each default from its one definition (the API version's, `auto`,
+/// is no constant: negotiation chooses it).
 #[test]
 fn docs_quote_the_defaults() {
     let doc = std::fs::read_to_string(concat!(
@@ -352,10 +359,6 @@ fn docs_quote_the_defaults() {
         row.split('|').nth(3).unwrap().trim().to_string()
     };
     for (var, want) in [
-        (
-            "FLYTE_SLURM_API_VERSION",
-            format!("`{DEFAULT_API_VERSION}`"),
-        ),
         (
             "FLYTE_SLURM_POLL_INTERVAL",
             format!("`{}s`", DEFAULT_POLL_INTERVAL.as_secs()),

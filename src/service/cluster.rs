@@ -90,6 +90,7 @@ impl ClusterRuntime {
     ) -> Result<ClusterRuntime, BuildError> {
         let mut cc = ClientConfig::new(cfg.name.clone(), cfg.restd_url.clone(), client_auth(&cfg)?);
         cc.user_name = cfg.username.clone();
+        cc.api_version = cfg.api_version;
         cc.observer = observer;
         let client = Client::new(cc).map_err(|source| BuildError::Client {
             cluster: cfg.name.clone(),
@@ -232,11 +233,8 @@ impl ClusterRuntime {
     pub fn client_for(&self, task_token: Option<&Secret>) -> Result<Client, ClientError> {
         match task_token {
             None => Ok(self.client.clone()),
-            Some(t) => {
-                let mut cc = self.client.config().clone();
-                cc.auth = Auth::Static { token: t.clone() };
-                Client::new(cc)
-            }
+            // Shares the cluster client's negotiated API version and connection pool.
+            Some(t) => Ok(self.client.with_auth(Auth::Static { token: t.clone() })),
         }
     }
 }

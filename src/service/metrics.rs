@@ -28,6 +28,8 @@ pub struct FailLabels {
 pub struct RestLabels {
     pub cluster: String,
     pub operation: String,
+    /// The slurmrestd data_parser version of the request (`v0.0.42`).
+    pub api_version: String,
     /// HTTP status, or `none` when no response came.
     pub status: String,
 }

@@ -136,7 +136,19 @@ impl Connector {
             .deployment
             .task_credential(&secrets)
             .map_err(Status::invalid_argument)?;
-        let rendered = render::render(&spec, &rt.render)
+        // What a job description can say depends on the cluster's API version (chosen at start;
+        // chosen here when the cluster was unreachable then).
+        let api_version = rt.client.version().await.map_err(|e| {
+            client_status(
+                &e,
+                "finding which slurmrestd API version the cluster serves",
+            )
+        })?;
+        let render_cfg = render::RenderConfig {
+            api_version,
+            ..rt.render.clone()
+        };
+        let rendered = render::render(&spec, &render_cfg)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let key = rendered.key.clone();
 

@@ -37,6 +37,14 @@ pub enum ServeError {
     NoCluster,
     #[error(transparent)]
     Cluster(#[from] BuildError),
+    /// The cluster answers, but in no version the connector can use: serving would fail every
+    /// CreateTask, so the process does not start (and a rollout stops at this pod).
+    #[error("cluster {cluster}: {source}")]
+    ApiVersion {
+        cluster: String,
+        #[source]
+        source: Box<crate::slurmrestd::ClientError>,
+    },
     #[error("cannot listen on {addr} ({what}): {source}")]
     Bind {
         addr: SocketAddr,
@@ -107,11 +115,12 @@ pub async fn serve_with(
     for (name, c) in &config.clusters {
         let mm = m.clone();
         let cluster = name.clone();
-        let observer: crate::slurmrestd::RequestObserver = Arc::new(move |op, status| {
+        let observer: crate::slurmrestd::RequestObserver = Arc::new(move |op, version, status| {
             mm.slurmrestd_requests
                 .get_or_create(&RestLabels {
                     cluster: cluster.clone(),
                     operation: op.to_string(),
+                    api_version: version.as_str().to_string(),
                     status: status
                         .map(|s| s.to_string())
                         .unwrap_or_else(|| "none".into()),
@@ -127,6 +136,23 @@ pub async fn serve_with(
                 .observe(took.as_secs_f64());
         });
         let rt = ClusterRuntime::build(c.clone(), tracker_cfg.clone(), Some(observer), Some(tick))?;
+        // The API version is chosen now, so a cluster that serves none of ours (or not the pinned
+        // one) stops the start with the versions on each side. An unreachable one does not: it
+        // is chosen at the first call that reaches it.
+        match rt.client.negotiate().await {
+            Ok(n) => {
+                tracing::info!(cluster = %name, api_version = %n.version, release = ?n.server.release, reason = %n.reason(), "slurmrestd API version")
+            }
+            Err(e) if e.is_transient() => {
+                tracing::warn!(cluster = %name, error = %e, "slurmrestd unreachable at start; its API version is chosen when it answers")
+            }
+            Err(e) => {
+                return Err(ServeError::ApiVersion {
+                    cluster: name.clone(),
+                    source: Box::new(e),
+                });
+            }
+        }
         tracing::info!(cluster = %name, url = %c.restd_url, staging = rt.staging.is_some(), "cluster configured");
         clusters.insert(name.clone(), Arc::new(rt));
     }

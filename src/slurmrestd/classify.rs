@@ -3,13 +3,16 @@
 
 use progenitor_client::{Error as GenError, ResponseValue};
 
+use super::ApiVersion;
 use super::auth::Auth;
-use super::client::{ClientConfig, errno};
+use super::client::ClientConfig;
 use super::convert::Envelope;
+use super::errno;
 use super::error::ClientError;
 
 pub(super) fn classify<T: Envelope>(
     cfg: &ClientConfig,
+    version: ApiVersion,
     operation: &'static str,
     result: Result<ResponseValue<T>, GenError<T>>,
     status: Option<u16>,
@@ -33,9 +36,9 @@ pub(super) fn classify<T: Envelope>(
             // slurmdbd answers an auth failure with 502 / 7000 and an auth-specific text
             // on 24.11 ("authentication error"): a rejected token, not a slurmdbd outage.
             if status == 502
-                && errors
-                    .iter()
-                    .any(|e| e.number == 7000 && e.description.contains("authentication"))
+                && errors.iter().any(|e| {
+                    e.number == errno::DB_CONNECTION && e.description.contains("authentication")
+                })
             {
                 return Err(rejected(
                     cfg,
@@ -67,6 +70,7 @@ pub(super) fn classify<T: Envelope>(
             _ => Err(ClientError::Decode {
                 cluster: cluster(),
                 operation,
+                version,
                 status,
                 detail: e.to_string(),
             }),

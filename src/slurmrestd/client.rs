@@ -9,35 +9,31 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::sync::RwLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use progenitor_client::{Error as GenError, ResponseValue};
 use url::Url;
 
-use super::JobDescription;
 use super::auth::{Auth, TokenSource};
 use super::classify;
-use super::convert::{self, Envelope};
+use super::convert::{self, Envelope, Unexpressible};
+use super::errno;
 use super::error::ClientError;
-use super::generated::v0042 as api;
 use super::retry::RetryPolicy;
 use super::transport::{self, CallContext};
-use super::types::{CancelOutcome, Diag, JobId, JobInfo, JobState, JobUsage, Partition, Ping};
-
-/// Slurm error numbers the connector acts on.
-pub mod errno {
-    /// "Invalid job id specified": unknown to slurmctld (never existed, or aged out).
-    pub const INVALID_JOB_ID: i32 = 2017;
-    /// "Job/step already completing or completed".
-    pub const ALREADY_DONE: i32 = 2021;
-    /// "Protocol authentication error": slurmctld rejected the token.
-    pub const AUTH: i32 = 1007;
-}
+use super::types::{
+    CancelOutcome, Diag, JobId, JobInfo, JobState, JobUsage, Partition, Ping, ServerInfo,
+};
+use super::{ApiVersion, JobDescription};
 
 /// Default number of ids per `jobs/state` request: ~16 bytes each keeps the URL near 6 KiB,
 /// under the 8 KiB many proxies allow.
 pub const DEFAULT_STATE_CHUNK: usize = 400;
 
-/// Observes every HTTP exchange (for metrics): operation, status (None: no response).
-pub type RequestObserver = Arc<dyn Fn(&'static str, Option<u16>) + Send + Sync>;
+/// Observes every HTTP exchange (for metrics): operation, the API version it was made in, and
+/// the status (None: no response).
+pub type RequestObserver = Arc<dyn Fn(&'static str, ApiVersion, Option<u16>) + Send + Sync>;
 
 #[derive(Clone)]
 pub struct ClientConfig {
@@ -46,6 +42,9 @@ pub struct ClientConfig {
     /// Where slurmrestd listens, e.g. `http://slurmrestd.hpc:6820` (no `/slurm/...` suffix).
     pub base_url: Url,
     pub auth: Auth,
+    /// The data_parser version to use, when the deployment pins one; `None`: the newest that
+    /// both this connector and the cluster serve, found by [`Client::negotiate`].
+    pub api_version: Option<ApiVersion>,
     /// `X-SLURM-USER-NAME`: the user jobs run as. With a SlurmUser/root token this proxies that
     /// user; with a user's own token it must equal the token's user (or be left out).
     pub user_name: Option<String>,
@@ -62,6 +61,7 @@ impl std::fmt::Debug for ClientConfig {
             .field("cluster", &self.cluster)
             .field("base_url", &self.base_url.as_str())
             .field("auth", &self.auth)
+            .field("api_version", &self.api_version)
             .field("user_name", &self.user_name)
             .field("request_timeout", &self.request_timeout)
             .field("retry", &self.retry)
@@ -76,6 +76,7 @@ impl ClientConfig {
             cluster: cluster.into(),
             base_url,
             auth,
+            api_version: None,
             user_name: None,
             request_timeout: Duration::from_secs(8),
             connect_timeout: Duration::from_secs(3),
@@ -88,25 +89,129 @@ impl ClientConfig {
 
 /// Whether a call may be repeated without changing the outcome.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Idempotency {
+pub(crate) enum Idempotency {
     /// GETs and DELETE (cancelling twice is harmless): retry transient failures.
     Idempotent,
     /// A submit: only retried when the request surely never reached slurmrestd.
     OnlyIfNeverSent,
+    /// A version probe: retried like a read, but its 404 is the answer ("not served"), not a
+    /// sign that the chosen version went away.
+    Probe,
+}
+
+/// The filters of slurmdbd's `GET jobs/` this client uses.
+#[derive(Default)]
+pub(crate) struct DbJobsFilter<'a> {
+    pub(crate) skip_steps: Option<&'a str>,
+    pub(crate) start_time: Option<&'a str>,
+    pub(crate) step: Option<&'a Vec<String>>,
+    pub(crate) users: Option<&'a str>,
+}
+
+/// The generated client of every version, built once: choosing another version is a lookup.
+struct Apis {
+    v0040: convert::v0040::Api,
+    v0041: convert::v0041::Api,
+    v0042: convert::v0042::Api,
+    v0043: convert::v0043::Api,
+    v0044: convert::v0044::Api,
+    v0045: convert::v0045::Api,
+    v0046: convert::v0046::Api,
+}
+
+/// Runs `$body` with `$api` bound to the generated client of `$version` (each arm is its own
+/// type; the bodies are the same text).
+macro_rules! with_api {
+    ($apis:expr, $version:expr, $api:ident => $body:expr) => {{
+        let apis = &$apis;
+        match $version {
+            ApiVersion::V0040 => {
+                let $api = &apis.v0040;
+                $body
+            }
+            ApiVersion::V0041 => {
+                let $api = &apis.v0041;
+                $body
+            }
+            ApiVersion::V0042 => {
+                let $api = &apis.v0042;
+                $body
+            }
+            ApiVersion::V0043 => {
+                let $api = &apis.v0043;
+                $body
+            }
+            ApiVersion::V0044 => {
+                let $api = &apis.v0044;
+                $body
+            }
+            ApiVersion::V0045 => {
+                let $api = &apis.v0045;
+                $body
+            }
+            ApiVersion::V0046 => {
+                let $api = &apis.v0046;
+                $body
+            }
+        }
+    }};
+}
+
+/// What negotiation found on a cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Negotiated {
+    /// The version every call now uses.
+    pub version: ApiVersion,
+    /// Of the versions this connector speaks, those the cluster serves, oldest first.
+    pub served: Vec<ApiVersion>,
+    /// True when the deployment pinned `version`; false when it was the newest in common.
+    pub pinned: bool,
+    /// The Slurm that answered (release, cluster name), from the probe of `version`.
+    pub server: ServerInfo,
+}
+
+impl Negotiated {
+    /// Why this version, in one line (for `check` and the start-up log).
+    pub fn reason(&self) -> String {
+        let served = self
+            .served
+            .iter()
+            .map(|v| v.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        if self.pinned {
+            format!("pinned by api_version; the cluster serves {served}")
+        } else {
+            format!("the newest of {served} (served by the cluster) that this connector speaks")
+        }
+    }
+}
+
+/// The version in use and whether it must be looked for again.
+struct VersionState {
+    chosen: RwLock<Option<ApiVersion>>,
+    /// Set when slurmrestd was unreachable or stopped serving the chosen version's paths: it may
+    /// come back upgraded, so the next call negotiates again.
+    stale: AtomicBool,
+    /// One negotiation at a time; calls that arrive meanwhile wait for its answer.
+    negotiating: tokio::sync::Mutex<()>,
 }
 
 /// A slurmrestd client for one cluster. Cheap to clone.
 #[derive(Clone)]
 pub struct Client {
-    api: api::Client,
+    apis: Arc<Apis>,
     cfg: Arc<ClientConfig>,
     tokens: Arc<TokenSource>,
+    version: Arc<VersionState>,
+    http: reqwest::Client,
 }
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
             .field("cfg", &self.cfg)
+            .field("version", &self.api_version())
             .finish_non_exhaustive()
     }
 }
@@ -131,10 +236,25 @@ impl Client {
             .build()
             .map_err(|e| invalid(format!("cannot build the HTTP client: {e}")))?;
         let base = cfg.base_url.as_str().trim_end_matches('/').to_string();
+        let apis = Apis {
+            v0040: convert::v0040::Api::new(&base, http.clone()),
+            v0041: convert::v0041::Api::new(&base, http.clone()),
+            v0042: convert::v0042::Api::new(&base, http.clone()),
+            v0043: convert::v0043::Api::new(&base, http.clone()),
+            v0044: convert::v0044::Api::new(&base, http.clone()),
+            v0045: convert::v0045::Api::new(&base, http.clone()),
+            v0046: convert::v0046::Api::new(&base, http.clone()),
+        };
         Ok(Client {
-            api: api::Client::new_with_client(&base, http),
+            apis: Arc::new(apis),
             tokens: Arc::new(TokenSource::new(cfg.auth.clone())),
+            version: Arc::new(VersionState {
+                chosen: RwLock::new(None),
+                stale: AtomicBool::new(false),
+                negotiating: tokio::sync::Mutex::new(()),
+            }),
             cfg: Arc::new(cfg),
+            http,
         })
     }
 
@@ -151,25 +271,165 @@ impl Client {
         self.tokens.refreshes()
     }
 
+    /// The version calls use now; `None` before the first negotiation.
+    pub fn api_version(&self) -> Option<ApiVersion> {
+        *self.version.chosen.read().expect("version lock")
+    }
+
+    /// Finds which of our versions the cluster serves and chooses one: the pinned one if it is
+    /// served, else the newest. Every call negotiates first when nothing is chosen yet (or after
+    /// slurmrestd was unreachable); `serve` and `check` call this at start to fail early.
+    ///
+    /// The probe is `GET /slurm/<v>/ping/` of each version, all at once: slurmrestd answers a
+    /// version it does not serve with 404 "Invalid or unknown URL path" before any auth or
+    /// slurmctld round trip, and ping is the cheapest path every version has. (`/openapi/v3`
+    /// would list the versions too, but it needs a valid token and is ~2 MB.)
+    pub async fn negotiate(&self) -> Result<Negotiated, ClientError> {
+        let _one = self.version.negotiating.lock().await;
+        let probes = futures::future::join_all(ApiVersion::ALL.into_iter().map(|v| async move {
+            let answer = with_api!(self.apis, v, a => a.probe(self).await);
+            (v, answer)
+        }))
+        .await;
+        let mut served = Vec::new();
+        let mut servers = Vec::new();
+        for (v, answer) in probes {
+            match answer {
+                Ok(server) => {
+                    served.push(v);
+                    servers.push((v, server));
+                }
+                Err(e) if is_unknown_path(&e) => {}
+                // Unreachable, timed out, a proxy's 502: nothing can be concluded. The previous
+                // choice (if any) stays, and the next call tries again.
+                Err(e) => return Err(e),
+            }
+        }
+        let chosen = match self.cfg.api_version {
+            Some(pinned) if served.contains(&pinned) => pinned,
+            Some(pinned) => {
+                return Err(ClientError::VersionNotServed {
+                    cluster: self.cfg.cluster.clone(),
+                    pinned,
+                    served,
+                });
+            }
+            None => match served.last() {
+                Some(v) => *v,
+                None => {
+                    return Err(ClientError::NoCommonVersion {
+                        cluster: self.cfg.cluster.clone(),
+                        others: self.foreign_versions().await,
+                    });
+                }
+            },
+        };
+        let server = servers
+            .into_iter()
+            .find(|(v, _)| *v == chosen)
+            .map(|(_, s)| s)
+            .unwrap_or_default();
+        let before = self
+            .version
+            .chosen
+            .write()
+            .expect("version lock")
+            .replace(chosen);
+        self.version.stale.store(false, Ordering::Relaxed);
+        if before != Some(chosen) {
+            tracing::info!(
+                cluster = %self.cfg.cluster,
+                api_version = %chosen,
+                previous = ?before.map(|v| v.as_str()),
+                release = ?server.release,
+                "slurmrestd API version chosen"
+            );
+        }
+        Ok(Negotiated {
+            version: chosen,
+            served,
+            pinned: self.cfg.api_version.is_some(),
+            server,
+        })
+    }
+
+    /// Versions just outside ours that the cluster answers, only to say so when none of ours is
+    /// served (plain GETs: no generated client exists for them).
+    async fn foreign_versions(&self) -> Vec<String> {
+        let Ok(token) = self.tokens.token() else {
+            return Vec::new();
+        };
+        let base = self.cfg.base_url.as_str().trim_end_matches('/');
+        let mut found = Vec::new();
+        for v in [
+            "v0.0.37", "v0.0.38", "v0.0.39", "v0.0.47", "v0.0.48", "v0.0.49",
+        ] {
+            let mut req = self
+                .http
+                .get(format!("{base}/slurm/{v}/ping/"))
+                .header(transport::TOKEN_HEADER, token.expose());
+            if let Some(u) = &self.cfg.user_name {
+                req = req.header(transport::USER_HEADER, u);
+            }
+            if let Ok(resp) = req.send().await
+                && resp.status().is_success()
+            {
+                found.push(v.to_string());
+            }
+        }
+        found
+    }
+
+    /// The same cluster with other credentials (a task's own token): shares the negotiated
+    /// version and the connection pool.
+    pub fn with_auth(&self, auth: Auth) -> Client {
+        let mut cfg = (*self.cfg).clone();
+        cfg.auth = auth;
+        Client {
+            apis: self.apis.clone(),
+            tokens: Arc::new(TokenSource::new(cfg.auth.clone())),
+            version: self.version.clone(),
+            cfg: Arc::new(cfg),
+            http: self.http.clone(),
+        }
+    }
+
+    /// The version calls use, negotiated first when none is chosen yet.
+    pub async fn version(&self) -> Result<ApiVersion, ClientError> {
+        self.current().await
+    }
+
+    /// The version to call with: the chosen one, negotiated first when there is none or the
+    /// last call found slurmrestd unreachable.
+    async fn current(&self) -> Result<ApiVersion, ClientError> {
+        let chosen = self.api_version();
+        match chosen {
+            Some(v) if !self.version.stale.load(Ordering::Relaxed) => Ok(v),
+            Some(v) => match self.negotiate().await {
+                Ok(n) => Ok(n.version),
+                // Still unreachable: keep the old choice; the call itself will say what is wrong.
+                Err(e) if e.is_transient() => Ok(v),
+                Err(e) => Err(e),
+            },
+            None => Ok(self.negotiate().await?.version),
+        }
+    }
+
     /// Submit one batch job. A 200 without `job_id` is a failure (slurmrestd's way of saying a
     /// field had the wrong type: no job was created). Never retried once it may have been sent.
     pub async fn submit(&self, job: &JobDescription) -> Result<JobId, ClientError> {
-        let body = convert::submit_request(job);
-        let resp = self
-            .call("submit", Idempotency::OnlyIfNeverSent, |api| {
-                api.slurm_v0042_post_job_submit(&body)
-            })
-            .await?;
-        match resp.job_id.and_then(|id| u32::try_from(id).ok()) {
+        let v = self.current().await?;
+        let (id, warnings) = with_api!(self.apis, v, a => a.submit(self, job).await)?;
+        match id {
             Some(id) => {
-                for w in resp.warnings() {
-                    tracing::warn!(cluster = %self.cfg.cluster, job_id = id, warning = %w, "slurmrestd warning on submit");
+                for w in &warnings {
+                    tracing::warn!(cluster = %self.cfg.cluster, api_version = %v, job_id = id, warning = %w, "slurmrestd warning on submit");
                 }
                 Ok(JobId(id))
             }
             None => Err(ClientError::SubmitWithoutJobId {
                 cluster: self.cfg.cluster.clone(),
-                warnings: resp.warnings(),
+                warnings,
             }),
         }
     }
@@ -182,101 +442,46 @@ impl Client {
         if ids.is_empty() {
             return Ok(out);
         }
+        let v = self.current().await?;
         for chunk in ids.chunks(self.cfg.state_chunk.max(1)) {
             let query: Vec<String> = chunk.iter().map(|id| id.to_string()).collect();
-            let resp = self
-                .call("jobs_state", Idempotency::Idempotent, |api| {
-                    api.slurm_v0042_get_jobs_state(Some(&query))
-                })
-                .await?;
-            out.extend(resp.jobs.iter().flatten().filter_map(convert::state_entry));
+            let states = with_api!(self.apis, v, a => a.states(self, &query).await)?;
+            out.extend(states);
         }
         Ok(out)
     }
 
     /// One job's full record; `None` when slurmctld does not know it (404 / error 2017).
     pub async fn job(&self, id: JobId) -> Result<Option<JobInfo>, ClientError> {
-        Ok(self
-            .controller_records(id)
-            .await?
-            .iter()
-            .find_map(convert::job_info))
-    }
-
-    /// slurmctld's records of one job; empty when it does not know the job.
-    async fn controller_records(
-        &self,
-        id: JobId,
-    ) -> Result<Vec<api::types::V0042JobInfo>, ClientError> {
-        let id_s = id.to_string();
-        let result = self
-            .call("job", Idempotency::Idempotent, |api| {
-                api.slurm_v0042_get_job(&id_s, None, None)
-            })
-            .await;
-        match result {
-            Ok(resp) => Ok(resp.jobs.map(|j| j.0).unwrap_or_default()),
-            Err(e) if classify::is_unknown_job(&e) => Ok(Vec::new()),
+        let v = self.current().await?;
+        match with_api!(self.apis, v, a => a.job(self, id).await) {
+            Ok(records) => Ok(records.into_iter().find(|j| j.job_id == id)),
+            Err(e) if classify::is_unknown_job(&e) => Ok(None),
             Err(e) => Err(e),
         }
-    }
-
-    /// slurmdbd's records of one job, newest first (an array or requeued job has several).
-    async fn accounting_records(
-        &self,
-        id: JobId,
-    ) -> Result<Vec<api::types::V0042Job>, ClientError> {
-        let id_s = id.to_string();
-        let resp = self
-            .call("accounting_job", Idempotency::Idempotent, |api| {
-                api.slurmdb_v0042_get_job(&id_s)
-            })
-            .await?;
-        let mut jobs = resp.jobs.map(|j| j.0).unwrap_or_default();
-        jobs.reverse();
-        Ok(jobs)
     }
 
     /// Every job slurmctld knows, as full records. Heavy (~5 KB a job): for adopting jobs after a
     /// restart, never for polling.
     pub async fn jobs(&self) -> Result<Vec<JobInfo>, ClientError> {
-        let resp = self
-            .call("jobs", Idempotency::Idempotent, |api| {
-                api.slurm_v0042_get_jobs(None, None)
-            })
-            .await?;
-        Ok(resp
-            .jobs
-            .iter()
-            .flat_map(|j| j.0.iter())
-            .filter_map(convert::job_info)
-            .collect())
+        let v = self.current().await?;
+        with_api!(self.apis, v, a => a.jobs(self).await)
     }
 
     /// Cancel (or signal) a job. Already finished (2021) and unknown (2017) are outcomes, not
-    /// errors: cancelling is idempotent.
+    /// errors: cancelling is idempotent. (v0.0.40/41 answer those with the same empty 200 as a
+    /// cancel, so there they come back as `Cancelled`.)
     pub async fn cancel(
         &self,
         id: JobId,
         signal: Option<&str>,
     ) -> Result<CancelOutcome, ClientError> {
-        let id_s = id.to_string();
-        let resp = self
-            .call("cancel", Idempotency::Idempotent, |api| {
-                api.slurm_v0042_delete_job(&id_s, None, signal)
-            })
-            .await;
-        let resp = match resp {
-            Ok(r) => r,
+        let v = self.current().await?;
+        let codes = match with_api!(self.apis, v, a => a.cancel(self, id, signal).await) {
+            Ok(codes) => codes,
             Err(e) if classify::is_unknown_job(&e) => return Ok(CancelOutcome::Unknown),
             Err(e) => return Err(e),
         };
-        let codes: Vec<i32> = resp
-            .status
-            .iter()
-            .flat_map(|s| s.0.iter())
-            .filter_map(|s| s.error.as_ref()?.code)
-            .collect();
         Ok(if codes.contains(&errno::INVALID_JOB_ID) {
             CancelOutcome::Unknown
         } else if codes.contains(&errno::ALREADY_DONE) {
@@ -288,38 +493,32 @@ impl Client {
 
     /// One job's accounting record from slurmdbd; `None` when slurmdbd has none.
     pub async fn accounting_job(&self, id: JobId) -> Result<Option<JobInfo>, ClientError> {
-        Ok(self
-            .accounting_records(id)
-            .await?
-            .iter()
-            .filter_map(convert::accounting_job)
-            .find(|j| j.job_id == id))
+        let v = self.current().await?;
+        let records = with_api!(self.apis, v, a => a.accounting_job(self, id).await)?;
+        Ok(records.into_iter().find(|j| j.job_id == id))
     }
 
     /// What a job used, for GetTaskMetrics: slurmdbd's record (usage, once steps end) when it has
     /// one, else slurmctld's view (times, allocations). `None` when neither knows the job.
     pub async fn usage(&self, id: JobId) -> Result<Option<JobUsage>, ClientError> {
+        let v = self.current().await?;
         // Without accounting (or with slurmdbd down) slurmctld still knows running jobs.
-        let accounting_error = match self.accounting_records(id).await {
+        let accounting_error = match with_api!(self.apis, v, a => a.accounting_usage(self, id).await)
+        {
             Ok(records) => {
-                let found = records
-                    .iter()
-                    .filter_map(convert::accounting_usage)
-                    .find(|u| u.job_id == id);
-                if found.is_some() {
-                    return Ok(found);
+                if let Some(found) = records.into_iter().find(|u| u.job_id == id) {
+                    return Ok(Some(found));
                 }
                 None
             }
             Err(e) => Some(e),
         };
         let now = chrono::Utc::now().timestamp();
-        let found = self
-            .controller_records(id)
-            .await?
-            .iter()
-            .filter_map(|j| convert::controller_usage(j, now))
-            .find(|u| u.job_id == id);
+        let found = match with_api!(self.apis, v, a => a.controller_usage(self, id, now).await) {
+            Ok(records) => records.into_iter().find(|u| u.job_id == id),
+            Err(e) if classify::is_unknown_job(&e) => None,
+            Err(e) => return Err(e),
+        };
         match (found, accounting_error) {
             // Unknown to slurmctld while slurmdbd could not answer: not "no such job".
             (None, Some(e)) => Err(e),
@@ -334,27 +533,18 @@ impl Client {
         ids: &[JobId],
     ) -> Result<HashMap<JobId, JobInfo>, ClientError> {
         let mut out = HashMap::with_capacity(ids.len());
+        if ids.is_empty() {
+            return Ok(out);
+        }
+        let v = self.current().await?;
         for chunk in ids.chunks(self.cfg.state_chunk.max(1)) {
             let steps: Vec<String> = chunk.iter().map(|id| id.to_string()).collect();
-            let resp = self
-                .call("accounting_jobs", Idempotency::Idempotent, |api| {
-                    db_jobs(
-                        api,
-                        DbJobsFilter {
-                            step: Some(&steps),
-                            ..DbJobsFilter::default()
-                        },
-                    )
-                })
-                .await?;
-            for job in resp
-                .jobs
-                .iter()
-                .flat_map(|j| j.0.iter())
-                .filter_map(convert::accounting_job)
-            {
-                out.insert(job.job_id, job);
-            }
+            let filter = DbJobsFilter {
+                step: Some(&steps),
+                ..DbJobsFilter::default()
+            };
+            let jobs = with_api!(self.apis, v, a => a.accounting_jobs(self, "accounting_jobs", &filter).await)?;
+            out.extend(jobs.into_iter().map(|j| (j.job_id, j)));
         }
         Ok(out)
     }
@@ -367,67 +557,54 @@ impl Client {
         since_unix: i64,
         user: Option<&str>,
     ) -> Result<Vec<JobInfo>, ClientError> {
+        let v = self.current().await?;
         let since = since_unix.to_string();
-        let resp = self
-            .call("accounting_jobs_since", Idempotency::Idempotent, |api| {
-                db_jobs(
-                    api,
-                    DbJobsFilter {
-                        skip_steps: Some("true"),
-                        start_time: Some(&since),
-                        users: user,
-                        ..DbJobsFilter::default()
-                    },
-                )
-            })
-            .await?;
-        Ok(resp
-            .jobs
-            .iter()
-            .flat_map(|j| j.0.iter())
-            .filter_map(convert::accounting_job)
-            .collect())
+        let filter = DbJobsFilter {
+            skip_steps: Some("true"),
+            start_time: Some(&since),
+            users: user,
+            ..DbJobsFilter::default()
+        };
+        with_api!(self.apis, v, a => a.accounting_jobs(self, "accounting_jobs_since", &filter).await)
     }
 
-    /// The controllers' ping answers. Beware: a rejected token still gets 200 with "DOWN".
+    /// The controllers' ping answers. Beware: a rejected token still gets 200, not responding.
     pub async fn ping(&self) -> Result<Vec<Ping>, ClientError> {
-        let resp = self
-            .call("ping", Idempotency::Idempotent, |api| {
-                api.slurm_v0042_get_ping()
-            })
-            .await?;
-        Ok(convert::pings(&resp))
+        let v = self.current().await?;
+        with_api!(self.apis, v, a => a.ping(self).await)
     }
 
     /// slurmctld's statistics (a real auth check, unlike ping, and the RPC counts per type).
     pub async fn diag(&self) -> Result<Diag, ClientError> {
-        let resp = self
-            .call("diag", Idempotency::Idempotent, |api| {
-                api.slurm_v0042_get_diag()
-            })
-            .await?;
-        Ok(convert::diag(&resp))
+        let v = self.current().await?;
+        with_api!(self.apis, v, a => a.diag(self).await)
     }
 
     pub async fn partitions(&self) -> Result<Vec<Partition>, ClientError> {
-        let resp = self
-            .call("partitions", Idempotency::Idempotent, |api| {
-                api.slurm_v0042_get_partitions(None, None)
-            })
-            .await?;
-        Ok(convert::partitions(&resp))
+        let v = self.current().await?;
+        with_api!(self.apis, v, a => a.partitions(self).await)
+    }
+
+    /// A job description the version in use cannot carry, as the error a submit returns.
+    pub(crate) fn unexpressible(&self, e: Unexpressible) -> ClientError {
+        ClientError::InvalidRequest {
+            cluster: self.cfg.cluster.clone(),
+            operation: "submit",
+            detail: e.to_string(),
+        }
     }
 
     /// One operation with credentials, retries and one re-mint after a rejected token.
-    async fn call<'a, T, F, Fut>(
-        &'a self,
+    pub(crate) async fn call<T, F, Fut>(
+        &self,
+        version: ApiVersion,
         operation: &'static str,
         idem: Idempotency,
         f: F,
     ) -> Result<T, ClientError>
     where
         T: Envelope,
-        F: Fn(&'a api::Client) -> Fut,
+        F: Fn() -> Fut,
         Fut: Future<Output = Result<ResponseValue<T>, GenError<T>>>,
     {
         let mut attempt = 1;
@@ -449,12 +626,13 @@ impl Client {
                 }
             })?;
             let note = ctx.response();
-            let result = transport::with_context(ctx, f(&self.api)).await;
+            let result = transport::with_context(ctx, f()).await;
             if let Some(observe) = &self.cfg.observer {
-                observe(operation, note.status());
+                observe(operation, version, note.status());
             }
             let err = match classify::classify(
                 &self.cfg,
+                version,
                 operation,
                 result,
                 note.status(),
@@ -463,6 +641,13 @@ impl Client {
                 Ok(v) => return Ok(v),
                 Err(e) => e,
             };
+            if idem != Idempotency::Probe
+                && (matches!(err, ClientError::Unreachable { .. }) || is_unknown_path(&err))
+            {
+                // slurmrestd went away, or stopped serving this version: it may be back upgraded,
+                // so the next call looks at its versions again.
+                self.version.stale.store(true, Ordering::Relaxed);
+            }
             if matches!(err, ClientError::Rejected { .. }) && !reminted && self.cfg.auth.can_renew()
             {
                 // A token can be rejected because it expired early, the key rotated, or the file
@@ -473,45 +658,22 @@ impl Client {
                 continue;
             }
             let may_retry = match idem {
-                Idempotency::Idempotent => err.is_transient(),
+                Idempotency::Idempotent | Idempotency::Probe => err.is_transient(),
                 Idempotency::OnlyIfNeverSent => err.never_sent(),
             };
             if !may_retry || attempt >= self.cfg.retry.max_attempts {
                 return Err(err);
             }
             let delay = self.cfg.retry.delay(attempt);
-            tracing::debug!(cluster = %self.cfg.cluster, operation, attempt, ?delay, error = %err, "retrying");
+            tracing::debug!(cluster = %self.cfg.cluster, operation, api_version = %version, attempt, ?delay, error = %err, "retrying");
             tokio::time::sleep(delay).await;
             attempt += 1;
         }
     }
 }
 
-/// The filters of slurmdbd's `GET jobs/` this client uses. The generated call takes all 34 of
-/// them positionally (progenitor's positional interface): it is spelt out once, here.
-#[derive(Default)]
-struct DbJobsFilter<'a> {
-    skip_steps: Option<&'a str>,
-    start_time: Option<&'a str>,
-    step: Option<&'a Vec<String>>,
-    users: Option<&'a str>,
-}
-
-fn db_jobs<'a>(
-    api: &'a api::Client,
-    f: DbJobsFilter<'a>,
-) -> impl Future<
-    Output = Result<
-        ResponseValue<api::types::V0042OpenapiSlurmdbdJobsResp>,
-        GenError<api::types::V0042OpenapiSlurmdbdJobsResp>,
-    >,
-> + 'a {
-    #[rustfmt::skip]
-    let call = api.slurmdb_v0042_get_jobs(
-        None, None, None, None, None, None, None, None, None, None, // 1-10
-        None, None, None, None, None, None, None, None, None, None, // 11-20
-        None, None, None, None, None, None, // 21-26
-        f.skip_steps, f.start_time, None, f.step, None, f.users, None, None, // 27-34
-    );
-    call
+/// slurmrestd's answer for a path it has no handler for — here, a version it does not serve:
+/// `404 text/plain "Invalid or unknown URL path"` (recorded on 26.05 and 26.11).
+fn is_unknown_path(e: &ClientError) -> bool {
+    matches!(e, ClientError::Http { status: 404, .. })
 }

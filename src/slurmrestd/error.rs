@@ -1,7 +1,12 @@
 //! Errors of the slurmrestd facade. Each names the cluster and the operation, and says what to do.
 
+use super::ApiVersion;
 use super::auth::AuthError;
 use super::types::SlurmError;
+
+fn versions(vs: &[ApiVersion]) -> String {
+    vs.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(", ")
+}
 
 /// Joins Slurm's error entries for a message.
 fn list(errors: &[SlurmError]) -> String {
@@ -90,13 +95,38 @@ pub enum ClientError {
         body: String,
     },
 
-    #[error("slurmrestd of cluster {cluster} sent a response to {operation} that does not decode as v0.0.42{}: {detail}",
+    #[error("slurmrestd of cluster {cluster} sent a response to {operation} that does not decode as {version}{}: {detail}",
         .status.map(|s| format!(" (HTTP {s})")).unwrap_or_default())]
     Decode {
         cluster: String,
         operation: &'static str,
+        version: ApiVersion,
         status: Option<u16>,
         detail: String,
+    },
+
+    #[error(
+        "slurmrestd of cluster {cluster} does not serve the pinned API version {pinned} \
+         (api_version / FLYTE_SLURM_API_VERSION); it serves {}. Pin one of those, or unset the \
+         setting so the connector picks the newest both sides speak",
+        versions(.served)
+    )]
+    VersionNotServed {
+        cluster: String,
+        pinned: ApiVersion,
+        served: Vec<ApiVersion>,
+    },
+
+    #[error(
+        "slurmrestd of cluster {cluster} serves none of the API versions this connector speaks \
+         ({}){}: this Slurm is too old or too new for this connector; upgrade one side",
+        versions(&ApiVersion::ALL),
+        if .others.is_empty() { String::new() } else { format!("; it does serve {}", .others.join(", ")) }
+    )]
+    NoCommonVersion {
+        cluster: String,
+        /// Versions outside ours that answered (probed only to say so).
+        others: Vec<String>,
     },
 
     #[error("invalid request to slurmrestd of cluster {cluster} ({operation}): {detail}")]
@@ -105,18 +135,6 @@ pub enum ClientError {
         operation: &'static str,
         detail: String,
     },
-}
-
-/// Slurm error numbers that mean "could not talk to slurmctld/slurmdbd right now".
-fn is_transient_slurm_error(number: i32) -> bool {
-    // 1000-1006: SLURM_COMMUNICATIONS_* (connect/send/receive/shutdown); 1800-1804:
-    // SLURMCTLD_COMMUNICATIONS_* ("Unable to contact slurm controller", slurmctld down or
-    // restarting); 5000-5004: socket errors and timeouts; 7000: "Unable to connect to database"
-    // when slurmdbd is down.
-    (1000..=1006).contains(&number)
-        || (1800..=1804).contains(&number)
-        || (5000..=5004).contains(&number)
-        || number == 7000
 }
 
 impl ClientError {
@@ -129,7 +147,7 @@ impl ClientError {
             ClientError::Slurm { status, errors, .. } => {
                 matches!(status, 502..=504)
                     || (!errors.is_empty()
-                        && errors.iter().all(|e| is_transient_slurm_error(e.number)))
+                        && errors.iter().all(|e| super::errno::is_transient(e.number)))
             }
             _ => false,
         }

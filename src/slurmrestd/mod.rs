@@ -7,14 +7,17 @@
 //! - [`convert`]: the one seam where generated types become domain types and back.
 //! - [`transport`], [`retry`], [`error`], `classify`: per-request plumbing, backoff, errors and
 //!   how every kind of answer becomes one.
-//! - [`generated`]: the generated code; nothing outside this module touches it.
+//! - `generated`: the generated code, one module per API version; private, so nothing outside
+//!   this module can touch it.
+//! - [`version`]: the versions spoken, and [`errno`]: the Slurm error numbers acted on.
 
 pub mod auth;
 mod classify;
 pub mod client;
 pub mod convert;
+pub mod errno;
 pub mod error;
-pub mod generated;
+mod generated;
 pub mod job_description;
 pub mod retry;
 pub mod transport;
@@ -22,7 +25,7 @@ pub mod types;
 pub mod version;
 
 pub use auth::{Auth, AuthError, Secret};
-pub use client::{Client, ClientConfig, RequestObserver};
+pub use client::{Client, ClientConfig, Negotiated, RequestObserver};
 pub use error::ClientError;
 pub use job_description::JobDescription;
 pub use retry::RetryPolicy;

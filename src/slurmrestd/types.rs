@@ -114,11 +114,14 @@ impl JobState {
 
     /// Terminal in Slurm's sense: the job will not change state again (COMPLETING still will).
     pub fn is_finished(&self) -> bool {
+        // EXPEDITING (v0.0.44+, `--requeue=expedite`): a failed job Slurm is about to requeue
+        // at the top of the queue, like REQUEUED; it will run again.
         !matches!(
             self.base,
             BaseState::Pending | BaseState::Running | BaseState::Suspended
         ) && !self.has_flag("COMPLETING")
             && !self.has_flag("REQUEUED")
+            && !self.has_flag("EXPEDITING")
     }
 }
 
@@ -185,15 +188,20 @@ pub enum CancelOutcome {
     Unknown,
 }
 
-/// One controller's answer to `ping`. `pinged == "DOWN"` also with a rejected token: never use
-/// ping as an auth check.
+/// One controller's answer to `ping`. Not responding also with a rejected token: never use ping
+/// as an auth check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ping {
     pub hostname: String,
-    pub pinged: String,
+    /// v0.0.40-44 say `pinged: "UP"|"DOWN"`, v0.0.45+ `responding: bool`.
+    pub responding: bool,
     pub latency_us: Option<i64>,
+    /// `primary`/`backup` (v0.0.40-44 only).
     pub mode: Option<String>,
     pub primary: Option<bool>,
+    /// Why it is not responding, where the version says (v0.0.45+: "Protocol authentication
+    /// error" for a rejected token).
+    pub status: Option<String>,
 }
 
 /// Identity of the Slurm that answered (from any response's `meta`).

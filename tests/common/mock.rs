@@ -75,7 +75,7 @@ impl Mock {
         ClusterConfig {
             name: "mock".into(),
             restd_url: url::Url::parse(&self.handle.url()).unwrap(),
-            api_version: "v0.0.42".into(),
+            api_version: None,
             username: username.map(str::to_string),
             auth: Some(auth),
             working_dir: Some(self.jobs().display().to_string()),

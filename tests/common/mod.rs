@@ -82,3 +82,41 @@ impl Recorded {
         }
     }
 }
+
+/// A wiremock slurmrestd that serves exactly `release`'s recorded API versions
+/// (`serving("24.11", &["v0.0.40", "v0.0.41", "v0.0.42"])`): the connector's version probe
+/// (`GET /slurm/<v>/ping/` of each version it speaks) gets that release's recorded ping for
+/// those and slurmrestd's 404 "Invalid or unknown URL path" for every other version. The probes
+/// take precedence over a test's own catch-all mocks.
+pub async fn serving(release: &str, versions: &[&str]) -> wiremock::MockServer {
+    use wiremock::matchers::{method, path, path_regex};
+    let server = wiremock::MockServer::start().await;
+    for v in versions {
+        let sample = ["token-badsig-ping", "ping"]
+            .iter()
+            .map(|case| format!("{release}_{v}_{case}"))
+            .find(|name| {
+                fixture_dir()
+                    .join(format!("slurmrestd/{name}.json"))
+                    .exists()
+            })
+            .unwrap_or_else(|| format!("{release}_{v}_jobs-state-one"));
+        wiremock::Mock::given(method("GET"))
+            .and(path(format!("/slurm/{v}/ping/")))
+            .respond_with(Recorded::load(&sample).response())
+            .with_priority(1)
+            .mount(&server)
+            .await;
+    }
+    wiremock::Mock::given(method("GET"))
+        .and(path_regex(r"^/slurm/v0\.0\.[0-9]+/ping/$"))
+        .respond_with(
+            wiremock::ResponseTemplate::new(404)
+                .insert_header("Content-Type", "text/plain")
+                .set_body_string("Invalid or unknown URL path"),
+        )
+        .with_priority(2)
+        .mount(&server)
+        .await;
+    server
+}

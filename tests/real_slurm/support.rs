@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::common::skip::{Tier, skip};
 use slurm_connector::slurmrestd::job_description::Limit;
 use slurm_connector::slurmrestd::{
-    Auth, BaseState, Client, ClientConfig, JobDescription, JobId, JobState,
+    ApiVersion, Auth, BaseState, Client, ClientConfig, JobDescription, JobId, JobState,
 };
 
 /// What `dev-cluster env` exported.
@@ -27,6 +27,9 @@ pub struct Cluster {
     pub script: PathBuf,
     pub accounting: bool,
     pub min_job_age: u64,
+    /// `FLYTE_SLURM_API_VERSION` when the run pins one (CI's per-version matrix); `None`: the
+    /// newest in common, as the connector chooses.
+    pub api_version: Option<ApiVersion>,
 }
 
 pub fn var(name: &str) -> Option<String> {
@@ -64,6 +67,12 @@ pub fn cluster() -> Option<Cluster> {
         min_job_age: need("SLURM_DEV_CLUSTER_MIN_JOB_AGE")
             .parse()
             .expect("SLURM_DEV_CLUSTER_MIN_JOB_AGE is a number"),
+        api_version: var("FLYTE_SLURM_API_VERSION")
+            .filter(|v| v != "auto")
+            .map(|v| {
+                v.parse()
+                    .expect("FLYTE_SLURM_API_VERSION is a version the connector speaks")
+            }),
     })
 }
 
@@ -80,12 +89,26 @@ pub fn local_path(mounts: &str, cluster_path: &str) -> PathBuf {
     panic!("{cluster_path} is not under any of FLYTE_SLURM_SHARED_MOUNTS={mounts}");
 }
 
+/// What `cancel` reports for `outcome` in the API version `client` uses: v0.0.40/41 answer a
+/// finished or unknown job with the same empty 200 as a cancel (recorded on 24.11), so there it
+/// reads `Cancelled`.
+pub fn cancel_outcome(
+    client: &Client,
+    outcome: slurm_connector::slurmrestd::CancelOutcome,
+) -> slurm_connector::slurmrestd::CancelOutcome {
+    match client.api_version() {
+        Some(v) if v < ApiVersion::V0042 => slurm_connector::slurmrestd::CancelOutcome::Cancelled,
+        _ => outcome,
+    }
+}
+
 impl Cluster {
     /// A client as the connector builds one: `user_name` is the X-SLURM-USER-NAME header (the
     /// job user; with a root/SlurmUser token it proxies that user).
     pub fn config(&self, auth: Auth, user_name: Option<&str>) -> ClientConfig {
         let mut cfg = ClientConfig::new(self.name.clone(), self.url.clone(), auth);
         cfg.user_name = user_name.map(str::to_string);
+        cfg.api_version = self.api_version;
         // A loaded 2-core CI machine: never fail a test on a slow answer.
         cfg.request_timeout = Duration::from_secs(30);
         cfg

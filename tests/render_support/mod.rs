@@ -171,6 +171,18 @@ pub fn schema_problems(job: &Value) -> Vec<String> {
     problems
 }
 
+/// The same check against `job_desc_msg` of a version's committed trimmed spec (the one its client
+/// is generated from; enum values as `x-slurm-enum`).
+pub fn schema_problems_for(version: &str, job: &Value) -> Vec<String> {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("openapi/slurmrestd-{version}.json"));
+    let spec: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let schemas = &spec["components"]["schemas"];
+    let mut problems = Vec::new();
+    check(job, &schemas["job_desc_msg"], schemas, "job", &mut problems);
+    problems
+}
+
 fn resolve<'a>(mut s: &'a Value, schemas: &'a Value) -> &'a Value {
     while let Some(r) = s.get("$ref").and_then(Value::as_str) {
         s = &schemas[r.rsplit('/').next().unwrap()];
@@ -202,7 +214,9 @@ fn check(v: &Value, schema: &Value, schemas: &Value, path: &str, problems: &mut 
             }
         }
         ("string", Value::String(text)) => {
-            if let Some(allowed) = schema["enum"].as_array()
+            if let Some(allowed) = schema["enum"]
+                .as_array()
+                .or_else(|| schema["x-slurm-enum"].as_array())
                 && !allowed.iter().any(|a| a.as_str() == Some(text))
             {
                 problems.push(format!("{path}: `{text}` is not one of {allowed:?}"));

@@ -1,16 +1,42 @@
-//! The one seam between generated v0.0.42 types and our domain types. Adding an API version means
-//! one more generated module and one more set of these conversions; nothing else changes.
+//! The one seam between generated types and our domain types, for every API version.
+//!
+//! The trimmed specs give each version's generated module the same type and method names
+//! (`scripts/trim-openapi.py`, fixes 9-11), so the seam is written once, in `each_version.rs`,
+//! and compiled against each version's module (`v0040.rs` .. `v0046.rs`): the compiler checks every
+//! field access of every version. What really differs between versions — a field one version
+//! lacks, a number that became a no-val struct, a ping answer without `pinged` — is each version
+//! module's own short `quirks`, the only hand-written per-version code.
+//!
+//! Besides the conversions, each version module has an `Api`: the generated client of that
+//! version and one method per operation the facade (`client.rs`) uses, returning domain types.
 
-mod job_description;
-mod usage;
+use super::ApiVersion;
 
-pub use job_description::submit_request;
-pub use usage::{accounting_usage, controller_usage};
+use super::types::{BaseState, JobState, ServerInfo, SlurmError, Tres};
 
-use super::generated::v0042::types as g;
-use super::types::{
-    BaseState, Diag, ExitCode, JobId, JobInfo, JobState, Partition, Ping, ServerInfo, SlurmError,
-};
+mod shapes;
+
+// The same body converts `i32` in one version and `i64` in another (e.g. `count`): a conversion
+// that is needed somewhere is "useless" in the versions where the types already agree.
+#[allow(clippy::useless_conversion)]
+pub(crate) mod v0040;
+#[allow(clippy::useless_conversion)]
+pub(crate) mod v0041;
+#[allow(clippy::useless_conversion)]
+pub(crate) mod v0042;
+#[allow(clippy::useless_conversion)]
+pub(crate) mod v0043;
+#[allow(clippy::useless_conversion)]
+pub(crate) mod v0044;
+#[allow(clippy::useless_conversion)]
+pub(crate) mod v0045;
+#[allow(clippy::useless_conversion)]
+pub(crate) mod v0046;
+
+/// Seen by rustfmt only (it formats `mod` files whatever their cfg): the body the version modules
+/// `include!`, so `cargo fmt` keeps it formatted like the rest.
+#[cfg(any())]
+mod each_version;
 
 /// The parts every slurmrestd response carries: `errors`, `warnings`, `meta`.
 pub trait Envelope {
@@ -19,103 +45,32 @@ pub trait Envelope {
     fn server(&self) -> ServerInfo;
 }
 
-fn errors_of(errors: &Option<g::V0042OpenapiErrors>) -> Vec<SlurmError> {
-    errors
-        .as_ref()
-        .map(|e| {
-            e.0.iter()
-                .map(|e| SlurmError {
-                    number: e.error_number.unwrap_or(0),
-                    error: e.error.clone().unwrap_or_default(),
-                    description: e.description.clone().unwrap_or_default(),
-                    source: e.source.clone().unwrap_or_default(),
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+/// A job description field that the version in use cannot carry. Rendering refuses such options
+/// first, naming the versions that can (`render::options`); this is the safety net behind it,
+/// so a field is never silently dropped from a submit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the job description sets {what}, which slurmrestd {version} cannot express; \
+     pin a version that has it (FLYTE_SLURM_API_VERSION) or drop the option"
+)]
+pub struct Unexpressible {
+    /// The field, and the value where only the value is the problem: `` `shared` = topo ``.
+    pub what: String,
+    pub version: ApiVersion,
 }
 
-fn warnings_of(warnings: &Option<g::V0042OpenapiWarnings>) -> Vec<String> {
-    warnings
-        .as_ref()
-        .map(|w| w.0.iter().filter_map(|w| w.description.clone()).collect())
-        .unwrap_or_default()
-}
-
-fn server_of(meta: &Option<g::V0042OpenapiMeta>) -> ServerInfo {
-    let Some(meta) = meta else {
-        return ServerInfo::default();
-    };
-    ServerInfo {
-        release: meta.slurm.as_ref().and_then(|s| s.release.clone()),
-        cluster: meta.slurm.as_ref().and_then(|s| s.cluster.clone()),
-        data_parser: meta.plugin.as_ref().and_then(|p| p.data_parser.clone()),
-        client_user: meta.client.as_ref().and_then(|c| c.user.clone()),
+fn state_of<I, S>(items: Option<I>) -> JobState
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    match items {
+        Some(s) => JobState::from_strings(s),
+        None => JobState {
+            base: BaseState::Other(String::new()),
+            flags: vec![],
+        },
     }
-}
-
-macro_rules! envelope {
-    ($($t:ty),* $(,)?) => {$(
-        impl Envelope for $t {
-            fn errors(&self) -> Vec<SlurmError> { errors_of(&self.errors) }
-            fn warnings(&self) -> Vec<String> { warnings_of(&self.warnings) }
-            fn server(&self) -> ServerInfo { server_of(&self.meta) }
-        }
-    )*};
-}
-
-envelope!(
-    g::V0042OpenapiJobSubmitResponse,
-    g::V0042OpenapiJobInfoResp,
-    g::V0042OpenapiJobStateResp,
-    g::V0042OpenapiKillJobResp,
-    g::V0042OpenapiSlurmdbdJobsResp,
-    g::V0042OpenapiPingArrayResp,
-    g::V0042OpenapiDiagResp,
-    g::V0042OpenapiPartitionResp,
-);
-
-/// A no-val number: `None` unless `set` and not `infinite`.
-fn no_val_u32(v: &Option<g::V0042Uint32NoValStruct>) -> Option<u32> {
-    let v = v.as_ref()?;
-    if v.set == Some(false) || v.infinite == Some(true) {
-        return None;
-    }
-    v.number.and_then(|n| u32::try_from(n).ok())
-}
-
-fn no_val_u16(v: &Option<g::V0042Uint16NoValStruct>) -> Option<u32> {
-    let v = v.as_ref()?;
-    if v.set == Some(false) || v.infinite == Some(true) {
-        return None;
-    }
-    v.number.and_then(|n| u32::try_from(n).ok())
-}
-
-fn no_val_time(v: &Option<g::V0042Uint64NoValStruct>) -> Option<i64> {
-    let v = v.as_ref()?;
-    if v.set == Some(false) || v.infinite == Some(true) {
-        return None;
-    }
-    v.number.filter(|n| *n > 0)
-}
-
-fn exit_code(v: &Option<g::V0042ProcessExitCodeVerbose>) -> Option<ExitCode> {
-    let v = v.as_ref()?;
-    Some(ExitCode {
-        status: v
-            .status
-            .as_ref()
-            .map(|s| s.0.iter().map(|i| i.to_string()).collect())
-            .unwrap_or_default(),
-        return_code: no_val_u32(&v.return_code),
-        signal: v.signal.as_ref().and_then(|s| no_val_u16(&s.id)),
-        signal_name: v
-            .signal
-            .as_ref()
-            .and_then(|s| s.name.clone())
-            .filter(|n| !n.is_empty()),
-    })
 }
 
 fn non_empty(s: &Option<String>) -> Option<String> {
@@ -127,123 +82,91 @@ fn reason(s: &Option<String>) -> Option<String> {
     non_empty(s).filter(|r| r != "None")
 }
 
-fn job_state(v: &Option<g::V0042JobState>) -> JobState {
-    match v {
-        Some(s) => JobState::from_strings(s.0.iter().map(|i| i.to_string())),
-        None => JobState {
-            base: BaseState::Other(String::new()),
-            flags: vec![],
-        },
+/// A no-val number as the API carries it (`set`, `infinite`, `number`): `None` unless set and
+/// finite.
+fn no_val(set: Option<bool>, infinite: Option<bool>, number: Option<i64>) -> Option<i64> {
+    if set == Some(false) || infinite == Some(true) {
+        return None;
+    }
+    number
+}
+
+/// A number into whichever integer type a version's spec gave the field, saturating (limits past
+/// the type's range are refused by rendering already).
+trait Saturate: Sized {
+    fn saturate(n: i64) -> Self;
+}
+
+impl Saturate for i32 {
+    fn saturate(n: i64) -> i32 {
+        i32::try_from(n).unwrap_or(if n < 0 { i32::MIN } else { i32::MAX })
     }
 }
 
-/// A slurmctld job record (GET job/{id}, GET jobs/). `None` without a job id.
-pub fn job_info(j: &g::V0042JobInfo) -> Option<JobInfo> {
-    let id = u32::try_from(j.job_id?).ok()?;
-    Some(JobInfo {
-        job_id: JobId(id),
-        name: j.name.clone().unwrap_or_default(),
-        state: job_state(&j.job_state),
-        exit_code: exit_code(&j.exit_code),
-        reason: reason(&j.state_reason),
-        comment: non_empty(&j.comment),
-        user: non_empty(&j.user_name),
-        standard_output: non_empty(&j.standard_output),
-        standard_error: non_empty(&j.standard_error),
-        current_working_directory: non_empty(&j.current_working_directory),
-        partition: non_empty(&j.partition),
-        submit_time: no_val_time(&j.submit_time),
-        start_time: no_val_time(&j.start_time),
-        end_time: no_val_time(&j.end_time),
-    })
+impl Saturate for i64 {
+    fn saturate(n: i64) -> i64 {
+        n
+    }
 }
 
-/// A slurmdbd job record (GET slurmdb job/{id}, jobs/). `None` without a job id.
-pub fn accounting_job(j: &g::V0042Job) -> Option<JobInfo> {
-    let id = u32::try_from(j.job_id?).ok()?;
-    let state = j.state.as_ref();
-    let time = j.time.as_ref();
-    Some(JobInfo {
-        job_id: JobId(id),
-        name: j.name.clone().unwrap_or_default(),
-        state: job_state(&state.and_then(|s| s.current.clone())),
-        exit_code: exit_code(&j.exit_code),
-        reason: reason(&state.and_then(|s| s.reason.clone())),
-        comment: j.comment.as_ref().and_then(|c| non_empty(&c.job)),
-        user: non_empty(&j.user),
-        // The expanded paths are the real files (`%j` replaced); older records may lack them.
-        standard_output: non_empty(&j.stdout_expanded).or_else(|| non_empty(&j.stdout)),
-        standard_error: non_empty(&j.stderr_expanded).or_else(|| non_empty(&j.stderr)),
-        current_working_directory: non_empty(&j.working_directory),
-        partition: non_empty(&j.partition),
-        submit_time: time.and_then(|t| t.submission).filter(|t| *t > 0),
-        start_time: time.and_then(|t| t.start).filter(|t| *t > 0),
-        end_time: time.and_then(|t| t.end).filter(|t| *t > 0),
-    })
+fn secs(seconds: Option<i64>, micros: Option<i64>) -> Option<f64> {
+    match (seconds, micros) {
+        (None, None) => None,
+        (s, us) => Some(s.unwrap_or(0) as f64 + us.unwrap_or(0) as f64 / 1e6),
+    }
 }
 
-/// jobs/state entries: `{job_id: "31", state: ["COMPLETED"]}` (job_id is a string here).
-pub fn state_entry(e: &g::V0042JobStateEntry) -> Option<(JobId, JobState)> {
-    let id: JobId = e.job_id.as_deref()?.parse().ok()?;
-    let state = JobState::from_strings(e.state.iter().flatten());
-    Some((id, state))
-}
-
-pub fn pings(r: &g::V0042OpenapiPingArrayResp) -> Vec<Ping> {
-    r.pings
-        .as_ref()
-        .map(|p| {
-            p.0.iter()
-                .map(|p| Ping {
-                    hostname: p.hostname.clone().unwrap_or_default(),
-                    pinged: p.pinged.clone().unwrap_or_default(),
-                    latency_us: p.latency,
-                    mode: p.mode.clone(),
-                    primary: p.primary,
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-pub fn diag(r: &g::V0042OpenapiDiagResp) -> Diag {
-    let s = r.statistics.as_ref();
-    Diag {
-        server: r.server(),
-        jobs_submitted: s.and_then(|s| s.jobs_submitted).map(i64::from),
-        jobs_running: s.and_then(|s| s.jobs_running).map(i64::from),
-        jobs_pending: s.and_then(|s| s.jobs_pending).map(i64::from),
-        server_thread_count: s.and_then(|s| s.server_thread_count).map(i64::from),
-        rpcs_by_message: s
-            .and_then(|s| s.rpcs_by_message_type.as_ref())
-            .map(|r| {
-                r.0.iter()
-                    .filter_map(|t| {
-                        Some((t.message_type.clone()?, i64::from(t.count.unwrap_or(0))))
-                    })
-                    .collect()
+/// `cpu=2,mem=8000M,node=1,billing=2,gres/gpu=1` → TRES, memory in MiB as slurmdbd counts it.
+fn parse_tres_str(s: &str) -> Vec<Tres> {
+    s.split(',')
+        .filter_map(|item| {
+            let (k, v) = item.split_once('=')?;
+            let (kind, name) = k.split_once('/').unwrap_or((k, ""));
+            let count = if kind == "mem" {
+                mebibytes(v)?
+            } else {
+                v.parse().ok()?
+            };
+            Some(Tres {
+                kind: kind.to_string(),
+                name: name.to_string(),
+                count,
             })
-            .unwrap_or_default(),
-    }
+        })
+        .collect()
 }
 
-pub fn partitions(r: &g::V0042OpenapiPartitionResp) -> Vec<Partition> {
-    r.partitions
-        .as_ref()
-        .map(|p| {
-            p.0.iter()
-                .filter_map(|p| {
-                    Some(Partition {
-                        name: p.name.clone()?,
-                        state: p
-                            .partition
-                            .as_ref()
-                            .and_then(|q| q.state.as_ref())
-                            .map(|s| s.0.iter().map(|i| i.to_string()).collect())
-                            .unwrap_or_default(),
-                    })
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+fn mebibytes(v: &str) -> Option<i64> {
+    let (num, unit) = v.split_at(v.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(v.len()));
+    let n: f64 = num.parse().ok()?;
+    let factor = match unit {
+        "" | "M" => 1.0,
+        "K" => 1.0 / 1024.0,
+        "G" => 1024.0,
+        "T" => 1024.0 * 1024.0,
+        _ => return None,
+    };
+    Some((n * factor).round() as i64)
 }
+
+/// The submit body a version would POST for `job`, as JSON: what `render --request` prints and
+/// the goldens compare. It is the generated type's own serialization, so it cannot drift from
+/// what is sent.
+pub fn submit_body_json(
+    version: ApiVersion,
+    job: &crate::slurmrestd::JobDescription,
+) -> Result<serde_json::Value, Unexpressible> {
+    macro_rules! body {
+        ($($v:ident => $m:ident),*) => {
+            match version {
+                $(ApiVersion::$v => serde_json::to_value($m::submit_request(job)?),)*
+            }
+        };
+    }
+    let value = body!(V0040 => v0040, V0041 => v0041, V0042 => v0042, V0043 => v0043,
+        V0044 => v0044, V0045 => v0045, V0046 => v0046);
+    Ok(value.expect("generated request types always serialize"))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,113 @@
+//! The ways versions differ, one macro per shape of one quirk. Each version module's `quirks`
+//! lists the shapes it has (`v0042.rs`: `shapes::cancel_with_status!();` ...), and the macro body
+//! is compiled against that version's types, so a wrong pick does not build.
+
+/// v0.0.40-41: `DELETE job/{id}` answers `openapi_resp` with no per-job status: a job that was
+/// unknown or already finished gets the same empty 200 as a cancelled one (recorded on 24.11).
+macro_rules! cancel_without_status {
+    () => {
+        pub(super) type CancelResponse = g::OpenapiResp;
+        pub(super) fn cancel_codes(_: &CancelResponse) -> Vec<i32> {
+            Vec::new()
+        }
+    };
+}
+
+/// v0.0.42+: `DELETE job/{id}` answers each job's `status[].error.code` (2017 unknown, 2021
+/// already finished).
+macro_rules! cancel_with_status {
+    () => {
+        pub(super) type CancelResponse = g::OpenapiKillJobResp;
+        pub(super) fn cancel_codes(r: &CancelResponse) -> Vec<i32> {
+            r.status
+                .iter()
+                .flatten()
+                .filter_map(|s| s.error.as_ref()?.code)
+                .collect()
+        }
+    };
+}
+
+/// v0.0.40-44: `pinged: "UP"|"DOWN"` and `mode`; `$primary` reads whether it is the primary
+/// (a field from v0.0.42, the `mode` before).
+macro_rules! ping_pinged {
+    ($primary:expr) => {
+        pub(super) fn ping(p: &g::ControllerPing) -> Ping {
+            Ping {
+                hostname: p.hostname.clone().unwrap_or_default(),
+                responding: p.pinged.as_deref() == Some("UP"),
+                latency_us: p.latency,
+                mode: p.mode.clone(),
+                primary: $primary(p),
+                status: None,
+            }
+        }
+    };
+}
+
+/// v0.0.45+: `responding` and a `status` text instead of `pinged`/`mode`.
+macro_rules! ping_responding {
+    () => {
+        pub(super) fn ping(p: &g::ControllerPing) -> Ping {
+            Ping {
+                hostname: p.hostname.clone().unwrap_or_default(),
+                responding: p.responding == Some(true),
+                latency_us: p.latency,
+                mode: None,
+                primary: p.primary,
+                status: p.status.clone().filter(|s| !s.is_empty()),
+            }
+        }
+    };
+}
+
+/// slurmdb job records with `stdout_expanded`/`stderr_expanded` (v0.0.41+): the real files,
+/// `%j` replaced; the plain fields as older records have them.
+macro_rules! accounting_expanded_paths {
+    () => {
+        pub(super) fn accounting_output_paths(j: &g::Job) -> (Option<String>, Option<String>) {
+            (
+                non_empty(&j.stdout_expanded).or_else(|| non_empty(&j.stdout)),
+                non_empty(&j.stderr_expanded).or_else(|| non_empty(&j.stderr)),
+            )
+        }
+    };
+}
+
+/// slurmdb's filtered `GET jobs/`: the same four parameters in every version (the trim script's
+/// fix 12 drops the others).
+macro_rules! db_jobs {
+    () => {
+        pub(super) fn db_jobs<'a>(
+            a: &'a api::Client,
+            f: &DbJobsFilter<'a>,
+        ) -> impl Future<
+            Output = Result<
+                ResponseValue<g::OpenapiSlurmdbdJobsResp>,
+                GenError<g::OpenapiSlurmdbdJobsResp>,
+            >,
+        > + 'a {
+            a.slurmdb_get_jobs(f.skip_steps, f.start_time, f.step, f.users)
+        }
+    };
+}
+
+/// Job description fields v0.0.42 and later share beyond the common ones.
+macro_rules! job_desc_since_v0042 {
+    () => {
+        pub(super) fn version_fields(
+            job: &JobDescription,
+            msg: &mut g::JobDescMsg,
+        ) -> Result<(), Unexpressible> {
+            msg.oom_kill_step = job.oom_kill_step.map(i32::from);
+            msg.segment_size = job.segment_size.map(u16_no_val);
+            msg.distribution_plane_size = job.distribution_plane_size.map(u16_no_val);
+            Ok(())
+        }
+    };
+}
+
+pub(super) use {
+    accounting_expanded_paths, cancel_with_status, cancel_without_status, db_jobs,
+    job_desc_since_v0042, ping_pinged, ping_responding,
+};

@@ -1,0 +1,35 @@
+//! slurmrestd v0.0.40 (Slurm 23.11 to 25.05): the seam (`each_version.rs`) compiled against this
+//! version's generated types, and the few things this version does its own way.
+
+pub(crate) use crate::slurmrestd::generated::v0040 as api;
+pub(crate) use api::types as g;
+
+include!("each_version.rs");
+
+mod quirks {
+    use super::*;
+    use crate::slurmrestd::client::DbJobsFilter;
+    use crate::slurmrestd::convert::shapes;
+
+    pub(super) const VERSION: ApiVersion = ApiVersion::V0040;
+
+    shapes::cancel_without_status!();
+    shapes::ping_pinged!(|p: &g::ControllerPing| p.mode.as_deref().map(|m| m == "primary"));
+    // v0.0.40 slurmdb records carry no output paths (v0.0.41 added them): the connector then
+    // uses the paths it rendered, which resource_meta keeps.
+    pub(super) fn accounting_output_paths(_: &g::Job) -> (Option<String>, Option<String>) {
+        (None, None)
+    }
+    /// v0.0.40 has neither `oom_kill_step` nor `segment_size`, and takes the plane size as a
+    /// plain integer.
+    pub(super) fn version_fields(
+        job: &JobDescription,
+        msg: &mut g::JobDescMsg,
+    ) -> Result<(), Unexpressible> {
+        refuse_unless(job.oom_kill_step.is_none(), "oom_kill_step")?;
+        refuse_unless(job.segment_size.is_none(), "segment_size")?;
+        msg.distribution_plane_size = job.distribution_plane_size.map(i32::from);
+        Ok(())
+    }
+    shapes::db_jobs!();
+}

@@ -1,0 +1,30 @@
+//! slurmrestd v0.0.41 (Slurm 24.05 to 25.11): the seam (`each_version.rs`) compiled against this
+//! version's generated types, and the few things this version does its own way.
+
+pub(crate) use crate::slurmrestd::generated::v0041 as api;
+pub(crate) use api::types as g;
+
+include!("each_version.rs");
+
+mod quirks {
+    use super::*;
+    use crate::slurmrestd::client::DbJobsFilter;
+    use crate::slurmrestd::convert::shapes;
+
+    pub(super) const VERSION: ApiVersion = ApiVersion::V0041;
+
+    shapes::cancel_without_status!();
+    shapes::ping_pinged!(|p: &g::ControllerPing| p.mode.as_deref().map(|m| m == "primary"));
+    shapes::accounting_expanded_paths!();
+    /// v0.0.41 has no `oom_kill_step` yet.
+    pub(super) fn version_fields(
+        job: &JobDescription,
+        msg: &mut g::JobDescMsg,
+    ) -> Result<(), Unexpressible> {
+        refuse_unless(job.oom_kill_step.is_none(), "oom_kill_step")?;
+        msg.segment_size = job.segment_size.map(u16_no_val);
+        msg.distribution_plane_size = job.distribution_plane_size.map(u16_no_val);
+        Ok(())
+    }
+    shapes::db_jobs!();
+}

@@ -1,0 +1,25 @@
+//! The Slurm error numbers the connector acts on, in one place (`slurm_errno.h`'s names).
+//! They are the same in every API version: slurmrestd passes slurmctld's and slurmdbd's numbers
+//! through as `errors[].error_number` (or `status[].error.code` when cancelling).
+
+/// ESLURM_INVALID_JOB_ID, "Invalid job id specified": unknown to slurmctld (never existed, or
+/// aged out).
+pub const INVALID_JOB_ID: i32 = 2017;
+/// ESLURM_ALREADY_DONE, "Job/step already completing or completed".
+pub const ALREADY_DONE: i32 = 2021;
+/// SLURM_PROTOCOL_AUTHENTICATION_ERROR, "Protocol authentication error": the token was refused.
+pub const AUTH: i32 = 1007;
+/// ESLURM_DB_CONNECTION, "Unable to connect to database": slurmdbd is down (or, on 24.11 with
+/// an auth-specific description, refused the token).
+pub const DB_CONNECTION: i32 = 7000;
+
+/// Numbers that mean "could not talk to slurmctld/slurmdbd right now": worth retrying.
+pub fn is_transient(number: i32) -> bool {
+    // 1000-1006: SLURM_COMMUNICATIONS_* (connect/send/receive/shutdown); 1800-1804:
+    // SLURMCTLD_COMMUNICATIONS_* ("Unable to contact slurm controller", slurmctld down or
+    // restarting); 5000-5004: socket errors and timeouts; 7000: slurmdbd down.
+    (1000..=1006).contains(&number)
+        || (1800..=1804).contains(&number)
+        || (5000..=5004).contains(&number)
+        || number == DB_CONNECTION
+}
