@@ -46,6 +46,11 @@ enum Command {
         request: PathBuf,
         #[arg(long)]
         config: Option<PathBuf>,
+        /// The slurmrestd API version to render for (e.g. v0.0.45); default: the cluster's pinned
+        /// api_version, else v0.0.42 (render contacts no cluster, so it cannot negotiate).
+        /// Options a version cannot express are refused, naming it.
+        #[arg(long)]
+        api_version: Option<slurm_connector::slurmrestd::ApiVersion>,
     },
     /// Preflight the configured cluster(s): reachable, token accepted, API version, partitions,
     /// job files through staging, object store writable. Exits non-zero on any ✗.
@@ -122,9 +127,13 @@ fn run(command: Command) -> Result<u8, Failure> {
             } => cli::serve::run(config.as_deref(), listen, metrics_listen, data_dir)
                 .await
                 .map(|()| 0),
-            Command::Render { request, config } => {
-                let body =
-                    cli::render::run(&request, config.as_deref()).map_err(Failure::failed)?;
+            Command::Render {
+                request,
+                config,
+                api_version,
+            } => {
+                let body = cli::render::run(&request, config.as_deref(), api_version)
+                    .map_err(Failure::failed)?;
                 println!("{body}");
                 Ok(0)
             }

@@ -282,5 +282,41 @@ fn render_prints_the_submit_body_and_refuses_bad_tasks() {
     assert!(out.stdout.is_empty());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("output"), "names the option: {err}");
+
+    // --api-version: the options are checked for that version, whose name the refusal carries.
+    req["template"]["custom"]["sbatch_options"] = serde_json::json!({"oom-kill-step": true});
+    std::fs::write(&bad, serde_json::to_vec(&req).unwrap()).unwrap();
+    let render = |version: &str| {
+        connector()
+            .args([
+                "render",
+                "--request",
+                bad.to_str().unwrap(),
+                "--api-version",
+                version,
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = render("v0.0.42");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let body: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(body["job"]["oom_kill_step"], 1);
+    let out = render("v0.0.41");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`--oom-kill-step` needs a job description field that v0.0.41 lacks")
+            && err.contains("v0.0.42+ have it"),
+        "{err}"
+    );
+    let out = render("v0.0.39");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("v0.0.39") && err.contains("v0.0.40"), "{err}");
     let _ = std::fs::remove_file(&bad);
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use slurm_connector::slurmrestd::job_description::Limit;
 use slurm_connector::slurmrestd::{
-    Auth, BaseState, CancelOutcome, Client, ClientError, JobId, RequestObserver, Secret,
+    ApiVersion, Auth, BaseState, CancelOutcome, Client, ClientError, JobId, RequestObserver, Secret,
 };
 
 // Root files of integration tests look for modules next to them, hence the path.
@@ -391,6 +391,50 @@ async fn an_aged_out_job_is_found_in_slurmdbd() {
         Some(&BaseState::Completed)
     );
     assert!(!many.contains_key(&JobId(999_999)));
+}
+
+/// The versions each release really serves (measured on the dev cluster; 26.11 is the vendored
+/// 26.11.0-0rc1), and the one the connector must choose: the pinned one, or the newest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_gets_the_newest_version_both_sides_serve_or_the_pinned_one() {
+    let c = require_cluster!();
+    let served: &[ApiVersion] = match c.release.as_str() {
+        "24.11" => &[ApiVersion::V0040, ApiVersion::V0041, ApiVersion::V0042],
+        "26.05" => &[
+            ApiVersion::V0042,
+            ApiVersion::V0043,
+            ApiVersion::V0044,
+            ApiVersion::V0045,
+        ],
+        "26.11" => &[
+            ApiVersion::V0043,
+            ApiVersion::V0044,
+            ApiVersion::V0045,
+            ApiVersion::V0046,
+        ],
+        other => panic!("no expectation for release {other}"),
+    };
+    let n = c
+        .user_client()
+        .negotiate()
+        .await
+        .expect("a version in common");
+    eprintln!(
+        "{}: {} ({}), Slurm {:?}",
+        c.release,
+        n.version,
+        n.reason(),
+        n.server.release
+    );
+    assert_eq!(n.served, served, "versions served by {}", c.release);
+    assert_eq!(n.version, c.api_version.unwrap_or(*served.last().unwrap()));
+    assert_eq!(n.pinned, c.api_version.is_some());
+    // Every call then goes to that version (meta.plugin.data_parser names it).
+    let d = c.user_client().diag().await.expect("diag");
+    assert_eq!(
+        d.server.data_parser.as_deref(),
+        Some(format!("data_parser/{}", n.version).as_str())
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -156,7 +156,7 @@ fn deployment(c: &support::Cluster, backend: &Backend) -> DeploymentConfig {
         ClusterConfig {
             name: c.name.clone(),
             restd_url: c.url.clone(),
-            api_version: None,
+            api_version: c.api_version,
             username: Some(c.user.clone()),
             auth: Some(AuthConfig::KeyFile {
                 path: c.key_file.clone(),

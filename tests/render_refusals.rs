@@ -92,7 +92,6 @@ fn option_names_and_values_are_validated() {
 fn unexpressible_options_are_refused_with_the_supported_list() {
     for (name, v) in [
         ("clusters", json!("a")),
-        ("cores-per-socket", json!(2.0)),
         ("get-user-env", json!(true)),
         ("nodefile", json!("/tmp/nodes")),
         ("test-only", json!(true)),
@@ -370,14 +369,18 @@ fn kitchen_sink_matches_the_schema() {
     assert_eq!(j2["shared"], json!(["oversubscribe"]));
     assert_eq!(j2["requeue"], json!(true));
     assert_eq!(j2["memory_per_node"]["number"], json!(4096));
-    let j3 = job(&script("#SBATCH --mem-per-cpu=500"));
+    let j3 = job(&script("#SBATCH --mem-per-cpu=500 -B 2:*:1"));
     assert!(schema_problems(&j3).is_empty());
     assert_eq!(j3["memory_per_cpu"]["number"], json!(500));
-    // Every option the table maps must have been exercised above.
-    let text = format!("{directives}\n{others}\n--mem-per-cpu");
+    assert_eq!(
+        (&j3["sockets_per_node"], &j3["threads_per_core"]),
+        (&json!(2), &json!(1))
+    );
+    // Every option mapped in this version must have been exercised above.
+    let text = format!("{directives}\n{others}\n--mem-per-cpu -B ");
     for spec in options::OPTIONS
         .iter()
-        .filter(|s| matches!(s.support, options::Support::Mapped(_)))
+        .filter(|s| s.supported_in(config().api_version))
     {
         let short = spec.short.map(|c| format!("-{c} ")).unwrap_or_default();
         assert!(

@@ -58,6 +58,8 @@ const EXPECTED_TO_DIFFER: &[&str] = &[
     // slurmctld records how and from where the job was submitted.
     "submit_line",
     "allocating_node",
+    // Slurm 26.05+ (v0.0.45+): the job's own id again, with its `sluid` (unique per job).
+    "step_id",
 ];
 
 /// Job flags that record scheduler state, not what was requested.

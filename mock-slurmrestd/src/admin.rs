@@ -1,6 +1,7 @@
 //! `/mock/...`: the admin surface for tests and benchmarks (no auth, not counted, no faults).
 //!
-//! - `GET /mock/stats` -> counters `{"operations":{"submit":{"200":3}, ...}}` (status 0 = dropped)
+//! - `GET /mock/stats` -> counters `{"operations":{"submit":{"200":3}, ...},
+//!   "api_versions":{"v0.0.46":3, ...}}` (status 0 = dropped)
 //! - `POST /mock/reset-stats` -> 204
 //! - `GET /mock/faults` -> current faults; `POST /mock/faults` (a FaultConfig JSON, missing fields
 //!   = off) replaces them; `DELETE /mock/faults` clears them.

@@ -90,6 +90,13 @@ pub struct Job {
     pub pgid: Option<i32>,
     /// When the job ended (monotonic), for MinJobAge.
     pub ended_at: Option<std::time::Instant>,
+    /// How often the job was requeued (`restart_cnt`).
+    pub restart_cnt: u32,
+    /// Not eligible before this instant (a requeued job's BeginTime).
+    pub begin_at: Option<std::time::Instant>,
+    /// Requeued while running: its old processes are still being killed, so it may not start
+    /// again yet, and their end must not count as the job's end.
+    pub requeued: bool,
 }
 
 impl Job {

@@ -1,22 +1,14 @@
-//! Parsing a `POST job/submit` body the way data_parser v0.0.42 does: every field of
-//! `v0.0.42_job_desc_msg` accepted (unknown ones warned about), a wrongly typed field makes the
-//! whole request a 200 with only a warning and no job (the recorded trap).
-
-use std::collections::BTreeMap;
-use std::sync::OnceLock;
+//! Parsing a `POST job/submit` body the way data_parser does for the version asked: every field
+//! of that version's `<version>_job_desc_msg` accepted (`data/<version>/job_desc_fields.json`,
+//! from its real spec); a field the version does not know is warned about and ignored, exactly
+//! as the real one answers `no_such_field` on every version; a wrongly typed field makes the whole
+//! request a 200 with only a warning and no job (the recorded trap).
 
 use serde_json::{Map, Value};
 
+use crate::config::ApiVersion;
 use crate::records::Warning;
-
-/// Field name -> kind, extracted from the recorded v0.0.42 OpenAPI spec (`data/job_desc_fields.json`).
-fn field_kinds() -> &'static BTreeMap<String, String> {
-    static KINDS: OnceLock<BTreeMap<String, String>> = OnceLock::new();
-    KINDS.get_or_init(|| {
-        serde_json::from_str(include_str!("../data/job_desc_fields.json"))
-            .expect("data/job_desc_fields.json is valid JSON")
-    })
-}
+use crate::versions::job_desc_fields;
 
 /// A job description the scheduler can run; fields it does not simulate stay in `raw` and are
 /// echoed in the job record.
@@ -107,7 +99,7 @@ fn json_type_desc(v: &Value) -> &'static str {
     }
 }
 
-fn slurm_type_name(v: &Value) -> &'static str {
+pub(crate) fn slurm_type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "boolean",
@@ -152,6 +144,10 @@ fn type_ok(kind: &str, v: &Value) -> bool {
         // data_parser turns numbers and booleans into strings for string fields.
         _ => v.is_string() || v.is_number() || v.is_boolean(),
     }
+}
+
+fn is_integer(v: &Value) -> bool {
+    v.is_i64() || v.is_u64()
 }
 
 fn as_string(v: Option<&Value>) -> Option<String> {
@@ -238,7 +234,7 @@ fn minify(json: &str) -> String {
 }
 
 /// Parse the whole submit body: `{"job":{...}}` with `script` inside `job` or next to it.
-pub fn parse_submit(body: &[u8]) -> Parsed {
+pub fn parse_submit(body: &[u8], api: ApiVersion) -> Parsed {
     let root: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
         Err(e) => return Parsed::BadBody(format!("body is not JSON: {e}")),
@@ -265,7 +261,7 @@ pub fn parse_submit(body: &[u8]) -> Parsed {
             });
         }
     }
-    let kinds = field_kinds();
+    let kinds = job_desc_fields(api);
     let raw_text = raw_job_fields(body);
     for (k, v) in job {
         match kinds.get(k) {
@@ -276,6 +272,16 @@ pub fn parse_submit(body: &[u8]) -> Parsed {
                 ),
                 source: format!("#/job/{k}/"),
             }),
+            // v0.0.40 applies a plain integer for a no_val field but warns that it wanted the
+            // object (recorded: `time_limit: 7`).
+            Some(kind) if kind == "no_val" && api.warns_plain_no_val() && is_integer(v) => warnings
+                .push(Warning {
+                    description: format!(
+                        "Expected {} but got OpenAPI type=integer (Slurm type=64 bit integer)",
+                        expected_desc(kind)
+                    ),
+                    source: format!("#/job/{k}/"),
+                }),
             Some(kind) if !type_ok(kind, v) => type_errors.push(Warning {
                 description: format!(
                     "Expected {} but got {}: {}",
@@ -466,7 +472,7 @@ mod tests {
     #[test]
     fn wrong_type_is_a_type_error() {
         let body = br##"{"job":{"cpus_per_task":{"set":true,"number":2},"script":"#!/bin/bash\n","environment":["A=B"],"current_working_directory":"/tmp"}}"##;
-        match parse_submit(body) {
+        match parse_submit(body, ApiVersion::V0_0_42) {
             Parsed::TypeErrors(w) => {
                 assert_eq!(w[0].source, "#/job/cpus_per_task/");
                 assert!(w[0].description.starts_with(
@@ -481,13 +487,15 @@ mod tests {
     fn time_limit_forms_and_nodes() {
         let body =
             br##"{"job":{"time_limit":{"set":true,"number":7},"nodes":"2-3","script":"x"}}"##;
-        let Parsed::Job(spec, w) = parse_submit(body) else {
+        let Parsed::Job(spec, w) = parse_submit(body, ApiVersion::V0_0_42) else {
             panic!()
         };
         assert!(w.is_empty());
         assert_eq!(spec.time_limit, Some(7));
         assert_eq!((spec.min_nodes, spec.max_nodes), (2, 3));
-        let Parsed::Job(spec, _) = parse_submit(br#"{"job":{"time_limit":5}}"#) else {
+        let Parsed::Job(spec, _) =
+            parse_submit(br#"{"job":{"time_limit":5}}"#, ApiVersion::V0_0_42)
+        else {
             panic!()
         };
         assert_eq!(spec.time_limit, Some(5));

@@ -1,5 +1,5 @@
-//! mock-slurmrestd: a stateful slurmrestd v0.0.42 stand-in that really runs batch jobs, with
-//! faults on demand. Embed it with [`MockServer::start`]; see the crate README for the HTTP surface.
+//! mock-slurmrestd: a stateful slurmrestd stand-in (data_parser v0.0.40-46, each with its own
+//! recorded shapes) that really runs batch jobs, with faults on demand. Embed it with [`MockServer::start`]; see the crate README for the HTTP surface.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), mock_slurmrestd::MockError> {
@@ -28,10 +28,11 @@ mod runner;
 mod scheduler;
 mod server;
 pub mod stats;
+mod versions;
 
 use std::time::Duration;
 
-pub use config::{MockConfig, SlurmVersion};
+pub use config::{ApiVersion, MockConfig, SlurmVersion, UnknownApiVersion};
 pub use faults::{FaultConfig, Faults};
 pub use server::{MockError, MockHandle, MockServer, classify};
 pub use stats::StatsSnapshot;

@@ -5,12 +5,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use mock_slurmrestd::{FaultConfig, MockConfig, MockServer, SlurmVersion};
+use mock_slurmrestd::{ApiVersion, FaultConfig, MockConfig, MockServer, SlurmVersion};
 
 #[derive(Parser, Debug)]
 #[command(
     name = "mock-slurmrestd",
-    about = "A slurmrestd v0.0.42 stand-in that runs batch jobs locally, with faults on demand"
+    about = "A slurmrestd stand-in (API versions v0.0.40-46) that runs batch jobs locally, with faults on demand"
 )]
 struct Args {
     /// Address to listen on.
@@ -34,9 +34,18 @@ struct Args {
     /// Seconds between SIGTERM and SIGKILL on cancel/timeout.
     #[arg(long, default_value_t = 5.0)]
     kill_wait: f64,
-    /// Which slurmrestd to imitate where they differ.
+    /// Which Slurm release to imitate where releases differ (24.11, 26.05 or 26.11). A served
+    /// API version this release does not serve answers as the nearest release that does.
     #[arg(long, default_value = "24.11")]
     slurm_version: SlurmVersion,
+    /// API versions to serve, comma-separated (e.g. v0.0.42,v0.0.46); every other version
+    /// answers 404 like the real slurmrestd.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "v0.0.40,v0.0.41,v0.0.42,v0.0.43,v0.0.44,v0.0.45,v0.0.46"
+    )]
+    api_versions: Vec<ApiVersion>,
     /// SlurmUser (may act for other users).
     #[arg(long, default_value = "slurm")]
     slurm_user: String,
@@ -129,14 +138,30 @@ async fn run(a: Args) -> Result<(), String> {
         cluster_name: a.cluster_name,
         partition: a.partition,
         state_dir: a.state_dir,
-        slurm_version: a.slurm_version,
         faults,
+        slurm_version: a.slurm_version,
+        api_versions: {
+            let mut v = a.api_versions;
+            v.sort();
+            v.dedup();
+            v
+        },
         ..MockConfig::default()
     };
     let handle = MockServer::start(cfg, a.listen)
         .await
         .map_err(|e| e.to_string())?;
-    println!("mock-slurmrestd listening on {}", handle.url());
+    let served: Vec<&str> = handle
+        .config()
+        .api_versions
+        .iter()
+        .map(|v| v.as_str())
+        .collect();
+    println!(
+        "mock-slurmrestd listening on {} (API versions {})",
+        handle.url(),
+        served.join(",")
+    );
     // SIGINT or SIGTERM: stop and kill running jobs' process groups (they would outlive us).
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| format!("installing the SIGTERM handler: {e}"))?;

@@ -1,33 +1,18 @@
-//! JSON shapes: job records built from REAL v0.0.42 records (`data/*_template.json`, copied from
-//! the recorded samples) with only the changing fields filled in, so keys and types match.
-
-use std::sync::OnceLock;
+//! JSON shapes: job records built from REAL records of each API version (`data/<version>/`,
+//! copied from the recorded samples) with only the changing fields filled in, so keys and types
+//! match the version asked for. A field is only ever filled in when that version's record has it.
 
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::config::MockConfig;
 use crate::job::{Base, Exit, Job};
+use crate::versions::{Served, Template, template};
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Warning {
     pub description: String,
     pub source: String,
-}
-
-fn template(cell: &'static OnceLock<Value>, text: &'static str) -> Value {
-    cell.get_or_init(|| serde_json::from_str(text).expect("bundled template is valid JSON"))
-        .clone()
-}
-
-fn job_template() -> Value {
-    static T: OnceLock<Value> = OnceLock::new();
-    template(&T, include_str!("../data/job_template.json"))
-}
-
-fn slurmdb_template() -> Value {
-    static T: OnceLock<Value> = OnceLock::new();
-    template(&T, include_str!("../data/slurmdb_job_template.json"))
 }
 
 /// A set no_val number.
@@ -44,8 +29,8 @@ pub fn nv_infinite() -> Value {
 }
 
 /// The `meta` block slurmrestd adds to every JSON answer.
-pub fn meta(cfg: &MockConfig, slurmdb: bool, client: &str, user: &str) -> Value {
-    let (major, minor, micro, release) = cfg.slurm_version.parts();
+pub fn meta(cfg: &MockConfig, sv: Served, slurmdb: bool, client: &str, user: &str) -> Value {
+    let (major, minor, micro, release) = sv.release.parts();
     let (ty, name, group) = if slurmdb {
         // slurmdbd answers show an empty client user/group in the samples.
         ("openapi/slurmdbd", "Slurm OpenAPI slurmdbd", "")
@@ -54,7 +39,7 @@ pub fn meta(cfg: &MockConfig, slurmdb: bool, client: &str, user: &str) -> Value 
     };
     let user = if slurmdb { "" } else { user };
     json!({
-        "plugin": {"type": ty, "name": name, "data_parser": "data_parser/v0.0.42",
+        "plugin": {"type": ty, "name": name, "data_parser": format!("data_parser/{}", sv.api),
                    "accounting_storage": "accounting_storage/slurmdbd"},
         "client": {"source": client, "user": user, "group": group},
         "command": [],
@@ -148,9 +133,10 @@ const ECHOED: &[&str] = &[
     "wckey",
 ];
 
-/// The full `GET job/{id}` record (v0.0.42 job_info).
-pub fn job_info(job: &Job, cfg: &MockConfig) -> Value {
-    let mut v = job_template();
+/// The full `GET job/{id}` record (`<version>_job_info`).
+pub fn job_info(job: &Job, cfg: &MockConfig, sv: Served) -> Value {
+    let mut v = template(sv.api, Template::Job);
+    let tmpl_resources = v.get("job_resources").cloned().unwrap_or(Value::Null);
     let r = v.as_object_mut().expect("template is an object");
     let spec = &job.spec;
     let started = !job.node_names.is_empty();
@@ -160,8 +146,11 @@ pub fn job_info(job: &Job, cfg: &MockConfig) -> Value {
     } else {
         spec.min_nodes as usize
     } as i64;
+    // Only fields this version's record has: a version without a field never shows it.
     let set = |r: &mut Map<String, Value>, k: &str, val: Value| {
-        r.insert(k.to_string(), val);
+        if let Some(slot) = r.get_mut(k) {
+            *slot = val;
+        }
     };
     for k in ECHOED {
         if let Some(s) = spec.raw.get(*k).and_then(Value::as_str) {
@@ -237,11 +226,12 @@ pub fn job_info(job: &Job, cfg: &MockConfig) -> Value {
         set(r, "mail_user", json!(job.user));
     }
     set(r, "job_id", json!(job.id));
+    set(r, "restart_cnt", json!(job.restart_cnt));
     set(
         r,
         "job_resources",
         if started {
-            job_resources(job, cfg)
+            job_resources(job, cfg, sv, &tmpl_resources)
         } else {
             Value::Null
         },
@@ -275,9 +265,7 @@ pub fn job_info(job: &Job, cfg: &MockConfig) -> Value {
         "qos",
         json!(spec.qos.clone().unwrap_or_else(|| "normal".into())),
     );
-    set(r, "standard_output", json!(job.stdout));
-    set(r, "standard_error", json!(job.stderr));
-    set(r, "standard_input", json!(job.stdin));
+    set_io(r, job, sv);
     set(r, "state_reason", json!(job.reason));
     set(r, "time_limit", time_limit_json(job));
     set(r, "cpus", nv(cpus));
@@ -330,10 +318,116 @@ pub fn job_info(job: &Job, cfg: &MockConfig) -> Value {
     if let Some(rq) = spec.raw.get("requeue").and_then(Value::as_bool) {
         set(r, "requeue", json!(rq));
     }
+    // v0.0.44+: the job's step id (the whole job is step "entire") with its Slurm-unique id.
+    set(
+        r,
+        "step_id",
+        json!({"sluid": sluid(job.id), "job_id": nv(job.id as i64),
+               "step_het_component": nv_unset(), "step_id": "entire"}),
+    );
     v
 }
 
-fn job_resources(job: &Job, cfg: &MockConfig) -> Value {
+/// A Slurm-unique id like the real ones (`s` + 13 upper-case base-32 characters), derived from
+/// the job id so it is stable for the job's lifetime.
+pub fn sluid(job_id: u32) -> String {
+    const DIGITS: &[u8] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+    let mut n = (job_id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1 << 63;
+    let mut out = String::from("s");
+    for _ in 0..13 {
+        out.push(DIGITS[(n % 32) as usize] as char);
+        n /= 32;
+    }
+    out
+}
+
+/// stdin/stdout/stderr as each version shows them. Up to v0.0.42 `standard_*` are the expanded
+/// paths (24.11 shows stderr = stdout when not given, 26.05 shows ""); from v0.0.43 on
+/// `standard_*` are the patterns as submitted (`slurm-%j.out` by default, else "") and the
+/// expanded paths are in `std*_expanded`.
+fn set_io(r: &mut Map<String, Value>, job: &Job, sv: Served) {
+    let spec = &job.spec;
+    let put = |r: &mut Map<String, Value>, k: &str, val: String| {
+        if let Some(slot) = r.get_mut(k) {
+            *slot = json!(val);
+        }
+    };
+    if sv.api.minor() <= 42 {
+        put(r, "standard_output", job.stdout.clone());
+        let err = if spec.standard_error.is_some() || sv.release.is_24_11() {
+            job.stderr.clone()
+        } else {
+            String::new()
+        };
+        put(r, "standard_error", err);
+        put(r, "standard_input", job.stdin.clone());
+        return;
+    }
+    let default_out = if spec.array.is_some() {
+        "slurm-%A_%a.out"
+    } else {
+        "slurm-%j.out"
+    };
+    put(
+        r,
+        "standard_output",
+        spec.standard_output
+            .clone()
+            .unwrap_or_else(|| default_out.to_string()),
+    );
+    put(r, "stdout_expanded", job.stdout.clone());
+    put(
+        r,
+        "standard_error",
+        spec.standard_error.clone().unwrap_or_default(),
+    );
+    put(
+        r,
+        "stderr_expanded",
+        if spec.standard_error.is_some() {
+            job.stderr.clone()
+        } else {
+            String::new()
+        },
+    );
+    put(
+        r,
+        "standard_input",
+        spec.standard_input.clone().unwrap_or_default(),
+    );
+    put(
+        r,
+        "stdin_expanded",
+        if spec.standard_input.is_some() {
+            job.stdin.clone()
+        } else {
+            String::new()
+        },
+    );
+}
+
+fn job_resources(job: &Job, cfg: &MockConfig, sv: Served, tmpl: &Value) -> Value {
+    if sv.api.legacy_job_resources() {
+        // v0.0.40: sockets as a map of index -> {cores: {index: "allocated"}}, allocated ones only.
+        let nodes: Vec<Value> = job
+            .alloc
+            .iter()
+            .map(|(node, n)| {
+                let sockets: Map<String, Value> = (0..*n)
+                    .map(|s| (s.to_string(), json!({"cores": {"0": "allocated"}})))
+                    .collect();
+                json!({"sockets": sockets, "nodename": cfg.node_name(*node), "cpus_used": 0,
+                       "memory_used": 0, "memory_allocated": 0})
+            })
+            .collect();
+        return json!({"nodes": job.node_list(), "allocated_cores": 0, "allocated_cpus": job.cpus(),
+                      "allocated_hosts": job.node_names.len(), "allocated_nodes": nodes});
+    }
+    // The select type as that release shows it (24.11 "CPU", 26.05+ "CR_CPU").
+    let select_type = tmpl
+        .get("select_type")
+        .cloned()
+        .unwrap_or_else(|| json!(["CPU"]));
     let alloc: Vec<Value> = job
         .alloc
         .iter()
@@ -350,7 +444,7 @@ fn job_resources(job: &Job, cfg: &MockConfig) -> Value {
         })
         .collect();
     json!({
-        "select_type": ["CPU"],
+        "select_type": select_type,
         "nodes": {"count": job.node_names.len(), "select_type": ["ONE_ROW"], "list": job.node_list(),
                   "whole": false, "allocation": alloc},
         "cpus": job.cpus(),
@@ -372,9 +466,16 @@ fn set_tres_counts(list: &mut Value, cpus: i64, mem: i64, nodes: i64) {
     }
 }
 
-/// The slurmdbd record (`GET /slurmdb/v0.0.42/job/{id}`), from the real slurmdb template.
-pub fn slurmdb_job(job: &Job, cfg: &MockConfig) -> Value {
-    let mut v = slurmdb_template();
+/// Set `obj[k]` only when the version's template has it.
+fn put(obj: &mut Value, k: &str, val: Value) {
+    if let Some(slot) = obj.get_mut(k) {
+        *slot = val;
+    }
+}
+
+/// The slurmdbd record (`GET /slurmdb/<version>/job/{id}`), from that version's real record.
+pub fn slurmdb_job(job: &Job, cfg: &MockConfig, sv: Served) -> Value {
+    let mut v = template(sv.api, Template::SlurmdbJob);
     let spec = &job.spec;
     let started = !job.node_names.is_empty();
     let cpus = job.cpus() as i64;
@@ -418,11 +519,15 @@ pub fn slurmdb_job(job: &Job, cfg: &MockConfig) -> Value {
     t["elapsed"] = json!(elapsed);
     t["eligible"] = json!(job.eligible_time);
     t["end"] = json!(job.end_time);
-    t["planned"] = nv(if started {
-        (job.start_time - job.eligible_time).max(0)
-    } else {
-        0
-    });
+    put(
+        t,
+        "planned",
+        nv(if started {
+            (job.start_time - job.eligible_time).max(0)
+        } else {
+            0
+        }),
+    );
     t["start"] = json!(job.start_time);
     t["submission"] = json!(job.submit_time);
     t["limit"] = time_limit_json(job);
@@ -433,6 +538,7 @@ pub fn slurmdb_job(job: &Job, cfg: &MockConfig) -> Value {
     };
     v["group"] = json!(user);
     v["job_id"] = json!(job.id);
+    put(&mut v, "restart_cnt", json!(job.restart_cnt));
     v["name"] = json!(if spec.name.is_empty() {
         "allocation"
     } else {
@@ -468,39 +574,55 @@ pub fn slurmdb_job(job: &Job, cfg: &MockConfig) -> Value {
         .unwrap_or_else(|| default_out.to_string());
     // 24.11 stores the pattern made absolute against the cwd; 26.05 stores it as given.
     let stored = |p: &str| -> String {
-        if cfg.slurm_version == crate::config::SlurmVersion::V24_11
-            && !p.starts_with('/')
-            && !spec.cwd.is_empty()
-        {
+        if sv.release.is_24_11() && !p.starts_with('/') && !spec.cwd.is_empty() {
             format!("{}/{}", spec.cwd.trim_end_matches('/'), p)
         } else {
             p.to_string()
         }
     };
-    v["stdout"] = json!(stored(&out_pattern));
-    v["stdout_expanded"] = json!(job.stdout);
-    v["stderr"] = json!(
-        spec.standard_error
-            .as_deref()
-            .map(stored)
-            .unwrap_or_default()
+    put(&mut v, "stdout", json!(stored(&out_pattern)));
+    put(&mut v, "stdout_expanded", json!(job.stdout));
+    put(
+        &mut v,
+        "stderr",
+        json!(
+            spec.standard_error
+                .as_deref()
+                .map(stored)
+                .unwrap_or_default()
+        ),
     );
-    v["stderr_expanded"] = json!(if spec.standard_error.is_some() {
-        job.stderr.as_str()
-    } else {
-        ""
-    });
-    v["stdin"] = json!(
-        spec.standard_input
-            .as_deref()
-            .map(stored)
-            .unwrap_or_default()
+    put(
+        &mut v,
+        "stderr_expanded",
+        json!(if spec.standard_error.is_some() {
+            job.stderr.as_str()
+        } else {
+            ""
+        }),
     );
-    v["stdin_expanded"] = json!(if spec.standard_input.is_some() {
-        job.stdin.as_str()
-    } else {
-        ""
-    });
+    put(
+        &mut v,
+        "stdin",
+        json!(
+            spec.standard_input
+                .as_deref()
+                .map(stored)
+                .unwrap_or_default()
+        ),
+    );
+    put(
+        &mut v,
+        "stdin_expanded",
+        json!(if spec.standard_input.is_some() {
+            job.stdin.as_str()
+        } else {
+            ""
+        }),
+    );
+    // v0.0.45+: the Slurm-unique id, the same as the job record's step_id.sluid.
+    put(&mut v, "sluid", json!(sluid(job.id)));
+    put(&mut v, "original_sluid", json!(sluid(job.id)));
     v["state"] = json!({"current": [job.state.as_str()], "reason": job.reason});
     let mem = mem_mb(job) as i64;
     set_tres_counts(&mut v["tres"]["allocated"], cpus, mem, nnodes);
@@ -538,6 +660,8 @@ fn batch_step(mut s: Value, job: &Job, elapsed: i64) -> Value {
     s["kill_request_user"] = json!(job.kill_request_user);
     s["state"] = json!([job.state.as_str()]);
     s["step"]["id"] = json!(format!("{}.batch", job.id));
+    // v0.0.43+ `time.limit` of the batch step stays as recorded (UNLIMITED even when the job
+    // has a limit: slurmdbd records no step limit for batch steps).
     let first_node_cpus = job.alloc.first().map(|a| a.1).unwrap_or_else(|| job.cpus()) as i64;
     set_tres_counts(&mut s["tres"]["allocated"], first_node_cpus, 0, 1);
     s

@@ -116,7 +116,13 @@ impl Scheduler {
     }
 
     /// Validate and enqueue a job like slurmctld's `job_submit`; returns the (first) job id.
-    pub fn submit(&self, spec: JobSpec, user: &str) -> Result<u32, Rejection> {
+    /// `release` is the Slurm release the request is answered as (error numbers differ).
+    pub fn submit(
+        &self,
+        spec: JobSpec,
+        user: &str,
+        release: SlurmVersion,
+    ) -> Result<u32, Rejection> {
         let cfg = &self.cfg;
         if spec.script.trim().is_empty() {
             return Err(Rejection {
@@ -131,15 +137,16 @@ impl Scheduler {
             });
         }
         if spec.environment.is_empty() {
-            return Err(match cfg.slurm_version {
-                SlurmVersion::V24_11 => Rejection {
+            return Err(if release.is_24_11() {
+                Rejection {
                     number: 2019,
                     message: "I/O error writing script/environment to file",
-                },
-                SlurmVersion::V26_05 => Rejection {
+                }
+            } else {
+                Rejection {
                     number: 2127,
                     message: "Environment is missing in job",
-                },
+                }
             });
         }
         if spec
@@ -233,6 +240,9 @@ impl Scheduler {
                 control: None,
                 pgid: None,
                 ended_at: None,
+                restart_cnt: 0,
+                begin_at: None,
+                requeued: false,
             };
             expand_io(&mut job, "");
             c.jobs.insert(id, job);
@@ -309,6 +319,9 @@ impl Scheduler {
         if job.spec.hold {
             return Some("JobHeldUser");
         }
+        if job.requeued || job.begin_at.is_some_and(|b| b > Instant::now()) {
+            return Some("BeginTime");
+        }
         match dependency_status(c, &job.deps) {
             DepStatus::Never => return Some("DependencyNeverSatisfied"),
             DepStatus::Wait => return Some("Dependency"),
@@ -359,6 +372,21 @@ impl Scheduler {
         let Some(job) = c.jobs.get_mut(&id) else {
             return;
         };
+        if job.requeued {
+            // The processes of a requeued run are gone: give back its CPUs; the job itself is
+            // already PENDING again and keeps its new state.
+            job.requeued = false;
+            job.control = None;
+            job.pgid = None;
+            let alloc = std::mem::take(&mut job.alloc);
+            for (n, cpus) in alloc {
+                c.free[n] += cpus;
+            }
+            c.last_update = t;
+            drop(c);
+            self.wake();
+            return;
+        }
         let state = match (job.state, forced) {
             // A cancel decided the state already; keep it.
             (Base::Cancelled, _) => Base::Cancelled,
@@ -461,6 +489,72 @@ impl Scheduler {
         }
     }
 
+    /// `GET job/{id}/requeue` (v0.0.45+): a running or finished job goes back to PENDING with
+    /// `restart_cnt + 1`, not eligible for two `minute`s (the real one: BeginTime = now + 120 s,
+    /// recorded on 26.05); a running one's processes are killed first. `hold` also holds it.
+    /// Unknown -> 2017, pending -> 2024 (recorded). An array's id requeues all its tasks.
+    pub fn requeue(&self, id: u32, hold: bool) -> Result<(), Rejection> {
+        let mut c = self.lock();
+        let t = now();
+        let ids: Vec<u32> = c
+            .jobs
+            .values()
+            .filter(|j| j.id == id || j.array.as_ref().is_some_and(|a| a.array_job_id == id))
+            .map(|j| j.id)
+            .collect();
+        if ids.is_empty() {
+            return Err(Rejection {
+                number: 2017,
+                message: "Invalid job id specified",
+            });
+        }
+        if ids.iter().all(|j| c.jobs[j].state == Base::Pending) {
+            return Err(Rejection {
+                number: 2024,
+                message: "Job is pending execution",
+            });
+        }
+        let delay = 2 * self.cfg.minute;
+        for jid in ids {
+            let job = c.jobs.get_mut(&jid).expect("listed above");
+            match job.state {
+                Base::Pending => continue,
+                Base::Running => {
+                    job.requeued = true;
+                    if let Some(tx) = &job.control {
+                        let _ = tx.send(Control::Signal {
+                            signal: libc::SIGKILL,
+                            cancel: true,
+                        });
+                    }
+                }
+                _ => {}
+            }
+            let begin = t + delay.as_secs() as i64;
+            job.state = Base::Pending;
+            job.completing = false;
+            job.reason = "BeginTime".into();
+            job.restart_cnt += 1;
+            job.begin_at = Some(Instant::now() + delay);
+            job.eligible_time = begin;
+            job.start_time = begin;
+            job.end_time = 0;
+            job.exit = Exit::Code(0);
+            job.node_names.clear();
+            job.kill_request_user.clear();
+            job.ended_at = None;
+            if hold {
+                let mut spec = (*job.spec).clone();
+                spec.hold = true;
+                job.spec = Arc::new(spec);
+            }
+        }
+        c.last_update = t;
+        drop(c);
+        self.wake();
+        Ok(())
+    }
+
     /// `POST job/{id}` (update): `hold`, `priority`, `time_limit` change pending jobs; `comment`
     /// and `name` any job slurmctld still knows. An array's id updates all its tasks.
     pub fn update(&self, id: u32, upd: &JobUpdate) -> Result<Vec<u32>, Rejection> {
@@ -480,9 +574,10 @@ impl Scheduler {
         for jid in &ids {
             let job = c.jobs.get_mut(jid).expect("listed above");
             if job.state.is_finished() {
+                // Recorded on 24.11, 26.05 and 26.11: "Job has already finished".
                 return Err(Rejection {
-                    number: 2021,
-                    message: "Job/step already completing or completed",
+                    number: 2084,
+                    message: "Job has already finished",
                 });
             }
             let mut spec = (*job.spec).clone();

@@ -48,9 +48,10 @@ pub fn classify(method: &hyper::Method, path: &str) -> &'static str {
     if p.starts_with("/mock/") || p == "/mock" {
         return "admin";
     }
-    if let Some(rest) = p.strip_prefix("/slurm/v0.0.42/") {
+    if let Some(rest) = strip_version(p, "/slurm/") {
         return match (method.as_str(), rest) {
             ("POST", "job/submit") => "submit",
+            ("GET", r) if r.starts_with("job/") && r.ends_with("/requeue") => "job_requeue",
             ("GET", r) if r.starts_with("job/") => "job_get",
             ("DELETE", r) if r.starts_with("job/") => "job_delete",
             ("POST", r) if r.starts_with("job/") => "job_update",
@@ -62,7 +63,7 @@ pub fn classify(method: &hyper::Method, path: &str) -> &'static str {
             _ => "other",
         };
     }
-    if let Some(rest) = p.strip_prefix("/slurmdb/v0.0.42/") {
+    if let Some(rest) = strip_version(p, "/slurmdb/") {
         return match rest {
             r if r.starts_with("job/") => "slurmdb_job",
             "jobs" => "slurmdb_jobs",
@@ -70,6 +71,24 @@ pub fn classify(method: &hyper::Method, path: &str) -> &'static str {
         };
     }
     "other"
+}
+
+/// The `v0.0.NN` of a `/slurm/...` or `/slurmdb/...` path.
+pub(crate) fn path_version(path: &str) -> Option<&str> {
+    let rest = path
+        .strip_prefix("/slurm/")
+        .or_else(|| path.strip_prefix("/slurmdb/"))?;
+    let v = rest.split('/').next()?;
+    let digits = v.strip_prefix("v0.0.")?;
+    (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then_some(v)
+}
+
+/// `/slurm/v0.0.NN/rest` -> `rest` for any version (served or not: an unserved version's
+/// request is counted under the operation it names).
+fn strip_version<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
+    let rest = path.strip_prefix(prefix)?.strip_prefix("v0.0.")?;
+    let (digits, rest) = rest.split_once('/')?;
+    (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then_some(rest)
 }
 
 /// Starts mock servers.
@@ -89,6 +108,11 @@ impl MockServer {
         if cfg.cpus == 0 || cfg.nodes == 0 {
             return Err(MockError::Config(
                 "cpus and nodes must be at least 1".into(),
+            ));
+        }
+        if cfg.api_versions.is_empty() {
+            return Err(MockError::Config(
+                "api_versions is empty: serve at least one API version, e.g. v0.0.42".into(),
             ));
         }
         let addr = listener.local_addr().map_err(|source| MockError::Bind {
@@ -162,6 +186,8 @@ async fn accept_loop(
                 async move {
                     req.extensions_mut().insert(ClientAddr(peer));
                     let op = classify(req.method(), req.uri().path());
+                    let version = path_version(req.uri().path()).map(str::to_string);
+                    let version = version.as_deref();
                     let req = req.map(Body::new);
                     if op == "admin" {
                         return Ok::<_, Dropped>(
@@ -177,11 +203,11 @@ async fn accept_loop(
                             if after_handling {
                                 let _ = app.oneshot(req).await;
                             }
-                            stats.record(op, DROPPED);
+                            stats.record(op, version, DROPPED);
                             return Err(Dropped);
                         }
                         Injected::Status(s) => {
-                            stats.record(op, s);
+                            stats.record(op, version, s);
                             // A bare status with an empty body, like a proxy or a crashed daemon.
                             let mut resp = axum::response::Response::new(Body::empty());
                             *resp.status_mut() = hyper::StatusCode::from_u16(s)
@@ -195,7 +221,7 @@ async fn accept_loop(
                         Injected::None => {}
                     }
                     let resp = app.oneshot(req).await.unwrap_or_else(|e| match e {});
-                    stats.record(op, resp.status().as_u16());
+                    stats.record(op, version, resp.status().as_u16());
                     Ok(resp)
                 }
             });

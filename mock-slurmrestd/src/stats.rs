@@ -11,36 +11,42 @@ pub const DROPPED: u16 = 0;
 
 #[derive(Default)]
 pub struct Stats {
-    inner: Mutex<BTreeMap<String, BTreeMap<u16, u64>>>,
+    inner: Mutex<StatsSnapshot>,
 }
 
 impl Stats {
-    pub fn record(&self, operation: &str, status: u16) {
-        let mut map = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        *map.entry(operation.to_string())
+    /// Count one request; `api_version` is the `v0.0.NN` of its path, if it has one.
+    pub fn record(&self, operation: &str, api_version: Option<&str>, status: u16) {
+        let mut s = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        *s.operations
+            .entry(operation.to_string())
             .or_default()
             .entry(status)
             .or_default() += 1;
-    }
-
-    pub fn snapshot(&self) -> StatsSnapshot {
-        let map = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        StatsSnapshot {
-            operations: map.clone(),
+        if let Some(v) = api_version {
+            *s.api_versions.entry(v.to_string()).or_default() += 1;
         }
     }
 
+    pub fn snapshot(&self) -> StatsSnapshot {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     pub fn reset(&self) {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        *self.inner.lock().unwrap_or_else(|p| p.into_inner()) = StatsSnapshot::default();
     }
 }
 
 /// A copy of the counters: `operations[op][status] = count` (status 0 = dropped connection).
 /// Operations: submit, job_get, job_delete, jobs_state, jobs, ping, diag, slurmdb_job,
 /// slurmdb_jobs, other.
+/// `api_versions[v] = count`: requests per API version in the path (`v0.0.46`), served or not,
+/// so a test can see which version a client negotiated and that it stuck to it.
 #[derive(Clone, Debug, Default, Serialize, serde::Deserialize, PartialEq)]
 pub struct StatsSnapshot {
     pub operations: BTreeMap<String, BTreeMap<u16, u64>>,
+    #[serde(default)]
+    pub api_versions: BTreeMap<String, u64>,
 }
 
 impl StatsSnapshot {
@@ -59,6 +65,11 @@ impl StatsSnapshot {
             .and_then(|m| m.get(&status))
             .copied()
             .unwrap_or(0)
+    }
+
+    /// Requests whose path named API version `version` (`"v0.0.46"`), whatever their answer.
+    pub fn count_version(&self, version: &str) -> u64 {
+        self.api_versions.get(version).copied().unwrap_or(0)
     }
 
     /// All requests counted.

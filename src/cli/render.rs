@@ -1,11 +1,20 @@
-//! `slurm-connector render --request FILE`: the exact JSON body CreateTask would POST to
-//! `/slurm/v0.0.42/job/submit`, or the error CreateTask would return. Nothing is submitted.
+//! `slurm-connector render --request FILE [--api-version vX]`: the exact JSON body CreateTask
+//! would POST to `/slurm/<version>/job/submit`, or the error CreateTask would return. Nothing is
+//! submitted and no cluster is contacted.
+//!
+//! The version defaults to the selected cluster's pinned `api_version`, else v0.0.42. Rendering
+//! makes no network call, so it cannot negotiate the version as `serve` does (the newest both
+//! sides serve); a pinned version is what that deployment gets, and v0.0.42 is the one version
+//! every Slurm from 24.11 to 26.05 serves, so it is the body most clusters get today. The newest
+//! version would be right only for 26.11. `--api-version` shows what another cluster would get
+//! (and which options it refuses).
 
 use std::path::Path;
 
 use super::{embedded, request};
 use crate::config::DeploymentConfig;
 use crate::service::cluster::render_config;
+use crate::slurmrestd::ApiVersion;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RenderCliError {
@@ -18,31 +27,38 @@ pub enum RenderCliError {
     Refused(String),
 }
 
-/// The submit body, pretty-printed, for the cluster the task would go to.
-pub fn run(request_file: &Path, config_file: Option<&Path>) -> Result<String, RenderCliError> {
+/// When neither `--api-version` nor the cluster pins one (see the module comment).
+pub const DEFAULT_API_VERSION: ApiVersion = ApiVersion::V0042;
+
+/// The submit body, pretty-printed, for the cluster the task would go to, rendered and encoded
+/// for `api_version` (default: that cluster's pinned one, else [`DEFAULT_API_VERSION`]).
+pub fn run(
+    request_file: &Path,
+    config_file: Option<&Path>,
+    api_version: Option<ApiVersion>,
+) -> Result<String, RenderCliError> {
     let req = request::load(request_file)?;
     let spec = crate::service::convert::task_spec(&req)
         .map_err(|e| RenderCliError::Refused(e.to_string()))?;
     let deployment = DeploymentConfig::load(config_file)?;
-    let render_cfg = if deployment.clusters.is_empty() {
+    let (mut render_cfg, configured) = if deployment.clusters.is_empty() {
         // What `serve` would use with its embedded default (the URL does not matter here).
         let layout = embedded::EmbeddedLayout::new(&embedded::default_data_dir());
-        render_config(&embedded::cluster_config(
-            &layout,
-            "http://127.0.0.1:0".parse().expect("a URL"),
-        ))
+        let cluster =
+            embedded::cluster_config(&layout, "http://127.0.0.1:0".parse().expect("a URL"));
+        (render_config(&cluster), cluster.api_version)
     } else {
         let requested = spec
             .custom
             .get("connection")
             .and_then(|c| c.get("cluster"))
             .and_then(|c| c.as_str());
-        render_config(
-            deployment
-                .select_cluster(requested)
-                .map_err(RenderCliError::Refused)?,
-        )
+        let cluster = deployment
+            .select_cluster(requested)
+            .map_err(RenderCliError::Refused)?;
+        (render_config(cluster), cluster.api_version)
     };
+    render_cfg.api_version = api_version.or(configured).unwrap_or(DEFAULT_API_VERSION);
     let rendered = crate::render::render(&spec, &render_cfg)
         .map_err(|e| RenderCliError::Refused(e.to_string()))?;
     let body = crate::slurmrestd::convert::submit_body_json(render_cfg.api_version, &rendered.job)

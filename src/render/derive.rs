@@ -55,3 +55,41 @@ pub(super) fn sbatch_derivations(job: &mut JobDescription) {
         job.minimum_cpus_per_node = Some(cpt);
     }
 }
+
+/// `-B` without a task count: sbatch asks for one task per node times each of the sockets, cores
+/// and threads counts given (`_opt_verify`, "massage the numbers"), so its job carries
+/// EXACT_TASK_COUNT_REQUESTED (measured with the differential test, `65-extra-node-info.sh`).
+pub(super) fn tasks_from_extra_node_info(job: &mut JobDescription) {
+    let (min, max) = match job.nodes.as_deref() {
+        None => (1, 0),
+        Some(n) => match n.split_once('-') {
+            Some((a, b)) => (a.parse().unwrap_or(1), b.parse().unwrap_or(0)),
+            None => {
+                let n = n.parse().unwrap_or(1);
+                (n, n)
+            }
+        },
+    };
+    if !(min == max || max == 0) || job.tasks_per_node.is_some() || job.tasks.is_some() {
+        return;
+    }
+    let counts = [
+        job.sockets_per_node,
+        job.cores_per_socket,
+        job.threads_per_core,
+    ];
+    if counts.iter().all(Option::is_none) {
+        return;
+    }
+    let tasks = counts
+        .iter()
+        .flatten()
+        .fold(u64::from(min.max(1u32)), |n, c| {
+            n.saturating_mul(u64::from(*c))
+        });
+    job.tasks = Some(
+        u32::try_from(tasks)
+            .unwrap_or(u32::MAX)
+            .min(i32::MAX as u32),
+    );
+}

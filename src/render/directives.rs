@@ -10,15 +10,8 @@
 //!   word that is not an option is ignored (getopt permutes it away).
 
 use super::error::{Origin, RenderError};
+pub use super::options::RawOption;
 use super::options::{Arg, Lookup, OptSpec, lookup_long, lookup_short};
-
-/// One option occurrence, before interpretation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RawOption {
-    pub spec: &'static OptSpec,
-    pub value: Option<String>,
-    pub origin: Origin,
-}
 
 /// What the leading directive block says.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

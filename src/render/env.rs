@@ -7,8 +7,8 @@
 //! HOME and USER are not sent: the connector does not know the submitting user's home, and a
 //! wrong HOME is worse than none. The script derives them on the node from the passwd entry of
 //! the user the job runs as (see `script.rs`), which is also what a login shell would do. We do
-//! not ask Slurm for the login environment (`--get-user-env` is not in v0.0.42 and would make
-//! jobs depend on users' dotfiles).
+//! not ask Slurm for the login environment (`--get-user-env` is in no version's job description, and
+//! would make jobs depend on users' dotfiles).
 //!
 //! Values travel only in the JSON `environment` array, never in the script text.
 

@@ -3,6 +3,9 @@
 
 use std::fmt;
 
+use super::options::versions::{Feature, Part};
+use crate::slurmrestd::ApiVersion;
+
 /// Where an sbatch option came from (lowest precedence first).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
@@ -56,6 +59,18 @@ pub enum RenderError {
         supported: String,
     },
 
+    /// The option (or one value of it) needs a part of the job description that the version the
+    /// job is rendered for lacks.
+    #[error("{}", not_in_version(.origin, .option, .value.as_deref(), .feature, *.version))]
+    NotInApiVersion {
+        origin: Origin,
+        option: String,
+        /// Set when only this value of the option needs the part.
+        value: Option<String>,
+        feature: Feature,
+        version: ApiVersion,
+    },
+
     #[error(
         "{origin}: sbatch option `--{option}` is reserved: the connector sets the job's name, output, \
          error and working directory itself, and never uses --wrap, --uid or --gid; remove it"
@@ -93,6 +108,30 @@ pub enum RenderError {
 
     #[error("container: {0}")]
     Container(String),
+}
+
+fn not_in_version(
+    origin: &Origin,
+    option: &str,
+    value: Option<&str>,
+    feature: &Feature,
+    version: ApiVersion,
+) -> String {
+    let value = value.map(|v| format!(" `{v}`")).unwrap_or_default();
+    let part = match feature.part {
+        Part::Field => "field",
+        Part::Value => "value",
+    };
+    let have = if feature.versions.len() == 1 {
+        "has"
+    } else {
+        "have"
+    };
+    format!(
+        "{origin}: `--{option}`{value} needs a job description {part} that {version} lacks (`{}`); \
+         {} {have} it. Remove it, or pin api_version to one of those if the cluster serves it",
+        feature.name, feature.versions
+    )
 }
 
 impl RenderError {

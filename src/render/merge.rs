@@ -13,28 +13,24 @@ use super::error::{Origin, RenderError};
 use super::options::{
     Arg, Lookup, OPTIONS, OVERRIDDEN_FROM_SCRIPT, Support, lookup_long, supported_list,
 };
+use crate::slurmrestd::ApiVersion;
 
-/// Options that write the same job field share a slot, so the later one replaces the earlier
-/// (`--requeue` / `--no-requeue`, `--exclusive` / `--oversubscribe`).
-fn slot(long: &'static str) -> &'static str {
-    match long {
-        "no-requeue" => "requeue",
-        "oversubscribe" => "exclusive",
-        other => other,
-    }
-}
-
-fn refuse_unsupported(origin: Origin, long: &str, reason: &str) -> RenderError {
+fn refuse_unsupported(
+    origin: Origin,
+    long: &str,
+    reason: &str,
+    version: ApiVersion,
+) -> RenderError {
     RenderError::UnsupportedOption {
         origin,
         option: long.to_string(),
         reason: reason.to_string(),
-        supported: supported_list(),
+        supported: supported_list(version),
     }
 }
 
 /// Keeps a script directive, drops one the connector overrides, or refuses it.
-fn from_script(o: RawOption) -> Result<Option<RawOption>, RenderError> {
+fn from_script(o: RawOption, version: ApiVersion) -> Result<Option<RawOption>, RenderError> {
     match o.spec.support {
         Support::Mapped(_) => Ok(Some(o)),
         Support::Reserved if OVERRIDDEN_FROM_SCRIPT.contains(&o.spec.long) => {
@@ -50,7 +46,7 @@ fn from_script(o: RawOption) -> Result<Option<RawOption>, RenderError> {
             tracing::info!(option = o.spec.long, origin = %o.origin, "sbatch-only option has no effect on the job");
             Ok(None)
         }
-        Support::Refused(reason) => Err(refuse_unsupported(o.origin, o.spec.long, reason)),
+        Support::Refused(reason) => Err(refuse_unsupported(o.origin, o.spec.long, reason, version)),
     }
 }
 
@@ -59,6 +55,7 @@ fn from_config(
     name: &str,
     value: OptValue,
     origin: Origin,
+    version: ApiVersion,
 ) -> Result<Option<RawOption>, RenderError> {
     // A newline would end the directive in an sbatch script and any whitespace is a sign of an
     // injection attempt or a paste error; sbatch options never need it.
@@ -77,7 +74,7 @@ fn from_config(
         option: name.to_string(),
         hint: match l {
             Lookup::Ambiguous(c) => format!(" (ambiguous abbreviation of: {})", c.join(", ")),
-            Lookup::Unknown => format!(" (supported: {})", supported_list()),
+            Lookup::Unknown => format!(" (supported: {})", supported_list(version)),
         },
     })?;
     match spec.support {
@@ -92,7 +89,9 @@ fn from_config(
             tracing::info!(option = spec.long, %origin, "sbatch-only option has no effect on the job");
             return Ok(None);
         }
-        Support::Refused(reason) => return Err(refuse_unsupported(origin, spec.long, reason)),
+        Support::Refused(reason) => {
+            return Err(refuse_unsupported(origin, spec.long, reason, version));
+        }
     }
     let value = match (spec.arg, value) {
         (Arg::Required, OptValue::Flag) => {
@@ -127,12 +126,17 @@ fn from_config(
 static NAME_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new("^[a-z][a-z0-9-]*$").expect("static regex"));
 
-/// The effective options, one per slot, in option-table order.
-pub fn merge(script: Vec<RawOption>, custom: &SlurmCustom) -> Result<Vec<RawOption>, RenderError> {
+/// The effective options, one per slot, in option-table order. `version` only shapes the
+/// messages (which options it supports); `apply` refuses what it cannot express.
+pub fn merge(
+    script: Vec<RawOption>,
+    custom: &SlurmCustom,
+    version: ApiVersion,
+) -> Result<Vec<RawOption>, RenderError> {
     let name_re = &*NAME_RE;
     let mut all = Vec::new();
     for o in script {
-        all.extend(from_script(o)?);
+        all.extend(from_script(o, version)?);
     }
     for (field, option, value) in &custom.sbatch {
         if value.is_empty() {
@@ -143,6 +147,7 @@ pub fn merge(script: Vec<RawOption>, custom: &SlurmCustom) -> Result<Vec<RawOpti
             option,
             OptValue::Value(value.clone()),
             Origin::FirstClass(field),
+            version,
         )?);
     }
     for (name, value) in &custom.sbatch_options {
@@ -154,12 +159,17 @@ pub fn merge(script: Vec<RawOption>, custom: &SlurmCustom) -> Result<Vec<RawOpti
                     .into(),
             });
         }
-        all.extend(from_config(name, value.clone(), Origin::SbatchOptions)?);
+        all.extend(from_config(
+            name,
+            value.clone(),
+            Origin::SbatchOptions,
+            version,
+        )?);
     }
 
     let mut by_slot: BTreeMap<&'static str, RawOption> = BTreeMap::new();
     for o in all {
-        by_slot.insert(slot(o.spec.long), o);
+        by_slot.insert(o.spec.slot(), o);
     }
 
     let mem: Vec<&RawOption> = ["mem", "mem-per-cpu", "mem-per-gpu"]
@@ -180,9 +190,80 @@ pub fn merge(script: Vec<RawOption>, custom: &SlurmCustom) -> Result<Vec<RawOpti
 
     let mut out: Vec<RawOption> = Vec::with_capacity(by_slot.len());
     for spec in OPTIONS {
-        if let Some(o) = by_slot.remove(slot(spec.long)) {
+        if let Some(o) = by_slot.remove(spec.slot()) {
             out.push(o);
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::options::Arg;
+
+    fn from_options(name: &str, arg: Arg) -> Result<Vec<RawOption>, RenderError> {
+        let value = match arg {
+            Arg::None | Arg::Optional => serde_json::json!(true),
+            Arg::Required => serde_json::json!("x"),
+        };
+        let custom = super::super::custom::parse(&serde_json::json!({
+            "script": "#!/bin/bash\n",
+            "sbatch_options": { name: value },
+        }))?;
+        merge(Vec::new(), &custom, ApiVersion::V0042)
+    }
+
+    fn from_script(
+        spec: &'static crate::render::options::OptSpec,
+    ) -> Result<Vec<RawOption>, RenderError> {
+        let o = RawOption {
+            spec,
+            value: (spec.arg == Arg::Required).then(|| "x".to_string()),
+            origin: Origin::Script { line: 2 },
+        };
+        merge(vec![o], &SlurmCustom::default(), ApiVersion::V0042)
+    }
+
+    /// The items that are not mapped, each as its kind says, from both kinds of source.
+    #[test]
+    fn every_unmapped_option_is_refused_dropped_or_overridden() {
+        for spec in OPTIONS {
+            let (config, script) = (from_options(spec.long, spec.arg), from_script(spec));
+            match spec.support {
+                Support::Mapped(_) => continue,
+                Support::Reserved => {
+                    let e = config.unwrap_err().to_string();
+                    assert!(
+                        e.contains("reserved") && e.contains(spec.long),
+                        "--{}: {e}",
+                        spec.long
+                    );
+                    if OVERRIDDEN_FROM_SCRIPT.contains(&spec.long) {
+                        assert_eq!(script.unwrap(), vec![], "--{}", spec.long);
+                    } else {
+                        assert!(
+                            script.unwrap_err().to_string().contains("script line 2"),
+                            "--{}",
+                            spec.long
+                        );
+                    }
+                }
+                Support::ClientOnly => {
+                    assert_eq!(config.unwrap(), vec![], "--{}", spec.long);
+                    assert_eq!(script.unwrap(), vec![], "--{}", spec.long);
+                }
+                Support::Refused(why) => {
+                    for e in [config.unwrap_err(), script.unwrap_err()] {
+                        let e = e.to_string();
+                        assert!(
+                            e.contains(&format!("`--{}`", spec.long)) && e.contains(why),
+                            "--{}: {e}",
+                            spec.long
+                        );
+                    }
+                }
+            }
+        }
+    }
 }

@@ -8,7 +8,7 @@
 //! user's.
 //!
 //! Modules, one job each: [`spec`] inputs, [`custom`] the plugin config, [`directives`] the
-//! `#SBATCH` parser, [`options`] THE option table, [`merge`] precedence, [`apply`] option → field,
+//! `#SBATCH` parser, [`options`] THE sbatch options (one item each, with its per-version support), [`merge`] precedence, [`apply`] option → field,
 //! [`units`] time/size syntaxes, [`env`] the environment, [`script`] the script text, [`naming`]
 //! job names and the idempotency key.
 
@@ -25,7 +25,6 @@ pub mod options;
 pub mod script;
 pub mod spec;
 pub mod units;
-mod values;
 
 use std::collections::BTreeMap;
 
@@ -129,7 +128,7 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
         tracing::info!(line, word = %word, "#SBATCH word is not an option; sbatch ignores it too");
     }
 
-    let merged = merge::merge(directives.options.clone(), &custom)?;
+    let merged = merge::merge(directives.options.clone(), &custom, cfg.api_version)?;
     let mut job = JobDescription::default();
     let applied = apply::apply(
         &merged,
@@ -138,6 +137,7 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
             now,
             utc_offset: cfg.cluster_utc_offset_seconds,
         },
+        cfg.api_version,
     )?;
     if job.partition.is_none() {
         job.partition = cfg.default_partition.clone();

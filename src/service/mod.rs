@@ -200,7 +200,7 @@ impl Connector {
             rt.tracker.track(job_id);
             if fresh {
                 self.metrics.submits.get_or_create(&cluster_label(&rt)).inc();
-                tracing::info!(cluster = %rt.cfg.name, job_id = %job_id, job_name = %rendered.job_name, "submitted");
+                tracing::info!(cluster = %rt.cfg.name, api_version = %api_version, job_id = %job_id, job_name = %rendered.job_name, "submitted");
             }
             Ok(m.encode())
         }

@@ -257,6 +257,9 @@ pub struct JobDescription {
     pub container_id: Option<String>,
     pub contiguous: Option<bool>,
     pub core_specification: Option<u32>,
+    /// `--cores-per-socket` (and the cores of `-B`, `--hint=memory_bound`). Only some versions
+    /// have the field (v0.0.40, v0.0.45+); rendering refuses it for the others.
+    pub cores_per_socket: Option<u32>,
     pub thread_specification: Option<u32>,
     pub cpu_binding_flags: Vec<CpuBindFlag>,
     pub cpu_frequency: Option<String>,

@@ -1,4 +1,5 @@
-//! The slurmrestd v0.0.42 HTTP surface: paths, status codes and JSON bodies as recorded.
+//! The slurmrestd HTTP surface, once per served API version: paths, status codes and JSON bodies
+//! as recorded for that version.
 
 // Handlers return early with a finished `Response`; boxing it would only add noise.
 #![allow(clippy::result_large_err)]
@@ -12,19 +13,20 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Extension, Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use crate::auth::{AuthOutcome, authenticate, has_token};
-use crate::config::{MockConfig, SlurmVersion};
+use crate::config::{ApiVersion, MockConfig, SlurmVersion};
 use crate::faults::Faults;
 use crate::jobdesc::{Parsed, parse_submit};
 use crate::records::{Warning, error_entry, job_info, meta, nv, nv_unset, slurmdb_job};
 use crate::scheduler::{CancelResult, Scheduler};
 use crate::stats::Stats;
+use crate::versions::Served;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -39,39 +41,87 @@ pub struct AppState {
 pub struct ClientAddr(pub SocketAddr);
 
 pub fn router(state: AppState) -> Router {
-    const S: &str = "/slurm/v0.0.42";
-    const D: &str = "/slurmdb/v0.0.42";
+    let mut r = Router::new();
+    for &api in &state.cfg.api_versions {
+        let served = Served {
+            api,
+            release: state.cfg.slurm_version.for_api(api),
+        };
+        r = r.merge(version_router(api).layer(Extension(served)));
+    }
+    let release = state.cfg.slurm_version;
+    r.merge(crate::admin::router())
+        .fallback(move |uri: axum::http::Uri, headers: HeaderMap| async move {
+            not_found(release, uri.path(), &headers)
+        })
+        .with_state(state)
+}
+
+/// What slurmrestd answers for a path it does not serve (an unserved API version included):
+/// 401 without a token (authentication comes first), else 404 text, worded per release
+/// (recorded on all three: `*_ping-unserved*.json`, `*_any_*.json`). 26.11 answers `/` itself
+/// with the long text (`_req_root`, no authentication) and everything else from its path table.
+fn not_found(release: SlurmVersion, path: &str, headers: &HeaderMap) -> Response {
+    const LONG: &str = "Unable to find requested URL endpoint. Please query the '/openapi/v3' endpoint or visit 'https://slurm.schedmd.com/rest_api.html' for the OpenAPI specification which includes a list of all possible slurmrestd endpoints.";
+    if release == SlurmVersion::V26_11 && path == "/" {
+        return text(StatusCode::NOT_FOUND, LONG);
+    }
+    if !has_token(headers) {
+        return text(StatusCode::UNAUTHORIZED, "Authentication failure");
+    }
+    text(
+        StatusCode::NOT_FOUND,
+        match release {
+            SlurmVersion::V24_11 => {
+                "Unable find requested URL. Please view /openapi/v3 for API reference."
+            }
+            SlurmVersion::V26_05 => LONG,
+            SlurmVersion::V26_11 => "Invalid or unknown URL path",
+        },
+    )
+}
+
+/// Every route of one API version.
+fn version_router(api: ApiVersion) -> Router<AppState> {
+    let s = format!("/slurm/{api}");
+    let d = format!("/slurmdb/{api}");
+    let (s, d) = (s.as_str(), d.as_str());
     let mut r = Router::new();
     // slurmrestd matches paths with and without the trailing slash.
     for slash in ["", "/"] {
         r = r
-            .route(&format!("{S}/job/submit{slash}"), post(slurmctld::submit))
+            .route(&format!("{s}/job/submit{slash}"), post(slurmctld::submit))
             .route(
-                &format!("{S}/job/{{id}}{slash}"),
+                &format!("{s}/job/{{id}}{slash}"),
                 get(slurmctld::job_get)
                     .delete(slurmctld::job_delete)
                     .post(slurmctld::job_update),
             )
             .route(
-                &format!("{S}/jobs/state{slash}"),
+                &format!("{s}/jobs/state{slash}"),
                 get(slurmctld::jobs_state),
             )
-            .route(&format!("{S}/jobs{slash}"), get(slurmctld::jobs))
-            .route(&format!("{S}/ping{slash}"), get(slurmctld::ping))
+            .route(&format!("{s}/jobs{slash}"), get(slurmctld::jobs))
+            .route(&format!("{s}/ping{slash}"), get(slurmctld::ping))
             .route(
-                &format!("{S}/partitions{slash}"),
+                &format!("{s}/partitions{slash}"),
                 get(slurmctld::partitions),
             )
-            .route(&format!("{S}/diag{slash}"), get(slurmctld::diag))
+            .route(&format!("{s}/diag{slash}"), get(slurmctld::diag))
             .route(
-                &format!("{D}/job/{{id}}{slash}"),
+                &format!("{d}/job/{{id}}{slash}"),
                 get(slurmdb::slurmdb_job_get),
             )
-            .route(&format!("{D}/jobs{slash}"), get(slurmdb::slurmdb_jobs));
+            .route(&format!("{d}/jobs{slash}"), get(slurmdb::slurmdb_jobs));
+        if api.has_requeue() {
+            // Older versions have no such path: it falls through to the 404 of unknown paths.
+            r = r.route(
+                &format!("{s}/job/{{id}}/requeue{slash}"),
+                get(slurmctld::job_requeue),
+            );
+        }
     }
-    r.merge(crate::admin::router())
-        .fallback(|| async { text(StatusCode::NOT_FOUND, "Invalid or unknown URL path") })
-        .with_state(state)
+    r
 }
 
 /// A JSON answer, pretty-printed like slurmrestd; errors carry `Connection: Close` like the real one.
@@ -114,6 +164,8 @@ pub(crate) enum Shape<'a> {
     Jobs,
     JobsState,
     Delete,
+    Update,
+    Requeue(&'a str),
     Diag,
     Partitions,
     Slurmdb,
@@ -133,6 +185,11 @@ impl Shape<'_> {
                 "slurm_load_job_state()",
             ),
             Shape::Delete => ("Signal request failed".into(), "slurm_kill_jobs()"),
+            Shape::Update => ("Job update requested failed".into(), "slurm_update_job2()"),
+            Shape::Requeue(id) => (
+                format!("Requeue JobID={id} failed"),
+                "op_handler_job_requeue",
+            ),
             Shape::Diag => (
                 "Unable to query diagnostics".into(),
                 "slurm_get_statistics()",
@@ -149,14 +206,22 @@ impl Shape<'_> {
     }
 
     /// The body around `errors`, as each endpoint dumps it.
-    fn body(&self, m: Value, errors: Vec<Value>) -> Value {
+    fn body(&self, api: ApiVersion, m: Value, errors: Vec<Value>) -> Value {
         match self {
             Shape::JobGet(_) | Shape::Jobs => {
                 json!({"jobs": [], "last_backfill": nv(0), "last_update": nv(0),
                 "meta": m, "errors": errors, "warnings": []})
             }
             Shape::JobsState => json!({"jobs": null, "meta": m, "errors": errors, "warnings": []}),
-            Shape::Delete => json!({"status": [], "meta": m, "errors": errors, "warnings": []}),
+            // v0.0.40/41 still carry the deprecated submit-style fields, empty.
+            Shape::Update if api.minor() <= 41 => {
+                json!({"results": null, "job_id": "", "step_id": "", "job_submit_user_msg": "",
+                "meta": m, "errors": errors, "warnings": []})
+            }
+            Shape::Update => json!({"results": null, "meta": m, "errors": errors, "warnings": []}),
+            Shape::Delete | Shape::Requeue(_) => {
+                json!({"status": [], "meta": m, "errors": errors, "warnings": []})
+            }
             _ => json!({"meta": m, "errors": errors, "warnings": []}),
         }
     }
@@ -172,6 +237,7 @@ pub(crate) struct Ctx {
 /// the daemon is reachable at all.
 pub(crate) fn guard(
     st: &AppState,
+    sv: Served,
     headers: &HeaderMap,
     client: &str,
     shape: Shape<'_>,
@@ -194,13 +260,12 @@ pub(crate) fn guard(
         }
         AuthOutcome::Rejected(why) => {
             tracing::info!(reason = why, "token rejected");
-            let m = meta(&st.cfg, slurmdb, client, "");
+            let m = meta(&st.cfg, sv, slurmdb, client, "");
             if slurmdb {
-                let desc = match st.cfg.slurm_version {
-                    SlurmVersion::V24_11 => {
-                        "Failed to open slurmdbd connection, authentication error"
-                    }
-                    SlurmVersion::V26_05 => "Failed to open slurmdbd connection",
+                let desc = if sv.release.is_24_11() {
+                    "Failed to open slurmdbd connection, authentication error"
+                } else {
+                    "Failed to open slurmdbd connection"
                 };
                 let e = error_entry(
                     desc,
@@ -208,17 +273,20 @@ pub(crate) fn guard(
                     "Unable to connect to database",
                     "openapi_get_db_conn",
                 );
-                return Err(json_resp(StatusCode::BAD_GATEWAY, shape.body(m, vec![e])));
+                return Err(json_resp(
+                    StatusCode::BAD_GATEWAY,
+                    shape.body(sv.api, m, vec![e]),
+                ));
             }
             let (desc, source) = shape.what();
             let e = error_entry(&desc, 1007, "Protocol authentication error", source);
             return Err(json_resp(
                 StatusCode::NETWORK_AUTHENTICATION_REQUIRED,
-                shape.body(m, vec![e]),
+                shape.body(sv.api, m, vec![e]),
             ));
         }
     };
-    let m = meta(&st.cfg, slurmdb, client, &user);
+    let m = meta(&st.cfg, sv, slurmdb, client, &user);
     if slurmdb && st.faults.slurmdbd_down() {
         let e = error_entry(
             "Failed to open slurmdbd connection",
@@ -226,7 +294,10 @@ pub(crate) fn guard(
             "Unable to connect to database",
             "openapi_get_db_conn",
         );
-        return Err(json_resp(StatusCode::BAD_GATEWAY, shape.body(m, vec![e])));
+        return Err(json_resp(
+            StatusCode::BAD_GATEWAY,
+            shape.body(sv.api, m, vec![e]),
+        ));
     }
     if !slurmdb && st.faults.controller_down() {
         // What slurmrestd reports when slurmctld does not answer (SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR).
@@ -239,37 +310,41 @@ pub(crate) fn guard(
         );
         return Err(json_resp(
             StatusCode::INTERNAL_SERVER_ERROR,
-            shape.body(m, vec![e]),
+            shape.body(sv.api, m, vec![e]),
         ));
     }
     Ok(Ctx { user, meta: m })
 }
 
-/// HTTP status of a rejected submit: 500 on 24.11, 422 on 26.05.
-pub(crate) fn reject_status(cfg: &MockConfig) -> StatusCode {
-    match cfg.slurm_version {
-        SlurmVersion::V24_11 => StatusCode::INTERNAL_SERVER_ERROR,
-        SlurmVersion::V26_05 => StatusCode::UNPROCESSABLE_ENTITY,
+/// HTTP status of a rejected submit: 500 on 24.11, 422 on 26.05 and 26.11.
+pub(crate) fn reject_status(sv: Served) -> StatusCode {
+    if sv.release.is_24_11() {
+        StatusCode::INTERNAL_SERVER_ERROR
+    } else {
+        StatusCode::UNPROCESSABLE_ENTITY
     }
 }
 
-/// A comma list where one id is expected: 24.11 400, 26.05 404 (path) / 500 (query).
-pub(crate) fn comma_path(cfg: &MockConfig) -> Response {
-    match cfg.slurm_version {
-        SlurmVersion::V24_11 => text(StatusCode::BAD_REQUEST, "Unable to parse URL path."),
-        SlurmVersion::V26_05 => text(StatusCode::NOT_FOUND, "Invalid or unknown URL path"),
+/// A comma list where one id is expected: 24.11 400, 26.05/26.11 404 (path) / 500 (query).
+pub(crate) fn comma_path(sv: Served) -> Response {
+    if sv.release.is_24_11() {
+        text(StatusCode::BAD_REQUEST, "Unable to parse URL path.")
+    } else {
+        text(StatusCode::NOT_FOUND, "Invalid or unknown URL path")
     }
 }
 
-pub(crate) fn comma_query(cfg: &MockConfig) -> Response {
-    match cfg.slurm_version {
-        SlurmVersion::V24_11 => text(StatusCode::BAD_REQUEST, "Unable to parse query."),
-        SlurmVersion::V26_05 => text(StatusCode::INTERNAL_SERVER_ERROR, "Unspecified error"),
+pub(crate) fn comma_query(sv: Served) -> Response {
+    if sv.release.is_24_11() {
+        text(StatusCode::BAD_REQUEST, "Unable to parse query.")
+    } else {
+        text(StatusCode::INTERNAL_SERVER_ERROR, "Unspecified error")
     }
 }
 
 pub(crate) fn rfc_error(
     st: &AppState,
+    sv: Served,
     client: &str,
     what: &str,
     source: &str,
@@ -283,7 +358,7 @@ pub(crate) fn rfc_error(
     );
     json_resp(
         StatusCode::UNPROCESSABLE_ENTITY,
-        json!({"meta": meta(&st.cfg, slurmdb, client, ""), "errors": [e], "warnings": []}),
+        json!({"meta": meta(&st.cfg, sv, slurmdb, client, ""), "errors": [e], "warnings": []}),
     )
 }
 

@@ -1,14 +1,19 @@
-//! slurmctld endpoints: submit, job, jobs, jobs/state, DELETE job, ping, diag.
+//! slurmctld endpoints: submit, job, jobs, jobs/state, DELETE job, ping, diag, partitions.
 
 // Handlers return early with a finished `Response`; boxing it would only add noise.
 #![allow(clippy::result_large_err)]
 
 use super::*;
+use crate::versions::{Template, template};
 
-pub(super) async fn submit(State(st): State<AppState>, req: axum::extract::Request) -> Response {
+pub(super) async fn submit(
+    State(st): State<AppState>,
+    Extension(sv): Extension<Served>,
+    req: axum::extract::Request,
+) -> Response {
     let (parts, body) = req.into_parts();
     let client = client_source(&parts.headers, ext_addr(&parts.extensions).as_ref());
-    let ctx = match guard(&st, &parts.headers, &client, Shape::Submit) {
+    let ctx = match guard(&st, sv, &parts.headers, &client, Shape::Submit) {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -16,7 +21,7 @@ pub(super) async fn submit(State(st): State<AppState>, req: axum::extract::Reque
         Ok(b) => b,
         Err(_) => return text(StatusCode::PAYLOAD_TOO_LARGE, "Request body too large"),
     };
-    match parse_submit(&body) {
+    match parse_submit(&body, sv.api) {
         Parsed::BadBody(why) => {
             let e = error_entry(
                 &format!("Rejecting request: {why}"),
@@ -33,12 +38,16 @@ pub(super) async fn submit(State(st): State<AppState>, req: axum::extract::Reque
             StatusCode::OK,
             json!({"meta": ctx.meta, "errors": [], "warnings": w}),
         ),
-        Parsed::Job(spec, warnings) => match st.sched.submit(*spec, &ctx.user) {
-            Ok(id) => json_resp(
-                StatusCode::OK,
-                json!({"job_id": id, "step_id": "batch", "job_submit_user_msg": "",
-                "meta": ctx.meta, "errors": [], "warnings": warnings}),
-            ),
+        Parsed::Job(spec, warnings) => match st.sched.submit(*spec, &ctx.user, sv.release) {
+            Ok(id) => {
+                let mut body = json!({"job_id": id, "step_id": "batch", "job_submit_user_msg": "",
+                "meta": ctx.meta, "errors": [], "warnings": warnings});
+                if sv.api.submit_has_result_block() {
+                    body["result"] = json!({"job_id": id, "step_id": "batch", "error_code": 0,
+                        "error": "No error", "job_submit_user_msg": ""});
+                }
+                json_resp(StatusCode::OK, body)
+            }
             Err(rej) => {
                 let e = error_entry(
                     "Batch job submission failed",
@@ -47,7 +56,7 @@ pub(super) async fn submit(State(st): State<AppState>, req: axum::extract::Reque
                     "slurm_submit_batch_job()",
                 );
                 json_resp(
-                    reject_status(&st.cfg),
+                    reject_status(sv),
                     json!({"meta": ctx.meta, "errors": [e], "warnings": warnings}),
                 )
             }
@@ -56,25 +65,26 @@ pub(super) async fn submit(State(st): State<AppState>, req: axum::extract::Reque
 }
 
 /// Validate a `{id}` path segment: comma list / not a number answer like the real one.
-fn path_id(st: &AppState, client: &str, id: &str) -> Result<u32, Response> {
+fn path_id(st: &AppState, sv: Served, client: &str, id: &str) -> Result<u32, Response> {
     if id.contains(',') {
-        return Err(comma_path(&st.cfg));
+        return Err(comma_path(sv));
     }
     id.parse::<u32>()
-        .map_err(|_| rfc_error(st, client, "parameters", "op_handler_job", false))
+        .map_err(|_| rfc_error(st, sv, client, "parameters", "op_handler_job", false))
 }
 
 pub(super) async fn job_get(
     State(st): State<AppState>,
+    Extension(sv): Extension<Served>,
     Path(id): Path<String>,
     req: axum::extract::Request,
 ) -> Response {
     let client = client_source(req.headers(), ext_addr(req.extensions()).as_ref());
-    let jid = match path_id(&st, &client, &id) {
+    let jid = match path_id(&st, sv, &client, &id) {
         Ok(j) => j,
         Err(r) => return r,
     };
-    let ctx = match guard(&st, req.headers(), &client, Shape::JobGet(&id)) {
+    let ctx = match guard(&st, sv, req.headers(), &client, Shape::JobGet(&id)) {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -83,7 +93,7 @@ pub(super) async fn job_get(
         .jobs
         .values()
         .filter(|j| j.id == jid || j.array.as_ref().is_some_and(|a| a.array_job_id == jid))
-        .map(|j| job_info(j, &st.cfg))
+        .map(|j| job_info(j, &st.cfg, sv))
         .collect();
     let last_update = c.last_update;
     drop(c);
@@ -96,7 +106,7 @@ pub(super) async fn job_get(
         );
         return json_resp(
             StatusCode::NOT_FOUND,
-            Shape::JobGet(&id).body(ctx.meta, vec![e]),
+            Shape::JobGet(&id).body(sv.api, ctx.meta, vec![e]),
         );
     }
     json_resp(
@@ -129,12 +139,13 @@ fn parse_signal(s: &str) -> Option<i32> {
 
 pub(super) async fn job_delete(
     State(st): State<AppState>,
+    Extension(sv): Extension<Served>,
     Path(id): Path<String>,
     RawQuery(q): RawQuery,
     req: axum::extract::Request,
 ) -> Response {
     let client = client_source(req.headers(), ext_addr(req.extensions()).as_ref());
-    let jid = match path_id(&st, &client, &id) {
+    let jid = match path_id(&st, sv, &client, &id) {
         Ok(j) => j,
         Err(r) => return r,
     };
@@ -143,15 +154,23 @@ pub(super) async fn job_delete(
         if k == "signal" {
             match parse_signal(&v) {
                 Some(s) => signal = s,
-                None => return rfc_error(&st, &client, "parameters", "op_handler_job", false),
+                None => return rfc_error(&st, sv, &client, "parameters", "op_handler_job", false),
             }
         }
     }
-    let ctx = match guard(&st, req.headers(), &client, Shape::Delete) {
+    let ctx = match guard(&st, sv, req.headers(), &client, Shape::Delete) {
         Ok(c) => c,
         Err(r) => return r,
     };
-    let status = match st.sched.cancel(jid, signal, &ctx.user) {
+    let outcome = st.sched.cancel(jid, signal, &ctx.user);
+    if !sv.api.delete_has_status() {
+        // v0.0.40/41: the same 200 whatever happened (recorded: running, finished, unknown).
+        return json_resp(
+            StatusCode::OK,
+            json!({"meta": ctx.meta, "errors": [], "warnings": []}),
+        );
+    }
+    let status = match outcome {
         CancelResult::Signalled => json!([]),
         CancelResult::AlreadyDone => {
             json!([{"error": {"string": "Job/step already completing or completed",
@@ -172,6 +191,7 @@ pub(super) async fn job_delete(
 
 pub(super) async fn jobs_state(
     State(st): State<AppState>,
+    Extension(sv): Extension<Served>,
     RawQuery(q): RawQuery,
     req: axum::extract::Request,
 ) -> Response {
@@ -182,16 +202,16 @@ pub(super) async fn jobs_state(
             continue;
         }
         if raw.contains(',') {
-            return comma_query(&st.cfg);
+            return comma_query(sv);
         }
         match v.trim().parse::<u32>() {
             Ok(n) => {
                 ids.insert(n);
             }
-            Err(_) => return rfc_error(&st, &client, "query", "op_handler_job_states", false),
+            Err(_) => return rfc_error(&st, sv, &client, "query", "op_handler_job_states", false),
         }
     }
-    let ctx = match guard(&st, req.headers(), &client, Shape::JobsState) {
+    let ctx = match guard(&st, sv, req.headers(), &client, Shape::JobsState) {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -223,6 +243,7 @@ pub(super) async fn jobs_state(
 
 pub(super) async fn jobs(
     State(st): State<AppState>,
+    Extension(sv): Extension<Served>,
     RawQuery(q): RawQuery,
     req: axum::extract::Request,
 ) -> Response {
@@ -232,11 +253,36 @@ pub(super) async fn jobs(
         if k == "update_time" {
             match v.trim().parse::<i64>() {
                 Ok(t) => update_time = Some(t),
-                Err(_) => return rfc_error(&st, &client, "query", "op_handler_jobs", false),
+                Err(_) => return rfc_error(&st, sv, &client, "query", "op_handler_jobs", false),
             }
         }
     }
-    let ctx = match guard(&st, req.headers(), &client, Shape::Jobs) {
+    if let Some(t) = update_time
+        && sv.api.update_time_broken()
+        && has_token(req.headers())
+    {
+        // After slurmrestd's own 401 (no token), before slurmctld judges the token.
+        // Recorded 24.11 bug of v0.0.40/41: the timestamp parser rejects every update_time.
+        let errors = vec![
+            error_entry(
+                &format!("Parsing of {t} for timestamp failed"),
+                9202,
+                "Unable to convert Data type",
+                "#/update_time/",
+            ),
+            error_entry(
+                "Rejecting request. Failure parsing query.",
+                9000,
+                "Query empty or not RFC7320 compliant",
+                "op_handler_jobs",
+            ),
+        ];
+        return json_resp(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!({"meta": meta(&st.cfg, sv, false, &client, ""), "errors": errors, "warnings": []}),
+        );
+    }
+    let ctx = match guard(&st, sv, req.headers(), &client, Shape::Jobs) {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -259,7 +305,7 @@ pub(super) async fn jobs(
             "meta": ctx.meta, "errors": [], "warnings": [w]}),
         );
     }
-    let jobs: Vec<Value> = c.jobs.values().map(|j| job_info(j, &st.cfg)).collect();
+    let jobs: Vec<Value> = c.jobs.values().map(|j| job_info(j, &st.cfg, sv)).collect();
     let last_update = c.last_update;
     drop(c);
     json_resp(
@@ -269,30 +315,60 @@ pub(super) async fn jobs(
     )
 }
 
-pub(super) async fn ping(State(st): State<AppState>, req: axum::extract::Request) -> Response {
+pub(super) async fn ping(
+    State(st): State<AppState>,
+    Extension(sv): Extension<Served>,
+    req: axum::extract::Request,
+) -> Response {
     let client = client_source(req.headers(), ext_addr(req.extensions()).as_ref());
     if !has_token(req.headers()) {
         return text(StatusCode::UNAUTHORIZED, "Authentication failure");
     }
     // The trap: a refused token still gets 200, with the controller shown DOWN.
-    let up = matches!(
+    let token_ok = matches!(
         authenticate(req.headers(), &st.cfg.jwt_key, &st.cfg.slurm_user),
         AuthOutcome::Ok { .. }
-    ) && !st.faults.reject_token()
-        && !st.faults.controller_down();
-    let (pinged, latency) = if up { ("UP", 150) } else { ("DOWN", 12000) };
-    json_resp(
-        StatusCode::OK,
-        json!({
-        "pings": [{"hostname": "localhost", "pinged": pinged, "responding": up, "latency": latency,
-                   "mode": "primary", "primary": true}],
-        "meta": meta(&st.cfg, false, &client, ""), "errors": [], "warnings": []}),
-    )
+    ) && !st.faults.reject_token();
+    let down = st.faults.controller_down();
+    let up = token_ok && !down;
+    // The recorded body of this version; only the fields it has are filled in (v0.0.40/41 have no
+    // `responding`, v0.0.45+ report `status` instead of `pinged` and `mode`).
+    let mut body = template(sv.api, Template::Ping);
+    if let Some(p) = body["pings"].get_mut(0).and_then(Value::as_object_mut) {
+        let mut put = |k: &str, v: Value| {
+            if let Some(slot) = p.get_mut(k) {
+                *slot = v;
+            }
+        };
+        put("hostname", json!("localhost"));
+        put("pinged", json!(if up { "UP" } else { "DOWN" }));
+        put("responding", json!(up));
+        put("latency", json!(if up { 150 } else { 12000 }));
+        put(
+            "status",
+            json!(if up {
+                "No error"
+            } else if !token_ok {
+                "Protocol authentication error"
+            } else {
+                "Unable to contact slurm controller (connect failure)"
+            }),
+        );
+    }
+    body["meta"] = meta(&st.cfg, sv, false, &client, "");
+    body["errors"] = json!([]);
+    body["warnings"] = json!([]);
+    json_resp(StatusCode::OK, body)
 }
 
-pub(super) async fn diag(State(st): State<AppState>, req: axum::extract::Request) -> Response {
+/// `GET diag/`: the recorded statistics of this version with the mock's own counters.
+pub(super) async fn diag(
+    State(st): State<AppState>,
+    Extension(sv): Extension<Served>,
+    req: axum::extract::Request,
+) -> Response {
     let client = client_source(req.headers(), ext_addr(req.extensions()).as_ref());
-    let ctx = match guard(&st, req.headers(), &client, Shape::Diag) {
+    let ctx = match guard(&st, sv, req.headers(), &client, Shape::Diag) {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -311,45 +387,97 @@ pub(super) async fn diag(State(st): State<AppState>, req: axum::extract::Request
     let ts = c.last_update;
     drop(c);
     let now = crate::scheduler::now();
-    json_resp(
-        StatusCode::OK,
-        json!({"statistics": {
-        "parts_packed": 1, "req_time": nv(now), "req_time_start": nv(now), "server_thread_count": 1,
-        "agent_queue_size": 0, "agent_count": 0, "agent_thread_count": 0, "dbd_agent_queue_size": 0,
-        "gettimeofday_latency": 0, "schedule_cycle_max": 0, "schedule_cycle_last": 0,
-        "schedule_cycle_sum": 0, "schedule_cycle_total": 0, "schedule_cycle_mean": 0,
-        "schedule_cycle_mean_depth": 0, "schedule_cycle_per_minute": 0, "schedule_cycle_depth": 0,
-        "schedule_exit": {"end_job_queue": 0, "default_queue_depth": 0, "max_job_start": 0,
-            "max_rpc_cnt": 0, "max_sched_time": 0, "licenses": 0},
-        "schedule_queue_length": pending, "jobs_submitted": k.submitted, "jobs_started": k.started,
-        "jobs_completed": k.completed, "jobs_canceled": k.canceled, "jobs_failed": k.failed,
-        "jobs_pending": pending, "jobs_running": running, "job_states_ts": nv(ts),
-        "bf_backfilled_jobs": 0, "bf_last_backfilled_jobs": 0, "bf_backfilled_het_jobs": 0,
-        "bf_cycle_counter": 0, "bf_cycle_mean": 0, "bf_depth_mean": 0, "bf_depth_mean_try": 0,
-        "bf_cycle_sum": 0, "bf_cycle_last": 0, "bf_cycle_max": 0,
-        "bf_exit": {"end_job_queue": 0, "bf_max_job_start": 0, "bf_max_job_test": 0, "bf_max_time": 0,
-            "bf_node_space_size": 0, "state_changed": 0},
-        "bf_last_depth": 0, "bf_last_depth_try": 0, "bf_depth_sum": 0, "bf_depth_try_sum": 0,
-        "bf_queue_len": 0, "bf_queue_len_mean": 0, "bf_queue_len_sum": 0, "bf_table_size": 0,
-        "bf_table_size_sum": 0, "bf_table_size_mean": 0, "bf_when_last_cycle": nv(0), "bf_active": false,
-        "rpcs_by_message_type": [], "rpcs_by_user": [], "pending_rpcs": [], "pending_rpcs_by_hostlist": []},
-        "meta": ctx.meta, "errors": [], "warnings": []}),
-    )
+    let mut body = template(sv.api, Template::Diag);
+    if let Some(s) = body["statistics"].as_object_mut() {
+        let mut put = |key: &str, v: Value| {
+            if let Some(slot) = s.get_mut(key) {
+                *slot = v;
+            }
+        };
+        put("req_time", nv(now));
+        put("req_time_start", nv(now));
+        put("schedule_queue_length", json!(pending));
+        put("jobs_submitted", json!(k.submitted));
+        put("jobs_started", json!(k.started));
+        put("jobs_completed", json!(k.completed));
+        put("jobs_canceled", json!(k.canceled));
+        put("jobs_failed", json!(k.failed));
+        put("jobs_pending", json!(pending));
+        put("jobs_running", json!(running));
+        put("job_states_ts", nv(ts));
+        // The real daemon's RPC tallies say nothing about the mock: empty lists.
+        put("rpcs_by_message_type", json!([]));
+        put("rpcs_by_user", json!([]));
+        put("pending_rpcs", json!([]));
+        put("pending_rpcs_by_hostlist", json!([]));
+    }
+    body["meta"] = ctx.meta;
+    body["errors"] = json!([]);
+    body["warnings"] = json!([]);
+    json_resp(StatusCode::OK, body)
 }
 
-/// `POST job/{id}`: update a job (body: a job description, also accepted wrapped in `{"job":...}`).
+/// `GET job/{id}/requeue[?Hold]` (v0.0.45+): 200 `status: []`; unknown 404 / 2017, pending
+/// 422 / 2024 (recorded on 26.05).
+pub(super) async fn job_requeue(
+    State(st): State<AppState>,
+    Extension(sv): Extension<Served>,
+    Path(id): Path<String>,
+    RawQuery(q): RawQuery,
+    req: axum::extract::Request,
+) -> Response {
+    let client = client_source(req.headers(), ext_addr(req.extensions()).as_ref());
+    let jid = match path_id(&st, sv, &client, &id) {
+        Ok(j) => j,
+        Err(r) => return r,
+    };
+    let hold = query_pairs(q.as_deref())
+        .iter()
+        .any(|(k, _, v)| k.eq_ignore_ascii_case("hold") && v != "false");
+    let ctx = match guard(&st, sv, req.headers(), &client, Shape::Requeue(&id)) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    match st.sched.requeue(jid, hold) {
+        Ok(()) => json_resp(
+            StatusCode::OK,
+            json!({"status": [], "meta": ctx.meta, "errors": [], "warnings": []}),
+        ),
+        Err(rej) => {
+            let e = error_entry(
+                &format!("Requeue JobID={jid} failed"),
+                rej.number,
+                rej.message,
+                "op_handler_job_requeue",
+            );
+            let status = if rej.number == 2017 {
+                StatusCode::NOT_FOUND
+            } else {
+                StatusCode::UNPROCESSABLE_ENTITY
+            };
+            json_resp(status, Shape::Requeue(&id).body(sv.api, ctx.meta, vec![e]))
+        }
+    }
+}
+
+/// `POST job/{id}`: update a job. The body is the job description itself (`{"hold": false}`),
+/// as recorded on every version: a body wrapped in `{"job": {...}}` changes nothing and each
+/// field inside gets the unknown-field warning (`#/job/<field>/`). Answers: 200
+/// `results: null` (v0.0.40: `results: []`; v0.0.40/41 also `job_id`, `step_id`,
+/// `job_submit_user_msg` as ""), unknown job 404 / 2017, finished job 2084 (422; 24.11: 500).
 pub(super) async fn job_update(
     State(st): State<AppState>,
+    Extension(sv): Extension<Served>,
     Path(id): Path<String>,
     req: axum::extract::Request,
 ) -> Response {
     let (parts, body) = req.into_parts();
     let client = client_source(&parts.headers, ext_addr(&parts.extensions).as_ref());
-    let jid = match path_id(&st, &client, &id) {
+    let jid = match path_id(&st, sv, &client, &id) {
         Ok(j) => j,
         Err(r) => return r,
     };
-    let ctx = match guard(&st, &parts.headers, &client, Shape::Submit) {
+    let ctx = match guard(&st, sv, &parts.headers, &client, Shape::Update) {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -358,8 +486,7 @@ pub(super) async fn job_update(
         Err(_) => return text(StatusCode::PAYLOAD_TOO_LARGE, "Request body too large"),
     };
     let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let desc = v.get("job").filter(|j| j.is_object()).unwrap_or(&v);
-    let Some(desc) = desc.as_object() else {
+    let Some(desc) = v.as_object() else {
         let e = error_entry(
             "Rejecting request: body is not a JSON object",
             9001,
@@ -368,10 +495,38 @@ pub(super) async fn job_update(
         );
         return json_resp(
             StatusCode::BAD_REQUEST,
-            json!({"meta": ctx.meta, "errors": [e], "warnings": []}),
+            Shape::Update.body(sv.api, ctx.meta, vec![e]),
         );
     };
-    let time_limit = desc.get("time_limit").map(|t| match t {
+    let kinds = crate::versions::job_desc_fields(sv.api);
+    let mut warnings = Vec::new();
+    let mut fields = serde_json::Map::new();
+    for (k, val) in desc {
+        match (k.as_str(), val) {
+            ("job", Value::Object(inner)) => {
+                for (ik, iv) in inner {
+                    warnings.push(Warning {
+                        description: format!(
+                            "Ignoring unknown field \"{ik}\" of type {} in DATA_PARSER_JOB_DESC_MSG",
+                            crate::jobdesc::slurm_type_name(iv)
+                        ),
+                        source: format!("#/job/{ik}/"),
+                    });
+                }
+            }
+            (k, val) if kinds.contains_key(k) => {
+                fields.insert(k.to_string(), val.clone());
+            }
+            (k, val) => warnings.push(Warning {
+                description: format!(
+                    "Ignoring unknown field \"{k}\" of type {} in DATA_PARSER_JOB_DESC_MSG",
+                    crate::jobdesc::slurm_type_name(val)
+                ),
+                source: format!("#/{k}/"),
+            }),
+        }
+    }
+    let time_limit = fields.get("time_limit").map(|t| match t {
         Value::Object(m)
             if m.get("infinite") == Some(&json!(true)) || m.get("set") == Some(&json!(false)) =>
         {
@@ -381,30 +536,24 @@ pub(super) async fn job_update(
         other => other.as_u64().map(|n| n as u32),
     });
     let upd = crate::scheduler::JobUpdate {
-        hold: desc.get("hold").and_then(Value::as_bool),
-        priority: desc
+        hold: fields.get("hold").and_then(Value::as_bool),
+        priority: fields
             .get("priority")
             .and_then(|p| p.get("number").or(Some(p)))
             .and_then(Value::as_u64)
             .map(|p| p as u32),
         time_limit,
-        comment: desc
+        comment: fields
             .get("comment")
             .and_then(Value::as_str)
             .map(str::to_string),
-        name: desc.get("name").and_then(Value::as_str).map(str::to_string),
+        name: fields
+            .get("name")
+            .and_then(Value::as_str)
+            .map(str::to_string),
     };
-    match st.sched.update(jid, &upd) {
-        Ok(ids) => {
-            let results: Vec<Value> = ids
-                .iter()
-                .map(|i| json!({"job_id": i, "step_id": "batch", "error": "No error", "error_code": 0, "why": ""}))
-                .collect();
-            json_resp(
-                StatusCode::OK,
-                json!({"results": results, "meta": ctx.meta, "errors": [], "warnings": []}),
-            )
-        }
+    let (status, errors) = match st.sched.update(jid, &upd) {
+        Ok(_) => (StatusCode::OK, vec![]),
         Err(rej) => {
             let e = error_entry(
                 "Job update requested failed",
@@ -412,59 +561,56 @@ pub(super) async fn job_update(
                 rej.message,
                 "slurm_update_job2()",
             );
-            json_resp(
-                reject_status(&st.cfg),
-                json!({"meta": ctx.meta, "errors": [e], "warnings": []}),
-            )
+            let status = if rej.number == 2017 {
+                StatusCode::NOT_FOUND
+            } else {
+                reject_status(sv)
+            };
+            (status, vec![e])
         }
+    };
+    let mut body = Shape::Update.body(sv.api, ctx.meta, errors);
+    body["warnings"] = json!(warnings);
+    if sv.api.minor() == 40 {
+        body["results"] = json!([]);
     }
+    json_resp(status, body)
 }
 
-/// `GET partitions/`: the mock's one partition (no recorded sample; built from the v0.0.42 spec's
-/// `partition_info` with its keys and types).
+/// `GET partitions/`: the mock's one partition, in the recorded partition record of this version
+/// with the mock's name, nodes and CPUs filled in.
 pub(super) async fn partitions(
     State(st): State<AppState>,
+    Extension(sv): Extension<Served>,
     req: axum::extract::Request,
 ) -> Response {
     let client = client_source(req.headers(), ext_addr(req.extensions()).as_ref());
-    let ctx = match guard(&st, req.headers(), &client, Shape::Partitions) {
+    let ctx = match guard(&st, sv, req.headers(), &client, Shape::Partitions) {
         Ok(c) => c,
         Err(r) => return r,
     };
     let cfg = &st.cfg;
     let names: Vec<String> = (0..cfg.nodes as usize).map(|i| cfg.node_name(i)).collect();
     let total_cpus = cfg.cpus * cfg.nodes;
-    let p = json!({
-        "nodes": {"allowed_allocation": "", "configured": crate::job::node_list(&names), "total": cfg.nodes},
-        "accounts": {"allowed": "", "deny": ""},
-        "groups": {"allowed": ""},
-        "qos": {"allowed": "", "deny": "", "assigned": ""},
-        "alternate": "",
-        "tres": {"billing_weights": "",
-                 "configured": format!("cpu={total_cpus},mem={}M,node={},billing={total_cpus}", 8000 * cfg.nodes, cfg.nodes)},
-        "cluster": cfg.cluster_name,
-        "select_type": ["CPU"],
-        "cpus": {"task_binding": 0, "total": total_cpus},
-        "defaults": {"memory_per_cpu": 0, "partition_memory_per_cpu": nv_unset(),
-                     "partition_memory_per_node": nv_unset(), "time": crate::records::nv_infinite(), "job": ""},
-        "grace_time": 0,
-        "maximums": {"cpus_per_node": crate::records::nv_infinite(), "cpus_per_socket": crate::records::nv_infinite(),
-                     "memory_per_cpu": 0, "partition_memory_per_cpu": nv_unset(),
-                     "partition_memory_per_node": nv_unset(), "nodes": crate::records::nv_infinite(), "shares": 1,
-                     "oversubscribe": {"jobs": 1, "flags": []}, "time": crate::records::nv_infinite(),
-                     "over_time_limit": nv_unset()},
-        "minimums": {"nodes": 0},
-        "name": cfg.partition,
-        "node_sets": "",
-        "priority": {"job_factor": 1, "tier": 1},
-        "timeouts": {"resume": nv_unset(), "suspend": nv_unset()},
-        "partition": {"state": ["UP"]},
-        "suspend_time": nv_unset(),
-    });
+    let mut body = template(sv.api, Template::Partitions);
+    if let Some(p) = body["partitions"].get_mut(0) {
+        p["name"] = json!(cfg.partition);
+        p["nodes"]["configured"] = json!(crate::job::node_list(&names));
+        p["nodes"]["total"] = json!(cfg.nodes);
+        p["cpus"]["total"] = json!(total_cpus);
+        p["partition"]["state"] = json!(["UP"]);
+        if p["tres"].get("configured").is_some() {
+            p["tres"]["configured"] = json!(format!(
+                "cpu={total_cpus},mem={}M,node={},billing={total_cpus}",
+                8000 * cfg.nodes,
+                cfg.nodes
+            ));
+        }
+    }
     let last_update = st.sched.lock().last_update;
-    json_resp(
-        StatusCode::OK,
-        json!({"partitions": [p], "last_update": nv(last_update),
-        "meta": ctx.meta, "errors": [], "warnings": []}),
-    )
+    body["last_update"] = nv(last_update);
+    body["meta"] = ctx.meta;
+    body["errors"] = json!([]);
+    body["warnings"] = json!([]);
+    json_resp(StatusCode::OK, body)
 }

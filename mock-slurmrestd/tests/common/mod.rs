@@ -14,6 +14,8 @@ pub struct Mock {
     pub http: reqwest::Client,
     pub token: String,
     pub dir: tempfile::TempDir,
+    /// The API version the helpers below (`submit`, `record`, `wait_state`) talk.
+    pub api: &'static str,
 }
 
 pub fn config() -> MockConfig {
@@ -35,6 +37,7 @@ pub async fn start_with(cfg: MockConfig) -> Mock {
         http: reqwest::Client::new(),
         token,
         dir: tempfile::tempdir().unwrap(),
+        api: "v0.0.42",
     }
 }
 
@@ -164,7 +167,7 @@ impl Mock {
         let r = self
             .call(
                 "POST",
-                "/slurm/v0.0.42/job/submit",
+                &format!("/slurm/{}/job/submit", self.api),
                 Some(&json!({"job": job})),
             )
             .await;
@@ -182,7 +185,7 @@ impl Mock {
 
     pub async fn record(&self, id: u32) -> Value {
         let r = self
-            .call("GET", &format!("/slurm/v0.0.42/job/{id}"), None)
+            .call("GET", &format!("/slurm/{}/job/{id}", self.api), None)
             .await;
         assert_eq!(r.status, 200, "{}", r.text);
         r.json()["jobs"][0].clone()
@@ -324,4 +327,89 @@ fn comparator_catches_differences() {
         &mut p,
     );
     assert!(p.is_empty());
+}
+
+/// Replace whole-number tokens (job ids) in a path/query.
+pub fn map_ids(s: &str, ids: &[(u32, u32)]) -> String {
+    let mut out = String::new();
+    let mut digits = String::new();
+    let flush = |digits: &mut String, out: &mut String| {
+        if !digits.is_empty() {
+            let n: u32 = digits.parse().unwrap_or(u32::MAX);
+            match ids.iter().find(|(r, _)| *r == n) {
+                Some((_, o)) => out.push_str(&o.to_string()),
+                None => out.push_str(digits),
+            }
+            digits.clear();
+        }
+    };
+    for c in s.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+        } else {
+            flush(&mut digits, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut digits, &mut out);
+    out
+}
+
+/// Send the sample's request (ids mapped, `/tmp` cwd moved to the test's folder) to the mock.
+pub async fn replay(
+    m: &Mock,
+    sample: &Value,
+    ids: &[(u32, u32)],
+    headers: Option<&[(&str, &str)]>,
+) -> Resp {
+    let req = &sample["request"];
+    let url = req["url"].as_str().unwrap();
+    let after_scheme = &url[url.find("://").map_or(0, |i| i + 3)..];
+    let path = &after_scheme[after_scheme.find('/').unwrap_or(after_scheme.len())..];
+    // Keep the version ("v0.0.NN") out of the id mapping.
+    let v = path.find("/v0.0.").map_or(0, |i| i + "/v0.0.".len());
+    let v = v + path[v..].find('/').unwrap_or(path.len() - v);
+    let (prefix, rest) = path.split_at(v);
+    let path = format!("{prefix}{}", map_ids(rest, ids));
+    let mut body = req.get("body").cloned().filter(|b| !b.is_null());
+    if let Some(job) = body.as_mut().and_then(|b| b.get_mut("job"))
+        && job.get("current_working_directory") == Some(&json!("/tmp"))
+    {
+        job["current_working_directory"] = json!(m.cwd());
+    }
+    let method = req["method"].as_str().unwrap();
+    match headers {
+        Some(h) => m.call_as(method, &path, body.as_ref(), h).await,
+        None => m.call(method, &path, body.as_ref()).await,
+    }
+}
+
+/// Status, content type and (JSON) shape or (text) body must match the sample.
+pub fn check(sample: &Value, got: &Resp, name: &str) {
+    let resp = &sample["response"];
+    assert_eq!(
+        got.status as u64,
+        resp["status"].as_u64().unwrap(),
+        "{name}: status; body {}",
+        got.text
+    );
+    let ct = resp["headers"]["Content-Type"]
+        .as_str()
+        .unwrap_or("application/json");
+    assert_eq!(got.content_type, ct, "{name}: content type");
+    match &resp["body"] {
+        Value::String(s) => assert_eq!(&got.text, s, "{name}: text body"),
+        real => assert_same_shape(real, &got.json(), name),
+    }
+}
+
+pub async fn contract(m: &Mock, name: &str, ids: &[(u32, u32)]) -> Value {
+    let sample = fixture(name);
+    let got = replay(m, &sample, ids, None).await;
+    check(&sample, &got, name);
+    if got.content_type == "application/json" {
+        got.json()
+    } else {
+        Value::Null
+    }
 }

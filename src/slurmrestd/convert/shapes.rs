@@ -92,13 +92,27 @@ macro_rules! db_jobs {
     };
 }
 
-/// Job description fields v0.0.42 and later share beyond the common ones.
+/// Job description fields v0.0.42 and later share beyond the common ones; `cores_per_socket`
+/// (dropped in v0.0.41, back in v0.0.45) is `without_cores_per_socket` or `with_cores_per_socket`.
 macro_rules! job_desc_since_v0042 {
-    () => {
+    (without_cores_per_socket) => {
         pub(super) fn version_fields(
             job: &JobDescription,
             msg: &mut g::JobDescMsg,
         ) -> Result<(), Unexpressible> {
+            refuse_unless(job.cores_per_socket.is_none(), "cores_per_socket")?;
+            msg.oom_kill_step = job.oom_kill_step.map(i32::from);
+            msg.segment_size = job.segment_size.map(u16_no_val);
+            msg.distribution_plane_size = job.distribution_plane_size.map(u16_no_val);
+            Ok(())
+        }
+    };
+    (with_cores_per_socket) => {
+        pub(super) fn version_fields(
+            job: &JobDescription,
+            msg: &mut g::JobDescMsg,
+        ) -> Result<(), Unexpressible> {
+            msg.cores_per_socket = int(job.cores_per_socket);
             msg.oom_kill_step = job.oom_kill_step.map(i32::from);
             msg.segment_size = job.segment_size.map(u16_no_val);
             msg.distribution_plane_size = job.distribution_plane_size.map(u16_no_val);

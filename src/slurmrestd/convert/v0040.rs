@@ -20,14 +20,15 @@ mod quirks {
     pub(super) fn accounting_output_paths(_: &g::Job) -> (Option<String>, Option<String>) {
         (None, None)
     }
-    /// v0.0.40 has neither `oom_kill_step` nor `segment_size`, and takes the plane size as a
-    /// plain integer.
+    /// v0.0.40 has neither `oom_kill_step` nor `segment_size`, has `cores_per_socket` (which
+    /// v0.0.41-44 lack), and takes the plane size as a plain integer.
     pub(super) fn version_fields(
         job: &JobDescription,
         msg: &mut g::JobDescMsg,
     ) -> Result<(), Unexpressible> {
         refuse_unless(job.oom_kill_step.is_none(), "oom_kill_step")?;
         refuse_unless(job.segment_size.is_none(), "segment_size")?;
+        msg.cores_per_socket = int(job.cores_per_socket);
         msg.distribution_plane_size = job.distribution_plane_size.map(i32::from);
         Ok(())
     }

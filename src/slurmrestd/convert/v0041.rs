@@ -16,12 +16,13 @@ mod quirks {
     shapes::cancel_without_status!();
     shapes::ping_pinged!(|p: &g::ControllerPing| p.mode.as_deref().map(|m| m == "primary"));
     shapes::accounting_expanded_paths!();
-    /// v0.0.41 has no `oom_kill_step` yet.
+    /// v0.0.41 has no `oom_kill_step` yet, and no longer `cores_per_socket`.
     pub(super) fn version_fields(
         job: &JobDescription,
         msg: &mut g::JobDescMsg,
     ) -> Result<(), Unexpressible> {
         refuse_unless(job.oom_kill_step.is_none(), "oom_kill_step")?;
+        refuse_unless(job.cores_per_socket.is_none(), "cores_per_socket")?;
         msg.segment_size = job.segment_size.map(u16_no_val);
         msg.distribution_plane_size = job.distribution_plane_size.map(u16_no_val);
         Ok(())

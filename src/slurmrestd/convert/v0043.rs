@@ -16,6 +16,6 @@ mod quirks {
     shapes::cancel_with_status!();
     shapes::ping_pinged!(|p: &g::ControllerPing| p.primary);
     shapes::accounting_expanded_paths!();
-    shapes::job_desc_since_v0042!();
+    shapes::job_desc_since_v0042!(without_cores_per_socket);
     shapes::db_jobs!();
 }

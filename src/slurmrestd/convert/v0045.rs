@@ -16,6 +16,6 @@ mod quirks {
     shapes::cancel_with_status!();
     shapes::ping_responding!();
     shapes::accounting_expanded_paths!();
-    shapes::job_desc_since_v0042!();
+    shapes::job_desc_since_v0042!(with_cores_per_socket);
     shapes::db_jobs!();
 }

@@ -1,0 +1,73 @@
+//! `slurm-connector check` against a slurmrestd that serves other API versions than asked: the
+//! version row says what is wrong (the versions on each side), and a good token is never
+//! reported as rejected because of a version 404 (what `check` did before it negotiated).
+
+mod common;
+
+use common::{Recorded, serving};
+use slurm_connector::cli::check::check_cluster;
+use slurm_connector::config::{AuthConfig, ClusterConfig};
+use slurm_connector::slurmrestd::{ApiVersion, Secret};
+use wiremock::Mock;
+use wiremock::matchers::{method, path};
+
+fn cluster(url: &str, pinned: Option<ApiVersion>) -> ClusterConfig {
+    ClusterConfig {
+        name: "hpc".into(),
+        restd_url: url.parse().unwrap(),
+        api_version: pinned,
+        username: Some("flyte".into()),
+        auth: Some(AuthConfig::Token(Secret::new(
+            "eyJhbGciOiJIUzI1NiJ9.e30.c2ln",
+        ))),
+        working_dir: None,
+        shared_mounts: Vec::new(),
+        default_partition: None,
+        ssh_hosts: Vec::new(),
+        stager_url: None,
+        stager_token_file: None,
+    }
+}
+
+const SLURM_2611: &[&str] = &["v0.0.43", "v0.0.44", "v0.0.45", "v0.0.46"];
+
+#[tokio::test]
+async fn a_pinned_version_the_cluster_lacks_is_the_version_row_not_the_token_row() {
+    let server = serving("26.11rc1", SLURM_2611).await;
+    let rows = check_cluster(&cluster(&server.uri(), Some(ApiVersion::V0042)), None).await;
+    let row = |what: &str| rows.iter().find(|r| r.what == what);
+    assert!(row("slurmrestd reachable").unwrap().ok, "{rows:#?}");
+    let v = row("API version").expect("a version row");
+    assert!(!v.ok);
+    assert!(
+        v.detail.contains("v0.0.42") && v.detail.contains("v0.0.43, v0.0.44, v0.0.45, v0.0.46"),
+        "{}",
+        v.detail
+    );
+    assert!(row("token accepted").is_none(), "{rows:#?}");
+}
+
+#[tokio::test]
+async fn the_chosen_version_and_why_then_the_token() {
+    let server = serving("26.11rc1", SLURM_2611).await;
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.46/diag/"))
+        .respond_with(Recorded::load("26.11rc1_v0.0.46_jobs-state-one").response())
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.46/partitions/"))
+        .respond_with(Recorded::load("26.11rc1_v0.0.46_jobs-state-one").response())
+        .mount(&server)
+        .await;
+    let rows = check_cluster(&cluster(&server.uri(), None), None).await;
+    let v = rows.iter().find(|r| r.what == "API version").unwrap();
+    assert!(v.ok, "{rows:#?}");
+    assert!(
+        v.detail.starts_with("v0.0.46 (Slurm 26.11.0-0rc1)") && v.detail.contains("newest"),
+        "{}",
+        v.detail
+    );
+    let t = rows.iter().find(|r| r.what == "token accepted").unwrap();
+    assert!(t.ok, "{rows:#?}");
+}
