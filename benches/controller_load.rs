@@ -11,26 +11,28 @@
 //! No section: `load gettask create`. Jobs are submitted held (`hold: true`) so they stay PENDING
 //! and the mock spawns nothing: the figures are the connector's, not the batch scripts'.
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::mock::Mock;
+use common::server::Server;
+use common::{RequestExt, get_req, mock_request};
 use futures::StreamExt;
-use mock_slurmrestd::{MockConfig, MockHandle, MockServer};
-use prost::Message;
-use slurm_connector::config::{AuthConfig, ClusterConfig, DeploymentConfig};
-use slurm_connector::proto::connector::async_connector_service_client::AsyncConnectorServiceClient;
-use slurm_connector::proto::connector::{CreateTaskRequest, GetTaskRequest, TaskCategory};
+use mock_slurmrestd::FaultConfig;
+use slurm_connector::config::DeploymentConfig;
+use slurm_connector::proto::connector::CreateTaskRequest;
 use slurm_connector::service::cluster::ClusterRuntime;
 use slurm_connector::service::meta::{META_VERSION, ResourceMeta};
 use slurm_connector::service::metrics::Metrics;
-use slurm_connector::service::{Connector, convert, serve_with};
+use slurm_connector::service::{Connector, convert};
 use slurm_connector::slurmrestd::{Auth, Client, ClientConfig, JobDescription, JobId, Secret};
 use slurm_connector::tracker::{SlurmApi, Tracker, TrackerConfig};
-use tonic::transport::Channel;
 
-const KEY: &[u8] = b"bench-controller-load-key-0123456789abcdef";
 const SIZES: [usize; 4] = [10, 100, 1_000, 10_000];
 const TICKS: usize = 10;
 
@@ -60,39 +62,27 @@ fn main() {
 }
 
 struct Env {
-    mock: MockHandle,
+    mock: Mock,
     client: Client,
-    token: String,
-    workdir: std::path::PathBuf,
 }
 
 async fn env() -> Env {
-    let workdir = std::env::temp_dir().join(format!("bench-load-{}", std::process::id()));
-    std::fs::create_dir_all(workdir.join("jobs")).expect("workdir");
-    let cfg = MockConfig {
-        jwt_key: KEY.to_vec(),
-        nodes: 4,
-        cpus: 64,
-        min_job_age: Duration::from_secs(3600),
-        state_dir: Some(workdir.join("state")),
-        ..MockConfig::default()
-    };
-    let mock = MockServer::start(cfg, "127.0.0.1:0".parse().unwrap())
-        .await
-        .expect("mock-slurmrestd");
-    let token = mock.mint_token("flyte", Duration::from_secs(3600));
+    let mock = Mock::start(
+        "bench-load",
+        Duration::from_secs(3600),
+        FaultConfig::default(),
+    )
+    .await;
     let cc = ClientConfig::new(
         "mock",
-        url::Url::parse(&mock.url()).unwrap(),
+        url::Url::parse(&mock.handle.url()).unwrap(),
         Auth::Static {
-            token: Secret::new(token.clone()),
+            token: Secret::new(mock.token()),
         },
     );
     Env {
         client: Client::new(cc).expect("client"),
         mock,
-        token,
-        workdir,
     }
 }
 
@@ -104,15 +94,14 @@ async fn with_mock(section: &str) {
         "create" => create(&e).await,
         _ => unreachable!(),
     }
-    e.mock.shutdown().await;
-    let _ = std::fs::remove_dir_all(&e.workdir);
+    e.mock.stop().await;
 }
 
-fn held_job(i: usize, workdir: &Path) -> JobDescription {
+fn held_job(i: usize, jobs: &Path) -> JobDescription {
     JobDescription {
         name: format!("bench-{i}"),
         script: "#!/bin/bash\nsleep 3600\n".into(),
-        current_working_directory: workdir.join("jobs").display().to_string(),
+        current_working_directory: jobs.display().to_string(),
         environment: vec![("PATH".into(), "/usr/bin:/bin".into())],
         hold: Some(true),
         ..JobDescription::default()
@@ -124,7 +113,7 @@ async fn submit_held(e: &Env, from: usize, to: usize) -> Vec<JobId> {
     futures::stream::iter(from..to)
         .map(|i| {
             let c = e.client.clone();
-            let d = held_job(i, &e.workdir);
+            let d = held_job(i, &e.mock.jobs());
             async move { c.submit(&d).await.expect("submit") }
         })
         .buffer_unordered(32)
@@ -160,14 +149,14 @@ async fn load(e: &Env) {
             tracker.track(*id);
         }
         tracker.tick().await; // the first answer for every job
-        e.mock.reset_stats();
+        e.mock.handle.reset_stats();
         let mut took = Vec::new();
         for _ in 0..TICKS {
             let t = Instant::now();
             tracker.tick().await;
             took.push(t.elapsed().as_secs_f64() * 1e3);
         }
-        let s = e.mock.stats();
+        let s = e.mock.handle.stats();
         let per = |x: u64| x as f64 / TICKS as f64;
         let state = s.count("jobs_state");
         println!(
@@ -186,72 +175,13 @@ async fn load(e: &Env) {
 }
 
 fn deployment(e: &Env, poll: Duration) -> DeploymentConfig {
-    let mut d = DeploymentConfig::empty();
-    d.poll_interval = poll;
-    d.clusters.insert(
-        "mock".into(),
-        ClusterConfig {
-            name: "mock".into(),
-            restd_url: url::Url::parse(&e.mock.url()).unwrap(),
-            api_version: None,
-            username: None,
-            auth: Some(AuthConfig::Token(Secret::new(e.token.clone()))),
-            working_dir: Some(e.workdir.join("jobs").display().to_string()),
-            shared_mounts: Vec::new(),
-            default_partition: None,
-            ssh_hosts: vec!["login1".into()],
-            stager_url: None,
-            stager_token_file: None,
-        },
-    );
-    d.default_cluster = "mock".into();
-    d
-}
-
-struct Server {
-    addr: std::net::SocketAddr,
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-async fn start_server(d: DeploymentConfig) -> Server {
-    let g = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let m = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = g.local_addr().unwrap();
-    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        serve_with(d, g, m, async {
-            rx.await.ok();
-        })
-        .await
-        .expect("serve");
-    });
-    Server { addr, stop, task }
-}
-
-async fn grpc_client(addr: std::net::SocketAddr) -> AsyncConnectorServiceClient<Channel> {
-    for _ in 0..100 {
-        if let Ok(c) = AsyncConnectorServiceClient::connect(format!("http://{addr}")).await {
-            return c;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("connector did not start");
-}
-
-fn get_req(meta: &[u8]) -> GetTaskRequest {
-    GetTaskRequest {
-        resource_meta: meta.to_vec(),
-        task_category: Some(TaskCategory {
-            name: "slurm_script".into(),
-            version: 0,
-        }),
-        ..Default::default()
-    }
+    let mut c = e.mock.cluster(e.mock.static_auth(), None);
+    c.ssh_hosts = vec!["login1".into()];
+    common::mock::deployment(c, poll)
 }
 
 fn meta_for(id: JobId, e: &Env) -> Vec<u8> {
-    let dir = e.workdir.join("jobs").display().to_string();
+    let dir = e.mock.jobs().display().to_string();
     ResourceMeta {
         v: META_VERSION,
         cluster: "mock".into(),
@@ -332,8 +262,8 @@ async fn gettask(e: &Env) {
     println!("== gettask: {n} tracked jobs, {POLLERS} concurrent pollers, {GET_WINDOW:?} each");
 
     // 1. Through gRPC: a tonic client (HTTP/2, one channel) against serve_with.
-    let server = start_server(deployment(e, Duration::from_secs(5))).await;
-    let client = grpc_client(server.addr).await;
+    let server = Server::start(deployment(e, Duration::from_secs(5))).await;
+    let client = server.client().await;
     // Adopt all 10k first (a connector restarted under load does the same), then measure.
     let t = Instant::now();
     futures::stream::iter(metas.iter().cloned())
@@ -361,8 +291,7 @@ async fn gettask(e: &Env) {
         .await;
         report(what, &lat);
     }
-    server.stop.send(()).ok();
-    server.task.await.unwrap();
+    server.stop().await;
 
     // 2. The service layer alone: Connector::get (decode meta, tracker cache, build Resource).
     let d = deployment(e, Duration::from_secs(5));
@@ -399,42 +328,10 @@ async fn gettask(e: &Env) {
     poll.await.unwrap();
 }
 
-fn fixture(name: &str) -> CreateTaskRequest {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/requests")
-        .join(name);
-    let mut req = CreateTaskRequest::decode(std::fs::read(&p).unwrap().as_slice()).unwrap();
-    let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
-    if let Some(prost_types::Value {
-        kind: Some(prost_types::value::Kind::StructValue(sb)),
-    }) = custom.fields.get_mut("sbatch")
-    {
-        // The mock has one partition.
-        sb.fields.remove("partition");
-    }
-    // Held (a directive: `sbatch.hold` is no key of the task config), so nothing runs and both
-    // sides do the same work.
-    custom.fields.insert(
-        "script".into(),
-        prost_types::Value {
-            kind: Some(prost_types::value::Kind::StringValue(
-                "#!/bin/bash\n#SBATCH --hold\nsleep 3600\n".into(),
-            )),
-        },
-    );
-    req
-}
-
-fn with_attempt(req: &CreateTaskRequest, attempt: u32) -> CreateTaskRequest {
-    let mut r = req.clone();
-    r.task_execution_metadata
-        .as_mut()
-        .unwrap()
-        .task_execution_id
-        .as_mut()
-        .unwrap()
-        .retry_attempt = attempt;
-    r
+/// Held (a directive: `sbatch.hold` is no key of the task config), so nothing runs and both
+/// sides do the same work.
+fn held_fixture(name: &str) -> CreateTaskRequest {
+    mock_request(name).script("#!/bin/bash\n#SBATCH --hold\nsleep 3600\n")
 }
 
 const CREATES: u32 = 300;
@@ -442,9 +339,9 @@ const CREATES: u32 = 300;
 /// CreateTask (gRPC, fresh execution each time) ÷ raw submit of the same rendered body.
 async fn create(e: &Env) {
     println!("== create: CreateTask ÷ raw slurmrestd submit, {CREATES} pairs, interleaved");
-    let server = start_server(deployment(e, Duration::from_secs(5))).await;
-    let mut c = grpc_client(server.addr).await;
-    let base = fixture("script_no_io.pb");
+    let server = Server::start(deployment(e, Duration::from_secs(5))).await;
+    let mut c = server.client().await;
+    let base = held_fixture("script_no_io.pb");
     let d = deployment(e, Duration::from_secs(5));
     let render_cfg = slurm_connector::service::cluster::render_config(&d.clusters["mock"]);
     // The service layer alone (Connector::create: convert, render, key lock, submit, track),
@@ -462,13 +359,13 @@ async fn create(e: &Env) {
     clusters.insert("mock".to_string(), rt);
     let conn = Connector::new(d, clusters, Metrics::new());
     // Warm up all paths (the first CreateTask of each indexes the cluster's jobs once).
-    c.create_task(with_attempt(&base, 100_000)).await.unwrap();
-    conn.create(&with_attempt(&base, 100_001)).await.unwrap();
-    e.mock.reset_stats();
+    c.create_task(base.clone().attempt(100_000)).await.unwrap();
+    conn.create(&base.clone().attempt(100_001)).await.unwrap();
+    e.mock.handle.reset_stats();
     let (mut ours, mut raw, mut svc) = (Vec::new(), Vec::new(), Vec::new());
     // The three series interleaved, so machine load hits them alike.
     for i in 0..CREATES {
-        let req = with_attempt(&base, i);
+        let req = base.clone().attempt(i);
         // The same body CreateTask sends: rendered from the same request.
         let spec = convert::task_spec(&req).expect("spec");
         let rendered = slurm_connector::render::render(&spec, &render_cfg).expect("render");
@@ -477,16 +374,16 @@ async fn create(e: &Env) {
         raw.push(t.elapsed().as_secs_f64() * 1e6);
         // Other attempts, so CreateTask submits a fresh job rather than returning the raw one
         // (same fixture, same size of body; only the attempt number in name/comment differs).
-        let req = with_attempt(&base, CREATES + i);
+        let req = base.clone().attempt(CREATES + i);
         let t = Instant::now();
         c.create_task(req).await.expect("CreateTask");
         ours.push(t.elapsed().as_secs_f64() * 1e6);
-        let req = with_attempt(&base, 2 * CREATES + i);
+        let req = base.clone().attempt(2 * CREATES + i);
         let t = Instant::now();
         conn.create(&req).await.expect("Connector::create");
         svc.push(t.elapsed().as_secs_f64() * 1e6);
     }
-    let s = e.mock.stats();
+    let s = e.mock.handle.stats();
     let (mo, mr, ms) = (median(&mut ours), median(&mut raw), median(&mut svc));
     println!(
         "CreateTask (gRPC) median {mo:.0} µs, Connector::create median {ms:.0} µs, raw submit \
@@ -497,8 +394,7 @@ async fn create(e: &Env) {
         s.count("submit"),
         s.total() - s.count("submit")
     );
-    server.stop.send(()).ok();
-    server.task.await.unwrap();
+    server.stop().await;
 }
 
 mod memory {

@@ -9,20 +9,24 @@
 //! calls every 50 ms on a fixed, staggered schedule: 2k GetTask/s spread evenly, every one of
 //! 10k tasks polled every 5 s) and *closed loop* (back to back: saturation).
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::drill::free_port;
+use common::get_req;
+use common::mock::Mock;
 use futures::StreamExt;
-use mock_slurmrestd::{MockConfig, MockServer};
+use mock_slurmrestd::FaultConfig;
 use slurm_connector::proto::connector::async_connector_service_client::AsyncConnectorServiceClient;
-use slurm_connector::proto::connector::{GetTaskRequest, TaskCategory};
 use slurm_connector::service::meta::{META_VERSION, ResourceMeta};
 use slurm_connector::slurmrestd::{Auth, Client, ClientConfig, JobDescription, Secret};
 use tonic::transport::Channel;
 
-const KEY: &[u8] = b"bench-gettask-process-key-0123456789abcdef";
 const JOBS: usize = 10_000;
 /// Concurrent pollers (env `GETTASK_POLLERS` overrides, e.g. 1 for the unloaded floor).
 const POLLERS: usize = 100;
@@ -42,17 +46,6 @@ fn pct(sorted: &[Duration], p: f64) -> Duration {
     sorted[i]
 }
 
-fn get_req(meta: &[u8]) -> GetTaskRequest {
-    GetTaskRequest {
-        resource_meta: meta.to_vec(),
-        task_category: Some(TaskCategory {
-            name: "slurm_script".into(),
-            version: 0,
-        }),
-        ..Default::default()
-    }
-}
-
 /// Kills the child connector whatever happens to the bench.
 struct Child(std::process::Child);
 impl Drop for Child {
@@ -62,34 +55,17 @@ impl Drop for Child {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 async fn run() {
-    let workdir = std::env::temp_dir().join(format!("bench-gettask-proc-{}", std::process::id()));
-    std::fs::create_dir_all(workdir.join("jobs")).expect("workdir");
-    let mock = MockServer::start(
-        MockConfig {
-            jwt_key: KEY.to_vec(),
-            nodes: 4,
-            cpus: 64,
-            min_job_age: Duration::from_secs(3600),
-            state_dir: Some(workdir.join("state")),
-            ..MockConfig::default()
-        },
-        "127.0.0.1:0".parse().unwrap(),
+    let mock = Mock::start(
+        "bench-gettask-proc",
+        Duration::from_secs(3600),
+        FaultConfig::default(),
     )
-    .await
-    .expect("mock-slurmrestd");
-    let token = mock.mint_token("flyte", Duration::from_secs(3600));
+    .await;
+    let token = mock.token();
     let client = Client::new(ClientConfig::new(
         "mock",
-        url::Url::parse(&mock.url()).unwrap(),
+        url::Url::parse(&mock.handle.url()).unwrap(),
         Auth::Static {
             token: Secret::new(token.clone()),
         },
@@ -97,7 +73,7 @@ async fn run() {
     .expect("client");
     // Held jobs stay PENDING and run nothing: the figures are the connector's.
     let t = Instant::now();
-    let jobs_dir = workdir.join("jobs").display().to_string();
+    let jobs_dir = mock.jobs().display().to_string();
     let ids: Vec<_> = futures::stream::iter(0..JOBS)
         .map(|i| {
             let (c, dir) = (client.clone(), jobs_dir.clone());
@@ -134,7 +110,7 @@ async fn run() {
             "--metrics-listen",
             &format!("127.0.0.1:{}", free_port()),
         ])
-        .env("FLYTE_SLURM_RESTD_URL", mock.url())
+        .env("FLYTE_SLURM_RESTD_URL", mock.handle.url())
         .env("FLYTE_SLURM_JWT", &token)
         .env("FLYTE_SLURM_WORKING_DIR", &jobs_dir)
         .env("FLYTE_SLURM_POLL_INTERVAL", "5s")
@@ -239,8 +215,7 @@ async fn run() {
             all.last().unwrap()
         );
     }
-    mock.shutdown().await;
-    let _ = std::fs::remove_dir_all(&workdir);
+    mock.stop().await;
 }
 
 async fn connect(port: u16) -> AsyncConnectorServiceClient<Channel> {

@@ -18,16 +18,18 @@
 //!   connector's poll ticks (its own `/metrics`). An idle window of the same length first gives
 //!   the background (slurmd's pings, other users) to tell apart.
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use prost::Message;
+use common::{RequestExt, get_req, mock_request};
 use slurm_connector::config::DeploymentConfig;
+use slurm_connector::proto::connector::CreateTaskRequest;
 use slurm_connector::proto::connector::async_connector_service_client::AsyncConnectorServiceClient;
-use slurm_connector::proto::connector::{CreateTaskRequest, GetTaskRequest, TaskCategory};
 use slurm_connector::proto::core::task_execution::Phase;
 use slurm_connector::service::meta::{Decoded, decode};
 use slurm_connector::service::{cluster, convert, serve_with};
@@ -137,30 +139,16 @@ fn request(script: &str, attempt: u32) -> CreateTaskRequest {
 static RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 fn request_in(run: u32, script: &str, attempt: u32) -> CreateTaskRequest {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/requests/script_no_io.pb");
-    let mut req = CreateTaskRequest::decode(std::fs::read(p).unwrap().as_slice()).unwrap();
-    let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
-    if let Some(prost_types::Value {
-        kind: Some(prost_types::value::Kind::StructValue(sb)),
-    }) = custom.fields.get_mut("sbatch")
-    {
-        sb.fields.remove("partition");
-    }
-    custom.fields.insert(
-        "script".into(),
-        prost_types::Value {
-            kind: Some(prost_types::value::Kind::StringValue(script.into())),
-        },
-    );
-    let id = req
+    let mut req = mock_request("script_no_io.pb")
+        .script(script)
+        .attempt(attempt);
+    let exec = req
         .task_execution_metadata
         .as_mut()
         .unwrap()
         .task_execution_id
         .as_mut()
-        .unwrap();
-    id.retry_attempt = attempt;
-    let exec = id
+        .unwrap()
         .node_execution_id
         .as_mut()
         .unwrap()
@@ -405,20 +393,13 @@ async fn sdiag() {
                 continue;
             }
             let r = c
-                .get_task(GetTaskRequest {
-                    resource_meta: m.clone(),
-                    task_category: Some(TaskCategory {
-                        name: "slurm_script".into(),
-                        version: 0,
-                    }),
-                    ..Default::default()
-                })
+                .get_task(get_req(m))
                 .await
                 .expect("GetTask")
                 .into_inner()
                 .resource
                 .unwrap();
-            phases.insert(i, Phase::try_from(r.phase).unwrap_or(Phase::Undefined));
+            phases.insert(i, Phase::of(r.phase));
         }
         let done = phases
             .values()

@@ -1,14 +1,72 @@
 //! slurm-connector: runs Flyte 2 tasks on Slurm through slurmrestd (REST + JWT), no SSH.
 //!
-//! One folder per concern:
-//! - [`slurmrestd`]: the transport — the client generated from slurmrestd's OpenAPI spec, JWT auth,
-//!   and the typed facade over our own domain types (the only module that sees generated types).
-//! - [`render`]: job rendering — a Flyte task becomes a slurmrestd JSON job description (pure, no I/O).
-//! - [`tracker`]: state tracking — one batched `jobs/state` request per poll tick per cluster.
-//! - [`service`]: the gRPC service Flyte's backend talks to.
-//! - [`staging`]: outputs and logs from the cluster's shared storage to object storage.
-//! - [`config`]: deployment configuration (environment and config file).
-//! - [`proto`]: the flyteidl2 connector protocol subset, compiled from `proto/`.
+//! # How a task flows
+//!
+//! ```text
+//! CreateTaskRequest ─► render ─► submit ─► track ─► stage ─► respond (GetTask: phase, outputs, logs)
+//! ```
+//!
+//! 1. **request** — Flyte's backend calls the gRPC service ([`service`], over the protocol
+//!    subset in [`proto`]); [`service::convert`] turns the request into a [`render::TaskSpec`],
+//!    and [`config`] says which cluster, credentials and working directory the deployment has.
+//! 2. **render** — [`render`] makes the slurmrestd job description: the `#SBATCH` lines and the
+//!    task config's options, the environment (`FLYTE_INPUT_*`, `FLYTE_OUTPUT_*`), the script with
+//!    its exit-status marker. Pure: no I/O, the same input renders the same job.
+//! 3. **submit** — [`slurmrestd`] is the client: JWT auth, retries, and the one seam where the
+//!    generated OpenAPI types are converted to and from our own. CreateTask submits once per
+//!    execution (an idempotency key in the job's comment), and answers with `resource_meta`.
+//! 4. **track** — [`tracker`] polls each cluster's tracked jobs with one batched `jobs/state`
+//!    request per tick, falls back to slurmdbd for jobs that left slurmctld and to the exit marker
+//!    where there is no slurmdbd, and maps Slurm states to Flyte phases.
+//! 5. **stage** — [`staging`] reads the cluster's shared filesystem (mounted here, or through a
+//!    `slurm-connector stager` sidecar), confined to the configured roots: declared outputs to
+//!    object storage, log tails, exit markers, and the removal of old job files.
+//! 6. **respond** — [`service`] answers GetTask / GetTaskLogs / GetTaskMetrics / DeleteTask from
+//!    the tracker's cache and the staged results, and exports Prometheus metrics.
+//!
+//! [`cli`] is the command line around it: `serve` (with an embedded default when no cluster is
+//! configured), `render` a request without submitting it, `check` a deployment, `submit` a script
+//! to a running connector, and the `stager` sidecar.
+//!
+//! # Example
+//!
+//! Rendering is the step a reader can run alone: a script task becomes the job slurmrestd would
+//! be sent, its logs and marker in the deployment's working directory.
+//!
+//! ```
+//! use slurm_connector::render::{ExecutionIdentity, RenderConfig, TaskSpec, TaskType, render};
+//!
+//! let spec = TaskSpec {
+//!     task_type: TaskType::SlurmScript,
+//!     task_name: "demo.hello".into(),
+//!     custom: serde_json::json!({ "script": "#!/bin/bash\n#SBATCH --time=5\necho hello\n" }),
+//!     container: None,
+//!     inputs: Vec::new(),
+//!     outputs: Vec::new(),
+//!     output_prefix: "s3://bucket/runs/r1/a0".into(),
+//!     exec: ExecutionIdentity {
+//!         project: "flytesnacks".into(),
+//!         domain: "development".into(),
+//!         run_name: "r1".into(),
+//!         action_name: "a0".into(),
+//!         ..ExecutionIdentity::default()
+//!     },
+//!     env_vars: Default::default(),
+//! };
+//! let cfg = RenderConfig {
+//!     working_dir: Some("/shared/flyte/jobs".into()),
+//!     ..RenderConfig::default()
+//! };
+//! let rendered = render(&spec, &cfg)?;
+//! let files = slurm_connector::staging::JobFiles::new("/shared/flyte/jobs", &rendered.job_name);
+//! assert_eq!(rendered.stdout_path, files.stdout());
+//! assert!(rendered.job.script.contains("echo hello"));
+//! assert!(rendered.job.script.contains(&files.marker()));
+//! # Ok::<(), slurm_connector::render::RenderError>(())
+//! ```
+//!
+//! Dependencies between the modules go one way, without cycles: each uses only modules before it
+//! in `proto`, `slurmrestd`, `config`, `staging`, `render`, `tracker`, `service`, `cli`.
 
 pub mod cli;
 pub mod config;

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use slurm_connector::cli;
+use slurm_connector::cli::{self, Failure};
+use slurm_connector::staging::{Roots, stager};
 
 #[derive(Parser)]
 #[command(
@@ -80,6 +81,18 @@ enum Command {
     },
 }
 
+impl Command {
+    fn name(&self) -> &'static str {
+        match self {
+            Command::Serve { .. } => "serve",
+            Command::Render { .. } => "render",
+            Command::Check { .. } => "check",
+            Command::Submit(_) => "submit",
+            Command::Stager { .. } => "stager",
+        }
+    }
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -87,145 +100,67 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    let command = Cli::parse().command;
+    let name = command.name();
+    match run(command) {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            eprintln!("slurm-connector {name}: {}", f.message);
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+/// Runs the subcommand; `Ok` is the exit code of one that ran to its end.
+fn run(command: Command) -> Result<u8, Failure> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("slurm-connector: cannot start the async runtime: {e}");
-            return ExitCode::from(2);
-        }
-    };
+        .map_err(|e| Failure::setup(format!("cannot start the async runtime: {e}")))?;
     runtime.block_on(async move {
-        match cli.command {
+        match command {
             Command::Serve {
                 config,
                 listen,
                 metrics_listen,
                 data_dir,
-            } => serve(config, listen, metrics_listen, data_dir).await,
+            } => cli::serve::run(config.as_deref(), listen, metrics_listen, data_dir)
+                .await
+                .map(|()| 0),
             Command::Render {
                 request,
                 config,
                 api_version,
-            } => match cli::render::run(&request, config.as_deref(), api_version) {
-                Ok(body) => {
-                    println!("{body}");
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("slurm-connector render: {e}");
-                    ExitCode::from(1)
-                }
-            },
+            } => {
+                let body = cli::render::run(&request, config.as_deref(), api_version)
+                    .map_err(Failure::failed)?;
+                println!("{body}");
+                Ok(0)
+            }
             Command::Check {
                 config,
                 output_prefix,
             } => match cli::check::run(config.as_deref(), output_prefix.as_deref()).await {
-                Ok(true) => ExitCode::SUCCESS,
-                Ok(false) => ExitCode::from(1),
-                Err(e) => {
-                    eprintln!("slurm-connector check: {e}");
-                    ExitCode::from(2)
-                }
+                Ok(all_good) => Ok(if all_good { 0 } else { 1 }),
+                Err(e) => Err(Failure::setup(e)),
             },
-            Command::Submit(args) => match cli::submit::run(args).await {
-                Ok(code) => ExitCode::from(code),
-                Err(e) => {
-                    eprintln!("slurm-connector submit: {e}");
-                    ExitCode::from(2)
-                }
-            },
+            Command::Submit(args) => cli::submit::run(args).await.map_err(Failure::setup),
             Command::Stager {
                 listen,
                 roots,
                 token_file,
             } => {
-                let roots = match slurm_connector::staging::confine::Roots::parse(&roots) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        eprintln!("slurm-connector stager: --roots: {e}");
-                        return ExitCode::from(2);
-                    }
-                };
-                let opts = slurm_connector::staging::stager::StagerOptions {
+                let roots =
+                    Roots::parse(&roots).map_err(|e| Failure::setup(format!("--roots: {e}")))?;
+                stager::serve(stager::StagerOptions {
                     listen,
                     roots,
                     token_file,
-                };
-                match slurm_connector::staging::stager::serve(opts).await {
-                    Ok(()) => ExitCode::SUCCESS,
-                    Err(e) => {
-                        eprintln!("slurm-connector stager: {e}");
-                        ExitCode::from(1)
-                    }
-                }
+                })
+                .await
+                .map(|()| 0)
+                .map_err(Failure::failed)
             }
         }
     })
-}
-
-async fn serve(
-    config: Option<PathBuf>,
-    listen: SocketAddr,
-    metrics_listen: SocketAddr,
-    data_dir: Option<PathBuf>,
-) -> ExitCode {
-    use slurm_connector::{config::DeploymentConfig, service};
-    let deployment = match DeploymentConfig::load(config.as_deref()) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("slurm-connector serve: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    // Keeps the embedded stand-in alive while serving.
-    let mut _embedded = None;
-    let deployment = if deployment.clusters.is_empty() {
-        let dir = data_dir.unwrap_or_else(cli::embedded::default_data_dir);
-        match cli::embedded::start(&dir, deployment).await {
-            Ok(e) => {
-                let l = &e.layout;
-                eprintln!(
-                    "slurm-connector: no slurmrestd configured (FLYTE_SLURM_RESTD_URL / --config): embedded default"
-                );
-                eprintln!(
-                    "  slurmrestd stand-in  {} (mock-slurmrestd, runs jobs on this machine)",
-                    e.mock.url()
-                );
-                eprintln!("  job files            {}", l.jobs.display());
-                eprintln!("  object store         file://{}", l.objects.display());
-                eprintln!("  JWT key              {}", l.key_file.display());
-                eprintln!("  gRPC {listen}, metrics http://{metrics_listen}/metrics");
-                eprintln!(
-                    "  try: slurm-connector submit SCRIPT.sbatch --connector http://127.0.0.1:{}",
-                    listen.port()
-                );
-                let config = e.config.clone();
-                _embedded = Some(e);
-                config
-            }
-            Err(e) => {
-                eprintln!("slurm-connector serve: {e}");
-                return ExitCode::from(2);
-            }
-        }
-    } else {
-        deployment
-    };
-    match service::serve(service::ServeOptions {
-        listen,
-        metrics_listen,
-        config: deployment,
-    })
-    .await
-    {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("slurm-connector serve: {e}");
-            ExitCode::from(1)
-        }
-    }
 }

@@ -12,6 +12,21 @@ pub use flyteidl2::core;
 pub use flyteidl2::logs;
 pub use flyteidl2::task;
 
+impl core::task_execution::Phase {
+    /// Whether a task in this phase is done: Flyte stops polling it and never sees it change.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            Self::Succeeded | Self::Failed | Self::Aborted | Self::RetryableFailed
+        )
+    }
+
+    /// The phase of a wire value; an unknown value is `Undefined` (never terminal).
+    pub fn of(value: i32) -> Self {
+        Self::try_from(value).unwrap_or(Self::Undefined)
+    }
+}
+
 /// `google.protobuf.Value` → JSON, as protobuf's JSON mapping does (numbers stay floats: a Struct
 /// has no integers, which is why the renderer reads `2.0` as `2`).
 pub fn value_to_json(v: &prost_types::Value) -> serde_json::Value {

@@ -2,17 +2,11 @@
 //! then one `slurm-connector submit` — through the real binary, end to end (render → submit →
 //! track → stage outputs → logs).
 
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+mod common;
+use common::free_port;
+use std::time::{Duration, Instant};
 
 struct Serve(Child);
 

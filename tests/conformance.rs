@@ -4,10 +4,13 @@
 //! GetTaskLogs, DeleteTask, a cancel mid-run. On the embedded default, and on the real dev cluster
 //! when its environment is exported. `.ci/run` provides the Python (SLURM_CONNECTOR_PYTHON).
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod common;
+use common::free_port;
+use common::skip::{Tier, skip};
 
 struct Serve(Child);
 
@@ -18,21 +21,14 @@ impl Drop for Serve {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn python() -> Option<PathBuf> {
     match std::env::var_os("SLURM_CONNECTOR_PYTHON") {
         Some(p) if !p.is_empty() => Some(PathBuf::from(p)),
         _ => {
-            eprintln!(
-                "skipping: set SLURM_CONNECTOR_PYTHON to a python with `pip install flyteidl2 grpcio` \
-                 (.ci/run does) to run the conformance script"
+            skip(
+                Tier::Python,
+                "set SLURM_CONNECTOR_PYTHON to a python with `pip install flyteidl2 grpcio` \
+                 (.ci/run does) to run the conformance script",
             );
             None
         }
@@ -114,8 +110,9 @@ fn official_stubs_against_the_real_dev_cluster() {
     if std::env::var_os("SLURM_DEV_CLUSTER_ROOT").is_none()
         || std::env::var_os("FLYTE_SLURM_RESTD_URL").is_none()
     {
-        eprintln!(
-            "skipping: no dev cluster environment (eval \"$(deploy/dev-cluster/dev-cluster env)\")"
+        skip(
+            Tier::Cluster,
+            "no dev cluster environment (eval \"$(deploy/dev-cluster/dev-cluster env)\")",
         );
         return;
     }

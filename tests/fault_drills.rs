@@ -17,17 +17,13 @@
 //! The mock really runs the batch scripts (`sleep`), so "running" means a process is running.
 //! The 60 s drill dominates; the others run beside it (the test harness runs tests in parallel).
 
-#[path = "common/server.rs"]
-mod server;
-
-#[path = "common/drill.rs"]
-mod drill;
+mod common;
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use drill::*;
+use common::drill::*;
 use mock_slurmrestd::FaultConfig;
 use slurm_connector::config::AuthConfig;
 use slurm_connector::proto::core::task_execution::Phase;

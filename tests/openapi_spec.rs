@@ -6,6 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod common;
+use common::skip::{Tier, skip};
+
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
@@ -35,10 +38,13 @@ fn upstream_dir() -> PathBuf {
 fn committed_specs_are_what_the_trim_script_produces() {
     let dir = upstream_dir();
     if !dir.exists() {
-        eprintln!(
-            "skipping: upstream specs not found in {} (set SLURM_OPENAPI_UPSTREAM_DIR to a folder \
-             holding the files openapi/sources.txt names)",
-            dir.display()
+        skip(
+            Tier::OpenapiUpstream,
+            format!(
+                "upstream specs not found in {} (set SLURM_OPENAPI_UPSTREAM_DIR to a folder \
+                 holding the files openapi/sources.txt names)",
+                dir.display()
+            ),
         );
         return;
     }

@@ -20,6 +20,9 @@ use slurm_connector::proto::core::task_execution::Phase;
 use slurm_connector::proto::core::{ErrorDocument, container_error};
 use slurm_connector::proto::task::{Inputs, Outputs};
 
+mod common;
+use common::skip::{Tier, skip};
+
 #[path = "real_apptainer/support.rs"]
 mod support;
 use support::*;
@@ -36,7 +39,7 @@ async fn double_succeeds_and_outputs_pb_holds_42() {
         .unwrap()
         .into_inner()
         .resource_meta;
-    let r = wait_until(&mut client, &meta, 240, terminal).await;
+    let r = wait_until(&mut client, &meta, 240, Phase::is_terminal).await;
     assert_eq!(phase(&r), Phase::Succeeded, "{}", r.message);
     // The backend reads outputs.pb at the prefix itself: no outputs literal in the Resource.
     assert!(r.outputs.is_none(), "{:?}", r.outputs);
@@ -61,7 +64,7 @@ async fn a_raising_task_fails_with_the_users_message_from_error_pb() {
         .unwrap()
         .into_inner()
         .resource_meta;
-    let r = wait_until(&mut client, &meta, 240, terminal).await;
+    let r = wait_until(&mut client, &meta, 240, Phase::is_terminal).await;
     // a0 exits 0 after a raise: the job COMPLETED, and only error.pb tells it failed.
     let doc = ErrorDocument::decode(
         std::fs::read(w.host.join("out/error.pb"))
@@ -104,7 +107,7 @@ async fn no_result_at_the_prefix_fails_with_the_stderr_tail() {
         .unwrap()
         .into_inner()
         .resource_meta;
-    let r = wait_until(&mut client, &meta, 240, terminal).await;
+    let r = wait_until(&mut client, &meta, 240, Phase::is_terminal).await;
     assert_eq!(phase(&r), Phase::Failed, "{}", r.message);
     assert!(
         r.message.contains("COMPLETED, exit code 0:0"),
@@ -124,7 +127,7 @@ async fn no_result_at_the_prefix_fails_with_the_stderr_tail() {
 async fn a_cancelled_native_task_is_aborted_and_leaves_no_container_process() {
     let Some(c) = cluster() else { return };
     if !Path::new("/proc/self/environ").exists() {
-        eprintln!("skipping: no /proc");
+        skip(Tier::Apptainer, "no /proc to see the job's processes in");
         return;
     }
     let (_serve, mut client) = serve("cancel").await;
@@ -138,7 +141,7 @@ async fn a_cancelled_native_task_is_aborted_and_leaves_no_container_process() {
         .resource_meta;
     let job = job_id(&meta);
     wait_until(&mut client, &meta, 120, |p| {
-        p == Phase::Running || terminal(p)
+        p == Phase::Running || p.is_terminal()
     })
     .await;
     // Wait until the task really runs inside the container (a0 is up), so the cancel has a
@@ -174,7 +177,7 @@ async fn a_cancelled_native_task_is_aborted_and_leaves_no_container_process() {
         })
         .await
         .unwrap();
-    let r = wait_until(&mut client, &meta, 120, terminal).await;
+    let r = wait_until(&mut client, &meta, 120, Phase::is_terminal).await;
     assert_eq!(phase(&r), Phase::Aborted, "{}", r.message);
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use slurm_connector::slurmrestd::BaseState;
 
+mod common;
+
 #[path = "real_slurm/support.rs"]
 #[allow(dead_code)] // shared with tests/real_slurm.rs, which uses all of it
 mod support;

@@ -19,6 +19,9 @@ use slurm_connector::slurmrestd::{
 };
 
 // Root files of integration tests look for modules next to them, hence the path.
+mod common;
+use common::skip::{Tier, skip};
+
 #[path = "real_slurm/support.rs"]
 mod support;
 use support::*;
@@ -334,15 +337,19 @@ async fn cancel_a_finished_job_and_an_unknown_one() {
 async fn an_aged_out_job_is_found_in_slurmdbd() {
     let c = require_cluster!();
     if !c.accounting {
-        eprintln!(
-            "skipping: the dev cluster runs without accounting (--no-accounting); slurmdbd is needed"
+        skip(
+            Tier::Accounting,
+            "the dev cluster runs without accounting (--no-accounting); slurmdbd is needed",
         );
         return;
     }
     if c.min_job_age > 60 {
-        eprintln!(
-            "skipping: MinJobAge is {} s; bring the cluster up with `--min-job-age 5` to test aging out in seconds",
-            c.min_job_age
+        skip(
+            Tier::Accounting,
+            format!(
+                "MinJobAge is {} s; bring the cluster up with `--min-job-age 5` to test aging out in seconds",
+                c.min_job_age
+            ),
         );
         return;
     }

@@ -15,9 +15,10 @@
 //! Skipped (with the reason) when the dev-cluster environment is not exported:
 //! `eval "$(deploy/dev-cluster/dev-cluster --release 24.11 env)"`.
 
-#[path = "common/server.rs"]
-mod server;
-use server::Server;
+mod common;
+use common::RequestExt;
+use common::server::Server;
+use common::skip::{Tier, skip};
 
 #[path = "real_slurm/support.rs"]
 #[allow(dead_code)]
@@ -26,12 +27,9 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use prost::Message;
 use slurm_connector::config::{AuthConfig, ClusterConfig, DeploymentConfig, UploadLimit};
 use slurm_connector::proto::connector::async_connector_service_client::AsyncConnectorServiceClient;
-use slurm_connector::proto::connector::{
-    CreateTaskRequest, GetTaskRequest, Resource, TaskCategory,
-};
+use slurm_connector::proto::connector::{CreateTaskRequest, GetTaskRequest, Resource};
 use slurm_connector::proto::core::task_execution::Phase;
 use slurm_connector::proto::core::{blob_type::BlobDimensionality, literal, scalar};
 use tonic::transport::Channel;
@@ -181,9 +179,7 @@ fn deployment(c: &support::Cluster, backend: &Backend) -> DeploymentConfig {
 /// no partition/QOS/account (the dev cluster has its own), the given script when not `None`, and
 /// a `file://` output prefix.
 fn preprocess(tag: &str, script: Option<&str>, prefix: &str) -> CreateTaskRequest {
-    let p =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/requests/script_preprocess.pb");
-    let mut req = CreateTaskRequest::decode(std::fs::read(&p).unwrap().as_slice()).unwrap();
+    let mut req = common::request("script_preprocess.pb");
     let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
     custom.fields.remove("sbatch");
     // The dev node is small: its own #SBATCH lines for 2 CPUs / 2G are dropped, the rest kept.
@@ -201,12 +197,7 @@ fn preprocess(tag: &str, script: Option<&str>, prefix: &str) -> CreateTaskReques
             _ => None,
         });
     if let Some(s) = script {
-        custom.fields.insert(
-            "script".into(),
-            prost_types::Value {
-                kind: Some(prost_types::value::Kind::StringValue(s)),
-            },
-        );
+        req = req.script(&s);
     }
     let tid = req
         .task_execution_metadata
@@ -231,28 +222,13 @@ async fn wait_terminal(c: &mut AsyncConnectorServiceClient<Channel>, meta: &[u8]
     let start = Instant::now();
     loop {
         let r = c
-            .get_task(GetTaskRequest {
-                resource_meta: meta.to_vec(),
-                task_category: Some(TaskCategory {
-                    name: "slurm_script".into(),
-                    version: 0,
-                }),
-                ..Default::default()
-            })
+            .get_task(common::get_req(meta))
             .await
             .expect("GetTask never fails")
             .into_inner()
             .resource
             .unwrap();
-        if [
-            Phase::Succeeded,
-            Phase::Failed,
-            Phase::Aborted,
-            Phase::RetryableFailed,
-        ]
-        .iter()
-        .any(|p| *p as i32 == r.phase)
-        {
+        if Phase::of(r.phase).is_terminal() {
             return r;
         }
         assert!(
@@ -501,7 +477,10 @@ async fn a_cancelled_job_is_aborted_and_still_leaves_its_marker() {
 async fn without_accounting_an_aged_out_job_is_resolved_from_its_marker() {
     let Some(c) = support::cluster() else { return };
     if c.accounting {
-        eprintln!("skipping: the dev cluster has accounting (run it with --no-accounting)");
+        skip(
+            Tier::NoAccounting,
+            "the dev cluster has accounting (run it with --no-accounting)",
+        );
         return;
     }
     let dir = Dir(std::env::temp_dir().join(format!("real-staging-noacct-{}", unique())));

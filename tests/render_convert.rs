@@ -77,7 +77,8 @@ fn submit_body_has_the_api_types() {
         .unwrap();
     let body = submit_body_json(ApiVersion::V0042, &job).unwrap();
     let j = &body["job"];
-    // The TRAP from slurmrestd.md §3: cpus_per_task is a plain int32, time_limit a no-val struct.
+    // In v0.0.42 cpus_per_task is a plain int32 but time_limit a no-val struct
+    // ({set, infinite, number}): the one shape must not be used for the other.
     assert!(j["cpus_per_task"].is_i64());
     assert_eq!(
         j["time_limit"],

@@ -9,7 +9,9 @@
 //! cargo test --test render_sbatch_diff -- --nocapture
 //! ```
 
+mod common;
 mod render_support;
+use common::skip::{Tier, skip};
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -97,7 +99,8 @@ fn dev_cluster(args: &[&str]) -> (bool, String, String) {
 }
 
 /// Runs with the dev cluster's environment (`dev-cluster env`, as `.ci/run` exports it) unless
-/// `RENDER_SBATCH_DIFF=0`; `RENDER_SBATCH_DIFF=1` insists (fails without the environment).
+/// `RENDER_SBATCH_DIFF=0`; `RENDER_SBATCH_DIFF=1` insists (fails without the environment), as does
+/// `SLURM_CONNECTOR_REQUIRE_REAL` naming the `cluster` tier.
 fn enabled() -> bool {
     match std::env::var("RENDER_SBATCH_DIFF").as_deref() {
         Ok("0") => false,
@@ -105,8 +108,9 @@ fn enabled() -> bool {
         _ => {
             let on = std::env::var_os("SLURM_DEV_CLUSTER_SCRIPT").is_some();
             if !on {
-                eprintln!(
-                    "skipped: no dev cluster environment (eval \"$(deploy/dev-cluster/dev-cluster env)\")"
+                skip(
+                    Tier::Cluster,
+                    "no dev cluster environment (eval \"$(deploy/dev-cluster/dev-cluster env)\")",
                 );
             }
             on

@@ -4,132 +4,35 @@
 //! slurmrestd outage produces no GetTask error and no wrong terminal phase; the tracker makes
 //! one `jobs/state` request per tick however many GetTasks arrive.
 
-#[path = "common/server.rs"]
-mod server;
-use server::Server;
+mod common;
+use common::mock::Mock;
+use common::request::request_names;
+use common::server::Server;
+use common::{RequestExt, get_req, mock_request};
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use mock_slurmrestd::{MockConfig, MockHandle, MockServer};
-use prost::Message;
-use slurm_connector::config::{AuthConfig, ClusterConfig, DeploymentConfig, Secret};
+use mock_slurmrestd::{FaultConfig, MockConfig};
+use slurm_connector::config::DeploymentConfig;
 use slurm_connector::proto::connector::async_connector_service_client::AsyncConnectorServiceClient;
 use slurm_connector::proto::connector::connector_metadata_service_client::ConnectorMetadataServiceClient;
 use slurm_connector::proto::connector::{
-    CreateTaskRequest, DeleteTaskRequest, GetTaskLogsRequest, GetTaskMetricsRequest,
-    GetTaskRequest, ListConnectorsRequest, TaskCategory, get_task_logs_response,
+    DeleteTaskRequest, GetTaskLogsRequest, GetTaskMetricsRequest, GetTaskRequest,
+    ListConnectorsRequest, get_task_logs_response,
 };
 use slurm_connector::proto::core::task_execution::Phase;
 use slurm_connector::service::serve_with;
 use tonic::transport::Channel;
 
-const KEY: &[u8] = b"service-e2e-test-key-0123456789abcdef";
-
-struct Env {
-    mock: MockHandle,
-    workdir: PathBuf,
+async fn mock() -> Mock {
+    Mock::start("e2e", Duration::from_secs(600), FaultConfig::default()).await
 }
 
-async fn mock() -> Env {
-    let workdir =
-        std::env::temp_dir().join(format!("svc-e2e-{}-{}", std::process::id(), rand_suffix()));
-    std::fs::create_dir_all(workdir.join("jobs")).unwrap();
-    let cfg = MockConfig {
-        jwt_key: KEY.to_vec(),
-        nodes: 4,
-        cpus: 64,
-        min_job_age: Duration::from_secs(600),
-        kill_wait: Duration::from_millis(200),
-        state_dir: Some(workdir.join("state")),
-        ..MockConfig::default()
-    };
-    let mock = MockServer::start(cfg, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    Env { mock, workdir }
-}
-
-fn rand_suffix() -> u64 {
-    use std::time::{SystemTime, UNIX_EPOCH};
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-        % 1_000_000_007
-}
-
-fn deployment(env: &Env) -> DeploymentConfig {
-    let mut d = DeploymentConfig::empty();
-    d.poll_interval = Duration::from_millis(200);
-    let token = env.mock.mint_token("flyte", Duration::from_secs(3600));
-    d.clusters.insert(
-        "mock".into(),
-        ClusterConfig {
-            name: "mock".into(),
-            restd_url: url::Url::parse(&env.mock.url()).unwrap(),
-            api_version: None,
-            username: None,
-            auth: Some(AuthConfig::Token(Secret::new(token))),
-            working_dir: Some(env.workdir.join("jobs").display().to_string()),
-            shared_mounts: Vec::new(),
-            default_partition: None,
-            ssh_hosts: vec!["login1".into()],
-            stager_url: None,
-            stager_token_file: None,
-        },
-    );
-    d.default_cluster = "mock".into();
-    d
-}
-
-fn fixture(name: &str) -> CreateTaskRequest {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/requests")
-        .join(name);
-    let mut req = CreateTaskRequest::decode(std::fs::read(&p).unwrap().as_slice()).unwrap();
-    // The mock has one partition; everything else in the fixture stays as the SDK wrote it.
-    let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
-    if let Some(prost_types::Value {
-        kind: Some(prost_types::value::Kind::StructValue(sb)),
-    }) = custom.fields.get_mut("sbatch")
-    {
-        sb.fields.remove("partition");
-    }
-    req
-}
-
-fn all_fixtures() -> Vec<String> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/requests");
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
-        .filter(|n| n.ends_with(".pb"))
-        .collect();
-    v.sort();
-    v
-}
-
-fn get_req(meta: &[u8]) -> GetTaskRequest {
-    GetTaskRequest {
-        resource_meta: meta.to_vec(),
-        task_category: Some(TaskCategory {
-            name: "slurm_script".into(),
-            version: 0,
-        }),
-        ..Default::default()
-    }
-}
-
-fn terminal(p: i32) -> bool {
-    [
-        Phase::Succeeded,
-        Phase::Failed,
-        Phase::Aborted,
-        Phase::RetryableFailed,
-    ]
-    .iter()
-    .any(|t| *t as i32 == p)
+/// The mock cluster polled every 200 ms, with a login node for the log links.
+fn deployment(env: &Mock) -> DeploymentConfig {
+    let mut c = env.cluster(env.static_auth(), None);
+    c.ssh_hosts = vec!["login1".into()];
+    common::mock::deployment(c, Duration::from_millis(200))
 }
 
 async fn wait_terminal(c: &mut AsyncConnectorServiceClient<Channel>, meta: &[u8]) -> (i32, String) {
@@ -140,7 +43,7 @@ async fn wait_terminal(c: &mut AsyncConnectorServiceClient<Channel>, meta: &[u8]
             .expect("GetTask never fails")
             .into_inner();
         let res = r.resource.unwrap();
-        if terminal(res.phase) {
+        if Phase::of(res.phase).is_terminal() {
             return (res.phase, res.message);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -163,9 +66,9 @@ async fn every_fixture_reaches_a_terminal_phase() {
         .into_inner();
     assert_eq!(list.connectors[0].name, "Slurm Connector");
 
-    for name in all_fixtures() {
+    for name in request_names() {
         let meta = c
-            .create_task(fixture(&name))
+            .create_task(mock_request(&name))
             .await
             .unwrap_or_else(|e| panic!("{name}: {e}"))
             .into_inner()
@@ -224,7 +127,7 @@ async fn every_fixture_reaches_a_terminal_phase() {
         "{text}"
     );
     server.stop().await;
-    env.mock.shutdown().await;
+    env.handle.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -232,7 +135,7 @@ async fn repeated_create_task_submits_nothing_new_also_after_a_restart() {
     let env = mock().await;
     let server = Server::start(deployment(&env)).await;
     let mut c = server.client().await;
-    let req = fixture("script_no_io.pb");
+    let req = mock_request("script_no_io.pb");
     let a = c
         .create_task(req.clone())
         .await
@@ -254,7 +157,7 @@ async fn repeated_create_task_submits_nothing_new_also_after_a_restart() {
     );
     assert_eq!(b1.unwrap().into_inner().resource_meta, a);
     assert_eq!(b2.unwrap().into_inner().resource_meta, a);
-    assert_eq!(env.mock.stats().count("submit"), 1);
+    assert_eq!(env.handle.stats().count("submit"), 1);
     server.stop().await;
 
     // A new connector process: it finds the job on the cluster by its key.
@@ -268,19 +171,12 @@ async fn repeated_create_task_submits_nothing_new_also_after_a_restart() {
         .resource_meta;
     assert_eq!(again, a);
     assert_eq!(
-        env.mock.stats().count("submit"),
+        env.handle.stats().count("submit"),
         1,
         "no second job after a restart"
     );
     // A different attempt is a different execution: it is submitted.
-    let mut next = req.clone();
-    next.task_execution_metadata
-        .as_mut()
-        .unwrap()
-        .task_execution_id
-        .as_mut()
-        .unwrap()
-        .retry_attempt = 1;
+    let next = req.clone().attempt(1);
     let other = c
         .create_task(next)
         .await
@@ -288,39 +184,29 @@ async fn repeated_create_task_submits_nothing_new_also_after_a_restart() {
         .into_inner()
         .resource_meta;
     assert_ne!(other, a);
-    assert_eq!(env.mock.stats().count("submit"), 2);
+    assert_eq!(env.handle.stats().count("submit"), 2);
     // The adopted job is tracked to its end by the new process.
     let (phase, _) = wait_terminal(&mut c, &a).await;
     assert_eq!(phase, Phase::Succeeded as i32);
     server.stop().await;
-    env.mock.shutdown().await;
+    env.handle.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_task_retried_after_a_restart_and_after_its_job_aged_out_submits_nothing() {
     // A cluster whose finished jobs leave slurmctld almost at once (MinJobAge): only slurmdbd
     // still knows them when the new connector process gets the backend's retried CreateTask.
-    let workdir = std::env::temp_dir().join(format!(
-        "svc-e2e-aged-{}-{}",
-        std::process::id(),
-        rand_suffix()
-    ));
-    std::fs::create_dir_all(workdir.join("jobs")).unwrap();
-    let cfg = MockConfig {
-        jwt_key: KEY.to_vec(),
-        min_job_age: Duration::from_millis(200),
-        state_dir: Some(workdir.join("state")),
-        ..MockConfig::default()
-    };
-    let env = Env {
-        mock: MockServer::start(cfg, "127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap(),
-        workdir,
-    };
+    let env = Mock::start_with(
+        "e2e-aged",
+        MockConfig {
+            min_job_age: Duration::from_millis(200),
+            ..MockConfig::default()
+        },
+    )
+    .await;
     let server = Server::start(deployment(&env)).await;
     let mut c = server.client().await;
-    let req = fixture("script_no_io.pb");
+    let req = mock_request("script_no_io.pb");
     let a = c
         .create_task(req.clone())
         .await
@@ -338,13 +224,13 @@ async fn create_task_retried_after_a_restart_and_after_its_job_aged_out_submits_
     loop {
         let url = format!(
             "{}/slurm/v0.0.42/jobs/state/?job_id={job_id}",
-            env.mock.url()
+            env.handle.url()
         );
         let body: serde_json::Value = reqwest::Client::new()
             .get(url)
             .header(
                 "X-SLURM-USER-TOKEN",
-                env.mock.mint_token("flyte", Duration::from_secs(60)),
+                env.handle.mint_token("flyte", Duration::from_secs(60)),
             )
             .send()
             .await
@@ -365,7 +251,7 @@ async fn create_task_retried_after_a_restart_and_after_its_job_aged_out_submits_
     let mut c = server.client().await;
     let again = c.create_task(req).await.unwrap().into_inner().resource_meta;
     assert_eq!(again, a, "the job found in slurmdbd is returned");
-    assert_eq!(env.mock.stats().count("submit"), 1, "no second job");
+    assert_eq!(env.handle.stats().count("submit"), 1, "no second job");
     let (phase, _) = wait_terminal(&mut c, &again).await;
     assert_eq!(
         phase,
@@ -373,20 +259,20 @@ async fn create_task_retried_after_a_restart_and_after_its_job_aged_out_submits_
         "tracked to its end through slurmdbd"
     );
     server.stop().await;
-    env.mock.shutdown().await;
+    env.handle.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn log_link_templates_become_task_logs() {
     let env = mock().await;
     let mut d = deployment(&env);
-    d.log_links = slurm_connector::staging::logs::parse_log_links(
+    d.log_links = slurm_connector::config::units::parse_log_links(
         "Job dashboard=https://ood.example/jobs/{cluster}/{job_id};stdout=https://files.example/view?path={stdout}",
     )
     .unwrap();
     let server = Server::start(d).await;
     let mut c = server.client().await;
-    let req = fixture("script_no_io.pb");
+    let req = mock_request("script_no_io.pb");
     let meta = c.create_task(req).await.unwrap().into_inner().resource_meta;
     let m: serde_json::Value = serde_json::from_slice(&meta).unwrap();
     let got = c
@@ -418,7 +304,7 @@ async fn log_link_templates_become_task_logs() {
         "{links:?}"
     );
     server.stop().await;
-    env.mock.shutdown().await;
+    env.handle.shutdown().await;
 }
 
 /// The series of one GetTaskMetrics result: (labels, [(time, value)]).
@@ -434,7 +320,7 @@ async fn get_task_metrics_reports_the_jobs_usage_from_accounting() {
     let server = Server::start(deployment(&env)).await;
     let mut c = server.client().await;
     let meta = c
-        .create_task(fixture("script_no_io.pb"))
+        .create_task(mock_request("script_no_io.pb"))
         .await
         .unwrap()
         .into_inner()
@@ -494,7 +380,7 @@ async fn get_task_metrics_reports_the_jobs_usage_from_accounting() {
     assert_eq!(typo.code(), tonic::Code::InvalidArgument);
     assert!(typo.message().contains("`cpu_secs`") && typo.message().contains("cpu_seconds"));
     server.stop().await;
-    env.mock.shutdown().await;
+    env.handle.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -503,16 +389,7 @@ async fn slurmrestd_outage_gives_no_get_task_error_and_no_wrong_phase() {
     let server = Server::start(deployment(&env)).await;
     let mut c = server.client().await;
     // A job that runs through the outage.
-    let mut req = fixture("script_no_io.pb");
-    let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
-    custom.fields.insert(
-        "script".into(),
-        prost_types::Value {
-            kind: Some(prost_types::value::Kind::StringValue(
-                "#!/bin/bash\nsleep 4\necho done\n".into(),
-            )),
-        },
-    );
+    let req = mock_request("script_no_io.pb").script("#!/bin/bash\nsleep 4\necho done\n");
     let meta = c.create_task(req).await.unwrap().into_inner().resource_meta;
     for _ in 0..50 {
         let r = c
@@ -528,7 +405,7 @@ async fn slurmrestd_outage_gives_no_get_task_error_and_no_wrong_phase() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // A 60 s outage, scaled down to 3 s, plus a slurmdbd outage.
-    env.mock
+    env.handle
         .faults()
         .controller_down_for(Duration::from_secs(3));
     let mut saw_unreachable = false;
@@ -541,7 +418,7 @@ async fn slurmrestd_outage_gives_no_get_task_error_and_no_wrong_phase() {
             .expect("zero GetTask errors during the outage");
         let res = r.into_inner().resource.unwrap();
         assert!(
-            !terminal(res.phase) || res.phase == Phase::Succeeded as i32,
+            !Phase::of(res.phase).is_terminal() || res.phase == Phase::Succeeded as i32,
             "wrong terminal phase: {}",
             res.message
         );
@@ -557,7 +434,7 @@ async fn slurmrestd_outage_gives_no_get_task_error_and_no_wrong_phase() {
     let (phase, message) = wait_terminal(&mut c, &meta).await;
     assert_eq!(phase, Phase::Succeeded as i32, "{message}");
     server.stop().await;
-    env.mock.shutdown().await;
+    env.handle.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -567,27 +444,13 @@ async fn one_jobs_state_request_per_tick_whatever_the_get_task_count() {
     let mut c = server.client().await;
     let mut metas = Vec::new();
     for attempt in 0..8 {
-        let mut req = fixture("script_no_io.pb");
-        let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
-        custom.fields.insert(
-            "script".into(),
-            prost_types::Value {
-                kind: Some(prost_types::value::Kind::StringValue(
-                    "#!/bin/bash\nsleep 30\n".into(),
-                )),
-            },
-        );
-        req.task_execution_metadata
-            .as_mut()
-            .unwrap()
-            .task_execution_id
-            .as_mut()
-            .unwrap()
-            .retry_attempt = attempt;
+        let req = mock_request("script_no_io.pb")
+            .script("#!/bin/bash\nsleep 30\n")
+            .attempt(attempt);
         metas.push(c.create_task(req).await.unwrap().into_inner().resource_meta);
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    env.mock.reset_stats();
+    env.handle.reset_stats();
     let started = tokio::time::Instant::now();
     // 400 GetTasks over the 8 jobs.
     for round in 0..50 {
@@ -602,7 +465,7 @@ async fn one_jobs_state_request_per_tick_whatever_the_get_task_count() {
         }
     }
     let elapsed = started.elapsed();
-    let stats = env.mock.stats();
+    let stats = env.handle.stats();
     let ticks = (elapsed.as_millis() / 200) as u64 + 2;
     assert!(
         stats.count("jobs_state") <= ticks,
@@ -622,7 +485,7 @@ async fn one_jobs_state_request_per_tick_whatever_the_get_task_count() {
     let (phase, _) = wait_terminal(&mut c, &metas[0]).await;
     assert_eq!(phase, Phase::Aborted as i32);
     server.stop().await;
-    env.mock.shutdown().await;
+    env.handle.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -630,7 +493,7 @@ async fn bad_requests_are_invalid_argument_and_unknown_meta_is_an_error() {
     let env = mock().await;
     let server = Server::start(deployment(&env)).await;
     let mut c = server.client().await;
-    let mut req = fixture("script_no_io.pb");
+    let mut req = mock_request("script_no_io.pb");
     let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
     custom.fields.insert(
         "sbatch_options".into(),
@@ -653,7 +516,7 @@ async fn bad_requests_are_invalid_argument_and_unknown_meta_is_an_error() {
     assert_eq!(e.code(), tonic::Code::InvalidArgument);
     assert!(e.message().contains("reserved"), "{}", e.message());
     // A task may select a cluster only by a configured name.
-    let mut req = fixture("script_no_io.pb");
+    let mut req = mock_request("script_no_io.pb");
     let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
     custom.fields.insert(
         "connection".into(),
@@ -679,7 +542,7 @@ async fn bad_requests_are_invalid_argument_and_unknown_meta_is_an_error() {
         "{}",
         e.message()
     );
-    assert_eq!(env.mock.stats().count("submit"), 0);
+    assert_eq!(env.handle.stats().count("submit"), 0);
 
     let e = c.get_task(get_req(b"not json")).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::InvalidArgument);
@@ -698,7 +561,7 @@ async fn bad_requests_are_invalid_argument_and_unknown_meta_is_an_error() {
         .into_inner();
     assert!(r.resource.unwrap().message.starts_with("Slurm job 999999"));
     server.stop().await;
-    env.mock.shutdown().await;
+    env.handle.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -706,29 +569,20 @@ async fn flaky_slurmrestd_errors_and_drops_give_no_get_task_error() {
     let env = mock().await;
     let server = Server::start(deployment(&env)).await;
     let mut c = server.client().await;
-    let mut req = fixture("script_no_io.pb");
-    let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
-    custom.fields.insert(
-        "script".into(),
-        prost_types::Value {
-            kind: Some(prost_types::value::Kind::StringValue(
-                "#!/bin/bash\nsleep 3\necho done\n".into(),
-            )),
-        },
-    );
+    let req = mock_request("script_no_io.pb").script("#!/bin/bash\nsleep 3\necho done\n");
     // CreateTask while every request fails: an error, and nothing submitted.
-    env.mock.faults().set(mock_slurmrestd::FaultConfig {
+    env.handle.faults().set(mock_slurmrestd::FaultConfig {
         error_rate: 1.0,
         ..Default::default()
     });
     let e = c.create_task(req.clone()).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::Unavailable, "{}", e.message());
-    assert_eq!(env.mock.stats().count("submit"), 0);
-    env.mock.faults().clear();
+    assert_eq!(env.handle.stats().count("submit"), 0);
+    env.handle.faults().clear();
     let meta = c.create_task(req).await.unwrap().into_inner().resource_meta;
-    assert_eq!(env.mock.stats().count("submit"), 1);
+    assert_eq!(env.handle.stats().count("submit"), 1);
     // Half the requests answer 500/502/503, a fifth are dropped: GetTask still never fails.
-    env.mock.faults().set(mock_slurmrestd::FaultConfig {
+    env.handle.faults().set(mock_slurmrestd::FaultConfig {
         error_rate: 0.5,
         drop_rate: 0.2,
         ..Default::default()
@@ -743,17 +597,17 @@ async fn flaky_slurmrestd_errors_and_drops_give_no_get_task_error() {
             .resource
             .unwrap();
         assert!(
-            !terminal(res.phase) || res.phase == Phase::Succeeded as i32,
+            !Phase::of(res.phase).is_terminal() || res.phase == Phase::Succeeded as i32,
             "wrong terminal phase: {}",
             res.message
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    env.mock.faults().clear();
+    env.handle.faults().clear();
     let (phase, message) = wait_terminal(&mut c, &meta).await;
     assert_eq!(phase, Phase::Succeeded as i32, "{message}");
     server.stop().await;
-    env.mock.shutdown().await;
+    env.handle.shutdown().await;
 }
 
 /// Not a test: runs mock-slurmrestd and the connector on `SERVICE_CONFORMANCE_ADDR` (default
@@ -774,7 +628,10 @@ async fn serve_for_conformance() {
         .unwrap_or(300);
     let g = tokio::net::TcpListener::bind(addr).await.unwrap();
     let m = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    println!("connector on {addr}, mock-slurmrestd on {}", env.mock.url());
+    println!(
+        "connector on {addr}, mock-slurmrestd on {}",
+        env.handle.url()
+    );
     serve_with(
         deployment(&env),
         g,
@@ -783,5 +640,5 @@ async fn serve_for_conformance() {
     )
     .await
     .unwrap();
-    env.mock.shutdown().await;
+    env.handle.shutdown().await;
 }

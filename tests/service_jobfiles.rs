@@ -5,123 +5,52 @@
 //! - no accounting: a job that aged out of slurmctld between two polls, with slurmdbd down, ends
 //!   SUCCEEDED / FAILED with its exit code from the marker instead of being reported lost.
 
-#[path = "common/server.rs"]
-mod server;
-use server::Server;
+mod common;
+use common::mock::Mock;
+use common::server::Server;
+use common::{RequestExt, get_req, mock_request};
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use mock_slurmrestd::{FaultConfig, MockConfig, MockHandle, MockServer};
-use prost::Message;
-use slurm_connector::config::{AuthConfig, ClusterConfig, DeploymentConfig, Secret};
+use mock_slurmrestd::{FaultConfig, MockConfig};
+use slurm_connector::config::DeploymentConfig;
 use slurm_connector::proto::connector::async_connector_service_client::AsyncConnectorServiceClient;
-use slurm_connector::proto::connector::{
-    CreateTaskRequest, DeleteTaskRequest, GetTaskRequest, Resource, TaskCategory,
-};
+use slurm_connector::proto::connector::{CreateTaskRequest, DeleteTaskRequest, Resource};
 use slurm_connector::proto::core::task_execution::Phase;
 use tonic::transport::Channel;
 
-const KEY: &[u8] = b"service-jobfiles-test-key-0123456789ab";
-
-struct Env {
-    mock: MockHandle,
-    workdir: PathBuf,
-}
-
-async fn mock(tag: &str, min_job_age: Duration, faults: FaultConfig) -> Env {
-    let workdir = std::env::temp_dir().join(format!(
-        "svc-jobfiles-{tag}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    std::fs::create_dir_all(workdir.join("jobs")).unwrap();
-    let cfg = MockConfig {
-        jwt_key: KEY.to_vec(),
-        cpus: 16,
-        min_job_age,
-        kill_wait: Duration::from_millis(200),
-        state_dir: Some(workdir.join("state")),
-        faults,
-        ..MockConfig::default()
-    };
-    let mock = MockServer::start(cfg, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    Env { mock, workdir }
+async fn mock(tag: &str, min_job_age: Duration, faults: FaultConfig) -> Mock {
+    Mock::start_with(
+        tag,
+        MockConfig {
+            nodes: 1,
+            cpus: 16,
+            min_job_age,
+            faults,
+            ..Mock::config()
+        },
+    )
+    .await
 }
 
 /// The mock runs jobs on this machine: the shared filesystem is the same path on both sides.
-fn deployment(env: &Env, poll: Duration, retention: Option<Duration>) -> DeploymentConfig {
-    let mut d = DeploymentConfig::empty();
-    d.poll_interval = poll;
+fn deployment(env: &Mock, poll: Duration, retention: Option<Duration>) -> DeploymentConfig {
+    let jobs = env.jobs();
+    let mut c = env.cluster(env.static_auth(), None);
+    c.shared_mounts = vec![(jobs.display().to_string(), jobs)];
+    let mut d = common::mock::deployment(c, poll);
     d.job_files_retention = retention;
-    let token = env.mock.mint_token("flyte", Duration::from_secs(3600));
-    let jobs = env.workdir.join("jobs");
-    d.clusters.insert(
-        "mock".into(),
-        ClusterConfig {
-            name: "mock".into(),
-            restd_url: url::Url::parse(&env.mock.url()).unwrap(),
-            api_version: None,
-            username: None,
-            auth: Some(AuthConfig::Token(Secret::new(token))),
-            working_dir: Some(jobs.display().to_string()),
-            shared_mounts: vec![(jobs.display().to_string(), jobs.clone())],
-            default_partition: None,
-            ssh_hosts: Vec::new(),
-            stager_url: None,
-            stager_token_file: None,
-        },
-    );
-    d.default_cluster = "mock".into();
     d
 }
 
 /// The script fixture with its own script and attempt number (a distinct execution each).
 fn request(fixture: &str, script: &str, attempt: u32, prefix: Option<&str>) -> CreateTaskRequest {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/requests")
-        .join(fixture);
-    let mut req = CreateTaskRequest::decode(std::fs::read(&p).unwrap().as_slice()).unwrap();
-    let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
-    if let Some(prost_types::Value {
-        kind: Some(prost_types::value::Kind::StructValue(sb)),
-    }) = custom.fields.get_mut("sbatch")
-    {
-        sb.fields.remove("partition");
-    }
-    custom.fields.insert(
-        "script".into(),
-        prost_types::Value {
-            kind: Some(prost_types::value::Kind::StringValue(script.into())),
-        },
-    );
-    req.task_execution_metadata
-        .as_mut()
-        .unwrap()
-        .task_execution_id
-        .as_mut()
-        .unwrap()
-        .retry_attempt = attempt;
+    let mut req = mock_request(fixture).script(script).attempt(attempt);
     if let Some(p) = prefix {
         req.output_prefix = p.to_string();
     }
     req
-}
-
-fn get_req(meta: &[u8]) -> GetTaskRequest {
-    GetTaskRequest {
-        resource_meta: meta.to_vec(),
-        task_category: Some(TaskCategory {
-            name: "slurm_script".into(),
-            version: 0,
-        }),
-        ..Default::default()
-    }
 }
 
 async fn get(c: &mut AsyncConnectorServiceClient<Channel>, meta: &[u8]) -> Resource {
@@ -134,14 +63,7 @@ async fn get(c: &mut AsyncConnectorServiceClient<Channel>, meta: &[u8]) -> Resou
 }
 
 fn terminal(p: i32) -> bool {
-    [
-        Phase::Succeeded,
-        Phase::Failed,
-        Phase::Aborted,
-        Phase::RetryableFailed,
-    ]
-    .iter()
-    .any(|t| *t as i32 == p)
+    Phase::of(p).is_terminal()
 }
 
 async fn wait_phase(
@@ -196,7 +118,7 @@ async fn finished_jobs_files_are_removed_after_the_retention_time_and_running_on
     let keep = Duration::from_secs(4);
     let server = Server::start(deployment(&env, Duration::from_millis(200), Some(keep))).await;
     let mut c = server.client().await;
-    let jobs = env.workdir.join("jobs");
+    let jobs = env.dir.join("jobs");
 
     // One job with an outputs folder that finishes, one that keeps running throughout.
     let short = c
@@ -204,7 +126,7 @@ async fn finished_jobs_files_are_removed_after_the_retention_time_and_running_on
             "script_preprocess.pb",
             "#!/bin/bash\nsleep 1\nmkdir -p \"$FLYTE_OUTPUT_SHARDS\"\necho f > \"$FLYTE_OUTPUT_SHARDS/a\"\necho s > \"$FLYTE_OUTPUT_STATS\"\n",
             0,
-            Some(&format!("file://{}", env.workdir.join("store").display())),
+            Some(&format!("file://{}", env.dir.join("store").display())),
         ))
         .await
         .unwrap()
@@ -308,8 +230,8 @@ async fn finished_jobs_files_are_removed_after_the_retention_time_and_running_on
         "removed before the retention time"
     );
     server.stop().await;
-    env.mock.shutdown().await;
-    std::fs::remove_dir_all(&env.workdir).ok();
+    env.handle.shutdown().await;
+    std::fs::remove_dir_all(&env.dir).ok();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -321,7 +243,7 @@ async fn without_accounting_an_aged_out_job_ends_with_the_exit_code_of_its_marke
     let env = mock("marker", Duration::from_secs(1), FaultConfig::default()).await;
     let server = Server::start(deployment(&env, Duration::from_secs(4), None)).await;
     let mut c = server.client().await;
-    let jobs = env.workdir.join("jobs");
+    let jobs = env.dir.join("jobs");
 
     let ok = c
         .create_task(request(
@@ -345,7 +267,7 @@ async fn without_accounting_an_aged_out_job_ends_with_the_exit_code_of_its_marke
         .unwrap()
         .into_inner()
         .resource_meta;
-    env.mock.faults().set(FaultConfig {
+    env.handle.faults().set(FaultConfig {
         slurmdbd_down: true,
         ..FaultConfig::default()
     });
@@ -369,6 +291,6 @@ async fn without_accounting_an_aged_out_job_ends_with_the_exit_code_of_its_marke
     );
 
     server.stop().await;
-    env.mock.shutdown().await;
-    std::fs::remove_dir_all(&env.workdir).ok();
+    env.handle.shutdown().await;
+    std::fs::remove_dir_all(&env.dir).ok();
 }

@@ -1,8 +1,8 @@
 //! The staging interface through both backends — local mount, and the stager sidecar over
 //! loopback — with the same assertions: operations, the path-escape corpus, the stager's token.
 
-#[path = "staging_support.rs"]
-mod support;
+mod common;
+use common::staging as support;
 
 use futures::StreamExt;
 use slurm_connector::staging::backend::EntryKind;

@@ -1,8 +1,8 @@
 //! Tails of large files, GetTaskLogs text, failure tails, retention and exit markers, through
 //! both backends.
 
-#[path = "staging_support.rs"]
-mod support;
+mod common;
+use common::staging as support;
 
 use std::io::Write;
 use std::time::{Duration, SystemTime};

@@ -4,8 +4,8 @@
 //! multipart upload that remote stores (S3, GCS, Azure) get, forced here into the same store.
 //! `STAGING_MEMORY_BYTES` overrides the size (default 1 GiB).
 
-#[path = "staging_support.rs"]
-mod support;
+mod common;
+use common::staging as support;
 
 use slurm_connector::staging::objstore;
 use slurm_connector::staging::outputs::{self, output_uri};

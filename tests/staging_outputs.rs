@@ -1,17 +1,35 @@
 //! Declared outputs through both backends into a `file://` object store: blobs, failures as
 //! data (missing, oversized, malformed ceiling, escaping symlinks, unwritable store), cancel.
 
-#[path = "staging_support.rs"]
-mod support;
+mod common;
+use common::staging as support;
 
 use std::time::Duration;
 
+use slurm_connector::config::{DeploymentConfig, UploadLimit};
 use slurm_connector::staging::outputs::{self, output_uri};
 use slurm_connector::staging::{
     Ceiling, DeclaredOutput, Dimensionality, OutputKind, Staging, StagingError, TransferOutcome,
     UploadMode,
 };
 use support::Fixture;
+
+/// A malformed FLYTE_SLURM_CONNECTOR_UPLOAD_MAX_BYTES as the service hands it to the transfer: the
+/// configuration keeps the message, the service fails the upload with it.
+fn malformed_ceiling(value: &str) -> Result<Ceiling, StagingError> {
+    let cfg = DeploymentConfig::load_with(
+        &|k| (k == "FLYTE_SLURM_CONNECTOR_UPLOAD_MAX_BYTES").then(|| value.to_string()),
+        None,
+    )
+    .unwrap();
+    match cfg.upload_max_bytes {
+        UploadLimit::Malformed(message) => Err(StagingError::Config {
+            var: "FLYTE_SLURM_CONNECTOR_UPLOAD_MAX_BYTES",
+            message,
+        }),
+        other => panic!("{value:?} parsed as {other:?}"),
+    }
+}
 
 fn decl(
     name: &str,
@@ -240,7 +258,7 @@ async fn output_failures_are_terminal_messages() {
                 "/cluster/shared/j.outputs/big",
                 uri("big2"),
             )],
-            Ceiling::from_var(Some("100 megs")),
+            malformed_ceiling("100 megs"),
         )
         .await;
         assert!(

@@ -1,11 +1,13 @@
 //! Outputs into a real S3-compatible server: moto's standalone server (`pip install
 //! 'moto[server]'`, which provides `moto_server`), started on a loopback port by this test.
-//! Without `moto_server` on PATH the test prints why and passes without checking (CI installs it).
+//! Without `moto_server` on PATH the test prints why and passes without checking, unless
+//! `SLURM_CONNECTOR_REQUIRE_REAL` requires the `s3` tier (CI installs it and does).
 
-#[path = "staging_support.rs"]
-mod support;
+mod common;
+use common::free_port;
+use common::skip::{Tier, skip};
+use common::staging as support;
 
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -32,14 +34,6 @@ fn find_on_path(exe: &str) -> Option<std::path::PathBuf> {
         .split(':')
         .map(|d| std::path::Path::new(d).join(exe))
         .find(|p| p.is_file())
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 async fn start_moto(exe: &std::path::Path) -> (Moto, String) {
@@ -69,8 +63,9 @@ async fn start_moto(exe: &std::path::Path) -> (Moto, String) {
 #[test]
 fn outputs_upload_to_s3_through_both_backends() {
     let Some(exe) = find_on_path("moto_server") else {
-        println!(
-            "SKIPPED staging_s3: moto_server is not on PATH; install it with: pip install 'moto[server]'"
+        skip(
+            Tier::S3,
+            "moto_server is not on PATH; install it with: pip install 'moto[server]'",
         );
         return;
     };

@@ -141,13 +141,6 @@ fn phase_name(p: i32) -> &'static str {
         .unwrap_or("UNKNOWN")
 }
 
-fn terminal(p: i32) -> bool {
-    matches!(
-        Phase::try_from(p),
-        Ok(Phase::Succeeded | Phase::Failed | Phase::Aborted | Phase::RetryableFailed)
-    )
-}
-
 /// Run the command; the exit code is 0 only when the task SUCCEEDED (or was detached).
 async fn connect(url: &str) -> Result<AsyncConnectorServiceClient<Channel>, SubmitError> {
     let connect_err = |e: &dyn std::fmt::Display| SubmitError::Connect {
@@ -277,7 +270,7 @@ pub async fn run(args: SubmitArgs) -> Result<u8, SubmitError> {
             std::io::stdout().flush().ok();
             last = line;
         }
-        if terminal(resource.phase) {
+        if Phase::of(resource.phase).is_terminal() {
             break resource;
         }
         tokio::time::sleep(Duration::from_secs(args.poll)).await;

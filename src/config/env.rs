@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use super::{
     AuthConfig, ClusterConfig, ConfigError, DEFAULT_CLUSTER_NAME, DEFAULT_TOKEN_LIFETIME,
-    DeploymentConfig, Secret, UploadLimit, parse_bytes, parse_duration,
+    DeploymentConfig, Secret, UploadLimit, parse_bytes, parse_duration, units,
 };
 
 /// Variables that describe the environment's cluster (any one of them makes it exist, together
@@ -49,21 +49,12 @@ pub(super) fn apply(
             .map_err(|p| ConfigError::invalid("FLYTE_SLURM_TERMINAL_TTL", &v, p))?;
     }
     if let Some(v) = var("FLYTE_SLURM_LOG_LINKS") {
-        cfg.log_links = crate::staging::logs::parse_log_links(&v)
-            .map_err(|e| ConfigError::invalid("FLYTE_SLURM_LOG_LINKS", &v, e.to_string()))?;
+        cfg.log_links = units::parse_log_links(&v)
+            .map_err(|p| ConfigError::invalid("FLYTE_SLURM_LOG_LINKS", &v, p))?;
     }
-    if let Some(v) = var(crate::staging::retention::RETENTION_VAR) {
-        cfg.job_files_retention =
-            crate::staging::retention::parse_retention(Some(&v)).map_err(|e| match e {
-                crate::staging::StagingError::Config { var, message } => {
-                    ConfigError::invalid(var, &v, message)
-                }
-                other => ConfigError::invalid(
-                    crate::staging::retention::RETENTION_VAR,
-                    &v,
-                    other.to_string(),
-                ),
-            })?;
+    if let Some(v) = var("FLYTE_SLURM_JOB_FILES_RETENTION") {
+        cfg.job_files_retention = units::parse_retention(&v)
+            .map_err(|p| ConfigError::invalid("FLYTE_SLURM_JOB_FILES_RETENTION", &v, p))?;
     }
     if let Some(v) = var("FLYTE_SLURM_ALLOW_TASK_CREDENTIALS") {
         cfg.allow_task_credentials = parse_bool("FLYTE_SLURM_ALLOW_TASK_CREDENTIALS", &v)?;
@@ -280,10 +271,10 @@ pub(super) fn check_abs(var: &str, v: &str) -> Result<String, ConfigError> {
 }
 
 /// `cluster_prefix=local_path[,...]` (or a bare path, the same on both sides), longest prefix
-/// first: the staging layer's parser ([`crate::staging::confine::parse_mounts`]), so the connector
-/// and the stager accept exactly the same values.
+/// first: [`units::parse_mounts`], the stager's `--roots` parser too, so the connector and the
+/// stager accept exactly the same values.
 pub(super) fn parse_mounts(var: &str, v: &str) -> Result<Vec<(String, PathBuf)>, ConfigError> {
-    let mut out: Vec<(String, PathBuf)> = crate::staging::confine::parse_mounts(v)
+    let mut out: Vec<(String, PathBuf)> = units::parse_mounts(v)
         .map_err(|problem| ConfigError::invalid(var, v, problem))?
         .into_iter()
         .map(|m| (m.cluster_prefix.display().to_string(), m.local_path))

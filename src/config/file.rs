@@ -124,7 +124,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<DeploymentConfig, ConfigE
         let mut mounts = Vec::new();
         for (remote, local) in c.shared_mounts {
             // The same rules as FLYTE_SLURM_SHARED_MOUNTS and the stager's roots.
-            let m = crate::staging::confine::check_mount(&remote, &local.to_string_lossy())
+            let m = super::units::check_mount(&remote, &local.to_string_lossy())
                 .map_err(|e| {
                     cerr(format!(
                         "`shared_mounts`: `{remote}` = {local:?}: {e}, e.g. \"/shared\" = \"/mnt/shared\""

@@ -10,7 +10,7 @@
 mod env;
 mod error;
 mod file;
-mod units;
+pub mod units;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -82,7 +82,7 @@ pub struct DeploymentConfig {
     /// `None`: kept, for `off`/`never`/`0`).
     pub job_files_retention: Option<Duration>,
     /// `FLYTE_SLURM_LOG_LINKS`: links shown in Flyte's UI for every task (`{job_id}`, ...).
-    pub log_links: Vec<crate::staging::logs::LogLinkTemplate>,
+    pub log_links: Vec<units::LogLinkTemplate>,
     /// True when no slurmrestd is configured at all: `serve` starts the embedded stand-in.
     pub embedded: bool,
 }
@@ -97,15 +97,18 @@ pub enum UploadLimit {
 }
 
 pub const DEFAULT_CLUSTER_NAME: &str = "default";
+// The one source of each default: the tracker, the staging ceiling and the CLI read these, and
+// docs/configuration.md quotes them (checked by `docs_quote_the_defaults`).
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(5);
 pub const DEFAULT_TERMINAL_TTL: Duration = Duration::from_secs(3600);
+/// Lifetime of a minted token; it is renewed at 80% of it.
 pub const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(1800);
 pub const DEFAULT_UPLOAD_MAX_BYTES: u64 = 100_000_000;
+/// How long a finished job's files stay (`FLYTE_SLURM_JOB_FILES_RETENTION`).
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// The name of the per-task slurmrestd token in `CreateTaskRequest.connection.secrets`.
 pub const TASK_TOKEN_SECRET: &str = "slurm_jwt";
-/// Secrets the SSH-era plugin sends; accepted and ignored (a REST connector has no use for them).
-pub const SSH_ERA_SECRETS: &[&str] = &["ssh_private_key", "known_hosts_data"];
 
 impl DeploymentConfig {
     /// Reads the process environment and, when given (or named by `FLYTE_SLURM_CONFIG`), the file.
@@ -158,7 +161,7 @@ impl DeploymentConfig {
             terminal_ttl: DEFAULT_TERMINAL_TTL,
             allow_task_credentials: false,
             upload_max_bytes: UploadLimit::Bytes(DEFAULT_UPLOAD_MAX_BYTES),
-            job_files_retention: Some(crate::staging::retention::DEFAULT_RETENTION),
+            job_files_retention: Some(DEFAULT_RETENTION),
             log_links: Vec::new(),
             embedded: false,
         }

@@ -288,43 +288,6 @@ fn log_links_are_parsed_and_a_bad_one_names_the_variable() {
 }
 
 #[test]
-fn shared_mounts_parse_as_the_stager_parses_them() {
-    // A bare path (the same on both sides) is accepted by the connector as by the stager.
-    let spec = "/shared=/mnt/shared,/scratch";
-    let c = load(&[
-        ("FLYTE_SLURM_RESTD_URL", "http://restd:6820"),
-        ("FLYTE_SLURM_SHARED_MOUNTS", spec),
-    ])
-    .unwrap();
-    let d = c.select_cluster(None).unwrap();
-    assert!(
-        d.shared_mounts
-            .contains(&("/scratch".to_string(), "/scratch".into()))
-    );
-    let roots = crate::staging::Roots::parse(spec).unwrap();
-    for (cluster, local) in &d.shared_mounts {
-        assert_eq!(
-            &roots.map(&format!("{cluster}/x")).unwrap().local,
-            &local.join("x")
-        );
-    }
-    // The same refusals, naming the variable and the fix, in both.
-    for bad in ["shared=/mnt", "/a=../b", "/a="] {
-        let e = load(&[
-            ("FLYTE_SLURM_RESTD_URL", "http://restd:6820"),
-            ("FLYTE_SLURM_SHARED_MOUNTS", bad),
-        ])
-        .unwrap_err()
-        .to_string();
-        assert!(e.starts_with("FLYTE_SLURM_SHARED_MOUNTS="), "{bad:?}: {e}");
-        assert!(e.contains("cluster_prefix=local_path"), "{bad:?}: {e}");
-        let s = crate::staging::Roots::parse(bad).unwrap_err().to_string();
-        assert!(s.starts_with("FLYTE_SLURM_SHARED_MOUNTS"), "{bad:?}: {s}");
-        assert!(s.contains("cluster_prefix=local_path"), "{bad:?}: {s}");
-    }
-}
-
-#[test]
 fn job_files_retention() {
     let base = [("FLYTE_SLURM_RESTD_URL", "http://restd:6820")];
     assert_eq!(
@@ -374,6 +337,53 @@ fn file_shared_mounts_follow_the_same_rules() {
         assert!(
             e.contains("shared_mounts") && e.contains("without `..`"),
             "{e}"
+        );
+    }
+}
+
+/// docs/configuration.md quotes each default from its one definition (the API version's, `auto`,
+/// is no constant: negotiation chooses it).
+#[test]
+fn docs_quote_the_defaults() {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/configuration.md"
+    ))
+    .unwrap();
+    // The "Default" column of the variable's row in the environment table.
+    let default_of = |var: &str| -> String {
+        let row = doc
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{var}` |")))
+            .unwrap_or_else(|| panic!("docs/configuration.md has no row for {var}"));
+        row.split('|').nth(3).unwrap().trim().to_string()
+    };
+    for (var, want) in [
+        (
+            "FLYTE_SLURM_POLL_INTERVAL",
+            format!("`{}s`", DEFAULT_POLL_INTERVAL.as_secs()),
+        ),
+        (
+            "FLYTE_SLURM_TERMINAL_TTL",
+            format!("`{}` s", DEFAULT_TERMINAL_TTL.as_secs()),
+        ),
+        (
+            "FLYTE_SLURM_JWT_LIFETIME",
+            format!("`{}` s", DEFAULT_TOKEN_LIFETIME.as_secs()),
+        ),
+        (
+            "FLYTE_SLURM_CONNECTOR_UPLOAD_MAX_BYTES",
+            format!("`{DEFAULT_UPLOAD_MAX_BYTES}`"),
+        ),
+        (
+            "FLYTE_SLURM_JOB_FILES_RETENTION",
+            format!("`{}d`", DEFAULT_RETENTION.as_secs() / 86_400),
+        ),
+    ] {
+        let have = default_of(var);
+        assert!(
+            have.starts_with(&want),
+            "{var}: the docs say {have}, the code {want}"
         );
     }
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::error::RenderError;
+use super::{OutputKind, UploadMode};
 
 /// Top-level keys of the published plugin's config.
 const KNOWN_KEYS: &[&str] = &[
@@ -65,21 +66,6 @@ pub struct ContainerConfig {
     pub srun_args: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutputKind {
-    File,
-    Dir,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OutputUpload {
-    /// The job writes a local path; the connector uploads after the job.
-    #[default]
-    Connector,
-    /// The job uploads to the final URI itself.
-    Job,
-}
-
 /// A value of `sbatch_options`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OptValue {
@@ -100,7 +86,7 @@ pub struct SlurmCustom {
     pub working_dir: Option<String>,
     pub script: Option<String>,
     pub outputs: Vec<(String, OutputKind)>,
-    pub output_upload: OutputUpload,
+    pub output_upload: UploadMode,
     /// `connection` keys other than the SSH-era ones, for the service to interpret.
     pub connection: BTreeMap<String, Value>,
 }
@@ -259,8 +245,8 @@ pub fn parse(custom: &Value) -> Result<SlurmCustom, RenderError> {
             }
             "output_upload" => {
                 out.output_upload = match string_or_null(value, "output_upload")?.as_deref() {
-                    None | Some("connector") => OutputUpload::Connector,
-                    Some("job") => OutputUpload::Job,
+                    None | Some("connector") => UploadMode::Connector,
+                    Some("job") => UploadMode::Job,
                     Some(other) => {
                         return Err(RenderError::config(
                             "output_upload",

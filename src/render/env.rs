@@ -24,18 +24,7 @@ pub fn is_shell_identifier(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// `FLYTE_INPUT_<NAME>` / `FLYTE_OUTPUT_<NAME>` suffix: upper-cased, non-alphanumerics → `_`.
-pub fn var_suffix(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_uppercase()
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
+pub use crate::staging::outputs::var_suffix;
 
 /// Python's `str(float)`, so a script sees the same text the published plugin exported
 /// (`0.0003`, `1e-05`, `1e+16`, `inf`).

@@ -3,7 +3,9 @@
 //! slurmrestd never reads `#SBATCH` lines, so rendering turns everything a task says — the
 //! plugin's first-class fields, its `sbatch_options` and the script's own directives — into
 //! job-description fields, exactly as `sbatch` would have interpreted them, and builds the script
-//! and environment the published Python plugin would have produced (`python-plugin.md`).
+//! and environment the published Python plugin (`flyteplugins-slurm`) would have produced: the
+//! same `FLYTE_INPUT_<NAME>` / `FLYTE_OUTPUT_<NAME>` variables and the same script around the
+//! user's.
 //!
 //! Modules, one job each: [`spec`] inputs, [`custom`] the plugin config, [`directives`] the
 //! `#SBATCH` parser, [`options`] THE sbatch options (one item each, with its per-version support), [`merge`] precedence, [`apply`] option → field,
@@ -26,7 +28,7 @@ pub mod units;
 
 use std::collections::BTreeMap;
 
-pub use custom::{OutputKind, OutputUpload};
+pub use crate::staging::outputs::{DeclaredOutput, OutputKind, UploadMode};
 pub use error::{Origin, RenderError};
 pub use naming::{idempotency_key, key_from_comment, key_from_job_name};
 pub use spec::{
@@ -34,19 +36,7 @@ pub use spec::{
 };
 
 use crate::slurmrestd::job_description::JobDescription;
-
-/// An output the job must produce, and where.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeclaredOutput {
-    pub name: String,
-    pub kind: OutputKind,
-    pub upload: OutputUpload,
-    /// The final object URI: `<output_prefix>/<name>`.
-    pub uri: String,
-    /// What the job was told to write (`FLYTE_OUTPUT_<NAME>`): a cluster path for connector
-    /// upload, the final URI for job upload.
-    pub written_to: String,
-}
+use crate::staging::JobFiles;
 
 /// A rendered task.
 #[derive(Debug, Clone, PartialEq)]
@@ -153,8 +143,8 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
         job.partition = cfg.default_partition.clone();
     }
 
-    let stdout_path = format!("{working_dir}/{job_name}.out");
-    let stderr_path = format!("{working_dir}/{job_name}.err");
+    let files = JobFiles::new(&working_dir, &job_name);
+    let (stdout_path, stderr_path) = (files.stdout(), files.stderr());
     job.name = job_name.clone();
     job.current_working_directory = working_dir.clone();
     job.standard_output = Some(stdout_path.clone());
@@ -204,15 +194,15 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
     );
 
     // Every shell script leaves `<working_dir>/<job>.exit` (see `marker`).
-    let marker = crate::staging::exit_marker::marker_path(&working_dir, &job_name);
+    let marker = files.marker();
     let mut declared_outputs = Vec::new();
     job.script = match spec.task_type {
         TaskType::SlurmScript => {
             envb.inputs(&spec.inputs)?;
-            declared_outputs = outputs(spec, &custom, &working_dir, &job_name)?;
+            declared_outputs = outputs(spec, &custom, &files)?;
             let mut seen = BTreeMap::new();
             for o in &declared_outputs {
-                let var = format!("FLYTE_OUTPUT_{}", env::var_suffix(&o.name));
+                let var = crate::staging::outputs::output_env_name(&o.name);
                 if let Some(other) = seen.insert(var.clone(), o.name.clone()) {
                     return Err(RenderError::Output {
                         name: o.name.clone(),
@@ -223,9 +213,9 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
             }
             let mkdirs: Vec<String> = if declared_outputs
                 .iter()
-                .any(|o| o.upload == OutputUpload::Connector)
+                .any(|o| o.upload == UploadMode::Connector)
             {
-                vec![format!("{working_dir}/{job_name}.outputs")]
+                vec![files.outputs_dir()]
             } else {
                 Vec::new()
             };
@@ -297,8 +287,7 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
 fn outputs(
     spec: &TaskSpec,
     custom: &custom::SlurmCustom,
-    working_dir: &str,
-    job_name: &str,
+    files: &JobFiles,
 ) -> Result<Vec<DeclaredOutput>, RenderError> {
     if !spec.outputs.is_empty() {
         for (name, kind) in &spec.outputs {
@@ -356,8 +345,8 @@ fn outputs(
         }
         let uri = format!("{prefix}/{name}");
         let written_to = match custom.output_upload {
-            OutputUpload::Connector => format!("{working_dir}/{job_name}.outputs/{name}"),
-            OutputUpload::Job => uri.clone(),
+            UploadMode::Connector => files.output(name),
+            UploadMode::Job => uri.clone(),
         };
         out.push(DeclaredOutput {
             name: name.clone(),

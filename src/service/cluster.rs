@@ -11,7 +11,7 @@ use crate::slurmrestd::{Auth, Client, ClientConfig, ClientError, JobId};
 use crate::staging::{OutputBlob, Staging, Transfer};
 use crate::tracker::{SlurmApi, Tracker, TrackerConfig};
 
-use super::jobfiles::JobFiles;
+use super::jobfiles;
 use super::meta::ResourceMeta;
 
 /// How long a submission is remembered in memory (a backend retries CreateTask within minutes).
@@ -34,7 +34,7 @@ pub struct ClusterRuntime {
     /// Connector-side output uploads in flight or done, by job.
     pub transfers: Mutex<HashMap<JobId, Transfer<Vec<OutputBlob>>>>,
     /// Jobs' files (exit-status markers, retention); present when staging is configured.
-    pub job_files: Option<Arc<JobFiles>>,
+    pub job_files: Option<Arc<jobfiles::Registry>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -107,7 +107,9 @@ impl ClusterRuntime {
         let staging = staging_for(&cfg)?;
         // Jobs that leave slurmctld on a cluster without slurmdbd are resolved from the marker
         // the rendered script leaves; the service knows where each job's marker is.
-        let job_files = staging.clone().map(|s| Arc::new(JobFiles::new(s)));
+        let job_files = staging
+            .clone()
+            .map(|s| Arc::new(jobfiles::Registry::new(s)));
         if let Some(j) = &job_files {
             tracker = tracker.with_exit_markers(j.clone());
         }
@@ -180,11 +182,7 @@ impl ClusterRuntime {
     /// An error means the cluster cannot be asked — then nothing must be submitted.
     // ClientError is the client's own (large) error; boxing it here would only move the cost.
     #[allow(clippy::result_large_err)]
-    pub async fn find_on_cluster(
-        &self,
-        key: &str,
-        job_name: &str,
-    ) -> Result<Option<JobId>, ClientError> {
+    pub async fn find_on_cluster(&self, key: &str) -> Result<Option<JobId>, ClientError> {
         let mut index = self.on_cluster.lock().await;
         let stale = self.uncertain.lock().unwrap().contains(key);
         if index.is_none() || stale {
@@ -227,7 +225,6 @@ impl ClusterRuntime {
             tracing::info!(cluster = %self.cfg.name, jobs = m.len(), "indexed the cluster's Flyte jobs for idempotent CreateTask");
             *index = Some(m);
         }
-        let _ = job_name;
         Ok(index.as_ref().and_then(|m| m.get(key).copied()))
     }
 
@@ -245,24 +242,7 @@ impl ClusterRuntime {
 /// The staging backend of a cluster from its config (mounts or stager), if any.
 fn staging_for(cfg: &ClusterConfig) -> Result<Option<Arc<dyn Staging>>, BuildError> {
     use crate::staging::settings::StagingSettings;
-    let mounts = cfg
-        .shared_mounts
-        .iter()
-        .map(|(r, l)| format!("{r}={}", l.display()))
-        .collect::<Vec<_>>()
-        .join(",");
-    let url = cfg.stager_url.as_ref().map(|u| u.to_string());
-    let token = cfg
-        .stager_token_file
-        .as_ref()
-        .map(|p| p.display().to_string());
-    let settings = StagingSettings::from_lookup(|k| match k {
-        "FLYTE_SLURM_SHARED_MOUNTS" => Some(mounts.clone()).filter(|m| !m.is_empty()),
-        "FLYTE_SLURM_STAGER_URL" => url.clone(),
-        "FLYTE_SLURM_STAGER_TOKEN_FILE" => token.clone(),
-        _ => None,
-    })
-    .map_err(|source| BuildError::Staging {
+    let settings = StagingSettings::from_cluster(cfg).map_err(|source| BuildError::Staging {
         cluster: cfg.name.clone(),
         source: Box::new(source),
     })?;

@@ -31,13 +31,13 @@ struct Files {
 
 impl Files {
     fn paths(&self) -> Vec<String> {
-        let marker = staging::exit_marker::marker_path(&self.dir, &self.job);
+        let layout = staging::JobFiles::new(&self.dir, &self.job);
         let mut p = vec![
             self.stdout.clone(),
             self.stderr.clone(),
-            marker.clone(),
-            format!("{marker}.tmp"),
-            format!("{}/{}.outputs", self.dir, self.job),
+            layout.marker(),
+            layout.marker_tmp(),
+            layout.outputs_dir(),
         ];
         p.retain(|x| !x.is_empty());
         p.dedup();
@@ -45,14 +45,14 @@ impl Files {
     }
 }
 
-pub struct JobFiles {
+pub struct Registry {
     staging: Arc<dyn Staging>,
     jobs: Mutex<HashMap<JobId, Files>>,
 }
 
-impl std::fmt::Debug for JobFiles {
+impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("JobFiles")
+        f.debug_struct("Registry")
             .field("jobs", &self.jobs.lock().unwrap().len())
             .finish()
     }
@@ -71,9 +71,9 @@ fn files(meta: &ResourceMeta) -> Option<Files> {
     })
 }
 
-impl JobFiles {
-    pub fn new(staging: Arc<dyn Staging>) -> JobFiles {
-        JobFiles {
+impl Registry {
+    pub fn new(staging: Arc<dyn Staging>) -> Registry {
+        Registry {
             staging,
             jobs: Mutex::new(HashMap::new()),
         }
@@ -176,7 +176,7 @@ pub fn sweep_interval(keep: Duration) -> Duration {
     (keep / 10).clamp(Duration::from_millis(200), Duration::from_secs(3600))
 }
 
-impl ExitMarkers for JobFiles {
+impl ExitMarkers for Registry {
     fn exit_code(&self, id: JobId) -> BoxFuture<'_, Result<Option<i32>, String>> {
         Box::pin(async move {
             let (dir, job) = match self.jobs.lock().unwrap().get(&id) {

@@ -10,17 +10,21 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::slurmrestd::JobId;
+use crate::staging::DeclaredOutput;
 
 pub const META_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OutputMeta {
-    pub uri: String,
-    /// `file` or `directory`.
-    pub kind: String,
-    /// `connector` or `job`.
-    pub upload: String,
-    pub written_to: String,
+/// `outputs` / `declared_outputs`: `{name: {uri, kind, upload, written_to}}`. The name is the
+/// key; it is put back into each output here. An unknown `kind` or `upload` fails the decode;
+/// `null` (the Python plugin's meta without outputs) is none.
+fn named_outputs<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<String, DeclaredOutput>, D::Error> {
+    let mut m = Option::<BTreeMap<String, DeclaredOutput>>::deserialize(d)?.unwrap_or_default();
+    for (name, o) in &mut m {
+        o.name = name.clone();
+    }
+    Ok(m)
 }
 
 /// Our `resource_meta`, version 1.
@@ -32,8 +36,8 @@ pub struct ResourceMeta {
     pub job_name: String,
     pub stdout: String,
     pub stderr: String,
-    #[serde(default)]
-    pub outputs: BTreeMap<String, OutputMeta>,
+    #[serde(default, deserialize_with = "named_outputs")]
+    pub outputs: BTreeMap<String, DeclaredOutput>,
     /// Native (`slurm`) tasks: the output prefix where the entrypoint writes `outputs.pb` or
     /// `error.pb`, which decide the result once the job COMPLETED (`native_result`). Absent for
     /// script tasks and in metas written before it existed (their result is the job's state).
@@ -83,20 +87,8 @@ struct PythonMeta {
     stdout_path: Option<String>,
     #[serde(default)]
     stderr_path: Option<String>,
-    #[serde(default)]
-    declared_outputs: Option<BTreeMap<String, PythonOutput>>,
-}
-
-#[derive(Deserialize)]
-struct PythonOutput {
-    #[serde(default)]
-    uri: String,
-    #[serde(default)]
-    kind: String,
-    #[serde(default)]
-    upload: String,
-    #[serde(default)]
-    written_to: String,
+    #[serde(default, deserialize_with = "named_outputs")]
+    declared_outputs: BTreeMap<String, DeclaredOutput>,
 }
 
 pub fn decode(bytes: &[u8]) -> Result<Decoded, MetaError> {
@@ -124,22 +116,7 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, MetaError> {
             _ => None,
         }
         .ok_or_else(|| MetaError::Field(format!("`job_id` {} is not a Slurm job id", p.job_id)))?;
-        let outputs = p
-            .declared_outputs
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(k, o)| {
-                (
-                    k,
-                    OutputMeta {
-                        uri: o.uri,
-                        kind: o.kind,
-                        upload: o.upload,
-                        written_to: o.written_to,
-                    },
-                )
-            })
-            .collect();
+        let outputs = p.declared_outputs;
         return Ok(Decoded::Python {
             host: p.host,
             meta: ResourceMeta {
@@ -162,6 +139,7 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, MetaError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::staging::{OutputKind, UploadMode};
 
     #[test]
     fn ours_round_trips_and_has_no_secret_fields() {
@@ -192,7 +170,69 @@ mod tests {
         };
         assert_eq!(host, "login1");
         assert_eq!(meta.job_id, JobId(1234));
-        assert_eq!(meta.outputs["stats"].upload, "connector");
+        let stats = &meta.outputs["stats"];
+        assert_eq!(stats.name, "stats");
+        assert_eq!(
+            (stats.kind, stats.upload),
+            (OutputKind::File, UploadMode::Connector)
+        );
+    }
+
+    #[test]
+    fn outputs_keep_their_wire_strings_and_an_unknown_one_is_an_error() {
+        let o = |kind, upload| DeclaredOutput {
+            name: "shards".into(),
+            kind,
+            upload,
+            written_to: "/w/j.outputs/shards".into(),
+            uri: "s3://b/o/shards".into(),
+        };
+        let mut m = ResourceMeta {
+            v: 1,
+            cluster: "hpc1".into(),
+            job_id: JobId(7),
+            job_name: "j".into(),
+            stdout: "/w/j.out".into(),
+            stderr: "/w/j.err".into(),
+            outputs: BTreeMap::new(),
+            native_prefix: None,
+        };
+        m.outputs
+            .insert("shards".into(), o(OutputKind::Dir, UploadMode::Job));
+        let text = String::from_utf8(m.encode()).unwrap();
+        assert!(
+            text.contains(r#""outputs":{"shards":{"uri":"s3://b/o/shards","kind":"directory","upload":"job","written_to":"/w/j.outputs/shards"}}"#),
+            "{text}"
+        );
+        assert_eq!(decode(text.as_bytes()).unwrap(), Decoded::Ours(m.clone()));
+        m.outputs
+            .insert("shards".into(), o(OutputKind::File, UploadMode::Connector));
+        let text = String::from_utf8(m.encode()).unwrap();
+        assert!(
+            text.contains(r#""kind":"file","upload":"connector""#),
+            "{text}"
+        );
+
+        // Written by something else: refused, naming the value, rather than read as a file.
+        for (from, to) in [
+            (r#""kind":"file""#, r#""kind":"folder""#),
+            (r#""upload":"connector""#, r#""upload":"stager""#),
+        ] {
+            let bad = text.replace(from, to);
+            let e = decode(bad.as_bytes()).unwrap_err().to_string();
+            assert!(
+                e.contains(to.split(':').nth(1).unwrap().trim_matches('"')),
+                "{e}"
+            );
+        }
+        let python = br#"{"job_id": "1", "host": "login1",
+            "declared_outputs": {"s": {"uri": "u", "kind": "blob", "upload": "connector", "written_to": "w"}}}"#;
+        assert!(matches!(decode(python), Err(MetaError::Field(e)) if e.contains("blob")));
+        let python = br#"{"job_id": "1", "host": "login1", "declared_outputs": null}"#;
+        let Decoded::Python { meta, .. } = decode(python).unwrap() else {
+            panic!()
+        };
+        assert!(meta.outputs.is_empty());
     }
 
     #[test]

@@ -1,23 +1,23 @@
 //! The connector service: what a Flyte backend talks to over gRPC.
 //!
-//! - [`grpc`]: `flyteidl2.connector.AsyncConnectorService` and `ConnectorMetadataService`.
+//! - `grpc`: `flyteidl2.connector.AsyncConnectorService` and `ConnectorMetadataService`.
 //! - [`Connector`]: the operations behind them (CreateTask idempotent, GetTask from the tracker's
 //!   cache and never failing on a slurmrestd hiccup, DeleteTask idempotent, logs via staging).
 //! - [`cluster`]: one configured cluster at run time. [`meta`]: `resource_meta`.
-//! - [`convert`]: protobuf → the renderer's input. [`status`]: GetTask's `Resource`.
-//! - [`metrics`]: Prometheus. [`serve`]: the listeners, health, graceful shutdown.
-//! - [`task_metrics`]: GetTaskMetrics, a job's usage from Slurm's accounting.
+//! - [`convert`]: protobuf → the renderer's input. `status`: GetTask's `Resource`.
+//! - [`metrics`]: Prometheus. `serve`: the listeners, health, graceful shutdown.
+//! - `task_metrics`: GetTaskMetrics, a job's usage from Slurm's accounting.
 
 pub mod cluster;
 pub mod convert;
-pub mod grpc;
-pub mod jobfiles;
+mod grpc;
+mod jobfiles;
 pub mod meta;
 pub mod metrics;
-pub mod native_result;
+mod native_result;
 mod serve;
-pub mod status;
-pub mod task_metrics;
+mod status;
+mod task_metrics;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -28,12 +28,13 @@ pub use serve::{ServeError, ServeOptions, serve, serve_with};
 
 use crate::config::DeploymentConfig;
 use crate::proto::connector::{CreateTaskRequest, Resource};
-use crate::render::{self, OutputKind, OutputUpload};
+use crate::proto::core::task_execution::Phase;
+use crate::render;
 use crate::slurmrestd::{ClientError, JobId};
 use crate::staging;
 
 use cluster::ClusterRuntime;
-use meta::{Decoded, OutputMeta, ResourceMeta};
+use meta::{Decoded, ResourceMeta};
 use metrics::Metrics;
 
 /// Lines per stream GetTaskLogs returns when the request says 0.
@@ -159,7 +160,7 @@ impl Connector {
                 self.metrics.duplicate_creates.get_or_create(&cluster_label(&rt)).inc();
                 return Ok(m.encode());
             }
-            let existing = rt.find_on_cluster(&key, &rendered.job_name).await.map_err(|e| {
+            let existing = rt.find_on_cluster(&key).await.map_err(|e| {
                 client_status(
                     &e,
                     "cannot check whether this execution already has a job on the cluster, so nothing was \
@@ -224,7 +225,7 @@ impl Connector {
         let res = status::resource(&rt, &m, snap, &ctx).await;
         // Terminal, outputs transferred: the retention clock of the job's files starts.
         if let Some(j) = &rt.job_files
-            && is_terminal(res.phase)
+            && Phase::of(res.phase).is_terminal()
         {
             j.ended(&m, self.deployment.job_files_retention);
         }
@@ -287,18 +288,6 @@ impl Connector {
     }
 }
 
-fn is_terminal(phase: i32) -> bool {
-    use crate::proto::core::task_execution::Phase;
-    [
-        Phase::Succeeded,
-        Phase::Failed,
-        Phase::Aborted,
-        Phase::RetryableFailed,
-    ]
-    .iter()
-    .any(|p| *p as i32 == phase)
-}
-
 fn cluster_label(rt: &ClusterRuntime) -> metrics::ClusterLabels {
     metrics::ClusterLabels {
         cluster: rt.cfg.name.clone(),
@@ -317,25 +306,7 @@ pub fn resource_meta(cluster: &str, job_id: JobId, r: &render::Rendered) -> Reso
         outputs: r
             .declared_outputs
             .iter()
-            .map(|o| {
-                (
-                    o.name.clone(),
-                    OutputMeta {
-                        uri: o.uri.clone(),
-                        kind: match o.kind {
-                            OutputKind::File => "file",
-                            OutputKind::Dir => "directory",
-                        }
-                        .into(),
-                        upload: match o.upload {
-                            OutputUpload::Connector => "connector",
-                            OutputUpload::Job => "job",
-                        }
-                        .into(),
-                        written_to: o.written_to.clone(),
-                    },
-                )
-            })
+            .map(|o| (o.name.clone(), o.clone()))
             .collect(),
     }
 }

@@ -4,8 +4,9 @@
 //!
 //! - `error.pb` (a `flyteidl2.core.ErrorDocument`) → FAILED, or RETRYABLE_FAILED when its kind is
 //!   RECOVERABLE, with the user's error message;
-//! - `outputs.pb` → SUCCEEDED with no `Resource.outputs`: the backend then reads `outputs.pb` at
-//!   the output prefix itself ("file based outputs", `connector-protocol.md`);
+//! - `outputs.pb` → SUCCEEDED with no `Resource.outputs`: Flyte's connector plugin then reads
+//!   `outputs.pb` at the output prefix itself when a SUCCEEDED resource has no outputs ("file
+//!   based outputs"; skipped when the interface declares none);
 //! - neither → FAILED: the entrypoint wrote no result (the caller adds the stderr tail).
 //!
 //! Reading happens in the background (an object store can be slow) and is remembered per job,

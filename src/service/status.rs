@@ -8,7 +8,7 @@ use crate::proto::core::task_execution::Phase;
 use crate::proto::core::{self, Blob, BlobMetadata, BlobType, Literal, Scalar};
 use crate::proto::task::{NamedLiteral, Outputs};
 use crate::staging::{
-    self, DeclaredOutput, Dimensionality, OutputBlob, OutputKind, TransferOutcome, UploadMode,
+    self, DeclaredOutput, Dimensionality, OutputBlob, TransferOutcome, UploadMode,
 };
 use crate::tracker::JobSnapshot;
 
@@ -66,24 +66,7 @@ pub fn message(meta: &ResourceMeta, s: &JobSnapshot) -> String {
 }
 
 pub fn declared(meta: &ResourceMeta) -> Vec<DeclaredOutput> {
-    meta.outputs
-        .iter()
-        .map(|(name, o)| DeclaredOutput {
-            name: name.clone(),
-            kind: if o.kind == "directory" {
-                OutputKind::Dir
-            } else {
-                OutputKind::File
-            },
-            upload: if o.upload == "job" {
-                UploadMode::Job
-            } else {
-                UploadMode::Connector
-            },
-            written_to: o.written_to.clone(),
-            uri: o.uri.clone(),
-        })
-        .collect()
+    meta.outputs.values().cloned().collect()
 }
 
 fn blob_literal(b: &OutputBlob) -> NamedLiteral {

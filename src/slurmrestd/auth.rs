@@ -35,9 +35,6 @@ impl fmt::Display for Secret {
     }
 }
 
-/// Default lifetime of a minted token; renewed at 80% of it.
-pub const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(15 * 60);
-
 /// Where the client's JWT comes from.
 #[derive(Clone)]
 pub enum Auth {
@@ -373,7 +370,7 @@ mod tests {
         let src = TokenSource::new(Auth::Minted {
             key_file: "/nonexistent/jwt_hs256.key".into(),
             token_user: "flyte".into(),
-            lifetime: DEFAULT_TOKEN_LIFETIME,
+            lifetime: Duration::from_secs(600),
         });
         let e = src.token().unwrap_err().to_string();
         assert!(

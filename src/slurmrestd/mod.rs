@@ -24,7 +24,7 @@ pub mod transport;
 pub mod types;
 pub mod version;
 
-pub use auth::{Auth, AuthError, DEFAULT_TOKEN_LIFETIME, Secret};
+pub use auth::{Auth, AuthError, Secret};
 pub use client::{Client, ClientConfig, Negotiated, RequestObserver};
 pub use error::ClientError;
 pub use job_description::JobDescription;

@@ -11,13 +11,10 @@
 use std::path::{Component, Path, PathBuf};
 
 use super::error::{Result, StagingError};
-
-/// One `cluster_prefix=local_path` pair. A bare `path` means the same path on both sides.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mount {
-    pub cluster_prefix: PathBuf,
-    pub local_path: PathBuf,
-}
+// The mount syntax is parsed with the other operator-written values (the connector's config and
+// the stager's `--roots` accept exactly the same).
+pub use crate::config::units::Mount;
+use crate::config::units::parse_mounts;
 
 /// The configured roots, longest cluster prefix first so nested mounts win.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -192,52 +189,6 @@ impl Roots {
             root,
         })
     }
-}
-
-/// THE parser of `FLYTE_SLURM_SHARED_MOUNTS` (the connector's config and the stager's `--roots`
-/// both use it): comma-separated `cluster_prefix=local_path` entries, or a bare absolute path when
-/// both sides see the filesystem at the same path. Both sides absolute, without `..`; trailing `/`
-/// dropped. The error is the problem and its fix; callers prefix the variable's name.
-pub fn parse_mounts(spec: &str) -> std::result::Result<Vec<Mount>, String> {
-    const FIX: &str = "write cluster_prefix=local_path[,...] (e.g. /scratch=/mnt/scratch), or a bare \
-                       absolute path when the cluster and this process see it at the same path";
-    let mut mounts = Vec::new();
-    for entry in spec.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-        let (cluster, local) = match entry.split_once('=') {
-            Some((c, l)) => (c.trim(), l.trim()),
-            None => (entry, entry),
-        };
-        if cluster.is_empty() || local.is_empty() {
-            return Err(format!("entry {entry:?} has an empty side; {FIX}"));
-        }
-        mounts
-            .push(check_mount(cluster, local).map_err(|e| format!("entry {entry:?}: {e}; {FIX}"))?);
-    }
-    if mounts.is_empty() {
-        return Err(format!("no mounts given; {FIX}"));
-    }
-    Ok(mounts)
-}
-
-/// One mount's two sides (also the config file's `shared_mounts` table): absolute, without
-/// `..`, trailing `/` dropped.
-pub fn check_mount(cluster: &str, local: &str) -> std::result::Result<Mount, String> {
-    for (side, p) in [("cluster prefix", cluster), ("local path", local)] {
-        let path = Path::new(p);
-        if !path.is_absolute() || path.components().any(|c| c == Component::ParentDir) {
-            return Err(format!(
-                "the {side} {p:?} must be an absolute path without `..`"
-            ));
-        }
-    }
-    let clean = |p: &str| {
-        let t = p.trim_end_matches('/');
-        PathBuf::from(if t.is_empty() { "/" } else { t })
-    };
-    Ok(Mount {
-        cluster_prefix: clean(cluster),
-        local_path: clean(local),
-    })
 }
 
 /// A confined path: `local` is canonical (or, from `resolve_parent`, has a canonical parent).

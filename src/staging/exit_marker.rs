@@ -11,18 +11,13 @@ use futures::StreamExt;
 use super::backend::Staging;
 use super::error::{Result, StagingError};
 
-/// `<working_dir>/<job>.exit`.
-pub fn marker_path(working_dir: &str, job: &str) -> String {
-    format!("{}/{job}.exit", working_dir.trim_end_matches('/'))
-}
-
 /// The exit code if the marker exists; an error if it exists but is not one line with a number.
 pub async fn read_exit_marker(
     staging: &dyn Staging,
     working_dir: &str,
     job: &str,
 ) -> Result<Option<i32>> {
-    let path = marker_path(working_dir, job);
+    let path = super::JobFiles::new(working_dir, job).marker();
     let mut stream = match staging.read(&path).await {
         Ok(s) => s,
         Err(StagingError::NotFound { .. }) => return Ok(None),
@@ -69,6 +64,5 @@ mod tests {
         for bad in [&b""[..], b"\n", b"x\n", b"1\n2\n", b"0 \n"] {
             assert!(parse_marker(bad).is_err(), "{bad:?}");
         }
-        assert_eq!(marker_path("/w/", "flyte-a-1"), "/w/flyte-a-1.exit");
     }
 }

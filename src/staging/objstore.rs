@@ -34,7 +34,7 @@ pub struct Destination {
     pub store: Arc<dyn ObjectStore>,
     pub path: StorePath,
     /// For `file://`: the file the store would write, so uploads can copy in the kernel
-    /// ([`super::local_copy`]) instead of streaming through user space.
+    /// (`staging::local_copy`) instead of streaming through user space.
     pub local_path: Option<std::path::PathBuf>,
 }
 

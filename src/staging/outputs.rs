@@ -14,29 +14,46 @@ use super::objstore;
 use super::size::{Ceiling, UPLOAD_MAX_BYTES_VAR, human};
 use super::transfer::{Transfer, TransferCtl};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// Declared outputs are one type from the task config to the upload: the renderer makes them,
+// `resource_meta` carries them (these serde names are its wire strings, shared with the Python
+// plugin's meta: an unknown one is an error, never a default), staging uploads them.
+
+/// A file (a SINGLE blob) or a directory (MULTIPART); `file` / `directory` in `resource_meta`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum OutputKind {
+    #[serde(rename = "file")]
     File,
+    #[serde(rename = "directory")]
     Dir,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Who moves an output's bytes; `connector` / `job` in `resource_meta`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum UploadMode {
-    /// The connector (or its stager) moves the bytes after the job.
+    /// The job writes a path on the shared filesystem; the connector (or its stager) moves the
+    /// bytes after the job.
+    #[default]
     Connector,
-    /// The job script uploaded to the URI itself.
+    /// The job script uploads to the final URI itself.
     Job,
 }
 
 /// One declared output. `uri` is the final location `<output_prefix>/<name>` (see
-/// [`output_uri`]); `written_to` is the cluster path the script wrote (`upload: Connector`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// [`output_uri`]); `written_to` is what the job was told to write (`FLYTE_OUTPUT_<NAME>`): a
+/// cluster path for `upload: Connector`, the final URI for `Job`. In `resource_meta` the name is
+/// the key of the `outputs` map, so it is not repeated in the value; the fields are in the order
+/// `resource_meta` has always written them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DeclaredOutput {
+    #[serde(skip)]
     pub name: String,
+    #[serde(default)]
+    pub uri: String,
     pub kind: OutputKind,
     pub upload: UploadMode,
+    #[serde(default)]
     pub written_to: String,
-    pub uri: String,
 }
 
 /// Blob dimensionality as flyteidl names it: SINGLE for a file, MULTIPART for a directory.
@@ -59,10 +76,17 @@ pub fn output_uri(output_prefix: &str, name: &str) -> String {
     objstore::join_uri(output_prefix, name)
 }
 
-/// The environment variable the script was given for an output (`FLYTE_OUTPUT_<NAME>`).
+/// The environment variable the script is given for an output (`FLYTE_OUTPUT_<NAME>`): the
+/// renderer sets it, failure messages name it.
 pub fn output_env_name(name: &str) -> String {
-    let up: String = name
-        .chars()
+    format!("FLYTE_OUTPUT_{}", var_suffix(name))
+}
+
+/// `FLYTE_INPUT_<NAME>` / `FLYTE_OUTPUT_<NAME>` suffix: upper-cased, non-alphanumerics → `_`.
+/// (Here rather than in `render`, which uses it for inputs too: staging must not depend on the
+/// renderer.)
+pub fn var_suffix(name: &str) -> String {
+    name.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() {
                 c.to_ascii_uppercase()
@@ -70,8 +94,7 @@ pub fn output_env_name(name: &str) -> String {
                 '_'
             }
         })
-        .collect();
-    format!("FLYTE_OUTPUT_{up}")
+        .collect()
 }
 
 /// A GetTask message while a transfer runs, e.g.

@@ -1,7 +1,6 @@
-//! Which staging backend this deployment uses, from the connector's environment:
-//! `FLYTE_SLURM_STAGER_URL` (+ `FLYTE_SLURM_STAGER_TOKEN_FILE`) selects the sidecar, otherwise
-//! `FLYTE_SLURM_SHARED_MOUNTS` the local mount. Neither: no staging (outputs and logs fail with a
-//! message saying what to configure).
+//! Which staging backend a cluster uses, from its typed configuration (`config::ClusterConfig`):
+//! a stager URL (+ token file) selects the sidecar, otherwise shared mounts the local mount.
+//! Neither: no staging (outputs and logs fail with a message saying what to configure).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,30 +19,8 @@ pub enum StagingSettings {
 }
 
 impl StagingSettings {
-    /// From any variable lookup (tests pass a map; the service passes `std::env::var`).
-    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Option<Self>> {
-        let url = get(STAGER_URL_VAR).filter(|v| !v.trim().is_empty());
-        if let Some(url) = url {
-            let token_file = get(STAGER_TOKEN_FILE_VAR)
-                .filter(|v| !v.trim().is_empty())
-                .ok_or_else(|| StagingError::Config {
-                    var: STAGER_TOKEN_FILE_VAR,
-                    message: format!(
-                        "{STAGER_URL_VAR} is set, so the stager's bearer token file is needed too"
-                    ),
-                })?;
-            return Ok(Some(StagingSettings::Sidecar {
-                url: url.trim().to_string(),
-                token_file: PathBuf::from(token_file.trim()),
-            }));
-        }
-        match get(SHARED_MOUNTS_VAR).filter(|v| !v.trim().is_empty()) {
-            Some(spec) => Ok(Some(StagingSettings::Local(Roots::parse(&spec)?))),
-            None => Ok(None),
-        }
-    }
-
-    /// From a configured cluster (`crate::config`): the stager wins over mounts, as in the env.
+    /// From a configured cluster (`crate::config`, which parsed the environment and the file):
+    /// the stager wins over mounts.
     pub fn from_cluster(c: &crate::config::ClusterConfig) -> Result<Option<Self>> {
         if let Some(url) = &c.stager_url {
             let token_file = c.stager_token_file.clone().ok_or_else(|| StagingError::Config {
@@ -72,10 +49,6 @@ impl StagingSettings {
         Ok(Some(StagingSettings::Local(Roots::new(mounts)?)))
     }
 
-    pub fn from_env() -> Result<Option<Self>> {
-        Self::from_lookup(|k| std::env::var(k).ok())
-    }
-
     /// The backend (the sidecar's token is read now, so a bad file fails at startup).
     pub fn build(&self) -> Result<Arc<dyn Staging>> {
         Ok(match self {
@@ -101,6 +74,7 @@ pub fn not_configured() -> StagingError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{ConfigError, DeploymentConfig};
     use std::collections::HashMap;
 
     fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
@@ -111,61 +85,87 @@ mod tests {
         move |k| m.get(k).cloned()
     }
 
+    fn load(pairs: &[(&str, &str)]) -> std::result::Result<DeploymentConfig, ConfigError> {
+        DeploymentConfig::load_with(&lookup(pairs), None)
+    }
+
+    /// The backend of the environment's one cluster.
+    fn settings(pairs: &[(&str, &str)]) -> Result<Option<StagingSettings>> {
+        let mut all = vec![("FLYTE_SLURM_RESTD_URL", "http://restd:6820")];
+        all.extend_from_slice(pairs);
+        let cfg = load(&all).unwrap();
+        StagingSettings::from_cluster(cfg.clusters.values().next().unwrap())
+    }
+
     #[test]
     fn selects_backend() {
-        assert!(StagingSettings::from_lookup(lookup(&[])).unwrap().is_none());
+        assert!(settings(&[]).unwrap().is_none());
         assert!(matches!(
-            StagingSettings::from_lookup(lookup(&[(SHARED_MOUNTS_VAR, "/s=/mnt/s")])).unwrap(),
+            settings(&[(SHARED_MOUNTS_VAR, "/s=/mnt/s")]).unwrap(),
             Some(StagingSettings::Local(_))
         ));
         assert!(matches!(
-            StagingSettings::from_lookup(lookup(&[
+            settings(&[
                 (SHARED_MOUNTS_VAR, "/s=/mnt/s"),
                 (STAGER_URL_VAR, "http://127.0.0.1:9"),
                 (STAGER_TOKEN_FILE_VAR, "/t"),
-            ]))
+            ])
             .unwrap(),
             Some(StagingSettings::Sidecar { .. })
         ));
-        let e = StagingSettings::from_lookup(lookup(&[(STAGER_URL_VAR, "http://x")])).unwrap_err();
+        let e = settings(&[(STAGER_URL_VAR, "http://x")]).unwrap_err();
         assert!(e.to_string().starts_with(STAGER_TOKEN_FILE_VAR), "{e}");
     }
 
     #[test]
-    fn from_deployment_config() {
-        use crate::config::DeploymentConfig;
-        let cfg = DeploymentConfig::load_with(
-            &lookup(&[
-                ("FLYTE_SLURM_RESTD_URL", "http://restd:6820"),
-                (
-                    SHARED_MOUNTS_VAR,
-                    "/shared=/mnt/shared,/shared/jobs=/mnt/jobs",
-                ),
-            ]),
-            None,
-        )
-        .unwrap();
-        let c = cfg.clusters.values().next().unwrap();
-        let Some(StagingSettings::Local(roots)) = StagingSettings::from_cluster(c).unwrap() else {
+    fn mounts_map_longest_prefix_first() {
+        let Some(StagingSettings::Local(roots)) = settings(&[(
+            SHARED_MOUNTS_VAR,
+            "/shared=/mnt/shared,/shared/jobs=/mnt/jobs",
+        )])
+        .unwrap() else {
             panic!("expected local staging")
         };
         assert_eq!(
             roots.map("/shared/jobs/x").unwrap().local,
             PathBuf::from("/mnt/jobs/x")
         );
-        let cfg = DeploymentConfig::load_with(
-            &lookup(&[
-                ("FLYTE_SLURM_RESTD_URL", "http://restd:6820"),
-                (STAGER_URL_VAR, "http://stager:7070"),
-                (STAGER_TOKEN_FILE_VAR, "/run/secrets/stager"),
-            ]),
-            None,
-        )
+    }
+
+    #[test]
+    fn shared_mounts_parse_as_the_stager_parses_them() {
+        // A bare path (the same on both sides) is accepted by the connector as by the stager.
+        let spec = "/shared=/mnt/shared,/scratch";
+        let c = load(&[
+            ("FLYTE_SLURM_RESTD_URL", "http://restd:6820"),
+            ("FLYTE_SLURM_SHARED_MOUNTS", spec),
+        ])
         .unwrap();
-        let c = cfg.clusters.values().next().unwrap();
-        assert!(matches!(
-            StagingSettings::from_cluster(c).unwrap(),
-            Some(StagingSettings::Sidecar { .. })
-        ));
+        let d = c.select_cluster(None).unwrap();
+        assert!(
+            d.shared_mounts
+                .contains(&("/scratch".to_string(), "/scratch".into()))
+        );
+        let roots = Roots::parse(spec).unwrap();
+        for (cluster, local) in &d.shared_mounts {
+            assert_eq!(
+                &roots.map(&format!("{cluster}/x")).unwrap().local,
+                &local.join("x")
+            );
+        }
+        // The same refusals, naming the variable and the fix, in both.
+        for bad in ["shared=/mnt", "/a=../b", "/a="] {
+            let e = load(&[
+                ("FLYTE_SLURM_RESTD_URL", "http://restd:6820"),
+                ("FLYTE_SLURM_SHARED_MOUNTS", bad),
+            ])
+            .unwrap_err()
+            .to_string();
+            assert!(e.starts_with("FLYTE_SLURM_SHARED_MOUNTS="), "{bad:?}: {e}");
+            assert!(e.contains("cluster_prefix=local_path"), "{bad:?}: {e}");
+            let s = Roots::parse(bad).unwrap_err().to_string();
+            assert!(s.starts_with("FLYTE_SLURM_SHARED_MOUNTS"), "{bad:?}: {s}");
+            assert!(s.contains("cluster_prefix=local_path"), "{bad:?}: {s}");
+        }
     }
 }

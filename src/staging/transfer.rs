@@ -23,9 +23,6 @@ impl Progress {
     pub fn add_done(&self, n: u64) {
         self.done.fetch_add(n, Ordering::Relaxed);
     }
-    pub fn set_done(&self, n: u64) {
-        self.done.store(n, Ordering::Relaxed);
-    }
     pub fn set_total(&self, n: u64) {
         self.total.store(n, Ordering::Relaxed);
     }

@@ -55,10 +55,12 @@ pub struct TrackerConfig {
 }
 
 impl Default for TrackerConfig {
+    /// The deployment's defaults (`crate::config`) for what an operator can set; the rest are the
+    /// tracker's own.
     fn default() -> Self {
         TrackerConfig {
-            poll_interval: Duration::from_secs(5),
-            terminal_ttl: Duration::from_secs(3600),
+            poll_interval: crate::config::DEFAULT_POLL_INTERVAL,
+            terminal_ttl: crate::config::DEFAULT_TERMINAL_TTL,
             lost_after: Duration::from_secs(600),
             unknown_state_after: Duration::from_secs(600),
             adopt_wait: Duration::from_secs(4),

@@ -2,107 +2,27 @@
 //! connector in-process (`serve_with`) or as the real `slurm-connector serve` child process, a
 //! tonic client that behaves like Flyte's backend (10 s per-RPC deadline, CreateTask retried),
 //! and a phase checker that counts wrong and regressing phases.
-#![allow(dead_code)]
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mock_slurmrestd::{FaultConfig, MockConfig, MockHandle, MockServer};
-use prost::Message;
-use slurm_connector::config::{AuthConfig, ClusterConfig, DeploymentConfig};
+use super::RequestExt;
 use slurm_connector::proto::connector::{
-    CreateTaskRequest, DeleteTaskRequest, GetTaskRequest, Resource, TaskCategory,
+    CreateTaskRequest, DeleteTaskRequest, GetTaskRequest, Resource,
 };
 use slurm_connector::proto::core::task_execution::Phase;
 use slurm_connector::service::meta::{Decoded, decode};
 
-pub const KEY: &[u8] = b"fault-drills-test-key-0123456789abcdef";
 /// Flyte's connector plugin default per-RPC deadline (`defaultConnector.defaultTimeout: 10s`).
 pub const FLYTE_DEADLINE: Duration = Duration::from_secs(10);
 
+pub use super::mock::{KEY, Mock, deployment};
 pub use super::server::{Grpc, Server, connect};
 
-pub struct Mock {
-    pub handle: MockHandle,
-    pub dir: PathBuf,
-}
-
-impl Mock {
-    /// A 4-node, 64-CPU mock (room for 256 one-CPU tasks) that really runs the batch scripts.
-    pub async fn start(tag: &str, min_job_age: Duration, faults: FaultConfig) -> Mock {
-        let dir = std::env::temp_dir().join(format!("drill-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("jobs")).unwrap();
-        let cfg = MockConfig {
-            jwt_key: KEY.to_vec(),
-            nodes: 4,
-            cpus: 64,
-            min_job_age,
-            kill_wait: Duration::from_millis(200),
-            state_dir: Some(dir.join("state")),
-            faults,
-            ..MockConfig::default()
-        };
-        let handle = MockServer::start(cfg, "127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        Mock { handle, dir }
-    }
-
-    pub fn key_file(&self) -> PathBuf {
-        let p = self.dir.join("jwt.key");
-        std::fs::write(&p, KEY).unwrap();
-        p
-    }
-
-    /// The cluster as the connector sees it, with the given credentials.
-    pub fn cluster(&self, auth: AuthConfig, username: Option<&str>) -> ClusterConfig {
-        ClusterConfig {
-            name: "mock".into(),
-            restd_url: url::Url::parse(&self.handle.url()).unwrap(),
-            api_version: None,
-            username: username.map(str::to_string),
-            auth: Some(auth),
-            working_dir: Some(self.dir.join("jobs").display().to_string()),
-            shared_mounts: Vec::new(),
-            default_partition: None,
-            ssh_hosts: Vec::new(),
-            stager_url: None,
-            stager_token_file: None,
-        }
-    }
-
-    /// A long-lived static token (drills that are not about tokens).
-    pub fn static_auth(&self) -> AuthConfig {
-        AuthConfig::Token(slurm_connector::config::Secret::new(
-            self.handle.mint_token("flyte", Duration::from_secs(3600)),
-        ))
-    }
-
-    pub async fn stop(self) {
-        self.handle.shutdown().await;
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-pub fn deployment(c: ClusterConfig, poll: Duration) -> DeploymentConfig {
-    let mut d = DeploymentConfig::empty();
-    d.poll_interval = poll;
-    d.default_cluster = c.name.clone();
-    d.clusters.insert(c.name.clone(), c);
-    d
-}
-
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+pub use super::free_port;
 
 /// The real `slurm-connector serve` binary as a child process, configured by environment like a
 /// deployment (none of the caller's FLYTE_SLURM_* leaks in). Killed (SIGKILL) when dropped.
@@ -170,41 +90,14 @@ impl Drop for ServeProcess {
 /// A real CreateTaskRequest from the published plugin (`script_no_io`), with its script replaced
 /// and its retry attempt set: each attempt is a distinct execution (its own idempotency key).
 pub fn request(attempt: u32, script: &str) -> CreateTaskRequest {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/requests/script_no_io.pb");
-    let mut req = CreateTaskRequest::decode(std::fs::read(&p).unwrap().as_slice()).unwrap();
-    let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
-    if let Some(prost_types::Value {
-        kind: Some(prost_types::value::Kind::StructValue(sb)),
-    }) = custom.fields.get_mut("sbatch")
-    {
-        // The mock has one partition.
-        sb.fields.remove("partition");
-    }
-    custom.fields.insert(
-        "script".into(),
-        prost_types::Value {
-            kind: Some(prost_types::value::Kind::StringValue(script.into())),
-        },
-    );
-    req.task_execution_metadata
-        .as_mut()
-        .unwrap()
-        .task_execution_id
-        .as_mut()
-        .unwrap()
-        .retry_attempt = attempt;
-    req
+    super::mock_request("script_no_io.pb")
+        .script(script)
+        .attempt(attempt)
 }
 
+/// GetTask with Flyte's deadline.
 pub fn get_req(meta: &[u8]) -> tonic::Request<GetTaskRequest> {
-    let mut r = tonic::Request::new(GetTaskRequest {
-        resource_meta: meta.to_vec(),
-        task_category: Some(TaskCategory {
-            name: "slurm_script".into(),
-            version: 0,
-        }),
-        ..Default::default()
-    });
+    let mut r = tonic::Request::new(super::get_req(meta));
     r.set_timeout(FLYTE_DEADLINE);
     r
 }
@@ -212,10 +105,7 @@ pub fn get_req(meta: &[u8]) -> tonic::Request<GetTaskRequest> {
 pub fn delete_req(meta: &[u8]) -> tonic::Request<DeleteTaskRequest> {
     let mut r = tonic::Request::new(DeleteTaskRequest {
         resource_meta: meta.to_vec(),
-        task_category: Some(TaskCategory {
-            name: "slurm_script".into(),
-            version: 0,
-        }),
+        task_category: Some(super::request::task_category()),
         ..Default::default()
     });
     r.set_timeout(FLYTE_DEADLINE);
@@ -251,11 +141,7 @@ pub fn rank(p: Phase) -> u8 {
 }
 
 pub fn phase(p: i32) -> Phase {
-    Phase::try_from(p).unwrap_or(Phase::Undefined)
-}
-
-pub fn is_terminal(p: Phase) -> bool {
-    rank(p) == 4
+    Phase::of(p)
 }
 
 /// Per task: every phase seen, and what counts as wrong — a terminal phase other than the
@@ -270,7 +156,7 @@ pub struct Phases {
 impl Phases {
     pub fn see(&mut self, task: usize, p: Phase, expected_end: Phase, message: &str) {
         self.answers += 1;
-        if is_terminal(p) && p != expected_end {
+        if p.is_terminal() && p != expected_end {
             self.wrong.push(format!(
                 "task {task}: {p:?} (expected {expected_end:?}): {message}"
             ));
@@ -404,7 +290,7 @@ pub async fn poll_to_the_end(
                             .lock()
                             .unwrap()
                             .see(task, p, expected_end, &r.message);
-                        if is_terminal(p) {
+                        if p.is_terminal() {
                             break;
                         }
                     }

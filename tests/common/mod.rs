@@ -1,5 +1,44 @@
-//! Helpers shared by integration tests.
-#![allow(dead_code)]
+//! The helpers of the integration tests and benches, in one place (`mod common;` in a test,
+//! `#[path = "../tests/common/mod.rs"] mod common;` in a bench; each uses part of it):
+//! - `mock`: an in-process mock-slurmrestd and the deployment pointing at it;
+//! - `request`: the real CreateTaskRequest fixtures, what tests change in them, `get_req`;
+//! - `server`: the connector in-process (`serve_with`) and a gRPC client;
+//! - `drill`: the harness of the fault drills;
+//! - `staging`: the staging tests' folders, roots and stager;
+//! - `skip`: the one way a test skips for a missing environment (a failure where CI requires it);
+//! - here: recorded real slurmrestd exchanges.
+#![allow(dead_code, unused_imports)]
+
+pub mod drill;
+pub mod mock;
+pub mod request;
+pub mod server;
+pub mod skip;
+pub mod staging;
+
+pub use request::{RequestExt, get_req, mock_request, request};
+
+/// An empty folder `<tmp>/<prefix>-<pid>-<n>`, new for each call in this process.
+pub fn fresh_dir(prefix: &str) -> std::path::PathBuf {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A loopback port free right now (for a child process to listen on).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
 
 use std::path::{Path, PathBuf};
 

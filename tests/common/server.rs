@@ -1,7 +1,6 @@
 //! The connector in the test process: `serve_with` (the code `slurm-connector serve` runs) on
 //! loopback ports, a gRPC client for it, and a clean stop. Shared by the service, staging and
-//! fault-drill tests (included with `#[path = "common/server.rs"] mod server;`).
-#![allow(dead_code)]
+//! fault-drill tests and the benches (`common::server`).
 
 use std::time::{Duration, Instant};
 

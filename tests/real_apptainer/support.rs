@@ -4,12 +4,12 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeSet;
-use std::net::TcpListener;
 use std::os::unix::fs::chown;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::common::skip::{Tier, skip};
 use prost::Message;
 use slurm_connector::proto::connector::async_connector_service_client::AsyncConnectorServiceClient;
 use slurm_connector::proto::connector::{
@@ -70,9 +70,10 @@ pub fn cluster() -> Option<Cluster> {
     if std::env::var("SLURM_DEV_CLUSTER_APPTAINER").as_deref() != Ok("1")
         || need.iter().any(|v| std::env::var_os(v).is_none())
     {
-        eprintln!(
-            "skipping: no dev cluster with apptainer; run under `deploy/dev-cluster/dev-cluster --release 26.05 \
-             --apptainer run cargo test --test real_apptainer` (or eval its `env` while it is up)"
+        skip(
+            Tier::Apptainer,
+            "no dev cluster with apptainer; run under `deploy/dev-cluster/dev-cluster --release 26.05 \
+             --apptainer run cargo test --test real_apptainer` (or eval its `env` while it is up)",
         );
         return None;
     }
@@ -91,13 +92,7 @@ impl Drop for Serve {
     }
 }
 
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+pub use crate::common::free_port;
 
 /// The real binary with the dev cluster's FLYTE_SLURM_* environment (exported by `run`/`env`).
 pub async fn serve(tag: &str) -> (Serve, AsyncConnectorServiceClient<Channel>) {
@@ -288,14 +283,14 @@ pub fn run_name(tag: &str) -> String {
     format!("rapp{tag}{n}")
 }
 
+/// GetTask for a native task (category `slurm`, not the fixtures' `slurm_script`).
 pub fn get_req(meta: &[u8]) -> GetTaskRequest {
     GetTaskRequest {
-        resource_meta: meta.to_vec(),
         task_category: Some(TaskCategory {
             name: "slurm".into(),
             version: 0,
         }),
-        ..Default::default()
+        ..crate::common::get_req(meta)
     }
 }
 
@@ -329,13 +324,6 @@ pub async fn wait_until(
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-}
-
-pub fn terminal(p: Phase) -> bool {
-    matches!(
-        p,
-        Phase::Succeeded | Phase::Failed | Phase::RetryableFailed | Phase::Aborted
-    )
 }
 
 pub fn job_id(meta: &[u8]) -> u64 {

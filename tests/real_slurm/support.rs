@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
+use crate::common::skip::{Tier, skip};
 use slurm_connector::slurmrestd::job_description::Limit;
 use slurm_connector::slurmrestd::{
     ApiVersion, Auth, BaseState, Client, ClientConfig, JobDescription, JobId, JobState,
@@ -35,13 +36,15 @@ pub fn var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
-/// The cluster, or `None` after printing why the test is skipped.
+/// The cluster, or `None` after reporting why the test is skipped (a failure when CI requires the
+/// `cluster` tier).
 pub fn cluster() -> Option<Cluster> {
     let (Some(url), Some(_root)) = (var("FLYTE_SLURM_RESTD_URL"), var("SLURM_DEV_CLUSTER_ROOT"))
     else {
-        eprintln!(
-            "skipping: FLYTE_SLURM_RESTD_URL and SLURM_DEV_CLUSTER_ROOT are not set; bring up a real Slurm with \
-             `deploy/dev-cluster/dev-cluster up` and `eval \"$(deploy/dev-cluster/dev-cluster env)\"`"
+        skip(
+            Tier::Cluster,
+            "FLYTE_SLURM_RESTD_URL and SLURM_DEV_CLUSTER_ROOT are not set; bring up a real Slurm with \
+             `deploy/dev-cluster/dev-cluster up` and `eval \"$(deploy/dev-cluster/dev-cluster env)\"`",
         );
         return None;
     };

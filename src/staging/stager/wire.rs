@@ -42,14 +42,6 @@ impl WireError {
         }
     }
 
-    pub fn bad_request(detail: impl Into<String>) -> Self {
-        WireError {
-            code: ErrorCode::BadRequest,
-            subject: None,
-            detail: detail.into(),
-        }
-    }
-
     pub fn into_staging(self) -> StagingError {
         let subject = self.subject.unwrap_or_default();
         match self.code {

@@ -1,13 +1,10 @@
-//! Shared fixtures for the staging tests (included with `#[path]`; no tests of its own).
+//! Shared fixtures for the staging tests (`common::staging`).
 //!
 //! Layout of a fixture, with the cluster prefix `/cluster/shared` mapped to `<tmp>/shared`:
 //! `<tmp>/outside/secret` (must never be readable), `<tmp>/shared/...` (job files), `<tmp>/store`
 //! (a `file://` object store).
-#![allow(dead_code)]
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use slurm_connector::staging::stager::{self, StagerOptions};
 use slurm_connector::staging::{LocalStaging, Roots, SidecarStaging, Staging};
@@ -20,14 +17,7 @@ pub struct TempDir(pub PathBuf);
 
 impl TempDir {
     pub fn new(tag: &str) -> Self {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "staging-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
+        let p = super::fresh_dir(&format!("staging-{tag}"));
         TempDir(p.canonicalize().unwrap())
     }
     pub fn path(&self) -> &Path {

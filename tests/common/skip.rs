@@ -1,0 +1,129 @@
+//! The one way a test skips because its environment is missing (a real Slurm, the flyteidl2
+//! stubs, moto_server, ...), so that CI can turn a skip into a failure.
+//!
+//! A skipped test returns early and counts as passed; a CI run that claims a tier but lost its
+//! environment would go green having tested nothing. `SLURM_CONNECTOR_REQUIRE_REAL` says which
+//! tiers the environment provides, and a skip of one of those panics with the reason instead:
+//! - `1` or `all`: every tier;
+//! - a comma-separated list of tier names (`cluster,accounting,python,s3`): those tiers, as
+//!   `.ci/run` sets it per test invocation (the 24.11 run has no apptainer, the no-accounting
+//!   run only runs its own test);
+//! - unset or empty: nothing is required (a developer's machine).
+
+use std::fmt::Display;
+
+/// What a test needs from its environment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tier {
+    /// A dev cluster's environment (`eval "$(deploy/dev-cluster/dev-cluster env)"`).
+    Cluster,
+    /// The dev cluster with slurmdbd and a short MinJobAge (`--min-job-age 5`, the default `up`).
+    Accounting,
+    /// The dev cluster without slurmdbd (`--no-accounting`).
+    NoAccounting,
+    /// The dev cluster with apptainer (`--apptainer`).
+    Apptainer,
+    /// `SLURM_CONNECTOR_PYTHON`: a python with flyteidl2 and grpcio.
+    Python,
+    /// `moto_server` on PATH (`pip install 'moto[server]'`).
+    S3,
+    /// The full upstream OpenAPI spec the committed one is trimmed from.
+    OpenapiUpstream,
+}
+
+impl Tier {
+    pub const ALL: [Tier; 7] = [
+        Tier::Cluster,
+        Tier::Accounting,
+        Tier::NoAccounting,
+        Tier::Apptainer,
+        Tier::Python,
+        Tier::S3,
+        Tier::OpenapiUpstream,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Cluster => "cluster",
+            Tier::Accounting => "accounting",
+            Tier::NoAccounting => "no-accounting",
+            Tier::Apptainer => "apptainer",
+            Tier::Python => "python",
+            Tier::S3 => "s3",
+            Tier::OpenapiUpstream => "openapi-upstream",
+        }
+    }
+}
+
+pub const REQUIRE_VAR: &str = "SLURM_CONNECTOR_REQUIRE_REAL";
+
+/// The tiers `value` (of [`REQUIRE_VAR`]) requires; an unknown name panics naming the known ones,
+/// so a typo in CI cannot make the requirement quietly empty.
+pub fn required(value: &str) -> Vec<Tier> {
+    let value = value.trim();
+    if value.is_empty() || value == "0" {
+        return Vec::new();
+    }
+    if value == "1" || value == "all" {
+        return Tier::ALL.to_vec();
+    }
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(|n| {
+            Tier::ALL
+                .into_iter()
+                .find(|t| t.name() == n)
+                .unwrap_or_else(|| {
+                    let known: Vec<_> = Tier::ALL.iter().map(|t| t.name()).collect();
+                    panic!(
+                        "{REQUIRE_VAR}={value}: unknown tier '{n}'; use 1, all, or a comma-separated \
+                         list of {}",
+                        known.join(", ")
+                    )
+                })
+        })
+        .collect()
+}
+
+/// Whether the environment says `tier` must run.
+pub fn is_required(tier: Tier) -> bool {
+    required(&std::env::var(REQUIRE_VAR).unwrap_or_default()).contains(&tier)
+}
+
+/// Reports that the calling test skips (the caller then returns) because `tier`'s environment is
+/// missing; panics with `reason` instead when [`REQUIRE_VAR`] requires the tier.
+#[track_caller]
+pub fn skip(tier: Tier, reason: impl Display) {
+    if is_required(tier) {
+        panic!(
+            "{REQUIRE_VAR} requires the '{}' tier, but this test would skip: {reason}",
+            tier.name()
+        );
+    }
+    eprintln!("skipping ({} tier): {reason}", tier.name());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_requirement_parses() {
+        assert!(required("").is_empty());
+        assert!(required("0").is_empty());
+        assert_eq!(required("1"), Tier::ALL.to_vec());
+        assert_eq!(required("all"), Tier::ALL.to_vec());
+        assert_eq!(
+            required("cluster, no-accounting"),
+            vec![Tier::Cluster, Tier::NoAccounting]
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "unknown tier 'clustr'")]
+    fn a_typo_is_refused() {
+        required("cluster,clustr");
+    }
+}
