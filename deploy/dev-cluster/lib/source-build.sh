@@ -115,11 +115,18 @@ build_from_source() {
 	fi
 	rm -rf "$src"
 	mkdir -p "$src"
-	tar -xzf "$SLURM_SOURCE" -C "$src" --strip-components=1 --no-same-owner ||
+	if ! tar -xzf "$SLURM_SOURCE" -C "$src" --strip-components=1 --no-same-owner; then
+		rm -rf "$src"
 		die "cannot unpack --slurm-source $SLURM_SOURCE (is it a Slurm source .tar.gz?)"
-	[[ -f "$src/META" && -x "$src/configure" ]] ||
+	fi
+	if [[ ! -f "$src/META" || ! -x "$src/configure" ]]; then
+		rm -rf "$src"
 		die "--slurm-source $SLURM_SOURCE has no META and configure at its top: not a Slurm source tree"
+	fi
 	meta_version="$(awk '$1 == "Version:" { print $2 }' "$src/META")"
+	# From here on the chroot's Slurm is in between: a failed build leaves no stamp, so the next
+	# `up` builds again rather than trusting a half-installed tree.
+	rm -f "$CACHE/$SOURCE_STAMP_NAME"
 	log "building Slurm $meta_version from $(basename "$SLURM_SOURCE") (sha256 ${SLURM_SOURCE_SHA:0:16}; takes minutes; log: $LOGS/slurm-build.out)"
 	# shellcheck disable=SC2016 # $1.. expand in the inner shell, inside the chroot
 	in_root sh -c 'set -e; cd "$1"; jobs="$2"; shift 2
