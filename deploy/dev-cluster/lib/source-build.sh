@@ -136,6 +136,8 @@ build_from_source() {
 		tail -n 30 "$LOGS/slurm-build.out" >&2
 		die "building Slurm from $SLURM_SOURCE failed (full log: $LOGS/slurm-build.out; the tree is kept in $src)"
 	}
+	# Static archives (~410 MB): nothing links against them here.
+	rm -f "$ROOT"/usr/lib/x86_64-linux-gnu/libslurm.a "$ROOT"/usr/lib/x86_64-linux-gnu/slurm/*.a
 	in_root ldconfig
 	in_root apt-mark hold "${SLURM_PACKAGES[@]}" >/dev/null
 	out="$(in_root slurmctld -V 2>&1)" || die "the freshly built slurmctld does not run: $out"
