@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Part of deploy/dev-cluster/dev-cluster (sourced by it; uses its variables and helpers).
 #
-# --apptainer (26.05 only): apptainer in the chroot, slurmd under pivot_root in its own mount
+# --apptainer (26.05 and 26.11, the Debian sid chroots): apptainer in the chroot, slurmd under pivot_root in its own mount
 # namespace (job steps inherit it), and a cached Flyte task image at /images inside the chroot.
 # Why pivot_root and not chroot: see lib/pivot-exec.sh.
 
@@ -12,8 +12,8 @@ IMAGE_NAME=flyte-native.sif
 IMAGES_MOUNT=/images # where the chroot (and so every job) sees $CACHE/images
 
 apptainer_check_release() {
-	[[ "$RELEASE" == 26.05 ]] ||
-		die "--apptainer needs --release 26.05 (Debian sid ships apptainer; trixie, used by 24.11, does not)"
+	[[ "$SUITE" == sid ]] ||
+		die "--apptainer needs --release 26.05 or 26.11 (Debian sid ships apptainer; trixie, used by 24.11, does not)"
 }
 
 # Packages and the /dev/fuse node (a .sif is mounted with squashfuse_ll, which opens /dev/fuse;
@@ -91,6 +91,15 @@ build_task_image() {
 	mkdir -p "$dir"
 	[[ -f "$dir/$IMAGE_NAME.recipe" ]] && have="$(cat "$dir/$IMAGE_NAME.recipe")"
 	if [[ -f "$dir/$IMAGE_NAME" && "$have" == "$want" ]]; then
+		return 0
+	fi
+	# 26.11 runs in a copy of 26.05's chroot: the same recipe made there is the same image.
+	local base="$CACHE_BASE/${BASE_RELEASE:-none}/images"
+	if [[ -n "$BASE_RELEASE" && -f "$base/$IMAGE_NAME" && "$(cat "$base/$IMAGE_NAME.recipe" 2>/dev/null)" == "$want" ]]; then
+		log "task image: copying $IMAGE_NAME (recipe $want) from the $BASE_RELEASE cache"
+		cp "$base/$IMAGE_NAME" "$dir/.$IMAGE_NAME.partial"
+		mv -f "$dir/.$IMAGE_NAME.partial" "$dir/$IMAGE_NAME"
+		echo "$want" >"$dir/$IMAGE_NAME.recipe"
 		return 0
 	fi
 	local t0=$SECONDS sandbox="$dir/build.sandbox"

@@ -40,6 +40,8 @@ ensure_host_tools() {
 
 build_chroot() {
 	mkdir -p "$CACHE" "$RUN" "$LOGS"
+	# 26.11: a copy of 26.05's finished chroot stands for debootstrap + packages when there is one.
+	[[ -n "$BASE_RELEASE" && ! -f "$CACHE/.stage-debootstrap" ]] && copy_base_chroot
 	if [[ ! -f "$CACHE/.stage-debootstrap" ]]; then
 		local mirror tmp="$CACHE/root.partial"
 		mirror="$(host_mirror)"
@@ -85,6 +87,9 @@ build_chroot() {
 		setup_chroot
 		touch "$CACHE/.stage-setup"
 	fi
+	# 26.11: Slurm from the source snapshot, over the packaged one (once per tarball sha256).
+	[[ "$RELEASE" == 26.11 ]] && ensure_source_build
+	return 0
 }
 
 # Users, keys, directories and the sample module: made once.

@@ -40,14 +40,17 @@ any_running() {
 	return 1
 }
 
-restd_ping() { # slurmrestd answers an authenticated request and slurmctld is reachable through it
+# slurmrestd answers an authenticated request on its newest data_parser and slurmctld is reachable
+# through it: `"pinged": "UP"` up to v0.0.44, `"responding": true` from v0.0.42 (v0.0.45 dropped
+# `pinged`; see tests/fixtures/slurmrestd/26.11rc1_v0.0.46_ping.json).
+restd_ping() {
 	local token
 	token="$(in_root scontrol token username=root lifespan=60 2>/dev/null)" || return 1
 	token="${token#SLURM_JWT=}"
 	# The token goes in on stdin (-H @-), never in curl's arguments (visible to every user).
 	printf 'X-SLURM-USER-TOKEN: %s\n' "$token" |
 		curl -fsS --max-time 5 -H @- "http://127.0.0.1:$RESTD_PORT/slurm/$API_VERSION/ping" 2>/dev/null |
-		grep -q '"pinged": *"UP"'
+		grep -Eq '"pinged": *"UP"|"responding": *true'
 }
 
 node_ready() { # slurmd registered and responding; jobs kept from an earlier run may use it
@@ -99,6 +102,8 @@ cmd_up() {
 	fi
 	local t0=$SECONDS
 	ensure_host_tools
+	# Before the long steps: a missing --slurm-source is said at once, not after copying a chroot.
+	[[ "$RELEASE" == 26.11 ]] && resolve_slurm_source
 	build_chroot
 	write_config
 	mount_proc
