@@ -48,11 +48,7 @@ pub fn run(
             embedded::cluster_config(&layout, "http://127.0.0.1:0".parse().expect("a URL"));
         (render_config(&cluster), cluster.api_version)
     } else {
-        let requested = spec
-            .custom
-            .get("connection")
-            .and_then(|c| c.get("cluster"))
-            .and_then(|c| c.as_str());
+        let requested = spec.requested_cluster();
         let cluster = deployment
             .select_cluster(requested)
             .map_err(RenderCliError::Refused)?;

@@ -98,6 +98,17 @@ pub struct TaskSpec {
     pub env_vars: BTreeMap<String, String>,
 }
 
+impl TaskSpec {
+    /// The cluster the task names (`custom.connection.cluster`, as the Python plugin writes
+    /// it); `None`: the deployment's default.
+    pub fn requested_cluster(&self) -> Option<&str> {
+        self.custom
+            .get("connection")
+            .and_then(|c| c.get("cluster"))
+            .and_then(|c| c.as_str())
+    }
+}
+
 /// Deployment settings that shape every job (connector environment / config file).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RenderConfig {

@@ -117,11 +117,7 @@ impl Connector {
     /// CreateTask: render, then submit at most once per execution (run, action, attempt).
     pub async fn create(&self, req: &CreateTaskRequest) -> Result<Vec<u8>, Status> {
         let spec = convert::task_spec(req).map_err(|e| Status::invalid_argument(e.to_string()))?;
-        let requested = spec
-            .custom
-            .get("connection")
-            .and_then(|c| c.get("cluster"))
-            .and_then(|c| c.as_str());
+        let requested = spec.requested_cluster();
         let cfg = self
             .deployment
             .select_cluster(requested)
