@@ -89,7 +89,7 @@ impl Metrics {
         );
         registry.register(
             "slurm_connector_slurmrestd_requests",
-            "HTTP requests to slurmrestd by operation and status",
+            "HTTP requests to slurmrestd by operation, API version and status",
             m.slurmrestd_requests.clone(),
         );
         registry.register(
