@@ -156,6 +156,7 @@ async fn run() {
                     stderr: format!("{jobs_dir}/slurm-{id}.err"),
                     outputs: BTreeMap::new(),
                     native_prefix: None,
+                    requeue_budget: None,
                 }
                 .encode()
             })

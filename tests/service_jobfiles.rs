@@ -357,7 +357,9 @@ async fn without_accounting_an_aged_out_job_ends_with_the_exit_code_of_its_marke
     assert!(!r.message.contains("cannot be determined"), "{}", r.message);
 
     let r = wait_phase(&mut c, &bad, terminal, Duration::from_secs(40)).await;
-    assert_eq!(r.phase, Phase::Failed as i32, "{}", r.message);
+    // The user's code failed (exit 3): retryable, so the task's `retries` apply.
+    assert_eq!(r.phase, Phase::RetryableFailed as i32, "{}", r.message);
+    assert!(r.message.starts_with("[FAILED] job "), "{}", r.message);
     assert!(r.message.contains("exit code 3:0"), "{}", r.message);
     assert!(r.message.contains("exit-status marker"), "{}", r.message);
     // The failure message still carries the stderr tail.

@@ -155,7 +155,17 @@ pub fn job_info(j: &g::V0042JobInfo) -> Option<JobInfo> {
         submit_time: no_val_time(&j.submit_time),
         start_time: no_val_time(&j.start_time),
         end_time: no_val_time(&j.end_time),
+        // issue 18: what a failure message and custom_info report.
+        nodes: nodes(&j.nodes),
+        restart_count: j.restart_cnt.and_then(|n| u32::try_from(n).ok()),
+        time_limit_minutes: no_val_u32(&j.time_limit),
+        memory_per_node_mib: no_val_time(&j.memory_per_node).and_then(|n| u64::try_from(n).ok()),
     })
+}
+
+/// slurmctld says `""` and slurmdbd `"None assigned"` for a job that has no nodes yet.
+fn nodes(s: &Option<String>) -> Option<String> {
+    non_empty(s).filter(|n| n != "None assigned")
 }
 
 /// A slurmdbd job record (GET slurmdb job/{id}, jobs/). `None` without a job id.
@@ -179,6 +189,15 @@ pub fn accounting_job(j: &g::V0042Job) -> Option<JobInfo> {
         submit_time: time.and_then(|t| t.submission).filter(|t| *t > 0),
         start_time: time.and_then(|t| t.start).filter(|t| *t > 0),
         end_time: time.and_then(|t| t.end).filter(|t| *t > 0),
+        // issue 18: what a failure message and custom_info report.
+        nodes: nodes(&j.nodes),
+        restart_count: j.restart_cnt.and_then(|n| u32::try_from(n).ok()),
+        time_limit_minutes: time.and_then(|t| no_val_u32(&t.limit)),
+        memory_per_node_mib: j
+            .required
+            .as_ref()
+            .and_then(|r| no_val_time(&r.memory_per_node))
+            .and_then(|n| u64::try_from(n).ok()),
     })
 }
 
