@@ -252,7 +252,7 @@ async fn finished_jobs_files_are_removed_after_the_retention_time_and_running_on
     }
     assert_eq!(
         std::fs::read_to_string(jobs.join(format!("{short_name}.exit"))).unwrap(),
-        "0\n"
+        "0 - -\n"
     );
     // Half the retention time later: still there (several sweeps have run meanwhile).
     tokio::time::sleep(keep / 2).await;
@@ -367,7 +367,7 @@ async fn without_accounting_an_aged_out_job_ends_with_the_exit_code_of_its_marke
     let name = custom_str(&r, "job_name");
     assert_eq!(
         std::fs::read_to_string(jobs.join(format!("{name}.exit"))).unwrap(),
-        "3\n"
+        "3 - -\n"
     );
 
     server.stop().await;
