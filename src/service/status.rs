@@ -42,6 +42,37 @@ fn mem_text(mib: u64) -> String {
     }
 }
 
+/// `4G`, `259.6M`: bytes in sbatch's units, one decimal unless whole.
+fn bytes_text(b: u64) -> String {
+    const UNITS: [(&str, u64); 4] = [
+        ("T", 1 << 40),
+        ("G", 1 << 30),
+        ("M", 1 << 20),
+        ("K", 1 << 10),
+    ];
+    for (u, size) in UNITS {
+        if b >= size {
+            return if b.is_multiple_of(size) {
+                format!("{}{u}", b / size)
+            } else {
+                format!("{:.1}{u}", b as f64 / size as f64)
+            };
+        }
+    }
+    format!("{b}")
+}
+
+/// `(used, limit)` in bytes from slurmstepd's `<step> exceeded memory limit (<used> > <limit>),
+/// being killed` (jobacct_gather's OverMemoryKill, `src/interfaces/jobacct_gather.c`).
+pub fn over_memory_line(stderr_tail: &str) -> Option<(u64, u64)> {
+    stderr_tail.lines().rev().find_map(|l| {
+        let rest = l.split("exceeded memory limit (").nth(1)?;
+        let (nums, _) = rest.split_once(')')?;
+        let (used, limit) = nums.split_once(" > ")?;
+        Some((used.trim().parse().ok()?, limit.trim().parse().ok()?))
+    })
+}
+
 /// The first line of a failed task's message, in a stable form alerts and people can match:
 /// `[<TAG>] <what happened>`. The tag is Slurm's state (`TIMEOUT`, `OUT_OF_MEMORY`, `NODE_FAIL`,
 /// ...), or `LOST` / `UNKNOWN_STATE` for a job the connector could not follow. `None` for a job
@@ -401,7 +432,28 @@ pub async fn resource(
         )
         .await
         {
-            Ok(Ok(Some(tail))) => msg.push_str(&format!("\n--- last lines of stderr ---\n{tail}")),
+            Ok(Ok(Some(tail))) => {
+                // jobacct_gather's OverMemoryKill ends the job FAILED by SIGKILL; only the line
+                // slurmstepd writes to the job's stderr says it was the memory limit.
+                if snap
+                    .state
+                    .as_deref()
+                    .is_some_and(|t| t.starts_with("FAILED"))
+                    && let Some((used, limit)) = over_memory_line(&tail)
+                {
+                    let first = msg.find('\n').unwrap_or(msg.len());
+                    msg.replace_range(
+                        ..first,
+                        &format!(
+                            "[OUT_OF_MEMORY] job {} used more than its {} (MaxRSS {})",
+                            meta.job_id,
+                            bytes_text(limit),
+                            bytes_text(used)
+                        ),
+                    );
+                }
+                msg.push_str(&format!("\n--- last lines of stderr ---\n{tail}"))
+            }
             Ok(Ok(None)) => {}
             Ok(Err(e)) => msg.push_str(&format!("\n(stderr not readable: {e})")),
             Err(_) => msg.push_str("\n(stderr not read: the staging backend is slow)"),
@@ -571,6 +623,21 @@ mod tests {
             running.ends_with("\nattach: srun --jobid=123 --overlap --pty bash"),
             "{running}"
         );
+    }
+
+    /// What slurmstepd wrote to the stderr of a job killed by OverMemoryKill (24.11, recorded
+    /// on the dev cluster with --failure-modes: `tests/fixtures/slurmrestd/24.11_v0.0.42_oom-*`).
+    #[test]
+    fn over_memory_kill_is_read_from_slurmstepds_line() {
+        let tail = "slurmstepd-node1: error: StepId=268.batch exceeded memory limit (272166912 > 52428800), being killed\n\
+                    slurmstepd-node1: error: Exceeded job memory limit\n\
+                    slurmstepd-node1: error: *** JOB 268 ON node1 CANCELLED AT 2026-12-01T10:00:05 ***\n";
+        assert_eq!(over_memory_line(tail), Some((272166912, 52428800)));
+        assert_eq!(bytes_text(52428800), "50M");
+        assert_eq!(bytes_text(272166912), "259.6M");
+        assert_eq!(bytes_text(4 << 30), "4G");
+        assert_eq!(over_memory_line("plain failure\nexit 3\n"), None);
+        assert_eq!(over_memory_line("exceeded memory limit (x > 1)"), None);
     }
 
     #[test]
