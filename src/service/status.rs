@@ -308,9 +308,10 @@ pub async fn resource(
         phase = Phase::RetryableFailed;
         failure_class = Some(FailureClass::Infrastructure);
         msg = format!(
-            "[REQUEUE_BUDGET] Slurm requeued job {} {restarts} times after node failures or \
+            "[REQUEUE_BUDGET] Slurm requeued job {} {restarts} time{} after node failures or \
              preemptions, more than the task's budget of {budget}; the job was cancelled\n{msg}",
-            meta.job_id
+            meta.job_id,
+            if restarts == 1 { "" } else { "s" }
         );
     } else if let Some(n) = snap.restart_count.filter(|n| *n > 0)
         && !matches!(phase, Phase::Failed | Phase::RetryableFailed)
