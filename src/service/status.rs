@@ -127,6 +127,12 @@ pub fn headline(meta: &ResourceMeta, s: &JobSnapshot) -> Option<String> {
                 (_, Some(sig)) if s.exit_code.as_ref().and_then(|c| c.signal).is_some() => {
                     format!("[FAILED] job {id} was killed by signal {sig}{}", on(s))
                 }
+                // A shell reports a child killed by signal N as 128+N.
+                (Some(rc), _) if (129..=128 + 64).contains(&rc) => format!(
+                    "[FAILED] job {id} exited with code {rc} (128+{}: killed by a signal?){}",
+                    rc - 128,
+                    on(s)
+                ),
                 (Some(rc), _) => format!("[FAILED] job {id} exited with code {rc}{}", on(s)),
                 (None, _) => format!("[FAILED] job {id} failed{}", on(s)),
             }
@@ -587,6 +593,11 @@ mod tests {
         assert_eq!(
             headline(&m, &s).unwrap(),
             "[FAILED] job 123 was killed by signal KILL on node1"
+        );
+        s.exit_code = code(137, None);
+        assert_eq!(
+            headline(&m, &s).unwrap(),
+            "[FAILED] job 123 exited with code 137 (128+9: killed by a signal?) on node1"
         );
 
         assert_eq!(
