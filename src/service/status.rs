@@ -294,7 +294,10 @@ pub struct Context<'a> {
 pub fn over_budget(meta: &ResourceMeta, s: &JobSnapshot, deployment: u32) -> Option<(u32, u32)> {
     let budget = meta.requeue_budget.unwrap_or(deployment);
     let restarts = s.restart_count.unwrap_or(0);
-    (restarts > budget && s.phase != Phase::Succeeded).then_some((restarts, budget))
+    // A job that ended on its own (succeeded, or the task's code failed in its last run) says
+    // so itself; the budget speaks only for a job the cluster keeps putting back.
+    let own_end = s.phase == Phase::Succeeded || s.class == Some(FailureClass::User);
+    (restarts > budget && !own_end).then_some((restarts, budget))
 }
 
 pub async fn resource(
@@ -667,8 +670,17 @@ mod tests {
         m.requeue_budget = Some(0);
         s.restart_count = Some(1);
         assert_eq!(over_budget(&m, &s, 3), Some((1, 0)));
-        // A job that succeeded in the end succeeded.
+        // A job that succeeded in the end succeeded; one whose code failed in its last run
+        // failed by itself.
         s.phase = Phase::Succeeded;
         assert_eq!(over_budget(&m, &s, 3), None);
+        let mut failed = snap("FAILED", Some(FailureClass::User));
+        failed.restart_count = Some(1);
+        assert_eq!(over_budget(&m, &failed, 3), None);
+        // Cancelled by the connector for the budget: still reported as the budget's.
+        let mut cancelled = snap("CANCELLED", None);
+        cancelled.phase = Phase::Aborted;
+        cancelled.restart_count = Some(1);
+        assert_eq!(over_budget(&m, &cancelled, 3), Some((1, 0)));
     }
 }
