@@ -24,6 +24,8 @@ struct Fake {
     states_ids: Mutex<Vec<usize>>,
     job_calls: AtomicUsize,
     acct_calls: AtomicUsize,
+    /// Slurm's `restart_cnt` of a job (how often it requeued it).
+    restarts: Mutex<HashMap<JobId, u32>>,
 }
 
 fn err() -> ClientError {
@@ -109,6 +111,8 @@ impl SlurmApi for Fake {
                     failed.then_some("NonZeroExitCode"),
                 );
                 i.state = s.clone();
+                i.restart_count =
+                    Some(self.restarts.lock().unwrap().get(&id).copied().unwrap_or(0));
                 i
             }))
         })
@@ -560,4 +564,54 @@ async fn jobs_unknown_to_slurmctld_and_slurmdbd_are_resolved_from_their_markers(
     let calls = markers.calls.load(Ordering::SeqCst);
     t.tick().await;
     assert_eq!(markers.calls.load(Ordering::SeqCst), calls);
+}
+
+/// Slurm requeues a job itself after a node failure or a preemption: RUNNING, then PENDING again
+/// under the same id. The tracker reads the record once for it (the restart count the message
+/// and the budget use), keeps polling the job, and reports it queued, not failed.
+#[tokio::test]
+async fn a_job_slurm_requeued_is_queued_with_its_restart_count_read_once() {
+    let fake = Arc::new(Fake::default());
+    let t = tracker(&fake, cfg());
+    fake.set(4, &["RUNNING"]);
+    t.track(JobId(4));
+    t.tick().await;
+    assert_eq!(t.status(JobId(4)).await.phase, Phase::Running);
+    assert_eq!(
+        fake.job_calls.load(Ordering::SeqCst),
+        0,
+        "no record while it runs"
+    );
+
+    fake.restarts.lock().unwrap().insert(JobId(4), 1);
+    fake.set(4, &["PENDING"]);
+    t.tick().await;
+    let s = t.status(JobId(4)).await;
+    assert_eq!((s.phase, s.class), (Phase::Queued, None), "{s:?}");
+    assert_eq!(s.restart_count, Some(1), "{s:?}");
+    assert_eq!(fake.job_calls.load(Ordering::SeqCst), 1);
+    // Still pending: no second read.
+    t.tick().await;
+    assert_eq!(fake.job_calls.load(Ordering::SeqCst), 1);
+
+    // It runs again and completes: the terminal record is still fetched, and succeeds.
+    fake.set(4, &["RUNNING"]);
+    t.tick().await;
+    fake.set(4, &["COMPLETED"]);
+    t.tick().await;
+    let s = t.status(JobId(4)).await;
+    assert_eq!(s.phase, Phase::Succeeded, "{s:?}");
+    assert_eq!(s.restart_count, Some(1));
+    assert_eq!(fake.job_calls.load(Ordering::SeqCst), 2);
+
+    // A REQUEUED flag seen on the way (PENDING+REQUEUED) counts once too.
+    fake.set(5, &["RUNNING"]);
+    t.track(JobId(5));
+    t.tick().await;
+    fake.set(5, &["PENDING", "REQUEUED"]);
+    t.tick().await;
+    fake.set(5, &["PENDING"]);
+    t.tick().await;
+    assert_eq!(fake.job_calls.load(Ordering::SeqCst), 3);
+    assert_eq!(t.status(JobId(5)).await.phase, Phase::Queued);
 }

@@ -182,7 +182,9 @@ impl Packed {
             | Base::BootFail
             | Base::Deadline
             | Base::OutOfMemory
-            | Base::Preempted => unreachable!("terminal failures are classified above"),
+            // Classified above; only reached if the flag checks change, and then the class of
+            // the base state is still the answer.
+            | Base::Preempted => return self.base.failure_class().map(FailureClass::phase),
             Base::Other => return None,
         })
     }
