@@ -1,8 +1,8 @@
 //! Rendering inputs: the pieces of a `CreateTaskRequest` the renderer needs (built by the gRPC
 //! layer from protobufs, so this module does not depend on prost), and the deployment config.
 
-use crate::slurmrestd::ApiVersion;
 use std::collections::BTreeMap;
+use crate::slurmrestd::ApiVersion;
 
 /// `TaskTemplate.type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -26,8 +26,8 @@ pub use client::{Client, ClientConfig, RequestObserver};
 pub use error::ClientError;
 pub use job_description::JobDescription;
 pub use retry::RetryPolicy;
+pub use version::ApiVersion;
 pub use types::{
     BaseState, CancelOutcome, Diag, ExitCode, JobId, JobInfo, JobState, JobUsage, Partition, Ping,
     ServerInfo, SlurmError, Tres,
 };
-pub use version::ApiVersion;

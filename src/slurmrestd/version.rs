@@ -70,10 +70,7 @@ impl fmt::Display for ApiVersion {
 
 /// A version string this connector does not speak.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "slurmrestd API version {given:?} is not one this connector speaks ({})",
-    supported_list()
-)]
+#[error("slurmrestd API version {given:?} is not one this connector speaks ({})", supported_list())]
 pub struct UnknownApiVersion {
     pub given: String,
 }
@@ -95,9 +92,7 @@ impl FromStr for ApiVersion {
         ApiVersion::ALL
             .into_iter()
             .find(|v| v.as_str() == t)
-            .ok_or_else(|| UnknownApiVersion {
-                given: t.to_string(),
-            })
+            .ok_or_else(|| UnknownApiVersion { given: t.to_string() })
     }
 }
 
@@ -118,9 +113,6 @@ mod tests {
     #[test]
     fn unknown_names_what_is_spoken() {
         let e = "v0.0.39".parse::<ApiVersion>().unwrap_err().to_string();
-        assert!(
-            e.contains("v0.0.39") && e.contains("v0.0.40") && e.contains("v0.0.46"),
-            "{e}"
-        );
+        assert!(e.contains("v0.0.39") && e.contains("v0.0.40") && e.contains("v0.0.46"), "{e}");
     }
 }
