@@ -26,6 +26,8 @@ struct Fake {
     acct_calls: AtomicUsize,
     /// Slurm's `restart_cnt` of a job (how often it requeued it).
     restarts: Mutex<HashMap<JobId, u32>>,
+    /// The reason of a job that is not failed (a requeued job's BeginTime).
+    reasons: Mutex<HashMap<JobId, &'static str>>,
 }
 
 fn err() -> ClientError {
@@ -113,6 +115,9 @@ impl SlurmApi for Fake {
                 i.state = s.clone();
                 i.restart_count =
                     Some(self.restarts.lock().unwrap().get(&id).copied().unwrap_or(0));
+                if let Some(r) = self.reasons.lock().unwrap().get(&id) {
+                    i.reason = Some(r.to_string());
+                }
                 i
             }))
         })
@@ -585,6 +590,7 @@ async fn a_job_slurm_requeued_is_queued_with_its_restart_count_read_once() {
 
     fake.restarts.lock().unwrap().insert(JobId(4), 1);
     fake.set(4, &["PENDING"]);
+    fake.reasons.lock().unwrap().insert(JobId(4), "BeginTime");
     t.tick().await;
     let s = t.status(JobId(4)).await;
     assert_eq!((s.phase, s.class), (Phase::Queued, None), "{s:?}");
@@ -594,7 +600,9 @@ async fn a_job_slurm_requeued_is_queued_with_its_restart_count_read_once() {
     t.tick().await;
     assert_eq!(fake.job_calls.load(Ordering::SeqCst), 1);
 
+    assert_eq!(s.reason.as_deref(), Some("BeginTime"));
     // It runs again and completes: the terminal record is still fetched, and succeeds.
+    fake.reasons.lock().unwrap().remove(&JobId(4));
     fake.set(4, &["RUNNING"]);
     t.tick().await;
     fake.set(4, &["COMPLETED"]);
@@ -602,6 +610,7 @@ async fn a_job_slurm_requeued_is_queued_with_its_restart_count_read_once() {
     let s = t.status(JobId(4)).await;
     assert_eq!(s.phase, Phase::Succeeded, "{s:?}");
     assert_eq!(s.restart_count, Some(1));
+    assert_eq!(s.reason, None, "the requeue's reason does not stay: {s:?}");
     assert_eq!(fake.job_calls.load(Ordering::SeqCst), 2);
 
     // A REQUEUED flag seen on the way (PENDING+REQUEUED) counts once too.

@@ -265,9 +265,9 @@ pub(super) fn apply_record(e: &mut Entry, info: &JobInfo) {
     if info.exit_code.is_some() {
         x.exit_code = info.exit_code.clone();
     }
-    if info.reason.is_some() {
-        x.reason = info.reason.clone();
-    }
+    // A newer record's "no reason" replaces an older one's (a requeued job's BeginTime must not
+    // stay on the record of its successful run).
+    x.reason = info.reason.clone();
     if info.nodes.is_some() {
         x.nodes = info.nodes.clone();
     }
