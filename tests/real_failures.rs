@@ -375,8 +375,9 @@ async fn a_job_over_its_memory_is_a_retryable_out_of_memory() {
     let _node = NODE.read().await;
     let server = Server::start(deployment(&c, 3)).await;
     let mut g = server.client().await;
-    // `tail` keeps a newline-free stream in memory: 600 MB against a 50 MB limit.
-    let script = "#!/bin/bash\n#SBATCH --mem=50M\nhead -c 600M /dev/zero | tail > /dev/null\necho survived\n";
+    // 600 MB held for a few seconds (jobacct_gather samples every second) against a 50 MB
+    // limit; perl is part of every Debian system (perl-base).
+    let script = "#!/bin/bash\n#SBATCH --mem=50M\nperl -e '$x = \"x\" x (600 * 1024 * 1024); sleep 10'\necho survived\n";
     let meta = g
         .create_task(request("oom", script))
         .await
