@@ -191,6 +191,7 @@ fn meta_for(id: JobId, e: &Env) -> Vec<u8> {
         stderr: format!("{dir}/slurm-{id}.err"),
         outputs: BTreeMap::new(),
         native_prefix: None,
+        requeue_budget: None,
     }
     .encode()
 }

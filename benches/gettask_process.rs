@@ -132,6 +132,7 @@ async fn run() {
                     stderr: format!("{jobs_dir}/slurm-{id}.err"),
                     outputs: BTreeMap::new(),
                     native_prefix: None,
+                    requeue_budget: None,
                 }
                 .encode()
             })

@@ -85,13 +85,13 @@ KEPT_PROPERTIES = {
         "state_description", "comment", "user_name", "standard_output", "standard_error",
         "current_working_directory", "partition", "submit_time", "start_time", "end_time",
         "tres_alloc_str", "nodes", "restart_cnt", "array_job_id", "array_task_id",
-        "array_task_string", "time_limit", "batch_host",
+        "array_task_string", "time_limit", "batch_host", "memory_per_node",
     ],
     # slurmdbd's job record (GET slurmdb job/{id}, jobs/)
     "job": [
         "job_id", "name", "state", "exit_code", "derived_exit_code", "comment", "user",
         "stdout", "stdout_expanded", "stderr", "stderr_expanded", "working_directory",
-        "partition", "time", "steps", "tres", "nodes", "restart_cnt", "array",
+        "partition", "time", "steps", "tres", "nodes", "restart_cnt", "array", "required",
     ],
     "step": ["step", "state", "exit_code", "time", "tres", "nodes"],
     "partition_info": ["name", "partition"],

@@ -348,7 +348,7 @@ async fn outputs_through(c: &support::Cluster, backend: Backend<'_>, name: &str,
                     std::fs::read_to_string(dir.join("shards/shard-1.csv")).unwrap(),
                     "row 1\n"
                 );
-                assert_eq!(marker(c, &r), "0\n", "{ctx}");
+                assert_eq!(marker(c, &r), "0 - -\n", "{ctx}");
             }
             "missing" => {
                 assert_eq!(r.phase, Phase::Failed as i32, "{ctx}");
@@ -357,7 +357,7 @@ async fn outputs_through(c: &support::Cluster, backend: Backend<'_>, name: &str,
                     "{ctx}"
                 );
                 // The script itself exited 0: the marker says so, the missing output fails it.
-                assert_eq!(marker(c, &r), "0\n", "{ctx}");
+                assert_eq!(marker(c, &r), "0 - -\n", "{ctx}");
             }
             "big" => {
                 assert_eq!(r.phase, Phase::Failed as i32, "{ctx}");
@@ -370,10 +370,10 @@ async fn outputs_through(c: &support::Cluster, backend: Backend<'_>, name: &str,
                 assert!(!store.join(name).join("big/stats").exists(), "{ctx}");
             }
             "failing" => {
-                assert_eq!(r.phase, Phase::Failed as i32, "{ctx}");
+                assert_eq!(r.phase, Phase::RetryableFailed as i32, "{ctx}");
                 assert!(r.message.contains("exit code 3:0"), "{ctx}");
                 assert!(r.message.contains("about to fail"), "stderr tail: {ctx}");
-                assert_eq!(marker(c, &r), "3\n", "{ctx}");
+                assert_eq!(marker(c, &r), "3 - -\n", "{ctx}");
             }
             _ => unreachable!(),
         }
@@ -464,7 +464,7 @@ async fn a_cancelled_job_is_aborted_and_still_leaves_its_marker() {
     while !marker.exists() && start.elapsed() < Duration::from_secs(30) {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "143\n");
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "143 TERM -\n");
     server.stop().await;
 }
 
@@ -523,10 +523,11 @@ async fn without_accounting_an_aged_out_job_is_resolved_from_its_marker() {
     let b = Server::start(deployment(&c, &Backend::Local(&mounts))).await;
     let mut bc = b.client().await;
     let r = wait_terminal(&mut bc, &meta).await;
-    assert_eq!(r.phase, Phase::Failed as i32, "{}", r.message);
+    assert_eq!(r.phase, Phase::RetryableFailed as i32, "{}", r.message);
+    assert!(r.message.starts_with("[FAILED] job "), "{}", r.message);
     assert!(r.message.contains("exit code 3:0"), "{}", r.message);
     assert!(r.message.contains("exit-status marker"), "{}", r.message);
     assert!(r.message.contains("failing"), "stderr tail: {}", r.message);
-    assert_eq!(marker(&c, &r), "3\n");
+    assert_eq!(marker(&c, &r), "3 - -\n");
     b.stop().await;
 }

@@ -174,7 +174,7 @@ async fn finished_jobs_files_are_removed_after_the_retention_time_and_running_on
     }
     assert_eq!(
         std::fs::read_to_string(jobs.join(format!("{short_name}.exit"))).unwrap(),
-        "0\n"
+        "0 - -\n"
     );
     // Half the retention time later: still there (several sweeps have run meanwhile).
     tokio::time::sleep(keep / 2).await;
@@ -279,7 +279,9 @@ async fn without_accounting_an_aged_out_job_ends_with_the_exit_code_of_its_marke
     assert!(!r.message.contains("cannot be determined"), "{}", r.message);
 
     let r = wait_phase(&mut c, &bad, terminal, Duration::from_secs(40)).await;
-    assert_eq!(r.phase, Phase::Failed as i32, "{}", r.message);
+    // The user's code failed (exit 3): retryable, so the task's `retries` apply.
+    assert_eq!(r.phase, Phase::RetryableFailed as i32, "{}", r.message);
+    assert!(r.message.starts_with("[FAILED] job "), "{}", r.message);
     assert!(r.message.contains("exit code 3:0"), "{}", r.message);
     assert!(r.message.contains("exit-status marker"), "{}", r.message);
     // The failure message still carries the stderr tail.
@@ -287,7 +289,7 @@ async fn without_accounting_an_aged_out_job_ends_with_the_exit_code_of_its_marke
     let name = custom_str(&r, "job_name");
     assert_eq!(
         std::fs::read_to_string(jobs.join(format!("{name}.exit"))).unwrap(),
-        "3\n"
+        "3 - -\n"
     );
 
     server.stop().await;

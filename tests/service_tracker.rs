@@ -8,7 +8,9 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use slurm_connector::proto::core::task_execution::Phase;
 use slurm_connector::slurmrestd::{ClientError, ExitCode, JobId, JobInfo, JobState};
-use slurm_connector::tracker::{SlurmApi, Tracker, TrackerConfig};
+use slurm_connector::tracker::{
+    ExitMarker, FailureClass, MarkerCause, SlurmApi, Tracker, TrackerConfig,
+};
 
 #[derive(Default)]
 struct Fake {
@@ -22,6 +24,10 @@ struct Fake {
     states_ids: Mutex<Vec<usize>>,
     job_calls: AtomicUsize,
     acct_calls: AtomicUsize,
+    /// Slurm's `restart_cnt` of a job (how often it requeued it).
+    restarts: Mutex<HashMap<JobId, u32>>,
+    /// The reason of a job that is not failed (a requeued job's BeginTime).
+    reasons: Mutex<HashMap<JobId, &'static str>>,
 }
 
 fn err() -> ClientError {
@@ -54,6 +60,10 @@ fn info(id: JobId, state: &[&str], rc: u32, reason: Option<&str>) -> JobInfo {
         submit_time: None,
         start_time: None,
         end_time: None,
+        nodes: None,
+        restart_count: None,
+        time_limit_minutes: None,
+        memory_per_node_mib: None,
     }
 }
 
@@ -103,6 +113,11 @@ impl SlurmApi for Fake {
                     failed.then_some("NonZeroExitCode"),
                 );
                 i.state = s.clone();
+                i.restart_count =
+                    Some(self.restarts.lock().unwrap().get(&id).copied().unwrap_or(0));
+                if let Some(r) = self.reasons.lock().unwrap().get(&id) {
+                    i.reason = Some(r.to_string());
+                }
                 i
             }))
         })
@@ -173,7 +188,7 @@ async fn terminal_job_record_fetched_once_then_no_longer_polled() {
     fake.set(8, &["COMPLETED"]);
     t.tick().await;
     let s = t.status(JobId(7)).await;
-    assert_eq!(s.phase, Phase::Failed);
+    assert_eq!(s.phase, Phase::RetryableFailed);
     assert_eq!(s.exit_code.as_ref().unwrap().return_code, Some(3));
     assert_eq!(s.reason.as_deref(), Some("NonZeroExitCode"));
     assert_eq!(t.status(JobId(8)).await.phase, Phase::Succeeded);
@@ -246,7 +261,7 @@ async fn aging_out_of_slurmctld_resolves_through_slurmdbd_in_one_batch() {
     );
     assert_eq!(t.status(JobId(1)).await.phase, Phase::Succeeded);
     let s2 = t.status(JobId(2)).await;
-    assert_eq!(s2.phase, Phase::Failed);
+    assert_eq!(s2.phase, Phase::RetryableFailed);
     assert_eq!(s2.reason.as_deref(), Some("TimeLimit"));
     // Neither knows 3..5 yet (purge window): the last state is kept, with a note.
     let s3 = t.status(JobId(3)).await;
@@ -274,7 +289,7 @@ async fn jobs_unknown_everywhere_do_not_stay_running_forever() {
     fake.dbd_down.store(true, Ordering::SeqCst);
     t.tick().await;
     let s = t.status(JobId(9)).await;
-    assert_eq!(s.phase, Phase::Failed, "{s:?}");
+    assert_eq!(s.phase, Phase::RetryableFailed, "{s:?}");
     let note = s.note.unwrap();
     assert!(
         note.contains("cannot be determined") && note.contains("slurmdbd:"),
@@ -384,7 +399,7 @@ async fn record_fetch_is_retried_when_it_fails() {
     );
     t2.track(JobId(1));
     t2.tick().await;
-    assert_eq!(t2.status(JobId(1)).await.phase, Phase::Failed);
+    assert_eq!(t2.status(JobId(1)).await.phase, Phase::RetryableFailed);
     assert!(t2.status(JobId(1)).await.exit_code.is_none());
     t2.tick().await;
     assert_eq!(
@@ -434,15 +449,15 @@ async fn poll_loop_runs_on_its_interval() {
     assert!(fake.states_calls.load(Ordering::SeqCst) >= 2);
 }
 
-/// Exit-status markers as the service would read them: id → code, or an error.
+/// Exit-status markers as the service would read them: id → marker, or an error.
 #[derive(Default)]
 struct Markers {
-    codes: Mutex<HashMap<JobId, Result<i32, String>>>,
+    codes: Mutex<HashMap<JobId, Result<ExitMarker, String>>>,
     calls: AtomicUsize,
 }
 
 impl slurm_connector::tracker::ExitMarkers for Markers {
-    fn exit_code(&self, id: JobId) -> BoxFuture<'_, Result<Option<i32>, String>> {
+    fn exit_code(&self, id: JobId) -> BoxFuture<'_, Result<Option<ExitMarker>, String>> {
         Box::pin(async move {
             self.calls.fetch_add(1, Ordering::SeqCst);
             match self.codes.lock().unwrap().get(&id) {
@@ -464,7 +479,7 @@ async fn jobs_unknown_to_slurmctld_and_slurmdbd_are_resolved_from_their_markers(
         Tracker::new("c1", fake.clone() as Arc<dyn SlurmApi>, c)
             .with_exit_markers(markers.clone() as Arc<dyn slurm_connector::tracker::ExitMarkers>),
     );
-    for id in [1, 2, 3, 4] {
+    for id in [1, 2, 3, 4, 5, 6, 7] {
         fake.set(id, &["RUNNING"]);
         t.track(JobId(id));
     }
@@ -474,15 +489,33 @@ async fn jobs_unknown_to_slurmctld_and_slurmdbd_are_resolved_from_their_markers(
         0,
         "running jobs: no marker read"
     );
-    // All four finish and age out between two polls; three left a marker, one a broken one.
-    for id in [1, 2, 3, 4] {
+    // All finish and age out between two polls; most left a marker, one a broken one.
+    for id in [1, 2, 3, 4, 5, 6, 7] {
         fake.purge(id);
     }
     {
+        let signalled = |code, signal: &str, cause| ExitMarker {
+            code,
+            signal: Some(signal.into()),
+            cause,
+        };
         let mut m = markers.codes.lock().unwrap();
-        m.insert(JobId(1), Ok(0));
-        m.insert(JobId(2), Ok(3));
+        m.insert(JobId(1), Ok(ExitMarker::code(0)));
+        m.insert(JobId(2), Ok(ExitMarker::code(3)));
         m.insert(JobId(3), Err("malformed".into()));
+        m.insert(
+            JobId(5),
+            Ok(signalled(143, "TERM", Some(MarkerCause::TimeLimit))),
+        );
+        m.insert(JobId(6), Ok(signalled(143, "TERM", None)));
+        m.insert(
+            JobId(7),
+            Ok(ExitMarker {
+                code: 137,
+                signal: None,
+                cause: Some(MarkerCause::OutOfMemory),
+            }),
+        );
     }
     t.tick().await;
     let s = t.status(JobId(1)).await;
@@ -493,12 +526,40 @@ async fn jobs_unknown_to_slurmctld_and_slurmdbd_are_resolved_from_their_markers(
         "{s:?}"
     );
     let s = t.status(JobId(2)).await;
-    assert_eq!(s.phase, Phase::Failed, "{s:?}");
+    // The user's code failed: Flyte's retries apply.
+    assert_eq!(s.phase, Phase::RetryableFailed, "{s:?}");
+    assert_eq!(s.class, Some(FailureClass::User));
     assert_eq!(s.exit_code.as_ref().unwrap().to_string(), "3:0");
-    // No (readable) marker: the existing rule applies (lost after `lost_after`, zero here).
+    // Without accounting, the marker still tells a timeout, a cancel and an OOM kill apart.
+    let s = t.status(JobId(5)).await;
+    assert_eq!(
+        (s.state.as_deref(), s.phase, s.class, s.signal.as_deref()),
+        (
+            Some("TIMEOUT"),
+            Phase::RetryableFailed,
+            Some(FailureClass::User),
+            Some("TERM")
+        ),
+        "{s:?}"
+    );
+    let s = t.status(JobId(6)).await;
+    assert_eq!(
+        (s.state.as_deref(), s.phase, s.class),
+        (Some("CANCELLED"), Phase::Aborted, None),
+        "{s:?}"
+    );
+    let s = t.status(JobId(7)).await;
+    assert_eq!(
+        (s.state.as_deref(), s.phase),
+        (Some("OUT_OF_MEMORY"), Phase::RetryableFailed),
+        "{s:?}"
+    );
+    // No (readable) marker: the existing rule applies (lost after `lost_after`, zero here). A
+    // job lost with no trace is the cluster's failure, not the code's.
     for id in [3, 4] {
         let s = t.status(JobId(id)).await;
-        assert_eq!(s.phase, Phase::Failed, "{s:?}");
+        assert_eq!(s.phase, Phase::RetryableFailed, "{s:?}");
+        assert_eq!(s.class, Some(FailureClass::Infrastructure), "{s:?}");
         assert!(
             s.note.as_deref().unwrap().contains("cannot be determined"),
             "{s:?}"
@@ -508,4 +569,58 @@ async fn jobs_unknown_to_slurmctld_and_slurmdbd_are_resolved_from_their_markers(
     let calls = markers.calls.load(Ordering::SeqCst);
     t.tick().await;
     assert_eq!(markers.calls.load(Ordering::SeqCst), calls);
+}
+
+/// Slurm requeues a job itself after a node failure or a preemption: RUNNING, then PENDING again
+/// under the same id. The tracker reads the record once for it (the restart count the message
+/// and the budget use), keeps polling the job, and reports it queued, not failed.
+#[tokio::test]
+async fn a_job_slurm_requeued_is_queued_with_its_restart_count_read_once() {
+    let fake = Arc::new(Fake::default());
+    let t = tracker(&fake, cfg());
+    fake.set(4, &["RUNNING"]);
+    t.track(JobId(4));
+    t.tick().await;
+    assert_eq!(t.status(JobId(4)).await.phase, Phase::Running);
+    assert_eq!(
+        fake.job_calls.load(Ordering::SeqCst),
+        0,
+        "no record while it runs"
+    );
+
+    fake.restarts.lock().unwrap().insert(JobId(4), 1);
+    fake.set(4, &["PENDING"]);
+    fake.reasons.lock().unwrap().insert(JobId(4), "BeginTime");
+    t.tick().await;
+    let s = t.status(JobId(4)).await;
+    assert_eq!((s.phase, s.class), (Phase::Queued, None), "{s:?}");
+    assert_eq!(s.restart_count, Some(1), "{s:?}");
+    assert_eq!(fake.job_calls.load(Ordering::SeqCst), 1);
+    // Still pending: no second read.
+    t.tick().await;
+    assert_eq!(fake.job_calls.load(Ordering::SeqCst), 1);
+
+    assert_eq!(s.reason.as_deref(), Some("BeginTime"));
+    // It runs again and completes: the terminal record is still fetched, and succeeds.
+    fake.reasons.lock().unwrap().remove(&JobId(4));
+    fake.set(4, &["RUNNING"]);
+    t.tick().await;
+    fake.set(4, &["COMPLETED"]);
+    t.tick().await;
+    let s = t.status(JobId(4)).await;
+    assert_eq!(s.phase, Phase::Succeeded, "{s:?}");
+    assert_eq!(s.restart_count, Some(1));
+    assert_eq!(s.reason, None, "the requeue's reason does not stay: {s:?}");
+    assert_eq!(fake.job_calls.load(Ordering::SeqCst), 2);
+
+    // A REQUEUED flag seen on the way (PENDING+REQUEUED) counts once too.
+    fake.set(5, &["RUNNING"]);
+    t.track(JobId(5));
+    t.tick().await;
+    fake.set(5, &["PENDING", "REQUEUED"]);
+    t.tick().await;
+    fake.set(5, &["PENDING"]);
+    t.tick().await;
+    assert_eq!(fake.job_calls.load(Ordering::SeqCst), 3);
+    assert_eq!(t.status(JobId(5)).await.phase, Phase::Queued);
 }

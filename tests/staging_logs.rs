@@ -149,7 +149,7 @@ async fn logs_retention_and_exit_markers() {
             exit_marker::read_exit_marker(s.as_ref(), "/cluster/shared/w", "j1")
                 .await
                 .unwrap(),
-            Some(137)
+            Some(exit_marker::ExitMarker::code(137))
         );
         assert_eq!(
             exit_marker::read_exit_marker(s.as_ref(), "/cluster/shared/w/", "j2")

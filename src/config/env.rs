@@ -48,6 +48,15 @@ pub(super) fn apply(
         cfg.terminal_ttl = parse_duration(&v)
             .map_err(|p| ConfigError::invalid("FLYTE_SLURM_TERMINAL_TTL", &v, p))?;
     }
+    if let Some(v) = var("FLYTE_SLURM_REQUEUE_BUDGET") {
+        cfg.requeue_budget = v.trim().parse().map_err(|_| {
+            ConfigError::invalid(
+                "FLYTE_SLURM_REQUEUE_BUDGET",
+                &v,
+                "must be a whole number of requeues, e.g. 3 (0: never requeue)",
+            )
+        })?;
+    }
     if let Some(v) = var("FLYTE_SLURM_LOG_LINKS") {
         cfg.log_links = units::parse_log_links(&v)
             .map_err(|p| ConfigError::invalid("FLYTE_SLURM_LOG_LINKS", &v, p))?;

@@ -32,6 +32,7 @@ struct FileConfig {
     default_cluster: Option<String>,
     poll_interval: Option<String>,
     terminal_ttl: Option<String>,
+    requeue_budget: Option<u32>,
     allow_task_credentials: Option<bool>,
     #[serde(default)]
     clusters: BTreeMap<String, FileCluster>,
@@ -85,6 +86,9 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<DeploymentConfig, ConfigE
     }
     if let Some(v) = &f.terminal_ttl {
         cfg.terminal_ttl = parse_duration(v).map_err(|p| bad("terminal_ttl", p))?;
+    }
+    if let Some(v) = f.requeue_budget {
+        cfg.requeue_budget = v;
     }
     if let Some(v) = f.allow_task_credentials {
         cfg.allow_task_credentials = v;

@@ -81,6 +81,10 @@ pub struct DeploymentConfig {
     /// filesystem after its task ended (`FLYTE_SLURM_JOB_FILES_RETENTION`, default 7 days;
     /// `None`: kept, for `off`/`never`/`0`).
     pub job_files_retention: Option<Duration>,
+    /// How many times a task's job may be put back on the cluster after the cluster failed it
+    /// (node failure, preemption) before the task fails retryably (`FLYTE_SLURM_REQUEUE_BUDGET`,
+    /// default 3). An interruptible task's `interruptible_failure_threshold` replaces it.
+    pub requeue_budget: u32,
     /// `FLYTE_SLURM_LOG_LINKS`: links shown in Flyte's UI for every task (`{job_id}`, ...).
     pub log_links: Vec<units::LogLinkTemplate>,
     /// True when no slurmrestd is configured at all: `serve` starts the embedded stand-in.
@@ -101,6 +105,8 @@ pub const DEFAULT_CLUSTER_NAME: &str = "default";
 // docs/configuration.md quotes them (checked by `docs_quote_the_defaults`).
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(5);
 pub const DEFAULT_TERMINAL_TTL: Duration = Duration::from_secs(3600);
+/// Requeues after infrastructure failures a task's job gets by default (issue 18).
+pub const DEFAULT_REQUEUE_BUDGET: u32 = 3;
 /// Lifetime of a minted token; it is renewed at 80% of it.
 pub const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(1800);
 pub const DEFAULT_UPLOAD_MAX_BYTES: u64 = 100_000_000;
@@ -159,6 +165,7 @@ impl DeploymentConfig {
             default_cluster: DEFAULT_CLUSTER_NAME.to_string(),
             poll_interval: DEFAULT_POLL_INTERVAL,
             terminal_ttl: DEFAULT_TERMINAL_TTL,
+            requeue_budget: DEFAULT_REQUEUE_BUDGET,
             allow_task_credentials: false,
             upload_max_bytes: UploadLimit::Bytes(DEFAULT_UPLOAD_MAX_BYTES),
             job_files_retention: Some(DEFAULT_RETENTION),

@@ -136,6 +136,7 @@ fn malformed_upload_ceiling_is_kept_for_the_task_to_fail_on() {
 const FILE: &str = r#"
 default_cluster = "hpc1"
 poll_interval = "3s"
+requeue_budget = 5
 
 [clusters.hpc1]
 restd_url = "http://restd.hpc1:6820"
@@ -167,6 +168,7 @@ fn file_with_several_clusters_and_env_overrides() {
     .unwrap();
     assert_eq!(c.clusters.len(), 2);
     assert_eq!(c.poll_interval, Duration::from_secs(3));
+    assert_eq!(c.requeue_budget, 5);
     // The environment names hpc2 and overrides its working dir; it becomes the default.
     assert_eq!(c.default_cluster, "hpc2");
     assert_eq!(
@@ -385,5 +387,22 @@ fn docs_quote_the_defaults() {
             have.starts_with(&want),
             "{var}: the docs say {have}, the code {want}"
         );
+    }
+}
+
+#[test]
+fn requeue_budget() {
+    let base = [("FLYTE_SLURM_RESTD_URL", "http://restd:6820")];
+    assert_eq!(load(&base).unwrap().requeue_budget, 3);
+    for (v, want) in [("0", 0), ("7", 7), (" 2 ", 2)] {
+        let c = load(&[base[0], ("FLYTE_SLURM_REQUEUE_BUDGET", v)]).unwrap();
+        assert_eq!(c.requeue_budget, want, "{v}");
+    }
+    for bad in ["-1", "three", "1.5"] {
+        let e = load(&[base[0], ("FLYTE_SLURM_REQUEUE_BUDGET", bad)])
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("FLYTE_SLURM_REQUEUE_BUDGET="), "{bad}: {e}");
+        assert!(e.contains("whole number of requeues"), "{bad}: {e}");
     }
 }

@@ -1,6 +1,10 @@
-//! The exit-status marker: the batch script leaves `<working_dir>/<job>.exit` (one line, the exit
-//! code, written to `.exit.tmp` and renamed) so a job that left slurmctld on a cluster without
-//! slurmdbd can still be resolved (`crate::staging::exit_marker` reads it).
+//! The exit-status marker: the batch script leaves `<working_dir>/<job>.exit` (one line, written
+//! to `.exit.tmp` and renamed) so a job that left slurmctld on a cluster without slurmdbd can
+//! still be resolved (`crate::staging::exit_marker` reads it). The line is `<code> <signal>
+//! <cause>`: the script's exit status; the terminating signal the job received (`TERM` from
+//! scancel or the time limit, `-` for none); and `time_limit` when that signal came at or after
+//! the job's end time (`SLURM_JOB_END_TIME`), `oom` when the job's cgroup recorded an OOM kill,
+//! `-` otherwise. So without accounting a timeout, an OOM kill and a cancel are still told apart.
 //!
 //! Design: the batch shell runs *the same script file* once more as a grandchild and only
 //! records its exit status. The alternatives change what the task's script means: an `EXIT` trap
@@ -48,10 +52,26 @@ if [ -z "${{{CHILD_VAR}:-}}" ]; then
   # Shebang options (`#!/bin/bash -eu`) apply to this shell too; they must not stop it recording.
   set +e +u
   (
-    trap ':' HUP INT QUIT TERM USR1 USR2 ALRM
+    # The first terminating signal, and whether it was the time limit's (Slurm sends TERM to
+    # every process of the step for scancel and for the time limit alike).
+    __sc_term=- __sc_cause=-
+    __sc_got() {{
+      [ "$__sc_term" = - ] || return 0
+      __sc_term=$1
+      if [ -n "${{SLURM_JOB_END_TIME:-}}" ] && [ "$(date +%s)" -ge "$SLURM_JOB_END_TIME" ]; then
+        __sc_cause=time_limit
+      fi
+    }}
+    for __sc_s in HUP INT QUIT TERM ALRM; do trap "__sc_got $__sc_s" "$__sc_s"; done
+    trap ':' USR1 USR2
     if [ -x "$0" ]; then {CHILD_VAR}=1 "$0" "$@"; else {CHILD_VAR}=1 /bin/bash "$0" "$@"; fi
     __sc_rc=$?
-    {{ printf '%s\n' "$__sc_rc" > {tmp} && mv -f -- {tmp} {marker}; }} \
+    # The kernel's OOM killer leaves its count in the cgroup (cgroup v2, task/cgroup).
+    __sc_cg=$(sed -n 's/^0:://p' /proc/self/cgroup 2>/dev/null)
+    if [ -n "$__sc_cg" ] && grep -qs '^oom_kill [1-9]' "/sys/fs/cgroup$__sc_cg/memory.events"; then
+      __sc_cause=oom
+    fi
+    {{ printf '%s %s %s\n' "$__sc_rc" "$__sc_term" "$__sc_cause" > {tmp} && mv -f -- {tmp} {marker}; }} \
       || echo "slurm-connector: could not write the exit-status marker" {marker} >&2
     exit "$__sc_rc"
   ) <&0 &
@@ -64,7 +84,7 @@ if [ -z "${{{CHILD_VAR}:-}}" ]; then
     wait "$__sc_pid"; __sc_rc=$?
     [ -n "$__sc_sig" ] || break
   done
-  case "$__sc_rc" in ''|*[!0-9]*) __sc_rc=$(cat {marker} 2>/dev/null) || __sc_rc=1 ;; esac
+  case "$__sc_rc" in ''|*[!0-9]*) read -r __sc_rc __sc_rest 2>/dev/null < {marker} || __sc_rc=1 ;; esac
   exit "$__sc_rc"
 fi
 unset {CHILD_VAR}
@@ -155,7 +175,7 @@ mod tests {
             assert_eq!(code, Some(*want), "{name}: exit status");
             assert_eq!(
                 marker.as_deref(),
-                Some(format!("{want}\n").as_str()),
+                Some(format!("{want} - -\n").as_str()),
                 "{name}"
             );
             crate::staging::exit_marker::parse_marker(marker.unwrap().as_bytes()).unwrap();
@@ -179,7 +199,7 @@ mod tests {
             assert_eq!(code, Some(*want), "{name}: exit status");
             assert_eq!(
                 marker.as_deref(),
-                Some(format!("{want}\n").as_str()),
+                Some(format!("{want} - -\n").as_str()),
                 "{name}"
             );
         }
@@ -194,7 +214,7 @@ mod tests {
                     case \"$0\" in */stdin) ;; *) exit 7;; esac\n\
                     trap -p INT | grep -q . && exit 8\nexit 0\n";
         let (code, marker) = run(&d, "stdin", body, "hello\n");
-        assert_eq!((code, marker.as_deref()), (Some(0), Some("0\n")));
+        assert_eq!((code, marker.as_deref()), (Some(0), Some("0 - -\n")));
         std::fs::remove_dir_all(&d).ok();
     }
 
@@ -204,6 +224,16 @@ mod tests {
         name: &str,
         body: &str,
         kill_args: &dyn Fn(u32) -> Vec<String>,
+    ) -> (Option<i32>, String) {
+        signalled_env(d, name, body, kill_args, &[])
+    }
+
+    fn signalled_env(
+        d: &Path,
+        name: &str,
+        body: &str,
+        kill_args: &dyn Fn(u32) -> Vec<String>,
+        env: &[(&str, String)],
     ) -> (Option<i32>, String) {
         let marker = d.join(format!("{name}.exit"));
         let started = d.join(format!("{name}.started"));
@@ -221,6 +251,7 @@ mod tests {
             .unwrap();
         let child = Command::new(&path)
             .current_dir(d)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .process_group(0)
             .spawn()
             .unwrap();
@@ -254,22 +285,38 @@ mod tests {
         };
         assert_eq!(
             signalled(&d, "b", usr1, &only_batch),
-            (Some(11), "11\n".into())
+            (Some(11), "11 - -\n".into())
         );
         assert_eq!(
             signalled(&d, "g", usr1, &group("-USR1")),
-            (Some(11), "11\n".into())
+            (Some(11), "11 - -\n".into())
         );
         // scancel / time limit: TERM to every process; the script's own TERM trap runs.
         let plain = "while :; do sleep 0.1; done\n";
         assert_eq!(
             signalled(&d, "t", plain, &group("-TERM")),
-            (Some(143), "143\n".into())
+            (Some(143), "143 TERM -\n".into())
         );
         let trapped = "trap 'exit 21' TERM\nwhile :; do sleep 0.1; done\n";
         assert_eq!(
             signalled(&d, "tt", trapped, &group("-TERM")),
-            (Some(21), "21\n".into())
+            (Some(21), "21 TERM -\n".into())
+        );
+        // The time limit: the same TERM, at or after the end time Slurm gave the job.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let ended = [("SLURM_JOB_END_TIME", (now - 1).to_string())];
+        assert_eq!(
+            signalled_env(&d, "tl", plain, &group("-TERM"), &ended),
+            (Some(143), "143 TERM time_limit\n".into())
+        );
+        // scancel before the end time is a cancel, not a timeout.
+        let later = [("SLURM_JOB_END_TIME", (now + 3600).to_string())];
+        assert_eq!(
+            signalled_env(&d, "tc", plain, &group("-TERM"), &later),
+            (Some(143), "143 TERM -\n".into())
         );
         std::fs::remove_dir_all(&d).ok();
     }

@@ -177,7 +177,10 @@ pub fn sweep_interval(keep: Duration) -> Duration {
 }
 
 impl ExitMarkers for Registry {
-    fn exit_code(&self, id: JobId) -> BoxFuture<'_, Result<Option<i32>, String>> {
+    fn exit_code(
+        &self,
+        id: JobId,
+    ) -> BoxFuture<'_, Result<Option<staging::exit_marker::ExitMarker>, String>> {
         Box::pin(async move {
             let (dir, job) = match self.jobs.lock().unwrap().get(&id) {
                 Some(f) => (f.dir.clone(), f.job.clone()),

@@ -43,6 +43,12 @@ pub struct ResourceMeta {
     /// script tasks and in metas written before it existed (their result is the job's state).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub native_prefix: Option<String>,
+    /// How many times the cluster may fail this task's job (node failure, preemption) and have
+    /// it put back before the task fails retryably (decided at CreateTask: the deployment's
+    /// budget, or an interruptible task's `interruptible_failure_threshold`). Absent in metas
+    /// written before it existed: the deployment's budget applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requeue_budget: Option<u32>,
 }
 
 /// Where a decoded `resource_meta` came from.
@@ -128,6 +134,7 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, MetaError> {
                 stderr: p.stderr_path.unwrap_or_default(),
                 outputs,
                 native_prefix: None,
+                requeue_budget: None,
             },
         });
     }
@@ -152,6 +159,7 @@ mod tests {
             stderr: "/shared/j.err".into(),
             outputs: BTreeMap::new(),
             native_prefix: None,
+            requeue_budget: Some(2),
         };
         let bytes = m.encode();
         let text = String::from_utf8(bytes.clone()).unwrap();
@@ -196,6 +204,7 @@ mod tests {
             stderr: "/w/j.err".into(),
             outputs: BTreeMap::new(),
             native_prefix: None,
+            requeue_budget: None,
         };
         m.outputs
             .insert("shards".into(), o(OutputKind::Dir, UploadMode::Job));

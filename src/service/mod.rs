@@ -189,6 +189,10 @@ impl Connector {
             if spec.task_type == render::TaskType::Slurm {
                 m.native_prefix = Some(req.output_prefix.clone());
             }
+            m.requeue_budget = Some(requeue_budget(
+                req.task_execution_metadata.as_ref(),
+                self.deployment.requeue_budget,
+            ));
             rt.remember(&key, m.clone());
             if let Some(j) = &rt.job_files {
                 j.note(&m);
@@ -213,10 +217,22 @@ impl Connector {
             j.note(&m);
         }
         let snap = rt.tracker.status(m.job_id).await;
+        if let Some((restarts, budget)) =
+            status::over_budget(&m, &snap, self.deployment.requeue_budget)
+            && !snap.phase.is_terminal()
+        {
+            // The task is reported failed from now on (the restart count stays in Slurm's
+            // record): its job must not run on. Cancelling twice is harmless.
+            tracing::warn!(cluster = %rt.cfg.name, job_id = %m.job_id, restarts, budget, "requeue budget spent; cancelling the job");
+            if let Err(e) = rt.client.cancel(m.job_id, None).await {
+                tracing::warn!(cluster = %rt.cfg.name, job_id = %m.job_id, error = %e, "cancelling a job past its requeue budget failed; retried at the next GetTask");
+            }
+        }
         let ctx = status::Context {
             ceiling: &self.ceiling,
             log_templates: &self.deployment.log_links,
             native: &self.native,
+            requeue_budget: self.deployment.requeue_budget,
         };
         let res = status::resource(&rt, &m, snap, &ctx).await;
         // Terminal, outputs transferred: the retention clock of the job's files starts.
@@ -284,6 +300,20 @@ impl Connector {
     }
 }
 
+/// The requeue budget of a task: an interruptible task says how many interruptions it accepts
+/// (`interruptible_failure_threshold`, when above zero); any other task gets the deployment's.
+pub fn requeue_budget(
+    tem: Option<&crate::proto::connector::TaskExecutionMetadata>,
+    deployment: u32,
+) -> u32 {
+    match tem {
+        Some(t) if t.interruptible && t.interruptible_failure_threshold > 0 => {
+            t.interruptible_failure_threshold as u32
+        }
+        _ => deployment,
+    }
+}
+
 fn cluster_label(rt: &ClusterRuntime) -> metrics::ClusterLabels {
     metrics::ClusterLabels {
         cluster: rt.cfg.name.clone(),
@@ -297,6 +327,7 @@ pub fn resource_meta(cluster: &str, job_id: JobId, r: &render::Rendered) -> Reso
         job_id,
         job_name: r.job_name.clone(),
         native_prefix: None,
+        requeue_budget: None,
         stdout: r.stdout_path.clone(),
         stderr: r.stderr_path.clone(),
         outputs: r
@@ -304,5 +335,24 @@ pub fn resource_meta(cluster: &str, job_id: JobId, r: &render::Rendered) -> Reso
             .iter()
             .map(|o| (o.name.clone(), o.clone()))
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::connector::TaskExecutionMetadata;
+
+    #[test]
+    fn interruptible_tasks_bring_their_own_requeue_budget() {
+        let mut t = TaskExecutionMetadata::default();
+        assert_eq!(requeue_budget(None, 3), 3);
+        assert_eq!(requeue_budget(Some(&t), 3), 3);
+        t.interruptible_failure_threshold = 7;
+        assert_eq!(requeue_budget(Some(&t), 3), 3, "not interruptible");
+        t.interruptible = true;
+        assert_eq!(requeue_budget(Some(&t), 3), 7);
+        t.interruptible_failure_threshold = 0;
+        assert_eq!(requeue_budget(Some(&t), 3), 3, "no threshold given");
     }
 }

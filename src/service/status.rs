@@ -10,7 +10,7 @@ use crate::proto::task::{NamedLiteral, Outputs};
 use crate::staging::{
     self, DeclaredOutput, Dimensionality, OutputBlob, TransferOutcome, UploadMode,
 };
-use crate::tracker::JobSnapshot;
+use crate::tracker::{FailureClass, JobSnapshot};
 
 use super::cluster::ClusterRuntime;
 use super::meta::ResourceMeta;
@@ -23,13 +23,154 @@ const NO_STAGING_ROOT: &str = "/nonexistent/slurm-connector-no-staging";
 /// Bound on staging reads inside GetTask (the backend's deadline is 10 s).
 const STAGING_BUDGET: Duration = Duration::from_secs(3);
 
-/// `Slurm job <id> is <STATE>[, exit code x:y][, reason: r]` and the lines after it.
+/// `HH:MM:SS` (or `D-HH:MM:SS`) like Slurm prints a time limit.
+fn limit_text(minutes: u32) -> String {
+    let (d, h, m) = (minutes / 1440, minutes / 60 % 24, minutes % 60);
+    if d > 0 {
+        format!("{d}-{h:02}:{m:02}:00")
+    } else {
+        format!("{h:02}:{m:02}:00")
+    }
+}
+
+/// `4G`, `512M`: memory in MiB as sbatch takes it.
+fn mem_text(mib: u64) -> String {
+    if mib >= 1024 && mib.is_multiple_of(1024) {
+        format!("{}G", mib / 1024)
+    } else {
+        format!("{mib}M")
+    }
+}
+
+/// `4G`, `259.6M`: bytes in sbatch's units, one decimal unless whole.
+fn bytes_text(b: u64) -> String {
+    const UNITS: [(&str, u64); 4] = [
+        ("T", 1 << 40),
+        ("G", 1 << 30),
+        ("M", 1 << 20),
+        ("K", 1 << 10),
+    ];
+    for (u, size) in UNITS {
+        if b >= size {
+            return if b.is_multiple_of(size) {
+                format!("{}{u}", b / size)
+            } else {
+                format!("{:.1}{u}", b as f64 / size as f64)
+            };
+        }
+    }
+    format!("{b}")
+}
+
+/// `(used, limit)` in bytes from slurmstepd's `<step> exceeded memory limit (<used> > <limit>),
+/// being killed` (jobacct_gather's OverMemoryKill, `src/interfaces/jobacct_gather.c`).
+pub fn over_memory_line(stderr_tail: &str) -> Option<(u64, u64)> {
+    stderr_tail.lines().rev().find_map(|l| {
+        let rest = l.split("exceeded memory limit (").nth(1)?;
+        let (nums, _) = rest.split_once(')')?;
+        let (used, limit) = nums.split_once(" > ")?;
+        Some((used.trim().parse().ok()?, limit.trim().parse().ok()?))
+    })
+}
+
+/// The first line of a failed task's message, in a stable form alerts and people can match:
+/// `[<TAG>] <what happened>`. The tag is Slurm's state (`TIMEOUT`, `OUT_OF_MEMORY`, `NODE_FAIL`,
+/// ...), or `LOST` / `UNKNOWN_STATE` for a job the connector could not follow. `None` for a job
+/// that has not failed.
+pub fn headline(meta: &ResourceMeta, s: &JobSnapshot) -> Option<String> {
+    s.class?;
+    let id = meta.job_id;
+    let base = s
+        .state
+        .as_deref()
+        .and_then(|t| t.split('+').next())
+        .unwrap_or("");
+    let on = |s: &JobSnapshot| {
+        s.nodes
+            .as_deref()
+            .map(|n| format!(" on {n}"))
+            .unwrap_or_default()
+    };
+    let signal = s
+        .signal
+        .as_deref()
+        .or(s.exit_code.as_ref().and_then(|c| c.signal_name.as_deref()));
+    let line = match base {
+        "TIMEOUT" => match s.time_limit_minutes {
+            Some(m) => format!("[TIMEOUT] after {} (job {id}{})", limit_text(m), on(s)),
+            None => format!("[TIMEOUT] job {id} reached its time limit{}", on(s)),
+        },
+        "OUT_OF_MEMORY" => match s.memory_per_node_mib {
+            Some(m) => format!(
+                "[OUT_OF_MEMORY] job {id} used more than its {}{}",
+                mem_text(m),
+                on(s)
+            ),
+            None => format!(
+                "[OUT_OF_MEMORY] job {id} used more than its memory limit{}",
+                on(s)
+            ),
+        },
+        "NODE_FAIL" => match &s.nodes {
+            Some(n) => format!("[NODE_FAIL] {n} (job {id})"),
+            None => format!("[NODE_FAIL] a node of job {id} failed"),
+        },
+        "BOOT_FAIL" => match &s.nodes {
+            Some(n) => format!("[BOOT_FAIL] {n} (job {id})"),
+            None => format!("[BOOT_FAIL] a node of job {id} did not boot"),
+        },
+        "PREEMPTED" => format!("[PREEMPTED] job {id}{} was preempted", on(s)),
+        "DEADLINE" => format!("[DEADLINE] job {id} passed its deadline"),
+        "FAILED" => {
+            let rc = s.exit_code.as_ref().and_then(|c| c.return_code);
+            match (rc, signal) {
+                (_, Some(sig)) if s.exit_code.as_ref().and_then(|c| c.signal).is_some() => {
+                    format!("[FAILED] job {id} was killed by signal {sig}{}", on(s))
+                }
+                // A shell reports a child killed by signal N as 128+N.
+                (Some(rc), _) if (129..=128 + 64).contains(&rc) => format!(
+                    "[FAILED] job {id} exited with code {rc} (128+{}: killed by a signal?){}",
+                    rc - 128,
+                    on(s)
+                ),
+                (Some(rc), _) => format!("[FAILED] job {id} exited with code {rc}{}", on(s)),
+                (None, _) => format!("[FAILED] job {id} failed{}", on(s)),
+            }
+        }
+        _ if s.note.is_some() && s.state.is_some() && s.class.is_some() => {
+            // Lost (no record, no marker) or a state this connector does not know.
+            if s.phase == crate::proto::core::task_execution::Phase::Failed {
+                format!("[UNKNOWN_STATE] job {id}")
+            } else {
+                format!("[LOST] job {id}")
+            }
+        }
+        _ if s
+            .state
+            .as_deref()
+            .is_some_and(|t| t.contains("SPECIAL_EXIT")) =>
+        {
+            format!("[SPECIAL_EXIT] job {id} is held by Slurm after a special exit")
+        }
+        _ if s.state.as_deref().is_some_and(|t| t.contains("REVOKED")) => {
+            format!("[REVOKED] job {id} was revoked (it runs on another cluster of the federation)")
+        }
+        other => format!("[{other}] job {id}"),
+    };
+    Some(line)
+}
+
+/// `[TAG] ...` for a failure, then `Slurm job <id> is <STATE>[, exit code x:y][, reason: r]` and
+/// the lines after it.
 pub fn message(meta: &ResourceMeta, s: &JobSnapshot) -> String {
-    let mut m = format!(
+    let mut m = headline(meta, s)
+        .map(|h| format!("{h}\n"))
+        .unwrap_or_default();
+    m.push_str(&format!(
         "Slurm job {} is {}",
         meta.job_id,
         s.state.as_deref().unwrap_or("not known yet")
-    );
+    ));
     if let Some(ec) = &s.exit_code {
         m.push_str(&format!(", exit code {ec}"));
     }
@@ -39,6 +180,9 @@ pub fn message(meta: &ResourceMeta, s: &JobSnapshot) -> String {
         .filter(|r| !r.is_empty() && *r != "None")
     {
         m.push_str(&format!(", reason: {r}"));
+    }
+    if let Some(sig) = &s.signal {
+        m.push_str(&format!(", signal {sig}"));
     }
     if let Some(n) = &s.note {
         m.push_str(&format!("\n{n}"));
@@ -124,6 +268,19 @@ pub struct Context<'a> {
     pub ceiling: &'a Result<staging::Ceiling, String>,
     pub log_templates: &'a [staging::logs::LogLinkTemplate],
     pub native: &'a native_result::Probes,
+    /// The deployment's requeue budget, for metas that do not carry their own.
+    pub requeue_budget: u32,
+}
+
+/// Slurm requeued the job (node failure, preemption) more often than the task's budget allows:
+/// `Some((restarts, budget))`. The service then cancels the job and the task fails retryably.
+pub fn over_budget(meta: &ResourceMeta, s: &JobSnapshot, deployment: u32) -> Option<(u32, u32)> {
+    let budget = meta.requeue_budget.unwrap_or(deployment);
+    let restarts = s.restart_count.unwrap_or(0);
+    // A job that ended on its own (succeeded, or the task's code failed in its last run) says
+    // so itself; the budget speaks only for a job the cluster keeps putting back.
+    let own_end = s.phase == Phase::Succeeded || s.class == Some(FailureClass::User);
+    (restarts > budget && !own_end).then_some((restarts, budget))
 }
 
 pub async fn resource(
@@ -134,7 +291,35 @@ pub async fn resource(
 ) -> Resource {
     let (ceiling, log_templates) = (ctx.ceiling, ctx.log_templates);
     let mut phase = snap.phase;
+    let mut failure_class = snap.class;
     let mut msg = message(meta, &snap);
+    let budget = meta.requeue_budget.unwrap_or(ctx.requeue_budget);
+    if let Some((restarts, budget)) = over_budget(meta, &snap, ctx.requeue_budget) {
+        // The cluster's failures, not the task's: only a spent budget reaches Flyte, and as a
+        // retryable failure (Flyte's own retries then start a new attempt).
+        phase = Phase::RetryableFailed;
+        failure_class = Some(FailureClass::Infrastructure);
+        msg = format!(
+            "[REQUEUE_BUDGET] Slurm requeued job {} {restarts} time{} after node failures or \
+             preemptions, more than the task's budget of {budget}; the job was cancelled\n{msg}",
+            meta.job_id,
+            if restarts == 1 { "" } else { "s" }
+        );
+    } else if let Some(n) = snap.restart_count.filter(|n| *n > 0)
+        && !matches!(phase, Phase::Failed | Phase::RetryableFailed)
+    {
+        msg.push_str(&format!(
+            "\nrequeued by Slurm after a node failure or preemption ({n} of {budget})"
+        ));
+    } else if snap.class == Some(FailureClass::Infrastructure) && snap.restart_count.is_some() {
+        // Slurm requeues a requeueable batch job itself after a node failure; this one ended
+        // instead, so it was not requeueable here.
+        msg.push_str(
+            "\nSlurm did not put the job back in the queue (it does so only for a requeueable \
+             job: no --no-requeue, JobRequeue=1, and for preemption PreemptMode=REQUEUE); the \
+             failure is the cluster's, so Flyte's retry applies",
+        );
+    }
     let mut outputs = None;
 
     // A native task's entrypoint says how the task went (outputs.pb / error.pb), not the exit code.
@@ -149,6 +334,11 @@ pub async fn resource(
         {
             Some(d) => {
                 phase = d.phase;
+                failure_class = match d.phase {
+                    Phase::Failed => Some(FailureClass::Permanent),
+                    Phase::RetryableFailed => Some(FailureClass::User),
+                    _ => None,
+                };
                 msg.push_str(&format!("\n{}", d.message));
             }
             None => {
@@ -167,6 +357,7 @@ pub async fn resource(
         match (&rt.staging, needs_staging) {
             (None, true) => {
                 phase = Phase::Failed;
+                failure_class = Some(FailureClass::Permanent);
                 msg.push_str(&format!(
                     "\n{}; or declare the outputs with output_upload=\"job\" so the job uploads them itself",
                     staging::settings::not_configured()
@@ -210,7 +401,9 @@ pub async fn resource(
                         });
                     }
                     Some(TransferOutcome::Failed(why)) => {
+                        // The job finished: an output that is missing now never appears.
                         phase = Phase::Failed;
+                        failure_class = Some(FailureClass::Permanent);
                         msg.push_str(&format!("\n{why}"));
                     }
                     Some(TransferOutcome::Cancelled) => {
@@ -232,7 +425,28 @@ pub async fn resource(
         )
         .await
         {
-            Ok(Ok(Some(tail))) => msg.push_str(&format!("\n--- last lines of stderr ---\n{tail}")),
+            Ok(Ok(Some(tail))) => {
+                // jobacct_gather's OverMemoryKill ends the job FAILED by SIGKILL; only the line
+                // slurmstepd writes to the job's stderr says it was the memory limit.
+                if snap
+                    .state
+                    .as_deref()
+                    .is_some_and(|t| t.starts_with("FAILED"))
+                    && let Some((used, limit)) = over_memory_line(&tail)
+                {
+                    let first = msg.find('\n').unwrap_or(msg.len());
+                    msg.replace_range(
+                        ..first,
+                        &format!(
+                            "[OUT_OF_MEMORY] job {} used more than its {} (MaxRSS {})",
+                            meta.job_id,
+                            bytes_text(limit),
+                            bytes_text(used)
+                        ),
+                    );
+                }
+                msg.push_str(&format!("\n--- last lines of stderr ---\n{tail}"))
+            }
             Ok(Ok(None)) => {}
             Ok(Err(e)) => msg.push_str(&format!("\n(stderr not readable: {e})")),
             Err(_) => msg.push_str("\n(stderr not read: the staging backend is slow)"),
@@ -244,7 +458,12 @@ pub async fn resource(
         "job_id": meta.job_id.0,
         "job_name": meta.job_name,
         "state": snap.state,
+        "reason": snap.reason,
         "exit_code": snap.exit_code.as_ref().map(|e| e.to_string()),
+        "signal": snap.signal,
+        "nodes": snap.nodes,
+        "requeue_count": snap.restart_count.unwrap_or(0),
+        "failure_class": failure_class.map(|c| c.as_str()),
         "stdout": meta.stdout,
         "stderr": meta.stderr,
     });
@@ -254,5 +473,197 @@ pub async fn resource(
         log_links: log_links(log_templates, meta),
         phase: phase as i32,
         custom_info: Some(crate::proto::json_to_struct(&custom_info)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slurmrestd::{ExitCode, JobId};
+
+    fn meta() -> ResourceMeta {
+        ResourceMeta {
+            v: 1,
+            cluster: "hpc1".into(),
+            job_id: JobId(123),
+            job_name: "flyte-t-1".into(),
+            stdout: String::new(),
+            stderr: String::new(),
+            outputs: Default::default(),
+            native_prefix: None,
+            requeue_budget: None,
+        }
+    }
+
+    fn snap(state: &str, class: Option<FailureClass>) -> JobSnapshot {
+        JobSnapshot {
+            job_id: JobId(123),
+            phase: class.map(|c| c.phase()).unwrap_or(Phase::Running),
+            state: Some(state.into()),
+            exit_code: None,
+            reason: None,
+            note: None,
+            class,
+            signal: None,
+            nodes: None,
+            restart_count: None,
+            time_limit_minutes: None,
+            memory_per_node_mib: None,
+            unreachable: None,
+        }
+    }
+
+    fn code(rc: u32, signal: Option<(u32, &str)>) -> Option<ExitCode> {
+        Some(ExitCode {
+            status: vec![
+                if signal.is_some() {
+                    "SIGNALED"
+                } else {
+                    "ERROR"
+                }
+                .into(),
+            ],
+            return_code: Some(rc),
+            signal: signal.map(|s| s.0),
+            signal_name: signal.map(|s| s.1.to_string()),
+        })
+    }
+
+    /// The stable first lines, one per failure kind (docs/operations.md shows them).
+    #[test]
+    fn headlines() {
+        use FailureClass::*;
+        let m = meta();
+        let mut s = snap("TIMEOUT", Some(User));
+        s.time_limit_minutes = Some(10);
+        assert_eq!(
+            headline(&m, &s).unwrap(),
+            "[TIMEOUT] after 00:10:00 (job 123)"
+        );
+        s.time_limit_minutes = Some(1500);
+        s.nodes = Some("node1".into());
+        assert_eq!(
+            headline(&m, &s).unwrap(),
+            "[TIMEOUT] after 1-01:00:00 (job 123 on node1)"
+        );
+        s.time_limit_minutes = None;
+        assert_eq!(
+            headline(&m, &s).unwrap(),
+            "[TIMEOUT] job 123 reached its time limit on node1"
+        );
+
+        let mut s = snap("OUT_OF_MEMORY", Some(User));
+        s.memory_per_node_mib = Some(4096);
+        assert_eq!(
+            headline(&m, &s).unwrap(),
+            "[OUT_OF_MEMORY] job 123 used more than its 4G"
+        );
+        s.memory_per_node_mib = Some(100);
+        assert_eq!(
+            headline(&m, &s).unwrap(),
+            "[OUT_OF_MEMORY] job 123 used more than its 100M"
+        );
+
+        let mut s = snap("NODE_FAIL", Some(Infrastructure));
+        s.nodes = Some("node3".into());
+        assert_eq!(headline(&m, &s).unwrap(), "[NODE_FAIL] node3 (job 123)");
+
+        let mut s = snap("FAILED", Some(User));
+        s.exit_code = code(3, None);
+        s.nodes = Some("node1".into());
+        assert_eq!(
+            headline(&m, &s).unwrap(),
+            "[FAILED] job 123 exited with code 3 on node1"
+        );
+        s.exit_code = code(0, Some((9, "KILL")));
+        assert_eq!(
+            headline(&m, &s).unwrap(),
+            "[FAILED] job 123 was killed by signal KILL on node1"
+        );
+        s.exit_code = code(137, None);
+        assert_eq!(
+            headline(&m, &s).unwrap(),
+            "[FAILED] job 123 exited with code 137 (128+9: killed by a signal?) on node1"
+        );
+
+        assert_eq!(
+            headline(&m, &snap("PREEMPTED", Some(Infrastructure))).unwrap(),
+            "[PREEMPTED] job 123 was preempted"
+        );
+        assert_eq!(
+            headline(&m, &snap("PENDING+SPECIAL_EXIT", Some(Permanent))).unwrap(),
+            "[SPECIAL_EXIT] job 123 is held by Slurm after a special exit"
+        );
+        let mut lost = snap("RUNNING", Some(Infrastructure));
+        lost.note = Some("not known to slurmctld".into());
+        assert_eq!(headline(&m, &lost).unwrap(), "[LOST] job 123");
+        let mut unknown = snap("WEIRD", Some(Permanent));
+        unknown.note = Some("does not know".into());
+        assert_eq!(headline(&m, &unknown).unwrap(), "[UNKNOWN_STATE] job 123");
+
+        // Not failed: no tag, the message starts with the state as before.
+        assert_eq!(headline(&m, &snap("RUNNING", None)), None);
+        assert!(message(&m, &snap("RUNNING", None)).starts_with("Slurm job 123 is RUNNING"));
+    }
+
+    #[test]
+    fn the_message_puts_the_tag_first_then_the_state_and_how_to_look_inside() {
+        let m = meta();
+        let mut s = snap("TIMEOUT", Some(FailureClass::User));
+        s.time_limit_minutes = Some(1);
+        s.signal = Some("TERM".into());
+        let text = message(&m, &s);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "[TIMEOUT] after 00:01:00 (job 123)");
+        assert_eq!(lines[1], "Slurm job 123 is TIMEOUT, signal TERM");
+        let running = message(&m, &snap("RUNNING", None));
+        assert!(
+            running.ends_with("\nattach: srun --jobid=123 --overlap --pty bash"),
+            "{running}"
+        );
+    }
+
+    /// What slurmstepd wrote to the stderr of a job killed by OverMemoryKill (24.11, recorded
+    /// on the dev cluster with --failure-modes: `tests/fixtures/slurmrestd/24.11_v0.0.42_oom-*`).
+    #[test]
+    fn over_memory_kill_is_read_from_slurmstepds_line() {
+        let tail = "slurmstepd-node1: error: StepId=268.batch exceeded memory limit (272166912 > 52428800), being killed\n\
+                    slurmstepd-node1: error: Exceeded job memory limit\n\
+                    slurmstepd-node1: error: *** JOB 268 ON node1 CANCELLED AT 2026-12-01T10:00:05 ***\n";
+        assert_eq!(over_memory_line(tail), Some((272166912, 52428800)));
+        assert_eq!(bytes_text(52428800), "50M");
+        assert_eq!(bytes_text(272166912), "259.6M");
+        assert_eq!(bytes_text(4 << 30), "4G");
+        assert_eq!(over_memory_line("plain failure\nexit 3\n"), None);
+        assert_eq!(over_memory_line("exceeded memory limit (x > 1)"), None);
+    }
+
+    #[test]
+    fn a_requeue_budget_is_spent_only_past_it() {
+        let mut m = meta();
+        let mut s = snap("RUNNING", None);
+        assert_eq!(over_budget(&m, &s, 3), None);
+        s.restart_count = Some(3);
+        assert_eq!(over_budget(&m, &s, 3), None);
+        s.restart_count = Some(4);
+        assert_eq!(over_budget(&m, &s, 3), Some((4, 3)));
+        // The task's own budget (an interruptible task's threshold) wins over the deployment's.
+        m.requeue_budget = Some(5);
+        assert_eq!(over_budget(&m, &s, 3), None);
+        m.requeue_budget = Some(0);
+        s.restart_count = Some(1);
+        assert_eq!(over_budget(&m, &s, 3), Some((1, 0)));
+        // A job that succeeded in the end succeeded; one whose code failed in its last run
+        // failed by itself.
+        s.phase = Phase::Succeeded;
+        assert_eq!(over_budget(&m, &s, 3), None);
+        let mut failed = snap("FAILED", Some(FailureClass::User));
+        failed.restart_count = Some(1);
+        assert_eq!(over_budget(&m, &failed, 3), None);
+        // Cancelled by the connector for the budget: still reported as the budget's.
+        let mut cancelled = snap("CANCELLED", None);
+        cancelled.phase = Phase::Aborted;
+        cancelled.restart_count = Some(1);
+        assert_eq!(over_budget(&m, &cancelled, 3), Some((1, 0)));
     }
 }

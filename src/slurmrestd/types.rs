@@ -175,6 +175,14 @@ pub struct JobInfo {
     pub submit_time: Option<i64>,
     pub start_time: Option<i64>,
     pub end_time: Option<i64>,
+    /// The nodes the job ran on (`node[1-3]`), `None` before it started.
+    pub nodes: Option<String>,
+    /// How many times Slurm put the job back in the queue itself (node failure, preemption).
+    pub restart_count: Option<u32>,
+    /// The time limit, in minutes (`None`: unlimited or unknown).
+    pub time_limit_minutes: Option<u32>,
+    /// Memory per node the job asked for, in MiB (`--mem`; `None` when given otherwise).
+    pub memory_per_node_mib: Option<u64>,
 }
 
 /// The result of cancelling a job.

@@ -1,22 +1,53 @@
 //! Exit-status markers for clusters without slurmdbd: a job that aged out of slurmctld between
 //! polls is resolved from `<working_dir>/<job>.exit`, left by the rendered script.
 //!
-//! Format (agreed with `render`): the file holds a single line, the decimal exit code of the
-//! user's script, then `\n` (e.g. `0\n`, `137\n`). The script writes `<job>.exit.tmp` and renames
-//! it, so a reader sees either no marker or a complete one; `<job>` is the same stem as the
-//! job's `.out`/`.err` files.
+//! Format (agreed with `render::marker`): one line, `<code> <signal> <cause>\n`: the decimal exit
+//! code of the user's script; the terminating signal the job received (`TERM`, `INT`, `HUP`,
+//! `QUIT`, `ALRM`) or `-`; `time_limit`, `oom` or `-` (e.g. `0 - -`, `143 TERM time_limit`).
+//! Markers written before the signal was recorded hold the code alone (`137\n`) and are still
+//! read. The script writes `<job>.exit.tmp` and renames it, so a reader sees either no marker or
+//! a complete one; `<job>` is the same stem as the job's `.out`/`.err` files.
 
 use futures::StreamExt;
 
 use super::backend::Staging;
 use super::error::{Result, StagingError};
 
-/// The exit code if the marker exists; an error if it exists but is not one line with a number.
+/// Why the job ended, as far as the job itself could tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkerCause {
+    /// The terminating signal came at or after the job's end time.
+    TimeLimit,
+    /// The job's cgroup recorded an OOM kill.
+    OutOfMemory,
+}
+
+/// What an exit-status marker holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExitMarker {
+    pub code: i32,
+    /// The terminating signal the job received (`TERM`), if any.
+    pub signal: Option<String>,
+    pub cause: Option<MarkerCause>,
+}
+
+impl ExitMarker {
+    /// A marker holding only the code (the format before signals were recorded).
+    pub fn code(code: i32) -> ExitMarker {
+        ExitMarker {
+            code,
+            signal: None,
+            cause: None,
+        }
+    }
+}
+
+/// The marker if it exists; an error if it exists but is not one line in the format above.
 pub async fn read_exit_marker(
     staging: &dyn Staging,
     working_dir: &str,
     job: &str,
-) -> Result<Option<i32>> {
+) -> Result<Option<ExitMarker>> {
     let path = super::JobFiles::new(working_dir, job).marker();
     let mut stream = match staging.read(&path).await {
         Ok(s) => s,
@@ -34,23 +65,50 @@ pub async fn read_exit_marker(
         }
     }
     parse_marker(&buf).map(Some).map_err(|why| StagingError::Output {
-        message: format!("exit-status marker {path} is malformed ({why}); expected one line with the exit code"),
+        message: format!(
+            "exit-status marker {path} is malformed ({why}); expected one line `<exit code> <signal> <cause>`"
+        ),
     })
 }
 
-/// Parse the marker's content: `<exit_code>` with an optional trailing newline.
-pub fn parse_marker(content: &[u8]) -> std::result::Result<i32, String> {
+/// Parse the marker's content: `<code> <signal> <cause>` or the older `<code>`, with an optional
+/// trailing newline.
+pub fn parse_marker(content: &[u8]) -> std::result::Result<ExitMarker, String> {
     let text = std::str::from_utf8(content).map_err(|_| "not UTF-8".to_string())?;
     let line = text.strip_suffix('\n').unwrap_or(text);
+    let line = line.strip_suffix('\r').unwrap_or(line);
     if line.is_empty() {
         return Err("empty".into());
     }
     if line.contains('\n') {
         return Err("more than one line".into());
     }
-    line.trim_end_matches('\r')
+    let fields: Vec<&str> = line.split(' ').collect();
+    let code = fields[0]
         .parse::<i32>()
-        .map_err(|_| format!("{line:?} is not an integer"))
+        .map_err(|_| format!("{:?} is not an integer", fields[0]))?;
+    match fields[..] {
+        [_] => Ok(ExitMarker::code(code)),
+        [_, signal, cause] => {
+            let signal = match signal {
+                "-" => None,
+                "HUP" | "INT" | "QUIT" | "TERM" | "ALRM" => Some(signal.to_string()),
+                other => return Err(format!("signal {other:?} is not one the marker records")),
+            };
+            let cause = match cause {
+                "-" => None,
+                "time_limit" => Some(MarkerCause::TimeLimit),
+                "oom" => Some(MarkerCause::OutOfMemory),
+                other => return Err(format!("cause {other:?} is not time_limit, oom or -")),
+            };
+            Ok(ExitMarker {
+                code,
+                signal,
+                cause,
+            })
+        }
+        _ => Err(format!("{} fields, expected 1 or 3", fields.len())),
+    }
 }
 
 #[cfg(test)]
@@ -59,9 +117,37 @@ mod tests {
 
     #[test]
     fn markers() {
-        assert_eq!(parse_marker(b"0\n"), Ok(0));
-        assert_eq!(parse_marker(b"137"), Ok(137));
-        for bad in [&b""[..], b"\n", b"x\n", b"1\n2\n", b"0 \n"] {
+        // Markers left before the signal was recorded.
+        assert_eq!(parse_marker(b"0\n"), Ok(ExitMarker::code(0)));
+        assert_eq!(parse_marker(b"137"), Ok(ExitMarker::code(137)));
+        assert_eq!(parse_marker(b"3 - -\n"), Ok(ExitMarker::code(3)));
+        assert_eq!(
+            parse_marker(b"143 TERM time_limit\n"),
+            Ok(ExitMarker {
+                code: 143,
+                signal: Some("TERM".into()),
+                cause: Some(MarkerCause::TimeLimit)
+            })
+        );
+        assert_eq!(
+            parse_marker(b"137 - oom\n").unwrap().cause,
+            Some(MarkerCause::OutOfMemory)
+        );
+        assert_eq!(
+            parse_marker(b"143 TERM -").unwrap().signal.as_deref(),
+            Some("TERM")
+        );
+        for bad in [
+            &b""[..],
+            b"\n",
+            b"x\n",
+            b"1\n2\n",
+            b"0 \n",
+            b"0 - \n",
+            b"0 KILL -\n",
+            b"0 - slow\n",
+            b"0 - - -\n",
+        ] {
             assert!(parse_marker(bad).is_err(), "{bad:?}");
         }
     }

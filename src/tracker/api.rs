@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use futures::future::BoxFuture;
 
 use crate::slurmrestd::{Client, ClientError, JobId, JobInfo, JobState};
+pub use crate::staging::exit_marker::{ExitMarker, MarkerCause};
 
 /// What the tracker needs from one cluster.
 pub trait SlurmApi: Send + Sync + 'static {
@@ -50,5 +51,5 @@ impl SlurmApi for Client {
 /// only asks, so it does not depend on how the filesystem is reached.
 pub trait ExitMarkers: Send + Sync + 'static {
     /// `Ok(None)`: no marker (not written, or a job this reader knows nothing about).
-    fn exit_code(&self, id: JobId) -> BoxFuture<'_, Result<Option<i32>, String>>;
+    fn exit_code(&self, id: JobId) -> BoxFuture<'_, Result<Option<ExitMarker>, String>>;
 }

@@ -35,8 +35,9 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-pub use api::{ExitMarkers, SlurmApi};
-pub use state::{Base, Packed};
+pub use api::{ExitMarker, ExitMarkers, MarkerCause, SlurmApi};
+pub use resolve::marker_state;
+pub use state::{Base, FailureClass, Packed};
 
 use crate::proto::core::task_execution::Phase;
 use crate::slurmrestd::{ExitCode, JobId};
@@ -105,6 +106,13 @@ struct Extra {
     other_state: Option<Box<str>>,
     exit_code: Option<ExitCode>,
     reason: Option<String>,
+    /// From the terminal record (or the marker): where it ran, how often Slurm requeued it, its
+    /// limits, the signal that ended it.
+    nodes: Option<String>,
+    restart_count: Option<u32>,
+    time_limit_minutes: Option<u32>,
+    memory_per_node_mib: Option<u64>,
+    signal: Option<String>,
 }
 
 /// What GetTask reports for one job.
@@ -118,6 +126,14 @@ pub struct JobSnapshot {
     pub reason: Option<String>,
     /// Why the phase is what it is when Slurm did not say so directly (lost, unknown state, ...).
     pub note: Option<String>,
+    /// Why a failed job failed, as Flyte should treat it (`None`: not failed).
+    pub class: Option<FailureClass>,
+    /// The signal that ended the job (Slurm's record, or the one the exit marker recorded).
+    pub signal: Option<String>,
+    pub nodes: Option<String>,
+    pub restart_count: Option<u32>,
+    pub time_limit_minutes: Option<u32>,
+    pub memory_per_node_mib: Option<u64>,
     /// Set while the cluster's slurmrestd is failing: since when, and the last error.
     pub unreachable: Option<Unreachable>,
 }

@@ -7,10 +7,10 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use crate::slurmrestd::JobId;
+use crate::slurmrestd::{BaseState, JobId};
 
 use super::resolve::apply_state;
-use super::{Known, Packed, Tracker, Unreachable};
+use super::{Base, Known, Packed, Tracker, Unreachable};
 
 impl Tracker {
     /// One poll round: ONE `states` call for every job not finished, then slurmdbd for the
@@ -59,6 +59,7 @@ impl Tracker {
         let now = self.now_secs();
         let mut missing = Vec::new();
         let mut finished = Vec::new();
+        let mut requeued = Vec::new();
         {
             let mut jobs = self.jobs.lock().unwrap();
             for id in ids {
@@ -70,6 +71,14 @@ impl Tracker {
                         if Packed::pack(s).0.is_terminal() && !e.record_done {
                             finished.push((*id, s.clone()));
                         } else {
+                            // Back in the queue after it ran: Slurm requeued it (node failure,
+                            // preemption); its record says how often.
+                            let back = s.base == BaseState::Pending
+                                && e.known == Known::Seen
+                                && e.state.base != Base::Pending;
+                            if back || (s.has_flag("REQUEUED") && !e.state.has("REQUEUED")) {
+                                requeued.push(*id);
+                            }
                             apply_state(e, s, now);
                         }
                     }
@@ -95,6 +104,9 @@ impl Tracker {
         }
         if !finished.is_empty() {
             self.fetch_records(&finished).await;
+        }
+        if !requeued.is_empty() {
+            self.fetch_requeued(&requeued).await;
         }
         self.health.lock().unwrap().rounds += 1;
     }

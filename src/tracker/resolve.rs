@@ -6,6 +6,8 @@ use std::collections::HashMap;
 
 use crate::slurmrestd::{ExitCode, JobId, JobInfo, JobState};
 
+use super::api::{ExitMarker, MarkerCause};
+
 use super::{Entry, Known, Packed, Tracker};
 
 /// Job records (each one slurmctld RPC) and exit-status markers read at once.
@@ -49,8 +51,8 @@ impl Tracker {
         let mut jobs = self.jobs.lock().unwrap();
         for id in ids {
             let Some(e) = jobs.get_mut(id) else { continue };
-            if let Some(code) = markers.get(id) {
-                apply_marker(e, *code, now);
+            if let Some(marker) = markers.get(id) {
+                apply_marker(e, marker, now);
                 continue;
             }
             match found.get(id) {
@@ -78,7 +80,7 @@ impl Tracker {
         &self,
         ids: &[JobId],
         found: &HashMap<JobId, JobInfo>,
-    ) -> HashMap<JobId, i32> {
+    ) -> HashMap<JobId, ExitMarker> {
         let Some(markers) = &self.markers else {
             return HashMap::new();
         };
@@ -99,9 +101,9 @@ impl Tracker {
         let mut out = HashMap::new();
         for (id, answer) in wanted.into_iter().zip(answers) {
             match answer {
-                Ok(Some(code)) => {
-                    tracing::info!(cluster = %self.cluster, job_id = %id, code, "job resolved from its exit-status marker");
-                    out.insert(id, code);
+                Ok(Some(marker)) => {
+                    tracing::info!(cluster = %self.cluster, job_id = %id, code = marker.code, signal = ?marker.signal, cause = ?marker.cause, "job resolved from its exit-status marker");
+                    out.insert(id, marker);
                 }
                 Ok(None) => {}
                 Err(e) => {
@@ -170,6 +172,35 @@ impl Tracker {
         }
     }
 
+    /// The records of jobs Slurm put back in the queue (once per requeue): how often it did,
+    /// and why. A failed fetch is only logged; the count shows at the next requeue or the end.
+    pub(super) async fn fetch_requeued(&self, ids: &[JobId]) {
+        use futures::StreamExt;
+        let requests: Vec<_> = ids
+            .iter()
+            .map(|id| {
+                let (api, id) = (self.api.clone(), *id);
+                async move { (id, api.job(id).await) }
+            })
+            .collect();
+        let fetched: Vec<_> = futures::stream::iter(requests)
+            .buffer_unordered(RECORD_FETCH_CONCURRENCY)
+            .collect()
+            .await;
+        for (id, fetched) in fetched {
+            match fetched {
+                Ok(Some(info)) => {
+                    tracing::info!(cluster = %self.cluster, job_id = %id, restarts = ?info.restart_count, reason = ?info.reason, "Slurm requeued the job");
+                    self.with_entry(id, |e| apply_record(e, &info));
+                }
+                Ok(None) => {}
+                Err(err) => {
+                    tracing::debug!(cluster = %self.cluster, job_id = %id, error = %err, "record of a requeued job not fetched");
+                }
+            }
+        }
+    }
+
     pub(super) fn with_entry(&self, id: JobId, f: impl FnOnce(&mut Entry)) {
         if let Some(e) = self.jobs.lock().unwrap().get_mut(&id) {
             f(e);
@@ -201,20 +232,32 @@ pub(super) fn apply_state(e: &mut Entry, s: &JobState, now: u32) {
     }
 }
 
-/// The job's own exit code, from its marker: final, like a slurmdbd record. The state is the one
-/// Slurm would have given a batch script exiting so (COMPLETED for 0, FAILED otherwise).
-pub(super) fn apply_marker(e: &mut Entry, code: i32, now: u32) {
-    let base = if code == 0 { "COMPLETED" } else { "FAILED" };
-    apply_state(e, &JobState::from_strings([base]), now);
+/// The state Slurm would have given the job the marker describes: the time limit's TERM is
+/// TIMEOUT, an OOM kill OUT_OF_MEMORY, any other terminating signal a cancel (scancel); else
+/// COMPLETED for 0 and FAILED otherwise.
+pub fn marker_state(m: &ExitMarker) -> &'static str {
+    match (m.cause, &m.signal, m.code) {
+        (Some(MarkerCause::TimeLimit), _, _) => "TIMEOUT",
+        (Some(MarkerCause::OutOfMemory), _, _) => "OUT_OF_MEMORY",
+        (None, Some(_), _) => "CANCELLED",
+        (None, None, 0) => "COMPLETED",
+        (None, None, _) => "FAILED",
+    }
+}
+
+/// The job's outcome from its marker: final, like a slurmdbd record.
+pub(super) fn apply_marker(e: &mut Entry, m: &ExitMarker, now: u32) {
+    apply_state(e, &JobState::from_strings([marker_state(m)]), now);
     e.known = Known::Marker;
     e.record_done = true;
     let x = e.extra.get_or_insert_with(Default::default);
     x.exit_code = Some(ExitCode {
-        status: vec![if code == 0 { "SUCCESS" } else { "ERROR" }.to_string()],
-        return_code: u32::try_from(code).ok(),
+        status: vec![if m.code == 0 { "SUCCESS" } else { "ERROR" }.to_string()],
+        return_code: u32::try_from(m.code).ok(),
         signal: None,
         signal_name: None,
     });
+    x.signal = m.signal.clone();
 }
 
 pub(super) fn apply_record(e: &mut Entry, info: &JobInfo) {
@@ -222,7 +265,22 @@ pub(super) fn apply_record(e: &mut Entry, info: &JobInfo) {
     if info.exit_code.is_some() {
         x.exit_code = info.exit_code.clone();
     }
-    if info.reason.is_some() {
-        x.reason = info.reason.clone();
+    // A newer record's "no reason" replaces an older one's (a requeued job's BeginTime must not
+    // stay on the record of its successful run).
+    x.reason = info.reason.clone();
+    if info.nodes.is_some() {
+        x.nodes = info.nodes.clone();
+    }
+    if info.restart_count.is_some() {
+        x.restart_count = info.restart_count;
+    }
+    if info.time_limit_minutes.is_some() {
+        x.time_limit_minutes = info.time_limit_minutes;
+    }
+    if info.memory_per_node_mib.is_some() {
+        x.memory_per_node_mib = info.memory_per_node_mib;
+    }
+    if let Some(name) = info.exit_code.as_ref().and_then(|c| c.signal_name.clone()) {
+        x.signal = Some(name);
     }
 }

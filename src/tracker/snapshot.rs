@@ -4,7 +4,7 @@
 use crate::proto::core::task_execution::Phase;
 use crate::slurmrestd::JobId;
 
-use super::{Entry, JobSnapshot, Known, Tracker};
+use super::{Entry, FailureClass, JobSnapshot, Known, Tracker};
 
 impl Tracker {
     pub(super) fn snapshot_unknown(&self, id: JobId) -> JobSnapshot {
@@ -15,6 +15,12 @@ impl Tracker {
             exit_code: None,
             reason: None,
             note: Some("state not known yet".into()),
+            class: None,
+            signal: None,
+            nodes: None,
+            restart_count: None,
+            time_limit_minutes: None,
+            memory_per_node_mib: None,
             unreachable: self.health.lock().unwrap().unreachable.clone(),
         }
     }
@@ -22,10 +28,21 @@ impl Tracker {
     pub(super) fn snapshot(&self, id: JobId, e: &Entry) -> JobSnapshot {
         let extra = e.extra.as_deref();
         let other = extra.and_then(|x| x.other_state.as_deref());
+        // Only a job Slurm (or its marker) reports failed has a class; the exceptions below say
+        // theirs.
+        let mut class = match e.known {
+            Known::Seen | Known::Missing | Known::Marker => e.state.class(),
+            _ => None,
+        };
         let (phase, state, note) = match e.known {
             Known::NotYet => (Phase::Queued, None, Some("state not known yet".to_string())),
+            // No record and no marker: nothing says the task's code failed, so it is the
+            // cluster's (lost) job, and the service puts it back.
             Known::Lost => (
-                Phase::Failed,
+                {
+                    class = Some(FailureClass::Infrastructure);
+                    FailureClass::Infrastructure.phase()
+                },
                 Some(e.state.text(other)),
                 Some(format!(
                     "Slurm job {id} is not known to slurmctld, and slurmdbd has had no record of \
@@ -63,7 +80,11 @@ impl Tracker {
                 match e.state.phase() {
                     Some(p) => (p, Some(text), missing),
                     None if self.age(e.since) >= self.cfg.unknown_state_after => (
-                        Phase::Failed,
+                        {
+                            // Not knowing the state again would not help: a retry cannot either.
+                            class = Some(FailureClass::Permanent);
+                            Phase::Failed
+                        },
                         Some(text.clone()),
                         Some(format!(
                             "Slurm reports state {text}, which this connector does not know, for \
@@ -89,6 +110,12 @@ impl Tracker {
             exit_code: extra.and_then(|x| x.exit_code.clone()),
             reason: extra.and_then(|x| x.reason.clone()),
             note,
+            class,
+            signal: extra.and_then(|x| x.signal.clone()),
+            nodes: extra.and_then(|x| x.nodes.clone()),
+            restart_count: extra.and_then(|x| x.restart_count),
+            time_limit_minutes: extra.and_then(|x| x.time_limit_minutes),
+            memory_per_node_mib: extra.and_then(|x| x.memory_per_node_mib),
             unreachable: self.health.lock().unwrap().unreachable.clone(),
         }
     }

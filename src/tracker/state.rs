@@ -1,5 +1,13 @@
-//! A job's Slurm state packed into four bytes, and the Slurm → Flyte phase map of the published
-//! plugin, read from v0.0.42 state arrays (base state + flags).
+//! A job's Slurm state packed into four bytes, the Slurm → Flyte phase map, and the failure class
+//! of each terminal state (`docs/operations.md`, "Failure classes"), read from v0.0.42 state
+//! arrays (base state + flags).
+//!
+//! Flyte's backend retries a RETRYABLE_FAILED task until its `max_attempts` are spent and never
+//! retries a FAILED one (`flyte-backend.md`), and a connector cannot mark a failure SYSTEM. So the
+//! class decides the phase: what the user's code did is RETRYABLE_FAILED (the user's own
+//! `retries` apply, as for container tasks); what a retry cannot change is FAILED; what the
+//! cluster did is put back on the cluster by the connector, and only a spent budget reaches Flyte
+//! (as RETRYABLE_FAILED).
 
 use crate::proto::core::task_execution::Phase;
 use crate::slurmrestd::{BaseState, JobState};
@@ -21,6 +29,57 @@ pub enum Base {
     Deadline,
     OutOfMemory,
     Other,
+}
+
+/// Why a job ended without success, as Flyte should treat it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FailureClass {
+    /// The task's code failed: non-zero exit, its time limit, its memory, its deadline. Flyte
+    /// retries it within the task's own `retries`.
+    User,
+    /// A retry cannot help: the same job would end the same way (Slurm revoked or held it for good,
+    /// a declared output that can never appear, a NON_RECOVERABLE error.pb). FAILED.
+    Permanent,
+    /// The cluster failed the job (node failure, boot failure, preemption, lost with no trace):
+    /// the connector puts it back on the cluster, within its requeue budget.
+    Infrastructure,
+}
+
+impl FailureClass {
+    /// The phase Flyte is given once the connector stops absorbing a failure of this class.
+    pub fn phase(self) -> Phase {
+        match self {
+            FailureClass::User | FailureClass::Infrastructure => Phase::RetryableFailed,
+            FailureClass::Permanent => Phase::Failed,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureClass::User => "user",
+            FailureClass::Permanent => "permanent",
+            FailureClass::Infrastructure => "infrastructure",
+        }
+    }
+}
+
+impl Base {
+    /// The failure class of a terminal base state; `None` for success, cancellation, states that
+    /// are not terminal and states this connector does not know.
+    pub fn failure_class(self) -> Option<FailureClass> {
+        match self {
+            Base::Failed | Base::Timeout | Base::OutOfMemory | Base::Deadline => {
+                Some(FailureClass::User)
+            }
+            Base::NodeFail | Base::BootFail | Base::Preempted => Some(FailureClass::Infrastructure),
+            Base::Pending
+            | Base::Running
+            | Base::Suspended
+            | Base::Completed
+            | Base::Cancelled
+            | Base::Other => None,
+        }
+    }
 }
 
 /// Flags that change the phase (others are ignored for the map but kept as text in messages).
@@ -97,11 +156,13 @@ impl Packed {
     /// The Flyte phase, `None` for a state this connector does not know (never guessed).
     ///
     /// Flags first, because they override what the base state suggests: a COMPLETING job is
-    /// still running its epilog (RUNNING), a REQUEUED one goes back to the queue, a REVOKED or
-    /// SPECIAL_EXIT one will not run again here (FAILED), as in the published plugin.
+    /// still running its epilog (RUNNING), a REQUEUED one goes back to the queue (Slurm put it
+    /// back itself), a REVOKED or SPECIAL_EXIT one will not run again here (FAILED). A terminal
+    /// failure gets the phase of its [`FailureClass`]; the service absorbs infrastructure
+    /// failures before Flyte sees that phase.
     pub fn phase(&self) -> Option<Phase> {
-        if self.has("REVOKED") || self.has("SPECIAL_EXIT") {
-            return Some(Phase::Failed);
+        if let Some(c) = self.class() {
+            return Some(c.phase());
         }
         if self.has("REQUEUED") || self.has("REQUEUE_HOLD") || self.has("REQUEUE_FED") {
             return Some(Phase::Queued);
@@ -114,16 +175,37 @@ impl Packed {
             Base::Running if self.has("CONFIGURING") || self.has("STOPPED") => Phase::Queued,
             Base::Running => Phase::Running,
             Base::Completed => Phase::Succeeded,
-            Base::Preempted => Phase::RetryableFailed,
             Base::Cancelled => Phase::Aborted,
             Base::Failed
             | Base::Timeout
             | Base::NodeFail
             | Base::BootFail
             | Base::Deadline
-            | Base::OutOfMemory => Phase::Failed,
+            | Base::OutOfMemory
+            // Classified above; only reached if the flag checks change, and then the class of
+            // the base state is still the answer.
+            | Base::Preempted => return self.base.failure_class().map(FailureClass::phase),
             Base::Other => return None,
         })
+    }
+
+    /// The failure class, `None` unless the job ended without success (or Slurm will not run it
+    /// again: REVOKED, SPECIAL_EXIT). A requeued or still completing job has none yet.
+    pub fn class(&self) -> Option<FailureClass> {
+        // Slurm holds a SPECIAL_EXIT job and revokes a federated sibling: neither runs again
+        // whatever the task does.
+        if self.has("REVOKED") || self.has("SPECIAL_EXIT") {
+            return Some(FailureClass::Permanent);
+        }
+        if self.has("REQUEUED")
+            || self.has("REQUEUE_HOLD")
+            || self.has("REQUEUE_FED")
+            || self.has("COMPLETING")
+            || self.has("STAGE_OUT")
+        {
+            return None;
+        }
+        self.base.failure_class()
     }
 
     /// Will not change again (the record is worth fetching, the entry may age out).
@@ -179,8 +261,9 @@ mod tests {
         assert_eq!(phase(&["COMPLETED", "COMPLETING"]), Some(Phase::Running));
         assert_eq!(phase(&["COMPLETED", "STAGE_OUT"]), Some(Phase::Running));
         assert_eq!(phase(&["COMPLETED"]), Some(Phase::Succeeded));
-        assert_eq!(phase(&["PREEMPTED"]), Some(Phase::RetryableFailed));
         assert_eq!(phase(&["CANCELLED"]), Some(Phase::Aborted));
+        // Every terminal failure is retryable: the user's code (Flyte's retries apply), or the
+        // cluster (absorbed by the service; what reaches Flyte is a spent budget).
         for s in [
             "FAILED",
             "NODE_FAIL",
@@ -188,14 +271,56 @@ mod tests {
             "TIMEOUT",
             "DEADLINE",
             "BOOT_FAIL",
+            "PREEMPTED",
         ] {
-            assert_eq!(phase(&[s]), Some(Phase::Failed), "{s}");
+            assert_eq!(phase(&[s]), Some(Phase::RetryableFailed), "{s}");
         }
         assert_eq!(phase(&["PENDING", "SPECIAL_EXIT"]), Some(Phase::Failed));
         assert_eq!(phase(&["PENDING", "REVOKED"]), Some(Phase::Failed));
         assert_eq!(phase(&["FAILED", "REQUEUED"]), Some(Phase::Queued));
         assert_eq!(phase(&["LAUNCH_FAILED_SOMEHOW"]), None);
         assert_eq!(phase(&[]), None);
+    }
+
+    fn class(items: &[&str]) -> Option<FailureClass> {
+        Packed::pack(&JobState::from_strings(items.iter().copied()))
+            .0
+            .class()
+    }
+
+    /// The table of `docs/operations.md` ("Failure classes"), row by row.
+    #[test]
+    fn failure_classes() {
+        use FailureClass::*;
+        let table: &[(&[&str], Option<FailureClass>)] = &[
+            (&["COMPLETED"], None),
+            (&["CANCELLED"], None),
+            (&["RUNNING"], None),
+            (&["PENDING"], None),
+            (&["FAILED"], Some(User)),
+            (&["TIMEOUT"], Some(User)),
+            (&["OUT_OF_MEMORY"], Some(User)),
+            (&["DEADLINE"], Some(User)),
+            (&["NODE_FAIL"], Some(Infrastructure)),
+            (&["BOOT_FAIL"], Some(Infrastructure)),
+            (&["PREEMPTED"], Some(Infrastructure)),
+            (&["PENDING", "SPECIAL_EXIT"], Some(Permanent)),
+            (&["PENDING", "REVOKED"], Some(Permanent)),
+            // Requeued by Slurm itself (node failure of a requeueable job): not a failure yet.
+            (&["NODE_FAIL", "REQUEUED"], None),
+            (&["PENDING", "REQUEUED"], None),
+            (&["FAILED", "COMPLETING"], None),
+            (&["WEIRD"], None),
+        ];
+        for (state, want) in table {
+            assert_eq!(class(state), *want, "{state:?}");
+            if let Some(c) = want {
+                assert_eq!(phase(state), Some(c.phase()), "{state:?}");
+            }
+        }
+        assert_eq!(User.phase(), Phase::RetryableFailed);
+        assert_eq!(Infrastructure.phase(), Phase::RetryableFailed);
+        assert_eq!(Permanent.phase(), Phase::Failed);
     }
 
     #[test]

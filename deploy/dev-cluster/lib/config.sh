@@ -7,6 +7,11 @@
 write_config() {
 	local host
 	host="$(hostname -s)"
+	# --failure-modes: memory becomes a consumable (16 GB declared; config_overrides accepts it).
+	local select_params=CR_CPU node_memory=""
+	if [[ "$FAILURE_MODES" == 1 ]]; then
+		select_params=CR_CPU_Memory node_memory="RealMemory=16000 "
+	fi
 	# The chroot shares the host's network and hostname: make the name resolve inside as well.
 	cp /etc/hosts "$ROOT/etc/hosts"
 	cp /etc/resolv.conf "$ROOT/etc/resolv.conf" 2>/dev/null || true
@@ -37,7 +42,7 @@ JobAcctGatherType=jobacct_gather/linux
 # Sampled every second (the default 30 s never samples the dev cluster's short jobs: no peak RSS).
 JobAcctGatherFrequency=task=1
 SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
+SelectTypeParameters=$select_params
 # Lets the node declare more CPUs than the host has.
 SlurmdParameters=config_overrides
 StateSaveLocation=/var/lib/slurm/slurmctld
@@ -49,9 +54,23 @@ SlurmdLogFile=/var/log/slurm/slurmd.log
 MinJobAge=$MIN_JOB_AGE
 ReturnToService=2
 MpiDefault=none
-NodeName=node1 NodeAddr=127.0.0.1 CPUs=8 State=UNKNOWN
+NodeName=node1 NodeAddr=127.0.0.1 CPUs=8 ${node_memory}State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
+		if [[ "$FAILURE_MODES" == 1 ]]; then
+			# Memory is enforced only when it is a consumable resource: the job's --mem (or
+			# DefMemPerCPU) becomes its limit, and jobacct_gather (sampling every second) kills a
+			# job above it: OUT_OF_MEMORY, without cgroups. Preemption: a job in `urgent`
+			# requeues the `preemptible` jobs whose CPUs it needs (then they are PENDING again).
+			cat <<EOF
+DefMemPerCPU=500
+JobAcctGatherParams=OverMemoryKill
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+PartitionName=preemptible Nodes=ALL MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE
+PartitionName=urgent Nodes=ALL MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF
+EOF
+		fi
 		if [[ "$ACCOUNTING" == 1 ]]; then
 			cat <<EOF
 AccountingStorageType=accounting_storage/slurmdbd

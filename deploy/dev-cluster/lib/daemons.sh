@@ -54,7 +54,8 @@ restd_ping() {
 }
 
 node_ready() { # slurmd registered and responding; jobs kept from an earlier run may use it
-	case "$(in_root sinfo -h -N -n node1 -o %T 2>/dev/null)" in
+	# One partition: sinfo -N lists the node once per partition it is in (--failure-modes has 3).
+	case "$(in_root sinfo -h -N -n node1 -p debug -o %T 2>/dev/null)" in
 	idle | mixed | allocated | completing) return 0 ;;
 	*) return 1 ;;
 	esac

@@ -143,7 +143,17 @@ pub(crate) fn job_info(j: &g::JobInfo) -> Option<JobInfo> {
         submit_time: time_of(&j.submit_time),
         start_time: time_of(&j.start_time),
         end_time: time_of(&j.end_time),
+        // What a failure message and custom_info report.
+        nodes: nodes(&j.nodes),
+        restart_count: j.restart_cnt.and_then(|n| u32::try_from(n).ok()),
+        time_limit_minutes: u32_of(&j.time_limit),
+        memory_per_node_mib: time_of(&j.memory_per_node).and_then(|n| u64::try_from(n).ok()),
     })
+}
+
+/// slurmctld says `""` and slurmdbd `"None assigned"` for a job that has no nodes yet.
+fn nodes(s: &Option<String>) -> Option<String> {
+    non_empty(s).filter(|n| n != "None assigned")
 }
 
 /// A slurmdbd job record (GET slurmdb job/{id}, jobs/). `None` without a job id.
@@ -166,6 +176,14 @@ pub(crate) fn accounting_job(j: &g::Job) -> Option<JobInfo> {
         submit_time: time.and_then(|t| t.submission).filter(|t| *t > 0),
         start_time: time.and_then(|t| t.start).filter(|t| *t > 0),
         end_time: time.and_then(|t| t.end).filter(|t| *t > 0),
+        nodes: nodes(&j.nodes),
+        restart_count: quirks::accounting_restarts(j),
+        time_limit_minutes: time.and_then(|t| u32_of(&t.limit)),
+        memory_per_node_mib: j
+            .required
+            .as_ref()
+            .and_then(|r| time_of(&r.memory_per_node))
+            .and_then(|n| u64::try_from(n).ok()),
     })
 }
 

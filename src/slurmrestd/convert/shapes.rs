@@ -74,6 +74,16 @@ macro_rules! accounting_expanded_paths {
     };
 }
 
+/// slurmdb job records with `restart_cnt` (v0.0.42+; before, how often Slurm requeued a job is
+/// known only to slurmctld).
+macro_rules! accounting_restarts {
+    () => {
+        pub(super) fn accounting_restarts(j: &g::Job) -> Option<u32> {
+            j.restart_cnt.and_then(|n| u32::try_from(n).ok())
+        }
+    };
+}
+
 /// slurmdb's filtered `GET jobs/`: the same four parameters in every version (the trim script's
 /// fix 12 drops the others).
 macro_rules! db_jobs {
@@ -122,6 +132,6 @@ macro_rules! job_desc_since_v0042 {
 }
 
 pub(super) use {
-    accounting_expanded_paths, cancel_with_status, cancel_without_status, db_jobs,
-    job_desc_since_v0042, ping_pinged, ping_responding,
+    accounting_expanded_paths, accounting_restarts, cancel_with_status, cancel_without_status,
+    db_jobs, job_desc_since_v0042, ping_pinged, ping_responding,
 };

@@ -32,5 +32,9 @@ mod quirks {
         msg.distribution_plane_size = job.distribution_plane_size.map(i32::from);
         Ok(())
     }
+    // No `restart_cnt` in this version's slurmdb records.
+    pub(super) fn accounting_restarts(_: &g::Job) -> Option<u32> {
+        None
+    }
     shapes::db_jobs!();
 }

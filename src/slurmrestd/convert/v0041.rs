@@ -27,5 +27,9 @@ mod quirks {
         msg.distribution_plane_size = job.distribution_plane_size.map(u16_no_val);
         Ok(())
     }
+    // No `restart_cnt` in this version's slurmdb records.
+    pub(super) fn accounting_restarts(_: &g::Job) -> Option<u32> {
+        None
+    }
     shapes::db_jobs!();
 }

@@ -17,5 +17,6 @@ mod quirks {
     shapes::ping_pinged!(|p: &g::ControllerPing| p.primary);
     shapes::accounting_expanded_paths!();
     shapes::job_desc_since_v0042!(without_cores_per_socket);
+    shapes::accounting_restarts!();
     shapes::db_jobs!();
 }

@@ -17,5 +17,6 @@ mod quirks {
     shapes::ping_responding!();
     shapes::accounting_expanded_paths!();
     shapes::job_desc_since_v0042!(with_cores_per_socket);
+    shapes::accounting_restarts!();
     shapes::db_jobs!();
 }
