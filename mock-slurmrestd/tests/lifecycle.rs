@@ -140,10 +140,10 @@ async fn cancel_pending_and_running() {
     })
     .await;
     let run = m
-        .submit(m.job("trap 'echo got-term; exit 0' TERM; sleep 10 & wait"))
+        .submit(m.job("trap 'echo got-term; exit 0' TERM; echo trapped; sleep 10 & wait"))
         .await;
     let pend = m.submit(m.job("true")).await;
-    m.wait_state(run, "RUNNING").await;
+    m.wait_stdout(run, "trapped\n").await;
     m.wait_reason(pend, "Resources").await;
     let d = m
         .call("DELETE", &format!("/slurm/v0.0.42/job/{pend}"), None)
@@ -159,7 +159,10 @@ async fn cancel_pending_and_running() {
         .await;
     let r = m.wait_state(run, "CANCELLED").await;
     assert_eq!(r["exit_code"]["return_code"]["number"], 0);
-    assert_eq!(read(r["standard_output"].as_str().unwrap()), "got-term\n");
+    assert_eq!(
+        read(r["standard_output"].as_str().unwrap()),
+        "trapped\ngot-term\n"
+    );
     let again = m
         .call("DELETE", &format!("/slurm/v0.0.42/job/{run}"), None)
         .await
@@ -177,9 +180,9 @@ async fn kill_wait_escalates_to_sigkill() {
     })
     .await;
     let id = m
-        .submit(m.job("trap '' TERM; sleep 10 & wait; sleep 10"))
+        .submit(m.job("trap '' TERM; echo trapped; sleep 10 & wait; sleep 10"))
         .await;
-    m.wait_state(id, "RUNNING").await;
+    m.wait_stdout(id, "trapped\n").await;
     m.call("DELETE", &format!("/slurm/v0.0.42/job/{id}"), None)
         .await;
     let st = m
@@ -202,12 +205,21 @@ async fn resources_priority_and_hold() {
         ..config()
     })
     .await;
+    // The first two run until the test lets them end: fixed sleeps ended before a loaded
+    // machine saw the states asserted below.
+    let gate = |name: &str| std::path::Path::new(&m.cwd()).join(name);
+    let gated = |name: &str| {
+        let mut j = m.job(&format!(
+            "while [ ! -e '{}' ]; do sleep 0.05; done",
+            gate(name).display()
+        ));
+        j["cpus_per_task"] = json!(2);
+        j
+    };
     let mut big = m.job("sleep 0.2");
     big["cpus_per_task"] = json!(2);
-    let mut first = big.clone();
-    first["script"] = json!("#!/bin/bash\nsleep 1.5\n");
-    let a = m.submit(first).await;
-    let b = m.submit(big.clone()).await;
+    let a = m.submit(gated("gate-a")).await;
+    let b = m.submit(gated("gate-b")).await;
     let c = m.submit(big).await;
     m.wait_state(a, "RUNNING").await;
     m.wait_reason(b, "Resources").await;
@@ -216,7 +228,9 @@ async fn resources_priority_and_hold() {
     let mut held = m.job("true");
     held["hold"] = json!(true);
     let h = m.submit(held).await;
+    std::fs::write(gate("gate-a"), "").unwrap();
     m.wait_state(b, "RUNNING").await;
+    std::fs::write(gate("gate-b"), "").unwrap();
     m.wait_state(c, "COMPLETED").await;
     let rec = m.record(h).await;
     assert_eq!(rec["job_state"], json!(["PENDING"]));
@@ -267,13 +281,22 @@ async fn oversized_job_is_rejected() {
 #[tokio::test]
 async fn afterok_dependency() {
     let m = start().await;
-    let a = m.submit(m.job("sleep 1")).await;
+    // The predecessor runs until the test lets it end (a fixed sleep ended before a loaded
+    // machine saw the dependent pending, and the wait for `Dependency` never matched).
+    let gate = std::path::Path::new(&m.cwd()).join("afterok-gate");
+    let a = m
+        .submit(m.job(&format!(
+            "while [ ! -e '{}' ]; do sleep 0.05; done",
+            gate.display()
+        )))
+        .await;
     let mut jb = m.job("true");
     jb["dependency"] = json!(format!("afterok:{a}"));
     let b = m.submit(jb).await;
     let rec = m.wait_reason(b, "Dependency").await;
     assert_eq!(rec["job_state"], json!(["PENDING"]));
     assert_eq!(m.state(a).await, "RUNNING");
+    std::fs::write(&gate, "").unwrap();
     m.wait_state(b, "COMPLETED").await;
     // A failed predecessor: never satisfied.
     let f = m.submit(m.job("exit 1")).await;

@@ -217,6 +217,29 @@ impl Mock {
 }
 
 impl Mock {
+    /// Poll until the job's standard output starts with `want` (10 s at most). A job reported
+    /// RUNNING has been spawned, not yet run its first line: a test that signals a script must
+    /// wait for the script to say its traps are set, or a loaded machine delivers the signal
+    /// to a bash that has not read `trap` yet.
+    pub async fn wait_stdout(&self, id: u32, want: &str) {
+        let t0 = Instant::now();
+        loop {
+            let rec = self.record(id).await;
+            let out = rec["standard_output"]
+                .as_str()
+                .and_then(|p| std::fs::read_to_string(p).ok())
+                .unwrap_or_default();
+            if out.starts_with(want) {
+                return;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "job {id} never wrote {want:?} to its standard output: {out:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        }
+    }
+
     /// Poll until the job's `state_reason` is `want` (10 s at most).
     pub async fn wait_reason(&self, id: u32, want: &str) -> Value {
         let t0 = Instant::now();
