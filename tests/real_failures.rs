@@ -17,6 +17,7 @@
 
 mod common;
 use common::server::Server;
+use common::skip::{Tier, skip};
 
 #[path = "real_slurm/support.rs"]
 #[allow(dead_code)]
@@ -180,17 +181,21 @@ fn job_id(meta: &[u8]) -> JobId {
     JobId(v["job_id"].as_u64().unwrap() as u32)
 }
 
-/// Whether the cluster was brought up with `--failure-modes` (its partitions say so).
+/// Whether the cluster was brought up with `--failure-modes` (its partitions say so); when not,
+/// the test skips (a failure where CI requires the `failure-modes` tier).
 async fn failure_modes(c: &support::Cluster) -> bool {
     let parts = c.user_client().partitions().await.expect("partitions");
     let on =
         parts.iter().any(|p| p.name == "preemptible") && parts.iter().any(|p| p.name == "urgent");
     if !on {
-        eprintln!(
-            "skipping: the dev cluster runs without --failure-modes (no `preemptible`/`urgent` \
-             partitions, no memory enforcement); run `deploy/dev-cluster/dev-cluster --release {} \
-             --failure-modes run cargo test --test real_failures`",
-            c.release
+        skip(
+            Tier::FailureModes,
+            format!(
+                "the dev cluster runs without --failure-modes (no `preemptible`/`urgent` \
+                 partitions, no memory enforcement); run `deploy/dev-cluster/dev-cluster \
+                 --release {} --failure-modes run cargo test --test real_failures`",
+                c.release
+            ),
         );
     }
     on
@@ -309,11 +314,14 @@ async fn marker(c: &support::Cluster, r: &Resource) -> String {
 async fn without_accounting_an_aged_out_timeout_is_a_timeout_from_its_marker() {
     let Some(c) = support::cluster() else { return };
     if c.accounting {
-        eprintln!(
-            "skipping: the dev cluster has accounting (run `deploy/dev-cluster/dev-cluster \
-             --release {} --no-accounting --min-job-age 2 run cargo test --test real_failures \
-             without_accounting`)",
-            c.release
+        skip(
+            Tier::NoAccounting,
+            format!(
+                "the dev cluster has accounting (run `deploy/dev-cluster/dev-cluster --release {} \
+                 --no-accounting --min-job-age 2 run cargo test --test real_failures \
+                 without_accounting`)",
+                c.release
+            ),
         );
         return;
     }

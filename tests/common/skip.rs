@@ -23,6 +23,8 @@ pub enum Tier {
     NoAccounting,
     /// The dev cluster with apptainer (`--apptainer`).
     Apptainer,
+    /// The dev cluster with memory enforced and preemptible partitions (`--failure-modes`).
+    FailureModes,
     /// `SLURM_CONNECTOR_PYTHON`: a python with flyteidl2 and grpcio.
     Python,
     /// `moto_server` on PATH (`pip install 'moto[server]'`).
@@ -32,11 +34,12 @@ pub enum Tier {
 }
 
 impl Tier {
-    pub const ALL: [Tier; 7] = [
+    pub const ALL: [Tier; 8] = [
         Tier::Cluster,
         Tier::Accounting,
         Tier::NoAccounting,
         Tier::Apptainer,
+        Tier::FailureModes,
         Tier::Python,
         Tier::S3,
         Tier::OpenapiUpstream,
@@ -48,6 +51,7 @@ impl Tier {
             Tier::Accounting => "accounting",
             Tier::NoAccounting => "no-accounting",
             Tier::Apptainer => "apptainer",
+            Tier::FailureModes => "failure-modes",
             Tier::Python => "python",
             Tier::S3 => "s3",
             Tier::OpenapiUpstream => "openapi-upstream",
