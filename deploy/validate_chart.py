@@ -331,6 +331,8 @@ MUST_FAIL = [
                              "sharedFilesystem": {"mounts": [{"name": "s", "clusterPath": "shared", "mountPath": "/s", "volume": {"emptyDir": {}}}]}}, "must both be absolute"),
     ("misspelt key", {"cluster": {"restdURL": "http://s:6820"}, "auth": {"mode": "none"}}, "restdURL"),
     ("misspelt section", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"}, "sharedFilesystems": {}}, "sharedFilesystems"),
+    ("requeue budget not a number", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
+                                     "connector": {"requeueBudget": "three"}}, ("connector.requeueBudget", "/connector/requeueBudget")),
     ("mount without volume", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
                               "sharedFilesystem": {"mounts": [{"name": "s", "clusterPath": "/shared", "mountPath": "/s"}]}}, ("sharedFilesystem.mounts[0]", "/sharedFilesystem/mounts/0")),
 ]
@@ -422,6 +424,16 @@ def main() -> int:
             frags = (fragment,) if isinstance(fragment, str) else fragment
             ok = any(f in str(e) for f in frags)
             report(ok, f"refused: {what}", [] if ok else [f"message lacks {' or '.join(map(repr, frags))}: {e}"])
+
+    # A budget of 0 (never requeue) must reach the pod: a template `with` would drop it as falsy.
+    env = {}
+    for d in by_kind(render(helm, {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
+                                   "connector": {"requeueBudget": 0}}), "Deployment"):
+        for c in d["spec"]["template"]["spec"]["containers"]:
+            env.update({e["name"]: e.get("value") for e in c.get("env", [])})
+    got = env.get("FLYTE_SLURM_REQUEUE_BUDGET")
+    report(got == "0", "connector.requeueBudget: 0 renders FLYTE_SLURM_REQUEUE_BUDGET=0",
+           [] if got == "0" else [f"got {got!r}"])
 
     errs = check_docs(env_names, file_keys)
     report(not errs, "docs/configuration.md documents every FLYTE_SLURM_* variable and clusters-file key in src/", errs)
