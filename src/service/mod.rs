@@ -30,7 +30,7 @@ use crate::config::DeploymentConfig;
 use crate::proto::connector::{CreateTaskRequest, Resource};
 use crate::proto::core::task_execution::Phase;
 use crate::render;
-use crate::slurmrestd::{ClientError, JobId};
+use crate::slurmrestd::{ClientError, JobDescription, JobId};
 use crate::staging;
 
 use cluster::ClusterRuntime;
@@ -146,6 +146,7 @@ impl Connector {
         };
         let rendered = render::render(&spec, &render_cfg)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        refuse_arrays(&rendered.job)?;
         let key = rendered.key.clone();
 
         let lock = rt.key_lock(&key);
@@ -317,6 +318,22 @@ pub fn requeue_budget(
 fn cluster_label(rt: &ClusterRuntime) -> metrics::ClusterLabels {
     metrics::ClusterLabels {
         cluster: rt.cfg.name.clone(),
+    }
+}
+
+/// Job arrays are refused before anything is submitted: the tracker follows one job id per task,
+/// and an array's elements each end on their own, so the task would report whichever element kept
+/// the array's id (the last) and drop the others' failures: a success over failed elements.
+/// `render` still shows the body (it submits nothing).
+fn refuse_arrays(job: &JobDescription) -> Result<(), Status> {
+    match &job.array {
+        Some(indexes) => Err(Status::invalid_argument(format!(
+            "`--array={indexes}` (sbatch_options or #SBATCH): job arrays are not supported by \
+             this connector yet: each element's result would not be read, so a failed element \
+             could be reported as success. Run the indexes as a Flyte map task (one Slurm job \
+             each), or loop over them inside one job"
+        ))),
+        None => Ok(()),
     }
 }
 

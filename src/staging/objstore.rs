@@ -49,6 +49,10 @@ pub fn open(uri: &str) -> Result<Destination> {
     let (scheme, path) = ObjectStoreScheme::parse(&url).map_err(|_| {
         bad("use s3://bucket/key, gs://bucket/key, abfs://container/key or file:///path".into())
     })?;
+    let store_err = |source| StagingError::Store {
+        uri: uri.into(),
+        source,
+    };
     let mut local_path = None;
     let store: Arc<dyn ObjectStore> = match scheme {
         ObjectStoreScheme::Local => {
@@ -60,30 +64,21 @@ pub fn open(uri: &str) -> Result<Destination> {
             object_store::aws::AmazonS3Builder::from_env()
                 .with_url(uri)
                 .build()
-                .map_err(|e| StagingError::Store {
-                    uri: uri.into(),
-                    source: e,
-                })?,
+                .map_err(store_err)?,
         ),
         #[cfg(feature = "gcs")]
         ObjectStoreScheme::GoogleCloudStorage => Arc::new(
             object_store::gcp::GoogleCloudStorageBuilder::from_env()
                 .with_url(uri)
                 .build()
-                .map_err(|e| StagingError::Store {
-                    uri: uri.into(),
-                    source: e,
-                })?,
+                .map_err(store_err)?,
         ),
         #[cfg(feature = "azure")]
         ObjectStoreScheme::MicrosoftAzure => Arc::new(
             object_store::azure::MicrosoftAzureBuilder::from_env()
                 .with_url(uri)
                 .build()
-                .map_err(|e| StagingError::Store {
-                    uri: uri.into(),
-                    source: e,
-                })?,
+                .map_err(store_err)?,
         ),
         other => {
             return Err(bad(format!(

@@ -13,6 +13,10 @@ use crate::proto::core::task_execution::Phase;
 use crate::slurmrestd::{BaseState, JobState};
 
 /// Base state as a small code; `Other` keeps its text elsewhere (rare, so not in every entry).
+///
+/// A deliberate mirror of [`BaseState`] without its `Other(String)`: the tracker keeps one packed
+/// entry per tracked job (tens of thousands), and a `String` would make each 24 bytes larger and
+/// a heap allocation. [`Packed::pack`] is the only bridge between the two.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Base {

@@ -5,7 +5,9 @@
 //! and compiled against each version's module (`v0040.rs` .. `v0046.rs`): the compiler checks every
 //! field access of every version. What really differs between versions — a field one version
 //! lacks, a number that became a no-val struct, a ping answer without `pinged` — is each version
-//! module's own short `quirks`, the only hand-written per-version code.
+//! module's own short `quirks`, the only hand-written per-version code. The version modules look
+//! alike by design (the same header, a list of quirk macros): a reader compares two versions by
+//! reading their two lists.
 //!
 //! Besides the conversions, each version module has an `Api`: the generated client of that
 //! version and one method per operation the facade (`client.rs`) uses, returning domain types.
