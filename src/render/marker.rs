@@ -209,10 +209,19 @@ mod tests {
     #[test]
     fn the_script_keeps_its_stdin_arguments_and_environment() {
         let d = tmp();
+        // The wrapper ignores INT while it waits; the script must get the disposition its
+        // starter gave, not the wrapper's. That is whatever this test process passes on: a
+        // shell started in the background (`cmd &`, as CI may be) already ignores INT.
+        let baseline = Command::new("bash")
+            .args(["-c", "trap -p INT"])
+            .output()
+            .unwrap()
+            .stdout;
+        std::fs::write(d.join("int-baseline"), baseline).unwrap();
         let body = "read -r line\n[ \"$line\" = hello ] || exit 5\n\
                     [ -z \"${SLURM_CONNECTOR_MARKER_CHILD:-}\" ] || exit 6\n\
                     case \"$0\" in */stdin) ;; *) exit 7;; esac\n\
-                    trap -p INT | grep -q . && exit 8\nexit 0\n";
+                    [ \"$(trap -p INT)\" = \"$(cat int-baseline)\" ] || exit 8\nexit 0\n";
         let (code, marker) = run(&d, "stdin", body, "hello\n");
         assert_eq!((code, marker.as_deref()), (Some(0), Some("0 - -\n")));
         std::fs::remove_dir_all(&d).ok();
