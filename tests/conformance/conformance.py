@@ -163,7 +163,14 @@ def main():
         check(f"{name}: terminal phase {phase}" + (f" (want {want})" if want else ""), ok,
               res.message if res is not None else "no answer")
         if res is not None:
-            check(f"{name}: message names the job", res.message.startswith(f"Slurm job {m['job_id']} is "), res.message[:200])
+            # The job's line opens the message, or follows a failure's tag line
+            # (`[TIMEOUT] after 00:01:00 (job 12 ...`, docs/operations.md).
+            lines = res.message.splitlines()
+            job_line = f"Slurm job {m['job_id']} is "
+            names = bool(lines) and (lines[0].startswith(job_line) or (
+                lines[0].startswith("[") and f"job {m['job_id']}" in lines[0]
+                and len(lines) > 1 and lines[1].startswith(job_line)))
+            check(f"{name}: message names the job", names, res.message[:200])
         logs = list(stub.GetTaskLogs(connector_pb2.GetTaskLogsRequest(
             resource_meta=meta, lines=20, task_category=category(req)), timeout=10))
         text = [l.message for r in logs if r.HasField("body") for l in r.body.lines]
