@@ -57,6 +57,8 @@ OPERATIONS = [
     ("/slurm/{v}/job/submit", "post"),
     ("/slurm/{v}/job/{{job_id}}", "get"),
     ("/slurm/{v}/job/{{job_id}}", "delete"),
+    # Update: releases a job submitted held (idempotency across replicas, src/service/dedupe.rs).
+    ("/slurm/{v}/job/{{job_id}}", "post"),
     ("/slurm/{v}/jobs/", "get"),
     ("/slurm/{v}/jobs/state/", "get"),
     ("/slurm/{v}/partitions/", "get"),

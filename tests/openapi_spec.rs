@@ -125,6 +125,7 @@ fn every_version_keeps_the_same_operations_with_the_same_parameters() {
             "slurm_get_jobs_state",
             "slurm_get_partitions",
             "slurm_get_ping",
+            "slurm_post_job",
             "slurm_post_job_submit",
             "slurmdb_get_job",
             "slurmdb_get_jobs",

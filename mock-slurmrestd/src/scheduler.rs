@@ -224,7 +224,9 @@ impl Scheduler {
                 deps: deps.clone(),
                 state: Base::Pending,
                 completing: false,
-                reason: "None".into(),
+                // slurmctld's job_create sets a held job's reason at once (WAIT_HELD_USER), not
+                // at its next scheduling pass.
+                reason: if spec.hold { "JobHeldUser" } else { "None" }.into(),
                 submit_time: t,
                 eligible_time: t,
                 start_time: 0,

@@ -6,13 +6,44 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::config::{AuthConfig, ClusterConfig, Secret};
-use crate::render::{RenderConfig, key_from_comment, key_from_job_name};
-use crate::slurmrestd::{Auth, Client, ClientConfig, ClientError, JobId};
+use crate::render::RenderConfig;
+use crate::slurmrestd::{Auth, Client, ClientConfig, ClientError, JobDescription, JobId};
 use crate::staging::{OutputBlob, Staging, Transfer};
 use crate::tracker::{SlurmApi, Tracker, TrackerConfig};
 
+use super::idempotency::{Index, Winner, awaiting_comment};
 use super::jobfiles;
 use super::meta::ResourceMeta;
+
+/// How CreateTask's submit came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Submitted {
+    /// This call submitted the execution's job.
+    Fresh(JobId),
+    /// The cluster already had it (a retried CreateTask, a restart, another replica).
+    Adopted(JobId),
+    /// Another replica submitted the same execution at the same time and its job is older:
+    /// ours was cancelled before it ran.
+    LostRace { winner: JobId, cancelled: JobId },
+}
+
+impl Submitted {
+    /// The execution's one job.
+    pub fn job_id(self) -> JobId {
+        match self {
+            Submitted::Fresh(id) | Submitted::Adopted(id) => id,
+            Submitted::LostRace { winner, .. } => winner,
+        }
+    }
+}
+
+/// A step of [`ClusterRuntime::submit_once`] that failed.
+#[derive(Debug)]
+pub struct SubmitFailure {
+    /// What was being done, and what state it leaves.
+    pub what: String,
+    pub error: ClientError,
+}
 
 /// How long a submission is remembered in memory (a backend retries CreateTask within minutes).
 const REMEMBER_SUBMISSIONS: Duration = Duration::from_secs(24 * 3600);
@@ -25,8 +56,8 @@ pub struct ClusterRuntime {
     pub render: RenderConfig,
     /// key → the job this process submitted (or found) for it.
     submitted: Mutex<HashMap<String, (ResourceMeta, Instant)>>,
-    /// key → job id of jobs that were on the cluster when first asked (restart adoption).
-    on_cluster: tokio::sync::Mutex<Option<HashMap<String, JobId>>>,
+    /// The cluster's jobs by execution key: who already has a job, who won a race.
+    index: Index,
     /// Keys whose submit may or may not have created a job (timeout after sending): the next
     /// CreateTask must look at the cluster again before submitting.
     uncertain: Mutex<HashSet<String>>,
@@ -57,9 +88,6 @@ pub enum BuildError {
 }
 
 /// What rendering needs of a cluster's deployment settings (also used by `slurm-connector render`).
-/// How far back slurmdbd is searched for an execution's job when the connector (re)starts.
-pub const ACCOUNTING_LOOKBACK_SECS: i64 = 7 * 24 * 3600;
-
 pub fn render_config(cfg: &ClusterConfig) -> RenderConfig {
     RenderConfig {
         working_dir: cfg.working_dir.clone(),
@@ -133,7 +161,7 @@ impl ClusterRuntime {
             staging,
             render,
             submitted: Mutex::new(HashMap::new()),
-            on_cluster: tokio::sync::Mutex::new(None),
+            index: Index::default(),
             uncertain: Mutex::new(HashSet::new()),
             key_locks: Mutex::new(HashMap::new()),
             transfers: Mutex::new(HashMap::new()),
@@ -177,55 +205,127 @@ impl ClusterRuntime {
         self.uncertain.lock().unwrap().insert(key.to_string());
     }
 
-    /// The job already on the cluster for this key, if any: from the index of the cluster's jobs
-    /// taken on the first CreateTask after start (re-taken when a submit's outcome is uncertain).
-    /// An error means the cluster cannot be asked — then nothing must be submitted.
-    // ClientError is the client's own (large) error; boxing it here would only move the cost.
-    #[allow(clippy::result_large_err)]
-    pub async fn find_on_cluster(&self, key: &str) -> Result<Option<JobId>, ClientError> {
-        let mut index = self.on_cluster.lock().await;
-        let stale = self.uncertain.lock().unwrap().contains(key);
-        if index.is_none() || stale {
-            let mut jobs = self.client.jobs().await?;
-            // Jobs that already left slurmctld (past MinJobAge) are only in slurmdbd: a backend
-            // retrying a CreateTask long after its job ended must not get a second job.
-            let since = chrono::Utc::now().timestamp() - ACCOUNTING_LOOKBACK_SECS;
-            match self
-                .client
-                .accounting_jobs_since(since, self.cfg.username.as_deref())
-                .await
-            {
-                Ok(acct) => jobs.extend(acct),
-                // slurmdbd down or slow: we cannot know, so nothing is submitted now.
-                Err(e) if e.is_transient() => return Err(e),
-                // No accounting on this cluster (no /slurmdb paths): slurmctld is all there is.
-                Err(e) => tracing::warn!(
-                    cluster = %self.cfg.name, error = %e,
-                    "cannot list slurmdbd's recent jobs; a CreateTask retried after its job left \
-                     slurmctld cannot be recognised on this cluster"
-                ),
-            }
-            let mut m = HashMap::new();
-            for j in jobs {
-                // The comment carries the key; slurmdbd keeps comments only with
-                // AccountingStoreFlags=job_comment, so the name (which ends with it) also counts.
-                let key = j
-                    .comment
-                    .as_deref()
-                    .and_then(key_from_comment)
-                    .or_else(|| key_from_job_name(&j.name));
-                if let Some(k) = key {
-                    // Newest wins if a key somehow appears twice (ids grow).
-                    let e = m.entry(k.to_string()).or_insert(j.job_id);
-                    if j.job_id > *e {
-                        *e = j.job_id;
-                    }
-                }
-            }
-            tracing::info!(cluster = %self.cfg.name, jobs = m.len(), "indexed the cluster's Flyte jobs for idempotent CreateTask");
-            *index = Some(m);
+    /// Submits `job` for `key` unless the cluster already has a job for it, so that each key has
+    /// exactly one job across retries, restarts and replicas (the protocol is in
+    /// `idempotency.rs`). `client` submits (the deployment's, or the task's own credentials).
+    /// An error says which step failed; after a failed check or release the job is held, and a
+    /// retried CreateTask finds and releases it.
+    pub async fn submit_once(
+        &self,
+        key: &str,
+        job: &JobDescription,
+        client: &Client,
+    ) -> Result<Submitted, SubmitFailure> {
+        let user = self.cfg.username.as_deref();
+        let cluster = self.cfg.name.as_str();
+        // The task's own `--hold` stays: the connector removes only its mark.
+        let keep_held = job.hold == Some(true);
+        let retake = self.uncertain.lock().unwrap().contains(key);
+        let existing = self
+            .index
+            .lookup(&self.client, cluster, user, key, retake)
+            .await
+            .map_err(|error| SubmitFailure {
+                what: "cannot check whether this execution already has a job on the cluster, so \
+                       nothing was submitted (a second job must never run)"
+                    .into(),
+                error,
+            })?;
+        if let Some(w) = existing {
+            self.finish_check(key, w, job, client, keep_held).await?;
+            return Ok(Submitted::Adopted(w.job_id));
         }
-        Ok(index.as_ref().and_then(|m| m.get(key).copied()))
+
+        let mut held = job.clone();
+        held.hold = Some(true);
+        held.comment = Some(awaiting_comment(job.comment.as_deref()));
+        let mine = match client.submit(&held).await {
+            Ok(id) => id,
+            Err(error) => {
+                if !error.never_sent() {
+                    // It may have been created: look again before any new submit.
+                    self.mark_uncertain(key);
+                }
+                return Err(SubmitFailure {
+                    what: "submitting the job".into(),
+                    error,
+                });
+            }
+        };
+        let after = Instant::now();
+        self.index.note(key, mine, true).await;
+        let winner = self
+            .index
+            .refresh_after(&self.client, cluster, user, key, after)
+            .await
+            .map_err(|error| {
+                self.mark_uncertain(key);
+                SubmitFailure {
+                    what: format!(
+                        "job {mine} was submitted held, but the check that no other replica \
+                         submitted this execution failed; it stays held until a retried \
+                         CreateTask checks again"
+                    ),
+                    error,
+                }
+            })?
+            .expect("noted above");
+        if winner.job_id == mine {
+            // Ours, and held by us whatever the listing showed of it.
+            let ours = Winner {
+                job_id: mine,
+                awaiting_release: true,
+            };
+            self.finish_check(key, ours, job, client, keep_held).await?;
+            return Ok(Submitted::Fresh(mine));
+        }
+        // Another replica's job for this execution is older: ours steps back before it ran.
+        tracing::info!(cluster, key, job_id = %mine, winner = %winner.job_id, "another replica submitted this execution first; cancelling our held duplicate");
+        if let Err(e) = client.cancel(mine, None).await {
+            // Held, so it never starts; it only lingers in the queue.
+            tracing::error!(cluster, key, job_id = %mine, error = %e, "cannot cancel our held duplicate job; it never starts (held) but stays queued: `scancel {mine}`");
+        }
+        self.finish_check(key, winner, job, client, keep_held)
+            .await?;
+        Ok(Submitted::LostRace {
+            winner: winner.job_id,
+            cancelled: mine,
+        })
+    }
+
+    /// Releases the winner if it still waits for its check (its replica may have died between
+    /// its submit and its release), restoring the task's comment.
+    async fn finish_check(
+        &self,
+        key: &str,
+        w: Winner,
+        job: &JobDescription,
+        client: &Client,
+        keep_held: bool,
+    ) -> Result<(), SubmitFailure> {
+        if !w.awaiting_release {
+            return Ok(());
+        }
+        match client
+            .release(w.job_id, job.comment.as_deref(), keep_held)
+            .await
+        {
+            Ok(_) => {
+                self.index.note(key, w.job_id, false).await;
+                Ok(())
+            }
+            Err(error) => {
+                self.mark_uncertain(key);
+                Err(SubmitFailure {
+                    what: format!(
+                        "job {} is on the cluster, held for the duplicate check, and releasing it \
+                         failed; a retried CreateTask releases it",
+                        w.job_id
+                    ),
+                    error,
+                })
+            }
+        }
     }
 
     /// The client for a request: the deployment's, or one with the task's own token.

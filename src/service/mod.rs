@@ -11,6 +11,7 @@
 pub mod cluster;
 pub mod convert;
 mod grpc;
+mod idempotency;
 mod jobfiles;
 pub mod meta;
 pub mod metrics;
@@ -33,7 +34,7 @@ use crate::render;
 use crate::slurmrestd::{ClientError, JobDescription, JobId};
 use crate::staging;
 
-use cluster::ClusterRuntime;
+use cluster::{ClusterRuntime, Submitted};
 use meta::{Decoded, ResourceMeta};
 use metrics::Metrics;
 
@@ -157,35 +158,19 @@ impl Connector {
                 self.metrics.duplicate_creates.get_or_create(&cluster_label(&rt)).inc();
                 return Ok(m.encode());
             }
-            let existing = rt.find_on_cluster(&key).await.map_err(|e| {
-                client_status(
-                    &e,
-                    "cannot check whether this execution already has a job on the cluster, so nothing was \
-                     submitted (a second job must never run)",
-                )
-            })?;
-            let (job_id, fresh) = match existing {
-                Some(id) => {
-                    tracing::info!(cluster = %rt.cfg.name, job_id = %id, key, "CreateTask for an execution whose job is already on the cluster: adopting it");
-                    self.metrics.duplicate_creates.get_or_create(&cluster_label(&rt)).inc();
-                    (id, false)
-                }
-                None => {
-                    let client = rt
-                        .client_for(token.as_ref())
-                        .map_err(|e| client_status(&e, "per-task slurmrestd credentials"))?;
-                    match client.submit(&rendered.job).await {
-                        Ok(id) => (id, true),
-                        Err(e) => {
-                            if !e.never_sent() {
-                                // It may have been created: look again before any new submit.
-                                rt.mark_uncertain(&key);
-                            }
-                            return Err(client_status(&e, "submitting the job"));
-                        }
-                    }
-                }
-            };
+            let client = rt
+                .client_for(token.as_ref())
+                .map_err(|e| client_status(&e, "per-task slurmrestd credentials"))?;
+            let submitted = rt
+                .submit_once(&key, &rendered.job, &client)
+                .await
+                .map_err(|f| client_status(&f.error, &f.what))?;
+            let job_id = submitted.job_id();
+            let fresh = matches!(submitted, Submitted::Fresh(_));
+            if !fresh {
+                tracing::info!(cluster = %rt.cfg.name, job_id = %job_id, key, ?submitted, "CreateTask for an execution that already has a job on the cluster: answering with it");
+                self.metrics.duplicate_creates.get_or_create(&cluster_label(&rt)).inc();
+            }
             let mut m = resource_meta(&rt.cfg.name, job_id, &rendered);
             if spec.task_type == render::TaskType::Slurm {
                 m.native_prefix = Some(req.output_prefix.clone());

@@ -136,6 +136,11 @@ fn rejected(
 }
 
 /// 404 with error 2017 (or any 2017): slurmctld does not know the job.
+/// slurmctld refused with this error number.
+pub(super) fn has_errno(e: &ClientError, number: i32) -> bool {
+    matches!(e, ClientError::Slurm { errors, .. } if errors.iter().any(|e| e.number == number))
+}
+
 pub(super) fn is_unknown_job(e: &ClientError) -> bool {
     match e {
         ClientError::Slurm { errors, status, .. } => {

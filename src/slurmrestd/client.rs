@@ -469,6 +469,27 @@ impl Client {
         with_api!(self.apis, v, a => a.jobs(self).await)
     }
 
+    /// Release a job submitted held (`keep_held`: leave it held, as its task asked), setting its
+    /// comment to `comment` in the same update. A job that already finished (2084) or that
+    /// slurmctld no longer knows (2017) has nothing to release: `Ok(false)`.
+    pub async fn release(
+        &self,
+        id: JobId,
+        comment: Option<&str>,
+        keep_held: bool,
+    ) -> Result<bool, ClientError> {
+        let v = self.current().await?;
+        match with_api!(self.apis, v, a => a.release(self, id, comment, keep_held).await) {
+            Ok(()) => Ok(true),
+            Err(e)
+                if classify::is_unknown_job(&e) || classify::has_errno(&e, errno::JOB_FINISHED) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Cancel (or signal) a job. Already finished (2021) and unknown (2017) are outcomes, not
     /// errors: cancelling is idempotent. (v0.0.40/41 answer those with the same empty 200 as a
     /// cancel, so there they come back as `Cancelled`.)

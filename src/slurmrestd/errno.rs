@@ -7,6 +7,8 @@
 pub const INVALID_JOB_ID: i32 = 2017;
 /// ESLURM_ALREADY_DONE, "Job/step already completing or completed".
 pub const ALREADY_DONE: i32 = 2021;
+/// ESLURM_JOB_FINISHED, "Job has already finished": an update of a finished job.
+pub const JOB_FINISHED: i32 = 2084;
 /// SLURM_PROTOCOL_AUTHENTICATION_ERROR, "Protocol authentication error": the token was refused.
 pub const AUTH: i32 = 1007;
 /// ESLURM_DB_CONNECTION, "Unable to connect to database": slurmdbd is down (or, on 24.11 with

@@ -240,11 +240,15 @@ pub async fn wait_all(c: &mut Grpc, metas: &[Vec<u8>], want: &[Phase], within: D
     let deadline = Instant::now() + within;
     loop {
         let mut done = 0;
-        for m in metas {
+        let mut behind = Vec::new();
+        for (i, m) in metas.iter().enumerate() {
             let (r, _) = get(c, m).await;
-            let p = phase(r.expect("GetTask").phase);
+            let r = r.expect("GetTask");
+            let p = phase(r.phase);
             if want.contains(&p) {
                 done += 1;
+            } else if behind.len() < 3 {
+                behind.push(format!("task {i}: {p:?} {}", r.message));
             }
         }
         if done == metas.len() {
@@ -252,7 +256,7 @@ pub async fn wait_all(c: &mut Grpc, metas: &[Vec<u8>], want: &[Phase], within: D
         }
         assert!(
             Instant::now() < deadline,
-            "only {done}/{} tasks reached {want:?} within {within:?}",
+            "only {done}/{} tasks reached {want:?} within {within:?}; e.g. {behind:#?}",
             metas.len()
         );
         tokio::time::sleep(Duration::from_millis(250)).await;

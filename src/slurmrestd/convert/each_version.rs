@@ -84,6 +84,7 @@ macro_rules! envelope {
 
 envelope!(
     g::OpenapiJobSubmitResponse,
+    g::OpenapiJobPostResponse,
     g::OpenapiJobInfoResp,
     g::OpenapiJobStateResp,
     quirks::CancelResponse,
@@ -593,6 +594,29 @@ impl Api {
             resp.job_id.and_then(|id| u32::try_from(id).ok()),
             resp.warnings(),
         ))
+    }
+
+    /// `POST job/{id}` with `hold: false` (and the comment the job keeps): releases a job
+    /// submitted held. Releasing a job already released is accepted by slurmctld ("already
+    /// released, ignoring request"), also once it runs.
+    pub(crate) async fn release(
+        &self,
+        c: &Client,
+        id: JobId,
+        comment: Option<&str>,
+        keep_held: bool,
+    ) -> Result<(), ClientError> {
+        let id = id.to_string();
+        let body = g::JobDescMsg {
+            hold: (!keep_held).then_some(false),
+            comment: comment.map(str::to_string),
+            ..Default::default()
+        };
+        self.call(c, "release", Idempotency::Idempotent, |a| {
+            a.slurm_post_job(&id, &body)
+        })
+        .await?;
+        Ok(())
     }
 
     pub(crate) async fn states(

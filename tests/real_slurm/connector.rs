@@ -1,0 +1,78 @@
+//! The connector itself on the dev cluster, for the real tiers that drive it through gRPC
+//! (`real_failures`, `real_replicas`): its deployment and the published plugin's request.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use prost::Message;
+use slurm_connector::config::{AuthConfig, ClusterConfig, DeploymentConfig};
+use slurm_connector::proto::connector::CreateTaskRequest;
+
+use super::support;
+
+/// The dev cluster as the connector's one cluster: the minted-token identity of `dev-cluster
+/// env`, its shared mounts, polled every second, a requeue budget of `requeue_budget`.
+pub fn deployment(c: &support::Cluster, requeue_budget: u32) -> DeploymentConfig {
+    let mut d = DeploymentConfig::empty();
+    d.poll_interval = Duration::from_secs(1);
+    d.job_files_retention = None;
+    d.requeue_budget = requeue_budget;
+    let mounts = support::var("FLYTE_SLURM_SHARED_MOUNTS").expect("dev-cluster env");
+    d.clusters.insert(
+        c.name.clone(),
+        ClusterConfig {
+            name: c.name.clone(),
+            restd_url: c.url.clone(),
+            api_version: c.api_version,
+            username: Some(c.user.clone()),
+            auth: Some(AuthConfig::KeyFile {
+                path: c.key_file.clone(),
+                lifetime: Duration::from_secs(600),
+            }),
+            working_dir: Some(c.workdir.clone()),
+            shared_mounts: mounts
+                .split(',')
+                .map(|e| {
+                    let (c, l) = e.split_once('=').unwrap();
+                    (c.to_string(), PathBuf::from(l))
+                })
+                .collect(),
+            default_partition: None,
+            ssh_hosts: Vec::new(),
+            stager_url: None,
+            stager_token_file: None,
+        },
+    );
+    d.default_cluster = c.name.clone();
+    d
+}
+
+/// The published plugin's `script_no_io` request with `script`, a run name unique to this test
+/// run, no sbatch options of the fixture (the dev cluster has its own partitions), and
+/// `max_attempts` as Flyte sends it for `retries=2`.
+pub fn request(tag: &str, script: &str) -> CreateTaskRequest {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/requests/script_no_io.pb");
+    let mut req = CreateTaskRequest::decode(std::fs::read(&p).unwrap().as_slice()).unwrap();
+    let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
+    custom.fields.remove("sbatch");
+    custom.fields.insert(
+        "script".into(),
+        prost_types::Value {
+            kind: Some(prost_types::value::Kind::StringValue(script.into())),
+        },
+    );
+    let tem = req.task_execution_metadata.as_mut().unwrap();
+    tem.max_attempts = 3;
+    let wf = tem
+        .task_execution_id
+        .as_mut()
+        .unwrap()
+        .node_execution_id
+        .as_mut()
+        .unwrap()
+        .execution_id
+        .as_mut()
+        .unwrap();
+    wf.name = support::unique(&format!("rf-{tag}"));
+    req
+}
