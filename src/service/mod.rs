@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use tonic::Status;
 
+pub use idempotency::AWAITING_CHECK;
 pub use serve::{ServeError, ServeOptions, serve, serve_with};
 
 use crate::config::DeploymentConfig;
