@@ -25,13 +25,13 @@ mod support;
 
 #[path = "real_slurm/connector.rs"]
 mod connector;
-use connector::{deployment, request};
+use connector::{deployment, get, request};
 
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
+use slurm_connector::proto::connector::Resource;
 use slurm_connector::proto::connector::async_connector_service_client::AsyncConnectorServiceClient;
-use slurm_connector::proto::connector::{GetTaskRequest, Resource, TaskCategory};
 use slurm_connector::proto::core::task_execution::Phase;
 use slurm_connector::slurmrestd::job_description::Limit;
 use slurm_connector::slurmrestd::{BaseState, JobId};
@@ -47,22 +47,6 @@ const REQUEUE_AWARE: &str = "#!/bin/bash\n\
     echo \"run with SLURM_RESTART_COUNT=${SLURM_RESTART_COUNT:-0}\"\n\
     if [ \"${SLURM_RESTART_COUNT:-0}\" -gt 0 ]; then exit 0; fi\n\
     sleep 600\n";
-
-async fn get(c: &mut Grpc, meta: &[u8]) -> Resource {
-    c.get_task(GetTaskRequest {
-        resource_meta: meta.to_vec(),
-        task_category: Some(TaskCategory {
-            name: "slurm_script".into(),
-            version: 0,
-        }),
-        ..Default::default()
-    })
-    .await
-    .expect("GetTask never fails")
-    .into_inner()
-    .resource
-    .unwrap()
-}
 
 fn terminal(r: &Resource) -> bool {
     [

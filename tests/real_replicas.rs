@@ -18,12 +18,12 @@ mod support;
 
 #[path = "real_slurm/connector.rs"]
 mod connector;
-use connector::{deployment, request};
+use connector::{deployment, get, request};
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use slurm_connector::proto::connector::{CreateTaskRequest, GetTaskRequest, TaskCategory};
+use slurm_connector::proto::connector::CreateTaskRequest;
 use slurm_connector::proto::core::task_execution::Phase;
 use slurm_connector::render::key_from_comment;
 use slurm_connector::slurmrestd::{BaseState, JobId, JobInfo};
@@ -42,21 +42,7 @@ async fn create(g: &mut Grpc, req: CreateTaskRequest) -> Vec<u8> {
 }
 
 async fn phase(g: &mut Grpc, meta: &[u8]) -> Phase {
-    let r = g
-        .get_task(GetTaskRequest {
-            resource_meta: meta.to_vec(),
-            task_category: Some(TaskCategory {
-                name: "slurm_script".into(),
-                version: 0,
-            }),
-            ..Default::default()
-        })
-        .await
-        .expect("GetTask")
-        .into_inner()
-        .resource
-        .unwrap();
-    Phase::try_from(r.phase).unwrap()
+    Phase::try_from(get(g, meta).await.phase).unwrap()
 }
 
 /// The cluster's jobs (slurmctld's view) carrying one of `keys`, by key.

@@ -5,34 +5,14 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::Recorded;
-use slurm_connector::slurmrestd::{
-    Auth, BaseState, Client, ClientConfig, JobId, JobInfo, RetryPolicy, Secret,
-};
+use slurm_connector::slurmrestd::{BaseState, Client, JobId, JobInfo};
 use slurm_connector::tracker::{FailureClass, Packed};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer};
 
 fn client(server: &MockServer) -> Client {
-    let mut cfg = ClientConfig::new(
-        "dev2411",
-        server.uri().parse().unwrap(),
-        Auth::Static {
-            token: Secret::new("SLURM_JWT=eyJhbGciOiJIUzI1NiJ9.e30.c2ln".to_string()),
-        },
-    );
-    cfg.retry = RetryPolicy {
-        max_attempts: 1,
-        base_delay: Duration::from_millis(5),
-        max_delay: Duration::from_millis(5),
-    };
-    client_from(cfg)
-}
-
-fn client_from(cfg: ClientConfig) -> Client {
-    Client::new(cfg).unwrap()
+    common::replay_client(server, "dev2411", 1)
 }
 
 /// job/{id} of a recorded sample, through the client: the record slurmctld gave.

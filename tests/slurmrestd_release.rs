@@ -10,30 +10,14 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::Recorded;
 use slurm_connector::service::AWAITING_CHECK;
-use slurm_connector::slurmrestd::{
-    Auth, BaseState, Client, ClientConfig, JobId, RetryPolicy, Secret,
-};
+use slurm_connector::slurmrestd::{BaseState, Client, JobId};
 use wiremock::matchers::{body_partial_json, method, path};
 use wiremock::{Mock, MockServer};
 
 fn client(server: &MockServer) -> Client {
-    let mut cfg = ClientConfig::new(
-        "dev2411",
-        server.uri().parse().unwrap(),
-        Auth::Static {
-            token: Secret::new("SLURM_JWT=eyJhbGciOiJIUzI1NiJ9.e30.c2ln".to_string()),
-        },
-    );
-    cfg.retry = RetryPolicy {
-        max_attempts: 1,
-        base_delay: Duration::from_millis(5),
-        max_delay: Duration::from_millis(5),
-    };
-    Client::new(cfg).unwrap()
+    common::replay_client(server, "dev2411", 1)
 }
 
 fn recorded_id(sample: &str) -> u32 {

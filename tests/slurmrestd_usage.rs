@@ -3,29 +3,13 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::Recorded;
-use slurm_connector::slurmrestd::{
-    Auth, BaseState, Client, ClientConfig, JobId, RetryPolicy, Secret,
-};
+use slurm_connector::slurmrestd::{BaseState, Client, JobId};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer};
 
 fn client(server: &MockServer) -> Client {
-    let mut cfg = ClientConfig::new(
-        "testcluster",
-        server.uri().parse().unwrap(),
-        Auth::Static {
-            token: Secret::new("a.b.c".to_string()),
-        },
-    );
-    cfg.retry = RetryPolicy {
-        max_attempts: 2,
-        base_delay: Duration::from_millis(5),
-        max_delay: Duration::from_millis(10),
-    };
-    Client::new(cfg).unwrap()
+    common::replay_client(server, "testcluster", 2)
 }
 
 async fn mount(server: &MockServer, p: &str, sample: &str) {

@@ -59,21 +59,15 @@ pub enum ServeError {
 
 /// Binds both listeners and serves until SIGTERM or Ctrl-C.
 pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
-    let grpc = TcpListener::bind(opts.listen)
-        .await
-        .map_err(|source| ServeError::Bind {
-            addr: opts.listen,
-            what: "gRPC",
-            source,
-        })?;
-    let metrics = TcpListener::bind(opts.metrics_listen)
-        .await
-        .map_err(|source| ServeError::Bind {
-            addr: opts.metrics_listen,
-            what: "metrics",
-            source,
-        })?;
+    let grpc = bind(opts.listen, "gRPC").await?;
+    let metrics = bind(opts.metrics_listen, "metrics").await?;
     serve_with(opts.config, grpc, metrics, shutdown_signal()).await
+}
+
+async fn bind(addr: std::net::SocketAddr, what: &'static str) -> Result<TcpListener, ServeError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, what, source })
 }
 
 async fn shutdown_signal() {

@@ -83,6 +83,29 @@ impl Recorded {
     }
 }
 
+/// A client of the wiremock slurmrestd at `server` for replaying recordings: a static token,
+/// `attempts` tries of an idempotent call, 5 ms between them.
+pub fn replay_client(
+    server: &wiremock::MockServer,
+    cluster: &str,
+    attempts: u32,
+) -> slurm_connector::slurmrestd::Client {
+    use slurm_connector::slurmrestd::{Auth, Client, ClientConfig, RetryPolicy, Secret};
+    let mut cfg = ClientConfig::new(
+        cluster,
+        server.uri().parse().unwrap(),
+        Auth::Static {
+            token: Secret::new("a.b.c".to_string()),
+        },
+    );
+    cfg.retry = RetryPolicy {
+        max_attempts: attempts,
+        base_delay: std::time::Duration::from_millis(5),
+        max_delay: std::time::Duration::from_millis(5),
+    };
+    Client::new(cfg).unwrap()
+}
+
 /// A wiremock slurmrestd that serves exactly `release`'s recorded API versions
 /// (`serving("24.11", &["v0.0.40", "v0.0.41", "v0.0.42"])`): the connector's version probe
 /// (`GET /slurm/<v>/ping/` of each version it speaks) gets that release's recorded ping for

@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use prost::Message;
 use slurm_connector::config::{AuthConfig, ClusterConfig, DeploymentConfig};
-use slurm_connector::proto::connector::CreateTaskRequest;
+use slurm_connector::proto::connector::async_connector_service_client::AsyncConnectorServiceClient;
+use slurm_connector::proto::connector::{
+    CreateTaskRequest, GetTaskRequest, Resource, TaskCategory,
+};
 
 use super::support;
 
@@ -75,4 +78,24 @@ pub fn request(tag: &str, script: &str) -> CreateTaskRequest {
         .unwrap();
     wf.name = support::unique(&format!("rf-{tag}"));
     req
+}
+
+/// GetTask of a `slurm_script` task, which never fails.
+pub async fn get(
+    c: &mut AsyncConnectorServiceClient<tonic::transport::Channel>,
+    meta: &[u8],
+) -> Resource {
+    c.get_task(GetTaskRequest {
+        resource_meta: meta.to_vec(),
+        task_category: Some(TaskCategory {
+            name: "slurm_script".into(),
+            version: 0,
+        }),
+        ..Default::default()
+    })
+    .await
+    .expect("GetTask never fails")
+    .into_inner()
+    .resource
+    .unwrap()
 }
