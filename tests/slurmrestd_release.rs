@@ -103,3 +103,37 @@ async fn a_job_slurmctld_no_longer_knows_has_nothing_to_release() {
     let released = client(&server).release(JobId(4242), None, false).await;
     assert!(!released.unwrap(), "2017: nothing to release");
 }
+
+/// The replica check's light listing: `jobs/state/` with no `job_id` at all (recorded on every
+/// release and version: every job slurmctld knows, id and state only).
+#[tokio::test]
+async fn all_states_is_one_jobs_state_request_without_ids_on_every_version() {
+    for (release, versions) in [
+        ("24.11", &["v0.0.40", "v0.0.41", "v0.0.42"][..]),
+        ("26.05", &["v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"][..]),
+        (
+            "26.11rc1",
+            &["v0.0.43", "v0.0.44", "v0.0.45", "v0.0.46"][..],
+        ),
+    ] {
+        for v in versions {
+            let server = common::serving(release, &[v]).await;
+            let sample = Recorded::load(&format!("{release}_{v}_jobs-state-all"));
+            let want = sample.body["jobs"].as_array().unwrap().len();
+            Mock::given(method("GET"))
+                .and(path(format!("/slurm/{v}/jobs/state/")))
+                .respond_with(sample.response())
+                .expect(1)
+                .mount(&server)
+                .await;
+            let states = client(&server).all_states().await.unwrap();
+            assert_eq!(states.len(), want, "{release} {v}");
+            let requests = server.received_requests().await.unwrap();
+            let asked = requests
+                .iter()
+                .find(|r| r.url.path().ends_with("/jobs/state/"))
+                .unwrap();
+            assert_eq!(asked.url.query(), None, "{release} {v}: no job_id sent");
+        }
+    }
+}

@@ -6,8 +6,11 @@
 //! 1. looks the key up in this process's index of the cluster's jobs (taken on the first call,
 //!    again when a submit's outcome was uncertain): a job found is adopted;
 //! 2. otherwise submits the job **held** (priority 0: slurmctld will not start it);
-//! 3. lists the cluster's jobs again, with a listing *begun after its submit returned*
-//!    ([`Index::refresh_after`], one listing shared by every CreateTask waiting for one);
+//! 3. checks the cluster's jobs again, with a check *begun after its submit returned*
+//!    ([`Index::refresh_after`], one check shared by every CreateTask waiting for one): the ids
+//!    and states of all jobs (`jobs/state`, ~37 bytes a job), then the record of each job that
+//!    appeared since the last check (`job/{id}`; a full `jobs` listing when more than
+//!    [`FETCH_AT_MOST`] did) for its key;
 //! 4. settles: of all jobs with the key, the **lowest id wins**. The winner's replica releases
 //!    its job; every other replica cancels its own (never started) and answers with the winner.
 //!
@@ -19,10 +22,12 @@
 //! run, so the loser is cancelled before it ever started.
 //!
 //! Cost per CreateTask that submits: the submit, one release (a job update), and a share of one
-//! listing of slurmctld's jobs plus an incremental slurmdbd query (both shared by the
-//! CreateTasks that wait together).
+//! check (one `jobs/state`, plus one `job/{id}` for each job submitted on the cluster since the
+//! previous check: with only the connector submitting, its own jobs, which it knows, so none).
+//! The full listing of every job's record (~5 KB each, ~270 ms for 230 jobs) is taken once, on
+//! the first CreateTask after start.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use crate::render::{key_from_comment, key_from_job_name};
@@ -33,6 +38,9 @@ pub const ACCOUNTING_LOOKBACK_SECS: i64 = 7 * 24 * 3600;
 /// Each later slurmdbd query overlaps the previous one by this much: slurmdbd learns of jobs a
 /// little after slurmctld, and hosts' clocks differ.
 const ACCOUNTING_OVERLAP_SECS: i64 = 300;
+/// A check fetches the records of at most this many new jobs one by one; more, and it lists
+/// them all (one `jobs` request costs about as much as 40 `job/{id}`).
+pub const FETCH_AT_MOST: usize = 32;
 /// After the first, slurmdbd is asked at most this often. It only adds jobs that already left
 /// slurmctld; a duplicate being raced is held, so pending, so in slurmctld's listing.
 const ACCOUNTING_EVERY: Duration = Duration::from_secs(30);
@@ -61,8 +69,13 @@ pub struct Index {
 
 #[derive(Default)]
 struct State {
-    /// When the last listing began (`None`: never taken).
+    /// When the last listing or check began (`None`: the index was never taken).
     listed_at: Option<Instant>,
+    /// Every job slurmctld had at the last listing or check with a lower id than this is known:
+    /// in `keyed` if it carries a key. Ids grow, so a check only reads the jobs above.
+    resolved_below: u32,
+    /// The keyed jobs' ids.
+    keyed: HashSet<JobId>,
     /// Unix time the last slurmdbd query began (the next asks from a little before it), and
     /// when.
     accounting_since: Option<(i64, Instant)>,
@@ -94,8 +107,10 @@ impl Index {
         retake: bool,
     ) -> Result<Option<Winner>, ClientError> {
         let mut st = self.state.lock().await;
-        if st.listed_at.is_none() || retake {
+        if st.listed_at.is_none() {
             st.list(client, cluster, user).await?;
+        } else if retake {
+            st.check(client, cluster, user).await?;
         }
         Ok(st.winner(key))
     }
@@ -112,8 +127,10 @@ impl Index {
         after: Instant,
     ) -> Result<Option<Winner>, ClientError> {
         let mut st = self.state.lock().await;
-        if st.listed_at.is_none_or(|t| t < after) {
+        if st.listed_at.is_none() {
             st.list(client, cluster, user).await?;
+        } else if st.listed_at.is_some_and(|t| t < after) {
+            st.check(client, cluster, user).await?;
         }
         Ok(st.winner(key))
     }
@@ -121,6 +138,7 @@ impl Index {
     /// Records a job this process submitted (a listing begun before the submit lacks it).
     pub async fn note(&self, key: &str, job_id: JobId, awaiting_release: bool) {
         let mut st = self.state.lock().await;
+        st.keyed.insert(job_id);
         st.by_key
             .entry(key.to_string())
             .or_default()
@@ -139,6 +157,7 @@ impl State {
             })
     }
 
+    /// The full listing: every job's record from slurmctld, and slurmdbd's of the last week.
     #[allow(clippy::result_large_err)]
     async fn list(
         &mut self,
@@ -147,47 +166,129 @@ impl State {
         user: Option<&str>,
     ) -> Result<(), ClientError> {
         let began = Instant::now();
-        let began_unix = chrono::Utc::now().timestamp();
         let live = client.jobs().await?;
-        // Jobs that already left slurmctld (past MinJobAge) are only in slurmdbd: a backend
-        // retrying a CreateTask after its job ended must not get a second job. The first query
-        // looks back a week and must succeed (slurmdbd down: nothing is decided); later ones are
-        // incremental, every ACCOUNTING_EVERY, and best effort: what they add is not what a race
-        // between replicas is decided on, and slurmdbd being down must not stop submits.
-        let mut gone = Vec::new();
-        let due = self
-            .accounting_since
-            .is_none_or(|(_, at)| at.elapsed() >= ACCOUNTING_EVERY);
-        if !self.no_accounting && due {
-            let since = self
-                .accounting_since
-                .map_or(began_unix - ACCOUNTING_LOOKBACK_SECS, |(s, _)| {
-                    s - ACCOUNTING_OVERLAP_SECS
-                });
-            match client.accounting_jobs_since(since, user).await {
-                Ok(acct) => {
-                    gone = acct;
-                    self.accounting_since = Some((began_unix, began));
-                }
-                Err(e) if e.is_transient() && self.accounting_since.is_none() => return Err(e),
-                Err(e) if e.is_transient() => tracing::warn!(
-                    cluster, error = %e,
-                    "slurmdbd did not answer the incremental query of recent jobs; asked again at \
-                     the next CreateTask"
-                ),
-                // No accounting on this cluster (no /slurmdb paths): slurmctld is all there is.
-                Err(e) => {
-                    tracing::warn!(
-                        cluster, error = %e,
-                        "cannot list slurmdbd's recent jobs; a CreateTask retried after its job \
-                         left slurmctld cannot be recognised on this cluster"
-                    );
-                    self.no_accounting = true;
+        let gone = self.accounting(client, cluster, user).await?;
+        let below = live.iter().map(|j| j.job_id).max();
+        let n = self.record(&live, &gone);
+        tracing::info!(
+            cluster,
+            jobs = n,
+            "indexed the cluster's Flyte jobs for idempotent CreateTask"
+        );
+        self.done(began, below);
+        Ok(())
+    }
+
+    /// The light check: the ids and states of all jobs, and the records of the jobs that
+    /// appeared since the last listing or check.
+    #[allow(clippy::result_large_err)]
+    async fn check(
+        &mut self,
+        client: &Client,
+        cluster: &str,
+        user: Option<&str>,
+    ) -> Result<(), ClientError> {
+        let began = Instant::now();
+        let states = client.all_states().await?;
+        let fresh: Vec<JobId> = states
+            .keys()
+            .filter(|id| id.0 >= self.resolved_below && !self.keyed.contains(id))
+            .copied()
+            .collect();
+        let live = if fresh.len() > FETCH_AT_MOST {
+            client.jobs().await?
+        } else {
+            let mut records = Vec::with_capacity(fresh.len());
+            for id in fresh {
+                // Gone since the state listing (cancelled and purged): nothing to decide on.
+                records.extend(client.job(id).await?);
+            }
+            records
+        };
+        // A keyed job that is not pending now no longer waits for its release.
+        for (id, state) in &states {
+            if state.base != BaseState::Pending && self.keyed.contains(id) {
+                for jobs in self.by_key.values_mut() {
+                    if let Some(s) = jobs.get_mut(id) {
+                        s.awaiting_release = false;
+                    }
                 }
             }
         }
+        let gone = self.accounting(client, cluster, user).await?;
+        let n = self.record(&live, &gone);
+        tracing::debug!(
+            cluster,
+            new_jobs = live.len(),
+            keyed = n,
+            "checked the cluster's new jobs for idempotent CreateTask"
+        );
+        self.done(began, states.keys().max().copied());
+        Ok(())
+    }
+
+    fn done(&mut self, began: Instant, max_seen: Option<JobId>) {
+        if let Some(max) = max_seen {
+            self.resolved_below = self.resolved_below.max(max.0.saturating_add(1));
+        }
+        self.listed_at = Some(began);
+    }
+
+    /// slurmdbd's records of the jobs that may have left slurmctld: a backend retrying a
+    /// CreateTask after its job ended (past MinJobAge) must not get a second job. The first
+    /// query looks back a week and must succeed (slurmdbd down: nothing is decided); later ones
+    /// are incremental, every ACCOUNTING_EVERY, and best effort: what they add is not what a
+    /// race between replicas is decided on, and slurmdbd being down must not stop submits.
+    #[allow(clippy::result_large_err)]
+    async fn accounting(
+        &mut self,
+        client: &Client,
+        cluster: &str,
+        user: Option<&str>,
+    ) -> Result<Vec<JobInfo>, ClientError> {
+        let due = self
+            .accounting_since
+            .is_none_or(|(_, at)| at.elapsed() >= ACCOUNTING_EVERY);
+        if self.no_accounting || !due {
+            return Ok(Vec::new());
+        }
+        let (began, began_unix) = (Instant::now(), chrono::Utc::now().timestamp());
+        let since = self
+            .accounting_since
+            .map_or(began_unix - ACCOUNTING_LOOKBACK_SECS, |(s, _)| {
+                s - ACCOUNTING_OVERLAP_SECS
+            });
+        match client.accounting_jobs_since(since, user).await {
+            Ok(acct) => {
+                self.accounting_since = Some((began_unix, began));
+                Ok(acct)
+            }
+            Err(e) if e.is_transient() && self.accounting_since.is_none() => Err(e),
+            Err(e) if e.is_transient() => {
+                tracing::warn!(
+                    cluster, error = %e,
+                    "slurmdbd did not answer the incremental query of recent jobs; asked again at \
+                     the next CreateTask"
+                );
+                Ok(Vec::new())
+            }
+            // No accounting on this cluster (no /slurmdb paths): slurmctld is all there is.
+            Err(e) => {
+                tracing::warn!(
+                    cluster, error = %e,
+                    "cannot list slurmdbd's recent jobs; a CreateTask retried after its job left \
+                     slurmctld cannot be recognised on this cluster"
+                );
+                self.no_accounting = true;
+                Ok(Vec::new())
+            }
+        }
+    }
+
+    /// Adds the keyed jobs of slurmctld's records (`live`, the current truth: held or not now)
+    /// and slurmdbd's (`gone`, which only add jobs); the number of keyed records.
+    fn record(&mut self, live: &[JobInfo], gone: &[JobInfo]) -> usize {
         let mut n = 0;
-        // slurmctld's record is the live one (held or not now); slurmdbd's only adds jobs.
         for (j, live) in live
             .iter()
             .map(|j| (j, true))
@@ -198,6 +299,7 @@ impl State {
             let seen = Seen {
                 awaiting_release: awaiting_release(j),
             };
+            self.keyed.insert(j.job_id);
             let jobs = self.by_key.entry(key.to_string()).or_default();
             if live {
                 jobs.insert(j.job_id, seen);
@@ -205,13 +307,7 @@ impl State {
                 jobs.entry(j.job_id).or_insert(seen);
             }
         }
-        tracing::debug!(
-            cluster,
-            jobs = n,
-            "listed the cluster's Flyte jobs for idempotent CreateTask"
-        );
-        self.listed_at = Some(began);
-        Ok(())
+        n
     }
 }
 
