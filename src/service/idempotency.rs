@@ -96,7 +96,7 @@ pub struct Winner {
 
 impl Index {
     /// The lowest job with `key` in the current index; takes the index first if it never was
-    /// (or `retake`: a submit's outcome is uncertain).
+    /// (or checks again, `retake`: a submit's outcome is uncertain).
     #[allow(clippy::result_large_err)]
     pub async fn lookup(
         &self,
@@ -106,17 +106,12 @@ impl Index {
         key: &str,
         retake: bool,
     ) -> Result<Option<Winner>, ClientError> {
-        let mut st = self.state.lock().await;
-        if st.listed_at.is_none() {
-            st.list(client, cluster, user).await?;
-        } else if retake {
-            st.check(client, cluster, user).await?;
-        }
-        Ok(st.winner(key))
+        let after = retake.then(Instant::now);
+        self.winner_after(client, cluster, user, key, after).await
     }
 
-    /// The lowest job with `key` according to a listing begun after `after` (ours if none was:
-    /// CreateTasks waiting together share one listing).
+    /// The lowest job with `key` according to a check begun after `after` (ours if none was:
+    /// CreateTasks waiting together share one check).
     #[allow(clippy::result_large_err)]
     pub async fn refresh_after(
         &self,
@@ -126,11 +121,24 @@ impl Index {
         key: &str,
         after: Instant,
     ) -> Result<Option<Winner>, ClientError> {
+        self.winner_after(client, cluster, user, key, Some(after))
+            .await
+    }
+
+    #[allow(clippy::result_large_err)]
+    async fn winner_after(
+        &self,
+        client: &Client,
+        cluster: &str,
+        user: Option<&str>,
+        key: &str,
+        after: Option<Instant>,
+    ) -> Result<Option<Winner>, ClientError> {
         let mut st = self.state.lock().await;
-        if st.listed_at.is_none() {
-            st.list(client, cluster, user).await?;
-        } else if st.listed_at.is_some_and(|t| t < after) {
-            st.check(client, cluster, user).await?;
+        match (st.listed_at, after) {
+            (None, _) => st.list(client, cluster, user).await?,
+            (Some(t), Some(after)) if t < after => st.check(client, cluster, user).await?,
+            _ => {}
         }
         Ok(st.winner(key))
     }
