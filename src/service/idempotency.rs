@@ -27,7 +27,7 @@
 //! The full listing of every job's record (~5 KB each, ~270 ms for 230 jobs) is taken once, on
 //! the first CreateTask after start.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use crate::render::{key_from_comment, key_from_job_name};
@@ -74,8 +74,8 @@ struct State {
     /// Every job slurmctld had at the last listing or check with a lower id than this is known:
     /// in `keyed` if it carries a key. Ids grow, so a check only reads the jobs above.
     resolved_below: u32,
-    /// The keyed jobs' ids.
-    keyed: HashSet<JobId>,
+    /// The keyed jobs: id → key (a check looks a job up by id, not through every key).
+    keyed: HashMap<JobId, String>,
     /// Unix time the last slurmdbd query began (the next asks from a little before it), and
     /// when.
     accounting_since: Option<(i64, Instant)>,
@@ -146,7 +146,7 @@ impl Index {
     /// Records a job this process submitted (a listing begun before the submit lacks it).
     pub async fn note(&self, key: &str, job_id: JobId, awaiting_release: bool) {
         let mut st = self.state.lock().await;
-        st.keyed.insert(job_id);
+        st.keyed.insert(job_id, key.to_string());
         st.by_key
             .entry(key.to_string())
             .or_default()
@@ -200,7 +200,7 @@ impl State {
         let states = client.all_states().await?;
         let fresh: Vec<JobId> = states
             .keys()
-            .filter(|id| id.0 >= self.resolved_below && !self.keyed.contains(id))
+            .filter(|id| id.0 >= self.resolved_below && !self.keyed.contains_key(id))
             .copied()
             .collect();
         let live = if fresh.len() > FETCH_AT_MOST {
@@ -215,12 +215,16 @@ impl State {
         };
         // A keyed job that is not pending now no longer waits for its release.
         for (id, state) in &states {
-            if state.base != BaseState::Pending && self.keyed.contains(id) {
-                for jobs in self.by_key.values_mut() {
-                    if let Some(s) = jobs.get_mut(id) {
-                        s.awaiting_release = false;
-                    }
-                }
+            if state.base == BaseState::Pending {
+                continue;
+            }
+            if let Some(seen) = self
+                .keyed
+                .get(id)
+                .and_then(|key| self.by_key.get_mut(key))
+                .and_then(|jobs| jobs.get_mut(id))
+            {
+                seen.awaiting_release = false;
             }
         }
         let gone = self.accounting(client, cluster, user).await?;
@@ -307,7 +311,7 @@ impl State {
             let seen = Seen {
                 awaiting_release: awaiting_release(j),
             };
-            self.keyed.insert(j.job_id);
+            self.keyed.insert(j.job_id, key.to_string());
             let jobs = self.by_key.entry(key.to_string()).or_default();
             if live {
                 jobs.insert(j.job_id, seen);
