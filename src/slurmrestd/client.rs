@@ -23,7 +23,7 @@ use super::error::ClientError;
 use super::retry::RetryPolicy;
 use super::transport::{self, CallContext};
 use super::types::{
-    CancelOutcome, Diag, JobId, JobInfo, JobState, JobUsage, Partition, Ping, ServerInfo,
+    CancelOutcome, Diag, JobId, JobInfo, JobState, JobUsage, Partition, Ping, ServerInfo, States,
 };
 use super::{ApiVersion, JobDescription};
 
@@ -437,9 +437,17 @@ impl Client {
 
     /// The states of many jobs in ONE request (repeated `job_id=`; chunked only when the URL
     /// would get too long). An id missing from the answer is not known to slurmctld (aged out
-    /// or never existed): it is simply absent from the map.
+    /// or never existed): it is simply absent from the map. Array elements are left out
+    /// ([`Client::states_and_elements`] has them).
     pub async fn states(&self, ids: &[JobId]) -> Result<HashMap<JobId, JobState>, ClientError> {
-        let mut out = HashMap::with_capacity(ids.len());
+        Ok(self.states_and_elements(ids).await?.jobs)
+    }
+
+    /// [`Client::states`] with the elements of the arrays among `ids`: asking for an array's
+    /// id answers one entry per element slurmctld still has (`<own id>_<index>`), in the same
+    /// request.
+    pub async fn states_and_elements(&self, ids: &[JobId]) -> Result<States, ClientError> {
+        let mut out = States::default();
         if ids.is_empty() {
             return Ok(out);
         }
@@ -447,18 +455,24 @@ impl Client {
         for chunk in ids.chunks(self.cfg.state_chunk.max(1)) {
             let query: Vec<String> = chunk.iter().map(|id| id.to_string()).collect();
             let states = with_api!(self.apis, v, a => a.states(self, &query).await)?;
-            out.extend(states);
+            out.jobs.extend(states.jobs);
+            out.elements.extend(states.elements);
         }
         Ok(out)
     }
 
     /// The ids and states of every job slurmctld knows, in one light request (`jobs/state`
-    /// without ids: ~37 bytes a job, where `jobs` sends ~5 KB). Array elements (`<id>_<index>`)
-    /// are left out.
+    /// without ids: ~37 bytes a job, where `jobs` sends ~5 KB). An array element is listed
+    /// under its own id (the array's id for its pending remainder): each is a job whose record
+    /// carries the array's comment.
     pub async fn all_states(&self) -> Result<HashMap<JobId, JobState>, ClientError> {
         let v = self.current().await?;
         let states = with_api!(self.apis, v, a => a.states(self, &Vec::new()).await)?;
-        Ok(states.into_iter().collect())
+        let mut out = states.jobs;
+        for e in states.elements {
+            out.entry(e.id).or_insert(e.state);
+        }
+        Ok(out)
     }
 
     /// One job's full record; `None` when slurmctld does not know it (404 / error 2017).

@@ -30,7 +30,7 @@ pub use error::ClientError;
 pub use job_description::JobDescription;
 pub use retry::RetryPolicy;
 pub use types::{
-    BaseState, CancelOutcome, Diag, ExitCode, JobId, JobInfo, JobState, JobUsage, Partition, Ping,
-    ServerInfo, SlurmError, Tres,
+    ArrayMembership, BaseState, CancelOutcome, Diag, ElementState, ExitCode, JobId, JobInfo,
+    JobState, JobUsage, Partition, Ping, ServerInfo, SlurmError, States, Tres,
 };
 pub use version::ApiVersion;

@@ -183,6 +183,38 @@ pub struct JobInfo {
     pub time_limit_minutes: Option<u32>,
     /// Memory per node the job asked for, in MiB (`--mem`; `None` when given otherwise).
     pub memory_per_node_mib: Option<u64>,
+    /// The job array this record belongs to (`None`: not an array job).
+    pub array: Option<ArrayMembership>,
+}
+
+/// Where a record sits in a job array. Every element gets its own job id when it starts; the
+/// array's id is the one it was submitted as, which the pending remainder and, in the end, the
+/// last element to start keep (recorded on 24.11:
+/// `tests/fixtures/slurmrestd/24.11_v0.0.42_arrays-*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArrayMembership {
+    pub array_job_id: JobId,
+    /// `None` for the array's own record while it stands for the pending remainder
+    /// (`array_task_string` `2-5%2`).
+    pub task_id: Option<u32>,
+}
+
+/// One element of a job array in `jobs/state`: slurmrestd lists each as `<own id>_<index>`
+/// (the pending remainder under the array's id), never the array itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ElementState {
+    /// The element's own job id (the array's id while it is pending).
+    pub id: JobId,
+    pub index: u32,
+    pub state: JobState,
+}
+
+/// One `jobs/state` answer: plain jobs by id, and array elements (which carry no array id: an
+/// element that started has its own, so the tracker attributes it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct States {
+    pub jobs: std::collections::HashMap<JobId, JobState>,
+    pub elements: Vec<ElementState>,
 }
 
 /// The result of cancelling a job.

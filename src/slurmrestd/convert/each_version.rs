@@ -15,8 +15,8 @@ use crate::slurmrestd::client::{Client, Idempotency};
 use crate::slurmrestd::error::ClientError;
 use crate::slurmrestd::job_description::{Limit, Memory};
 use crate::slurmrestd::types::{
-    Diag, ExitCode, JobId, JobInfo, JobState, JobUsage, Partition, Ping, ServerInfo, SlurmError,
-    Tres,
+    ArrayMembership, Diag, ElementState, ExitCode, JobId, JobInfo, JobState, JobUsage, Partition,
+    Ping, ServerInfo, SlurmError, States, Tres,
 };
 
 /// This module's version.
@@ -149,6 +149,16 @@ pub(crate) fn job_info(j: &g::JobInfo) -> Option<JobInfo> {
         restart_count: j.restart_cnt.and_then(|n| u32::try_from(n).ok()),
         time_limit_minutes: u32_of(&j.time_limit),
         memory_per_node_mib: time_of(&j.memory_per_node).and_then(|n| u64::try_from(n).ok()),
+        array: array_of(u32_of(&j.array_job_id), u32_of(&j.array_task_id)),
+    })
+}
+
+/// A record's array membership: slurmctld says `array_job_id` 0 (set) and slurmdbd
+/// `array.job_id` 0 for a job that is not an array element.
+fn array_of(array_job_id: Option<u32>, task_id: Option<u32>) -> Option<ArrayMembership> {
+    array_job_id.filter(|id| *id > 0).map(|id| ArrayMembership {
+        array_job_id: JobId(id),
+        task_id,
     })
 }
 
@@ -185,13 +195,50 @@ pub(crate) fn accounting_job(j: &g::Job) -> Option<JobInfo> {
             .as_ref()
             .and_then(|r| time_of(&r.memory_per_node))
             .and_then(|n| u64::try_from(n).ok()),
+        array: j.array.as_ref().and_then(|a| {
+            array_of(
+                a.job_id.and_then(|id| u32::try_from(id).ok()),
+                u32_of(&a.task_id),
+            )
+        }),
     })
 }
 
-/// jobs/state entries: `{job_id: "31", state: ["COMPLETED"]}` (job_id is a string here).
-pub(crate) fn state_entry(e: &g::JobStateEntry) -> Option<(JobId, JobState)> {
-    let id: JobId = e.job_id.as_deref()?.parse().ok()?;
-    Some((id, JobState::from_strings(e.state.iter().flatten())))
+/// One jobs/state entry: a plain job, or an element of an array.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StateEntry {
+    Job(JobId, JobState),
+    Element(ElementState),
+}
+
+/// jobs/state entries: `{job_id: "31", state: ["COMPLETED"]}` (job_id is a string here), an
+/// array element `"2209_3"` (its own id, its index: slurmrestd expands every array, pending
+/// remainder included, so never `2205_[2-5]`). Heterogeneous jobs (`"40+1"`) are not ours.
+pub(crate) fn state_entry(e: &g::JobStateEntry) -> Option<StateEntry> {
+    let text = e.job_id.as_deref()?.trim();
+    let state = JobState::from_strings(e.state.iter().flatten());
+    match text.split_once('_') {
+        None => Some(StateEntry::Job(text.parse().ok()?, state)),
+        Some((id, index)) => Some(StateEntry::Element(ElementState {
+            id: id.parse().ok()?,
+            index: index.parse().ok()?,
+            state,
+        })),
+    }
+}
+
+/// The answer's entries, plain jobs and array elements apart.
+pub(crate) fn states_of(entries: impl IntoIterator<Item = StateEntry>) -> States {
+    let mut out = States::default();
+    for e in entries {
+        match e {
+            StateEntry::Job(id, s) => {
+                out.jobs.insert(id, s);
+            }
+            StateEntry::Element(e) => out.elements.push(e),
+        }
+    }
+    out
 }
 
 fn tres_list(list: &[g::Tres]) -> Vec<Tres> {
@@ -623,13 +670,15 @@ impl Api {
         &self,
         c: &Client,
         ids: &Vec<String>,
-    ) -> Result<Vec<(JobId, JobState)>, ClientError> {
+    ) -> Result<States, ClientError> {
         let resp = self
             .call(c, "jobs_state", Idempotency::Idempotent, |a| {
                 a.slurm_get_jobs_state(Some(ids))
             })
             .await?;
-        Ok(resp.jobs.iter().flatten().filter_map(state_entry).collect())
+        Ok(states_of(
+            resp.jobs.iter().flatten().filter_map(state_entry),
+        ))
     }
 
     async fn controller_records(
