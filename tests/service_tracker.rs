@@ -64,6 +64,7 @@ fn info(id: JobId, state: &[&str], rc: u32, reason: Option<&str>) -> JobInfo {
         restart_count: None,
         time_limit_minutes: None,
         memory_per_node_mib: None,
+        array: None,
     }
 }
 

@@ -41,10 +41,17 @@ use super::script::quote;
 /// Set in the child's environment only while it starts; the child unsets it at once.
 pub const CHILD_VAR: &str = "SLURM_CONNECTOR_MARKER_CHILD";
 
+/// `path` as a shell word: quoted, with a `%a` (a job array's element marker) left to the
+/// shell as the element's index, so every element writes its own marker.
+fn shell_path(path: &str) -> Result<String, RenderError> {
+    let parts: Result<Vec<String>, RenderError> = path.split("%a").map(quote).collect();
+    Ok(parts?.join("\"${SLURM_ARRAY_TASK_ID}\""))
+}
+
 /// The block that goes first in the script body (after the shebang and `#SBATCH` block).
 pub fn preamble(marker_path: &str) -> Result<String, RenderError> {
-    let marker = quote(marker_path)?;
-    let tmp = quote(&format!("{marker_path}.tmp"))?;
+    let marker = shell_path(marker_path)?;
+    let tmp = shell_path(&format!("{marker_path}.tmp"))?;
     Ok(format!(
         r#"# slurm-connector: exit-status marker for clusters without slurmdbd. This shell runs the
 # script below as a grandchild, unchanged, and the subshell records its exit status in {marker}.
@@ -180,6 +187,37 @@ mod tests {
             );
             crate::staging::exit_marker::parse_marker(marker.unwrap().as_bytes()).unwrap();
         }
+        std::fs::remove_dir_all(&d).ok();
+    }
+
+    /// A job array's elements run the same script: `%a` in the marker's path is each
+    /// element's index, so they never write (or rename over) each other's.
+    #[test]
+    fn each_array_element_writes_its_own_marker() {
+        let d = tmp();
+        let pattern = d.join("arr_%a.exit");
+        let script = format!(
+            "#!/bin/bash\n{}exit $((SLURM_ARRAY_TASK_ID + 1))\n",
+            preamble(pattern.to_str().unwrap()).unwrap()
+        );
+        let path = d.join("arr");
+        std::fs::write(&path, script).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .unwrap();
+        for i in [0, 7] {
+            let st = Command::new(&path)
+                .env("SLURM_ARRAY_TASK_ID", i.to_string())
+                .status()
+                .unwrap();
+            assert_eq!(st.code(), Some(i + 1));
+        }
+        for i in [0, 7] {
+            assert_eq!(
+                std::fs::read_to_string(d.join(format!("arr_{i}.exit"))).unwrap(),
+                format!("{} - -\n", i + 1)
+            );
+        }
+        assert!(!d.join("arr_%a.exit").exists());
         std::fs::remove_dir_all(&d).ok();
     }
 

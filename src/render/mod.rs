@@ -13,6 +13,7 @@
 //! job names and the idempotency key.
 
 pub mod apply;
+pub mod array;
 pub mod custom;
 mod derive;
 pub mod directives;
@@ -143,8 +144,29 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
         job.partition = cfg.default_partition.clone();
     }
 
+    if let (Some(indexes), TaskType::Slurm) = (&job.array, spec.task_type) {
+        // One entrypoint run writes one outputs.pb at the task's prefix: elements would
+        // overwrite each other's result.
+        return Err(RenderError::config(
+            "array",
+            format!(
+                "`--array={indexes}`: a `slurm` (native) task is one Flyte task run, and its \
+                 elements would all write the same result; use a Flyte map task, or a \
+                 `slurm_script` task for a job array"
+            ),
+        ));
+    }
     let files = JobFiles::new(&working_dir, &job_name);
-    let (stdout_path, stderr_path) = (files.stdout(), files.stderr());
+    // A job array writes one log (and one exit-status marker) per element.
+    let (stdout_path, stderr_path, marker) = if job.array.is_some() {
+        (
+            files.element_stdout(),
+            files.element_stderr(),
+            files.element_marker(),
+        )
+    } else {
+        (files.stdout(), files.stderr(), files.marker())
+    };
     job.name = job_name.clone();
     job.current_working_directory = working_dir.clone();
     job.standard_output = Some(stdout_path.clone());
@@ -193,8 +215,8 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
         spec.exec.attempt
     );
 
-    // Every shell script leaves `<working_dir>/<job>.exit` (see `marker`).
-    let marker = files.marker();
+    // Every shell script leaves `<working_dir>/<job>.exit` (`<job>_<index>.exit` for each
+    // element of an array; see `marker`).
     let mut declared_outputs = Vec::new();
     job.script = match spec.task_type {
         TaskType::SlurmScript => {

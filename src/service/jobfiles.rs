@@ -27,18 +27,34 @@ struct Files {
     stdout: String,
     stderr: String,
     ended_at: Option<SystemTime>,
+    /// A job array: its id and indices (each element has its own logs and marker).
+    array: Option<(u32, Vec<u32>)>,
 }
 
 impl Files {
     fn paths(&self) -> Vec<String> {
         let layout = staging::JobFiles::new(&self.dir, &self.job);
-        let mut p = vec![
-            self.stdout.clone(),
-            self.stderr.clone(),
-            layout.marker(),
-            layout.marker_tmp(),
-            layout.outputs_dir(),
-        ];
+        let mut p = match &self.array {
+            None => vec![
+                self.stdout.clone(),
+                self.stderr.clone(),
+                layout.marker(),
+                layout.marker_tmp(),
+            ],
+            Some((id, indices)) => indices
+                .iter()
+                .flat_map(|i| {
+                    let marker = staging::element_path(&layout.element_marker(), *id, *i);
+                    [
+                        staging::element_path(&self.stdout, *id, *i),
+                        staging::element_path(&self.stderr, *id, *i),
+                        format!("{marker}.tmp"),
+                        marker,
+                    ]
+                })
+                .collect(),
+        };
+        p.push(layout.outputs_dir());
         p.retain(|x| !x.is_empty());
         p.dedup();
         p
@@ -68,6 +84,11 @@ fn files(meta: &ResourceMeta) -> Option<Files> {
         stdout: meta.stdout.clone(),
         stderr: meta.stderr.clone(),
         ended_at: None,
+        array: meta
+            .array_indices()
+            .ok()
+            .flatten()
+            .map(|i| (meta.job_id.0, i)),
     })
 }
 

@@ -49,6 +49,11 @@ pub struct ResourceMeta {
     /// written before it existed: the deployment's budget applies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requeue_budget: Option<u32>,
+    /// A job array (`--array`): its indices as submitted (`0-9%3`); `job_id` is then the
+    /// array's id, and `stdout`/`stderr` hold `%A_%a`, filled in per element. Absent for a
+    /// job that is not an array, and in metas written before arrays were supported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array: Option<String>,
 }
 
 /// Where a decoded `resource_meta` came from.
@@ -79,6 +84,19 @@ pub enum MetaError {
 impl ResourceMeta {
     pub fn encode(&self) -> Vec<u8> {
         serde_json::to_vec(self).expect("plain data serializes")
+    }
+
+    /// A job array's indices (`None`: not an array). A meta is ours or the Python plugin's,
+    /// which never submitted arrays, so an unreadable expression is one no CreateTask wrote:
+    /// an error naming it.
+    pub fn array_indices(&self) -> Result<Option<Vec<u32>>, MetaError> {
+        self.array
+            .as_deref()
+            .map(|a| {
+                crate::render::array::indices(a)
+                    .map_err(|why| MetaError::Field(format!("`array` {a:?}: {why}")))
+            })
+            .transpose()
     }
 }
 
@@ -135,6 +153,7 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, MetaError> {
                 outputs,
                 native_prefix: None,
                 requeue_budget: None,
+                array: None,
             },
         });
     }
@@ -160,11 +179,43 @@ mod tests {
             outputs: BTreeMap::new(),
             native_prefix: None,
             requeue_budget: Some(2),
+            array: None,
         };
         let bytes = m.encode();
         let text = String::from_utf8(bytes.clone()).unwrap();
         assert!(text.starts_with("{\"v\":1,"), "{text}");
         assert_eq!(decode(&bytes).unwrap(), Decoded::Ours(m));
+    }
+
+    /// Arrays: the indices travel in the meta; a meta written before arrays existed (no
+    /// `array`) still decodes as a plain job.
+    #[test]
+    fn an_array_meta_round_trips_and_old_metas_still_decode() {
+        let mut m = ResourceMeta {
+            v: 1,
+            cluster: "hpc1".into(),
+            job_id: JobId(2205),
+            job_name: "flyte-a-0123456789abcdef".into(),
+            stdout: "/w/flyte-a-0123456789abcdef_%A_%a.out".into(),
+            stderr: "/w/flyte-a-0123456789abcdef_%A_%a.err".into(),
+            outputs: BTreeMap::new(),
+            native_prefix: None,
+            requeue_budget: None,
+            array: Some("0-4%3".into()),
+        };
+        let Decoded::Ours(back) = decode(&m.encode()).unwrap() else {
+            panic!()
+        };
+        assert_eq!(back.array_indices().unwrap(), Some(vec![0, 1, 2, 3, 4]));
+        let old = br#"{"v":1,"cluster":"hpc1","job_id":7,"job_name":"j","stdout":"/w/j.out","stderr":"/w/j.err","outputs":{}}"#;
+        let Decoded::Ours(old) = decode(old).unwrap() else {
+            panic!()
+        };
+        assert_eq!(old.array, None);
+        assert_eq!(old.array_indices().unwrap(), None);
+        assert!(!String::from_utf8(old.encode()).unwrap().contains("array"));
+        m.array = Some("9-1".into());
+        assert!(m.array_indices().unwrap_err().to_string().contains("9-1"));
     }
 
     #[test]
@@ -205,6 +256,7 @@ mod tests {
             outputs: BTreeMap::new(),
             native_prefix: None,
             requeue_budget: None,
+            array: None,
         };
         m.outputs
             .insert("shards".into(), o(OutputKind::Dir, UploadMode::Job));

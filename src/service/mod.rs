@@ -32,7 +32,7 @@ use crate::config::DeploymentConfig;
 use crate::proto::connector::{CreateTaskRequest, Resource};
 use crate::proto::core::task_execution::Phase;
 use crate::render;
-use crate::slurmrestd::{ClientError, JobDescription, JobId};
+use crate::slurmrestd::{ClientError, JobId};
 use crate::staging;
 
 use cluster::{ClusterRuntime, Submitted};
@@ -148,7 +148,13 @@ impl Connector {
         };
         let rendered = render::render(&spec, &render_cfg)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        refuse_arrays(&rendered.job)?;
+        let array = match &rendered.job.array {
+            Some(a) => Some(
+                render::array::indices(a)
+                    .map_err(|why| Status::invalid_argument(format!("`--array={a}`: {why}")))?,
+            ),
+            None => None,
+        };
         let key = rendered.key.clone();
 
         let lock = rt.key_lock(&key);
@@ -184,7 +190,11 @@ impl Connector {
             if let Some(j) = &rt.job_files {
                 j.note(&m);
             }
-            rt.tracker.track(job_id);
+            match &array {
+                // One array per execution: its id stands for every element.
+                Some(indices) => rt.tracker.track_array(job_id, indices),
+                None => rt.tracker.track(job_id),
+            }
             if fresh {
                 self.metrics.submits.get_or_create(&cluster_label(&rt)).inc();
                 tracing::info!(cluster = %rt.cfg.name, api_version = %api_version, job_id = %job_id, job_name = %rendered.job_name, "submitted");
@@ -203,7 +213,10 @@ impl Connector {
         if let Some(j) = &rt.job_files {
             j.note(&m);
         }
-        let snap = rt.tracker.status(m.job_id).await;
+        let indices = m
+            .array_indices()
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let snap = rt.tracker.status_of(m.job_id, indices.as_deref()).await;
         if let Some((restarts, budget)) =
             status::over_budget(&m, &snap, self.deployment.requeue_budget)
             && !snap.phase.is_terminal()
@@ -268,7 +281,32 @@ impl Connector {
         } else {
             lines.min(10_000)
         } as usize;
+        let indices = m
+            .array_indices()
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
         match &rt.staging {
+            // A job array: each element's own logs, one after the other.
+            Some(st) if let Some(indices) = indices => {
+                let mut out = Vec::new();
+                for i in indices {
+                    let (stdout, stderr) = (
+                        staging::element_path(&m.stdout, m.job_id.0, i),
+                        staging::element_path(&m.stderr, m.job_id.0, i),
+                    );
+                    out.push(format!("=== element {i} of job array {} ===", m.job_id));
+                    out.extend(
+                        staging::logs::task_logs(
+                            st.as_ref(),
+                            &format!("{}_{i}", m.job_id),
+                            &stdout,
+                            &stderr,
+                            lines,
+                        )
+                        .await,
+                    );
+                }
+                Ok(out)
+            }
             Some(st) => Ok(staging::logs::task_logs(
                 st.as_ref(),
                 &m.job_id.to_string(),
@@ -307,22 +345,6 @@ fn cluster_label(rt: &ClusterRuntime) -> metrics::ClusterLabels {
     }
 }
 
-/// Job arrays are refused before anything is submitted: the tracker follows one job id per task,
-/// and an array's elements each end on their own, so the task would report whichever element kept
-/// the array's id (the last) and drop the others' failures: a success over failed elements.
-/// `render` still shows the body (it submits nothing).
-fn refuse_arrays(job: &JobDescription) -> Result<(), Status> {
-    match &job.array {
-        Some(indexes) => Err(Status::invalid_argument(format!(
-            "`--array={indexes}` (sbatch_options or #SBATCH): job arrays are not supported by \
-             this connector yet: each element's result would not be read, so a failed element \
-             could be reported as success. Run the indexes as a Flyte map task (one Slurm job \
-             each), or loop over them inside one job"
-        ))),
-        None => Ok(()),
-    }
-}
-
 pub fn resource_meta(cluster: &str, job_id: JobId, r: &render::Rendered) -> ResourceMeta {
     ResourceMeta {
         v: meta::META_VERSION,
@@ -331,6 +353,7 @@ pub fn resource_meta(cluster: &str, job_id: JobId, r: &render::Rendered) -> Reso
         job_name: r.job_name.clone(),
         native_prefix: None,
         requeue_budget: None,
+        array: r.job.array.clone(),
         stdout: r.stdout_path.clone(),
         stderr: r.stderr_path.clone(),
         outputs: r

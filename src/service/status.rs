@@ -10,7 +10,7 @@ use crate::proto::task::{NamedLiteral, Outputs};
 use crate::staging::{
     self, DeclaredOutput, Dimensionality, OutputBlob, TransferOutcome, UploadMode,
 };
-use crate::tracker::{FailureClass, JobSnapshot};
+use crate::tracker::{ElementSnapshot, FailureClass, JobSnapshot};
 
 use super::cluster::ClusterRuntime;
 use super::meta::ResourceMeta;
@@ -79,6 +79,18 @@ pub fn over_memory_line(stderr_tail: &str) -> Option<(u64, u64)> {
 /// that has not failed.
 pub fn headline(meta: &ResourceMeta, s: &JobSnapshot) -> Option<String> {
     s.class?;
+    // A job array: the worst element's line, under its own id, naming the array.
+    if let Some(worst) = worst_element(s) {
+        let own = ResourceMeta {
+            job_id: worst.snapshot.job_id,
+            ..meta.clone()
+        };
+        let line = headline(&own, &worst.snapshot)?;
+        return Some(format!(
+            "{line} (element {} of job array {})",
+            worst.index, meta.job_id
+        ));
+    }
     let id = meta.job_id;
     let base = s
         .state
@@ -160,6 +172,110 @@ pub fn headline(meta: &ResourceMeta, s: &JobSnapshot) -> Option<String> {
     Some(line)
 }
 
+/// How bad an element's end is (as the tracker chose the array's): permanent, the task's code,
+/// the cluster's.
+fn severity(c: Option<FailureClass>) -> u8 {
+    match c {
+        Some(FailureClass::Permanent) => 3,
+        Some(FailureClass::User) => 2,
+        Some(FailureClass::Infrastructure) => 1,
+        None => 0,
+    }
+}
+
+/// The failed element whose class is the array's (the lowest index among equals).
+fn worst_element(s: &JobSnapshot) -> Option<&ElementSnapshot> {
+    s.elements
+        .iter()
+        .filter(|e| e.snapshot.class.is_some())
+        .max_by_key(|e| (severity(e.snapshot.class), std::cmp::Reverse(e.index)))
+}
+
+/// At most this many failed elements are named one by one (and have their stderr read).
+const FAILED_LISTED: usize = 10;
+const TAILS_READ: usize = 3;
+
+/// The failed elements, in index order.
+fn failed_elements(s: &JobSnapshot) -> Vec<&ElementSnapshot> {
+    s.elements
+        .iter()
+        .filter(|e| e.snapshot.class.is_some())
+        .collect()
+}
+
+/// A job array's progress: how many elements are in each state, then each failed one.
+pub fn array_progress(meta: &ResourceMeta, s: &JobSnapshot) -> String {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for e in &s.elements {
+        let state = e
+            .snapshot
+            .state
+            .as_deref()
+            .map(|t| t.split('+').next().unwrap_or(t).to_string())
+            .unwrap_or_else(|| "not known yet".into());
+        match counts.iter_mut().find(|(k, _)| *k == state) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((state, 1)),
+        }
+    }
+    let done = s
+        .elements
+        .iter()
+        .filter(|e| e.snapshot.phase.is_terminal())
+        .count();
+    let mut m = format!(
+        "job array {}: {done} of {} elements done ({})",
+        meta.job_id,
+        s.elements.len(),
+        counts
+            .iter()
+            .map(|(k, n)| format!("{n} {k}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let failed = failed_elements(s);
+    if !failed.is_empty() {
+        let indices: Vec<String> = failed.iter().map(|e| e.index.to_string()).collect();
+        m.push_str(&format!(
+            "
+failed elements: {}",
+            indices.join(", ")
+        ));
+        for e in failed.iter().take(FAILED_LISTED) {
+            let mut line = format!(
+                "
+element {} (job {}) is {}",
+                e.index,
+                e.snapshot.job_id,
+                e.snapshot.state.as_deref().unwrap_or("not known")
+            );
+            if let Some(ec) = &e.snapshot.exit_code {
+                line.push_str(&format!(", exit code {ec}"));
+            }
+            if let Some(r) = e
+                .snapshot
+                .reason
+                .as_deref()
+                .filter(|r| !r.is_empty() && *r != "None")
+            {
+                line.push_str(&format!(", reason: {r}"));
+            }
+            if let Some(n) = &e.snapshot.note {
+                line.push_str(&format!(" ({n})"));
+            }
+            m.push_str(&line);
+        }
+        if failed.len() > FAILED_LISTED {
+            m.push_str(&format!(
+                "
+... and {} more",
+                failed.len() - FAILED_LISTED
+            ));
+        }
+    }
+    m
+}
+
 /// `[TAG] ...` for a failure, then `Slurm job <id> is <STATE>[, exit code x:y][, reason: r]` and
 /// the lines after it.
 pub fn message(meta: &ResourceMeta, s: &JobSnapshot) -> String {
@@ -187,6 +303,10 @@ pub fn message(meta: &ResourceMeta, s: &JobSnapshot) -> String {
     if let Some(n) = &s.note {
         m.push_str(&format!("\n{n}"));
     }
+    if !s.elements.is_empty() {
+        m.push('\n');
+        m.push_str(&array_progress(meta, s));
+    }
     if let Some(u) = &s.unreachable {
         let since = chrono::DateTime::<chrono::Utc>::from(u.since).format("%Y-%m-%dT%H:%M:%SZ");
         m.push_str(&format!(
@@ -201,10 +321,22 @@ pub fn message(meta: &ResourceMeta, s: &JobSnapshot) -> String {
         m.push_str(&format!("\nstderr: {}", meta.stderr));
     }
     if s.phase == Phase::Running {
-        m.push_str(&format!(
-            "\nattach: srun --jobid={} --overlap --pty bash",
-            meta.job_id
-        ));
+        // An array's elements are jobs of their own: attach to one that runs.
+        match s
+            .elements
+            .iter()
+            .find(|e| e.snapshot.phase == Phase::Running)
+        {
+            Some(e) => m.push_str(&format!(
+                "\nattach: srun --jobid={} --overlap --pty bash (element {})",
+                e.snapshot.job_id, e.index
+            )),
+            None if s.elements.is_empty() => m.push_str(&format!(
+                "\nattach: srun --jobid={} --overlap --pty bash",
+                meta.job_id
+            )),
+            None => {}
+        }
     }
     m
 }
@@ -418,6 +550,35 @@ pub async fn resource(
     if matches!(phase, Phase::Failed | Phase::RetryableFailed)
         && let Some(st) = &rt.staging
         && !meta.stderr.is_empty()
+        && !snap.elements.is_empty()
+    {
+        // A job array: the tails of the first failed elements, each from its own file.
+        for e in failed_elements(&snap).into_iter().take(TAILS_READ) {
+            let path = staging::element_path(&meta.stderr, meta.job_id.0, e.index);
+            match tokio::time::timeout(
+                STAGING_BUDGET,
+                staging::logs::failure_tail(st.as_ref(), &path),
+            )
+            .await
+            {
+                Ok(Ok(Some(tail))) => msg.push_str(&format!(
+                    "\n--- last lines of stderr of element {} ({path}) ---\n{tail}",
+                    e.index
+                )),
+                Ok(Ok(None)) => {}
+                Ok(Err(err)) => msg.push_str(&format!(
+                    "\n(stderr of element {} not readable: {err})",
+                    e.index
+                )),
+                Err(_) => {
+                    msg.push_str("\n(stderr not read: the staging backend is slow)");
+                    break;
+                }
+            }
+        }
+    } else if matches!(phase, Phase::Failed | Phase::RetryableFailed)
+        && let Some(st) = &rt.staging
+        && !meta.stderr.is_empty()
     {
         match tokio::time::timeout(
             STAGING_BUDGET,
@@ -467,6 +628,19 @@ pub async fn resource(
         "stdout": meta.stdout,
         "stderr": meta.stderr,
     });
+    let mut custom_info = custom_info;
+    if !snap.elements.is_empty() {
+        custom_info["array"] = serde_json::json!({
+            "indices": meta.array,
+            "elements": snap.elements.iter().map(|e| serde_json::json!({
+                "index": e.index,
+                "job_id": e.snapshot.job_id.0,
+                "state": e.snapshot.state,
+                "exit_code": e.snapshot.exit_code.as_ref().map(|c| c.to_string()),
+            })).collect::<Vec<_>>(),
+            "failed": failed_elements(&snap).iter().map(|e| e.index).collect::<Vec<_>>(),
+        });
+    }
     Resource {
         outputs,
         message: msg,
@@ -492,6 +666,7 @@ mod tests {
             outputs: Default::default(),
             native_prefix: None,
             requeue_budget: None,
+            array: None,
         }
     }
 
@@ -510,6 +685,7 @@ mod tests {
             time_limit_minutes: None,
             memory_per_node_mib: None,
             unreachable: None,
+            elements: Vec::new(),
         }
     }
 

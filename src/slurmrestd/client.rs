@@ -485,6 +485,17 @@ impl Client {
         }
     }
 
+    /// Every record slurmctld answers for `job/{id}` (an array's id: each element it still has,
+    /// and the array's own record for the pending remainder); empty when it does not know it.
+    pub async fn job_records(&self, id: JobId) -> Result<Vec<JobInfo>, ClientError> {
+        let v = self.current().await?;
+        match with_api!(self.apis, v, a => a.job(self, id).await) {
+            Ok(records) => Ok(records),
+            Err(e) if classify::is_unknown_job(&e) => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Every job slurmctld knows, as full records. Heavy (~5 KB a job): for adopting jobs after a
     /// restart, never for polling.
     pub async fn jobs(&self) -> Result<Vec<JobInfo>, ClientError> {

@@ -33,7 +33,7 @@ pub mod transfer;
 pub use backend::{ByteStream, EntryKind, Staging, Stat, WalkEntry};
 pub use confine::{Mount, Roots};
 pub use error::StagingError;
-pub use job_files::JobFiles;
+pub use job_files::{JobFiles, element_path};
 pub use local::LocalStaging;
 pub use outputs::{DeclaredOutput, Dimensionality, OutputBlob, OutputKind, UploadMode};
 pub use size::Ceiling;

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use futures::future::BoxFuture;
 
-use crate::slurmrestd::{Client, ClientError, JobId, JobInfo, JobState};
+use crate::slurmrestd::{Client, ClientError, JobId, JobInfo, JobState, States};
 pub use crate::staging::exit_marker::{ExitMarker, MarkerCause};
 
 /// What the tracker needs from one cluster.
@@ -17,6 +17,26 @@ pub trait SlurmApi: Send + Sync + 'static {
 
     /// One job's full record from slurmctld (`None`: unknown there).
     fn job(&self, id: JobId) -> BoxFuture<'_, Result<Option<JobInfo>, ClientError>>;
+
+    /// [`SlurmApi::states`] with the elements of the arrays among `ids`, in the same ONE
+    /// request (an array's id answers one entry per element). The default knows no arrays.
+    fn states_and_elements<'a>(
+        &'a self,
+        ids: &'a [JobId],
+    ) -> BoxFuture<'a, Result<States, ClientError>> {
+        Box::pin(async move {
+            Ok(States {
+                jobs: self.states(ids).await?,
+                elements: Vec::new(),
+            })
+        })
+    }
+
+    /// Every record slurmctld answers for `job/{id}`: for an array's id, one per element it
+    /// still has (empty: unknown there). The default is [`SlurmApi::job`]'s one record.
+    fn job_records(&self, id: JobId) -> BoxFuture<'_, Result<Vec<JobInfo>, ClientError>> {
+        Box::pin(async move { Ok(self.job(id).await?.into_iter().collect()) })
+    }
 
     /// Accounting records of many jobs in one request (slurmdbd); unknown ids absent.
     fn accounting_jobs<'a>(
@@ -35,6 +55,17 @@ impl SlurmApi for Client {
 
     fn job(&self, id: JobId) -> BoxFuture<'_, Result<Option<JobInfo>, ClientError>> {
         Box::pin(Client::job(self, id))
+    }
+
+    fn states_and_elements<'a>(
+        &'a self,
+        ids: &'a [JobId],
+    ) -> BoxFuture<'a, Result<States, ClientError>> {
+        Box::pin(Client::states_and_elements(self, ids))
+    }
+
+    fn job_records(&self, id: JobId) -> BoxFuture<'_, Result<Vec<JobInfo>, ClientError>> {
+        Box::pin(Client::job_records(self, id))
     }
 
     fn accounting_jobs<'a>(

@@ -23,6 +23,7 @@
 //! Slurm and marker readers.
 
 mod api;
+mod array;
 mod poll;
 mod resolve;
 mod snapshot;
@@ -36,6 +37,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 pub use api::{ExitMarker, ExitMarkers, MarkerCause, SlurmApi};
+pub use array::ElementSnapshot;
 pub use resolve::marker_state;
 pub use state::{Base, FailureClass, Packed};
 
@@ -113,6 +115,8 @@ struct Extra {
     time_limit_minutes: Option<u32>,
     memory_per_node_mib: Option<u64>,
     signal: Option<String>,
+    /// A job array's elements; the entry's own state is their aggregate.
+    array: Option<Box<array::ArrayTrack>>,
 }
 
 /// What GetTask reports for one job.
@@ -136,6 +140,8 @@ pub struct JobSnapshot {
     pub memory_per_node_mib: Option<u64>,
     /// Set while the cluster's slurmrestd is failing: since when, and the last error.
     pub unreachable: Option<Unreachable>,
+    /// A job array's elements, by index (empty for a job that is not an array).
+    pub elements: Vec<ElementSnapshot>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -247,6 +253,35 @@ impl Tracker {
         });
     }
 
+    /// Starts tracking a job array just submitted, with the indices it was submitted with.
+    pub fn track_array(&self, id: JobId, indices: &[u32]) {
+        let since = self.now_secs();
+        self.jobs
+            .lock()
+            .unwrap()
+            .entry(id)
+            .or_insert_with(|| Self::array_entry(indices, Known::Seen, since));
+    }
+
+    fn array_entry(indices: &[u32], known: Known, since: u32) -> Entry {
+        Entry {
+            state: Packed {
+                base: Base::Pending,
+                flags: 0,
+            },
+            known,
+            record_done: false,
+            since,
+            extra: Some(Box::new(Extra {
+                array: Some(Box::new(array::ArrayTrack {
+                    indices: indices.to_vec(),
+                    elements: Default::default(),
+                })),
+                ..Default::default()
+            })),
+        }
+    }
+
     /// Stops tracking a job (e.g. after a cancel the caller no longer cares about).
     pub fn forget(&self, id: JobId) {
         self.jobs.lock().unwrap().remove(&id);
@@ -262,23 +297,33 @@ impl Tracker {
     /// GetTask's answer: from the cache; a job never seen is adopted and fetched at once (waiting
     /// at most `adopt_wait`). Never fails: while Slurm cannot be asked, the snapshot says so.
     pub async fn status(&self, id: JobId) -> JobSnapshot {
+        self.status_of(id, None).await
+    }
+
+    /// [`Tracker::status`] of a job array (`array`: the indices it was submitted with), adopted
+    /// as one when it is not tracked yet.
+    pub async fn status_of(&self, id: JobId, array: Option<&[u32]>) -> JobSnapshot {
         let adopting = {
             let mut jobs = self.jobs.lock().unwrap();
             match jobs.get(&id) {
                 Some(e) if e.known != Known::NotYet => return self.snapshot(id, e),
                 Some(_) => false,
                 None => {
+                    let since = self.now_secs();
                     jobs.insert(
                         id,
-                        Entry {
-                            state: Packed {
-                                base: Base::Pending,
-                                flags: 0,
+                        match array {
+                            Some(indices) => Self::array_entry(indices, Known::NotYet, since),
+                            None => Entry {
+                                state: Packed {
+                                    base: Base::Pending,
+                                    flags: 0,
+                                },
+                                known: Known::NotYet,
+                                record_done: false,
+                                since,
+                                extra: None,
                             },
-                            known: Known::NotYet,
-                            record_done: false,
-                            since: self.now_secs(),
-                            extra: None,
                         },
                     );
                     true

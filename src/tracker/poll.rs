@@ -40,7 +40,7 @@ impl Tracker {
     }
 
     pub(super) async fn refresh(&self, ids: &[JobId]) {
-        let states = match self.api.states(ids).await {
+        let states = match self.api.states_and_elements(ids).await {
             Ok(s) => {
                 let mut h = self.health.lock().unwrap();
                 if h.unreachable.take().is_some() {
@@ -60,9 +60,13 @@ impl Tracker {
         let mut missing = Vec::new();
         let mut finished = Vec::new();
         let mut requeued = Vec::new();
+        let (arrays, ids): (Vec<JobId>, Vec<JobId>) =
+            ids.iter().copied().partition(|id| self.is_array(*id));
+        let elements = states.elements;
+        let states = states.jobs;
         {
             let mut jobs = self.jobs.lock().unwrap();
-            for id in ids {
+            for id in &ids {
                 let Some(e) = jobs.get_mut(id) else { continue };
                 match states.get(id) {
                     Some(s) => {
@@ -98,6 +102,9 @@ impl Tracker {
                     }
                 }
             }
+        }
+        if !arrays.is_empty() {
+            self.refresh_arrays(&arrays, &elements).await;
         }
         if !missing.is_empty() {
             self.resolve_missing(&missing).await;

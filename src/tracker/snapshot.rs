@@ -22,6 +22,7 @@ impl Tracker {
             time_limit_minutes: None,
             memory_per_node_mib: None,
             unreachable: self.health.lock().unwrap().unreachable.clone(),
+            elements: Vec::new(),
         }
     }
 
@@ -117,6 +118,7 @@ impl Tracker {
             time_limit_minutes: extra.and_then(|x| x.time_limit_minutes),
             memory_per_node_mib: extra.and_then(|x| x.memory_per_node_mib),
             unreachable: self.health.lock().unwrap().unreachable.clone(),
+            elements: self.element_snapshots(id, e),
         }
     }
 

@@ -95,10 +95,10 @@ pub static OPTIONS: &[OptSpec] = &[
             "array",
             |o, t| {
                 let v = value(o)?;
-                if v.is_empty() || !v.chars().all(|c| c.is_ascii_digit() || ",-:%".contains(c)) {
+                if let Err(why) = crate::render::array::indices(v) {
                     return Err(invalid(
                         o,
-                        "expected indexes such as 0-15, 1,3,5, 0-15:4 or 0-99%10",
+                        &format!("{why}; expected indexes such as 0-15, 1,3,5, 0-15:4 or 0-99%10"),
                     ));
                 }
                 t.job.array = Some(v.to_string());

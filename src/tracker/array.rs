@@ -1,0 +1,434 @@
+//! Job arrays: one tracked entry (the array's id) whose state is the aggregate of its elements.
+//!
+//! What real Slurm does (24.11, `tests/fixtures/slurmrestd/24.11_v0.0.42_arrays-*`):
+//! `jobs/state?job_id=<array id>` answers one entry per element slurmctld still has, as
+//! `<own id>_<index>`. The pending remainder is listed under the array's id; an element gets its
+//! own id when it starts, except the last one to start, which keeps the array's. A finished
+//! element leaves slurmctld `MinJobAge` after it ended, on its own, while the others run; the
+//! array's id stays until all are done. slurmdbd's `jobs?step=<array id>` lists every element
+//! under its own id, with the array's id and its index.
+//!
+//! So the array's id in the one `states` request of a tick brings every element; an element
+//! that started since the last tick carries an id the tracker has not seen, and is attributed to
+//! the one array with that index still pending under the array's id (when several tracked arrays
+//! qualify, its record says which: one `job/{id}` for that element, once). Elements slurmctld no
+//! longer lists are read from slurmdbd (the array's id brings them all), in the tick's one
+//! slurmdbd request; the records of elements that just ended come from one `job/{array id}`.
+//!
+//! The aggregate: running while any element is not finished; once all are, SUCCEEDED when all
+//! completed, else the state of the worst element (failure class: permanent, then the task's
+//! code, then the cluster's; a cancelled element makes the task ABORTED when none failed).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use crate::slurmrestd::{ElementState, JobId, JobInfo};
+
+use super::resolve::{apply_record, apply_state};
+use super::{Base, Entry, FailureClass, JobSnapshot, Known, Packed, Tracker};
+
+/// The elements of one tracked array (in its entry's `Extra`).
+#[derive(Debug, Default)]
+pub(super) struct ArrayTrack {
+    /// Every index the array was submitted with.
+    pub(super) indices: Vec<u32>,
+    pub(super) elements: BTreeMap<u32, Element>,
+}
+
+#[derive(Debug)]
+pub(super) struct Element {
+    /// Its own job id (the array's while it is pending, and for the last one to start).
+    pub(super) id: JobId,
+    pub(super) entry: Entry,
+}
+
+/// One element as GetTask reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ElementSnapshot {
+    pub index: u32,
+    /// Its snapshot (`job_id` its own id, or the array's until it started).
+    pub snapshot: JobSnapshot,
+}
+
+/// How bad an element's end is, for choosing the array's: higher is worse.
+fn rank(class: Option<FailureClass>, base: Base) -> u8 {
+    match class {
+        Some(FailureClass::Permanent) => 4,
+        Some(FailureClass::User) => 3,
+        Some(FailureClass::Infrastructure) => 2,
+        None if base == Base::Cancelled => 1,
+        None => 0,
+    }
+}
+
+impl Element {
+    fn new(id: JobId, now: u32) -> Element {
+        Element {
+            id,
+            entry: Entry {
+                state: Packed {
+                    base: Base::Pending,
+                    flags: 0,
+                },
+                known: Known::NotYet,
+                record_done: false,
+                since: now,
+                extra: None,
+            },
+        }
+    }
+
+    /// Finished for good: a terminal state, or lost.
+    fn is_over(&self) -> bool {
+        self.entry.known == Known::Lost || self.entry.state.is_terminal()
+    }
+
+    fn class(&self) -> Option<FailureClass> {
+        match self.entry.known {
+            Known::Lost => Some(FailureClass::Infrastructure),
+            _ => self.entry.state.class(),
+        }
+    }
+}
+
+fn track(e: &Entry) -> Option<&ArrayTrack> {
+    e.extra.as_deref()?.array.as_deref()
+}
+
+fn track_mut(e: &mut Entry) -> Option<&mut ArrayTrack> {
+    e.extra.as_deref_mut()?.array.as_deref_mut()
+}
+
+/// Applies one element's record (slurmctld's or slurmdbd's) to its array.
+fn apply_element_record(t: &mut ArrayTrack, info: &JobInfo, now: u32, from_accounting: bool) {
+    let Some(index) = info.array.and_then(|a| a.task_id) else {
+        return;
+    };
+    if !t.indices.contains(&index) {
+        return;
+    }
+    let el = t
+        .elements
+        .entry(index)
+        .or_insert_with(|| Element::new(info.job_id, now));
+    el.id = info.job_id;
+    if from_accounting {
+        apply_state(&mut el.entry, &info.state, now);
+    }
+    apply_record(&mut el.entry, info);
+    if el.entry.state.is_terminal() {
+        el.entry.record_done = true;
+    }
+}
+
+impl Tracker {
+    /// Whether `id` is tracked as an array.
+    pub(super) fn is_array(&self, id: JobId) -> bool {
+        self.jobs.lock().unwrap().get(&id).and_then(track).is_some()
+    }
+
+    /// The tick's part for arrays: their elements from the tick's `states` answer, then the
+    /// records of elements that ended, slurmdbd for the ones slurmctld no longer lists, and each
+    /// array's aggregate.
+    pub(super) async fn refresh_arrays(&self, arrays: &[JobId], elements: &[ElementState]) {
+        let now = self.now_secs();
+        let mut unattributed = Vec::new();
+        let mut ended: Vec<JobId> = Vec::new();
+        let mut missing: Vec<JobId> = Vec::new();
+        {
+            let mut jobs = self.jobs.lock().unwrap();
+            let wanted: HashSet<JobId> = arrays.iter().copied().collect();
+            // Ids already attributed: element id -> array.
+            let mut owner: HashMap<JobId, JobId> = HashMap::new();
+            for m in arrays {
+                if let Some(t) = jobs.get(m).and_then(track) {
+                    for el in t.elements.values() {
+                        owner.insert(el.id, *m);
+                    }
+                    owner.insert(*m, *m);
+                }
+            }
+            let mut assigned: HashMap<JobId, Vec<&ElementState>> = HashMap::new();
+            for e in elements {
+                let m = match owner.get(&e.id) {
+                    Some(m) if wanted.contains(m) => Some(*m),
+                    _ => {
+                        // Started since the last tick: the array that still had this index
+                        // pending under its own id (or never saw it).
+                        let candidates: Vec<JobId> = arrays
+                            .iter()
+                            .copied()
+                            .filter(|m| {
+                                jobs.get(m).and_then(track).is_some_and(|t| {
+                                    t.indices.contains(&e.index)
+                                        && t.elements.get(&e.index).is_none_or(|el| el.id == *m)
+                                })
+                            })
+                            .collect();
+                        match candidates[..] {
+                            [m] => Some(m),
+                            _ => None,
+                        }
+                    }
+                };
+                match m {
+                    Some(m) => assigned.entry(m).or_default().push(e),
+                    None => unattributed.push(e.clone()),
+                }
+            }
+            for m in arrays {
+                let Some(entry) = jobs.get_mut(m) else {
+                    continue;
+                };
+                let Some(t) = track_mut(entry) else { continue };
+                let mut listed = HashSet::new();
+                for e in assigned.get(m).into_iter().flatten() {
+                    if !t.indices.contains(&e.index) {
+                        continue;
+                    }
+                    listed.insert(e.index);
+                    let el = t
+                        .elements
+                        .entry(e.index)
+                        .or_insert_with(|| Element::new(e.id, now));
+                    el.id = e.id;
+                    if Packed::pack(&e.state).0.is_terminal() && !el.entry.record_done {
+                        ended.push(*m);
+                    }
+                    apply_state(&mut el.entry, &e.state, now);
+                }
+                // Unattributed elements may be this array's: not missing until their record
+                // says otherwise.
+                let maybe_mine = |i: u32| unattributed.iter().any(|u| u.index == i);
+                for i in t.indices.clone() {
+                    if listed.contains(&i) || maybe_mine(i) {
+                        continue;
+                    }
+                    let el = t.elements.entry(i).or_insert_with(|| Element::new(*m, now));
+                    if el.entry.record_done || el.entry.known == Known::Lost {
+                        continue;
+                    }
+                    match el.entry.known {
+                        Known::Missing | Known::MissingUnseen => {}
+                        Known::NotYet => {
+                            el.entry.known = Known::MissingUnseen;
+                            el.entry.since = now;
+                        }
+                        _ => {
+                            el.entry.known = Known::Missing;
+                            el.entry.since = now;
+                        }
+                    }
+                    missing.push(*m);
+                }
+            }
+        }
+        // Elements more than one array could own: their record names the array.
+        for e in &unattributed {
+            match self.api.job(e.id).await {
+                Ok(Some(info)) => {
+                    let Some(m) = info.array.map(|a| a.array_job_id) else {
+                        continue;
+                    };
+                    self.with_entry(m, |entry| {
+                        if let Some(t) = track_mut(entry)
+                            && t.indices.contains(&e.index)
+                        {
+                            let el = t
+                                .elements
+                                .entry(e.index)
+                                .or_insert_with(|| Element::new(e.id, now));
+                            el.id = e.id;
+                            apply_state(&mut el.entry, &e.state, now);
+                            if el.entry.state.is_terminal() {
+                                apply_record(&mut el.entry, &info);
+                                el.entry.record_done = true;
+                            }
+                        }
+                    });
+                }
+                Ok(None) => {}
+                Err(err) => {
+                    tracing::debug!(cluster = %self.cluster, job_id = %e.id, error = %err, "record of a new array element not fetched");
+                }
+            }
+        }
+        ended.sort();
+        ended.dedup();
+        for m in &ended {
+            match self.api.job_records(*m).await {
+                Ok(records) => {
+                    let now = self.now_secs();
+                    self.with_entry(*m, |entry| {
+                        let Some(t) = track_mut(entry) else { return };
+                        for info in records
+                            .iter()
+                            .filter(|r| r.array.is_some_and(|a| a.array_job_id == *m))
+                        {
+                            apply_element_record(t, info, now, false);
+                        }
+                        // Ended but gone from slurmctld already: slurmdbd has their records.
+                        if t.elements
+                            .values()
+                            .any(|el| el.entry.state.is_terminal() && !el.entry.record_done)
+                        {
+                            missing.push(*m);
+                        }
+                    });
+                }
+                Err(err) => {
+                    tracing::debug!(cluster = %self.cluster, job_id = %m, error = %err, "records of an array's ended elements not fetched; retried next tick");
+                }
+            }
+        }
+        missing.sort();
+        missing.dedup();
+        if !missing.is_empty() {
+            self.resolve_missing_elements(&missing).await;
+        }
+        let now = self.now_secs();
+        let mut jobs = self.jobs.lock().unwrap();
+        for m in arrays {
+            if let Some(e) = jobs.get_mut(m) {
+                aggregate(e, now);
+            }
+        }
+    }
+
+    /// Elements slurmctld no longer lists: slurmdbd, one request for all these arrays (their
+    /// ids bring every element). An element neither knows for `lost_after` is lost.
+    async fn resolve_missing_elements(&self, arrays: &[JobId]) {
+        let found = match self.api.accounting_jobs(arrays).await {
+            Ok(f) => {
+                self.health.lock().unwrap().accounting_error = None;
+                f
+            }
+            Err(e) => {
+                tracing::debug!(cluster = %self.cluster, error = %e, "slurmdbd lookup of array elements failed; keeping last states");
+                self.health.lock().unwrap().accounting_error = Some(e.to_string());
+                HashMap::new()
+            }
+        };
+        let now = self.now_secs();
+        let lost_after = self.cfg.lost_after;
+        let mut jobs = self.jobs.lock().unwrap();
+        for m in arrays {
+            let Some(t) = jobs.get_mut(m).and_then(track_mut) else {
+                continue;
+            };
+            for info in found
+                .values()
+                .filter(|r| r.array.is_some_and(|a| a.array_job_id == *m))
+            {
+                let done = t
+                    .elements
+                    .get(&info.array.and_then(|a| a.task_id).unwrap_or(u32::MAX))
+                    .is_some_and(|el| el.entry.record_done);
+                if !done {
+                    apply_element_record(t, info, now, true);
+                }
+            }
+            for el in t.elements.values_mut() {
+                let away = matches!(el.entry.known, Known::Missing | Known::MissingUnseen);
+                let age =
+                    std::time::Duration::from_secs(u64::from(now.saturating_sub(el.entry.since)));
+                if away && !el.entry.record_done && age >= lost_after {
+                    tracing::warn!(cluster = %self.cluster, job_id = %el.id, array = %m, "array element unknown to slurmctld and slurmdbd; reporting it lost");
+                    el.entry.known = Known::Lost;
+                    el.entry.since = now;
+                }
+            }
+        }
+    }
+
+    /// The elements of an array entry, for its snapshot.
+    pub(super) fn element_snapshots(&self, id: JobId, e: &Entry) -> Vec<ElementSnapshot> {
+        let Some(t) = track(e) else {
+            return Vec::new();
+        };
+        t.indices
+            .iter()
+            .map(|i| ElementSnapshot {
+                index: *i,
+                snapshot: match t.elements.get(i) {
+                    Some(el) => self.snapshot(el.id, &el.entry),
+                    None => self.snapshot_unknown(id),
+                },
+            })
+            .collect()
+    }
+}
+
+/// The array's own state from its elements (see the module's docs).
+fn aggregate(e: &mut Entry, now: u32) {
+    let Some(t) = track(e) else { return };
+    let els: Vec<Option<&Element>> = t.indices.iter().map(|i| t.elements.get(i)).collect();
+    let over = els.iter().all(|el| el.is_some_and(Element::is_over));
+    let restarts = els
+        .iter()
+        .flatten()
+        .filter_map(|el| el.entry.extra.as_deref().and_then(|x| x.restart_count))
+        .max();
+    let (state, known, record_done, from) = if over {
+        let worst = t
+            .indices
+            .iter()
+            .zip(&els)
+            .filter_map(|(i, el)| el.map(|el| (i, el)))
+            // The lowest index among equals: `max_by_key` keeps the last maximum.
+            .max_by_key(|(i, el)| {
+                (
+                    rank(el.class(), el.entry.state.base),
+                    std::cmp::Reverse(**i),
+                )
+            })
+            .map(|(_, el)| el)
+            .expect("an array has elements");
+        let done = els
+            .iter()
+            .flatten()
+            .all(|el| el.entry.record_done || el.entry.known == Known::Lost);
+        let known = match worst.entry.known {
+            Known::Lost => Known::Lost,
+            _ => Known::Seen,
+        };
+        (worst.entry.state, known, done, Some(worst))
+    } else {
+        let running = els
+            .iter()
+            .flatten()
+            .any(|el| el.entry.known != Known::NotYet && el.entry.state.base == Base::Running);
+        let base = if running {
+            Base::Running
+        } else {
+            Base::Pending
+        };
+        (Packed { base, flags: 0 }, Known::Seen, false, None)
+    };
+    let copied = from.and_then(|w| w.entry.extra.as_deref()).map(|x| {
+        (
+            x.exit_code.clone(),
+            x.reason.clone(),
+            x.nodes.clone(),
+            x.time_limit_minutes,
+            x.memory_per_node_mib,
+            x.signal.clone(),
+            x.other_state.clone(),
+        )
+    });
+    if state != e.state || known != e.known {
+        e.since = now;
+    }
+    e.state = state;
+    e.known = known;
+    e.record_done = record_done;
+    let x = e.extra.get_or_insert_with(Default::default);
+    let (exit_code, reason, nodes, limit, mem, signal, other) = copied.unwrap_or_default();
+    x.exit_code = exit_code;
+    x.reason = reason;
+    x.nodes = nodes;
+    x.time_limit_minutes = limit;
+    x.memory_per_node_mib = mem;
+    x.signal = signal;
+    x.other_state = other;
+    x.restart_count = restarts;
+}
