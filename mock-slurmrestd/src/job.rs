@@ -100,10 +100,13 @@ pub struct Job {
 }
 
 impl Job {
-    /// The id jobs/state shows: "N", or "A_T" for an array task (that is why it is a string).
+    /// The id jobs/state shows: "N", or "<own id>_T" for an array element, under the array's
+    /// id until it started (recorded on 24.11: `2205_3 PENDING`, then `2209_3 RUNNING`; that
+    /// is why it is a string).
     pub fn state_id(&self) -> String {
         match &self.array {
-            Some(a) => format!("{}_{}", a.array_job_id, a.task_id),
+            Some(a) if self.start_time == 0 => format!("{}_{}", a.array_job_id, a.task_id),
+            Some(a) => format!("{}_{}", self.id, a.task_id),
             None => self.id.to_string(),
         }
     }

@@ -213,9 +213,15 @@ impl Scheduler {
                 })
                 .collect(),
         };
-        for array in tasks {
-            let id = c.next_id;
-            c.next_id += 1;
+        // Like slurmctld: the array's id is the one the submit answers, and it ends up with the
+        // last element (real Slurm gives the others their ids as they start; here they are
+        // reserved at once, after the array's). Until an element starts, jobs/state lists it
+        // under the array's id (`Job::state_id`).
+        let n = tasks.len() as u32;
+        c.next_id += n;
+        for (k, array) in tasks.into_iter().enumerate() {
+            let k = k as u32;
+            let id = if k + 1 == n { first } else { first + 1 + k };
             let mut job = Job {
                 id,
                 spec: spec.clone(),

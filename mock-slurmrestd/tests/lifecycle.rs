@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use common::*;
 use mock_slurmrestd::MockConfig;
-use serde_json::json;
+use serde_json::{Value, json};
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"))
@@ -320,40 +320,101 @@ async fn afterok_dependency() {
     assert_eq!(r.json()["errors"][0]["error"], "Job dependency problem");
 }
 
+/// An array as real Slurm 24.11 shows it (`tests/fixtures/slurmrestd/24.11_v0.0.42_arrays-*`
+/// in the connector): the submit answers the array's id; jobs/state lists every element, under
+/// the array's id while pending and `<own id>_<index>` once started, the last element keeping
+/// the array's id; a release, job/{array id}, slurmdb `jobs?step=<array id>` and DELETE
+/// job/{array id} cover every element.
 #[tokio::test]
 async fn array_job() {
     let m = start().await;
-    let mut job = m
-        .job("echo task=$SLURM_ARRAY_TASK_ID of $SLURM_ARRAY_JOB_ID count=$SLURM_ARRAY_TASK_COUNT");
+    let mut job = m.job(
+        "sleep 0.3; echo task=$SLURM_ARRAY_TASK_ID of $SLURM_ARRAY_JOB_ID count=$SLURM_ARRAY_TASK_COUNT",
+    );
     job["array"] = json!("0-2");
     job["standard_output"] = json!("arr-%A_%a.out");
+    job["hold"] = json!(true);
     let a = m.submit(job).await;
-    for (i, id) in (a..a + 3).enumerate() {
-        let rec = m.wait_state(id, "COMPLETED").await;
+    let state_ids = |st: &Value| -> Vec<String> {
+        let mut v: Vec<String> = st["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| {
+                format!(
+                    "{} {}",
+                    j["job_id"].as_str().unwrap(),
+                    j["state"][0].as_str().unwrap()
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let path = format!("/slurm/v0.0.42/jobs/state/?job_id={a}");
+    let held = m.call("GET", &path, None).await.json();
+    assert_eq!(
+        state_ids(&held),
+        [0, 1, 2].map(|i| format!("{a}_{i} PENDING")),
+        "pending: all under the array's id"
+    );
+    let r = m
+        .call(
+            "POST",
+            &format!("/slurm/v0.0.42/job/{a}"),
+            Some(&json!({"hold": false})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "released through the array's id");
+    // Own ids: the last element keeps the array's, the others follow it.
+    let own = |i: u32| if i == 2 { a } else { a + 1 + i };
+    for i in 0..3u32 {
+        let rec = m.wait_state(own(i), "COMPLETED").await;
         assert_eq!(rec["array_job_id"]["number"], a);
         assert_eq!(rec["array_task_id"]["number"], i);
         let out = format!("{}/arr-{a}_{i}.out", m.cwd());
         assert_eq!(rec["standard_output"], out);
         assert_eq!(read(&out), format!("task={i} of {a} count=3\n"));
     }
-    let st = m
-        .call(
-            "GET",
-            &format!("/slurm/v0.0.42/jobs/state/?job_id={a}"),
-            None,
-        )
+    let finished = m.call("GET", &path, None).await.json();
+    let mut want = vec![
+        format!("{}_0 COMPLETED", a + 1),
+        format!("{}_1 COMPLETED", a + 2),
+        format!("{a}_2 COMPLETED"),
+    ];
+    want.sort();
+    assert_eq!(state_ids(&finished), want);
+    let accounting = m
+        .call("GET", &format!("/slurmdb/v0.0.42/jobs/?step={a}"), None)
         .await
         .json();
-    let ids: Vec<&str> = st["jobs"]
+    let mut got: Vec<(u64, u64)> = accounting["jobs"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|j| j["job_id"].as_str().unwrap())
+        .map(|j| {
+            (
+                j["array"]["task_id"]["number"].as_u64().unwrap(),
+                j["job_id"].as_u64().unwrap(),
+            )
+        })
         .collect();
-    assert_eq!(
-        ids,
-        vec![format!("{a}_0"), format!("{a}_1"), format!("{a}_2")]
-    );
+    got.sort();
+    let a64 = u64::from(a);
+    assert_eq!(got, [(0, a64 + 1), (1, a64 + 2), (2, a64)]);
+
+    // DELETE job/{array id}: every element, running or pending.
+    let mut job = m.job("sleep 30");
+    job["array"] = json!("0-3%2");
+    let b = m.submit(job).await;
+    m.wait_state(b + 1, "RUNNING").await;
+    let r = m
+        .call("DELETE", &format!("/slurm/v0.0.42/job/{b}"), None)
+        .await;
+    assert_eq!(r.status, 200);
+    for id in b..b + 4 {
+        m.wait_state(id, "CANCELLED").await;
+    }
 }
 
 #[tokio::test]

@@ -155,7 +155,14 @@ pub(super) async fn slurmdb_jobs(
         .jobs
         .values()
         .chain(c.aged.values())
-        .filter(|j| ids.is_empty() || ids.contains(&j.id))
+        // `step=<array id>` selects every element (recorded on 24.11: `jobs?step=2205`).
+        .filter(|j| {
+            ids.is_empty()
+                || ids.contains(&j.id)
+                || j.array
+                    .as_ref()
+                    .is_some_and(|a| ids.contains(&a.array_job_id))
+        })
         .collect();
     all.sort_by_key(|j| j.id);
     let jobs: Vec<Value> = all
