@@ -161,26 +161,3 @@ async fn the_users_failures_are_retryable_and_say_what_happened_first() {
     mock.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
-
-/// A job array is refused at CreateTask, naming the option and what to do instead, and nothing
-/// reaches the cluster (the tracker would read one element of it).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_job_array_is_refused_before_anything_is_submitted() {
-    let (mock, server, mut c, dir) = env("array").await;
-    let e = create(
-        &mut c,
-        request(
-            0,
-            "#!/bin/bash\n#SBATCH --array=0-4\necho $SLURM_ARRAY_TASK_ID\n",
-        ),
-    )
-    .await
-    .expect_err("an array is refused");
-    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e}");
-    assert!(e.message().contains("`--array=0-4`"), "{e}");
-    assert!(e.message().contains("map task"), "{e}");
-    assert_eq!(mock.stats().count("submit"), 0, "nothing was submitted");
-    server.stop().await;
-    mock.shutdown().await;
-    let _ = std::fs::remove_dir_all(&dir);
-}

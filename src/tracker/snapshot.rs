@@ -104,6 +104,9 @@ impl Tracker {
                 }
             }
         };
+        // Before the health lock below: that guard lives to the end of the literal, and every
+        // element's snapshot takes it too.
+        let elements = self.element_snapshots(id, e);
         JobSnapshot {
             job_id: id,
             phase,
@@ -118,7 +121,7 @@ impl Tracker {
             time_limit_minutes: extra.and_then(|x| x.time_limit_minutes),
             memory_per_node_mib: extra.and_then(|x| x.memory_per_node_mib),
             unreachable: self.health.lock().unwrap().unreachable.clone(),
-            elements: self.element_snapshots(id, e),
+            elements,
         }
     }
 
