@@ -7,7 +7,9 @@
 //!   element) while it runs;
 //! - DeleteTask cancels every element, running and pending;
 //! - with accounting: an array adopted after every element left slurmctld (MinJobAge) is
-//!   resolved from slurmdbd, element by element.
+//!   resolved from slurmdbd, element by element;
+//! - without accounting (`--no-accounting`): the same array is resolved from the exit-status
+//!   marker each element left (`<job>_<index>.exit`).
 //!
 //! Skipped (with the reason) when the dev-cluster environment is not exported.
 
@@ -267,6 +269,39 @@ async fn delete_task_cancels_every_element() {
     server.stop().await;
 }
 
+/// Submits the five-element array with a connector that then stops, waits until slurmctld no
+/// longer lists any element (MinJobAge), and asks a new connector about it.
+async fn adopted_after_aging(c: &support::Cluster, tag: &str) -> (Resource, JobId) {
+    let meta = {
+        let server = Server::start(deployment(c, 3)).await;
+        let mut g = server.client().await;
+        let meta = g
+            .create_task(request(tag, ONE_FAILS))
+            .await
+            .unwrap()
+            .into_inner()
+            .resource_meta;
+        server.stop().await;
+        meta
+    };
+    let id = job_id(&meta);
+    let client = c.user_client();
+    let start = Instant::now();
+    loop {
+        let s = client.states_and_elements(&[id]).await.expect("jobs/state");
+        if start.elapsed() > Duration::from_secs(10) && s.elements.is_empty() {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(180), "{s:?}");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let server = Server::start(deployment(c, 3)).await;
+    let mut g = server.client().await;
+    let r = poll_until(&mut g, &meta, 60, terminal, |_| {}).await;
+    server.stop().await;
+    (r, id)
+}
+
 /// A connector that restarts after every element left slurmctld (MinJobAge): the array's id
 /// brings every element from slurmdbd.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -283,33 +318,32 @@ async fn an_array_that_left_slurmctld_is_resolved_from_slurmdbd() {
         );
         return;
     }
-    let meta = {
-        let server = Server::start(deployment(&c, 3)).await;
-        let mut g = server.client().await;
-        let meta = g
-            .create_task(request("arr-aged", ONE_FAILS))
-            .await
-            .unwrap()
-            .into_inner()
-            .resource_meta;
-        server.stop().await;
-        meta
-    };
-    let id = job_id(&meta);
-    // Until slurmctld no longer lists any element of it.
-    let client = c.user_client();
-    let start = Instant::now();
-    loop {
-        let s = client.states_and_elements(&[id]).await.expect("jobs/state");
-        if start.elapsed() > Duration::from_secs(10) && s.elements.is_empty() {
-            break;
-        }
-        assert!(start.elapsed() < Duration::from_secs(180), "{s:?}");
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    let server = Server::start(deployment(&c, 3)).await;
-    let mut g = server.client().await;
-    let r = poll_until(&mut g, &meta, 60, terminal, |_| {}).await;
+    let (r, id) = adopted_after_aging(&c, "arr-aged").await;
     assert_element_3_failed(&r, id);
-    server.stop().await;
+}
+
+/// Without slurmdbd: each element's exit-status marker says how it ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_accounting_an_array_is_resolved_from_its_elements_markers() {
+    let Some(c) = support::cluster() else { return };
+    if c.accounting || c.min_job_age > 60 {
+        skip(
+            Tier::NoAccounting,
+            format!(
+                "needs a cluster without slurmdbd and a short MinJobAge (accounting={}, \
+                 MinJobAge={} s): `deploy/dev-cluster/dev-cluster --release {} --no-accounting \
+                 --min-job-age 2 run cargo test --test real_arrays without_accounting`",
+                c.accounting, c.min_job_age, c.release
+            ),
+        );
+        return;
+    }
+    let (r, id) = adopted_after_aging(&c, "arr-noacct").await;
+    assert_element_3_failed(&r, id);
+    assert!(
+        r.message
+            .contains("outcome was read from the exit-status marker"),
+        "{}",
+        r.message
+    );
 }

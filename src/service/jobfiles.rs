@@ -212,4 +212,24 @@ impl ExitMarkers for Registry {
                 .map_err(|e| e.to_string())
         })
     }
+
+    fn element_exit_code(
+        &self,
+        array: JobId,
+        index: u32,
+    ) -> BoxFuture<'_, Result<Option<staging::exit_marker::ExitMarker>, String>> {
+        Box::pin(async move {
+            let path = match self.jobs.lock().unwrap().get(&array) {
+                Some(f) if f.array.is_some() => staging::element_path(
+                    &staging::JobFiles::new(&f.dir, &f.job).element_marker(),
+                    array.0,
+                    index,
+                ),
+                _ => return Ok(None),
+            };
+            staging::exit_marker::read_exit_marker_at(self.staging.as_ref(), &path)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
 }

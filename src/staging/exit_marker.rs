@@ -48,7 +48,12 @@ pub async fn read_exit_marker(
     working_dir: &str,
     job: &str,
 ) -> Result<Option<ExitMarker>> {
-    let path = super::JobFiles::new(working_dir, job).marker();
+    read_exit_marker_at(staging, &super::JobFiles::new(working_dir, job).marker()).await
+}
+
+/// The marker at `path` (a job array's element's: `JobFiles::element_marker` filled in).
+pub async fn read_exit_marker_at(staging: &dyn Staging, path: &str) -> Result<Option<ExitMarker>> {
+    let path = path.to_string();
     let mut stream = match staging.read(&path).await {
         Ok(s) => s,
         Err(StagingError::NotFound { .. }) => return Ok(None),

@@ -83,4 +83,15 @@ impl SlurmApi for Client {
 pub trait ExitMarkers: Send + Sync + 'static {
     /// `Ok(None)`: no marker (not written, or a job this reader knows nothing about).
     fn exit_code(&self, id: JobId) -> BoxFuture<'_, Result<Option<ExitMarker>, String>>;
+
+    /// The marker of element `index` of job array `array` (each element writes its own).
+    /// The default reads none.
+    fn element_exit_code(
+        &self,
+        array: JobId,
+        index: u32,
+    ) -> BoxFuture<'_, Result<Option<ExitMarker>, String>> {
+        let _ = (array, index);
+        Box::pin(async { Ok(None) })
+    }
 }

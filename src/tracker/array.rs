@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::slurmrestd::{ElementState, JobId, JobInfo};
 
-use super::resolve::{apply_record, apply_state};
+use super::resolve::{apply_marker, apply_record, apply_state};
 use super::{Base, Entry, FailureClass, JobSnapshot, Known, Packed, Tracker};
 
 /// The elements of one tracked array (in its entry's `Extra`).
@@ -309,24 +309,34 @@ impl Tracker {
             }
         };
         let now = self.now_secs();
+        {
+            let mut jobs = self.jobs.lock().unwrap();
+            for m in arrays {
+                let Some(t) = jobs.get_mut(m).and_then(track_mut) else {
+                    continue;
+                };
+                for info in found
+                    .values()
+                    .filter(|r| r.array.is_some_and(|a| a.array_job_id == *m))
+                {
+                    let done = t
+                        .elements
+                        .get(&info.array.and_then(|a| a.task_id).unwrap_or(u32::MAX))
+                        .is_some_and(|el| el.entry.record_done);
+                    if !done {
+                        apply_element_record(t, info, now, true);
+                    }
+                }
+            }
+        }
+        self.read_element_markers(arrays).await;
+        let now = self.now_secs();
         let lost_after = self.cfg.lost_after;
         let mut jobs = self.jobs.lock().unwrap();
         for m in arrays {
             let Some(t) = jobs.get_mut(m).and_then(track_mut) else {
                 continue;
             };
-            for info in found
-                .values()
-                .filter(|r| r.array.is_some_and(|a| a.array_job_id == *m))
-            {
-                let done = t
-                    .elements
-                    .get(&info.array.and_then(|a| a.task_id).unwrap_or(u32::MAX))
-                    .is_some_and(|el| el.entry.record_done);
-                if !done {
-                    apply_element_record(t, info, now, true);
-                }
-            }
             for el in t.elements.values_mut() {
                 let away = matches!(el.entry.known, Known::Missing | Known::MissingUnseen);
                 let age =
@@ -335,6 +345,60 @@ impl Tracker {
                     tracing::warn!(cluster = %self.cluster, job_id = %el.id, array = %m, "array element unknown to slurmctld and slurmdbd; reporting it lost");
                     el.entry.known = Known::Lost;
                     el.entry.since = now;
+                }
+            }
+        }
+    }
+
+    /// Elements neither slurmctld nor slurmdbd knows: the exit-status marker each element left
+    /// (`<job>_<index>.exit`), a few at a time, as for plain jobs (`resolve::read_markers`).
+    async fn read_element_markers(&self, arrays: &[JobId]) {
+        let Some(markers) = &self.markers else { return };
+        let wanted: Vec<(JobId, u32)> = {
+            let jobs = self.jobs.lock().unwrap();
+            arrays
+                .iter()
+                .filter_map(|m| Some((*m, jobs.get(m).and_then(track)?)))
+                .flat_map(|(m, t)| {
+                    t.elements
+                        .iter()
+                        .filter(|(_, el)| {
+                            matches!(el.entry.known, Known::Missing | Known::MissingUnseen)
+                                && !el.entry.record_done
+                        })
+                        .map(move |(i, _)| (m, *i))
+                })
+                .collect()
+        };
+        if wanted.is_empty() {
+            return;
+        }
+        use futures::StreamExt;
+        let lookups: Vec<_> = wanted
+            .iter()
+            .map(|(m, i)| markers.element_exit_code(*m, *i))
+            .collect();
+        let answers: Vec<_> = futures::stream::iter(lookups)
+            .buffered(super::resolve::RECORD_FETCH_CONCURRENCY)
+            .collect()
+            .await;
+        let now = self.now_secs();
+        let mut jobs = self.jobs.lock().unwrap();
+        for ((m, i), answer) in wanted.into_iter().zip(answers) {
+            match answer {
+                Ok(Some(marker)) => {
+                    tracing::info!(cluster = %self.cluster, array = %m, index = i, code = marker.code, "array element resolved from its exit-status marker");
+                    if let Some(el) = jobs
+                        .get_mut(&m)
+                        .and_then(track_mut)
+                        .and_then(|t| t.elements.get_mut(&i))
+                    {
+                        apply_marker(&mut el.entry, &marker, now);
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(cluster = %self.cluster, array = %m, index = i, error = %e, "exit-status marker of an array element not readable");
                 }
             }
         }

@@ -11,7 +11,7 @@ use super::api::{ExitMarker, MarkerCause};
 use super::{Entry, Known, Packed, Tracker};
 
 /// Job records (each one slurmctld RPC) and exit-status markers read at once.
-const RECORD_FETCH_CONCURRENCY: usize = 8;
+pub(super) const RECORD_FETCH_CONCURRENCY: usize = 8;
 
 impl Tracker {
     /// Answers queued adoptions in one batch (the adopter task).
