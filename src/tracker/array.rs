@@ -21,7 +21,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use crate::slurmrestd::{ElementState, JobId, JobInfo};
+use crate::slurmrestd::{BaseState, ElementState, JobId, JobInfo};
 
 use super::resolve::{apply_marker, apply_record, apply_state};
 use super::{Base, Entry, FailureClass, JobSnapshot, Known, Packed, Tracker};
@@ -134,6 +134,7 @@ impl Tracker {
         let mut unattributed = Vec::new();
         let mut ended: Vec<JobId> = Vec::new();
         let mut missing: Vec<JobId> = Vec::new();
+        let mut requeued: Vec<(JobId, u32, JobId)> = Vec::new();
         {
             let mut jobs = self.jobs.lock().unwrap();
             let wanted: HashSet<JobId> = arrays.iter().copied().collect();
@@ -193,6 +194,16 @@ impl Tracker {
                     el.id = e.id;
                     if Packed::pack(&e.state).0.is_terminal() && !el.entry.record_done {
                         ended.push(*m);
+                    } else {
+                        // Back in the queue after it ran: Slurm requeued the element (node
+                        // failure, preemption); its record says how often.
+                        let back = e.state.base == BaseState::Pending
+                            && el.entry.known == Known::Seen
+                            && el.entry.state.base != Base::Pending;
+                        if back || (e.state.has_flag("REQUEUED") && !el.entry.state.has("REQUEUED"))
+                        {
+                            requeued.push((*m, e.index, e.id));
+                        }
                     }
                     apply_state(&mut el.entry, &e.state, now);
                 }
@@ -249,6 +260,23 @@ impl Tracker {
                 Ok(None) => {}
                 Err(err) => {
                     tracing::debug!(cluster = %self.cluster, job_id = %e.id, error = %err, "record of a new array element not fetched");
+                }
+            }
+        }
+        for (m, index, id) in requeued {
+            match self.api.job(id).await {
+                Ok(Some(info)) => {
+                    tracing::info!(cluster = %self.cluster, array = %m, index, job_id = %id, restarts = ?info.restart_count, "Slurm requeued an array element");
+                    self.with_entry(m, |entry| {
+                        if let Some(el) = track_mut(entry).and_then(|t| t.elements.get_mut(&index))
+                        {
+                            apply_record(&mut el.entry, &info);
+                        }
+                    });
+                }
+                Ok(None) => {}
+                Err(err) => {
+                    tracing::debug!(cluster = %self.cluster, job_id = %id, error = %err, "record of a requeued array element not fetched");
                 }
             }
         }
@@ -427,9 +455,15 @@ fn aggregate(e: &mut Entry, now: u32) {
     let Some(t) = track(e) else { return };
     let els: Vec<Option<&Element>> = t.indices.iter().map(|i| t.elements.get(i)).collect();
     let over = els.iter().all(|el| el.is_some_and(Element::is_over));
+    // The requeue budget speaks for elements the cluster keeps putting back: one that ended on
+    // its own (completed, or its code failed) says so itself, whatever its restarts.
     let restarts = els
         .iter()
         .flatten()
+        .filter(|el| {
+            !(el.entry.state.phase() == Some(crate::proto::core::task_execution::Phase::Succeeded)
+                || el.class() == Some(FailureClass::User))
+        })
         .filter_map(|el| el.entry.extra.as_deref().and_then(|x| x.restart_count))
         .max();
     let (state, known, record_done, from) = if over {

@@ -11,3 +11,325 @@ fn entry_is_compact() {
         std::mem::size_of::<Entry>()
     );
 }
+
+/// Job arrays, tick by tick, against a scripted slurmctld/slurmdbd.
+mod arrays {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+
+    use futures::future::BoxFuture;
+
+    use super::super::*;
+    use crate::slurmrestd::{
+        ArrayMembership, ClientError, ElementState, ExitCode, JobInfo, JobState, States,
+    };
+
+    #[derive(Default)]
+    struct Scripted {
+        elements: Mutex<Vec<ElementState>>,
+        /// Records by the element's own id (slurmctld's `job/{id}`).
+        records: Mutex<HashMap<JobId, JobInfo>>,
+        /// slurmdbd's records by own id.
+        accounting: Mutex<HashMap<JobId, JobInfo>>,
+        job_calls: Mutex<Vec<JobId>>,
+        states_calls: Mutex<u32>,
+    }
+
+    impl Scripted {
+        fn answer(&self, entries: &[(u32, u32, &str)]) {
+            *self.elements.lock().unwrap() = entries
+                .iter()
+                .map(|(id, index, s)| ElementState {
+                    id: JobId(*id),
+                    index: *index,
+                    state: JobState::from_strings([*s]),
+                })
+                .collect();
+        }
+    }
+
+    fn record(id: u32, array: u32, index: u32, state: &str, rc: u32) -> JobInfo {
+        JobInfo {
+            job_id: JobId(id),
+            name: "j".into(),
+            state: JobState::from_strings([state]),
+            exit_code: Some(ExitCode {
+                status: vec![if rc == 0 { "SUCCESS" } else { "ERROR" }.into()],
+                return_code: Some(rc),
+                signal: None,
+                signal_name: None,
+            }),
+            reason: None,
+            comment: None,
+            user: None,
+            standard_output: None,
+            standard_error: None,
+            current_working_directory: None,
+            partition: None,
+            submit_time: None,
+            start_time: None,
+            end_time: None,
+            nodes: Some("node1".into()),
+            restart_count: Some(0),
+            time_limit_minutes: None,
+            memory_per_node_mib: None,
+            array: Some(ArrayMembership {
+                array_job_id: JobId(array),
+                task_id: Some(index),
+            }),
+        }
+    }
+
+    impl SlurmApi for Scripted {
+        fn states<'a>(
+            &'a self,
+            _: &'a [JobId],
+        ) -> BoxFuture<'a, Result<HashMap<JobId, JobState>, ClientError>> {
+            unreachable!("the tracker asks states_and_elements")
+        }
+        fn states_and_elements<'a>(
+            &'a self,
+            _: &'a [JobId],
+        ) -> BoxFuture<'a, Result<States, ClientError>> {
+            *self.states_calls.lock().unwrap() += 1;
+            let elements = self.elements.lock().unwrap().clone();
+            Box::pin(async move {
+                Ok(States {
+                    jobs: HashMap::new(),
+                    elements,
+                })
+            })
+        }
+        fn job(&self, id: JobId) -> BoxFuture<'_, Result<Option<JobInfo>, ClientError>> {
+            self.job_calls.lock().unwrap().push(id);
+            let r = self.records.lock().unwrap().get(&id).cloned();
+            Box::pin(async move { Ok(r) })
+        }
+        fn job_records(&self, id: JobId) -> BoxFuture<'_, Result<Vec<JobInfo>, ClientError>> {
+            let r: Vec<JobInfo> = self
+                .records
+                .lock()
+                .unwrap()
+                .values()
+                .filter(|r| r.array.is_some_and(|a| a.array_job_id == id))
+                .cloned()
+                .collect();
+            Box::pin(async move { Ok(r) })
+        }
+        fn accounting_jobs<'a>(
+            &'a self,
+            ids: &'a [JobId],
+        ) -> BoxFuture<'a, Result<HashMap<JobId, JobInfo>, ClientError>> {
+            let r = self
+                .accounting
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|(id, r)| {
+                    ids.contains(id) || r.array.is_some_and(|a| ids.contains(&a.array_job_id))
+                })
+                .map(|(k, v)| (*k, v.clone()))
+                .collect();
+            Box::pin(async move { Ok(r) })
+        }
+    }
+
+    fn tracker() -> (Arc<Scripted>, Tracker) {
+        let api = Arc::new(Scripted::default());
+        let t = Tracker::new("c", api.clone(), TrackerConfig::default());
+        (api, t)
+    }
+
+    fn states(s: &JobSnapshot) -> Vec<(u32, u32, String)> {
+        s.elements
+            .iter()
+            .map(|e| {
+                (
+                    e.index,
+                    e.snapshot.job_id.0,
+                    e.snapshot.state.clone().unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+
+    fn set_records(api: &Scripted, recs: &[JobInfo]) {
+        let mut m = api.records.lock().unwrap();
+        for r in recs {
+            m.insert(r.job_id, r.clone());
+        }
+    }
+
+    /// Two tracked arrays both start their element 0 in the same tick: the new ids cannot be
+    /// told apart from jobs/state alone, so each element's record says which array it is in
+    /// (once); known ids are attributed without asking again.
+    #[tokio::test]
+    async fn elements_of_two_arrays_starting_together_are_told_apart_by_their_records() {
+        let (api, t) = tracker();
+        t.track_array(JobId(100), &[0, 1]);
+        t.track_array(JobId(200), &[0, 1]);
+        api.answer(&[
+            (100, 0, "PENDING"),
+            (100, 1, "PENDING"),
+            (200, 0, "PENDING"),
+            (200, 1, "PENDING"),
+        ]);
+        t.tick().await;
+        assert_eq!(t.status(JobId(100)).await.phase, Phase::Queued);
+        set_records(
+            &api,
+            &[
+                record(301, 100, 0, "RUNNING", 0),
+                record(302, 200, 0, "RUNNING", 0),
+            ],
+        );
+        api.answer(&[
+            (302, 0, "RUNNING"),
+            (301, 0, "RUNNING"),
+            (100, 1, "PENDING"),
+            (200, 1, "PENDING"),
+        ]);
+        t.tick().await;
+        let mut asked = api.job_calls.lock().unwrap().clone();
+        asked.sort();
+        assert_eq!(asked, [JobId(301), JobId(302)]);
+        let a = t.status(JobId(100)).await;
+        assert_eq!(a.phase, Phase::Running);
+        assert_eq!(
+            states(&a),
+            [(0, 301, "RUNNING".into()), (1, 100, "PENDING".into())]
+        );
+        assert_eq!(states(&t.status(JobId(200)).await)[0].1, 302);
+
+        // They end; element 0 of 200 fails.
+        set_records(
+            &api,
+            &[
+                record(301, 100, 0, "COMPLETED", 0),
+                record(302, 200, 0, "FAILED", 3),
+                record(100, 100, 1, "COMPLETED", 0),
+                record(200, 200, 1, "COMPLETED", 0),
+            ],
+        );
+        api.answer(&[
+            (301, 0, "COMPLETED"),
+            (302, 0, "FAILED"),
+            (100, 1, "COMPLETED"),
+            (200, 1, "COMPLETED"),
+        ]);
+        api.job_calls.lock().unwrap().clear();
+        t.tick().await;
+        assert!(
+            api.job_calls.lock().unwrap().is_empty(),
+            "known ids are not asked about again"
+        );
+        let a = t.status(JobId(100)).await;
+        assert_eq!(a.phase, Phase::Succeeded);
+        assert_eq!(a.class, None);
+        let b = t.status(JobId(200)).await;
+        assert_eq!(b.phase, Phase::RetryableFailed);
+        assert_eq!(b.class, Some(FailureClass::User));
+        assert_eq!(b.state.as_deref(), Some("FAILED"));
+        assert_eq!(b.exit_code.as_ref().and_then(|c| c.return_code), Some(3));
+        assert_eq!(
+            b.elements[0]
+                .snapshot
+                .exit_code
+                .as_ref()
+                .unwrap()
+                .return_code,
+            Some(3)
+        );
+        // Finished with their records: no longer polled.
+        assert_eq!(t.tick().await, 0);
+        assert_eq!(*api.states_calls.lock().unwrap(), 3, "one request per tick");
+    }
+
+    /// One array whose elements 0 and 1 left slurmctld before the tracker saw them (an
+    /// adoption): slurmdbd's records of the array's id resolve them, by index.
+    #[tokio::test]
+    async fn elements_gone_from_slurmctld_are_read_from_slurmdbd() {
+        let (api, t) = tracker();
+        {
+            let mut acc = api.accounting.lock().unwrap();
+            acc.insert(JobId(401), record(401, 400, 0, "COMPLETED", 0));
+            acc.insert(JobId(402), record(402, 400, 1, "OUT_OF_MEMORY", 0));
+        }
+        api.answer(&[(400, 2, "RUNNING")]);
+        // GetTask after a restart adopts it; the adopter answers (`run` would, here by hand).
+        let (s, ()) = tokio::join!(t.status_of(JobId(400), Some(&[0, 1, 2])), async {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            t.adopt_round().await
+        });
+        // The adoption's answer: two ended, one running.
+        assert_eq!(s.phase, Phase::Running);
+        assert_eq!(
+            states(&s),
+            [
+                (0, 401, "COMPLETED".into()),
+                (1, 402, "OUT_OF_MEMORY".into()),
+                (2, 400, "RUNNING".into())
+            ]
+        );
+        set_records(&api, &[record(400, 400, 2, "FAILED", 1)]);
+        api.answer(&[(400, 2, "FAILED")]);
+        t.tick().await;
+        let s = t.status(JobId(400)).await;
+        // Two user failures: the lowest index is the array's.
+        assert_eq!(s.class, Some(FailureClass::User));
+        assert_eq!(s.state.as_deref(), Some("OUT_OF_MEMORY"));
+    }
+
+    /// The worst element decides: a permanent failure over a user one over the cluster's; a
+    /// cancelled element makes the array aborted when none failed.
+    #[tokio::test]
+    async fn the_worst_element_decides() {
+        for (ends, want_state, want_phase) in [
+            (
+                ["COMPLETED", "NODE_FAIL", "FAILED"],
+                "FAILED",
+                Phase::RetryableFailed,
+            ),
+            (
+                ["NODE_FAIL", "COMPLETED", "COMPLETED"],
+                "NODE_FAIL",
+                Phase::RetryableFailed,
+            ),
+            (
+                ["CANCELLED", "COMPLETED", "COMPLETED"],
+                "CANCELLED",
+                Phase::Aborted,
+            ),
+            (
+                ["CANCELLED", "TIMEOUT", "COMPLETED"],
+                "TIMEOUT",
+                Phase::RetryableFailed,
+            ),
+            (
+                ["COMPLETED", "COMPLETED", "COMPLETED"],
+                "COMPLETED",
+                Phase::Succeeded,
+            ),
+        ] {
+            let (api, t) = tracker();
+            t.track_array(JobId(500), &[0, 1, 2]);
+            let recs: Vec<JobInfo> = ends
+                .iter()
+                .enumerate()
+                .map(|(i, s)| record(501 + i as u32, 500, i as u32, s, 0))
+                .collect();
+            set_records(&api, &recs);
+            api.answer(
+                &ends
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| (501 + i as u32, i as u32, *s))
+                    .collect::<Vec<_>>(),
+            );
+            t.tick().await;
+            let s = t.status(JobId(500)).await;
+            assert_eq!(s.state.as_deref(), Some(want_state), "{ends:?}");
+            assert_eq!(s.phase, want_phase, "{ends:?}");
+        }
+    }
+}
