@@ -281,6 +281,41 @@ fn native_task_refusals() {
     let mut spec = task_spec(&load_request("native_pyxis_gpu.json"));
     spec.task_type = TaskType::SlurmScript;
     assert!(err(&spec).contains("`script`"));
+
+    // One entrypoint run writes one result: a native task is no job array.
+    let mut spec = task_spec(&load_request("native_pyxis_gpu.json"));
+    spec.custom["sbatch_options"] = json!({"array": "0-3"});
+    let e = err(&spec);
+    assert!(
+        e.contains("`array`") && e.contains("`--array=0-3`") && e.contains("map task"),
+        "{e}"
+    );
+}
+
+/// A job array of a script task: per-element logs (`%A_%a`, Slurm fills them in) and
+/// exit-status markers (`%a`, the shell fills it in), every index expression Slurm takes.
+#[test]
+fn a_script_array_gets_per_element_files() {
+    let r = render(&script("#SBATCH --array=0-9%3")).unwrap();
+    assert_eq!(r.job.array.as_deref(), Some("0-9%3"));
+    assert!(r.stdout_path.ends_with("_%A_%a.out"), "{}", r.stdout_path);
+    assert!(r.stderr_path.ends_with("_%A_%a.err"), "{}", r.stderr_path);
+    assert_eq!(
+        r.job.standard_error.as_deref(),
+        Some(r.stderr_path.as_str())
+    );
+    assert!(
+        r.job.script.contains("_\"${SLURM_ARRAY_TASK_ID}\".exit"),
+        "{}",
+        r.job.script
+    );
+    // Not an array: one file each, as before.
+    let r = render(&script("")).unwrap();
+    assert!(r.stdout_path.ends_with(".out") && !r.stdout_path.contains('%'));
+    for bad in ["9-1", "0-4:0", "0-9%0", "x"] {
+        let e = err(&with_options(json!({ "array": bad })));
+        assert!(e.contains("`--array`") && e.contains(bad), "{bad}: {e}");
+    }
 }
 
 #[test]

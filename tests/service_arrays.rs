@@ -25,6 +25,7 @@ struct Env {
     server: Server,
     c: Grpc,
     dir: std::path::PathBuf,
+    cluster: ClusterConfig,
 }
 
 async fn env(tag: &str) -> Env {
@@ -60,13 +61,14 @@ async fn env(tag: &str) -> Env {
         stager_url: None,
         stager_token_file: None,
     };
-    let server = Server::start(deployment(cluster, POLL)).await;
+    let server = Server::start(deployment(cluster.clone(), POLL)).await;
     let c = server.client().await;
     Env {
         mock,
         server,
         c,
         dir,
+        cluster,
     }
 }
 
@@ -156,6 +158,7 @@ async fn an_array_with_a_failed_element_is_that_elements_failure_naming_its_inde
         server,
         mut c,
         dir,
+        cluster,
     } = env("failed").await;
     let meta = create(&mut c, request(0, FAILING)).await.unwrap();
     let id = job_id(&meta);
@@ -238,6 +241,7 @@ async fn an_array_with_a_failed_element_is_that_elements_failure_naming_its_inde
         server,
         c,
         dir,
+        cluster,
     }
     .stop()
     .await;
@@ -326,5 +330,29 @@ async fn delete_task_cancels_every_element_of_an_array() {
     assert_eq!(r.phase, Phase::Aborted as i32, "{}", r.message);
     // Running and pending elements alike.
     assert_eq!(element_states(&r), ["CANCELLED"; 4], "{}", r.message);
+    e.stop().await;
+}
+
+/// One array per execution: a CreateTask retried after a connector restart finds the array by
+/// its key (every element's comment carries it) instead of submitting a second one, and the new
+/// connector follows it through the array's id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_create_task_finds_the_array_it_submitted() {
+    let mut e = env("idem").await;
+    let script = "#!/bin/bash\n#SBATCH --array=0-2\nsleep 0.5\n";
+    let first = create(&mut e.c, request(0, script)).await.unwrap();
+    let again = create(&mut e.c, request(0, script)).await.unwrap();
+    assert_eq!(job_id(&first), job_id(&again));
+    // Elements run (own ids in slurmctld's table) when a restarted connector is asked again.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    e.server.stop().await;
+    e.server = Server::start(deployment(e.cluster.clone(), POLL)).await;
+    e.c = e.server.client().await;
+    let retried = create(&mut e.c, request(0, script)).await.unwrap();
+    assert_eq!(job_id(&retried), job_id(&first), "the same array");
+    assert_eq!(e.mock.stats().count("submit"), 1, "submitted once");
+    let r = wait_terminal(&mut e.c, &retried).await;
+    assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
+    assert_eq!(element_states(&r), ["COMPLETED"; 3]);
     e.stop().await;
 }
