@@ -98,7 +98,7 @@ pub static OPTIONS: &[OptSpec] = &[
                 if let Err(why) = crate::render::array::indices(v) {
                     return Err(invalid(
                         o,
-                        &format!("{why}; expected indexes such as 0-15, 1,3,5, 0-15:4 or 0-99%10"),
+                        format!("{why}; expected indexes such as 0-15, 1,3,5, 0-15:4 or 0-99%10"),
                     ));
                 }
                 t.job.array = Some(v.to_string());
