@@ -280,6 +280,33 @@ mod arrays {
         assert_eq!(s.state.as_deref(), Some("OUT_OF_MEMORY"));
     }
 
+    /// Slurm requeues an element (it stays under its own id, pending again; recorded as
+    /// `arrays-requeued-*`): its record is fetched for the restart count, which the array's
+    /// snapshot reports while it is live.
+    #[tokio::test]
+    async fn a_requeued_element_brings_its_restart_count() {
+        let (api, t) = tracker();
+        t.track_array(JobId(2259), &[0, 1]);
+        set_records(&api, &[record(2260, 2259, 0, "RUNNING", 0)]);
+        api.answer(&[(2260, 0, "RUNNING"), (2259, 1, "RUNNING")]);
+        t.tick().await;
+        assert_eq!(t.status(JobId(2259)).await.restart_count, None);
+        let mut requeued = record(2260, 2259, 0, "PENDING", 0);
+        requeued.restart_count = Some(1);
+        set_records(&api, &[requeued]);
+        api.answer(&[(2260, 0, "PENDING"), (2259, 1, "RUNNING")]);
+        api.job_calls.lock().unwrap().clear();
+        t.tick().await;
+        assert_eq!(*api.job_calls.lock().unwrap(), [JobId(2260)]);
+        let s = t.status(JobId(2259)).await;
+        assert_eq!(s.restart_count, Some(1));
+        assert_eq!(s.phase, Phase::Running);
+        // Pending again, not requeued again: not asked twice.
+        api.job_calls.lock().unwrap().clear();
+        t.tick().await;
+        assert!(api.job_calls.lock().unwrap().is_empty());
+    }
+
     /// The worst element decides: a permanent failure over a user one over the cluster's; a
     /// cancelled element makes the array aborted when none failed.
     #[tokio::test]

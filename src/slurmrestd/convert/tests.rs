@@ -646,3 +646,35 @@ fn an_array_is_released_and_cancelled_through_its_id() {
         assert_eq!(j.comment.as_deref(), Some("flyte-key=0123456789abcdef"));
     }
 }
+
+/// A requeued element (`scontrol requeue 2260`, as Slurm does after a node failure) stays under
+/// its own id, pending again, with its restart count and the requeue's BeginTime
+/// (`arrays-requeue*`).
+#[test]
+fn a_requeued_array_element_keeps_its_own_id() {
+    let states = |file: &str| -> Vec<String> {
+        let mut v: Vec<String> = all_states(&recording(file))
+            .elements
+            .iter()
+            .map(|e| format!("{}_{} {}", e.id, e.index, e.state))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        states("24.11_v0.0.42_arrays-requeue-state-running"),
+        ["2259_1 RUNNING", "2260_0 RUNNING"]
+    );
+    assert_eq!(
+        states("24.11_v0.0.42_arrays-requeued-state"),
+        ["2259_1 RUNNING", "2260_0 PENDING"]
+    );
+    let j = &job_infos(&recording("24.11_v0.0.42_arrays-requeued-job-get"))[0];
+    assert_eq!(j.job_id, JobId(2260));
+    assert_eq!(j.restart_count, Some(1));
+    assert_eq!(j.reason.as_deref(), Some("BeginTime"));
+    assert_eq!(
+        j.array.map(|a| (a.array_job_id, a.task_id)),
+        Some((JobId(2259), Some(0)))
+    );
+}
