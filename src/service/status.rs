@@ -191,9 +191,11 @@ fn worst_element(s: &JobSnapshot) -> Option<&ElementSnapshot> {
         .max_by_key(|e| (severity(e.snapshot.class), std::cmp::Reverse(e.index)))
 }
 
-/// At most this many failed elements are named one by one (and have their stderr read).
+/// At most this many failed elements are named one by one in the message, this many have
+/// their stderr read, and this many elements are listed in `custom_info` (the counts cover all).
 const FAILED_LISTED: usize = 10;
 const TAILS_READ: usize = 3;
+const ELEMENTS_LISTED: usize = 200;
 
 /// The failed elements, in index order.
 fn failed_elements(s: &JobSnapshot) -> Vec<&ElementSnapshot> {
@@ -552,14 +554,13 @@ pub async fn resource(
         && !meta.stderr.is_empty()
         && !snap.elements.is_empty()
     {
-        // A job array: the tails of the first failed elements, each from its own file.
+        // A job array: the tails of the first failed elements, each from its own file, all
+        // within the one staging budget.
+        let deadline = tokio::time::Instant::now() + STAGING_BUDGET;
         for e in failed_elements(&snap).into_iter().take(TAILS_READ) {
             let path = staging::element_path(&meta.stderr, meta.job_id.0, e.index);
-            match tokio::time::timeout(
-                STAGING_BUDGET,
-                staging::logs::failure_tail(st.as_ref(), &path),
-            )
-            .await
+            match tokio::time::timeout_at(deadline, staging::logs::failure_tail(st.as_ref(), &path))
+                .await
             {
                 Ok(Ok(Some(tail))) => msg.push_str(&format!(
                     "\n--- last lines of stderr of element {} ({path}) ---\n{tail}",
@@ -630,9 +631,23 @@ pub async fn resource(
     });
     let mut custom_info = custom_info;
     if !snap.elements.is_empty() {
+        let mut counts = serde_json::Map::new();
+        for e in &snap.elements {
+            let state = e
+                .snapshot
+                .state
+                .as_deref()
+                .map(|t| t.split('+').next().unwrap_or(t))
+                .unwrap_or("UNKNOWN");
+            let n = counts.get(state).and_then(|v| v.as_u64()).unwrap_or(0);
+            counts.insert(state.to_string(), serde_json::json!(n + 1));
+        }
         custom_info["array"] = serde_json::json!({
             "indices": meta.array,
-            "elements": snap.elements.iter().map(|e| serde_json::json!({
+            "total": snap.elements.len(),
+            "counts": counts,
+            // Bounded: custom_info travels in every task event.
+            "elements": snap.elements.iter().take(ELEMENTS_LISTED).map(|e| serde_json::json!({
                 "index": e.index,
                 "job_id": e.snapshot.job_id.0,
                 "state": e.snapshot.state,
@@ -797,6 +812,82 @@ mod tests {
             running.ends_with("\nattach: srun --jobid=123 --overlap --pty bash"),
             "{running}"
         );
+    }
+
+    /// A job array's message: the worst element's tag line under its own id naming its index,
+    /// the counts, the failed indices and a line for each (at most FAILED_LISTED).
+    #[test]
+    fn an_arrays_message_names_its_worst_element_and_counts_the_others() {
+        use crate::tracker::ElementSnapshot;
+        let m = ResourceMeta {
+            array: Some("0-14".into()),
+            ..meta()
+        };
+        let element = |i: u32, state: &str, class: Option<FailureClass>, rc: Option<u32>| {
+            let mut s = snap(state, class);
+            s.job_id = JobId(200 + i);
+            s.exit_code = rc.and_then(|rc| code(rc, None));
+            if class.is_none() {
+                s.phase = Phase::Succeeded;
+            }
+            ElementSnapshot {
+                index: i,
+                snapshot: s,
+            }
+        };
+        let mut s = snap("FAILED", Some(FailureClass::User));
+        s.elements = (0..15)
+            .map(|i| match i {
+                // Twelve user failures, one node failure: the user's is worse, lowest index.
+                2..=13 => element(i, "FAILED", Some(FailureClass::User), Some(i)),
+                14 => element(i, "NODE_FAIL", Some(FailureClass::Infrastructure), None),
+                _ => element(i, "COMPLETED", None, Some(0)),
+            })
+            .collect();
+        let text = message(&m, &s);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "[FAILED] job 202 exited with code 2 (element 2 of job array 123)"
+        );
+        assert!(
+            text.contains(
+                "job array 123: 15 of 15 elements done (2 COMPLETED, 12 FAILED, 1 NODE_FAIL)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("\nfailed elements: 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\nelement 2 (job 202) is FAILED, exit code 2:0"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("element 12 (job"),
+            "only the first ten: {text}"
+        );
+        assert!(text.contains("\n... and 3 more"), "{text}");
+        // Running: how to attach to an element that runs, not to the array's id.
+        let mut s = snap("RUNNING", None);
+        s.elements = vec![
+            element(0, "COMPLETED", None, Some(0)),
+            ElementSnapshot {
+                index: 1,
+                snapshot: {
+                    let mut r = snap("RUNNING", None);
+                    r.job_id = JobId(201);
+                    r
+                },
+            },
+        ];
+        let text = message(&m, &s);
+        assert!(
+            text.ends_with("\nattach: srun --jobid=201 --overlap --pty bash (element 1)"),
+            "{text}"
+        );
+        assert!(text.contains("job array 123: 1 of 2 elements done (1 COMPLETED, 1 RUNNING)"));
     }
 
     /// What slurmstepd wrote to the stderr of a job killed by OverMemoryKill (24.11, recorded

@@ -77,14 +77,24 @@ impl Element {
         }
     }
 
-    /// Finished for good: a terminal state, or lost.
-    fn is_over(&self) -> bool {
-        self.entry.known == Known::Lost || self.entry.state.is_terminal()
+    /// Finished for good: a terminal state, lost, or a state this connector does not know for
+    /// longer than `unknown_after` (reported failed, as a plain job's is).
+    fn is_over(&self, now: u32, unknown_after: u32) -> bool {
+        self.entry.known == Known::Lost
+            || self.entry.state.is_terminal()
+            || self.unknown_too_long(now, unknown_after)
     }
 
-    fn class(&self) -> Option<FailureClass> {
+    fn unknown_too_long(&self, now: u32, unknown_after: u32) -> bool {
+        matches!(self.entry.known, Known::Seen | Known::Missing)
+            && self.entry.state.phase().is_none()
+            && now.saturating_sub(self.entry.since) >= unknown_after
+    }
+
+    fn class(&self, now: u32, unknown_after: u32) -> Option<FailureClass> {
         match self.entry.known {
             Known::Lost => Some(FailureClass::Infrastructure),
+            _ if self.unknown_too_long(now, unknown_after) => Some(FailureClass::Permanent),
             _ => self.entry.state.class(),
         }
     }
@@ -120,12 +130,12 @@ fn apply_element_record(t: &mut ArrayTrack, info: &JobInfo, now: u32, from_accou
     }
 }
 
-impl Tracker {
-    /// Whether `id` is tracked as an array.
-    pub(super) fn is_array(&self, id: JobId) -> bool {
-        self.jobs.lock().unwrap().get(&id).and_then(track).is_some()
-    }
+/// Whether the entry is a job array's.
+pub(super) fn is_array(e: &Entry) -> bool {
+    track(e).is_some()
+}
 
+impl Tracker {
     /// The tick's part for arrays: their elements from the tick's `states` answer, then the
     /// records of elements that ended, slurmdbd for the ones slurmctld no longer lists, and each
     /// array's aggregate.
@@ -314,10 +324,12 @@ impl Tracker {
             self.resolve_missing_elements(&missing).await;
         }
         let now = self.now_secs();
+        let unknown_after =
+            u32::try_from(self.cfg.unknown_state_after.as_secs()).unwrap_or(u32::MAX);
         let mut jobs = self.jobs.lock().unwrap();
         for m in arrays {
             if let Some(e) = jobs.get_mut(m) {
-                aggregate(e, now);
+                aggregate(e, now, unknown_after);
             }
         }
     }
@@ -451,10 +463,12 @@ impl Tracker {
 }
 
 /// The array's own state from its elements (see the module's docs).
-fn aggregate(e: &mut Entry, now: u32) {
+fn aggregate(e: &mut Entry, now: u32, unknown_after: u32) {
     let Some(t) = track(e) else { return };
     let els: Vec<Option<&Element>> = t.indices.iter().map(|i| t.elements.get(i)).collect();
-    let over = els.iter().all(|el| el.is_some_and(Element::is_over));
+    let over = els
+        .iter()
+        .all(|el| el.is_some_and(|el| el.is_over(now, unknown_after)));
     // The requeue budget speaks for elements the cluster keeps putting back: one that ended on
     // its own (completed, or its code failed) says so itself, whatever its restarts.
     let restarts = els
@@ -462,7 +476,7 @@ fn aggregate(e: &mut Entry, now: u32) {
         .flatten()
         .filter(|el| {
             !(el.entry.state.phase() == Some(crate::proto::core::task_execution::Phase::Succeeded)
-                || el.class() == Some(FailureClass::User))
+                || el.class(now, unknown_after) == Some(FailureClass::User))
         })
         .filter_map(|el| el.entry.extra.as_deref().and_then(|x| x.restart_count))
         .max();
@@ -475,7 +489,7 @@ fn aggregate(e: &mut Entry, now: u32) {
             // The lowest index among equals: `max_by_key` keeps the last maximum.
             .max_by_key(|(i, el)| {
                 (
-                    rank(el.class(), el.entry.state.base),
+                    rank(el.class(now, unknown_after), el.entry.state.base),
                     std::cmp::Reverse(**i),
                 )
             })

@@ -60,8 +60,12 @@ impl Tracker {
         let mut missing = Vec::new();
         let mut finished = Vec::new();
         let mut requeued = Vec::new();
-        let (arrays, ids): (Vec<JobId>, Vec<JobId>) =
-            ids.iter().copied().partition(|id| self.is_array(*id));
+        let (arrays, ids): (Vec<JobId>, Vec<JobId>) = {
+            let jobs = self.jobs.lock().unwrap();
+            ids.iter()
+                .copied()
+                .partition(|id| jobs.get(id).is_some_and(super::array::is_array))
+        };
         let elements = states.elements;
         let states = states.jobs;
         {
