@@ -3,7 +3,9 @@
 //! - retention: a finished (or deleted) job's logs, marker and outputs folder are removed the
 //!   configured time after its task ended — not while it runs, not before the time;
 //! - no accounting: a job that aged out of slurmctld between two polls, with slurmdbd down, ends
-//!   SUCCEEDED / FAILED with its exit code from the marker instead of being reported lost.
+//!   SUCCEEDED / FAILED with its exit code from the marker instead of being reported lost;
+//! - job arrays: each element's marker (`<job>_<index>.exit`) resolves it the same way, and
+//!   retention removes every element's logs and marker.
 
 mod common;
 use common::mock::Mock;
@@ -292,6 +294,123 @@ async fn without_accounting_an_aged_out_job_ends_with_the_exit_code_of_its_marke
         "3 - -\n"
     );
 
+    server.stop().await;
+    env.handle.shutdown().await;
+    std::fs::remove_dir_all(&env.dir).ok();
+}
+
+/// A job array on a cluster without accounting whose elements end and leave slurmctld between
+/// two polls: each element's own marker says how it ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_accounting_an_arrays_elements_are_resolved_from_their_markers() {
+    let env = mock(
+        "array-marker",
+        Duration::from_secs(1),
+        FaultConfig::default(),
+    )
+    .await;
+    let server = Server::start(deployment(&env, Duration::from_secs(4), None)).await;
+    let mut c = server.client().await;
+    let jobs = env.dir.join("jobs");
+    let meta = c
+        .create_task(request(
+            "script_no_io.pb",
+            "#!/bin/bash\n#SBATCH --array=0-2\n\
+             if [ \"$SLURM_ARRAY_TASK_ID\" = 1 ]; then echo failing >&2; exit 3; fi\n",
+            0,
+            None,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .resource_meta;
+    env.handle.faults().set(FaultConfig {
+        slurmdbd_down: true,
+        ..FaultConfig::default()
+    });
+    let r = wait_phase(&mut c, &meta, terminal, Duration::from_secs(40)).await;
+    assert_eq!(r.phase, Phase::RetryableFailed as i32, "{}", r.message);
+    assert!(
+        r.message
+            .lines()
+            .next()
+            .unwrap()
+            .contains("(element 1 of job array "),
+        "{}",
+        r.message
+    );
+    assert!(r.message.contains("exit code 3:0"), "{}", r.message);
+    assert!(r.message.contains("exit-status marker"), "{}", r.message);
+    assert!(
+        r.message.contains("\nfailing"),
+        "the element's stderr tail: {}",
+        r.message
+    );
+    let name = custom_str(&r, "job_name");
+    for (i, want) in [(0, "0 - -\n"), (1, "3 - -\n"), (2, "0 - -\n")] {
+        assert_eq!(
+            std::fs::read_to_string(jobs.join(format!("{name}_{i}.exit"))).unwrap(),
+            want
+        );
+    }
+    server.stop().await;
+    env.handle.shutdown().await;
+    std::fs::remove_dir_all(&env.dir).ok();
+}
+
+/// Retention removes every element's logs and marker once the array's task ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_arrays_element_files_are_removed_after_the_retention_time() {
+    let env = mock(
+        "array-retention",
+        Duration::from_secs(600),
+        FaultConfig::default(),
+    )
+    .await;
+    let server = Server::start(deployment(
+        &env,
+        Duration::from_millis(200),
+        Some(Duration::from_secs(1)),
+    ))
+    .await;
+    let mut c = server.client().await;
+    let jobs = env.dir.join("jobs");
+    let meta = c
+        .create_task(request(
+            "script_no_io.pb",
+            "#!/bin/bash\n#SBATCH --array=0-1\necho out; echo err >&2\n",
+            0,
+            None,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .resource_meta;
+    let r = wait_phase(&mut c, &meta, terminal, Duration::from_secs(30)).await;
+    assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
+    let name = custom_str(&r, "job_name");
+    let v: serde_json::Value = serde_json::from_slice(&meta).unwrap();
+    let id = v["job_id"].as_u64().unwrap();
+    let mut want: Vec<String> = (0..2)
+        .flat_map(|i| {
+            [
+                format!("{name}_{i}.exit"),
+                format!("{name}_{id}_{i}.err"),
+                format!("{name}_{id}_{i}.out"),
+            ]
+        })
+        .collect();
+    want.sort();
+    assert_eq!(job_files(&jobs, &name), want);
+    let start = Instant::now();
+    while !job_files(&jobs, &name).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{:?}",
+            job_files(&jobs, &name)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     server.stop().await;
     env.handle.shutdown().await;
     std::fs::remove_dir_all(&env.dir).ok();
