@@ -5,6 +5,7 @@
 //! every element; the poll stays one `jobs/state` request per tick; logs are per element.
 
 mod common;
+use common::RequestExt;
 use common::drill;
 
 use std::time::Duration;
@@ -353,6 +354,33 @@ async fn a_retried_create_task_finds_the_array_it_submitted() {
     assert_eq!(e.mock.stats().count("submit"), 1, "submitted once");
     let r = wait_terminal(&mut e.c, &retried).await;
     assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
+    assert_eq!(element_states(&r), ["COMPLETED"; 3]);
+    e.stop().await;
+}
+
+/// Declared outputs of an array are uploaded once, after every element succeeded, from the one
+/// path each output has (here element 0 writes them, the others only run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_arrays_outputs_are_uploaded_once_every_element_succeeded() {
+    let mut e = env("outputs").await;
+    let store = e.dir.join("store");
+    let mut req = common::mock_request("script_preprocess.pb")
+        .script(
+            "#!/bin/bash\n#SBATCH --array=0-2\nsleep 0.3\n\
+             if [ \"$SLURM_ARRAY_TASK_ID\" = 0 ]; then\n\
+               mkdir -p \"$FLYTE_OUTPUT_SHARDS\"; echo a > \"$FLYTE_OUTPUT_SHARDS/a\"\n\
+               echo stats > \"$FLYTE_OUTPUT_STATS\"\n\
+             fi\n",
+        )
+        .attempt(0);
+    req.output_prefix = format!("file://{}", store.display());
+    let meta = create(&mut e.c, req).await.unwrap();
+    let r = wait_terminal(&mut e.c, &meta).await;
+    assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
+    let outputs = r.outputs.as_ref().expect("outputs once the array succeeded");
+    let mut names: Vec<&str> = outputs.literals.iter().map(|l| l.name.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["shards", "stats"]);
     assert_eq!(element_states(&r), ["COMPLETED"; 3]);
     e.stop().await;
 }
