@@ -2,7 +2,7 @@
 //! (in-process) on the dev cluster:
 //! - an array of 5 (`--array=0-4%3`) where element 3 exits 3: RETRYABLE_FAILED, the first line
 //!   the element's failure naming its index, the failed indices and element 3's stderr tail;
-//!   one log per element (`%A_%a` filled in by Slurm);
+//!   one log per element (`%A_%a` filled in by Slurm); GetTaskMetrics has a series per element;
 //! - an all-success array: SUCCEEDED, with per-element progress (and how to attach to a running
 //!   element) while it runs;
 //! - DeleteTask cancels every element, running and pending;
@@ -175,6 +175,37 @@ async fn an_array_with_a_failing_element_names_its_index_and_stderr_tail() {
     let id = job_id(&meta);
     let r = poll_until(&mut g, &meta, 120, terminal, |_| {}).await;
     assert_element_3_failed(&r, id);
+    // GetTaskMetrics: one series per element, labelled with its index.
+    let results = g
+        .get_task_metrics(slurm_connector::proto::connector::GetTaskMetricsRequest {
+            resource_meta: meta.clone(),
+            queries: vec!["elapsed_seconds".into()],
+            ..Default::default()
+        })
+        .await
+        .expect("GetTaskMetrics of an array")
+        .into_inner()
+        .results;
+    let data = prost_struct_json(results[0].data.as_ref().unwrap());
+    let mut got: Vec<(String, String)> = data["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["metric"]["array_task_id"].as_str().unwrap().to_string(),
+                s["metric"]["array_job_id"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        (0..5)
+            .map(|i| (i.to_string(), id.to_string()))
+            .collect::<Vec<_>>(),
+        "{data}"
+    );
     // One log per element, named by Slurm from %A_%a.
     let name = job_name(&meta);
     for i in 0..5 {

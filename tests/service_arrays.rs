@@ -297,6 +297,40 @@ async fn an_array_succeeds_when_every_element_completed_and_the_poll_stays_one_r
         r.message
     );
     assert_eq!(element_states(&r), ["COMPLETED"; 6]);
+    // GetTaskMetrics: a series per element.
+    let results =
+        e.c.get_task_metrics(slurm_connector::proto::connector::GetTaskMetricsRequest {
+            resource_meta: meta.clone(),
+            queries: vec!["allocated_cpus".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .results;
+    let Some(prost_types::value::Kind::ListValue(series)) =
+        &results[0].data.as_ref().unwrap().fields["result"].kind
+    else {
+        panic!("{results:?}")
+    };
+    let mut indices: Vec<String> = series
+        .values
+        .iter()
+        .map(|s| {
+            let Some(prost_types::value::Kind::StructValue(s)) = &s.kind else {
+                panic!()
+            };
+            let Some(prost_types::value::Kind::StructValue(m)) = &s.fields["metric"].kind else {
+                panic!()
+            };
+            match &m.fields["array_task_id"].kind {
+                Some(prost_types::value::Kind::StringValue(i)) => i.clone(),
+                other => panic!("{other:?}"),
+            }
+        })
+        .collect();
+    indices.sort();
+    assert_eq!(indices, ["0", "1", "2", "3", "4", "5"]);
     // Six elements, one id in the poll: one jobs/state request per tick.
     let stats = e.mock.stats();
     let ticks = (started.elapsed().as_millis() / POLL.as_millis()) as u64 + 2;
@@ -377,7 +411,10 @@ async fn an_arrays_outputs_are_uploaded_once_every_element_succeeded() {
     let meta = create(&mut e.c, req).await.unwrap();
     let r = wait_terminal(&mut e.c, &meta).await;
     assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
-    let outputs = r.outputs.as_ref().expect("outputs once the array succeeded");
+    let outputs = r
+        .outputs
+        .as_ref()
+        .expect("outputs once the array succeeded");
     let mut names: Vec<&str> = outputs.literals.iter().map(|l| l.name.as_str()).collect();
     names.sort();
     assert_eq!(names, ["shards", "stats"]);

@@ -402,6 +402,12 @@ async fn array_job() {
     got.sort();
     let a64 = u64::from(a);
     assert_eq!(got, [(0, a64 + 1), (1, a64 + 2), (2, a64)]);
+    // slurmdb job/{array id} too.
+    let one = m
+        .call("GET", &format!("/slurmdb/v0.0.42/job/{a}"), None)
+        .await
+        .json();
+    assert_eq!(one["jobs"].as_array().unwrap().len(), 3);
 
     // DELETE job/{array id}: every element, running or pending.
     let mut job = m.job("sleep 30");

@@ -2,7 +2,8 @@
 //! from Slurm's own accounting, no agent on the nodes.
 //!
 //! flyteidl's `ExecutionMetricResult.data` is "the result data in Prometheus range query result
-//! format", so each metric is a `matrix` with one series labelled by cluster and job. Slurm keeps
+//! format", so each metric is a `matrix` with one series labelled by cluster and job (a job
+//! array: one series per element, labelled with the array's id and the index). Slurm keeps
 //! totals, not time series: a series holds one sample, taken at the job's end (or now while it
 //! runs), and is empty when the sample falls outside the request's window or Slurm has no figure
 //! (usage needs finished steps and a `JobAcctGatherType` on the cluster).
@@ -103,36 +104,42 @@ pub fn value(u: &JobUsage, m: Metric) -> Option<f64> {
     .filter(|_| u.start_time.is_some())
 }
 
-/// The results for `metrics`, each a Prometheus `matrix`; `window` is the request's
-/// (start, end) in Unix seconds, `now` the time of a running job's sample.
+/// The results for `metrics`, each a Prometheus `matrix` with one series per job in `usages`
+/// (one job, or each element of a job array, labelled with its index); `window` is the
+/// request's (start, end) in Unix seconds, `now` the time of a running job's sample.
 pub fn results(
     cluster: &str,
-    u: &JobUsage,
+    usages: &[JobUsage],
     metrics: &[Metric],
     window: (Option<i64>, Option<i64>),
     now: i64,
 ) -> Vec<ExecutionMetricResult> {
-    let at = u.end_time.unwrap_or(now);
-    let in_window = window.0.is_none_or(|s| at >= s) && window.1.is_none_or(|e| at <= e);
     metrics
         .iter()
         .map(|&m| {
-            let series: Vec<serde_json::Value> = value(u, m)
-                .filter(|_| in_window)
-                .map(|v| {
-                    json!({
-                        "metric": {
-                            "__name__": m.name(),
-                            "cluster": cluster,
-                            "job_id": u.job_id.to_string(),
-                            "state": u.state.to_string(),
-                            "source": u.source,
-                        },
-                        // Prometheus writes sample values as strings.
-                        "values": [[at, v.to_string()]],
-                    })
+            let series: Vec<serde_json::Value> = usages
+                .iter()
+                .filter_map(|u| {
+                    let at = u.end_time.unwrap_or(now);
+                    let in_window =
+                        window.0.is_none_or(|s| at >= s) && window.1.is_none_or(|e| at <= e);
+                    let v = value(u, m).filter(|_| in_window)?;
+                    let mut labels = json!({
+                        "__name__": m.name(),
+                        "cluster": cluster,
+                        "job_id": u.job_id.to_string(),
+                        "state": u.state.to_string(),
+                        "source": u.source,
+                    });
+                    if let Some(a) = u.array {
+                        labels["array_job_id"] = json!(a.array_job_id.to_string());
+                        if let Some(i) = a.task_id {
+                            labels["array_task_id"] = json!(i.to_string());
+                        }
+                    }
+                    // Prometheus writes sample values as strings.
+                    Some(json!({"metric": labels, "values": [[at, v.to_string()]]}))
                 })
-                .into_iter()
                 .collect();
             ExecutionMetricResult {
                 metric: m.name().to_string(),
@@ -153,12 +160,26 @@ impl Connector {
     ) -> Result<Vec<ExecutionMetricResult>, Status> {
         let (rt, m) = self.locate(&req.resource_meta)?;
         let metrics = parse_queries(&req.queries).map_err(Status::invalid_argument)?;
-        let usage = rt
-            .client
-            .usage(m.job_id)
-            .await
-            .map_err(|e| client_status(&e, "reading the job's usage"))?
-            .ok_or_else(|| {
+        let array = m
+            .array_indices()
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let usage = match array {
+            // A job array: each element's own figures.
+            Some(_) => Some(
+                rt.client
+                    .array_usage(m.job_id)
+                    .await
+                    .map_err(|e| client_status(&e, "reading the job array's usage"))?,
+            )
+            .filter(|u| !u.is_empty()),
+            None => rt
+                .client
+                .usage(m.job_id)
+                .await
+                .map_err(|e| client_status(&e, "reading the job's usage"))?
+                .map(|u| vec![u]),
+        }
+        .ok_or_else(|| {
                 Status::not_found(format!(
                     "Slurm job {} is known to neither slurmctld nor slurmdbd of cluster {}: it left \
                      slurmctld (MinJobAge) on a cluster without accounting, or its record was purged",

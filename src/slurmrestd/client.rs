@@ -582,6 +582,38 @@ impl Client {
         }
     }
 
+    /// What each element of job array `id` used that Slurm knows of: slurmdbd's records (its
+    /// `job/{array id}` lists every element), and slurmctld's view of the elements slurmdbd has
+    /// no record of yet (or of all, without accounting). Empty when neither knows the array.
+    pub async fn array_usage(&self, id: JobId) -> Result<Vec<JobUsage>, ClientError> {
+        let v = self.current().await?;
+        let mine = |u: &JobUsage| u.array.is_some_and(|a| a.array_job_id == id);
+        let (mut out, accounting_error) = match with_api!(self.apis, v, a => a.accounting_usage(self, id).await)
+        {
+            Ok(records) => (records.into_iter().filter(mine).collect::<Vec<_>>(), None),
+            Err(e) => (Vec::new(), Some(e)),
+        };
+        let now = chrono::Utc::now().timestamp();
+        let live = match with_api!(self.apis, v, a => a.controller_usage(self, id, now).await) {
+            Ok(records) => records,
+            Err(e) if classify::is_unknown_job(&e) => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        for u in live.into_iter().filter(mine) {
+            // The pending remainder's record has no index: nothing ran, nothing to report.
+            if u.array.is_some_and(|a| a.task_id.is_some())
+                && !out.iter().any(|o| o.job_id == u.job_id)
+            {
+                out.push(u);
+            }
+        }
+        if let (true, Some(e)) = (out.is_empty(), accounting_error) {
+            return Err(e);
+        }
+        out.sort_by_key(|u| u.array.and_then(|a| a.task_id));
+        Ok(out)
+    }
+
     /// Accounting records of many jobs in one request (repeated `step=`; slurmdbd has no `job`
     /// filter). Ids slurmdbd does not know are absent.
     pub async fn accounting_jobs(

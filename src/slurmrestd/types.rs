@@ -320,4 +320,6 @@ pub struct JobUsage {
     pub allocated: Vec<Tres>,
     /// Where the figures come from: `slurmdbd` or `slurmctld`.
     pub source: &'static str,
+    /// The job array this record is an element of.
+    pub array: Option<ArrayMembership>,
 }

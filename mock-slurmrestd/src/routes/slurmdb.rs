@@ -40,7 +40,8 @@ pub(super) async fn slurmdb_job_get(
         .jobs
         .values()
         .chain(c.aged.values())
-        .filter(|j| j.id == jid)
+        // An array's id: every element (recorded on 24.11: `slurmdb job/2205`).
+        .filter(|j| j.id == jid || j.array.as_ref().is_some_and(|a| a.array_job_id == jid))
         .map(|j| slurmdb_job(j, &st.cfg, sv))
         .collect();
     drop(c);

@@ -319,6 +319,12 @@ pub(crate) fn accounting_usage(j: &g::Job) -> Option<JobUsage> {
             .map(tres_list)
             .unwrap_or_default(),
         source: "slurmdbd",
+        array: j.array.as_ref().and_then(|a| {
+            array_of(
+                a.job_id.and_then(|id| u32::try_from(id).ok()),
+                u32_of(&a.task_id),
+            )
+        }),
     })
 }
 
@@ -343,6 +349,7 @@ pub(crate) fn controller_usage(j: &g::JobInfo, now: i64) -> Option<JobUsage> {
             .map(parse_tres_str)
             .unwrap_or_default(),
         source: "slurmctld",
+        array: array_of(u32_of(&j.array_job_id), u32_of(&j.array_task_id)),
     })
 }
 
