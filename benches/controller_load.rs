@@ -7,6 +7,7 @@
 //!   (`serve_with`) and straight at the service layer (`Connector::get`).
 //! - `create`: CreateTask wall time ÷ a raw slurmrestd submit of the same rendered body.
 //! - `memory`: bytes per tracked job and RSS at 100k tracked jobs (run it alone: RSS is per process).
+//! - `arrays`: requests per tick and tick time for job arrays (1×10 … 100×100 elements, held).
 //!
 //! No section: `load gettask create`. Jobs are submitted held (`hold: true`) so they stay PENDING
 //! and the mock spawns nothing: the figures are the connector's, not the batch scripts'.
@@ -52,9 +53,9 @@ fn main() {
     for s in &sections {
         match s.as_str() {
             "memory" => rt.block_on(memory::run()),
-            "load" | "gettask" | "create" => rt.block_on(with_mock(s)),
+            "load" | "gettask" | "create" | "arrays" => rt.block_on(with_mock(s)),
             other => {
-                eprintln!("unknown section `{other}`; use load, gettask, create or memory");
+                eprintln!("unknown section `{other}`; use load, gettask, create, arrays or memory");
                 std::process::exit(2);
             }
         }
@@ -92,6 +93,7 @@ async fn with_mock(section: &str) {
         "load" => load(&e).await,
         "gettask" => gettask(&e).await,
         "create" => create(&e).await,
+        "arrays" => arrays(&e).await,
         _ => unreachable!(),
     }
     e.mock.stop().await;
@@ -129,6 +131,56 @@ fn median(v: &mut [f64]) -> f64 {
 fn pct(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
     sorted[i]
+}
+
+/// Job arrays: one tracker over the real client, tracking `count` held arrays of `size`
+/// elements each (every element listed in the one `jobs/state` answer of its array's id).
+async fn arrays(e: &Env) {
+    println!("== arrays: slurmrestd requests per poll tick (mock counters, {TICKS} ticks each)");
+    println!("arrays\telements each\telements\trequests/tick\tjobs_state/tick\tmedian tick ms");
+    let mut next = 0;
+    for (count, size) in [(1, 10), (10, 100), (10, 1_000), (100, 100)] {
+        let indices: Vec<u32> = (0..size).collect();
+        let mut ids = Vec::new();
+        for _ in 0..count {
+            let mut d = held_job(next, &e.mock.jobs());
+            next += 1;
+            d.array = Some(format!("0-{}", size - 1));
+            ids.push(e.client.submit(&d).await.expect("submit"));
+        }
+        let tracker = Tracker::new(
+            "mock",
+            Arc::new(e.client.clone()) as Arc<dyn SlurmApi>,
+            TrackerConfig::default(),
+        );
+        for id in &ids {
+            tracker.track_array(*id, &indices);
+        }
+        tracker.tick().await;
+        let s = tracker.status(ids[0]).await;
+        assert_eq!(s.elements.len(), size as usize, "every element seen");
+        e.mock.handle.reset_stats();
+        let mut took = Vec::new();
+        for _ in 0..TICKS {
+            let t = Instant::now();
+            tracker.tick().await;
+            took.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        let st = e.mock.handle.stats();
+        let per = |x: u64| x as f64 / TICKS as f64;
+        let state = st.count("jobs_state");
+        println!(
+            "{count}\t{size}\t{}\t{:.2}\t{:.2}\t{:.2}",
+            count * size as usize,
+            per(st.total()),
+            per(state),
+            median(&mut took)
+        );
+        assert_eq!(st.total(), state, "only jobs/state is polled: {st:?}");
+        for id in ids {
+            e.client.cancel(id, None).await.expect("cancel");
+        }
+    }
 }
 
 /// Requests per tick: one tracker over the real client, fed 10 … 10k jobs.
