@@ -29,7 +29,7 @@ use super::{Base, Entry, FailureClass, JobSnapshot, Known, Packed, Tracker};
 /// The elements of one tracked array (in its entry's `Extra`).
 #[derive(Debug, Default)]
 pub(super) struct ArrayTrack {
-    /// Every index the array was submitted with.
+    /// Every index the array was submitted with, sorted (looked up by binary search).
     pub(super) indices: Vec<u32>,
     pub(super) elements: BTreeMap<u32, Element>,
 }
@@ -113,7 +113,7 @@ fn apply_element_record(t: &mut ArrayTrack, info: &JobInfo, now: u32, from_accou
     let Some(index) = info.array.and_then(|a| a.task_id) else {
         return;
     };
-    if !t.indices.contains(&index) {
+    if t.indices.binary_search(&index).is_err() {
         return;
     }
     let el = t
@@ -170,7 +170,7 @@ impl Tracker {
                             .copied()
                             .filter(|m| {
                                 jobs.get(m).and_then(track).is_some_and(|t| {
-                                    t.indices.contains(&e.index)
+                                    t.indices.binary_search(&e.index).is_ok()
                                         && t.elements.get(&e.index).is_none_or(|el| el.id == *m)
                                 })
                             })
@@ -193,7 +193,7 @@ impl Tracker {
                 let Some(t) = track_mut(entry) else { continue };
                 let mut listed = HashSet::new();
                 for e in assigned.get(m).into_iter().flatten() {
-                    if !t.indices.contains(&e.index) {
+                    if t.indices.binary_search(&e.index).is_err() {
                         continue;
                     }
                     listed.insert(e.index);
@@ -252,7 +252,7 @@ impl Tracker {
                     };
                     self.with_entry(m, |entry| {
                         if let Some(t) = track_mut(entry)
-                            && t.indices.contains(&e.index)
+                            && t.indices.binary_search(&e.index).is_ok()
                         {
                             let el = t
                                 .elements

@@ -274,7 +274,12 @@ impl Tracker {
             since,
             extra: Some(Box::new(Extra {
                 array: Some(Box::new(array::ArrayTrack {
-                    indices: indices.to_vec(),
+                    indices: {
+                        let mut v = indices.to_vec();
+                        v.sort_unstable();
+                        v.dedup();
+                        v
+                    },
                     elements: Default::default(),
                 })),
                 ..Default::default()
