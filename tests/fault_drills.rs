@@ -563,24 +563,50 @@ async fn slow_then_down_slurmdbd() {
     server.stop().await;
 
     // A connector that starts while slurmdbd is down cannot see the jobs that left slurmctld, so
-    // its first CreateTask must not submit (it could duplicate one of them): UNAVAILABLE, which
-    // the backend retries.
+    // its first CreateTask must not submit (it could duplicate one of them). Nor may it fail:
+    // the backend would count a failed attempt. It answers, after its wait, with a deferred
+    // meta; GetTask says QUEUED and why; once slurmdbd is back, the one job is submitted and the
+    // same meta finds it.
     mock.handle.faults().set(FaultConfig {
         slurmdbd_down: true,
         ..FaultConfig::default()
     });
     let submits_before = mock.handle.stats().count("submit");
-    let server = Server::start(deployment(mock.cluster(mock.static_auth(), None), POLL)).await;
+    let mut d = deployment(mock.cluster(mock.static_auth(), None), POLL);
+    d.submit_wait = Duration::from_secs(1);
+    let server = Server::start(d).await;
     let mut c = server.client().await;
-    let refused = create(&mut c, request(3200, "#!/bin/bash\ntrue\n")).await;
-    assert_eq!(
-        refused.as_ref().map_err(|s| s.code()).err(),
-        Some(tonic::Code::Unavailable),
-        "{refused:?}"
+    let deferred = create(&mut c, request(3200, "#!/bin/bash\ntrue\n"))
+        .await
+        .expect("CreateTask answers, deferred, while slurmdbd is down");
+    let text = String::from_utf8_lossy(&deferred).to_string();
+    assert!(text.contains(r#""deferred""#), "{text}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (r, _) = get(&mut c, &deferred).await;
+    let r = r.expect("GetTask of a deferred submit never fails");
+    assert_eq!(Phase::of(r.phase), Phase::Queued, "{}", r.message);
+    assert!(
+        r.message.starts_with("Not submitted yet: try") && r.message.contains("slurmdb"),
+        "{}",
+        r.message
     );
     assert_eq!(mock.handle.stats().count("submit"), submits_before);
+    mock.handle.faults().clear();
+    let until = Instant::now() + Duration::from_secs(60);
+    let done = loop {
+        let (r, _) = get(&mut c, &deferred).await;
+        let r = r.expect("GetTask never fails");
+        if Phase::of(r.phase) == Phase::Succeeded {
+            break r;
+        }
+        assert!(Instant::now() < until, "never submitted: {}", r.message);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert_eq!(mock.handle.stats().count("submit"), submits_before + 1);
     println!(
-        "DRILL slurmdbd: a fresh connector's CreateTask with slurmdbd down: UNAVAILABLE, nothing submitted"
+        "DRILL slurmdbd: a fresh connector's CreateTask with slurmdbd down: answered deferred, \
+         QUEUED ({}), nothing submitted; submitted once when slurmdbd came back: {}",
+        r.message, done.message
     );
     server.stop().await;
     Arc::into_inner(mock).unwrap().stop().await;
