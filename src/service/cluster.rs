@@ -72,7 +72,7 @@ pub struct ClusterRuntime {
     /// Keys DeleteTask withdrew before their job existed, and when.
     pub(super) withdrawn: Mutex<HashMap<String, Instant>>,
     /// The deployment's client with [`SUBMIT_REQUEST_TIMEOUT`].
-    submit_client: Client,
+    pub(super) submit_client: Client,
     /// Keys whose submit may or may not have created a job (timeout after sending): the next
     /// CreateTask must look at the cluster again before submitting.
     uncertain: Mutex<HashSet<String>>,

@@ -204,12 +204,31 @@ impl ClusterRuntime {
 
     /// A DeleteTask's mark that `key` must never run: its job submitted held, with the key but
     /// without the release mark, then cancelled (see the module's doc).
+    ///
+    /// A submit of the key already inside slurmrestd may get the lower id; a check begun after
+    /// the tombstone's submit sees such a job (ids grow), and it is cancelled too. One that
+    /// comes later gets a higher id, loses to the tombstone, and its replica cancels it.
     pub async fn tombstone(&self, key: &str, job: &JobDescription) -> Result<(), ClientError> {
         let mut held = job.clone();
         held.hold = Some(true);
-        let id = self.client.submit(&held).await?;
+        let id = self.submit_client.submit(&held).await?;
+        let after = Instant::now();
         self.index.note(key, id, false).await;
         self.client.cancel(id, None).await?;
+        let winner = self
+            .index
+            .refresh_after(
+                &self.client,
+                &self.cfg.name,
+                self.cfg.username.as_deref(),
+                key,
+                after,
+            )
+            .await?;
+        if let Some(w) = winner.filter(|w| w.job_id != id) {
+            tracing::info!(cluster = %self.cfg.name, key, job_id = %w.job_id, "a submit of the deleted task was already on its way; cancelling its job");
+            self.client.cancel(w.job_id, None).await?;
+        }
         tracing::info!(cluster = %self.cfg.name, key, job_id = %id, "deleted before its job existed: left a cancelled tombstone job so that no late submit runs");
         Ok(())
     }

@@ -341,7 +341,7 @@ impl Connector {
                 m.deferred = None;
                 rt.tracker.track(job_id);
                 rt.remember(&d.key, m.clone());
-                return Ok(m);
+                Ok(m)
             }
             Ok(found) => {
                 let age = deferred::now_unix().saturating_sub(d.at);
