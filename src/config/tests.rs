@@ -405,18 +405,28 @@ fn submit_pacing_settings() {
     assert_eq!(c.submit_wait, DEFAULT_SUBMIT_WAIT);
     assert_eq!(c.submits_in_flight, DEFAULT_SUBMITS_IN_FLIGHT);
     let c = load(&[base[0], ("FLYTE_SLURM_SUBMIT_WAIT", "0")]).unwrap();
-    assert_eq!(c.submit_wait, Duration::ZERO, "0: every CreateTask answers deferred");
+    assert_eq!(
+        c.submit_wait,
+        Duration::ZERO,
+        "0: every CreateTask answers deferred"
+    );
     let c = load(&[base[0], ("FLYTE_SLURM_SUBMITS_IN_FLIGHT", "2")]).unwrap();
     assert_eq!(c.submits_in_flight, 2);
     let e = load(&[base[0], ("FLYTE_SLURM_SUBMIT_WAIT", "12s")])
         .unwrap_err()
         .to_string();
-    assert!(e.starts_with("FLYTE_SLURM_SUBMIT_WAIT=") && e.contains("10 s deadline"), "{e}");
+    assert!(
+        e.starts_with("FLYTE_SLURM_SUBMIT_WAIT=") && e.contains("10 s deadline"),
+        "{e}"
+    );
     for bad in ["0", "-1", "many"] {
         let e = load(&[base[0], ("FLYTE_SLURM_SUBMITS_IN_FLIGHT", bad)])
             .unwrap_err()
             .to_string();
-        assert!(e.starts_with("FLYTE_SLURM_SUBMITS_IN_FLIGHT="), "{bad}: {e}");
+        assert!(
+            e.starts_with("FLYTE_SLURM_SUBMITS_IN_FLIGHT="),
+            "{bad}: {e}"
+        );
     }
 }
 
