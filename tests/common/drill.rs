@@ -73,6 +73,21 @@ impl ServeProcess {
         }
     }
 
+    /// SIGTERM, as Kubernetes stops a pod, and wait (at most 60 s) for the process to exit.
+    pub fn sigterm(mut self) {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(sent.success(), "kill -TERM {pid}");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.child.try_wait().unwrap().is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "serve did not exit within 60 s of SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// SIGKILL (`Child::kill` on Unix): no graceful shutdown, no chance to save anything.
     pub fn sigkill(mut self) {
         self.child.kill().unwrap();
