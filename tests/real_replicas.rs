@@ -5,8 +5,8 @@
 //! - the same CreateTasks sent to three replicas at once: one job per execution is left (the
 //!   lowest id), every replica answers with it, the others were cancelled while held (slurmctld
 //!   never started them), and the survivor runs to its end, its comment free of the mark.
-//! - on a cluster whose slurmctld rate-limits the job user (`--rate-limit`), a fan-out of 120
-//!   CreateTasks, 40 in flight with the backend's 10 s deadline each: none fails, each execution
+//! - on a cluster whose slurmctld rate-limits the job user (`--rate-limit`), a fan-out of 60
+//!   CreateTasks, 30 in flight with the backend's 10 s deadline each: none fails, each execution
 //!   has exactly one job, and those answered before their submit was done are found by key.
 //!
 //! Skipped (with the reason) when the dev-cluster environment is not exported:
@@ -232,7 +232,7 @@ async fn a_throttled_fan_out_is_paced_with_no_failure_and_one_job_each() {
     if !rate_limited(&c).await {
         return;
     }
-    const TASKS: usize = 120;
+    const TASKS: usize = 60;
     let s = Server::start(deployment(&c, 3)).await;
     let g = s.client().await;
     let reqs: Vec<CreateTaskRequest> = (0..TASKS)
@@ -248,7 +248,7 @@ async fn a_throttled_fan_out_is_paced_with_no_failure_and_one_job_each() {
                 g.create_task(r).await.map(|r| r.into_inner().resource_meta)
             }
         })
-        .buffer_unordered(40)
+        .buffer_unordered(30)
         .collect()
         .await;
     let answered = began.elapsed();
