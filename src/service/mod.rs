@@ -5,7 +5,7 @@
 //!   cache and never failing on a slurmrestd hiccup, DeleteTask idempotent, logs via staging).
 //! - [`cluster`]: one configured cluster at run time. [`meta`]: `resource_meta`.
 //! - [`convert`]: protobuf → the renderer's input. `status`: GetTask's `Resource`.
-//! - [`metrics`]: Prometheus. `serve`: the listeners, health, graceful shutdown.
+//! - [`metrics`]: Prometheus. `serve`: the listeners, health. `shutdown`: the drain on SIGTERM.
 //! - `task_metrics`: GetTaskMetrics, a job's usage from Slurm's accounting.
 
 pub mod cluster;
@@ -17,6 +17,7 @@ pub mod meta;
 pub mod metrics;
 mod native_result;
 mod serve;
+mod shutdown;
 mod status;
 mod task_metrics;
 
@@ -49,6 +50,8 @@ pub struct Connector {
     ceiling: Result<staging::Ceiling, String>,
     /// Native tasks' results being read (or read) at their output prefix.
     native: native_result::Probes,
+    /// CreateTask admission while shutting down, and the ones in flight.
+    pub drain: shutdown::Drain,
 }
 
 fn client_status(e: &ClientError, what: &str) -> Status {
@@ -84,6 +87,7 @@ impl Connector {
             metrics,
             ceiling,
             native: native_result::Probes::default(),
+            drain: shutdown::Drain::default(),
         }
     }
 
@@ -118,6 +122,8 @@ impl Connector {
 
     /// CreateTask: render, then submit at most once per execution (run, action, attempt).
     pub async fn create(&self, req: &CreateTaskRequest) -> Result<Vec<u8>, Status> {
+        // Held to the end: a shutdown waits for this call (see `shutdown.rs`).
+        let _in_flight = self.drain.admit_create()?;
         let spec = convert::task_spec(req).map_err(|e| Status::invalid_argument(e.to_string()))?;
         let requested = spec.requested_cluster();
         let cfg = self

@@ -73,6 +73,30 @@ impl ServeProcess {
         }
     }
 
+    /// SIGTERM, as the kubelet sends it when a pod is deleted (through kill(1): no libc here).
+    pub fn sigterm(&self) {
+        let ok = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("run kill(1)")
+            .success();
+        assert!(ok, "kill -TERM {} failed", self.child.id());
+    }
+
+    /// The exit status, once the process exited within `within` (`None`: still running).
+    pub fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(s) = self.child.try_wait().expect("wait for serve") {
+                return Some(s);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// SIGKILL (`Child::kill` on Unix): no graceful shutdown, no chance to save anything.
     pub fn sigkill(mut self) {
         self.child.kill().unwrap();
