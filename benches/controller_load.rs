@@ -192,6 +192,7 @@ fn meta_for(id: JobId, e: &Env) -> Vec<u8> {
         outputs: BTreeMap::new(),
         native_prefix: None,
         requeue_budget: None,
+        deferred: None,
     }
     .encode()
 }

@@ -133,6 +133,7 @@ async fn run() {
                     outputs: BTreeMap::new(),
                     native_prefix: None,
                     requeue_budget: None,
+                    deferred: None,
                 }
                 .encode()
             })

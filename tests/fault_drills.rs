@@ -10,12 +10,17 @@
 //!   backend → every execution gets exactly one job, and every job is some execution's.
 //! - `sigterm_drains_a_create_task_caught_between_submit_and_release`: the real `serve` gets
 //!   SIGTERM while a CreateTask's job is on the cluster, held, its release slow → health turns
-//!   NOT_SERVING at once, a new CreateTask is refused UNAVAILABLE (nothing submitted), the one in
-//!   flight completes with its job released, and the process exits 0 within the drain deadline.
+//!   NOT_SERVING at once, a new CreateTask is answered with a hand-off (a deferred meta, nothing
+//!   submitted here; not an error, which would cost the task an attempt), the one in flight
+//!   completes with its job released, the process exits 0 within the drain deadline, and the
+//!   replacement submits the handed-off task at its first GetTask: both SUCCEEDED, one job each.
 //! - `drain_deadline_bounds_the_exit_and_the_retry_releases_the_held_job`: the same with a
 //!   release slower than the deadline → the process still exits 0 at the deadline, the job stays
 //!   held (never runs twice, never runs unchecked), and the backend's retry against a restarted
 //!   connector adopts and releases that one job, which then runs.
+//! - `sigterm_waits_for_a_deferred_submit_between_submit_and_release`: the same when the
+//!   CreateTask already answered (a deferred resource_meta) and its submit goes on in its own
+//!   task → the drain waits for that submit's release too; the job is released before exit 0.
 //! - `short_lived_minted_tokens_renewed_and_rejections_survived`: 2 s minted tokens renewed
 //!   through the run, plus tokens refused as expired mid-run → zero failed calls, all tasks done.
 //! - `slow_then_down_slurmdbd`: jobs age out of slurmctld while slurmdbd is slow, then down, then
@@ -561,24 +566,50 @@ async fn slow_then_down_slurmdbd() {
     server.stop().await;
 
     // A connector that starts while slurmdbd is down cannot see the jobs that left slurmctld, so
-    // its first CreateTask must not submit (it could duplicate one of them): UNAVAILABLE, which
-    // the backend retries.
+    // its first CreateTask must not submit (it could duplicate one of them). Nor may it fail:
+    // the backend would count a failed attempt. It answers, after its wait, with a deferred
+    // meta; GetTask says QUEUED and why; once slurmdbd is back, the one job is submitted and the
+    // same meta finds it.
     mock.handle.faults().set(FaultConfig {
         slurmdbd_down: true,
         ..FaultConfig::default()
     });
     let submits_before = mock.handle.stats().count("submit");
-    let server = Server::start(deployment(mock.cluster(mock.static_auth(), None), POLL)).await;
+    let mut d = deployment(mock.cluster(mock.static_auth(), None), POLL);
+    d.submit_wait = Duration::from_secs(1);
+    let server = Server::start(d).await;
     let mut c = server.client().await;
-    let refused = create(&mut c, request(3200, "#!/bin/bash\ntrue\n")).await;
-    assert_eq!(
-        refused.as_ref().map_err(|s| s.code()).err(),
-        Some(tonic::Code::Unavailable),
-        "{refused:?}"
+    let deferred = create(&mut c, request(3200, "#!/bin/bash\ntrue\n"))
+        .await
+        .expect("CreateTask answers, deferred, while slurmdbd is down");
+    let text = String::from_utf8_lossy(&deferred).to_string();
+    assert!(text.contains(r#""deferred""#), "{text}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (r, _) = get(&mut c, &deferred).await;
+    let r = r.expect("GetTask of a deferred submit never fails");
+    assert_eq!(Phase::of(r.phase), Phase::Queued, "{}", r.message);
+    assert!(
+        r.message.starts_with("Not submitted yet: try") && r.message.contains("slurmdb"),
+        "{}",
+        r.message
     );
     assert_eq!(mock.handle.stats().count("submit"), submits_before);
+    mock.handle.faults().clear();
+    let until = Instant::now() + Duration::from_secs(60);
+    let done = loop {
+        let (r, _) = get(&mut c, &deferred).await;
+        let r = r.expect("GetTask never fails");
+        if Phase::of(r.phase) == Phase::Succeeded {
+            break r;
+        }
+        assert!(Instant::now() < until, "never submitted: {}", r.message);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert_eq!(mock.handle.stats().count("submit"), submits_before + 1);
     println!(
-        "DRILL slurmdbd: a fresh connector's CreateTask with slurmdbd down: UNAVAILABLE, nothing submitted"
+        "DRILL slurmdbd: a fresh connector's CreateTask with slurmdbd down: answered deferred, \
+         QUEUED ({}), nothing submitted; submitted once when slurmdbd came back: {}",
+        r.message, done.message
     );
     server.stop().await;
     Arc::into_inner(mock).unwrap().stop().await;
@@ -710,20 +741,19 @@ async fn sigterm_drains_a_create_task_caught_between_submit_and_release() {
         !in_flight.is_finished(),
         "the CreateTask must still be in flight when health turns NOT_SERVING"
     );
-    // A new CreateTask is refused before anything is looked up or submitted: the backend retries
-    // it (on another replica).
+    // A new CreateTask submits nothing here, and is not an error either (that would cost the
+    // task an attempt): a deferred meta that another replica submits.
     let mut fresh = connect(([127, 0, 0, 1], port).into()).await;
     let submits = mock.handle.stats().count("submit");
-    let refused = create(&mut fresh, request(4101, "#!/bin/bash\ntrue\n")).await;
-    assert_eq!(
-        refused.as_ref().map_err(|s| s.code()).err(),
-        Some(tonic::Code::Unavailable),
-        "{refused:?}"
-    );
-    assert!(
-        refused.unwrap_err().message().contains("shutting down"),
-        "the refusal says why"
-    );
+    let handed = create(&mut fresh, request(4101, "#!/bin/bash\ntrue\n"))
+        .await
+        .expect("a CreateTask during the drain is answered, not refused");
+    match slurm_connector::service::meta::decode(&handed).unwrap() {
+        slurm_connector::service::meta::Decoded::Ours(m) => {
+            assert!(m.deferred.is_some() && m.job_id.0 == 0, "{m:?}")
+        }
+        other => panic!("{other:?}"),
+    }
     assert_eq!(
         mock.handle.stats().count("submit"),
         submits,
@@ -755,15 +785,35 @@ async fn sigterm_drains_a_create_task_caught_between_submit_and_release() {
     let log_text = std::fs::read_to_string(&log).unwrap();
     assert!(log_text.contains("shutting down"), "{log_text}");
     assert!(log_text.contains("shut down"), "{log_text}");
+
+    // The other replica (here: the replacement) submits the handed-off execution at its first
+    // GetTask; both tasks run to SUCCEEDED, one job each.
+    mock.handle.faults().set(FaultConfig::default());
+    let other = ServeProcess::spawn(port, &serve_env(&mock, Some("20s")), &log);
+    other.wait_listening();
+    let mut c = connect(([127, 0, 0, 1], port).into()).await;
+    wait_all(
+        &mut c,
+        &[meta.clone(), handed.clone()],
+        &[Phase::Succeeded],
+        Duration::from_secs(30),
+    )
+    .await;
+    let per_key = jobs_per_key(&mock).await;
+    assert_eq!(per_key.len(), 2, "{per_key:?}");
+    assert!(per_key.values().all(|ids| ids.len() == 1), "{per_key:?}");
     println!(
         "DRILL sigterm: health NOT_SERVING {:.0} ms after SIGTERM with a CreateTask between submit \
-         and release; a new CreateTask refused UNAVAILABLE, nothing submitted; the one in flight \
-         answered {:.2}s after SIGTERM (job {job} released); exit 0 after {:.2}s (deadline {}s)",
+         and release; a new CreateTask answered with a hand-off (deferred meta), nothing submitted \
+         here; the one in flight answered {:.2}s after SIGTERM (job {job} released); exit 0 after \
+         {:.2}s (deadline {}s); the replacement submitted the handed-off one; both SUCCEEDED, one \
+         job each",
         turned.as_secs_f64() * 1000.0,
         answered.as_secs_f64(),
         exited.as_secs_f64(),
         GRACE.as_secs()
     );
+    drop(other);
     mock.stop().await;
 }
 
@@ -839,6 +889,61 @@ async fn drain_deadline_bounds_the_exit_and_the_retry_releases_the_held_job() {
         serve
             .wait_exit(Duration::from_secs(10))
             .is_some_and(|s| s.success())
+    );
+    mock.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_waits_for_a_deferred_submit_between_submit_and_release() {
+    const GRACE: Duration = Duration::from_secs(20);
+    let mock = Mock::start(
+        "sigterm-deferred",
+        Duration::from_secs(600),
+        slow_release(3000),
+    )
+    .await;
+    let log = mock.dir.join("serve.log");
+    let port = free_port();
+    let mut env = serve_env(&mock, Some("20s"));
+    // CreateTask answers after 1 s, the release takes 3: the submit outlives its CreateTask.
+    env.push(("FLYTE_SLURM_SUBMIT_WAIT", "1s".to_string()));
+    let mut serve = ServeProcess::spawn(port, &env, &log);
+    serve.wait_listening();
+    let mut c = connect(([127, 0, 0, 1], port).into()).await;
+    let meta = create(&mut c, request(4300, "#!/bin/bash\nsleep 1\n"))
+        .await
+        .expect("CreateTask answers (deferred)");
+    match slurm_connector::service::meta::decode(&meta).unwrap() {
+        slurm_connector::service::meta::Decoded::Ours(m) => {
+            assert!(
+                m.deferred.is_some(),
+                "answered before its submit settled: {m:?}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    let job = one_held_job(&mock).await;
+    serve.sigterm();
+    let signalled = Instant::now();
+    let exit = serve
+        .wait_exit(GRACE + Duration::from_secs(5))
+        .expect("serve exits within the drain deadline");
+    let exited = signalled.elapsed();
+    assert!(exit.success(), "serve exited with {exit}");
+    let jobs = jobs_with_comments(&mock).await;
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    assert!(
+        !jobs[0].1.contains(slurm_connector::service::AWAITING_CHECK),
+        "the drain let the submit release its job: {jobs:?}"
+    );
+    assert!(
+        exited > Duration::from_millis(500),
+        "it waited for the release ({exited:?})"
+    );
+    println!(
+        "DRILL sigterm deferred: SIGTERM while a deferred submit (its CreateTask answered) waited \
+         on its release → job {job} released, exit 0 after {:.2}s",
+        exited.as_secs_f64()
     );
     mock.stop().await;
 }

@@ -62,6 +62,14 @@ pub(super) fn apply(
             )
         })?;
     }
+    if let Some(v) = var("FLYTE_SLURM_SUBMIT_WAIT") {
+        cfg.submit_wait = units::parse_submit_wait(&v)
+            .map_err(|p| ConfigError::invalid("FLYTE_SLURM_SUBMIT_WAIT", &v, p))?;
+    }
+    if let Some(v) = var("FLYTE_SLURM_SUBMITS_IN_FLIGHT") {
+        cfg.submits_in_flight = units::parse_in_flight(&v)
+            .map_err(|p| ConfigError::invalid("FLYTE_SLURM_SUBMITS_IN_FLIGHT", &v, p))?;
+    }
     if let Some(v) = var("FLYTE_SLURM_LOG_LINKS") {
         cfg.log_links = units::parse_log_links(&v)
             .map_err(|p| ConfigError::invalid("FLYTE_SLURM_LOG_LINKS", &v, p))?;

@@ -35,6 +35,8 @@ struct FileConfig {
     terminal_ttl: Option<String>,
     shutdown_grace: Option<String>,
     requeue_budget: Option<u32>,
+    submit_wait: Option<String>,
+    submits_in_flight: Option<u64>,
     allow_task_credentials: Option<bool>,
     #[serde(default)]
     clusters: BTreeMap<String, FileCluster>,
@@ -96,6 +98,14 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<DeploymentConfig, ConfigE
     }
     if let Some(v) = f.requeue_budget {
         cfg.requeue_budget = v;
+    }
+    if let Some(v) = &f.submit_wait {
+        cfg.submit_wait =
+            super::units::parse_submit_wait(v).map_err(|p| bad("submit_wait", p.to_string()))?;
+    }
+    if let Some(v) = f.submits_in_flight {
+        cfg.submits_in_flight = super::units::parse_in_flight(&v.to_string())
+            .map_err(|p| bad("submits_in_flight", p.to_string()))?;
     }
     if let Some(v) = f.allow_task_credentials {
         cfg.allow_task_credentials = v;

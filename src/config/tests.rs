@@ -385,11 +385,51 @@ fn docs_quote_the_defaults() {
             "FLYTE_SLURM_SHUTDOWN_GRACE",
             format!("`{}s`", DEFAULT_SHUTDOWN_GRACE.as_secs()),
         ),
+        (
+            "FLYTE_SLURM_SUBMIT_WAIT",
+            format!("`{}s`", DEFAULT_SUBMIT_WAIT.as_secs()),
+        ),
+        (
+            "FLYTE_SLURM_SUBMITS_IN_FLIGHT",
+            format!("`{DEFAULT_SUBMITS_IN_FLIGHT}`"),
+        ),
     ] {
         let have = default_of(var);
         assert!(
             have.starts_with(&want),
             "{var}: the docs say {have}, the code {want}"
+        );
+    }
+}
+
+#[test]
+fn submit_pacing_settings() {
+    let base = [("FLYTE_SLURM_RESTD_URL", "http://restd:6820")];
+    let c = load(&base).unwrap();
+    assert_eq!(c.submit_wait, DEFAULT_SUBMIT_WAIT);
+    assert_eq!(c.submits_in_flight, DEFAULT_SUBMITS_IN_FLIGHT);
+    let c = load(&[base[0], ("FLYTE_SLURM_SUBMIT_WAIT", "0")]).unwrap();
+    assert_eq!(
+        c.submit_wait,
+        Duration::ZERO,
+        "0: every CreateTask answers deferred"
+    );
+    let c = load(&[base[0], ("FLYTE_SLURM_SUBMITS_IN_FLIGHT", "2")]).unwrap();
+    assert_eq!(c.submits_in_flight, 2);
+    let e = load(&[base[0], ("FLYTE_SLURM_SUBMIT_WAIT", "12s")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("FLYTE_SLURM_SUBMIT_WAIT=") && e.contains("10 s deadline"),
+        "{e}"
+    );
+    for bad in ["0", "-1", "many"] {
+        let e = load(&[base[0], ("FLYTE_SLURM_SUBMITS_IN_FLIGHT", bad)])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("FLYTE_SLURM_SUBMITS_IN_FLIGHT="),
+            "{bad}: {e}"
         );
     }
 }

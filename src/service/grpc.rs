@@ -70,13 +70,7 @@ impl AsyncConnectorService for Grpc {
             .as_ref()
             .map(|t| t.r#type.clone())
             .unwrap_or_default();
-        // On its own task: a caller that goes away (its deadline, a cut connection) must not cut
-        // a submit between its held submit and its release; the task runs on, and the retried
-        // CreateTask finds the submission remembered.
-        let state = self.0.clone();
-        let r = tokio::spawn(async move { state.create(&req).await })
-            .await
-            .unwrap_or_else(|e| Err(Status::internal(format!("CreateTask failed: {e}"))));
+        let r = self.0.create(&req).await;
         if let Err(s) = &r {
             tracing::warn!(task_type, code = ?s.code(), message = s.message(), "CreateTask failed");
         }

@@ -110,6 +110,22 @@ impl Index {
         self.winner_after(client, cluster, user, key, after).await
     }
 
+    /// The lowest job with `key` by a check at most `fresh` old (GetTask of a deferred submit:
+    /// many such calls share one check).
+    #[allow(clippy::result_large_err)]
+    pub async fn lookup_fresh(
+        &self,
+        client: &Client,
+        cluster: &str,
+        user: Option<&str>,
+        key: &str,
+        fresh: Duration,
+    ) -> Result<Option<Winner>, ClientError> {
+        let after = Instant::now().checked_sub(fresh);
+        self.winner_after(client, cluster, user, key, after.or(Some(Instant::now())))
+            .await
+    }
+
     /// The lowest job with `key` according to a check begun after `after` (ours if none was:
     /// CreateTasks waiting together share one check).
     #[allow(clippy::result_large_err)]

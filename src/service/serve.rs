@@ -219,8 +219,8 @@ pub async fn serve_with(
     let addr = grpc_listener.local_addr().ok();
     tracing::info!(?addr, "serving flyteidl2.connector.AsyncConnectorService");
     // The server stops accepting only once the CreateTasks in flight are done (below): until
-    // then it keeps answering, so health checks see NOT_SERVING and new CreateTasks get
-    // UNAVAILABLE instead of a refused connection.
+    // then it keeps answering, so health checks see NOT_SERVING and new CreateTasks get their
+    // hand-off instead of a refused connection.
     let (stop_accepting, accepting_stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tonic::transport::Server::builder()
         .add_service(health_service)
@@ -254,10 +254,17 @@ pub async fn serve_with(
                     .set_service_status(name, tonic_health::ServingStatus::NotServing)
                     .await;
             }
-            let in_flight = connector.drain.begin();
-            tracing::info!(create_tasks_in_flight = in_flight, grace = ?grace, "shutting down: health NOT_SERVING, new CreateTasks refused (UNAVAILABLE), letting the ones in flight finish");
-            if tokio::time::timeout_at(deadline, connector.drain.creates_done()).await.is_err() {
-                tracing::warn!(grace = ?grace, "shutdown: CreateTasks still in flight at the drain deadline; exiting anyway (a job left held is released by the retried CreateTask)");
+            let creates = connector.drain.close();
+            let submits: usize = connector.clusters.values().map(|rt| rt.submits.close()).sum();
+            tracing::info!(create_tasks_in_flight = creates, submits_in_flight = submits, grace = ?grace, "shutting down: health NOT_SERVING, new CreateTasks handed to another replica, letting the CreateTasks and submits in flight finish");
+            let all_done = async {
+                connector.drain.idle().await;
+                for rt in connector.clusters.values() {
+                    rt.submits.idle().await;
+                }
+            };
+            if tokio::time::timeout_at(deadline, all_done).await.is_err() {
+                tracing::warn!(grace = ?grace, "shutdown: CreateTasks or submits still in flight at the drain deadline; exiting anyway (a job left held is released by the retried CreateTask)");
             }
             let _ = stop_accepting.send(());
             let r = match tokio::time::timeout_at(deadline, &mut server).await {

@@ -492,6 +492,7 @@ mod tests {
             outputs: Default::default(),
             native_prefix: None,
             requeue_budget: None,
+            deferred: None,
         }
     }
 
