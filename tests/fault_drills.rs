@@ -726,7 +726,7 @@ async fn sigterm_drains_a_create_task_caught_between_submit_and_release() {
         tokio::spawn(async move { create(&mut c, request(4100, "#!/bin/bash\nsleep 1\n")).await });
     // Its job is on the cluster, held; its release sits in the mock's 3 s latency.
     let job = one_held_job(&mock).await;
-    serve.sigterm();
+    serve.term();
     let signalled = Instant::now();
 
     // Readiness turns NOT_SERVING at once, while the CreateTask is still in flight.
@@ -831,7 +831,7 @@ async fn drain_deadline_bounds_the_exit_and_the_retry_releases_the_held_job() {
         async move { create(&mut c, request(4200, "#!/bin/bash\nsleep 1\n")).await }
     });
     let job = one_held_job(&mock).await;
-    serve.sigterm();
+    serve.term();
     let signalled = Instant::now();
     let exit = serve
         .wait_exit(Duration::from_secs(15))
@@ -884,7 +884,7 @@ async fn drain_deadline_bounds_the_exit_and_the_retry_releases_the_held_job() {
         GRACE.as_secs(),
         exited.as_secs_f64()
     );
-    serve.sigterm();
+    serve.term();
     assert!(
         serve
             .wait_exit(Duration::from_secs(10))
@@ -923,7 +923,7 @@ async fn sigterm_waits_for_a_deferred_submit_between_submit_and_release() {
         other => panic!("{other:?}"),
     }
     let job = one_held_job(&mock).await;
-    serve.sigterm();
+    serve.term();
     let signalled = Instant::now();
     let exit = serve
         .wait_exit(GRACE + Duration::from_secs(5))

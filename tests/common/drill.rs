@@ -73,14 +73,11 @@ impl ServeProcess {
         }
     }
 
-    /// SIGTERM, as the kubelet sends it when a pod is deleted (through kill(1): no libc here).
-    pub fn sigterm(&self) {
-        let ok = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("run kill(1)")
-            .success();
-        assert!(ok, "kill -TERM {} failed", self.child.id());
+    /// Sends SIGTERM, as the kubelet does when a pod is deleted (through kill(1): no libc here).
+    pub fn term(&self) {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(sent.success(), "kill -TERM {pid}");
     }
 
     /// The exit status, once the process exited within `within` (`None`: still running).
@@ -95,6 +92,15 @@ impl ServeProcess {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// SIGTERM, as Kubernetes stops a pod, and wait (at most 60 s) for the process to exit.
+    pub fn sigterm(mut self) {
+        self.term();
+        assert!(
+            self.wait_exit(Duration::from_secs(60)).is_some(),
+            "serve did not exit within 60 s of SIGTERM"
+        );
     }
 
     /// SIGKILL (`Child::kill` on Unix): no graceful shutdown, no chance to save anything.
