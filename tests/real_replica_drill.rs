@@ -119,7 +119,7 @@ struct Counts {
 }
 
 fn request_for(i: usize, store: &Path) -> (CreateTaskRequest, bool) {
-    let with_outputs = i % 10 == 0;
+    let with_outputs = i.is_multiple_of(10);
     let mut req = if with_outputs {
         let mut r = common::request("script_preprocess.pb");
         let custom = r.template.as_mut().unwrap().custom.as_mut().unwrap();
@@ -255,7 +255,7 @@ async fn rolled_and_killed_replicas_lose_and_duplicate_nothing() {
                     return;
                 }
                 let meta = create(&fleet, &counts, &reqs[i].0).await;
-                if i % 7 == 0 {
+                if i.is_multiple_of(7) {
                     // The backend's retry of a CreateTask whose answer it did not get in time,
                     // on whichever replica: the same job.
                     let again = create(&fleet, &counts, &reqs[i].0).await;

@@ -3,6 +3,7 @@
 //! ```toml
 //! default_cluster = "hpc1"
 //! poll_interval = "5s"
+//! shutdown_grace = "20s"
 //! allow_task_credentials = false
 //!
 //! [clusters.hpc1]
@@ -32,6 +33,7 @@ struct FileConfig {
     default_cluster: Option<String>,
     poll_interval: Option<String>,
     terminal_ttl: Option<String>,
+    shutdown_grace: Option<String>,
     requeue_budget: Option<u32>,
     submit_wait: Option<String>,
     submits_in_flight: Option<u64>,
@@ -88,6 +90,11 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<DeploymentConfig, ConfigE
     }
     if let Some(v) = &f.terminal_ttl {
         cfg.terminal_ttl = parse_duration(v).map_err(|p| bad("terminal_ttl", p))?;
+    }
+    if let Some(v) = &f.shutdown_grace {
+        cfg.shutdown_grace = parse_duration(v)
+            .and_then(super::env::check_grace)
+            .map_err(|p| bad("shutdown_grace", p))?;
     }
     if let Some(v) = f.requeue_budget {
         cfg.requeue_budget = v;

@@ -94,6 +94,9 @@ pub struct DeploymentConfig {
     pub submits_in_flight: usize,
     /// `FLYTE_SLURM_LOG_LINKS`: links shown in Flyte's UI for every task (`{job_id}`, ...).
     pub log_links: Vec<units::LogLinkTemplate>,
+    /// How long `serve` drains after SIGTERM / Ctrl-C before it exits anyway
+    /// (`FLYTE_SLURM_SHUTDOWN_GRACE`): in-flight calls finish, new CreateTasks are refused.
+    pub shutdown_grace: Duration,
     /// True when no slurmrestd is configured at all: `serve` starts the embedded stand-in.
     pub embedded: bool,
 }
@@ -125,6 +128,10 @@ pub const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(1800);
 pub const DEFAULT_UPLOAD_MAX_BYTES: u64 = 100_000_000;
 /// How long a finished job's files stay (`FLYTE_SLURM_JOB_FILES_RETENTION`).
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The drain deadline after SIGTERM: twice Flyte's per-RPC deadline (10 s, so no CreateTask the
+/// backend still waits for is cut), and with the chart's 10 s margin it is Kubernetes' default
+/// terminationGracePeriodSeconds (30 s), so the kubelet's SIGKILL never lands mid-drain.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
 /// The name of the per-task slurmrestd token in `CreateTaskRequest.connection.secrets`.
 pub const TASK_TOKEN_SECRET: &str = "slurm_jwt";
@@ -185,6 +192,7 @@ impl DeploymentConfig {
             upload_max_bytes: UploadLimit::Bytes(DEFAULT_UPLOAD_MAX_BYTES),
             job_files_retention: Some(DEFAULT_RETENTION),
             log_links: Vec::new(),
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             embedded: false,
         }
     }

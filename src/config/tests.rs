@@ -382,6 +382,10 @@ fn docs_quote_the_defaults() {
             format!("`{}d`", DEFAULT_RETENTION.as_secs() / 86_400),
         ),
         (
+            "FLYTE_SLURM_SHUTDOWN_GRACE",
+            format!("`{}s`", DEFAULT_SHUTDOWN_GRACE.as_secs()),
+        ),
+        (
             "FLYTE_SLURM_SUBMIT_WAIT",
             format!("`{}s`", DEFAULT_SUBMIT_WAIT.as_secs()),
         ),
@@ -445,4 +449,42 @@ fn requeue_budget() {
         assert!(e.starts_with("FLYTE_SLURM_REQUEUE_BUDGET="), "{bad}: {e}");
         assert!(e.contains("whole number of requeues"), "{bad}: {e}");
     }
+}
+
+#[test]
+fn shutdown_grace() {
+    assert_eq!(load(&[]).unwrap().shutdown_grace, DEFAULT_SHUTDOWN_GRACE);
+    for (v, want) in [
+        ("5", 5_000),
+        ("45s", 45_000),
+        ("1m 30s", 90_000),
+        ("0.5", 500),
+    ] {
+        let c = load(&[("FLYTE_SLURM_SHUTDOWN_GRACE", v)]).unwrap();
+        assert_eq!(c.shutdown_grace, Duration::from_millis(want), "{v}");
+    }
+    for bad in ["0", "0s", "soon", "-3"] {
+        let e = load(&[("FLYTE_SLURM_SHUTDOWN_GRACE", bad)])
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("FLYTE_SLURM_SHUTDOWN_GRACE="), "{bad}: {e}");
+    }
+    let e = load(&[("FLYTE_SLURM_SHUTDOWN_GRACE", "0")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("above zero") && e.contains("terminationGracePeriodSeconds"),
+        "{e}"
+    );
+
+    let path = Path::new("/etc/slurm-connector/clusters.toml");
+    let c = file::parse(path, "shutdown_grace = \"25s\"\n").unwrap();
+    assert_eq!(c.shutdown_grace, Duration::from_secs(25));
+    let e = file::parse(path, "shutdown_grace = \"0\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`shutdown_grace`") && e.contains("above zero"),
+        "{e}"
+    );
 }

@@ -81,6 +81,8 @@ pub struct ClusterRuntime {
     pub transfers: Mutex<HashMap<JobId, Transfer<Vec<OutputBlob>>>>,
     /// Jobs' files (exit-status markers, retention); present when staging is configured.
     pub job_files: Option<Arc<jobfiles::Registry>>,
+    /// Submits between their held submit and their release; closed at shutdown (`shutdown.rs`).
+    pub submits: super::shutdown::Gate,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -189,6 +191,7 @@ impl ClusterRuntime {
             key_locks: Mutex::new(HashMap::new()),
             transfers: Mutex::new(HashMap::new()),
             job_files: None,
+            submits: super::shutdown::Gate::default(),
         }
     }
 

@@ -140,6 +140,14 @@ impl ClusterRuntime {
             if self.withdrawn.lock().unwrap().contains_key(key) {
                 return Err(None);
             }
+            let Some(_submitting) = self.submits.enter() else {
+                // Shutting down: a submit begun now could be cut half done. This one stays
+                // unmade here; its CreateTask (or the deferred meta it answered) is made by
+                // another replica.
+                drop(permit);
+                tracing::info!(cluster = %self.cfg.name, key, "shutting down: not beginning this submit");
+                return std::future::pending().await;
+            };
             let r = self.submit_once(key, job, client).await;
             permit.done(match &r {
                 Err(f) if throttled(&f.error) => Pace::Throttled,

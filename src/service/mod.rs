@@ -5,7 +5,7 @@
 //!   cache and never failing on a slurmrestd hiccup, DeleteTask idempotent, logs via staging).
 //! - [`cluster`]: one configured cluster at run time. [`meta`]: `resource_meta`.
 //! - [`convert`]: protobuf → the renderer's input. `status`: GetTask's `Resource`.
-//! - [`metrics`]: Prometheus. `serve`: the listeners, health, graceful shutdown.
+//! - [`metrics`]: Prometheus. `serve`: the listeners, health. `shutdown`: the drain on SIGTERM.
 //! - `task_metrics`: GetTaskMetrics, a job's usage from Slurm's accounting.
 
 pub mod cluster;
@@ -19,6 +19,7 @@ pub mod metrics;
 mod native_result;
 mod pacing;
 mod serve;
+mod shutdown;
 mod status;
 mod task_metrics;
 
@@ -62,6 +63,8 @@ pub struct Connector {
     ceiling: Result<staging::Ceiling, String>,
     /// Native tasks' results being read (or read) at their output prefix.
     native: native_result::Probes,
+    /// CreateTask admission while shutting down, and the ones in flight.
+    pub drain: shutdown::Gate,
 }
 
 fn client_status(e: &ClientError, what: &str) -> Status {
@@ -100,6 +103,7 @@ impl Connector {
             metrics,
             ceiling,
             native: native_result::Probes::default(),
+            drain: shutdown::Gate::default(),
         }
     }
 
@@ -134,6 +138,10 @@ impl Connector {
 
     /// CreateTask: render, then submit at most once per execution (run, action, attempt).
     pub async fn create(&self, req: &CreateTaskRequest) -> Result<Vec<u8>, Status> {
+        // Held to the end: a shutdown waits for this call (see `shutdown.rs`). `None`: shutting
+        // down, the execution is handed to another replica below.
+        let _in_flight = self.drain.enter();
+        let draining = _in_flight.is_none();
         let spec = convert::task_spec(req).map_err(|e| Status::invalid_argument(e.to_string()))?;
         let requested = spec.requested_cluster();
         let cfg = self
@@ -195,6 +203,9 @@ impl Connector {
                 req.task_execution_metadata.as_ref(),
                 self.deployment.requeue_budget,
             ));
+            if draining {
+                return shutdown::hand_off(&rt, &key, &rendered.job, template, token.is_some());
+            }
             let mut progress = rt.submit_paced(
                 &key,
                 &rendered.job,
@@ -235,7 +246,13 @@ impl Connector {
                     let mut m = template;
                     m.deferred = Some(Box::new(meta::DeferredSubmit {
                         key: key.clone(),
-                        at: deferred::now_unix(),
+                        // Shutting down meanwhile: this replica will not make it, so another
+                        // may at once (the duplicate check keeps it to one job either way).
+                        at: if self.drain.is_closed() {
+                            deferred::now_unix() - deferred::TAKE_OVER_AFTER.as_secs() as i64
+                        } else {
+                            deferred::now_unix()
+                        },
                         job: rendered.job.clone(),
                         own_credentials: token.is_some(),
                     }));
