@@ -9,8 +9,8 @@
 //! So each cluster's submits (the whole held-submit / check / release of `submit_once`) go
 //! through a [`Pacer`]: an AIMD limit on how many run at once, as TCP paces a congested link.
 //! An answer slower than [`SLOW`], a timeout or a 5xx halves the limit (at most once per
-//! [`SLOW`], so one burst of late answers sent under the old limit counts once; never below
-//! [`FLOOR`]); each prompt answer adds `1/limit`. On a cluster without rate limiting the limit sits at its ceiling and
+//! [`SLOW`], so one burst of late answers sent under the old limit counts once); each prompt
+//! answer adds `1/limit`. On a cluster without rate limiting the limit sits at its ceiling and
 //! costs nothing; on a throttled one it settles where answers come back promptly.
 //! Hand-written: no crate paces by answer latency (tower's `ConcurrencyLimit` is a fixed limit,
 //! governor a fixed rate, neither knows slurmctld's bucket).
@@ -23,13 +23,6 @@ use tokio::sync::Notify;
 /// An answer slower than this means slurmctld is pushing back (its own RPCs take milliseconds;
 /// slurmrestd's BACKOFF sleeps are seconds).
 pub const SLOW: Duration = Duration::from_secs(2);
-
-/// The limit never falls below this (or the ceiling, if lower). Under a rate limit the bucket
-/// refills at its own pace whatever the concurrency, so going lower gains nothing, and a few
-/// submits in flight together share their duplicate checks (one `jobs/state` for all of them;
-/// with one at a time each pays its own: measured 3.5 slurmctld RPCs a task at 1-2 in flight on
-/// a throttled 26.05). Their late answers are absorbed by the submits' 120 s request timeout.
-pub const FLOOR: usize = 4;
 
 /// How one paced call went, for the limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,8 +136,7 @@ impl Pacer {
             Pace::Throttled => {
                 st.throttled += 1;
                 if st.last_cut.is_none_or(|t| t.elapsed() >= SLOW) {
-                    let max = self.max.load(std::sync::atomic::Ordering::Relaxed);
-                    st.limit = (st.limit / 2.0).max(FLOOR.min(max) as f64);
+                    st.limit = (st.limit / 2.0).max(1.0);
                     st.last_cut = Some(Instant::now());
                     tracing::info!(
                         limit = st.limit.floor(),
@@ -195,26 +187,20 @@ mod tests {
 
     #[tokio::test]
     async fn throttling_halves_the_limit_once_per_burst_and_prompt_answers_grow_it_back() {
-        let p = Pacer::new(16);
-        assert_eq!(p.view().limit, 16);
-        let permits: Vec<Permit> = futures::future::join_all((0..16).map(|_| p.acquire())).await;
-        assert_eq!(p.view().in_flight, 16);
+        let p = Pacer::new(8);
+        assert_eq!(p.view().limit, 8);
+        let permits: Vec<Permit> = futures::future::join_all((0..8).map(|_| p.acquire())).await;
+        assert_eq!(p.view().in_flight, 8);
         // A burst of late answers sent under the old limit halves it once, not to 1.
         for permit in permits {
             permit.done(Pace::Throttled);
         }
-        assert_eq!(p.view().limit, 8);
-        assert_eq!(p.view().throttled, 16);
-        for _ in 0..200 {
+        assert_eq!(p.view().limit, 4);
+        assert_eq!(p.view().throttled, 8);
+        for _ in 0..40 {
             p.acquire().await.done(Pace::Prompt);
         }
-        assert_eq!(p.view().limit, 16, "grows back to its ceiling, not past it");
-        // Cuts stop at the floor.
-        for _ in 0..5 {
-            p.state.lock().unwrap().last_cut = None;
-            p.acquire().await.done(Pace::Throttled);
-        }
-        assert_eq!(p.view().limit, FLOOR);
+        assert_eq!(p.view().limit, 8, "grows back to its ceiling, not past it");
     }
 
     #[tokio::test]
