@@ -282,7 +282,7 @@ impl ClusterRuntime {
         self.index.note(key, mine, true).await;
         let winner = self
             .index
-            .refresh_after(&self.client, cluster, user, key, after)
+            .refresh_after(&self.client, cluster, user, key, after, mine)
             .await
             .map_err(|error| {
                 self.mark_uncertain(key);

@@ -231,6 +231,7 @@ impl ClusterRuntime {
                 self.cfg.username.as_deref(),
                 key,
                 after,
+                id,
             )
             .await?;
         if let Some(w) = winner.filter(|w| w.job_id != id) {
