@@ -245,6 +245,7 @@ fn meta_for(id: JobId, e: &Env) -> Vec<u8> {
         native_prefix: None,
         requeue_budget: None,
         array: None,
+        deferred: None,
     }
     .encode()
 }

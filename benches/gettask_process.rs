@@ -134,6 +134,7 @@ async fn run() {
                     native_prefix: None,
                     requeue_budget: None,
                     array: None,
+                    deferred: None,
                 }
                 .encode()
             })

@@ -8,7 +8,9 @@ What it checks, and why:
 - Every manifest against Kubernetes' OpenAPI schemas (kubernetes-validate, strict: unknown fields
   are errors) for the oldest and the newest Kubernetes the chart supports.
 - What a schema cannot see: non-root and read-only root filesystem in every container, gRPC health
-  probes on the gRPC port, the Service's ports reaching named container ports, every file path
+  probes on the gRPC port, replicas that stay available (a rolling update that starts a new pod
+  before stopping one, a PodDisruptionBudget that allows a drain yet keeps one, anti-affinity
+  over the pod's labels, a terminationGracePeriodSeconds covering the drain deadline), the Service's ports reaching named container ports, every file path
   given in an env var (token, key, clusters file, stager token) lying on a mount of that container,
   shared-filesystem mappings pointing at mounted paths, no credential inlined in the environment,
   and every FLYTE_SLURM_* variable and clusters-file key being one the connector's code reads (read
@@ -173,6 +175,8 @@ def check_release(docs: list[dict], env_names: set[str], file_keys: tuple[set[st
     if any(pod_labels.get(k) != v for k, v in dsel.items()):
         errs.append("Deployment selector does not match its pod labels")
 
+    errs += check_availability(docs, dep, pod, pod_labels, env)
+
     for sm in by_kind(docs, "ServiceMonitor"):
         for ep in sm["spec"].get("endpoints", []):
             if ep.get("port") not in {p["name"] for p in svc["spec"]["ports"]}:
@@ -187,6 +191,55 @@ def check_release(docs: list[dict], env_names: set[str], file_keys: tuple[set[st
     for cm in by_kind(docs, "ConfigMap"):
         if "clusters.toml" in cm.get("data", {}):
             errs += check_clusters_toml(cm["data"]["clusters.toml"], file_keys)
+    return errs
+
+
+def seconds(duration: str | None) -> float | None:
+    """FLYTE_SLURM_SHUTDOWN_GRACE as the chart writes it (`20s`), or a plain number."""
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)s?", duration or "")
+    return float(m.group(1)) if m else None
+
+
+def check_availability(docs: list[dict], dep: dict, pod: dict, pod_labels: dict, env: dict) -> list[str]:
+    """Replicas keep serving through rollouts, drains and a node's loss; SIGTERM drains in time."""
+    errs: list[str] = []
+    replicas = dep["spec"].get("replicas", 1)
+    strat = dep["spec"].get("strategy", {})
+    ru = strat.get("rollingUpdate", {})
+    if strat.get("type") != "RollingUpdate" or ru.get("maxUnavailable") != 0 or not ru.get("maxSurge"):
+        errs.append(f"Deployment strategy must be RollingUpdate with maxUnavailable 0 and a maxSurge (a new pod Ready before an old one stops), got {strat}")
+    grace = seconds(env.get("FLYTE_SLURM_SHUTDOWN_GRACE"))
+    tgps = pod.get("terminationGracePeriodSeconds")
+    if grace is None:
+        errs.append(f"connector: FLYTE_SLURM_SHUTDOWN_GRACE missing or not seconds: {env.get('FLYTE_SLURM_SHUTDOWN_GRACE')!r}")
+    elif not isinstance(tgps, int) or tgps < grace + 5:
+        errs.append(f"terminationGracePeriodSeconds {tgps} does not cover the drain deadline {grace:g}s plus a margin of 5s or more: the kubelet's SIGKILL would cut the drain")
+    if "FLYTE_SLURM_DATA_DIR" in env and replicas != 1:
+        errs.append(f"the embedded demo with {replicas} replicas: each would run its own stand-in cluster")
+    pdbs = by_kind(docs, "PodDisruptionBudget")
+    if replicas > 1:
+        if len(pdbs) != 1:
+            errs.append(f"{replicas} replicas but {len(pdbs)} PodDisruptionBudgets (want one)")
+        for pdb in pdbs:
+            sel = pdb["spec"].get("selector", {}).get("matchLabels", {})
+            if not sel or any(pod_labels.get(k) != v for k, v in sel.items()):
+                errs.append(f"PodDisruptionBudget selector {sel} does not select the pod labels")
+            lo, hi = pdb["spec"].get("minAvailable"), pdb["spec"].get("maxUnavailable")
+            if (lo is None) == (hi is None):
+                errs.append(f"PodDisruptionBudget must set exactly one of minAvailable / maxUnavailable: {pdb['spec']}")
+            elif isinstance(lo, int) and not 1 <= lo < replicas:
+                errs.append(f"PodDisruptionBudget minAvailable {lo} with {replicas} replicas: keeps none, or blocks every eviction")
+            elif isinstance(hi, int) and not 1 <= hi < replicas:
+                errs.append(f"PodDisruptionBudget maxUnavailable {hi} with {replicas} replicas: blocks every eviction, or allows all down")
+        anti = pod.get("affinity", {}).get("podAntiAffinity", {})
+        terms = [t.get("podAffinityTerm", {}) for t in anti.get("preferredDuringSchedulingIgnoredDuringExecution", [])]
+        terms += anti.get("requiredDuringSchedulingIgnoredDuringExecution", [])
+        spread = [t for t in terms if t.get("topologyKey") and all(
+            pod_labels.get(k) == v for k, v in t.get("labelSelector", {}).get("matchLabels", {"-": None}).items())]
+        if not spread:
+            errs.append(f"{replicas} replicas without a pod anti-affinity over the pod's own labels: they may all land on one node")
+    elif pdbs:
+        errs.append("a PodDisruptionBudget over one replica blocks every node drain")
     return errs
 
 
@@ -335,6 +388,75 @@ MUST_FAIL = [
                                      "connector": {"requeueBudget": "three"}}, ("connector.requeueBudget", "/connector/requeueBudget")),
     ("mount without volume", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
                               "sharedFilesystem": {"mounts": [{"name": "s", "clusterPath": "/shared", "mountPath": "/s"}]}}, ("sharedFilesystem.mounts[0]", "/sharedFilesystem/mounts/0")),
+    ("embedded demo on two replicas", {"allowEmbeddedDemo": True, "auth": {"mode": "none"}}, "replicaCount=2 with the embedded demo"),
+    ("both disruption-budget bounds", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
+                                       "podDisruptionBudget": {"minAvailable": 1, "maxUnavailable": 1}}, "set only one of minAvailable and maxUnavailable"),
+    ("disruption budget blocking every drain", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
+                                                "podDisruptionBudget": {"minAvailable": 2}}, "podDisruptionBudget.minAvailable=2 with replicaCount=2"),
+    ("disruption budget not a number", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
+                                        "podDisruptionBudget": {"maxUnavailable": "one"}}, ("podDisruptionBudget.maxUnavailable", "/podDisruptionBudget/maxUnavailable")),
+    ("unknown anti-affinity type", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
+                                    "podAntiAffinity": {"type": "soft"}}, ("podAntiAffinity.type", "/podAntiAffinity/type")),
+    ("no drain deadline", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
+                           "connector": {"shutdownGraceSeconds": 0}}, ("connector.shutdownGraceSeconds", "/connector/shutdownGraceSeconds")),
+]
+
+
+# Renders of the availability values and what each must produce: (what, values, check on the docs).
+BASE = {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"}}
+
+
+def merged(extra: dict) -> dict:
+    out = copy.deepcopy(BASE)
+    for k, v in extra.items():
+        out[k] = {**out.get(k, {}), **v} if isinstance(v, dict) else v
+    return out
+
+
+def pod_of(docs):
+    return by_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]
+
+
+def env_of(docs):
+    return {e["name"]: e.get("value") for e in pod_of(docs)["containers"][0].get("env", [])}
+
+
+def pdb_spec(docs):
+    return [{k: v for k, v in p["spec"].items() if k != "selector"} for p in by_kind(docs, "PodDisruptionBudget")]
+
+
+HOSTNAME = "kubernetes.io/hostname"
+AVAILABILITY = [
+    ("defaults: 2 replicas, PDB minAvailable 1, preferred spread by hostname, rollout 0/1, 20s drain in a 30s grace period",
+     {}, lambda d: [
+         by_kind(d, "Deployment")[0]["spec"]["replicas"] == 2,
+         pdb_spec(d) == [{"minAvailable": 1}],
+         pod_of(d)["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]["topologyKey"] == HOSTNAME,
+         pod_of(d)["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["weight"] == 100,
+         by_kind(d, "Deployment")[0]["spec"]["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+         env_of(d).get("FLYTE_SLURM_SHUTDOWN_GRACE") == "20s",
+         pod_of(d)["terminationGracePeriodSeconds"] == 30,
+     ]),
+    ("podDisruptionBudget.maxUnavailable: 1 replaces minAvailable", {"podDisruptionBudget": {"maxUnavailable": 1}},
+     lambda d: [pdb_spec(d) == [{"maxUnavailable": 1}]]),
+    ("podDisruptionBudget.minAvailable: 50% (a percentage)", {"replicaCount": 4, "podDisruptionBudget": {"minAvailable": "50%"}},
+     lambda d: [pdb_spec(d) == [{"minAvailable": "50%"}]]),
+    ("podDisruptionBudget.enabled: false renders none", {"podDisruptionBudget": {"enabled": False}},
+     lambda d: [not by_kind(d, "PodDisruptionBudget")]),
+    ("replicaCount 1: no PDB, no anti-affinity", {"replicaCount": 1},
+     lambda d: [not by_kind(d, "PodDisruptionBudget"), "affinity" not in pod_of(d)]),
+    ("podAntiAffinity.type: required, by zone", {"podAntiAffinity": {"type": "required", "topologyKey": "topology.kubernetes.io/zone"}},
+     lambda d: [pod_of(d)["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"] == "topology.kubernetes.io/zone",
+                "preferredDuringSchedulingIgnoredDuringExecution" not in pod_of(d)["affinity"]["podAntiAffinity"]]),
+    ("podAntiAffinity.type: none", {"podAntiAffinity": {"type": "none"}}, lambda d: ["affinity" not in pod_of(d)]),
+    ("affinity given: used as is, instead of podAntiAffinity",
+     {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["ops"]}]}]}}}},
+     lambda d: [list(pod_of(d)["affinity"]) == ["nodeAffinity"]]),
+    ("connector.shutdownGraceSeconds: 45 → FLYTE_SLURM_SHUTDOWN_GRACE=45s, grace period 55",
+     {"connector": {"shutdownGraceSeconds": 45}},
+     lambda d: [env_of(d).get("FLYTE_SLURM_SHUTDOWN_GRACE") == "45s", pod_of(d)["terminationGracePeriodSeconds"] == 55]),
+    ("readiness probe: grpc.health.v1 on the gRPC port (NOT_SERVING during the drain)", {},
+     lambda d: [pod_of(d)["containers"][0]["readinessProbe"]["grpc"]["port"] == 8000]),
 ]
 
 
@@ -358,6 +480,11 @@ def self_test(good: list[dict], env_names: set[str], file_keys) -> tuple[list[st
         "token file off its mount": lambda d: [e.update(value="/etc/token") for e in conn(d)["env"] if e["name"] in FILE_VARS],
         "service to a missing port": lambda d: by_kind(d, "Service")[0]["spec"]["ports"][0].update(targetPort="grpcx"),
         "bad clusters key": lambda d: by_kind(d, "ConfigMap")[0]["data"].update({"clusters.toml": 'poll = "5s"\n'}),
+        "rollout stopping a replica first": lambda d: by_kind(d, "Deployment")[0]["spec"]["strategy"]["rollingUpdate"].update(maxUnavailable=1),
+        "grace period shorter than the drain": lambda d: dep(d).update(terminationGracePeriodSeconds=20),
+        "no disruption budget": lambda d: d.remove(by_kind(d, "PodDisruptionBudget")[0]),
+        "budget blocking every drain": lambda d: by_kind(d, "PodDisruptionBudget")[0]["spec"].update(minAvailable=2),
+        "replicas not spread": lambda d: dep(d).pop("affinity"),
     }
     problems = []
     for what, mutate in mutations.items():
@@ -434,6 +561,14 @@ def main() -> int:
     got = env.get("FLYTE_SLURM_REQUEUE_BUDGET")
     report(got == "0", "connector.requeueBudget: 0 renders FLYTE_SLURM_REQUEUE_BUDGET=0",
            [] if got == "0" else [f"got {got!r}"])
+
+    for what, extra, check in AVAILABILITY:
+        try:
+            docs = render(helm, merged(extra))
+            results = check(docs)
+            report(all(results), what, [] if all(results) else [f"check {i} failed: {r}" for i, r in enumerate(results) if not r])
+        except (helm.HelmError, KeyError, IndexError) as e:
+            report(False, what, [f"{type(e).__name__}: {e}"])
 
     errs = check_docs(env_names, file_keys)
     report(not errs, "docs/configuration.md documents every FLYTE_SLURM_* variable and clusters-file key in src/", errs)

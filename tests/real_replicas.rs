@@ -5,12 +5,16 @@
 //! - the same CreateTasks sent to three replicas at once: one job per execution is left (the
 //!   lowest id), every replica answers with it, the others were cancelled while held (slurmctld
 //!   never started them), and the survivor runs to its end, its comment free of the mark.
+//! - on a cluster whose slurmctld rate-limits the job user (`--rate-limit`), a fan-out of 60
+//!   CreateTasks, 30 in flight with the backend's 10 s deadline each: none fails, each execution
+//!   has exactly one job, and those answered before their submit was done are found by key.
 //!
 //! Skipped (with the reason) when the dev-cluster environment is not exported:
 //! `deploy/dev-cluster/dev-cluster --release 24.11 run cargo test --test real_replicas`.
 
 mod common;
 use common::server::{Grpc, Server};
+use common::skip::{Tier, skip};
 
 #[path = "real_slurm/support.rs"]
 #[allow(dead_code)]
@@ -22,6 +26,8 @@ use connector::{deployment, get, request};
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
+
+use futures::StreamExt;
 
 use slurm_connector::proto::connector::CreateTaskRequest;
 use slurm_connector::proto::core::task_execution::Phase;
@@ -197,4 +203,125 @@ async fn replicas_racing_on_the_same_executions_leave_one_job_each() {
     for s in servers {
         s.stop().await;
     }
+}
+
+/// Whether slurmctld rate-limits RPCs (`SlurmctldParameters=rl_enable`, `dev-cluster
+/// --rate-limit`); when not, the test skips (a failure where CI requires the tier).
+async fn rate_limited(c: &support::Cluster) -> bool {
+    let config = c.dev_cluster(&["exec", "scontrol", "show", "config"]).await;
+    let on = config
+        .lines()
+        .any(|l| l.starts_with("SlurmctldParameters") && l.contains("rl_enable"));
+    if !on {
+        skip(
+            Tier::RateLimit,
+            format!(
+                "slurmctld of the dev cluster does not rate-limit (no rl_enable); run \
+                 `deploy/dev-cluster/dev-cluster --release {} --rate-limit run cargo test --test \
+                 real_replicas throttled`",
+                c.release
+            ),
+        );
+    }
+    on
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_fan_out_is_paced_with_no_failure_and_one_job_each() {
+    let Some(c) = support::cluster() else { return };
+    if !rate_limited(&c).await {
+        return;
+    }
+    const TASKS: usize = 60;
+    let s = Server::start(deployment(&c, 3)).await;
+    let g = s.client().await;
+    let reqs: Vec<CreateTaskRequest> = (0..TASKS)
+        .map(|i| request(&format!("fan{i}"), "#!/bin/bash\n#SBATCH --hold\ntrue\n"))
+        .collect();
+    let began = Instant::now();
+    let answers: Vec<Result<Vec<u8>, tonic::Status>> = futures::stream::iter(reqs.clone())
+        .map(|req| {
+            let mut g = g.clone();
+            async move {
+                let mut r = tonic::Request::new(req);
+                r.set_timeout(Duration::from_secs(10));
+                g.create_task(r).await.map(|r| r.into_inner().resource_meta)
+            }
+        })
+        .buffer_unordered(30)
+        .collect()
+        .await;
+    let answered = began.elapsed();
+    let errors: Vec<_> = answers.iter().filter_map(|a| a.as_ref().err()).collect();
+    assert!(
+        errors.is_empty(),
+        "{} CreateTasks failed: {:?}",
+        errors.len(),
+        &errors[..errors.len().min(3)]
+    );
+    let metas: Vec<Vec<u8>> = answers.into_iter().map(Result::unwrap).collect();
+    let deferred = metas
+        .iter()
+        .filter(|m| String::from_utf8_lossy(m).contains(r#""deferred""#))
+        .count();
+    // Every task gets its job: GetTask stops saying it is waiting to be submitted.
+    let mut g2 = g.clone();
+    let mut waiting: Vec<&Vec<u8>> = metas.iter().collect();
+    while !waiting.is_empty() {
+        assert!(
+            began.elapsed() < Duration::from_secs(600),
+            "{} tasks still unsubmitted after 10 min",
+            waiting.len()
+        );
+        let mut still = Vec::new();
+        for m in waiting {
+            if get(&mut g2, m)
+                .await
+                .message
+                .starts_with("Not submitted yet")
+            {
+                still.push(m);
+            }
+        }
+        waiting = still;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    let all = began.elapsed();
+    // Exactly one live job per execution (keys from rendering the same requests).
+    let render_cfg =
+        slurm_connector::service::cluster::render_config(&deployment(&c, 3).clusters[&c.name]);
+    let v = c.user_client().version().await.expect("version");
+    let keys: Vec<String> = reqs
+        .iter()
+        .map(|r| {
+            slurm_connector::render::render(
+                &slurm_connector::service::convert::task_spec(r).unwrap(),
+                &slurm_connector::render::RenderConfig {
+                    api_version: v,
+                    ..render_cfg.clone()
+                },
+            )
+            .unwrap()
+            .key
+        })
+        .collect();
+    let jobs = jobs_of(&c, &keys).await;
+    let mut live = 0;
+    for key in &keys {
+        let js = jobs.get(key).map(Vec::as_slice).unwrap_or_default();
+        let survivors: Vec<_> = js
+            .iter()
+            .filter(|j| j.state.base != BaseState::Cancelled)
+            .collect();
+        assert_eq!(survivors.len(), 1, "{key}: {js:#?}");
+        live += 1;
+        let _ = c.user_client().cancel(survivors[0].job_id, None).await;
+    }
+    eprintln!(
+        "throttled fan-out: {TASKS} CreateTasks answered in {:.1}s, 0 errors, {deferred} deferred; \
+         every task had its one job after {:.1}s; {live} live jobs",
+        answered.as_secs_f64(),
+        all.as_secs_f64()
+    );
+    s.stop().await;
 }

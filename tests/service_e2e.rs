@@ -576,20 +576,68 @@ async fn bad_requests_are_invalid_argument_and_unknown_meta_is_an_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flaky_slurmrestd_errors_and_drops_give_no_get_task_error() {
     let env = mock().await;
-    let server = Server::start(deployment(&env)).await;
+    let mut d = deployment(&env);
+    d.submit_wait = Duration::from_millis(500);
+    let server = Server::start(d).await;
     let mut c = server.client().await;
     let req = mock_request("script_no_io.pb").script("#!/bin/bash\nsleep 3\necho done\n");
-    // CreateTask while every request fails: an error, and nothing submitted.
+    // Served (an answer means the start, and its version negotiation, are done).
+    let _ = c
+        .get_task(get_req(
+            br#"{"v":1,"cluster":"nope","job_id":1,"job_name":"x","stdout":"","stderr":""}"#,
+        ))
+        .await;
+    // CreateTask while every request fails: not an error (the backend would spend an attempt
+    // on it) but a deferred meta, QUEUED with the reason, and nothing submitted.
     env.handle.faults().set(mock_slurmrestd::FaultConfig {
         error_rate: 1.0,
         ..Default::default()
     });
-    let e = c.create_task(req.clone()).await.unwrap_err();
-    assert_eq!(e.code(), tonic::Code::Unavailable, "{}", e.message());
+    let meta = c
+        .create_task(req.clone())
+        .await
+        .unwrap()
+        .into_inner()
+        .resource_meta;
+    let res = c
+        .get_task(get_req(&meta))
+        .await
+        .unwrap()
+        .into_inner()
+        .resource
+        .unwrap();
+    assert_eq!(res.phase, Phase::Queued as i32, "{}", res.message);
+    assert!(
+        res.message.starts_with("Not submitted yet"),
+        "{}",
+        res.message
+    );
     assert_eq!(env.handle.stats().count("submit"), 0);
     env.handle.faults().clear();
-    let meta = c.create_task(req).await.unwrap().into_inner().resource_meta;
+    // The submit goes on by itself; a retried CreateTask joins it: one job.
+    let again = c.create_task(req).await.unwrap().into_inner().resource_meta;
+    let until = tokio::time::Instant::now() + Duration::from_secs(60);
+    while env.handle.stats().count("submit") == 0 {
+        assert!(
+            tokio::time::Instant::now() < until,
+            "the deferred submit never happened"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let res = c
+        .get_task(get_req(&meta))
+        .await
+        .unwrap()
+        .into_inner()
+        .resource
+        .unwrap();
+    assert!(
+        !res.message.starts_with("Not submitted yet"),
+        "{}",
+        res.message
+    );
     assert_eq!(env.handle.stats().count("submit"), 1);
+    let _ = again;
     // Half the requests answer 500/502/503, a fifth are dropped: GetTask still never fails.
     env.handle.faults().set(mock_slurmrestd::FaultConfig {
         error_rate: 0.5,

@@ -6,13 +6,17 @@
 //!   answers each execution with the same job; exactly one job per execution is left, the
 //!   others were cancelled while held (they never started), and the survivor runs to its end
 //!   with its comment free of the connector's mark.
+//! - Deferred submits (`service/deferred.rs`): a CreateTask whose submit is slow is answered
+//!   before its deadline with a deferred meta that any replica resolves to the one job; a
+//!   replica that sees one long unsubmitted takes it over (still one job); a DeleteTask before
+//!   the job exists leaves nothing running, even when the submit was already on its way.
 
 mod common;
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use common::drill::{self, Grpc, Mock, Server, create, job_id, request};
+use common::drill::{self, Grpc, Mock, Server, create, delete_req, get, job_id, request};
 use mock_slurmrestd::FaultConfig;
 use slurm_connector::proto::core::task_execution::Phase;
 use slurm_connector::render::key_from_comment;
@@ -46,10 +50,17 @@ async fn by_key(mock: &Mock) -> HashMap<String, Vec<JobInfo>> {
 }
 
 async fn replicas(mock: &Mock, n: usize) -> (Vec<Server>, Vec<Grpc>) {
+    replicas_waiting(mock, n, slurm_connector::config::DEFAULT_SUBMIT_WAIT).await
+}
+
+/// Replicas whose CreateTask waits `wait` for its submit.
+async fn replicas_waiting(mock: &Mock, n: usize, wait: Duration) -> (Vec<Server>, Vec<Grpc>) {
     let mut servers = Vec::new();
     let mut clients = Vec::new();
     for _ in 0..n {
-        let s = Server::start(mock.deployment(Duration::from_millis(200))).await;
+        let mut d = mock.deployment(Duration::from_millis(200));
+        d.submit_wait = wait;
+        let s = Server::start(d).await;
         clients.push(s.client().await);
         servers.push(s);
     }
@@ -166,4 +177,162 @@ async fn replicas_racing_on_the_same_executions_leave_one_job_each() {
         s.stop().await;
     }
     mock.stop().await;
+}
+
+/// Submits slower than CreateTask waits: `ms` per submit at the mock.
+fn slow_submits(ms: u64) -> FaultConfig {
+    FaultConfig {
+        latency_ms: ms,
+        operations: vec!["submit".into()],
+        ..FaultConfig::default()
+    }
+}
+
+fn is_deferred(meta: &[u8]) -> bool {
+    let v: serde_json::Value = serde_json::from_slice(meta).unwrap();
+    v.get("deferred").is_some()
+}
+
+/// GetTask on `c` until the phase is `want`, within 60 s; the last message.
+async fn until_phase(c: &mut Grpc, meta: &[u8], want: Phase) -> String {
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (r, _) = get(c, meta).await;
+        let r = r.expect("GetTask never fails");
+        if Phase::of(r.phase) == want {
+            return r.message;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "never {want:?}: {:?} {}",
+            Phase::of(r.phase),
+            r.message
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The jobs of one execution that were not cancelled.
+async fn live_jobs(mock: &Mock, key: &str) -> Vec<JobInfo> {
+    by_key(mock)
+        .await
+        .remove(key)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|j| j.state.base != BaseState::Cancelled)
+        .collect()
+}
+
+fn meta_key(meta: &[u8]) -> String {
+    let v: serde_json::Value = serde_json::from_slice(meta).unwrap();
+    v["deferred"]["key"].as_str().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slow_submit_is_answered_deferred_and_any_replica_finds_its_one_job() {
+    let mock = Mock::start("deferred", Duration::from_secs(600), FaultConfig::default()).await;
+    let (servers, mut c) = replicas_waiting(&mock, 2, Duration::from_millis(300)).await;
+    mock.handle.faults().set(slow_submits(2000));
+    let began = std::time::Instant::now();
+    let meta = create(&mut c[0], request(1, "#!/bin/bash\nsleep 1\necho x\n"))
+        .await
+        .expect("answered before the submit is done, not failed");
+    assert!(
+        began.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        began.elapsed()
+    );
+    assert!(is_deferred(&meta), "{}", String::from_utf8_lossy(&meta));
+    let key = meta_key(&meta);
+    let (r, _) = get(&mut c[0], &meta).await;
+    let r = r.unwrap();
+    assert_eq!(Phase::of(r.phase), Phase::Queued);
+    assert!(r.message.starts_with("Not submitted yet"), "{}", r.message);
+    // The replica that did not accept it finds the job by its key once it exists, and both
+    // follow it to its end.
+    until_phase(&mut c[1], &meta, Phase::Succeeded).await;
+    until_phase(&mut c[0], &meta, Phase::Succeeded).await;
+    assert_eq!(live_jobs(&mock, &key).await.len(), 1);
+    assert_eq!(mock.handle.stats().count("submit"), 1);
+    for s in servers {
+        s.stop().await;
+    }
+    mock.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_deferred_submit_left_unmade_is_taken_over_by_another_replica_with_one_job() {
+    let mock = Mock::start("takeover", Duration::from_secs(600), FaultConfig::default()).await;
+    let (servers, mut c) = replicas_waiting(&mock, 2, Duration::from_millis(300)).await;
+    // A's submit fails (slurmrestd answers 500) until the faults clear: A answers deferred and
+    // keeps trying in the background, as a stuck replica would.
+    mock.handle.faults().set(FaultConfig {
+        error_rate: 1.0,
+        error_statuses: vec![500],
+        operations: vec!["submit".into()],
+        ..FaultConfig::default()
+    });
+    let meta = create(&mut c[0], request(2, "#!/bin/bash\necho taken over\n"))
+        .await
+        .unwrap();
+    assert!(is_deferred(&meta));
+    let key = meta_key(&meta);
+    // The same meta as B sees it past the take-over age (the backend hands metas back verbatim).
+    let mut old: serde_json::Value = serde_json::from_slice(&meta).unwrap();
+    let at = old["deferred"]["at"].as_i64().unwrap();
+    old["deferred"]["at"] = (at - 400).into();
+    let old = serde_json::to_vec(&old).unwrap();
+    let (r, _) = get(&mut c[1], &old).await;
+    let r = r.unwrap();
+    assert_eq!(Phase::of(r.phase), Phase::Queued, "{}", r.message);
+    mock.handle.faults().clear();
+    // B submits it now; A's next try finds B's job (or races it: the lowest id wins).
+    until_phase(&mut c[1], &old, Phase::Succeeded).await;
+    until_phase(&mut c[0], &meta, Phase::Succeeded).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let live = live_jobs(&mock, &key).await;
+    assert_eq!(live.len(), 1, "{live:?}");
+    for s in servers {
+        s.stop().await;
+    }
+    mock.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_delete_before_the_job_exists_leaves_nothing_running_even_with_the_submit_on_its_way() {
+    let mock = Mock::start(
+        "tombstone",
+        Duration::from_secs(600),
+        FaultConfig::default(),
+    )
+    .await;
+    let (servers, mut c) = replicas_waiting(&mock, 2, Duration::from_millis(300)).await;
+    mock.handle.faults().set(slow_submits(1500));
+    let meta = create(&mut c[0], request(3, "#!/bin/bash\nsleep 30\n"))
+        .await
+        .unwrap();
+    assert!(is_deferred(&meta));
+    let key = meta_key(&meta);
+    // The backend aborts the task through the other replica while A's submit is in flight.
+    c[1].delete_task(delete_req(&meta))
+        .await
+        .expect("DeleteTask");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let jobs = by_key(&mock).await.remove(&key).unwrap_or_default();
+    assert!(!jobs.is_empty(), "the tombstone and A's job exist");
+    assert!(
+        jobs.iter().all(|j| j.state.base == BaseState::Cancelled),
+        "{:?}",
+        jobs.iter()
+            .map(|j| (j.job_id, j.state.base.clone()))
+            .collect::<Vec<_>>()
+    );
+    // And the task reads as ended on either replica, not as a job to wait for.
+    for ci in c.iter_mut() {
+        until_phase(ci, &meta, Phase::Aborted).await;
+    }
+    for s in servers {
+        s.stop().await;
+    }
+    mock.handle.shutdown().await;
 }

@@ -129,6 +129,65 @@ async fn outputs_land_in_a_file_store_with_the_right_blobs() {
     }
 }
 
+/// Any replica's GetTask uploads a finished job's outputs (each keeps its transfers in memory),
+/// so the second replica to ask finds them published: it does not write the final keys again.
+/// An object older than the job's file (an earlier attempt's) is replaced. Both backends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_output_another_replica_published_is_not_uploaded_again() {
+    let fx = Fixture::new("published");
+    fx.write("/cluster/shared/j.outputs/model", "the model");
+    for (name, s) in fx.backends().await {
+        let prefix = fx.store_uri(&format!("run-{name}"));
+        let decls = vec![decl(
+            "model",
+            OutputKind::File,
+            UploadMode::Connector,
+            "/cluster/shared/j.outputs/model",
+            output_uri(&prefix, "model"),
+        )];
+        let upload = || {
+            outputs::start(
+                s.clone(),
+                "42".into(),
+                decls.clone(),
+                Ok(Ceiling::Bytes(1_000_000)),
+            )
+        };
+        let first = upload().wait().await;
+        assert!(
+            matches!(first, TransferOutcome::Succeeded(_)),
+            "{name}: {first:?}"
+        );
+        let target = fx.store_path(&format!("run-{name}")).join("model");
+        // Mark the published object (same size, written after the job's file): a second
+        // replica's upload leaves it as it is.
+        std::fs::write(&target, "THE MODEL").unwrap();
+        let second = upload().wait().await;
+        assert!(
+            matches!(second, TransferOutcome::Succeeded(_)),
+            "{name}: {second:?}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&target).unwrap(),
+            "THE MODEL",
+            "{name}: not rewritten"
+        );
+        // The job's file is newer than the object (a rerun wrote it): uploaded again.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        fx.write("/cluster/shared/j.outputs/model", "the model");
+        let third = upload().wait().await;
+        assert!(
+            matches!(third, TransferOutcome::Succeeded(_)),
+            "{name}: {third:?}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&target).unwrap(),
+            "the model",
+            "{name}: replaced"
+        );
+    }
+}
+
 async fn failed_message(
     s: std::sync::Arc<dyn Staging>,
     decls: Vec<DeclaredOutput>,

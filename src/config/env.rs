@@ -44,6 +44,11 @@ pub(super) fn apply(
         }
         cfg.poll_interval = d;
     }
+    if let Some(v) = var("FLYTE_SLURM_SHUTDOWN_GRACE") {
+        cfg.shutdown_grace = parse_duration(&v)
+            .and_then(check_grace)
+            .map_err(|p| ConfigError::invalid("FLYTE_SLURM_SHUTDOWN_GRACE", &v, p))?;
+    }
     if let Some(v) = var("FLYTE_SLURM_TERMINAL_TTL") {
         cfg.terminal_ttl = parse_duration(&v)
             .map_err(|p| ConfigError::invalid("FLYTE_SLURM_TERMINAL_TTL", &v, p))?;
@@ -56,6 +61,14 @@ pub(super) fn apply(
                 "must be a whole number of requeues, e.g. 3 (0: never requeue)",
             )
         })?;
+    }
+    if let Some(v) = var("FLYTE_SLURM_SUBMIT_WAIT") {
+        cfg.submit_wait = units::parse_submit_wait(&v)
+            .map_err(|p| ConfigError::invalid("FLYTE_SLURM_SUBMIT_WAIT", &v, p))?;
+    }
+    if let Some(v) = var("FLYTE_SLURM_SUBMITS_IN_FLIGHT") {
+        cfg.submits_in_flight = units::parse_in_flight(&v)
+            .map_err(|p| ConfigError::invalid("FLYTE_SLURM_SUBMITS_IN_FLIGHT", &v, p))?;
     }
     if let Some(v) = var("FLYTE_SLURM_LOG_LINKS") {
         cfg.log_links = units::parse_log_links(&v)
@@ -291,4 +304,15 @@ pub(super) fn parse_mounts(var: &str, v: &str) -> Result<Vec<(String, PathBuf)>,
     // Longest prefix first, so /shared/jobs wins over /shared.
     out.sort_by_key(|m| std::cmp::Reverse(m.0.len()));
     Ok(out)
+}
+
+/// The drain deadline must leave time to drain: zero would cut every call in flight.
+pub(super) fn check_grace(d: std::time::Duration) -> Result<std::time::Duration, String> {
+    if d.is_zero() {
+        return Err(
+            "must be above zero, e.g. 20s (and below the pod's terminationGracePeriodSeconds)"
+                .into(),
+        );
+    }
+    Ok(d)
 }

@@ -3,6 +3,7 @@
 //! ```toml
 //! default_cluster = "hpc1"
 //! poll_interval = "5s"
+//! shutdown_grace = "20s"
 //! allow_task_credentials = false
 //!
 //! [clusters.hpc1]
@@ -32,7 +33,10 @@ struct FileConfig {
     default_cluster: Option<String>,
     poll_interval: Option<String>,
     terminal_ttl: Option<String>,
+    shutdown_grace: Option<String>,
     requeue_budget: Option<u32>,
+    submit_wait: Option<String>,
+    submits_in_flight: Option<u64>,
     allow_task_credentials: Option<bool>,
     #[serde(default)]
     clusters: BTreeMap<String, FileCluster>,
@@ -87,8 +91,21 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<DeploymentConfig, ConfigE
     if let Some(v) = &f.terminal_ttl {
         cfg.terminal_ttl = parse_duration(v).map_err(|p| bad("terminal_ttl", p))?;
     }
+    if let Some(v) = &f.shutdown_grace {
+        cfg.shutdown_grace = parse_duration(v)
+            .and_then(super::env::check_grace)
+            .map_err(|p| bad("shutdown_grace", p))?;
+    }
     if let Some(v) = f.requeue_budget {
         cfg.requeue_budget = v;
+    }
+    if let Some(v) = &f.submit_wait {
+        cfg.submit_wait =
+            super::units::parse_submit_wait(v).map_err(|p| bad("submit_wait", p.to_string()))?;
+    }
+    if let Some(v) = f.submits_in_flight {
+        cfg.submits_in_flight = super::units::parse_in_flight(&v.to_string())
+            .map_err(|p| bad("submits_in_flight", p.to_string()))?;
     }
     if let Some(v) = f.allow_task_credentials {
         cfg.allow_task_credentials = v;

@@ -85,8 +85,18 @@ pub struct DeploymentConfig {
     /// (node failure, preemption) before the task fails retryably (`FLYTE_SLURM_REQUEUE_BUDGET`,
     /// default 3). An interruptible task's `interruptible_failure_threshold` replaces it.
     pub requeue_budget: u32,
+    /// How long CreateTask waits for its submit before answering with a deferred
+    /// `resource_meta` while the submit goes on (`FLYTE_SLURM_SUBMIT_WAIT`, default 5 s; at most
+    /// 9 s, under the backend's 10 s deadline). See `service/deferred.rs`.
+    pub submit_wait: Duration,
+    /// Submits one cluster runs at once at most (`FLYTE_SLURM_SUBMITS_IN_FLIGHT`, default 8);
+    /// fewer while slurmctld throttles (`service/pacing.rs`).
+    pub submits_in_flight: usize,
     /// `FLYTE_SLURM_LOG_LINKS`: links shown in Flyte's UI for every task (`{job_id}`, ...).
     pub log_links: Vec<units::LogLinkTemplate>,
+    /// How long `serve` drains after SIGTERM / Ctrl-C before it exits anyway
+    /// (`FLYTE_SLURM_SHUTDOWN_GRACE`): in-flight calls finish, new CreateTasks are refused.
+    pub shutdown_grace: Duration,
     /// True when no slurmrestd is configured at all: `serve` starts the embedded stand-in.
     pub embedded: bool,
 }
@@ -107,11 +117,21 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(5);
 pub const DEFAULT_TERMINAL_TTL: Duration = Duration::from_secs(3600);
 /// Requeues after infrastructure failures a task's job gets by default (issue 18).
 pub const DEFAULT_REQUEUE_BUDGET: u32 = 3;
+/// `FLYTE_SLURM_SUBMIT_WAIT`.
+pub const DEFAULT_SUBMIT_WAIT: Duration = Duration::from_secs(5);
+/// The longest `FLYTE_SLURM_SUBMIT_WAIT`: CreateTask must answer within the backend's 10 s.
+pub const MAX_SUBMIT_WAIT: Duration = Duration::from_secs(9);
+/// `FLYTE_SLURM_SUBMITS_IN_FLIGHT`.
+pub const DEFAULT_SUBMITS_IN_FLIGHT: usize = 8;
 /// Lifetime of a minted token; it is renewed at 80% of it.
 pub const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(1800);
 pub const DEFAULT_UPLOAD_MAX_BYTES: u64 = 100_000_000;
 /// How long a finished job's files stay (`FLYTE_SLURM_JOB_FILES_RETENTION`).
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The drain deadline after SIGTERM: twice Flyte's per-RPC deadline (10 s, so no CreateTask the
+/// backend still waits for is cut), and with the chart's 10 s margin it is Kubernetes' default
+/// terminationGracePeriodSeconds (30 s), so the kubelet's SIGKILL never lands mid-drain.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
 /// The name of the per-task slurmrestd token in `CreateTaskRequest.connection.secrets`.
 pub const TASK_TOKEN_SECRET: &str = "slurm_jwt";
@@ -166,10 +186,13 @@ impl DeploymentConfig {
             poll_interval: DEFAULT_POLL_INTERVAL,
             terminal_ttl: DEFAULT_TERMINAL_TTL,
             requeue_budget: DEFAULT_REQUEUE_BUDGET,
+            submit_wait: DEFAULT_SUBMIT_WAIT,
+            submits_in_flight: DEFAULT_SUBMITS_IN_FLIGHT,
             allow_task_credentials: false,
             upload_max_bytes: UploadLimit::Bytes(DEFAULT_UPLOAD_MAX_BYTES),
             job_files_retention: Some(DEFAULT_RETENTION),
             log_links: Vec::new(),
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             embedded: false,
         }
     }

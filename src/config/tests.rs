@@ -381,11 +381,55 @@ fn docs_quote_the_defaults() {
             "FLYTE_SLURM_JOB_FILES_RETENTION",
             format!("`{}d`", DEFAULT_RETENTION.as_secs() / 86_400),
         ),
+        (
+            "FLYTE_SLURM_SHUTDOWN_GRACE",
+            format!("`{}s`", DEFAULT_SHUTDOWN_GRACE.as_secs()),
+        ),
+        (
+            "FLYTE_SLURM_SUBMIT_WAIT",
+            format!("`{}s`", DEFAULT_SUBMIT_WAIT.as_secs()),
+        ),
+        (
+            "FLYTE_SLURM_SUBMITS_IN_FLIGHT",
+            format!("`{DEFAULT_SUBMITS_IN_FLIGHT}`"),
+        ),
     ] {
         let have = default_of(var);
         assert!(
             have.starts_with(&want),
             "{var}: the docs say {have}, the code {want}"
+        );
+    }
+}
+
+#[test]
+fn submit_pacing_settings() {
+    let base = [("FLYTE_SLURM_RESTD_URL", "http://restd:6820")];
+    let c = load(&base).unwrap();
+    assert_eq!(c.submit_wait, DEFAULT_SUBMIT_WAIT);
+    assert_eq!(c.submits_in_flight, DEFAULT_SUBMITS_IN_FLIGHT);
+    let c = load(&[base[0], ("FLYTE_SLURM_SUBMIT_WAIT", "0")]).unwrap();
+    assert_eq!(
+        c.submit_wait,
+        Duration::ZERO,
+        "0: every CreateTask answers deferred"
+    );
+    let c = load(&[base[0], ("FLYTE_SLURM_SUBMITS_IN_FLIGHT", "2")]).unwrap();
+    assert_eq!(c.submits_in_flight, 2);
+    let e = load(&[base[0], ("FLYTE_SLURM_SUBMIT_WAIT", "12s")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("FLYTE_SLURM_SUBMIT_WAIT=") && e.contains("10 s deadline"),
+        "{e}"
+    );
+    for bad in ["0", "-1", "many"] {
+        let e = load(&[base[0], ("FLYTE_SLURM_SUBMITS_IN_FLIGHT", bad)])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("FLYTE_SLURM_SUBMITS_IN_FLIGHT="),
+            "{bad}: {e}"
         );
     }
 }
@@ -405,4 +449,42 @@ fn requeue_budget() {
         assert!(e.starts_with("FLYTE_SLURM_REQUEUE_BUDGET="), "{bad}: {e}");
         assert!(e.contains("whole number of requeues"), "{bad}: {e}");
     }
+}
+
+#[test]
+fn shutdown_grace() {
+    assert_eq!(load(&[]).unwrap().shutdown_grace, DEFAULT_SHUTDOWN_GRACE);
+    for (v, want) in [
+        ("5", 5_000),
+        ("45s", 45_000),
+        ("1m 30s", 90_000),
+        ("0.5", 500),
+    ] {
+        let c = load(&[("FLYTE_SLURM_SHUTDOWN_GRACE", v)]).unwrap();
+        assert_eq!(c.shutdown_grace, Duration::from_millis(want), "{v}");
+    }
+    for bad in ["0", "0s", "soon", "-3"] {
+        let e = load(&[("FLYTE_SLURM_SHUTDOWN_GRACE", bad)])
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("FLYTE_SLURM_SHUTDOWN_GRACE="), "{bad}: {e}");
+    }
+    let e = load(&[("FLYTE_SLURM_SHUTDOWN_GRACE", "0")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("above zero") && e.contains("terminationGracePeriodSeconds"),
+        "{e}"
+    );
+
+    let path = Path::new("/etc/slurm-connector/clusters.toml");
+    let c = file::parse(path, "shutdown_grace = \"25s\"\n").unwrap();
+    assert_eq!(c.shutdown_grace, Duration::from_secs(25));
+    let e = file::parse(path, "shutdown_grace = \"0\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`shutdown_grace`") && e.contains("above zero"),
+        "{e}"
+    );
 }

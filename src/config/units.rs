@@ -249,6 +249,28 @@ pub fn parse_retention(value: &str) -> Result<Option<Duration>, String> {
     }
 }
 
+/// `FLYTE_SLURM_SUBMIT_WAIT`: a duration from 0 (CreateTask never waits: every submit is
+/// answered deferred) to [`super::MAX_SUBMIT_WAIT`].
+pub fn parse_submit_wait(value: &str) -> Result<Duration, String> {
+    let d = parse_duration(value)?;
+    if d > super::MAX_SUBMIT_WAIT {
+        return Err(format!(
+            "must be at most {}s: CreateTask has to answer within the backend's 10 s deadline; \
+             use e.g. 5s",
+            super::MAX_SUBMIT_WAIT.as_secs()
+        ));
+    }
+    Ok(d)
+}
+
+/// `FLYTE_SLURM_SUBMITS_IN_FLIGHT`: a whole number from 1.
+pub fn parse_in_flight(value: &str) -> Result<usize, String> {
+    match value.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err("must be a whole number of submits, at least 1, e.g. 8".into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,9 +11,11 @@ use crate::slurmrestd::{Auth, Client, ClientConfig, ClientError, JobDescription,
 use crate::staging::{OutputBlob, Staging, Transfer};
 use crate::tracker::{SlurmApi, Tracker, TrackerConfig};
 
+use super::deferred::Progress;
 use super::idempotency::{Index, Winner, awaiting_comment};
 use super::jobfiles;
 use super::meta::ResourceMeta;
+use super::pacing::Pacer;
 
 /// How CreateTask's submit came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +49,10 @@ pub struct SubmitFailure {
 
 /// How long a submission is remembered in memory (a backend retries CreateTask within minutes).
 const REMEMBER_SUBMISSIONS: Duration = Duration::from_secs(24 * 3600);
+/// The request timeout of submits (and their check and release): they run in their own task,
+/// bound by no RPC deadline, so they wait out slurmrestd's BACKOFF retries under slurmctld's
+/// rate limiting rather than give up on a job slurmrestd then creates anyway.
+pub const SUBMIT_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
 pub struct ClusterRuntime {
     pub cfg: ClusterConfig,
@@ -57,7 +63,16 @@ pub struct ClusterRuntime {
     /// key → the job this process submitted (or found) for it.
     submitted: Mutex<HashMap<String, (ResourceMeta, Instant)>>,
     /// The cluster's jobs by execution key: who already has a job, who won a race.
-    index: Index,
+    pub(super) index: Index,
+    /// How many submits run at once (`pacing.rs`).
+    pub pacer: Arc<Pacer>,
+    /// This process's submits by key, running or settled (`deferred.rs`).
+    #[allow(clippy::type_complexity)]
+    pub(super) paced: Mutex<HashMap<String, (tokio::sync::watch::Receiver<Progress>, Instant)>>,
+    /// Keys DeleteTask withdrew before their job existed, and when.
+    pub(super) withdrawn: Mutex<HashMap<String, Instant>>,
+    /// The deployment's client with [`SUBMIT_REQUEST_TIMEOUT`].
+    pub(super) submit_client: Client,
     /// Keys whose submit may or may not have created a job (timeout after sending): the next
     /// CreateTask must look at the cluster again before submitting.
     uncertain: Mutex<HashSet<String>>,
@@ -66,6 +81,8 @@ pub struct ClusterRuntime {
     pub transfers: Mutex<HashMap<JobId, Transfer<Vec<OutputBlob>>>>,
     /// Jobs' files (exit-status markers, retention); present when staging is configured.
     pub job_files: Option<Arc<jobfiles::Registry>>,
+    /// Submits between their held submit and their release; closed at shutdown (`shutdown.rs`).
+    pub submits: super::shutdown::Gate,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -154,8 +171,16 @@ impl ClusterRuntime {
         staging: Option<Arc<dyn Staging>>,
     ) -> ClusterRuntime {
         let render = render_config(&cfg);
+        // Fails only where a client could not be built at all, which `client` was.
+        let submit_client = client
+            .with_request_timeout(SUBMIT_REQUEST_TIMEOUT)
+            .unwrap_or_else(|_| client.clone());
         ClusterRuntime {
             cfg,
+            submit_client,
+            pacer: Pacer::new(crate::config::DEFAULT_SUBMITS_IN_FLIGHT),
+            paced: Mutex::new(HashMap::new()),
+            withdrawn: Mutex::new(HashMap::new()),
             client,
             tracker,
             staging,
@@ -166,6 +191,7 @@ impl ClusterRuntime {
             key_locks: Mutex::new(HashMap::new()),
             transfers: Mutex::new(HashMap::new()),
             job_files: None,
+            submits: super::shutdown::Gate::default(),
         }
     }
 
@@ -256,7 +282,7 @@ impl ClusterRuntime {
         self.index.note(key, mine, true).await;
         let winner = self
             .index
-            .refresh_after(&self.client, cluster, user, key, after)
+            .refresh_after(&self.client, cluster, user, key, after, mine)
             .await
             .map_err(|error| {
                 self.mark_uncertain(key);
@@ -325,6 +351,17 @@ impl ClusterRuntime {
                     error,
                 })
             }
+        }
+    }
+
+    /// The client a paced submit uses: the deployment's, or the task's own token, with the
+    /// submit's long request timeout.
+    pub fn submit_client_for(&self, task_token: Option<&Secret>) -> Client {
+        match task_token {
+            None => self.submit_client.clone(),
+            Some(t) => self
+                .submit_client
+                .with_auth(Auth::Static { token: t.clone() }),
         }
     }
 

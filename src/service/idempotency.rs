@@ -113,8 +113,27 @@ impl Index {
         self.winner_after(client, cluster, user, key, after).await
     }
 
+    /// The lowest job with `key` by a check at most `fresh` old (GetTask of a deferred submit:
+    /// many such calls share one check).
+    #[allow(clippy::result_large_err)]
+    pub async fn lookup_fresh(
+        &self,
+        client: &Client,
+        cluster: &str,
+        user: Option<&str>,
+        key: &str,
+        fresh: Duration,
+    ) -> Result<Option<Winner>, ClientError> {
+        let after = Instant::now().checked_sub(fresh);
+        self.winner_after(client, cluster, user, key, after.or(Some(Instant::now())))
+            .await
+    }
+
     /// The lowest job with `key` according to a check begun after `after` (ours if none was:
-    /// CreateTasks waiting together share one check).
+    /// CreateTasks waiting together share one check) that knows every job below `mine`, the job
+    /// just submitted. Jobs above it cannot win against it, so their records are not fetched:
+    /// with several submits in flight those are mostly the others', which note themselves when
+    /// their submit returns (fetching them cost 2 slurmctld RPCs each: BENCHMARKS.md, fan-out).
     #[allow(clippy::result_large_err)]
     pub async fn refresh_after(
         &self,
@@ -123,9 +142,17 @@ impl Index {
         user: Option<&str>,
         key: &str,
         after: Instant,
+        mine: JobId,
     ) -> Result<Option<Winner>, ClientError> {
-        self.winner_after(client, cluster, user, key, Some(after))
-            .await
+        let mut st = self.state.lock().await;
+        match st.listed_at {
+            None => st.list(client, cluster, user).await?,
+            Some(t) if t < after || st.resolved_below <= mine.0 => {
+                st.check(client, cluster, user, Some(mine)).await?
+            }
+            _ => {}
+        }
+        Ok(st.winner(key))
     }
 
     #[allow(clippy::result_large_err)]
@@ -140,7 +167,7 @@ impl Index {
         let mut st = self.state.lock().await;
         match (st.listed_at, after) {
             (None, _) => st.list(client, cluster, user).await?,
-            (Some(t), Some(after)) if t < after => st.check(client, cluster, user).await?,
+            (Some(t), Some(after)) if t < after => st.check(client, cluster, user, None).await?,
             _ => {}
         }
         Ok(st.winner(key))
@@ -191,21 +218,26 @@ impl State {
     }
 
     /// The light check: the ids and states of all jobs, and the records of the jobs that
-    /// appeared since the last listing or check.
+    /// appeared since the last listing or check (below `below` only, when given: the rest stay
+    /// for a later check).
     #[allow(clippy::result_large_err)]
     async fn check(
         &mut self,
         client: &Client,
         cluster: &str,
         user: Option<&str>,
+        below: Option<JobId>,
     ) -> Result<(), ClientError> {
         let began = Instant::now();
         let states = client.all_states().await?;
-        let fresh: Vec<JobId> = states
+        let unknown: Vec<JobId> = states
             .keys()
             .filter(|id| id.0 >= self.resolved_below && !self.keyed.contains_key(id))
             .copied()
             .collect();
+        let (fresh, later): (Vec<JobId>, Vec<JobId>) = unknown
+            .into_iter()
+            .partition(|id| below.is_none_or(|b| id.0 < b.0));
         let live = if fresh.len() > FETCH_AT_MOST {
             client.jobs().await?
         } else {
@@ -238,12 +270,17 @@ impl State {
             keyed = n,
             "checked the cluster's new jobs for idempotent CreateTask"
         );
-        self.done(began, states.keys().max().copied());
+        // Known below the first job left unread (all of them when none was).
+        let known_below = match later.iter().min() {
+            Some(first) => Some(JobId(first.0.saturating_sub(1))),
+            None => states.keys().max().copied(),
+        };
+        self.done(began, known_below);
         Ok(())
     }
 
-    fn done(&mut self, began: Instant, max_seen: Option<JobId>) {
-        if let Some(max) = max_seen {
+    fn done(&mut self, began: Instant, max_known: Option<JobId>) {
+        if let Some(max) = max_known {
             self.resolved_below = self.resolved_below.max(max.0.saturating_add(1));
         }
         self.listed_at = Some(began);

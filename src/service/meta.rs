@@ -28,7 +28,7 @@ fn named_outputs<'de, D: serde::Deserializer<'de>>(
 }
 
 /// Our `resource_meta`, version 1.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResourceMeta {
     pub v: u32,
     pub cluster: String,
@@ -54,10 +54,29 @@ pub struct ResourceMeta {
     /// job that is not an array, and in metas written before arrays were supported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub array: Option<String>,
+    /// Set when CreateTask answered before its submit was done (paced behind other submits, or
+    /// retried after slurmrestd hiccupped): `job_id` is then 0 and the job is found by its key
+    /// (`deferred.rs`). Absent in every other meta.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deferred: Option<Box<DeferredSubmit>>,
+}
+
+/// What any replica needs to find a deferred submit's job, or to make it when the replica that
+/// accepted the CreateTask is gone: the execution's key and the job description (the rendered
+/// script and settings; never a credential: a task that brought its own token is submitted by
+/// the replica that holds it, `own_credentials`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeferredSubmit {
+    pub key: String,
+    /// Unix seconds when the CreateTask was answered.
+    pub at: i64,
+    pub job: crate::slurmrestd::JobDescription,
+    #[serde(default)]
+    pub own_credentials: bool,
 }
 
 /// Where a decoded `resource_meta` came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Decoded {
     Ours(ResourceMeta),
     /// The Python plugin's meta: the cluster is still to be found from `host`.
@@ -154,6 +173,7 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, MetaError> {
                 native_prefix: None,
                 requeue_budget: None,
                 array: None,
+                deferred: None,
             },
         });
     }
@@ -180,6 +200,7 @@ mod tests {
             native_prefix: None,
             requeue_budget: Some(2),
             array: None,
+            deferred: None,
         };
         let bytes = m.encode();
         let text = String::from_utf8(bytes.clone()).unwrap();
@@ -202,6 +223,7 @@ mod tests {
             native_prefix: None,
             requeue_budget: None,
             array: Some("0-4%3".into()),
+            deferred: None,
         };
         let Decoded::Ours(back) = decode(&m.encode()).unwrap() else {
             panic!()
@@ -257,6 +279,7 @@ mod tests {
             native_prefix: None,
             requeue_budget: None,
             array: None,
+            deferred: None,
         };
         m.outputs
             .insert("shards".into(), o(OutputKind::Dir, UploadMode::Job));

@@ -50,6 +50,13 @@ pub struct Metrics {
     pub token_refreshes: Family<ClusterLabels, Counter>,
     pub submits: Family<ClusterLabels, Counter>,
     pub duplicate_creates: Family<ClusterLabels, Counter>,
+    /// CreateTasks answered before their submit was done (paced or retried).
+    pub deferred_creates: Family<ClusterLabels, Counter>,
+    /// Submits waiting for a slot, and the slots there are now (`service/pacing.rs`).
+    pub submits_waiting: Family<ClusterLabels, Gauge>,
+    pub submit_limit: Family<ClusterLabels, Gauge>,
+    /// Answers that showed slurmctld throttling (late, timed out, 5xx), since start.
+    pub submits_throttled: Family<ClusterLabels, Gauge>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -69,6 +76,10 @@ impl Metrics {
             token_refreshes: Family::default(),
             submits: Family::default(),
             duplicate_creates: Family::default(),
+            deferred_creates: Family::default(),
+            submits_waiting: Family::default(),
+            submit_limit: Family::default(),
+            submits_throttled: Family::default(),
             registry: Registry::default(),
         };
         // prometheus-client appends `_total` to counters itself.
@@ -117,7 +128,39 @@ impl Metrics {
             "CreateTask calls answered with an already submitted job (idempotency)",
             m.duplicate_creates.clone(),
         );
+        registry.register(
+            "slurm_connector_deferred_creates",
+            "CreateTask calls answered before their submit was done (throttled or retried); GetTask says QUEUED until it is",
+            m.deferred_creates.clone(),
+        );
+        registry.register(
+            "slurm_connector_submits_waiting",
+            "Submits waiting for a slot (slurmctld throttling shrinks the slots)",
+            m.submits_waiting.clone(),
+        );
+        registry.register(
+            "slurm_connector_submit_slots",
+            "Submits a cluster runs at once now (halved on throttling, grown back on prompt answers)",
+            m.submit_limit.clone(),
+        );
+        registry.register(
+            "slurm_connector_submit_throttle_signals",
+            "Submit answers since start that showed slurmctld throttling (slower than 2 s, timed out, 5xx)",
+            m.submits_throttled.clone(),
+        );
         Arc::new(Metrics { registry, ..m })
+    }
+
+    /// The pacing gauges of a cluster, from its pacer's view.
+    pub fn pacing(&self, cluster: &str, v: super::pacing::PaceView) {
+        let l = ClusterLabels {
+            cluster: cluster.to_string(),
+        };
+        self.submits_waiting.get_or_create(&l).set(v.waiting as i64);
+        self.submit_limit.get_or_create(&l).set(v.limit as i64);
+        self.submits_throttled
+            .get_or_create(&l)
+            .set(v.throttled as i64);
     }
 
     pub fn encode(&self) -> String {

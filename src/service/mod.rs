@@ -5,18 +5,21 @@
 //!   cache and never failing on a slurmrestd hiccup, DeleteTask idempotent, logs via staging).
 //! - [`cluster`]: one configured cluster at run time. [`meta`]: `resource_meta`.
 //! - [`convert`]: protobuf → the renderer's input. `status`: GetTask's `Resource`.
-//! - [`metrics`]: Prometheus. `serve`: the listeners, health, graceful shutdown.
+//! - [`metrics`]: Prometheus. `serve`: the listeners, health. `shutdown`: the drain on SIGTERM.
 //! - `task_metrics`: GetTaskMetrics, a job's usage from Slurm's accounting.
 
 pub mod cluster;
 pub mod convert;
+mod deferred;
 mod grpc;
 mod idempotency;
 mod jobfiles;
 pub mod meta;
 pub mod metrics;
 mod native_result;
+mod pacing;
 mod serve;
+mod shutdown;
 mod status;
 mod task_metrics;
 
@@ -39,6 +42,17 @@ use cluster::{ClusterRuntime, Submitted};
 use meta::{Decoded, ResourceMeta};
 use metrics::Metrics;
 
+/// How old a check of the cluster's jobs may be when GetTask looks a deferred submit's job up:
+/// many GetTasks share one check.
+const FIND_FRESH: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// What GetTask says of a task whose job is not known yet.
+#[derive(Debug, Clone)]
+struct Pending {
+    phase: Phase,
+    message: String,
+}
+
 /// Lines per stream GetTaskLogs returns when the request says 0.
 const DEFAULT_LOG_LINES: u64 = 500;
 
@@ -49,6 +63,8 @@ pub struct Connector {
     ceiling: Result<staging::Ceiling, String>,
     /// Native tasks' results being read (or read) at their output prefix.
     native: native_result::Probes,
+    /// CreateTask admission while shutting down, and the ones in flight.
+    pub drain: shutdown::Gate,
 }
 
 fn client_status(e: &ClientError, what: &str) -> Status {
@@ -78,12 +94,16 @@ impl Connector {
             crate::config::UploadLimit::Unlimited => Ok(staging::Ceiling::Unlimited),
             crate::config::UploadLimit::Malformed(m) => Err(m.clone()),
         };
+        for rt in clusters.values() {
+            rt.pacer.set_max(deployment.submits_in_flight);
+        }
         Connector {
             deployment,
             clusters,
             metrics,
             ceiling,
             native: native_result::Probes::default(),
+            drain: shutdown::Gate::default(),
         }
     }
 
@@ -118,6 +138,10 @@ impl Connector {
 
     /// CreateTask: render, then submit at most once per execution (run, action, attempt).
     pub async fn create(&self, req: &CreateTaskRequest) -> Result<Vec<u8>, Status> {
+        // Held to the end: a shutdown waits for this call (see `shutdown.rs`). `None`: shutting
+        // down, the execution is handed to another replica below.
+        let _in_flight = self.drain.enter();
+        let draining = _in_flight.is_none();
         let spec = convert::task_spec(req).map_err(|e| Status::invalid_argument(e.to_string()))?;
         let requested = spec.requested_cluster();
         let cfg = self
@@ -136,25 +160,27 @@ impl Connector {
             .map_err(Status::invalid_argument)?;
         // What a job description can say depends on the cluster's API version (chosen at start;
         // chosen here when the cluster was unreachable then).
-        let api_version = rt.client.version().await.map_err(|e| {
-            client_status(
-                &e,
-                "finding which slurmrestd API version the cluster serves",
-            )
-        })?;
+        let api_version = match rt.client.version().await {
+            Ok(v) => v,
+            // Unreachable now, but it answered before: render for the version it served then
+            // (the submit waits for it to come back). Never reached since start: nothing to
+            // render for, so the error (which the backend counts as a failed attempt).
+            Err(e) => match rt.client.api_version() {
+                Some(v) if e.is_transient() => v,
+                _ => {
+                    return Err(client_status(
+                        &e,
+                        "finding which slurmrestd API version the cluster serves",
+                    ));
+                }
+            },
+        };
         let render_cfg = render::RenderConfig {
             api_version,
             ..rt.render.clone()
         };
         let rendered = render::render(&spec, &render_cfg)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        let array = match &rendered.job.array {
-            Some(a) => Some(
-                render::array::indices(a)
-                    .map_err(|why| Status::invalid_argument(format!("`--array={a}`: {why}")))?,
-            ),
-            None => None,
-        };
         let key = rendered.key.clone();
 
         let lock = rt.key_lock(&key);
@@ -165,41 +191,73 @@ impl Connector {
                 self.metrics.duplicate_creates.get_or_create(&cluster_label(&rt)).inc();
                 return Ok(m.encode());
             }
-            let client = rt
-                .client_for(token.as_ref())
+            // Refused up front (a bad credential is not worth a submit attempt).
+            rt.client_for(token.as_ref())
                 .map_err(|e| client_status(&e, "per-task slurmrestd credentials"))?;
-            let submitted = rt
-                .submit_once(&key, &rendered.job, &client)
-                .await
-                .map_err(|f| client_status(&f.error, &f.what))?;
-            let job_id = submitted.job_id();
-            let fresh = matches!(submitted, Submitted::Fresh(_));
-            if !fresh {
-                tracing::info!(cluster = %rt.cfg.name, job_id = %job_id, key, ?submitted, "CreateTask for an execution that already has a job on the cluster: answering with it");
-                self.metrics.duplicate_creates.get_or_create(&cluster_label(&rt)).inc();
-            }
-            let mut m = resource_meta(&rt.cfg.name, job_id, &rendered);
+            let mut template = resource_meta(&rt.cfg.name, JobId(0), &rendered);
             if spec.task_type == render::TaskType::Slurm {
-                m.native_prefix = Some(req.output_prefix.clone());
+                template.native_prefix = Some(req.output_prefix.clone());
             }
-            m.requeue_budget = Some(requeue_budget(
+            template.requeue_budget = Some(requeue_budget(
                 req.task_execution_metadata.as_ref(),
                 self.deployment.requeue_budget,
             ));
-            rt.remember(&key, m.clone());
-            if let Some(j) = &rt.job_files {
-                j.note(&m);
+            if draining {
+                return shutdown::hand_off(&rt, &key, &rendered.job, template, token.is_some());
             }
-            match &array {
-                // One array per execution: its id stands for every element.
-                Some(indices) => rt.tracker.track_array(job_id, indices),
-                None => rt.tracker.track(job_id),
+            let mut progress = rt.submit_paced(
+                &key,
+                &rendered.job,
+                rt.submit_client_for(token.as_ref()),
+                template.clone(),
+                self.on_submitted(&rt, Some(api_version), rendered.job_name.clone()),
+            );
+            self.metrics.pacing(&rt.cfg.name, rt.pacer.view());
+            let settled = tokio::time::timeout(
+                self.deployment.submit_wait,
+                progress.wait_for(|p| !matches!(p, deferred::Progress::Waiting { .. })),
+            )
+            .await
+            .map(|r| r.map(|p| p.clone()));
+            let now = match settled {
+                Ok(Ok(p)) => p,
+                // The submit's task ended without a word: cannot happen (it always sends).
+                Ok(Err(_)) => return Err(Status::internal("the submit's task ended unexpectedly")),
+                Err(_) => progress.borrow().clone(),
+            };
+            match now {
+                deferred::Progress::Done(_) => Ok(rt
+                    .remembered(&key)
+                    .expect("a settled submit is remembered before it is announced")
+                    .encode()),
+                deferred::Progress::Failed { message, transient } => Err(if transient {
+                    Status::unavailable(message)
+                } else {
+                    Status::invalid_argument(message)
+                }),
+                deferred::Progress::Withdrawn => Err(Status::aborted(
+                    "this execution was deleted (DeleteTask) before its job was submitted",
+                )),
+                deferred::Progress::Waiting { tries, last_error } => {
+                    // Answer now, before the backend's deadline, and let the submit go on.
+                    tracing::info!(cluster = %rt.cfg.name, key, tries, last_error, "submit not done within the CreateTask wait; answering with a deferred resource_meta");
+                    self.metrics.deferred_creates.get_or_create(&cluster_label(&rt)).inc();
+                    let mut m = template;
+                    m.deferred = Some(Box::new(meta::DeferredSubmit {
+                        key: key.clone(),
+                        // Shutting down meanwhile: this replica will not make it, so another
+                        // may at once (the duplicate check keeps it to one job either way).
+                        at: if self.drain.is_closed() {
+                            deferred::now_unix() - deferred::TAKE_OVER_AFTER.as_secs() as i64
+                        } else {
+                            deferred::now_unix()
+                        },
+                        job: rendered.job.clone(),
+                        own_credentials: token.is_some(),
+                    }));
+                    Ok(m.encode())
+                }
             }
-            if fresh {
-                self.metrics.submits.get_or_create(&cluster_label(&rt)).inc();
-                tracing::info!(cluster = %rt.cfg.name, api_version = %api_version, job_id = %job_id, job_name = %rendered.job_name, "submitted");
-            }
-            Ok(m.encode())
         }
         .await;
         drop(lock);
@@ -207,9 +265,146 @@ impl Connector {
         result
     }
 
+    /// The bookkeeping once a paced submit has its job (run in the submit's own task, which may
+    /// outlive the CreateTask that started it).
+    fn on_submitted(
+        &self,
+        rt: &Arc<ClusterRuntime>,
+        api_version: Option<crate::slurmrestd::ApiVersion>,
+        job_name: String,
+    ) -> deferred::OnDone {
+        let (rt, metrics) = (rt.clone(), self.metrics.clone());
+        Box::new(move |m: &ResourceMeta, submitted: Submitted| {
+            metrics.pacing(&rt.cfg.name, rt.pacer.view());
+            let job_id = m.job_id;
+            if let Some(j) = &rt.job_files {
+                j.note(m);
+            }
+            track(&rt, m);
+            if matches!(submitted, Submitted::Fresh(_)) {
+                metrics.submits.get_or_create(&cluster_label(&rt)).inc();
+                tracing::info!(cluster = %rt.cfg.name, api_version = ?api_version, job_id = %job_id, job_name = %job_name, "submitted");
+            } else {
+                tracing::info!(cluster = %rt.cfg.name, job_id = %job_id, ?submitted, "CreateTask for an execution that already has a job on the cluster: answering with it");
+                metrics
+                    .duplicate_creates
+                    .get_or_create(&cluster_label(&rt))
+                    .inc();
+            }
+        })
+    }
+
+    /// A meta with its job: a deferred one is resolved by its key first (`deferred.rs`). `Err`
+    /// carries what GetTask reports while no job is known yet.
+    async fn locate_job(
+        &self,
+        raw: &[u8],
+    ) -> Result<(Arc<ClusterRuntime>, Result<ResourceMeta, Pending>), Status> {
+        let (rt, m) = self.locate(raw)?;
+        let Some(d) = m.deferred.clone() else {
+            return Ok((rt, Ok(m)));
+        };
+        let resolved = self.resolve_deferred(&rt, m, &d).await;
+        Ok((rt, resolved))
+    }
+
+    async fn resolve_deferred(
+        &self,
+        rt: &Arc<ClusterRuntime>,
+        mut m: ResourceMeta,
+        d: &meta::DeferredSubmit,
+    ) -> Result<ResourceMeta, Pending> {
+        if let Some(known) = rt.remembered(&d.key) {
+            return Ok(known);
+        }
+        let pending = |phase: Phase, message: String| Pending { phase, message };
+        match rt.progress(&d.key) {
+            Some(deferred::Progress::Waiting { tries, last_error }) => {
+                let v = rt.pacer.view();
+                return Err(pending(
+                    Phase::Queued,
+                    match last_error {
+                        Some(e) => format!(
+                            "Not submitted yet: try {} failed transiently ({e}); trying again",
+                            tries + 1
+                        ),
+                        None => format!(
+                            "Not submitted yet: cluster {} is throttling submits ({} waiting, {} \
+                             at once now)",
+                            rt.cfg.name, v.waiting, v.limit
+                        ),
+                    },
+                ));
+            }
+            Some(deferred::Progress::Failed { message, .. }) => {
+                return Err(pending(
+                    Phase::RetryableFailed,
+                    format!("[SUBMIT_FAILED] the job could not be submitted: {message}"),
+                ));
+            }
+            Some(deferred::Progress::Withdrawn) => {
+                return Err(pending(
+                    Phase::Aborted,
+                    "Deleted before its job was submitted".into(),
+                ));
+            }
+            Some(deferred::Progress::Done(_)) | None => {}
+        }
+        // Another replica accepted it (or this process restarted): the cluster knows.
+        match rt.find(&d.key, FIND_FRESH).await {
+            Ok(Some((job_id, false))) => {
+                m.job_id = job_id;
+                m.deferred = None;
+                track(rt, &m);
+                rt.remember(&d.key, m.clone());
+                Ok(m)
+            }
+            Ok(found) => {
+                let age = deferred::now_unix().saturating_sub(d.at);
+                if age >= deferred::TAKE_OVER_AFTER.as_secs() as i64 && !d.own_credentials {
+                    // Its replica is gone, or stuck: make (or release) the job here.
+                    tracing::warn!(cluster = %rt.cfg.name, key = %d.key, age, held = ?found, "a deferred submit still has no released job; taking it over");
+                    let mut template = m.clone();
+                    template.deferred = None;
+                    let _ = rt.submit_paced(
+                        &d.key,
+                        &d.job,
+                        rt.submit_client_for(None),
+                        template,
+                        self.on_submitted(rt, rt.client.api_version(), m.job_name.clone()),
+                    );
+                }
+                Err(pending(
+                    Phase::Queued,
+                    match found {
+                        Some((id, _)) => format!(
+                            "Job {id} is held for the connector's duplicate check; it is released shortly"
+                        ),
+                        None => format!(
+                            "Not submitted yet: another connector replica accepted this task {age} s ago and is submitting it"
+                        ),
+                    },
+                ))
+            }
+            Err(e) => Err(pending(
+                Phase::Queued,
+                format!("Not submitted yet, as far as can be seen: cannot look the job up ({e})"),
+            )),
+        }
+    }
+
     /// GetTask: from the tracker's cache; never an error because slurmrestd hiccupped.
     pub async fn get(&self, raw_meta: &[u8]) -> Result<Resource, Status> {
-        let (rt, m) = self.locate(raw_meta)?;
+        let (rt, m) = match self.locate_job(raw_meta).await? {
+            (rt, Ok(m)) => (rt, m),
+            (_, Err(p)) => {
+                return Ok(Resource {
+                    phase: p.phase as i32,
+                    message: p.message,
+                    ..Resource::default()
+                });
+            }
+        };
         if let Some(j) = &rt.job_files {
             j.note(&m);
         }
@@ -250,7 +445,10 @@ impl Connector {
         raw_meta: &[u8],
         secrets: &HashMap<String, String>,
     ) -> Result<(), Status> {
-        let (rt, m) = self.locate(raw_meta)?;
+        let (rt, m) = match self.locate_job(raw_meta).await? {
+            (rt, Ok(m)) => (rt, m),
+            (rt, Err(_)) => return self.delete_unsubmitted(&rt, raw_meta).await,
+        };
         if let Some(t) = rt.transfers.lock().unwrap().get(&m.job_id) {
             t.cancel();
         }
@@ -273,9 +471,46 @@ impl Connector {
         Ok(())
     }
 
+    /// DeleteTask of a deferred submit whose job is not known: this process's submit (if any)
+    /// is withdrawn, and a tombstone keeps any other replica's late submit from running.
+    async fn delete_unsubmitted(&self, rt: &Arc<ClusterRuntime>, raw: &[u8]) -> Result<(), Status> {
+        let (_, m) = self.locate(raw)?;
+        let d = m
+            .deferred
+            .as_ref()
+            .expect("only deferred metas are unresolved");
+        rt.withdraw(&d.key);
+        match rt.progress(&d.key) {
+            // Ours, not sent yet: the withdrawal stops it; sent: it cancels what it made.
+            Some(deferred::Progress::Waiting { .. }) => {}
+            // Nothing of ours will run.
+            Some(deferred::Progress::Failed { .. } | deferred::Progress::Withdrawn) => {}
+            Some(deferred::Progress::Done(_)) | None => {
+                if let Some(known) = rt.remembered(&d.key) {
+                    rt.client
+                        .cancel(known.job_id, None)
+                        .await
+                        .map_err(|e| client_status(&e, "cancelling the job"))?;
+                } else {
+                    rt.tombstone(&d.key, &d.job).await.map_err(|e| {
+                        client_status(
+                            &e,
+                            "leaving a tombstone for a task deleted before its job was submitted",
+                        )
+                    })?;
+                }
+            }
+        }
+        tracing::info!(cluster = %rt.cfg.name, key = %d.key, "DeleteTask before the job was submitted");
+        Ok(())
+    }
+
     /// GetTaskLogs: the job's stdout/stderr through staging, or a line saying why there are none.
     pub async fn logs(&self, raw_meta: &[u8], lines: u64) -> Result<Vec<String>, Status> {
-        let (rt, m) = self.locate(raw_meta)?;
+        let (rt, m) = match self.locate_job(raw_meta).await? {
+            (rt, Ok(m)) => (rt, m),
+            (_, Err(p)) => return Ok(vec![p.message]),
+        };
         let lines = if lines == 0 {
             DEFAULT_LOG_LINES
         } else {
@@ -345,6 +580,15 @@ fn cluster_label(rt: &ClusterRuntime) -> metrics::ClusterLabels {
     }
 }
 
+/// Starts tracking a submitted job: a job array (its meta names the indices) as one.
+fn track(rt: &ClusterRuntime, m: &ResourceMeta) {
+    match m.array_indices() {
+        // One array per execution: its id stands for every element.
+        Ok(Some(indices)) => rt.tracker.track_array(m.job_id, &indices),
+        _ => rt.tracker.track(m.job_id),
+    }
+}
+
 pub fn resource_meta(cluster: &str, job_id: JobId, r: &render::Rendered) -> ResourceMeta {
     ResourceMeta {
         v: meta::META_VERSION,
@@ -353,6 +597,7 @@ pub fn resource_meta(cluster: &str, job_id: JobId, r: &render::Rendered) -> Reso
         job_name: r.job_name.clone(),
         native_prefix: None,
         requeue_budget: None,
+        deferred: None,
         array: r.job.array.clone(),
         stdout: r.stdout_path.clone(),
         stderr: r.stderr_path.clone(),

@@ -1,5 +1,6 @@
 //! `slurm-connector serve`: gRPC (connector, metadata, health) on one listener, Prometheus on
-//! another, one state tracker per cluster, graceful shutdown on SIGTERM or Ctrl-C.
+//! another, one state tracker per cluster, graceful shutdown on SIGTERM or Ctrl-C (the drain:
+//! `shutdown.rs`).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -86,7 +87,6 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     let term = std::future::pending::<()>();
     tokio::select! { _ = ctrl_c => {}, _ = term => {} }
-    tracing::info!("shutting down: finishing requests in flight");
 }
 
 /// Builds the clusters and serves on given listeners until `shutdown` resolves (tests use this).
@@ -200,15 +200,12 @@ pub async fn serve_with(
         }
     }
 
+    let grace = config.shutdown_grace;
     let connector = Arc::new(Connector::new(config, clusters, m.clone()));
-    let grpc = Grpc(connector);
+    let grpc = Grpc(connector.clone());
 
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
-    for name in [
-        "",
-        "flyteidl2.connector.AsyncConnectorService",
-        "flyteidl2.connector.ConnectorMetadataService",
-    ] {
+    for name in HEALTH_SERVICES {
         health_reporter
             .set_service_status(name, tonic_health::ServingStatus::Serving)
             .await;
@@ -221,6 +218,10 @@ pub async fn serve_with(
     ));
     let addr = grpc_listener.local_addr().ok();
     tracing::info!(?addr, "serving flyteidl2.connector.AsyncConnectorService");
+    // The server stops accepting only once the CreateTasks in flight are done (below): until
+    // then it keeps answering, so health checks see NOT_SERVING and new CreateTasks get their
+    // hand-off instead of a refused connection.
+    let (stop_accepting, accepting_stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tonic::transport::Server::builder()
         .add_service(health_service)
         .add_service(AsyncConnectorServiceServer::new(grpc.clone()))
@@ -237,20 +238,82 @@ pub async fn serve_with(
                 },
             ),
             async move {
-                shutdown.await;
-                // Tell load balancers first, then stop accepting.
-                health_reporter
-                    .set_service_status("", tonic_health::ServingStatus::NotServing)
-                    .await;
+                let _ = accepting_stopped.await;
             },
         );
-    let result = server.await;
+    // On its own task: it must go on accepting (health checks, refusals) while this one drains.
+    let mut server = tokio::spawn(server);
+    tokio::pin!(shutdown);
+    let (result, deadline) = tokio::select! {
+        r = &mut server => (joined(r), tokio::time::Instant::now()),
+        _ = &mut shutdown => {
+            let deadline = tokio::time::Instant::now() + grace;
+            // Tell probes and load balancers first, then refuse new CreateTasks.
+            for name in HEALTH_SERVICES {
+                health_reporter
+                    .set_service_status(name, tonic_health::ServingStatus::NotServing)
+                    .await;
+            }
+            let creates = connector.drain.close();
+            let submits: usize = connector.clusters.values().map(|rt| rt.submits.close()).sum();
+            tracing::info!(create_tasks_in_flight = creates, submits_in_flight = submits, grace = ?grace, "shutting down: health NOT_SERVING, new CreateTasks handed to another replica, letting the CreateTasks and submits in flight finish");
+            let all_done = async {
+                connector.drain.idle().await;
+                for rt in connector.clusters.values() {
+                    rt.submits.idle().await;
+                }
+            };
+            if tokio::time::timeout_at(deadline, all_done).await.is_err() {
+                tracing::warn!(grace = ?grace, "shutdown: CreateTasks or submits still in flight at the drain deadline; exiting anyway (a job left held is released by the retried CreateTask)");
+            }
+            let _ = stop_accepting.send(());
+            let r = match tokio::time::timeout_at(deadline, &mut server).await {
+                Ok(r) => joined(r),
+                Err(_) => {
+                    tracing::warn!(grace = ?grace, "shutdown: calls still in flight at the drain deadline; closing their connections");
+                    server.abort();
+                    Ok(())
+                }
+            };
+            (r, deadline)
+        }
+    };
+    // The poll loops and sweeps stop at their next turn; one stuck in a slow slurmrestd request
+    // is not waited for past the deadline (it would only have refreshed a cache).
     let _ = stop_tx.send(true);
-    for b in background {
-        let _ = b.await;
+    let deadline = deadline.max(tokio::time::Instant::now() + BACKGROUND_STOP);
+    for mut b in background {
+        if tokio::time::timeout_at(deadline, &mut b).await.is_err() {
+            b.abort();
+        }
     }
-    if let Ok(Err(e)) = metrics_task.await {
+    if let Ok(Ok(Err(e))) = tokio::time::timeout_at(deadline, metrics_task).await {
         return Err(ServeError::Metrics(e));
+    }
+    if result.is_ok() {
+        tracing::info!("shut down");
     }
     result.map_err(ServeError::from)
 }
+
+/// The server task's outcome (a panic in it is re-raised: it is a bug, not a shutdown).
+fn joined(
+    r: Result<Result<(), tonic::transport::Error>, tokio::task::JoinError>,
+) -> Result<(), tonic::transport::Error> {
+    match r {
+        Ok(r) => r,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => Ok(()),
+    }
+}
+
+/// The names grpc.health.v1 answers for: the server as a whole and each service.
+const HEALTH_SERVICES: [&str; 3] = [
+    "",
+    "flyteidl2.connector.AsyncConnectorService",
+    "flyteidl2.connector.ConnectorMetadataService",
+];
+
+/// How long the background loops get to stop once the server has (at least; more when the drain
+/// ended before its deadline).
+const BACKGROUND_STOP: std::time::Duration = std::time::Duration::from_secs(2);

@@ -682,6 +682,7 @@ mod tests {
             native_prefix: None,
             requeue_budget: None,
             array: None,
+            deferred: None,
         }
     }
 

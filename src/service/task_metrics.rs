@@ -158,7 +158,10 @@ impl Connector {
         &self,
         req: &GetTaskMetricsRequest,
     ) -> Result<Vec<ExecutionMetricResult>, Status> {
-        let (rt, m) = self.locate(&req.resource_meta)?;
+        let (rt, m) = match self.locate_job(&req.resource_meta).await? {
+            (rt, Ok(m)) => (rt, m),
+            (_, Err(p)) => return Err(Status::unavailable(p.message)),
+        };
         let metrics = parse_queries(&req.queries).map_err(Status::invalid_argument)?;
         let array = m
             .array_indices()

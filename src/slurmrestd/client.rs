@@ -229,22 +229,7 @@ impl Client {
                 cfg.base_url
             )));
         }
-        let http = reqwest::Client::builder()
-            .connect_timeout(cfg.connect_timeout)
-            .timeout(cfg.request_timeout)
-            .pool_idle_timeout(Duration::from_secs(60))
-            .build()
-            .map_err(|e| invalid(format!("cannot build the HTTP client: {e}")))?;
-        let base = cfg.base_url.as_str().trim_end_matches('/').to_string();
-        let apis = Apis {
-            v0040: convert::v0040::Api::new(&base, http.clone()),
-            v0041: convert::v0041::Api::new(&base, http.clone()),
-            v0042: convert::v0042::Api::new(&base, http.clone()),
-            v0043: convert::v0043::Api::new(&base, http.clone()),
-            v0044: convert::v0044::Api::new(&base, http.clone()),
-            v0045: convert::v0045::Api::new(&base, http.clone()),
-            v0046: convert::v0046::Api::new(&base, http.clone()),
-        };
+        let (http, apis) = Self::http(&cfg, cfg.request_timeout).map_err(invalid)?;
         Ok(Client {
             apis: Arc::new(apis),
             tokens: Arc::new(TokenSource::new(cfg.auth.clone())),
@@ -393,6 +378,48 @@ impl Client {
             cfg: Arc::new(cfg),
             http: self.http.clone(),
         }
+    }
+
+    /// The same cluster with another request timeout, on a connection pool of its own: submits
+    /// that no RPC deadline bounds wait out slurmrestd's BACKOFF retries instead of giving up
+    /// on a job slurmrestd then creates anyway. Shares credentials and the negotiated version.
+    #[allow(clippy::result_large_err)]
+    pub fn with_request_timeout(&self, timeout: Duration) -> Result<Client, ClientError> {
+        let mut cfg = (*self.cfg).clone();
+        cfg.request_timeout = timeout;
+        let (http, apis) =
+            Self::http(&cfg, timeout).map_err(|detail| ClientError::InvalidRequest {
+                cluster: cfg.cluster.clone(),
+                operation: "configure",
+                detail,
+            })?;
+        Ok(Client {
+            apis: Arc::new(apis),
+            tokens: self.tokens.clone(),
+            version: self.version.clone(),
+            cfg: Arc::new(cfg),
+            http,
+        })
+    }
+
+    fn http(cfg: &ClientConfig, timeout: Duration) -> Result<(reqwest::Client, Apis), String> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(cfg.connect_timeout)
+            .timeout(timeout)
+            .pool_idle_timeout(Duration::from_secs(60))
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        let base = cfg.base_url.as_str().trim_end_matches('/').to_string();
+        let apis = Apis {
+            v0040: convert::v0040::Api::new(&base, http.clone()),
+            v0041: convert::v0041::Api::new(&base, http.clone()),
+            v0042: convert::v0042::Api::new(&base, http.clone()),
+            v0043: convert::v0043::Api::new(&base, http.clone()),
+            v0044: convert::v0044::Api::new(&base, http.clone()),
+            v0045: convert::v0045::Api::new(&base, http.clone()),
+            v0046: convert::v0046::Api::new(&base, http.clone()),
+        };
+        Ok((http, apis))
     }
 
     /// The version calls use, negotiated first when none is chosen yet.

@@ -7,14 +7,14 @@
 //! cannot reach slurmrestd (which answers a bad enum with a warning and *no job*).
 
 /// A 32-bit count that slurmrestd can also take as "infinite" (`uint32_no_val_struct`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Limit {
     Finite(u32),
     Infinite,
 }
 
 /// How the job may share nodes (`--exclusive[=...]`, `--oversubscribe`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Shared {
     /// `--exclusive`: no sharing.
     None,
@@ -42,7 +42,7 @@ impl Shared {
 
 /// Memory request: sbatch's `--mem` and `--mem-per-cpu` are mutually exclusive, so one enum.
 /// (`--mem-per-gpu` is a TRES request: `memory_per_tres`.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Memory {
     /// `--mem`, in MiB (0 = all memory of each node).
     PerNode(u64),
@@ -51,7 +51,9 @@ pub enum Memory {
 }
 
 /// `--mail-type` values as slurmrestd spells them (`job_mail_flags`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum MailType {
     Begin,
     End,
@@ -84,7 +86,7 @@ impl MailType {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum OpenMode {
     Append,
     Truncate,
@@ -100,7 +102,9 @@ impl OpenMode {
 }
 
 /// The subset of `job_flags` a submitter may set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum JobFlag {
     KillInvalidDependency,
     NoKillInvalidDependency,
@@ -129,7 +133,7 @@ impl JobFlag {
 }
 
 /// `--signal=[{R|B}:]...` scope flags (`warn_flags`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum WarnFlag {
     /// `B:` signal only the batch shell.
     BatchJob,
@@ -147,7 +151,7 @@ impl WarnFlag {
 }
 
 /// `--signal`: which signal, how long before the end, and to whom.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct KillWarning {
     /// Signal name without `SIG` (e.g. `USR1`) or number, as sbatch accepts it.
     pub signal: String,
@@ -157,7 +161,7 @@ pub struct KillWarning {
 }
 
 /// `--mem-bind` types (`memory_binding_type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum MemBindType {
     None,
     Rank,
@@ -185,7 +189,7 @@ impl MemBindType {
 }
 
 /// `--cpu-bind`-like flags that `--hint` implies (`cpu_binding_flags`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum CpuBindFlag {
     ToThreads,
     ToCores,
@@ -203,7 +207,7 @@ impl CpuBindFlag {
 }
 
 /// `--profile` types (`acct_gather_profile`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Profile {
     None,
     Energy,
@@ -225,7 +229,7 @@ impl Profile {
 }
 
 /// A batch job as the connector wants it submitted.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct JobDescription {
     pub name: String,
     pub script: String,

@@ -332,6 +332,19 @@ pub(crate) async fn upload_confined(
 ) -> Result<u64> {
     let dest = objstore::open(dest_uri)?;
     let (file, size) = open_for_stream(roots, path).await?;
+    // Another replica (or this one, before a restart) may have published this output already:
+    // any replica's GetTask uploads a finished job's outputs, and each keeps its transfers in
+    // memory. An object of the same size written after the job wrote its file is that upload;
+    // writing the final key again would only race it. (An older object is an earlier attempt's
+    // or a stale one: it is replaced.)
+    let written = file.metadata().await.ok().and_then(|m| m.modified().ok());
+    if let Some(written) = written
+        && objstore::published_since(&dest, size, written).await?
+    {
+        tracing::info!(uri = %dest.uri, size, "output already published (by another replica or an earlier call); not uploading it again");
+        ctl.progress.add_done(size);
+        return Ok(size);
+    }
     if let Some(target) = &dest.local_path {
         let src = file.into_std().await;
         return super::local_copy::copy(src, target, &dest.uri, ctl).await;

@@ -63,6 +63,9 @@ fn copy_blocking(
     if let Some(dir) = target.parent() {
         std::fs::create_dir_all(dir).map_err(io("create the folder of"))?;
     }
+    // A target there now is stale (the caller checked it is not this output): replaced. One that
+    // appears while copying is another writer's upload of the same output.
+    let stale = target.exists();
     let mut out = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -81,8 +84,34 @@ fn copy_blocking(
     }
     drop(out);
     ctl.check()?;
-    std::fs::rename(staged, target).map_err(io("publish"))?;
+    if stale {
+        std::fs::rename(staged, target).map_err(io("publish"))?;
+    } else {
+        publish(staged, target, done).map_err(io("publish"))?;
+    }
     Ok(done)
+}
+
+/// Moves the staged copy to a `target` that did not exist when the copy began, unless another
+/// writer published a file of the same size there meanwhile (two replicas uploading one job's
+/// output): then that one stays and the copy is dropped, so the final file is written once. One
+/// of another size is replaced, as a rename would.
+fn publish(staged: &Path, target: &Path, size: u64) -> std::io::Result<()> {
+    // A hard link fails if the target exists (a no-replace rename that works on every local
+    // filesystem the store can sit on; renameat2's RENAME_NOREPLACE is not on all of them).
+    match std::fs::hard_link(staged, target) {
+        Ok(()) => std::fs::remove_file(staged),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            if std::fs::metadata(target).is_ok_and(|m| m.len() == size) {
+                tracing::info!(target = %target.display(), "output published by another writer meanwhile; keeping it");
+                std::fs::remove_file(staged)
+            } else {
+                std::fs::rename(staged, target)
+            }
+        }
+        // No hard links here (some FUSE filesystems): the atomic rename, last writer wins.
+        Err(_) => std::fs::rename(staged, target),
+    }
 }
 
 #[cfg(test)]
@@ -117,6 +146,34 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(left, vec![std::ffi::OsString::from("obj")]);
+    }
+
+    #[test]
+    fn a_file_published_meanwhile_with_the_same_size_stays_and_another_size_is_replaced() {
+        let d = tmp("publish");
+        let (staged, target) = (d.join("obj#sc"), d.join("obj"));
+        std::fs::write(&staged, "bbbb").unwrap();
+        std::fs::write(&target, "aaaa").unwrap();
+        publish(&staged, &target, 4).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&target).unwrap(),
+            "aaaa",
+            "the first publish stays"
+        );
+        assert!(!staged.exists(), "the second copy is dropped");
+        std::fs::write(&staged, "bbbb").unwrap();
+        std::fs::write(&target, "aa").unwrap();
+        publish(&staged, &target, 4).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&target).unwrap(),
+            "bbbb",
+            "a stale object is replaced"
+        );
+        std::fs::write(&staged, "cc").unwrap();
+        std::fs::remove_file(&target).unwrap();
+        publish(&staged, &target, 2).unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "cc");
+        assert!(!staged.exists());
     }
 
     #[tokio::test]

@@ -225,6 +225,23 @@ where
     }
 }
 
+/// Is there an object at `dest` of `size` bytes, last modified at or after `written` (when the
+/// job wrote its file)? That is this output, already uploaded.
+pub async fn published_since(
+    dest: &Destination,
+    size: u64,
+    written: std::time::SystemTime,
+) -> Result<bool> {
+    match dest.store.head(&dest.path).await {
+        Ok(meta) => {
+            let modified: std::time::SystemTime = meta.last_modified.into();
+            Ok(meta.size == size && modified >= written)
+        }
+        Err(object_store::Error::NotFound { .. }) => Ok(false),
+        Err(e) => Err(store_err(dest)(e)),
+    }
+}
+
 /// Does the object (file) or any object under the prefix (dir) exist?
 pub async fn exists(dest: &Destination, dir: bool) -> Result<bool> {
     if dir {

@@ -73,6 +73,36 @@ impl ServeProcess {
         }
     }
 
+    /// Sends SIGTERM, as the kubelet does when a pod is deleted (through kill(1): no libc here).
+    pub fn term(&self) {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(sent.success(), "kill -TERM {pid}");
+    }
+
+    /// The exit status, once the process exited within `within` (`None`: still running).
+    pub fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(s) = self.child.try_wait().expect("wait for serve") {
+                return Some(s);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGTERM, as Kubernetes stops a pod, and wait (at most 60 s) for the process to exit.
+    pub fn sigterm(mut self) {
+        self.term();
+        assert!(
+            self.wait_exit(Duration::from_secs(60)).is_some(),
+            "serve did not exit within 60 s of SIGTERM"
+        );
+    }
+
     /// SIGKILL (`Child::kill` on Unix): no graceful shutdown, no chance to save anything.
     pub fn sigkill(mut self) {
         self.child.kill().unwrap();

@@ -25,6 +25,8 @@ pub enum Tier {
     Apptainer,
     /// The dev cluster with memory enforced and preemptible partitions (`--failure-modes`).
     FailureModes,
+    /// The dev cluster with slurmctld's RPC rate limiting (`--rate-limit`).
+    RateLimit,
     /// `SLURM_CONNECTOR_PYTHON`: a python with flyteidl2 and grpcio.
     Python,
     /// `moto_server` on PATH (`pip install 'moto[server]'`).
@@ -34,12 +36,13 @@ pub enum Tier {
 }
 
 impl Tier {
-    pub const ALL: [Tier; 8] = [
+    pub const ALL: [Tier; 9] = [
         Tier::Cluster,
         Tier::Accounting,
         Tier::NoAccounting,
         Tier::Apptainer,
         Tier::FailureModes,
+        Tier::RateLimit,
         Tier::Python,
         Tier::S3,
         Tier::OpenapiUpstream,
@@ -52,6 +55,7 @@ impl Tier {
             Tier::NoAccounting => "no-accounting",
             Tier::Apptainer => "apptainer",
             Tier::FailureModes => "failure-modes",
+            Tier::RateLimit => "rate-limit",
             Tier::Python => "python",
             Tier::S3 => "s3",
             Tier::OpenapiUpstream => "openapi-upstream",

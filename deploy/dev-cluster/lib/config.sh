@@ -71,6 +71,12 @@ PartitionName=preemptible Nodes=ALL MaxTime=INFINITE State=UP PriorityTier=1 Pre
 PartitionName=urgent Nodes=ALL MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF
 EOF
 		fi
+		if [[ "$RATE_LIMIT" == 1 ]]; then
+			# slurmctld's per-user RPC rate limit, defaults (rl_bucket_size=30, rl_refill_rate=2
+			# per rl_refill_period=1 s). Over it slurmctld answers BACKOFF and slurmrestd retries
+			# on its own, so its HTTP answer comes late.
+			echo "SlurmctldParameters=rl_enable"
+		fi
 		if [[ "$ACCOUNTING" == 1 ]]; then
 			cat <<EOF
 AccountingStorageType=accounting_storage/slurmdbd

@@ -124,9 +124,35 @@ Refuse values that would deploy a connector that cannot work, naming the key and
 {{- if and $file (not $v.cluster.restdUrl) (not $v.cluster.name) (or $v.stager.enabled $v.stager.url $v.sharedFilesystem.mounts $v.cluster.workingDir $v.cluster.username) }}
 {{- fail "with clustersFile and no cluster.restdUrl, set cluster.name to the clusters-file entry that the staging/cluster settings from values apply to" }}
 {{- end }}
+{{- $embedded := and $v.allowEmbeddedDemo (not (or $v.cluster.restdUrl $file)) }}
+{{- if and $embedded (gt (int $v.replicaCount) 1) }}
+{{- fail (printf "replicaCount=%d with the embedded demo: each replica would run its own stand-in cluster, so a task created on one is unknown to the others; set replicaCount=1 (or configure a real cluster)" (int $v.replicaCount)) }}
+{{- end }}
+{{- $pdb := $v.podDisruptionBudget }}
+{{- if and (ne (toString $pdb.minAvailable) "") (ne (toString $pdb.maxUnavailable) "") }}
+{{- fail "podDisruptionBudget: set only one of minAvailable and maxUnavailable (Kubernetes takes one)" }}
+{{- end }}
+{{- if and $pdb.enabled (ne (toString $pdb.minAvailable) "") (not (kindIs "string" $pdb.minAvailable)) (gt (int $v.replicaCount) 1) (ge (int $pdb.minAvailable) (int $v.replicaCount)) }}
+{{- fail (printf "podDisruptionBudget.minAvailable=%d with replicaCount=%d: no pod could ever be evicted, so node drains would hang; use a lower minAvailable, or maxUnavailable" (int $pdb.minAvailable) (int $v.replicaCount)) }}
+{{- end }}
 {{- if or $v.stager.enabled $v.stager.url }}
 {{- if not $v.stager.tokenSecret }}
 {{- fail "the stager needs stager.tokenSecret: a Secret whose key stager.tokenSecretKey holds the bearer token both sides share" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The pod's affinity: `affinity` as given, else replicas spread by podAntiAffinity. */}}
+{{- define "slurm-connector.affinity" -}}
+{{- $a := .Values.podAntiAffinity }}
+{{- if .Values.affinity }}
+{{- toYaml .Values.affinity }}
+{{- else if and (gt (int .Values.replicaCount) 1) (ne $a.type "none") }}
+{{- $term := dict "labelSelector" (dict "matchLabels" (include "slurm-connector.selectorLabels" . | fromYaml)) "topologyKey" $a.topologyKey }}
+{{- if eq $a.type "required" }}
+{{- toYaml (dict "podAntiAffinity" (dict "requiredDuringSchedulingIgnoredDuringExecution" (list $term))) }}
+{{- else }}
+{{- toYaml (dict "podAntiAffinity" (dict "preferredDuringSchedulingIgnoredDuringExecution" (list (dict "weight" (int $a.weight) "podAffinityTerm" $term)))) }}
 {{- end }}
 {{- end }}
 {{- end }}

@@ -1,0 +1,260 @@
+//! Submits that outlive their CreateTask.
+//!
+//! Flyte's backend gives CreateTask 10 s, and turns a CreateTask *error* into a failed attempt
+//! (`launch` in flyteplugins' webapi: `PhaseInfoRetryableFailure`): the task's retries are spent
+//! and a new attempt is started under a new key, while the first attempt's submit may still be
+//! inside slurmrestd. So neither "slurmctld is throttling submits" nor "slurmrestd hiccupped"
+//! may become a CreateTask error. Instead every submit runs in its own task, paced
+//! ([`super::pacing`]) and retried while its errors are transient (`submit_once` is safe to
+//! repeat: it looks for the key's job before submitting, and settles races by the lowest id):
+//! - done within the deployment's `submit_wait`: CreateTask answers with the job, as before;
+//! - failed for good (a refused job, rejected credentials): CreateTask answers that error;
+//! - still going: CreateTask answers a **deferred** meta (`job_id` 0, plus the key and the job
+//!   description), and the submit goes on. GetTask finds the job by its key: in this process's
+//!   submits, else through the index of the cluster's jobs (another replica accepted it); it
+//!   reports QUEUED with what the submit is waiting for until then.
+//!
+//! A replica that accepted a deferred submit can die before making it. Any replica that sees the
+//! meta [`TAKE_OVER_AFTER`] later with no job on the cluster submits it itself (the protocol of
+//! `idempotency.rs` keeps that to one job even if the first replica was only slow). A DeleteTask
+//! for a deferred meta whose job nobody has made yet leaves a **tombstone**: the job submitted
+//! held, without the release mark (so no replica ever releases it), then cancelled. Being the
+//! key's lowest id, it wins every later check, so a late submit of the same key steps back.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::slurmrestd::{Client, ClientError, JobDescription};
+
+use super::cluster::{ClusterRuntime, SubmitFailure, Submitted};
+use super::meta::ResourceMeta;
+use super::pacing::Pace;
+
+/// A deferred submit no replica has made after this long is made by whichever replica sees it
+/// next. Long enough that a live replica, however throttled, has had its turn; short next to a
+/// task's life.
+pub const TAKE_OVER_AFTER: Duration = Duration::from_secs(300);
+/// A submit still failing transiently after this long is given up: the task fails retryably
+/// (Flyte's next attempt starts afresh).
+pub const GIVE_UP_AFTER: Duration = Duration::from_secs(900);
+
+/// How long a settled submit's outcome (and a withdrawal) is kept for GetTask to report.
+const KEEP_SETTLED: Duration = Duration::from_secs(24 * 3600);
+
+/// Where one execution's submit is.
+#[derive(Debug, Clone)]
+pub enum Progress {
+    /// Waiting for a slot behind other submits, or retrying after `last_error`.
+    Waiting {
+        tries: u32,
+        last_error: Option<String>,
+    },
+    /// The job the execution has (the meta with its id is remembered on the runtime).
+    Done(Submitted),
+    /// Failed for good; what CreateTask or GetTask report.
+    Failed { message: String, transient: bool },
+    /// A DeleteTask came first: nothing was (or stays) submitted.
+    Withdrawn,
+}
+
+/// What happens when a paced submit produced its job: the service's bookkeeping.
+pub type OnDone = Box<dyn FnOnce(&ResourceMeta, Submitted) + Send>;
+
+impl ClusterRuntime {
+    /// Starts (or joins) the paced submit of `key`; `template` is the task's meta without its
+    /// job id, completed and remembered when the job exists.
+    pub fn submit_paced(
+        self: &Arc<Self>,
+        key: &str,
+        job: &JobDescription,
+        client: Client,
+        template: ResourceMeta,
+        on_done: OnDone,
+    ) -> watch::Receiver<Progress> {
+        let mut paced = self.paced.lock().unwrap();
+        paced.retain(|_, (rx, at)| {
+            matches!(&*rx.borrow(), Progress::Waiting { .. }) || at.elapsed() < KEEP_SETTLED
+        });
+        self.withdrawn
+            .lock()
+            .unwrap()
+            .retain(|_, at| at.elapsed() < KEEP_SETTLED);
+        if let Some((rx, _)) = paced.get(key)
+            && !matches!(&*rx.borrow(), Progress::Failed { .. })
+        {
+            return rx.clone();
+        }
+        let (tx, rx) = watch::channel(Progress::Waiting {
+            tries: 0,
+            last_error: None,
+        });
+        paced.insert(key.to_string(), (rx.clone(), Instant::now()));
+        drop(paced);
+        let rt = self.clone();
+        let (key, job) = (key.to_string(), job.clone());
+        tokio::spawn(async move {
+            let outcome = rt.paced_loop(&key, &job, &client, &tx).await;
+            let progress = match outcome {
+                Ok(s) => {
+                    let mut m = template;
+                    m.job_id = s.job_id();
+                    rt.remember(&key, m.clone());
+                    if rt.withdrawn.lock().unwrap().contains_key(&key) {
+                        // DeleteTask came while the submit was in flight: the job goes.
+                        tracing::info!(cluster = %rt.cfg.name, key, job_id = %m.job_id, "task deleted while its submit was in flight; cancelling the job");
+                        if let Err(e) = client.cancel(m.job_id, None).await {
+                            tracing::error!(cluster = %rt.cfg.name, key, job_id = %m.job_id, error = %e, "cannot cancel the job of a deleted task: `scancel {}`", m.job_id);
+                        }
+                    }
+                    on_done(&m, s);
+                    Progress::Done(s)
+                }
+                Err(None) => Progress::Withdrawn,
+                Err(Some(f)) => {
+                    tracing::warn!(cluster = %rt.cfg.name, key, what = %f.what, error = %f.error, "submit failed");
+                    Progress::Failed {
+                        message: format!("{}: {}", f.what, f.error),
+                        transient: f.error.is_transient(),
+                    }
+                }
+            };
+            let _ = tx.send(progress);
+        });
+        rx
+    }
+
+    /// Paced tries of `submit_once` until one settles; `Err(None)`: withdrawn before a submit.
+    async fn paced_loop(
+        &self,
+        key: &str,
+        job: &JobDescription,
+        client: &Client,
+        tx: &watch::Sender<Progress>,
+    ) -> Result<Submitted, Option<SubmitFailure>> {
+        let began = Instant::now();
+        let mut tries = 0u32;
+        loop {
+            let permit = self.pacer.acquire().await;
+            if self.withdrawn.lock().unwrap().contains_key(key) {
+                return Err(None);
+            }
+            let Some(_submitting) = self.submits.enter() else {
+                // Shutting down: a submit begun now could be cut half done. This one stays
+                // unmade here; its CreateTask (or the deferred meta it answered) is made by
+                // another replica.
+                drop(permit);
+                tracing::info!(cluster = %self.cfg.name, key, "shutting down: not beginning this submit");
+                return std::future::pending().await;
+            };
+            let r = self.submit_once(key, job, client).await;
+            permit.done(match &r {
+                Err(f) if throttled(&f.error) => Pace::Throttled,
+                _ => Pace::Prompt,
+            });
+            match r {
+                Ok(s) => return Ok(s),
+                Err(f) if f.error.is_transient() && began.elapsed() < GIVE_UP_AFTER => {
+                    tries += 1;
+                    tracing::info!(cluster = %self.cfg.name, key, tries, what = %f.what, error = %f.error, "submit not settled; trying again");
+                    let _ = tx.send(Progress::Waiting {
+                        tries,
+                        last_error: Some(format!("{}: {}", f.what, f.error)),
+                    });
+                    // 1, 2, 4 ... 30 s: slurmrestd restarts take seconds, slurmdbd's minutes.
+                    let pause =
+                        Duration::from_secs(1u64 << tries.min(5)).min(Duration::from_secs(30));
+                    tokio::time::sleep(pause).await;
+                }
+                Err(f) => return Err(Some(f)),
+            }
+        }
+    }
+
+    /// This process's submit of `key`, if it has one.
+    pub fn progress(&self, key: &str) -> Option<Progress> {
+        self.paced
+            .lock()
+            .unwrap()
+            .get(key)
+            .map(|(rx, _)| rx.borrow().clone())
+    }
+
+    /// DeleteTask before the job exists: no submit of this process makes it from now on.
+    pub fn withdraw(&self, key: &str) {
+        self.withdrawn
+            .lock()
+            .unwrap()
+            .insert(key.to_string(), Instant::now());
+    }
+
+    /// The key's job on the cluster, by a check at most `fresh` old (GetTask of a deferred meta
+    /// another replica accepted): `(job, still held for its check)`.
+    #[allow(clippy::result_large_err)]
+    pub async fn find(
+        &self,
+        key: &str,
+        fresh: Duration,
+    ) -> Result<Option<(crate::slurmrestd::JobId, bool)>, ClientError> {
+        let w = self
+            .index
+            .lookup_fresh(
+                &self.client,
+                &self.cfg.name,
+                self.cfg.username.as_deref(),
+                key,
+                fresh,
+            )
+            .await?;
+        Ok(w.map(|w| (w.job_id, w.awaiting_release)))
+    }
+
+    /// A DeleteTask's mark that `key` must never run: its job submitted held, with the key but
+    /// without the release mark, then cancelled (see the module's doc).
+    ///
+    /// A submit of the key already inside slurmrestd may get the lower id; a check begun after
+    /// the tombstone's submit sees such a job (ids grow), and it is cancelled too. One that
+    /// comes later gets a higher id, loses to the tombstone, and its replica cancels it.
+    pub async fn tombstone(&self, key: &str, job: &JobDescription) -> Result<(), ClientError> {
+        let mut held = job.clone();
+        held.hold = Some(true);
+        let id = self.submit_client.submit(&held).await?;
+        let after = Instant::now();
+        self.index.note(key, id, false).await;
+        self.client.cancel(id, None).await?;
+        let winner = self
+            .index
+            .refresh_after(
+                &self.client,
+                &self.cfg.name,
+                self.cfg.username.as_deref(),
+                key,
+                after,
+                id,
+            )
+            .await?;
+        if let Some(w) = winner.filter(|w| w.job_id != id) {
+            tracing::info!(cluster = %self.cfg.name, key, job_id = %w.job_id, "a submit of the deleted task was already on its way; cancelling its job");
+            self.client.cancel(w.job_id, None).await?;
+        }
+        tracing::info!(cluster = %self.cfg.name, key, job_id = %id, "deleted before its job existed: left a cancelled tombstone job so that no late submit runs");
+        Ok(())
+    }
+}
+
+/// A sign that slurmctld pushes back: no answer in time, or slurmrestd's 502/503/504.
+fn throttled(e: &ClientError) -> bool {
+    match e {
+        ClientError::Timeout { .. } => true,
+        ClientError::Http { status, .. } | ClientError::Slurm { status, .. } => {
+            matches!(status, 502..=504)
+        }
+        _ => false,
+    }
+}
+
+/// Unix seconds now.
+pub fn now_unix() -> i64 {
+    chrono::Utc::now().timestamp()
+}

@@ -1,0 +1,412 @@
+//! Real tier, issue 19's drill: three `slurm-connector serve` processes over the dev cluster and a
+//! client that behaves like Flyte's backend behind a Service:
+//! - every call goes to a random replica with the backend's 10 s deadline; a CreateTask that
+//!   fails or times out is retried on another replica until it answers, and every seventh is
+//!   sent again to a random replica (a retry after a lost answer): the same job;
+//! - a call that cannot reach its replica at all (the pod is gone: a Service would route
+//!   elsewhere) is sent to another one and counted apart; an *answer* that is an error counts as
+//!   a GetTask error, and there must be none;
+//! - during the run the replicas are rolled one at a time (SIGTERM, a new one on the same port)
+//!   and one is SIGKILLed and replaced;
+//! - 300 tasks, every tenth the published plugin's `preprocess` fixture with two declared
+//!   outputs staged to a `file://` store.
+//!
+//! At the end: each execution has exactly one job that was not cancelled (slurmctld's records by
+//! key), every task SUCCEEDED, every declared output is present, 0 GetTask errors.
+//!
+//! `deploy/dev-cluster/dev-cluster --release 24.11 run cargo test --test real_replica_drill`
+
+mod common;
+
+#[path = "real_slurm/support.rs"]
+#[allow(dead_code)]
+mod support;
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use common::RequestExt;
+use common::drill::{FLYTE_DEADLINE, Grpc, ServeProcess, get_req};
+use common::free_port;
+use rand::Rng;
+use slurm_connector::proto::connector::CreateTaskRequest;
+use slurm_connector::proto::core::task_execution::Phase;
+use slurm_connector::render::key_from_comment;
+use slurm_connector::slurmrestd::BaseState;
+use tokio::sync::Mutex;
+
+const TASKS: usize = 300;
+const REPLICAS: usize = 3;
+/// Tasks created at once, as a backend's workers would.
+const CREATORS: usize = 20;
+
+/// The replicas by slot: their ports stay, the processes change.
+struct Fleet {
+    ports: Vec<u16>,
+    channels: Vec<tonic::transport::Channel>,
+    procs: Mutex<Vec<Option<ServeProcess>>>,
+    env: Vec<(&'static str, String)>,
+    log: std::path::PathBuf,
+}
+
+impl Fleet {
+    fn start(env: Vec<(&'static str, String)>, log: &Path) -> Fleet {
+        let ports: Vec<u16> = (0..REPLICAS).map(|_| free_port()).collect();
+        let procs = ports
+            .iter()
+            .map(|p| {
+                let s = ServeProcess::spawn(*p, &env, log);
+                s.wait_listening();
+                Some(s)
+            })
+            .collect();
+        let channels = ports
+            .iter()
+            .map(|p| {
+                tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{p}"))
+                    .unwrap()
+                    .connect_lazy()
+            })
+            .collect();
+        Fleet {
+            ports,
+            channels,
+            procs: Mutex::new(procs),
+            env,
+            log: log.to_path_buf(),
+        }
+    }
+
+    fn client(&self, slot: usize) -> Grpc {
+        Grpc::new(self.channels[slot].clone())
+    }
+
+    /// Stops slot `i` (SIGTERM, or SIGKILL) and starts its successor on the same port.
+    async fn replace(&self, i: usize, kill: bool) {
+        let old = self.procs.lock().await[i].take().expect("running");
+        tokio::task::spawn_blocking(move || if kill { old.sigkill() } else { old.sigterm() })
+            .await
+            .unwrap();
+        let new = ServeProcess::spawn(self.ports[i], &self.env, &self.log);
+        let new = tokio::task::spawn_blocking(move || {
+            new.wait_listening();
+            new
+        })
+        .await
+        .unwrap();
+        self.procs.lock().await[i] = Some(new);
+    }
+}
+
+/// The backend's view of one answer: a replica's error, or no replica there to answer.
+fn unreachable(s: &tonic::Status) -> bool {
+    s.code() == tonic::Code::Unavailable
+        && (s.message().contains("transport error")
+            || s.message().contains("connect")
+            || s.message().contains("connection"))
+}
+
+#[derive(Default)]
+struct Counts {
+    create_retries: AtomicUsize,
+    /// CreateTasks sent again to another replica (the backend's retry after a timeout).
+    repeated: AtomicUsize,
+    unreachable: AtomicUsize,
+    get_errors: AtomicUsize,
+}
+
+fn request_for(i: usize, store: &Path) -> (CreateTaskRequest, bool) {
+    let with_outputs = i.is_multiple_of(10);
+    let mut req = if with_outputs {
+        let mut r = common::request("script_preprocess.pb");
+        let custom = r.template.as_mut().unwrap().custom.as_mut().unwrap();
+        custom.fields.remove("sbatch");
+        let script = match &custom.fields["script"].kind {
+            Some(prost_types::value::Kind::StringValue(s)) => s
+                .lines()
+                .filter(|l| {
+                    !l.starts_with("#SBATCH --mem") && !l.starts_with("#SBATCH --cpus-per-task")
+                })
+                .map(|l| format!("{l}\n"))
+                .collect::<String>(),
+            _ => panic!("the preprocess fixture has a script"),
+        };
+        r = r.script(&script);
+        r.output_prefix = format!("file://{}/t{i}", store.display());
+        r
+    } else {
+        let mut r = common::request("script_no_io.pb");
+        r.template
+            .as_mut()
+            .unwrap()
+            .custom
+            .as_mut()
+            .unwrap()
+            .fields
+            .remove("sbatch");
+        r.script("#!/bin/bash\ntrue\n")
+    };
+    let wf = req
+        .task_execution_metadata
+        .as_mut()
+        .unwrap()
+        .task_execution_id
+        .as_mut()
+        .unwrap()
+        .node_execution_id
+        .as_mut()
+        .unwrap()
+        .execution_id
+        .as_mut()
+        .unwrap();
+    wf.name = support::unique(&format!("drill{i}"));
+    (req, with_outputs)
+}
+
+/// CreateTask on random replicas until one answers with a meta.
+async fn create(fleet: &Fleet, counts: &Counts, req: &CreateTaskRequest) -> Vec<u8> {
+    let mut tries = 0;
+    loop {
+        let slot = rand::rng().random_range(0..REPLICAS);
+        let mut r = tonic::Request::new(req.clone());
+        r.set_timeout(FLYTE_DEADLINE);
+        match fleet.client(slot).create_task(r).await {
+            Ok(a) => return a.into_inner().resource_meta,
+            Err(e) => {
+                tries += 1;
+                counts.create_retries.fetch_add(1, Ordering::Relaxed);
+                assert!(tries < 200, "CreateTask never answered: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
+
+/// GetTask on random replicas until the task is terminal; its phase.
+async fn follow(fleet: &Fleet, counts: &Counts, meta: &[u8]) -> (Phase, String) {
+    let deadline = Instant::now() + Duration::from_secs(900);
+    loop {
+        assert!(Instant::now() < deadline, "not terminal after 15 min");
+        let slot = rand::rng().random_range(0..REPLICAS);
+        match fleet.client(slot).get_task(get_req(meta)).await {
+            Ok(a) => {
+                let r = a.into_inner().resource.expect("a resource");
+                let p = Phase::try_from(r.phase).unwrap();
+                if p.is_terminal() {
+                    return (p, r.message);
+                }
+            }
+            Err(e) if unreachable(&e) => {
+                counts.unreachable.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            Err(e) => {
+                eprintln!("GetTask error from replica {slot}: {e}");
+                counts.get_errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolled_and_killed_replicas_lose_and_duplicate_nothing() {
+    let Some(c) = support::cluster() else { return };
+    let dir = tempfile_dir();
+    let store = dir.join("store");
+    std::fs::create_dir_all(&store).unwrap();
+    let mut env: Vec<(&'static str, String)> = [
+        "FLYTE_SLURM_RESTD_URL",
+        "FLYTE_SLURM_JWT_KEY_FILE",
+        "FLYTE_SLURM_USERNAME",
+        "FLYTE_SLURM_WORKING_DIR",
+        "FLYTE_SLURM_SHARED_MOUNTS",
+        "FLYTE_SLURM_API_VERSION",
+    ]
+    .into_iter()
+    .filter_map(|k| support::var(k).map(|v| (k, v)))
+    .collect();
+    env.push(("FLYTE_SLURM_POLL_INTERVAL", "1s".into()));
+    env.push(("FLYTE_SLURM_JOB_FILES_RETENTION", "off".into()));
+    let log = dir.join("serve.log");
+    let fleet = Arc::new(Fleet::start(env, &log));
+    let counts = Arc::new(Counts::default());
+
+    let reqs: Vec<(CreateTaskRequest, bool)> = (0..TASKS).map(|i| request_for(i, &store)).collect();
+    let began = Instant::now();
+    let next = Arc::new(AtomicUsize::new(0));
+    let results = Arc::new(Mutex::new(HashMap::new()));
+    let mut workers = Vec::new();
+    for _ in 0..CREATORS {
+        let (fleet, counts, next, results, reqs) = (
+            fleet.clone(),
+            counts.clone(),
+            next.clone(),
+            results.clone(),
+            reqs.clone(),
+        );
+        workers.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= TASKS {
+                    return;
+                }
+                let meta = create(&fleet, &counts, &reqs[i].0).await;
+                if i.is_multiple_of(7) {
+                    // The backend's retry of a CreateTask whose answer it did not get in time,
+                    // on whichever replica: the same job.
+                    let again = create(&fleet, &counts, &reqs[i].0).await;
+                    counts.repeated.fetch_add(1, Ordering::Relaxed);
+                    let id = |m: &[u8]| {
+                        serde_json::from_slice::<serde_json::Value>(m).unwrap()["job_id"].as_u64()
+                    };
+                    if id(&meta) != Some(0) && id(&again) != Some(0) {
+                        assert_eq!(
+                            id(&again),
+                            id(&meta),
+                            "task {i}: a repeated CreateTask got another job"
+                        );
+                    }
+                }
+                let end = follow(&fleet, &counts, &meta).await;
+                results.lock().await.insert(i, (meta, end));
+            }
+        }));
+    }
+    // The rollout: each replica replaced in turn with SIGTERM, then one SIGKILLed.
+    let mut events = Vec::new();
+    for (slot, kill) in [(0, false), (1, false), (2, false), (1, true)] {
+        tokio::time::sleep(Duration::from_secs(12)).await;
+        fleet.replace(slot, kill).await;
+        events.push(format!(
+            "{:.0}s: replica {slot} {}",
+            began.elapsed().as_secs_f64(),
+            if kill {
+                "SIGKILLed"
+            } else {
+                "rolled (SIGTERM)"
+            }
+        ));
+    }
+    for w in workers {
+        w.await.unwrap();
+    }
+    let took = began.elapsed();
+
+    // Every task: SUCCEEDED, exactly one live job for its key, its outputs present.
+    let results = results.lock().await;
+    assert_eq!(results.len(), TASKS);
+    let wrong: Vec<_> = results
+        .iter()
+        .filter(|(_, (_, (p, _)))| *p != Phase::Succeeded)
+        .map(|(i, (_, (p, m)))| format!("{i}: {p:?} {m}"))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "{} tasks did not succeed: {wrong:?}",
+        wrong.len()
+    );
+    let v = c.user_client().version().await.unwrap();
+    let render_cfg = slurm_connector::render::RenderConfig {
+        api_version: v,
+        working_dir: Some(c.workdir.clone()),
+        ..Default::default()
+    };
+    let keys: HashSet<String> = reqs
+        .iter()
+        .map(|(r, _)| {
+            slurm_connector::render::render(
+                &slurm_connector::service::convert::task_spec(r).unwrap(),
+                &render_cfg,
+            )
+            .unwrap()
+            .key
+        })
+        .collect();
+    let mut live: HashMap<String, Vec<u32>> = HashMap::new();
+    let mut cancelled = 0;
+    let client = c.user_client();
+    let mut records = client.jobs().await.unwrap();
+    if c.accounting {
+        // Jobs that already left slurmctld (MinJobAge) are in slurmdbd.
+        let since = chrono::Utc::now().timestamp() - took.as_secs() as i64 - 120;
+        records.extend(
+            client
+                .accounting_jobs_since(since, Some(&c.user))
+                .await
+                .unwrap(),
+        );
+    }
+    let mut seen = HashSet::new();
+    for j in records {
+        let Some(k) = j
+            .comment
+            .as_deref()
+            .and_then(key_from_comment)
+            .or_else(|| slurm_connector::render::key_from_job_name(&j.name))
+        else {
+            continue;
+        };
+        if !keys.contains(k) || !seen.insert(j.job_id) {
+            continue;
+        }
+        if j.state.base == BaseState::Cancelled {
+            cancelled += 1;
+        } else {
+            live.entry(k.to_string()).or_default().push(j.job_id.0);
+        }
+    }
+    let missing: Vec<_> = keys.iter().filter(|k| !live.contains_key(*k)).collect();
+    let doubled: Vec<_> = live.iter().filter(|(_, ids)| ids.len() > 1).collect();
+    assert!(
+        missing.is_empty() || !c.accounting,
+        "{} executions have no job on record",
+        missing.len()
+    );
+    assert!(
+        doubled.is_empty(),
+        "executions with more than one job: {doubled:?}"
+    );
+    let mut outputs = 0;
+    for (i, (_, with_outputs)) in reqs.iter().enumerate() {
+        if *with_outputs {
+            let base = store.join(format!("t{i}"));
+            assert!(base.join("stats").is_file(), "task {i}: stats missing");
+            assert!(base.join("shards").is_dir(), "task {i}: shards missing");
+            outputs += 2;
+        }
+    }
+    let get_errors = counts.get_errors.load(Ordering::Relaxed);
+    eprintln!(
+        "DRILL replicas: {TASKS} tasks over {REPLICAS} serve processes in {:.0}s; {}; CreateTask \
+         retries {}, CreateTasks repeated on another replica {}, calls to a gone replica re-sent \
+         {}, GetTask errors {get_errors}; one live job \
+         per execution ({} jobs on record, {cancelled} cancelled held duplicates), {outputs} \
+         declared outputs present",
+        took.as_secs_f64(),
+        events.join(", "),
+        counts.create_retries.load(Ordering::Relaxed),
+        counts.repeated.load(Ordering::Relaxed),
+        counts.unreachable.load(Ordering::Relaxed),
+        live.values().map(Vec::len).sum::<usize>(),
+    );
+    assert_eq!(get_errors, 0);
+    // Nothing of this drill stays queued.
+    for ids in live.values() {
+        for id in ids {
+            let _ = client
+                .cancel(slurm_connector::slurmrestd::JobId(*id), None)
+                .await;
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn tempfile_dir() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(support::unique("drill"));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
