@@ -149,20 +149,7 @@ fn request_for(i: usize, store: &Path) -> (CreateTaskRequest, bool) {
             .remove("sbatch");
         r.script("#!/bin/bash\ntrue\n")
     };
-    let wf = req
-        .task_execution_metadata
-        .as_mut()
-        .unwrap()
-        .task_execution_id
-        .as_mut()
-        .unwrap()
-        .node_execution_id
-        .as_mut()
-        .unwrap()
-        .execution_id
-        .as_mut()
-        .unwrap();
-    wf.name = support::unique(&format!("drill{i}"));
+    req = req.run_name(&support::unique(&format!("drill{i}")));
     (req, with_outputs)
 }
 

@@ -336,3 +336,58 @@ async fn a_delete_before_the_job_exists_leaves_nothing_running_even_with_the_sub
     }
     mock.handle.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_held_duplicate_nobody_settled_is_cancelled_by_the_next_check() {
+    let mock = Mock::start("strays", Duration::from_secs(600), FaultConfig::default()).await;
+    let (servers, mut c) = replicas(&mock, 1).await;
+    let x = create(&mut c[0], request(1, "#!/bin/bash\nsleep 2\n"))
+        .await
+        .unwrap();
+    let first = cluster_jobs(&mock)
+        .await
+        .into_iter()
+        .find(|j| j.job_id.0 == job_id(&x))
+        .unwrap();
+    // A submit of the same execution that slurmrestd carried out after its caller gave up: held,
+    // marked for the check, and nobody left to settle it.
+    let cfg = ClientConfig::new(
+        "mock",
+        mock.handle.url().parse().unwrap(),
+        Auth::Static {
+            token: Secret::new(mock.token()),
+        },
+    );
+    let raw = Client::new(cfg).unwrap();
+    let late = raw
+        .submit(&slurm_connector::slurmrestd::JobDescription {
+            name: first.name.clone(),
+            script: "#!/bin/bash\nsleep 2\n".into(),
+            current_working_directory: "/tmp".into(),
+            environment: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            comment: Some(format!(
+                "{}{}",
+                first.comment.clone().unwrap(),
+                slurm_connector::service::AWAITING_CHECK
+            )),
+            hold: Some(true),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    // Any later CreateTask's check sees it below nobody, above the released job: cancelled.
+    create(&mut c[0], request(2, "#!/bin/bash\ntrue\n"))
+        .await
+        .unwrap();
+    let j = cluster_jobs(&mock)
+        .await
+        .into_iter()
+        .find(|j| j.job_id == late)
+        .unwrap();
+    assert_eq!(j.state.base, BaseState::Cancelled, "{j:?}");
+    assert_eq!(j.nodes, None, "it never started");
+    for s in servers {
+        s.stop().await;
+    }
+    mock.handle.shutdown().await;
+}

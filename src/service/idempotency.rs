@@ -48,6 +48,12 @@ pub const FETCH_AT_MOST: usize = 32;
 /// slurmctld; a duplicate being raced is held, so pending, so in slurmctld's listing.
 const ACCOUNTING_EVERY: Duration = Duration::from_secs(30);
 
+/// A job still held for its duplicate check this long after this process first saw it is
+/// abandoned: its replica died between submit and release (or its release kept failing) and the
+/// backend, which counts a failed CreateTask as a failed attempt, went on under another key;
+/// a deferred submit's takeover (5 min) would have released it long before. It is cancelled.
+pub const ABANDONED_AFTER: Duration = Duration::from_secs(3600);
+
 /// slurmctld's reason for a job its submitter held (`hold: true` at submit is always this, also
 /// for a privileged submitter; an admin's hold or a job_submit plugin's is `JobHeldAdmin`).
 const HELD_BY_USER: &str = "JobHeldUser";
@@ -62,6 +68,8 @@ pub const AWAITING_CHECK: &str = " [held by slurm-connector: duplicate check]";
 pub struct Seen {
     /// Still held for the duplicate check (its replica may be gone before releasing it).
     pub awaiting_release: bool,
+    /// When this process first saw it.
+    pub since: Instant,
 }
 
 /// The index of one cluster's Flyte jobs by key.
@@ -84,6 +92,8 @@ struct State {
     accounting_since: Option<(i64, Instant)>,
     /// slurmdbd answered "no such path": this cluster has no accounting.
     no_accounting: bool,
+    /// [`ABANDONED_AFTER`] unless a test says otherwise.
+    abandoned_after: Option<Duration>,
     /// key → the jobs carrying it. Never shrinks while the process runs: a job that left
     /// slurmctld still decides who wins.
     by_key: HashMap<String, BTreeMap<JobId, Seen>>,
@@ -98,6 +108,13 @@ pub struct Winner {
 }
 
 impl Index {
+    #[cfg(test)]
+    fn abandoning_after(d: Duration) -> Index {
+        let index = Index::default();
+        index.state.try_lock().expect("new").abandoned_after = Some(d);
+        index
+    }
+
     /// The lowest job with `key` in the current index; takes the index first if it never was
     /// (or checks again, `retake`: a submit's outcome is uncertain).
     #[allow(clippy::result_large_err)]
@@ -177,10 +194,13 @@ impl Index {
     pub async fn note(&self, key: &str, job_id: JobId, awaiting_release: bool) {
         let mut st = self.state.lock().await;
         st.keyed.insert(job_id, key.to_string());
-        st.by_key
-            .entry(key.to_string())
-            .or_default()
-            .insert(job_id, Seen { awaiting_release });
+        st.by_key.entry(key.to_string()).or_default().insert(
+            job_id,
+            Seen {
+                awaiting_release,
+                since: Instant::now(),
+            },
+        );
     }
 }
 
@@ -248,9 +268,22 @@ impl State {
             }
             records
         };
-        // A keyed job that is not pending now no longer waits for its release.
+        // A keyed job that is not pending now no longer waits for its release; one held for its
+        // check for longer than ABANDONED_AFTER never will be released (see there).
+        let mut abandoned = Vec::new();
         for (id, state) in &states {
             if state.base == BaseState::Pending {
+                if let Some((key, seen)) = self.keyed.get(id).and_then(|key| {
+                    self.by_key
+                        .get_mut(key)
+                        .and_then(|jobs| jobs.get_mut(id))
+                        .map(|seen| (key, seen))
+                }) && seen.awaiting_release
+                    && seen.since.elapsed() >= self.abandoned_after.unwrap_or(ABANDONED_AFTER)
+                {
+                    seen.awaiting_release = false;
+                    abandoned.push((*id, key.clone()));
+                }
                 continue;
             }
             if let Some(seen) = self
@@ -262,6 +295,12 @@ impl State {
                 seen.awaiting_release = false;
             }
         }
+        for (id, key) in abandoned {
+            tracing::warn!(cluster, key, job_id = %id, "a job held for its duplicate check for over an hour: its CreateTask was given up (a failed attempt, retried under another key); cancelling it");
+            if let Err(e) = client.cancel(id, None).await {
+                tracing::error!(cluster, key, job_id = %id, error = %e, "cannot cancel an abandoned held job; it never starts (held) but stays queued: `scancel {id}`");
+            }
+        }
         let gone = self.accounting(client, cluster, user).await?;
         let n = self.record(&live, &gone);
         tracing::debug!(
@@ -270,6 +309,7 @@ impl State {
             keyed = n,
             "checked the cluster's new jobs for idempotent CreateTask"
         );
+        self.cancel_strays(client, cluster, &live).await;
         // Known below the first job left unread (all of them when none was).
         let known_below = match later.iter().min() {
             Some(first) => Some(JobId(first.0.saturating_sub(1))),
@@ -277,6 +317,29 @@ impl State {
         };
         self.done(began, known_below);
         Ok(())
+    }
+
+    /// New jobs still held for their check while a lower job of their key was already released:
+    /// losers whose replica never came back to cancel them (it died, or its submit timed out
+    /// while slurmrestd went on and created the job later). Their replica would cancel them
+    /// itself; any replica does it here, so no held duplicate lingers in the queue. Best effort:
+    /// a failed cancel is tried again at the next check that reads the job (none would: it is
+    /// known now), so it is logged with the command.
+    async fn cancel_strays(&mut self, client: &Client, cluster: &str, live: &[JobInfo]) {
+        for j in live.iter().filter(|j| awaiting_release(j)) {
+            let Some(key) = job_key(j) else { continue };
+            let beaten = self.by_key.get(key).is_some_and(|jobs| {
+                jobs.iter()
+                    .any(|(id, seen)| *id < j.job_id && !seen.awaiting_release)
+            });
+            if !beaten {
+                continue;
+            }
+            tracing::warn!(cluster, key, job_id = %j.job_id, "a held duplicate whose replica never settled it: cancelling it (a lower job of its execution runs)");
+            if let Err(e) = client.cancel(j.job_id, None).await {
+                tracing::error!(cluster, key, job_id = %j.job_id, error = %e, "cannot cancel a held duplicate; it never starts (held) but stays queued: `scancel {}`", j.job_id);
+            }
+        }
     }
 
     fn done(&mut self, began: Instant, max_known: Option<JobId>) {
@@ -348,12 +411,16 @@ impl State {
         {
             let Some(key) = job_key(j) else { continue };
             n += 1;
-            let seen = Seen {
+            let mut seen = Seen {
                 awaiting_release: awaiting_release(j),
+                since: Instant::now(),
             };
             self.keyed.insert(j.job_id, key.to_string());
             let jobs = self.by_key.entry(key.to_string()).or_default();
             if live {
+                if let Some(before) = jobs.get(&j.job_id) {
+                    seen.since = before.since;
+                }
                 jobs.insert(j.job_id, seen);
             } else {
                 jobs.entry(j.job_id).or_insert(seen);
@@ -383,4 +450,80 @@ fn awaiting_release(j: &JobInfo) -> bool {
 /// The comment a job is submitted with for the check: its own, marked.
 pub fn awaiting_comment(comment: Option<&str>) -> String {
     format!("{}{AWAITING_CHECK}", comment.unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slurmrestd::{Auth, ClientConfig, JobDescription, Secret};
+
+    #[tokio::test]
+    async fn a_job_held_for_its_check_past_the_abandon_age_is_cancelled() {
+        let cfg = mock_slurmrestd::MockConfig {
+            jwt_key: b"idempotency-test-key-0123456789abcdef".to_vec(),
+            ..mock_slurmrestd::MockConfig::default()
+        };
+        let mock = mock_slurmrestd::MockServer::start(cfg, "127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let token = mock.mint_token("flyte", Duration::from_secs(600));
+        let client = Client::new(ClientConfig::new(
+            "mock",
+            mock.url().parse().unwrap(),
+            Auth::Static {
+                token: Secret::new(token),
+            },
+        ))
+        .unwrap();
+        let key = "0123456789abcdef";
+        let job = |comment: String| JobDescription {
+            name: format!("flyte-t-{key}"),
+            script: "#!/bin/bash\ntrue\n".into(),
+            current_working_directory: "/tmp".into(),
+            environment: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            comment: Some(comment),
+            hold: Some(true),
+            ..Default::default()
+        };
+        // Submitted held and marked, and its replica never came back.
+        let held = client
+            .submit(&job(awaiting_comment(Some(
+                &crate::render::naming::comment(key, None),
+            ))))
+            .await
+            .unwrap();
+        let index = Index::abandoning_after(Duration::from_millis(50));
+        let w = index
+            .lookup(&client, "mock", None, key, false)
+            .await
+            .unwrap();
+        assert_eq!(
+            w.map(|w| (w.job_id, w.awaiting_release)),
+            Some((held, true))
+        );
+        // Young: a check leaves it.
+        index
+            .lookup(&client, "mock", None, key, true)
+            .await
+            .unwrap();
+        assert_eq!(
+            client.job(held).await.unwrap().unwrap().state.base,
+            BaseState::Pending
+        );
+        tokio::time::sleep(Duration::from_millis(80)).await;
+        let w = index
+            .lookup(&client, "mock", None, key, true)
+            .await
+            .unwrap();
+        assert_eq!(
+            w.map(|w| w.awaiting_release),
+            Some(false),
+            "no longer to release"
+        );
+        assert_eq!(
+            client.job(held).await.unwrap().unwrap().state.base,
+            BaseState::Cancelled
+        );
+        mock.shutdown().await;
+    }
 }

@@ -39,6 +39,9 @@ pub trait RequestExt: Sized {
     /// With retry attempt `attempt`: each attempt is a distinct execution (its own idempotency
     /// key).
     fn attempt(self, attempt: u32) -> Self;
+    /// With `name` as the run's name: a run of its own (the cluster keeps earlier runs' jobs,
+    /// which the same execution would adopt instead of submitting).
+    fn run_name(self, name: &str) -> Self;
 }
 
 impl RequestExt for CreateTaskRequest {
@@ -61,6 +64,23 @@ impl RequestExt for CreateTaskRequest {
                 kind: Some(Kind::StringValue(script.into())),
             },
         );
+        self
+    }
+
+    fn run_name(mut self, name: &str) -> Self {
+        self.task_execution_metadata
+            .as_mut()
+            .unwrap()
+            .task_execution_id
+            .as_mut()
+            .unwrap()
+            .node_execution_id
+            .as_mut()
+            .unwrap()
+            .execution_id
+            .as_mut()
+            .unwrap()
+            .name = name.to_string();
         self
     }
 
