@@ -272,16 +272,24 @@ impl Scheduler {
     pub fn schedule(self: &Arc<Self>) {
         let mut c = self.lock();
         let t = now();
-        let mut order: Vec<(u32, u32)> = c
+        // Priority, then submission order; an array's tasks in index order, as slurmctld
+        // starts them (the array's own id, kept by the last task, runs last).
+        let mut order: Vec<(u32, (u32, u32), u32)> = c
             .jobs
             .values()
             .filter(|j| j.state == Base::Pending)
-            .map(|j| (j.spec.priority.unwrap_or(1), j.id))
+            .map(|j| {
+                let place = match &j.array {
+                    Some(a) => (a.array_job_id, a.task_id),
+                    None => (j.id, 0),
+                };
+                (j.spec.priority.unwrap_or(1), place, j.id)
+            })
             .collect();
         order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         let mut blocked = false;
         let mut changed = false;
-        for (_, id) in order {
+        for (_, _, id) in order {
             let reason = self.blocking_reason(&c, id, blocked);
             let job = c.jobs.get_mut(&id).expect("listed above");
             job.last_sched = t;

@@ -296,6 +296,22 @@ impl State {
             }
         }
         for (id, key) in abandoned {
+            // Its state alone cannot tell: a job its replica released that still waits in a
+            // long queue is pending too, and so is a job array's id while its pending remainder
+            // waits for the elements that run (`%N`). Its record says whether it still waits
+            // for its check.
+            match client.job(id).await {
+                Ok(Some(j)) if awaiting_release(&j) => {}
+                Ok(_) => continue,
+                Err(e) => {
+                    tracing::debug!(cluster, key, job_id = %id, error = %e, "record of a job held past the abandon age not read; asked again at the next check");
+                    if let Some(seen) = self.by_key.get_mut(&key).and_then(|jobs| jobs.get_mut(&id))
+                    {
+                        seen.awaiting_release = true;
+                    }
+                    continue;
+                }
+            }
             tracing::warn!(cluster, key, job_id = %id, "a job held for its duplicate check for over an hour: its CreateTask was given up (a failed attempt, retried under another key); cancelling it");
             if let Err(e) = client.cancel(id, None).await {
                 tracing::error!(cluster, key, job_id = %id, error = %e, "cannot cancel an abandoned held job; it never starts (held) but stays queued: `scancel {id}`");
@@ -524,6 +540,79 @@ mod tests {
             client.job(held).await.unwrap().unwrap().state.base,
             BaseState::Cancelled
         );
+        mock.shutdown().await;
+    }
+
+    /// A released job still pending past the abandon age is not abandoned: here a job array
+    /// whose remainder waits behind its `%1` limit (its id stays PENDING while an element runs),
+    /// read while it was still held for its check.
+    #[tokio::test]
+    async fn a_released_array_pending_past_the_abandon_age_is_kept() {
+        let cfg = mock_slurmrestd::MockConfig {
+            jwt_key: b"idempotency-test-key-0123456789abcdef".to_vec(),
+            ..mock_slurmrestd::MockConfig::default()
+        };
+        let mock = mock_slurmrestd::MockServer::start(cfg, "127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let token = mock.mint_token("flyte", Duration::from_secs(600));
+        let client = Client::new(ClientConfig::new(
+            "mock",
+            mock.url().parse().unwrap(),
+            Auth::Static {
+                token: Secret::new(token),
+            },
+        ))
+        .unwrap();
+        let key = "0123456789abcdef";
+        let comment = crate::render::naming::comment(key, None);
+        let held = client
+            .submit(&JobDescription {
+                name: format!("flyte-t-{key}"),
+                script: "#!/bin/bash\nsleep 30\n".into(),
+                current_working_directory: "/tmp".into(),
+                environment: vec![("PATH".into(), "/usr/bin:/bin".into())],
+                comment: Some(awaiting_comment(Some(&comment))),
+                hold: Some(true),
+                array: Some("0-2%1".into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let index = Index::abandoning_after(Duration::from_millis(50));
+        let w = index
+            .lookup(&client, "mock", None, key, false)
+            .await
+            .unwrap();
+        assert_eq!(
+            w.map(|w| (w.job_id, w.awaiting_release)),
+            Some((held, true))
+        );
+        // Its replica releases it (the mark goes in the same update); one element starts.
+        assert!(client.release(held, Some(&comment), false).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let states = client.states_and_elements(&[held]).await.unwrap();
+        assert!(
+            states
+                .elements
+                .iter()
+                .any(|e| e.state.base == BaseState::Running),
+            "{states:?}"
+        );
+        let w = index
+            .lookup(&client, "mock", None, key, true)
+            .await
+            .unwrap();
+        assert_eq!(w.map(|w| w.job_id), Some(held));
+        let after = client.states_and_elements(&[held]).await.unwrap();
+        assert!(
+            after
+                .elements
+                .iter()
+                .all(|e| e.state.base != BaseState::Cancelled),
+            "a released array is never cancelled as abandoned: {after:?}"
+        );
+        client.cancel(held, None).await.unwrap();
         mock.shutdown().await;
     }
 }
