@@ -51,7 +51,9 @@ const ACCOUNTING_EVERY: Duration = Duration::from_secs(30);
 /// A job still held for its duplicate check this long after this process first saw it is
 /// abandoned: its replica died between submit and release (or its release kept failing) and the
 /// backend, which counts a failed CreateTask as a failed attempt, went on under another key;
-/// a deferred submit's takeover (5 min) would have released it long before. It is cancelled.
+/// a deferred submit's takeover (5 min) would have released it long before. It is cancelled
+/// once its record confirms it is still held and marked (a pending state alone does not: a
+/// released job may wait in the queue as long).
 pub const ABANDONED_AFTER: Duration = Duration::from_secs(3600);
 
 /// slurmctld's reason for a job its submitter held (`hold: true` at submit is always this, also
