@@ -213,6 +213,20 @@ def main():
         check("cancelled job ends ABORTED", res is not None and res.phase == Phase.Value("ABORTED"),
               res.message if res is not None else "no answer")
 
+        # A script that fails, with retries left (max_attempts as Flyte sends it for retries=2):
+        # RETRYABLE_FAILED, so Flyte's own retries happen, and the message says what happened
+        # first (a tag line; the published plugin's FAILED would never be retried).
+        req = load_fixture(script_fixture, args.partition, offset + 6, args.sbatch_option, args.drop_sbatch)
+        req.template.custom.fields["script"].string_value = "#!/bin/bash\necho 'about to fail' >&2\nexit 3\n"
+        req.task_execution_metadata.max_attempts = 3
+        meta = stub.CreateTask(req, timeout=10).resource_meta
+        errors = []
+        res = wait_terminal(stub, req, meta, args.timeout, errors)
+        check("a failing script is RETRYABLE_FAILED", res is not None and res.phase == Phase.Value("RETRYABLE_FAILED"),
+              (Phase.Name(res.phase) + ": " + res.message[:200]) if res is not None else "no answer")
+        check("its message opens with the failure's tag", res is not None and res.message.startswith("[FAILED]")
+              and "code 3" in res.message, res.message[:200] if res is not None else "no answer")
+
     passed = sum(1 for _, ok in results if ok)
     failed = len(results) - passed
     print(f"{passed} passed, {failed} failed")
