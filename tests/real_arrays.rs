@@ -23,58 +23,19 @@ mod support;
 
 #[path = "real_slurm/connector.rs"]
 mod connector;
-use connector::{deployment, get, request};
+use connector::{deployment, poll_until, request, terminal};
 
 use std::time::{Duration, Instant};
 
 use slurm_connector::proto::connector::Resource;
-use slurm_connector::proto::connector::async_connector_service_client::AsyncConnectorServiceClient;
 use slurm_connector::proto::core::task_execution::Phase;
 use slurm_connector::slurmrestd::JobId;
-use tonic::transport::Channel;
 
-type Grpc = AsyncConnectorServiceClient<Channel>;
 
 /// Five elements, three at a time; element 3 fails with a line on stderr.
 const ONE_FAILS: &str = "#!/bin/bash\n#SBATCH --array=0-4%3\n#SBATCH --time=2\n\
     echo \"element $SLURM_ARRAY_TASK_ID of $SLURM_ARRAY_JOB_ID\"\nsleep 2\n\
     if [ \"$SLURM_ARRAY_TASK_ID\" = 3 ]; then echo \"element 3 broke\" >&2; exit 3; fi\n";
-
-fn terminal(r: &Resource) -> bool {
-    [
-        Phase::Succeeded,
-        Phase::Failed,
-        Phase::Aborted,
-        Phase::RetryableFailed,
-    ]
-    .iter()
-    .any(|p| *p as i32 == r.phase)
-}
-
-/// Polls until `done`, at most `secs`; `each` sees every answer.
-async fn poll_until(
-    c: &mut Grpc,
-    meta: &[u8],
-    secs: u64,
-    done: impl Fn(&Resource) -> bool,
-    mut each: impl FnMut(&Resource),
-) -> Resource {
-    let start = Instant::now();
-    loop {
-        let r = get(c, meta).await;
-        each(&r);
-        if done(&r) {
-            return r;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(secs),
-            "not done in {secs} s: phase {:?}\n{}",
-            Phase::try_from(r.phase),
-            r.message
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
 
 fn job_id(meta: &[u8]) -> JobId {
     let v: serde_json::Value = serde_json::from_slice(meta).unwrap();

@@ -25,7 +25,7 @@ mod support;
 
 #[path = "real_slurm/connector.rs"]
 mod connector;
-use connector::{deployment, get, request};
+use connector::{deployment, get, poll_until, request, terminal};
 
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
@@ -47,42 +47,6 @@ const REQUEUE_AWARE: &str = "#!/bin/bash\n\
     echo \"run with SLURM_RESTART_COUNT=${SLURM_RESTART_COUNT:-0}\"\n\
     if [ \"${SLURM_RESTART_COUNT:-0}\" -gt 0 ]; then exit 0; fi\n\
     sleep 600\n";
-
-fn terminal(r: &Resource) -> bool {
-    [
-        Phase::Succeeded,
-        Phase::Failed,
-        Phase::Aborted,
-        Phase::RetryableFailed,
-    ]
-    .iter()
-    .any(|p| *p as i32 == r.phase)
-}
-
-/// Polls until `done`, at most `secs`; `each` sees every answer.
-async fn poll_until(
-    c: &mut Grpc,
-    meta: &[u8],
-    secs: u64,
-    done: impl Fn(&Resource) -> bool,
-    mut each: impl FnMut(&Resource),
-) -> Resource {
-    let start = Instant::now();
-    loop {
-        let r = get(c, meta).await;
-        each(&r);
-        if done(&r) {
-            return r;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(secs),
-            "not done in {secs} s: phase {:?}\n{}",
-            Phase::try_from(r.phase),
-            r.message
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
 
 fn info(r: &Resource, key: &str) -> serde_json::Value {
     let s = r.custom_info.as_ref().expect("custom_info");

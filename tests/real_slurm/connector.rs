@@ -2,7 +2,7 @@
 //! (`real_failures`, `real_replicas`): its deployment and the published plugin's request.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use prost::Message;
 use slurm_connector::config::{AuthConfig, ClusterConfig, DeploymentConfig};
@@ -10,6 +10,8 @@ use slurm_connector::proto::connector::async_connector_service_client::AsyncConn
 use slurm_connector::proto::connector::{
     CreateTaskRequest, GetTaskRequest, Resource, TaskCategory,
 };
+
+use slurm_connector::proto::core::task_execution::Phase;
 
 use super::support;
 
@@ -98,4 +100,44 @@ pub async fn get(
     .into_inner()
     .resource
     .unwrap()
+}
+
+/// A phase after which GetTask never changes its answer.
+// Not every real tier that includes this file polls to an end (real_replicas does not).
+#[allow(dead_code)]
+pub fn terminal(r: &Resource) -> bool {
+    [
+        Phase::Succeeded,
+        Phase::Failed,
+        Phase::Aborted,
+        Phase::RetryableFailed,
+    ]
+    .iter()
+    .any(|p| *p as i32 == r.phase)
+}
+
+/// GetTask until `done`, at most `secs`; `each` sees every answer.
+#[allow(dead_code)]
+pub async fn poll_until(
+    c: &mut AsyncConnectorServiceClient<tonic::transport::Channel>,
+    meta: &[u8],
+    secs: u64,
+    done: impl Fn(&Resource) -> bool,
+    mut each: impl FnMut(&Resource),
+) -> Resource {
+    let start = Instant::now();
+    loop {
+        let r = get(c, meta).await;
+        each(&r);
+        if done(&r) {
+            return r;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(secs),
+            "not done in {secs} s: phase {:?}\n{}",
+            Phase::try_from(r.phase),
+            r.message
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
