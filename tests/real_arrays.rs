@@ -31,7 +31,6 @@ use slurm_connector::proto::connector::Resource;
 use slurm_connector::proto::core::task_execution::Phase;
 use slurm_connector::slurmrestd::JobId;
 
-
 /// Five elements, three at a time; element 3 fails with a line on stderr.
 const ONE_FAILS: &str = "#!/bin/bash\n#SBATCH --array=0-4%3\n#SBATCH --time=2\n\
     echo \"element $SLURM_ARRAY_TASK_ID of $SLURM_ARRAY_JOB_ID\"\nsleep 2\n\
