@@ -31,6 +31,9 @@ use crate::slurmrestd::{Client, ClientError, JobDescription};
 use super::cluster::{ClusterRuntime, SubmitFailure, Submitted};
 use super::meta::ResourceMeta;
 use super::pacing::Pace;
+use super::{Connector, client_status, meta, track};
+use crate::proto::core::task_execution::Phase;
+use tonic::Status;
 
 /// A deferred submit no replica has made after this long is made by whichever replica sees it
 /// next. Long enough that a live replica, however throttled, has had its turn; short next to a
@@ -239,6 +242,143 @@ impl ClusterRuntime {
             self.client.cancel(w.job_id, None).await?;
         }
         tracing::info!(cluster = %self.cfg.name, key, job_id = %id, "deleted before its job existed: left a cancelled tombstone job so that no late submit runs");
+        Ok(())
+    }
+}
+
+/// How old a check of the cluster's jobs may be when GetTask looks a deferred submit's job up:
+/// many GetTasks share one check.
+const FIND_FRESH: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// What GetTask says of a task whose job is not known yet.
+#[derive(Debug, Clone)]
+pub(super) struct Pending {
+    pub(super) phase: Phase,
+    pub(super) message: String,
+}
+
+/// The service's side of deferred submits: what GetTask and DeleteTask do with a deferred meta.
+impl Connector {
+    pub(super) async fn resolve_deferred(
+        &self,
+        rt: &Arc<ClusterRuntime>,
+        mut m: ResourceMeta,
+        d: &meta::DeferredSubmit,
+    ) -> Result<ResourceMeta, Pending> {
+        if let Some(known) = rt.remembered(&d.key) {
+            return Ok(known);
+        }
+        let pending = |phase: Phase, message: String| Pending { phase, message };
+        match rt.progress(&d.key) {
+            Some(Progress::Waiting { tries, last_error }) => {
+                let v = rt.pacer.view();
+                return Err(pending(
+                    Phase::Queued,
+                    match last_error {
+                        Some(e) => format!(
+                            "Not submitted yet: try {} failed transiently ({e}); trying again",
+                            tries + 1
+                        ),
+                        None => format!(
+                            "Not submitted yet: cluster {} is throttling submits ({} waiting, {} \
+                             at once now)",
+                            rt.cfg.name, v.waiting, v.limit
+                        ),
+                    },
+                ));
+            }
+            Some(Progress::Failed { message, .. }) => {
+                return Err(pending(
+                    Phase::RetryableFailed,
+                    format!("[SUBMIT_FAILED] the job could not be submitted: {message}"),
+                ));
+            }
+            Some(Progress::Withdrawn) => {
+                return Err(pending(
+                    Phase::Aborted,
+                    "Deleted before its job was submitted".into(),
+                ));
+            }
+            Some(Progress::Done(_)) | None => {}
+        }
+        // Another replica accepted it (or this process restarted): the cluster knows.
+        match rt.find(&d.key, FIND_FRESH).await {
+            Ok(Some((job_id, false))) => {
+                m.job_id = job_id;
+                m.deferred = None;
+                track(rt, &m);
+                rt.remember(&d.key, m.clone());
+                Ok(m)
+            }
+            Ok(found) => {
+                let age = now_unix().saturating_sub(d.at);
+                if age >= TAKE_OVER_AFTER.as_secs() as i64 && !d.own_credentials {
+                    // Its replica is gone, or stuck: make (or release) the job here.
+                    tracing::warn!(cluster = %rt.cfg.name, key = %d.key, age, held = ?found, "a deferred submit still has no released job; taking it over");
+                    let mut template = m.clone();
+                    template.deferred = None;
+                    let _ = rt.submit_paced(
+                        &d.key,
+                        &d.job,
+                        rt.submit_client_for(None),
+                        template,
+                        self.on_submitted(rt, rt.client.api_version(), m.job_name.clone()),
+                    );
+                }
+                Err(pending(
+                    Phase::Queued,
+                    match found {
+                        Some((id, _)) => format!(
+                            "Job {id} is held for the connector's duplicate check; it is released shortly"
+                        ),
+                        None => format!(
+                            "Not submitted yet: another connector replica accepted this task {age} s ago and is submitting it"
+                        ),
+                    },
+                ))
+            }
+            Err(e) => Err(pending(
+                Phase::Queued,
+                format!("Not submitted yet, as far as can be seen: cannot look the job up ({e})"),
+            )),
+        }
+    }
+
+    /// DeleteTask of a deferred submit whose job is not known: this process's submit (if any)
+    /// is withdrawn, and a tombstone keeps any other replica's late submit from running.
+    pub(super) async fn delete_unsubmitted(
+        &self,
+        rt: &Arc<ClusterRuntime>,
+        raw: &[u8],
+    ) -> Result<(), Status> {
+        let (_, m) = self.locate(raw)?;
+        let d = m
+            .deferred
+            .as_ref()
+            .expect("only deferred metas are unresolved");
+        rt.withdraw(&d.key);
+        match rt.progress(&d.key) {
+            // Ours, not sent yet: the withdrawal stops it; sent: it cancels what it made.
+            Some(Progress::Waiting { .. }) => {}
+            // Nothing of ours will run.
+            Some(Progress::Failed { .. } | Progress::Withdrawn) => {}
+            Some(Progress::Done(_)) | None => {
+                if let Some(known) = rt.remembered(&d.key) {
+                    rt.client
+                        .cancel(known.job_id, None)
+                        .await
+                        .map_err(|e| client_status(&e, "cancelling the job"))?;
+                } else {
+                    rt.tombstone(&d.key, &d.job).await.map_err(|e| {
+                        client_status(
+                            &e,
+                            "leaving a tombstone for a task deleted before its job was submitted",
+                        )
+                    })?;
+                }
+            }
+        }
+        tracing::info!(cluster = %rt.cfg.name, key = %d.key, "DeleteTask before the job was submitted");
         Ok(())
     }
 }

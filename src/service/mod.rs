@@ -4,6 +4,8 @@
 //! - [`Connector`]: the operations behind them (CreateTask idempotent, GetTask from the tracker's
 //!   cache and never failing on a slurmrestd hiccup, DeleteTask idempotent, logs via staging).
 //! - [`cluster`]: one configured cluster at run time. [`meta`]: `resource_meta`.
+//! - `pacing`: how many submits run at once. `deferred`: submits that outlive their CreateTask,
+//!   and what GetTask/DeleteTask do with a deferred `resource_meta`.
 //! - [`convert`]: protobuf → the renderer's input. `status`: GetTask's `Resource`.
 //! - [`metrics`]: Prometheus. `serve`: the listeners, health. `shutdown`: the drain on SIGTERM.
 //! - `task_metrics`: GetTaskMetrics, a job's usage from Slurm's accounting.
@@ -39,19 +41,9 @@ use crate::slurmrestd::{ClientError, JobId};
 use crate::staging;
 
 use cluster::{ClusterRuntime, Submitted};
+use deferred::Pending;
 use meta::{Decoded, ResourceMeta};
 use metrics::Metrics;
-
-/// How old a check of the cluster's jobs may be when GetTask looks a deferred submit's job up:
-/// many GetTasks share one check.
-const FIND_FRESH: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// What GetTask says of a task whose job is not known yet.
-#[derive(Debug, Clone)]
-struct Pending {
-    phase: Phase,
-    message: String,
-}
 
 /// Lines per stream GetTaskLogs returns when the request says 0.
 const DEFAULT_LOG_LINES: u64 = 500;
@@ -308,91 +300,6 @@ impl Connector {
         Ok((rt, resolved))
     }
 
-    async fn resolve_deferred(
-        &self,
-        rt: &Arc<ClusterRuntime>,
-        mut m: ResourceMeta,
-        d: &meta::DeferredSubmit,
-    ) -> Result<ResourceMeta, Pending> {
-        if let Some(known) = rt.remembered(&d.key) {
-            return Ok(known);
-        }
-        let pending = |phase: Phase, message: String| Pending { phase, message };
-        match rt.progress(&d.key) {
-            Some(deferred::Progress::Waiting { tries, last_error }) => {
-                let v = rt.pacer.view();
-                return Err(pending(
-                    Phase::Queued,
-                    match last_error {
-                        Some(e) => format!(
-                            "Not submitted yet: try {} failed transiently ({e}); trying again",
-                            tries + 1
-                        ),
-                        None => format!(
-                            "Not submitted yet: cluster {} is throttling submits ({} waiting, {} \
-                             at once now)",
-                            rt.cfg.name, v.waiting, v.limit
-                        ),
-                    },
-                ));
-            }
-            Some(deferred::Progress::Failed { message, .. }) => {
-                return Err(pending(
-                    Phase::RetryableFailed,
-                    format!("[SUBMIT_FAILED] the job could not be submitted: {message}"),
-                ));
-            }
-            Some(deferred::Progress::Withdrawn) => {
-                return Err(pending(
-                    Phase::Aborted,
-                    "Deleted before its job was submitted".into(),
-                ));
-            }
-            Some(deferred::Progress::Done(_)) | None => {}
-        }
-        // Another replica accepted it (or this process restarted): the cluster knows.
-        match rt.find(&d.key, FIND_FRESH).await {
-            Ok(Some((job_id, false))) => {
-                m.job_id = job_id;
-                m.deferred = None;
-                track(rt, &m);
-                rt.remember(&d.key, m.clone());
-                Ok(m)
-            }
-            Ok(found) => {
-                let age = deferred::now_unix().saturating_sub(d.at);
-                if age >= deferred::TAKE_OVER_AFTER.as_secs() as i64 && !d.own_credentials {
-                    // Its replica is gone, or stuck: make (or release) the job here.
-                    tracing::warn!(cluster = %rt.cfg.name, key = %d.key, age, held = ?found, "a deferred submit still has no released job; taking it over");
-                    let mut template = m.clone();
-                    template.deferred = None;
-                    let _ = rt.submit_paced(
-                        &d.key,
-                        &d.job,
-                        rt.submit_client_for(None),
-                        template,
-                        self.on_submitted(rt, rt.client.api_version(), m.job_name.clone()),
-                    );
-                }
-                Err(pending(
-                    Phase::Queued,
-                    match found {
-                        Some((id, _)) => format!(
-                            "Job {id} is held for the connector's duplicate check; it is released shortly"
-                        ),
-                        None => format!(
-                            "Not submitted yet: another connector replica accepted this task {age} s ago and is submitting it"
-                        ),
-                    },
-                ))
-            }
-            Err(e) => Err(pending(
-                Phase::Queued,
-                format!("Not submitted yet, as far as can be seen: cannot look the job up ({e})"),
-            )),
-        }
-    }
-
     /// GetTask: from the tracker's cache; never an error because slurmrestd hiccupped.
     pub async fn get(&self, raw_meta: &[u8]) -> Result<Resource, Status> {
         let (rt, m) = match self.locate_job(raw_meta).await? {
@@ -468,40 +375,6 @@ impl Connector {
         if let Some(j) = &rt.job_files {
             j.ended(&m, self.deployment.job_files_retention);
         }
-        Ok(())
-    }
-
-    /// DeleteTask of a deferred submit whose job is not known: this process's submit (if any)
-    /// is withdrawn, and a tombstone keeps any other replica's late submit from running.
-    async fn delete_unsubmitted(&self, rt: &Arc<ClusterRuntime>, raw: &[u8]) -> Result<(), Status> {
-        let (_, m) = self.locate(raw)?;
-        let d = m
-            .deferred
-            .as_ref()
-            .expect("only deferred metas are unresolved");
-        rt.withdraw(&d.key);
-        match rt.progress(&d.key) {
-            // Ours, not sent yet: the withdrawal stops it; sent: it cancels what it made.
-            Some(deferred::Progress::Waiting { .. }) => {}
-            // Nothing of ours will run.
-            Some(deferred::Progress::Failed { .. } | deferred::Progress::Withdrawn) => {}
-            Some(deferred::Progress::Done(_)) | None => {
-                if let Some(known) = rt.remembered(&d.key) {
-                    rt.client
-                        .cancel(known.job_id, None)
-                        .await
-                        .map_err(|e| client_status(&e, "cancelling the job"))?;
-                } else {
-                    rt.tombstone(&d.key, &d.job).await.map_err(|e| {
-                        client_status(
-                            &e,
-                            "leaving a tombstone for a task deleted before its job was submitted",
-                        )
-                    })?;
-                }
-            }
-        }
-        tracing::info!(cluster = %rt.cfg.name, key = %d.key, "DeleteTask before the job was submitted");
         Ok(())
     }
 
@@ -581,7 +454,7 @@ fn cluster_label(rt: &ClusterRuntime) -> metrics::ClusterLabels {
 }
 
 /// Starts tracking a submitted job: a job array (its meta names the indices) as one.
-fn track(rt: &ClusterRuntime, m: &ResourceMeta) {
+pub(super) fn track(rt: &ClusterRuntime, m: &ResourceMeta) {
     match m.array_indices() {
         // One array per execution: its id stands for every element.
         Ok(Some(indices)) => rt.tracker.track_array(m.job_id, &indices),
