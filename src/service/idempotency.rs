@@ -475,8 +475,8 @@ mod tests {
     use super::*;
     use crate::slurmrestd::{Auth, ClientConfig, JobDescription, Secret};
 
-    #[tokio::test]
-    async fn a_job_held_for_its_check_past_the_abandon_age_is_cancelled() {
+    /// A mock slurmrestd and a client of it.
+    async fn mock_cluster() -> (mock_slurmrestd::MockHandle, Client) {
         let cfg = mock_slurmrestd::MockConfig {
             jwt_key: b"idempotency-test-key-0123456789abcdef".to_vec(),
             ..mock_slurmrestd::MockConfig::default()
@@ -493,6 +493,12 @@ mod tests {
             },
         ))
         .unwrap();
+        (mock, client)
+    }
+
+    #[tokio::test]
+    async fn a_job_held_for_its_check_past_the_abandon_age_is_cancelled() {
+        let (mock, client) = mock_cluster().await;
         let key = "0123456789abcdef";
         let job = |comment: String| JobDescription {
             name: format!("flyte-t-{key}"),
@@ -550,22 +556,7 @@ mod tests {
     /// read while it was still held for its check.
     #[tokio::test]
     async fn a_released_array_pending_past_the_abandon_age_is_kept() {
-        let cfg = mock_slurmrestd::MockConfig {
-            jwt_key: b"idempotency-test-key-0123456789abcdef".to_vec(),
-            ..mock_slurmrestd::MockConfig::default()
-        };
-        let mock = mock_slurmrestd::MockServer::start(cfg, "127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        let token = mock.mint_token("flyte", Duration::from_secs(600));
-        let client = Client::new(ClientConfig::new(
-            "mock",
-            mock.url().parse().unwrap(),
-            Auth::Static {
-                token: Secret::new(token),
-            },
-        ))
-        .unwrap();
+        let (mock, client) = mock_cluster().await;
         let key = "0123456789abcdef";
         let comment = crate::render::naming::comment(key, None);
         let held = client
