@@ -212,7 +212,20 @@ pub async fn run(
         .stderr(Stdio::from(err))
         .process_group(0)
         .kill_on_drop(false);
-    let mut child = match cmd.spawn() {
+    // ETXTBSY: another job's spawn forked while this script's file was still open for writing
+    // (the fd lives in that child until its exec closes it). The file is complete; the exec
+    // succeeds a moment later. Seen as a flaky FAILED start under load in CI.
+    let mut spawned = cmd.spawn();
+    for attempt in 1..=20 {
+        match &spawned {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
+                tokio::time::sleep(std::time::Duration::from_millis(5 * attempt)).await;
+                spawned = cmd.spawn();
+            }
+            _ => break,
+        }
+    }
+    let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
             tracing::info!(job = id, error = %e, "job script could not be executed");
