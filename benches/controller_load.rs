@@ -28,7 +28,7 @@ use mock_slurmrestd::FaultConfig;
 use slurm_connector::config::DeploymentConfig;
 use slurm_connector::proto::connector::CreateTaskRequest;
 use slurm_connector::service::cluster::ClusterRuntime;
-use slurm_connector::service::meta::{META_VERSION, ResourceMeta};
+use slurm_connector::service::meta::ResourceMeta;
 use slurm_connector::service::metrics::Metrics;
 use slurm_connector::service::{Connector, convert};
 use slurm_connector::slurmrestd::{Auth, Client, ClientConfig, JobDescription, JobId, Secret};
@@ -234,19 +234,13 @@ fn deployment(e: &Env, poll: Duration) -> DeploymentConfig {
 
 fn meta_for(id: JobId, e: &Env) -> Vec<u8> {
     let dir = e.mock.jobs().display().to_string();
-    ResourceMeta {
-        v: META_VERSION,
-        cluster: "mock".into(),
-        job_id: id,
-        job_name: format!("bench-{id}"),
-        stdout: format!("{dir}/slurm-{id}.out"),
-        stderr: format!("{dir}/slurm-{id}.err"),
-        outputs: BTreeMap::new(),
-        native_prefix: None,
-        requeue_budget: None,
-        array: None,
-        deferred: None,
-    }
+    ResourceMeta::new(
+        "mock",
+        id,
+        format!("bench-{id}"),
+        format!("{dir}/slurm-{id}.out"),
+        format!("{dir}/slurm-{id}.err"),
+    )
     .encode()
 }
 

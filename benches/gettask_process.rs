@@ -12,7 +12,6 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,7 +22,7 @@ use common::mock::Mock;
 use futures::StreamExt;
 use mock_slurmrestd::FaultConfig;
 use slurm_connector::proto::connector::async_connector_service_client::AsyncConnectorServiceClient;
-use slurm_connector::service::meta::{META_VERSION, ResourceMeta};
+use slurm_connector::service::meta::ResourceMeta;
 use slurm_connector::slurmrestd::{Auth, Client, ClientConfig, JobDescription, Secret};
 use tonic::transport::Channel;
 
@@ -123,19 +122,13 @@ async fn run() {
     let metas: Arc<Vec<Vec<u8>>> = Arc::new(
         ids.iter()
             .map(|id| {
-                ResourceMeta {
-                    v: META_VERSION,
-                    cluster: "default".into(),
-                    job_id: *id,
-                    job_name: format!("bench-{id}"),
-                    stdout: format!("{jobs_dir}/slurm-{id}.out"),
-                    stderr: format!("{jobs_dir}/slurm-{id}.err"),
-                    outputs: BTreeMap::new(),
-                    native_prefix: None,
-                    requeue_budget: None,
-                    array: None,
-                    deferred: None,
-                }
+                ResourceMeta::new(
+                    "default",
+                    *id,
+                    format!("bench-{id}"),
+                    format!("{jobs_dir}/slurm-{id}.out"),
+                    format!("{jobs_dir}/slurm-{id}.err"),
+                )
                 .encode()
             })
             .collect(),

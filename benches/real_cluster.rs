@@ -152,19 +152,7 @@ fn request_in(run: u32, script: &str, attempt: u32) -> CreateTaskRequest {
     let mut req = mock_request("script_no_io.pb")
         .script(script)
         .attempt(attempt);
-    let exec = req
-        .task_execution_metadata
-        .as_mut()
-        .unwrap()
-        .task_execution_id
-        .as_mut()
-        .unwrap()
-        .node_execution_id
-        .as_mut()
-        .unwrap()
-        .execution_id
-        .as_mut()
-        .unwrap();
+    let exec = common::request::execution_id(&mut req);
     exec.name = format!("bench-{}-{run}-{}", std::process::id(), exec.name);
     req
 }

@@ -41,6 +41,7 @@ FILE_VARS = [
     "FLYTE_SLURM_JWT_KEY_FILE",
     "FLYTE_SLURM_STAGER_TOKEN_FILE",
     "FLYTE_SLURM_CONFIG",
+    "FLYTE_SLURM_CA_FILE",
 ]
 JWT_LIKE = re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.")
 

@@ -31,10 +31,10 @@ conversion seam (src/slurmrestd/convert/) is written once and compiled against e
      by a test instead (src/slurmrestd/convert/, `sent_enum_values_exist_in_every_version`).
  10. references to anything but an object (enum lists, arrays, scalars) are replaced by the schema
      they point to, so a field has one Rust type whether a version names its schema or inlines it.
- 12. slurmdb's `GET jobs/` and `GET jobs/state/` keep only the query parameters the connector
-     sends (`KEPT_QUERY`): the first has 34 to 41 of them depending on the version, and the
-     generated positional call takes every one, so the call would differ per version for
-     filters nobody sets.
+ 12. slurmdb's `GET jobs/` and `GET user/{name}`, and `GET jobs/state/`, keep only the query
+     parameters the connector sends (`KEPT_QUERY`): the first has 34 to 41 of them depending on
+     the version, and the generated positional call takes every one, so the call would differ
+     per version for filters nobody sets.
  13. response schemas keep only the properties the connector reads (`KEPT_PROPERTIES`), plus the
      schemas those reach: seven generated clients with every field of a job record would
      quadruple the crate's cold build for fields nothing reads. Decoding ignores the rest (no
@@ -64,6 +64,9 @@ OPERATIONS = [
     ("/slurm/{v}/partitions/", "get"),
     ("/slurmdb/{v}/job/{{job_id}}", "get"),
     ("/slurmdb/{v}/jobs/", "get"),
+    # The start-up check of identity rules: each rule's Slurm user exists, is no administrator,
+    # and has the rule's account (src/service/identity.rs).
+    ("/slurmdb/{v}/user/{{name}}", "get"),
 ]
 
 # Fix 8: (path template, method, parameter) taken as repeated `name=value` pairs.
@@ -77,6 +80,8 @@ KEPT_QUERY = {
     ("/slurmdb/{v}/jobs/", "get"): ["skip_steps", "start_time", "step", "users"],
     # 24.05's v0.0.41 also declares `update_time` and `flags` here; no other version does.
     ("/slurm/{v}/jobs/state/", "get"): ["job_id"],
+    # The others (`with_deleted`, `with_coords`, `with_wckeys`) are filters nobody sets.
+    ("/slurmdb/{v}/user/{{name}}", "get"): ["with_assocs"],
 }
 
 # Fix 13: (unversioned schema name) -> the properties kept. Schemas not listed keep all of theirs.
@@ -97,6 +102,9 @@ KEPT_PROPERTIES = {
     ],
     "step": ["step", "state", "exit_code", "time", "tres", "nodes"],
     "partition_info": ["name", "partition"],
+    # slurmdbd's user record (GET slurmdb user/{name}); `wckeys` and `coordinators` would pull in
+    # the wckey and coordinator schemas for fields nothing reads.
+    "user": ["name", "administrator_level", "associations", "default"],
     "stats_msg": [
         "jobs_submitted", "jobs_running", "jobs_pending", "server_thread_count",
         "rpcs_by_message_type",

@@ -26,6 +26,9 @@ fn cluster(url: &str, pinned: Option<ApiVersion>) -> ClusterConfig {
         ssh_hosts: Vec::new(),
         stager_url: None,
         stager_token_file: None,
+        identities: Default::default(),
+        ca_file: None,
+        images: Default::default(),
     }
 }
 

@@ -320,3 +320,58 @@ fn render_prints_the_submit_body_and_refuses_bad_tasks() {
     assert!(err.contains("v0.0.39") && err.contains("v0.0.40"), "{err}");
     let _ = std::fs::remove_file(&bad);
 }
+
+#[test]
+fn render_applies_the_identity_rules() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/requests");
+    let dir = std::env::temp_dir().join(format!("sc-render-id-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("c.toml");
+    // script_preprocess asks for partition `cpu` and account `ml`.
+    let write = |partitions: &str| {
+        std::fs::write(
+            &config,
+            format!(
+                "[clusters.hpc1]\nrestd_url = \"http://127.0.0.1:9\"\njwt_file = \"/nonexistent\"\n\
+                 working_dir = \"/shared/{{user}}/jobs\"\n[[clusters.hpc1.identities]]\n\
+                 slurm_user = \"alice\"\naccount = \"physics\"\naccounts = [\"ml\"]\n\
+                 partitions = {partitions}\n"
+            ),
+        )
+        .unwrap()
+    };
+    let render = || {
+        connector()
+            .args([
+                "render",
+                "--request",
+                fixtures.join("script_preprocess.json").to_str().unwrap(),
+                "--config",
+                config.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap()
+    };
+    write("[\"cpu\"]");
+    let out = render();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let body: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(body["job"]["account"], "ml", "one of the rule's `accounts`");
+    assert_eq!(
+        body["job"]["current_working_directory"],
+        "/shared/alice/jobs"
+    );
+    write("[\"debug\"]");
+    let out = render();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("identities[1]") && err.contains("partition \"cpu\""),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -43,6 +43,11 @@ fn serve(envs: &[(&str, &str)], clear_cluster_env: bool) -> (Serve, u16, PathBuf
         .args(["--metrics-listen", &format!("127.0.0.1:{}", free_port())])
         .env("FLYTE_SLURM_DATA_DIR", &data)
         .env("FLYTE_SLURM_POLL_INTERVAL", "1s")
+        // The stubs check answers CreateTask gives when its submit is done (Slurm's refusal, a
+        // repeated CreateTask's same job): the longest wait the backend's 10 s allows, so a
+        // loaded machine's slow submit is not answered deferred (seen in a CI dry run; the
+        // deferred protocol has tests of its own: service_replicas, real_replicas).
+        .env("FLYTE_SLURM_SUBMIT_WAIT", "9s")
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
     if clear_cluster_env {
@@ -65,6 +70,10 @@ fn serve(envs: &[(&str, &str)], clear_cluster_env: bool) -> (Serve, u16, PathBuf
 }
 
 fn run_script(py: &Path, port: u16, extra: &[&str]) {
+    run_script_with(py, port, &["--expect", "script_no_io=SUCCEEDED"], extra)
+}
+
+fn run_script_with(py: &Path, port: u16, expect: &[&str], extra: &[&str]) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = Command::new(py)
         .arg(root.join("tests/conformance/conformance.py"))
@@ -82,7 +91,7 @@ fn run_script(py: &Path, port: u16, extra: &[&str]) {
             "ntasks-per-node=1",
         ])
         .args(["--sbatch-option", "cpus-per-task=1"])
-        .args(["--expect", "script_no_io=SUCCEEDED"])
+        .args(expect)
         .args(extra)
         .output()
         .unwrap();
@@ -134,4 +143,66 @@ fn official_stubs_against_the_real_dev_cluster() {
             "script_job_upload=REFUSED",
         ],
     );
+}
+
+/// Identity rules through the official stubs (issue 15): project `conf-ml` is mapped to Slurm
+/// user alice (account physics) and runs as her; project `conf-etl` matches no rule and the
+/// default denies: PERMISSION_DENIED. Needs the dev cluster's users (`lib/identities.sh`).
+#[test]
+fn official_stubs_drive_one_mapped_and_one_refused_task() {
+    let Some(py) = python() else { return };
+    if std::env::var_os("SLURM_DEV_CLUSTER_ROOT").is_none()
+        || std::env::var_os("FLYTE_SLURM_RESTD_URL").is_none()
+    {
+        skip(
+            Tier::Accounting,
+            "no dev cluster environment (eval \"$(deploy/dev-cluster/dev-cluster env)\")",
+        );
+        return;
+    }
+    let url = std::env::var("FLYTE_SLURM_RESTD_URL").unwrap();
+    let dir = std::env::temp_dir().join(format!("sc-conformance-id-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("connector.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[clusters.default]
+restd_url = "{url}"
+
+[[clusters.default.identities]]
+project = "conf-ml"
+slurm_user = "alice"
+account = "physics"
+partitions = ["debug"]
+
+[clusters.default.identity_default]
+action = "deny"
+"#
+        ),
+    )
+    .unwrap();
+    let (_serve, port, _data) = serve(
+        &[
+            ("FLYTE_SLURM_CONFIG", config.to_str().unwrap()),
+            ("FLYTE_SLURM_CLUSTER_NAME", "default"),
+            // Each user's files in their own directory (`{user}`), readable by the connector.
+            ("FLYTE_SLURM_WORKING_DIR", "/shared/{user}"),
+        ],
+        false,
+    );
+    run_script_with(
+        &py,
+        port,
+        &[],
+        &[
+            "--only-identities",
+            "--mapped",
+            "conf-ml=alice",
+            "--denied",
+            "conf-etl",
+        ],
+    );
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -129,6 +129,7 @@ fn every_version_keeps_the_same_operations_with_the_same_parameters() {
             "slurm_post_job_submit",
             "slurmdb_get_job",
             "slurmdb_get_jobs",
+            "slurmdb_get_user",
         ]
     );
     for (version, _) in sources() {

@@ -12,10 +12,8 @@
 //! exported.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use prost::Message;
-use slurm_connector::proto::connector::{DeleteTaskRequest, TaskCategory};
 use slurm_connector::proto::core::task_execution::Phase;
 use slurm_connector::proto::core::{ErrorDocument, container_error};
 use slurm_connector::proto::task::{Inputs, Outputs};
@@ -139,58 +137,14 @@ async fn a_cancelled_native_task_is_aborted_and_leaves_no_container_process() {
         .unwrap()
         .into_inner()
         .resource_meta;
-    let job = job_id(&meta);
-    wait_until(&mut client, &meta, 120, |p| {
-        p == Phase::Running || p.is_terminal()
-    })
-    .await;
-    // Wait until the task really runs inside the container (a0 is up), so the cancel has a
-    // container to tear down.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let before = loop {
-        let procs = job_processes(job);
-        if procs
-            .iter()
-            .any(|(_, cmd)| cmd.contains("/opt/venv/bin/a0"))
-        {
-            break procs;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "a0 of job {job} never started; processes: {procs:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    };
+    let job = job_of(&mut client, &meta).await;
+    let before = processes_once_a0_runs(&mut client, &meta, 120).await;
     eprintln!("job {job} processes before the cancel: {before:#?}");
     assert!(
         before.iter().any(|(_, cmd)| cmd.contains("squashfuse")),
         "the .sif is mounted by squashfuse inside the job: {before:#?}"
     );
-    client
-        .delete_task(DeleteTaskRequest {
-            resource_meta: meta.clone(),
-            task_category: Some(TaskCategory {
-                name: "slurm".into(),
-                version: 0,
-            }),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    let r = wait_until(&mut client, &meta, 120, Phase::is_terminal).await;
-    assert_eq!(phase(&r), Phase::Aborted, "{}", r.message);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let left = job_processes(job);
-        if left.is_empty() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "processes of cancelled job {job} still alive 60 s after ABORTED: {left:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    cancel_until_no_process(&mut client, &meta).await;
     // Every process seen before the cancel is gone (a pid reused since is not the same process:
     // it would not carry the work folder in its command line).
     for (pid, cmd) in &before {

@@ -25,7 +25,7 @@ mod support;
 
 #[path = "real_slurm/connector.rs"]
 mod connector;
-use connector::{deployment, get, poll_until, request, terminal};
+use connector::{deployment, get, job_of, poll_until, request, terminal};
 
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
@@ -56,11 +56,6 @@ fn info(r: &Resource, key: &str) -> serde_json::Value {
         Some(prost_types::value::Kind::NullValue(_)) | None => serde_json::Value::Null,
         other => panic!("{key}: {other:?}"),
     }
-}
-
-fn job_id(meta: &[u8]) -> JobId {
-    let v: serde_json::Value = serde_json::from_slice(meta).unwrap();
-    JobId(v["job_id"].as_u64().unwrap() as u32)
 }
 
 /// Whether the cluster was brought up with `--failure-modes` (its partitions say so); when not,
@@ -108,7 +103,7 @@ async fn a_failing_script_is_retryable_with_what_happened_first() {
         .unwrap()
         .into_inner()
         .resource_meta;
-    let id = job_id(&meta);
+    let id = job_of(&mut g, &meta).await;
     let r = poll_until(&mut g, &meta, 120, terminal, |_| {}).await;
     eprintln!(
         "GetTask message:\n{}\ncustom_info: {:?}",
@@ -147,7 +142,7 @@ async fn a_time_limit_is_a_retryable_timeout() {
         .unwrap()
         .into_inner()
         .resource_meta;
-    let id = job_id(&meta);
+    let id = job_of(&mut g, &meta).await;
     // slurmctld checks time limits about every 30 s: the job ends 60-100 s after it started.
     let r = poll_until(&mut g, &meta, 240, terminal, |_| {}).await;
     eprintln!(
@@ -212,16 +207,16 @@ async fn without_accounting_an_aged_out_timeout_is_a_timeout_from_its_marker() {
     d.poll_interval = Duration::from_secs(3600);
     let a = Server::start(d).await;
     let script = "#!/bin/bash\n#SBATCH --time=1\nsleep 600\n";
-    let meta = a
-        .client()
-        .await
+    let mut g = a.client().await;
+    let meta = g
         .create_task(request("noacct-timeout", script))
         .await
         .unwrap()
         .into_inner()
         .resource_meta;
+    let id = job_of(&mut g, &meta).await;
+    let meta = common::request::answered_with(&meta, id.0.into());
     a.stop().await;
-    let id = job_id(&meta);
     let client = c.user_client();
     support::wait_for(&client, id, Duration::from_secs(240), "TIMEOUT", |s| {
         s.is_some_and(|s| s.base == BaseState::Timeout)
@@ -273,7 +268,7 @@ async fn a_job_over_its_memory_is_a_retryable_out_of_memory() {
         .unwrap()
         .into_inner()
         .resource_meta;
-    let id = job_id(&meta);
+    let id = job_of(&mut g, &meta).await;
     let r = poll_until(&mut g, &meta, 120, terminal, |_| {}).await;
     eprintln!(
         "GetTask message:\n{}\ncustom_info: {:?}",
@@ -346,7 +341,7 @@ async fn a_node_failure_is_absorbed_by_slurms_requeue_with_one_live_job() {
         .unwrap()
         .into_inner()
         .resource_meta;
-    let id = job_id(&meta);
+    let id = job_of(&mut g, &meta).await;
     let name = info(&get(&mut g, &meta).await, "job_name")
         .as_str()
         .unwrap()
@@ -447,7 +442,7 @@ async fn a_preemption_is_absorbed_and_the_task_succeeds_with_the_same_job() {
         .unwrap()
         .retry_attempt;
     let meta = g.create_task(req).await.unwrap().into_inner().resource_meta;
-    let id = job_id(&meta);
+    let id = job_of(&mut g, &meta).await;
     let name = info(&get(&mut g, &meta).await, "job_name")
         .as_str()
         .unwrap()
@@ -488,7 +483,7 @@ async fn a_spent_requeue_budget_cancels_the_job_and_is_retryable() {
         .unwrap()
         .into_inner()
         .resource_meta;
-    let id = job_id(&meta);
+    let id = job_of(&mut g, &meta).await;
     support::wait_base(&c.user_client(), id, BaseState::Running).await;
     preempt(&c, "urgent-budget").await;
     let r = poll_until(&mut g, &meta, 120, terminal, |_| {}).await;

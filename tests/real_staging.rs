@@ -168,6 +168,9 @@ fn deployment(c: &support::Cluster, backend: &Backend) -> DeploymentConfig {
             ssh_hosts: Vec::new(),
             stager_url,
             stager_token_file,
+            identities: Default::default(),
+            ca_file: None,
+            images: Default::default(),
         },
     );
     d.default_cluster = c.name.clone();
@@ -494,19 +497,18 @@ async fn without_accounting_an_aged_out_job_is_resolved_from_its_marker() {
     let mut d = deployment(&c, &Backend::Local(&mounts));
     d.poll_interval = Duration::from_secs(3600);
     let a = Server::start(d).await;
-    let meta = a
-        .client()
-        .await
+    let mut ac = a.client().await;
+    let meta = ac
         .create_task(req)
         .await
         .unwrap()
         .into_inner()
         .resource_meta;
+    // (A deferred meta, a submit past its wait on a loaded machine, is resolved through A.)
+    let job_id = common::request::job_of(&mut ac, common::get_req(&meta)).await;
+    let meta = common::request::answered_with(&meta, job_id);
+    let job_id = slurm_connector::slurmrestd::JobId(job_id as u32);
     a.stop().await;
-    let job_id = match slurm_connector::service::meta::decode(&meta).unwrap() {
-        slurm_connector::service::meta::Decoded::Ours(m) => m.job_id,
-        other => panic!("{other:?}"),
-    };
 
     // slurmctld forgets the job MinJobAge after it ends (its purge runs about once a minute).
     let client = c.user_client();

@@ -63,3 +63,74 @@ fn every_fixture_matches_its_golden_file() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The fixtures' registry images mapped by a cluster's image rules: the script names the
+/// pre-staged file (and checks it on the node first); an image no rule maps renders as above.
+#[test]
+fn mapped_images_render_the_pre_staged_file() {
+    use slurm_connector::config::images::{FileImageRule, ImageMap};
+    let mut cfg = config();
+    cfg.images = ImageMap::from_file(
+        "images",
+        vec![FileImageRule {
+            pattern: "ghcr.io/acme/*".into(),
+            pyxis: Some("/shared/images/{flat}.sqsh".into()),
+            apptainer: Some("/shared/images/{flat}.sif".into()),
+        }],
+    )
+    .unwrap();
+    let render = |name: &str, cfg: &slurm_connector::render::RenderConfig| {
+        let spec = task_spec(&load_request(name));
+        render_at(&spec, cfg, NOW).unwrap()
+    };
+    let guard = |path: &str, reference: &str| {
+        format!(
+            "if [ ! -e {path} ]; then echo 'slurm-connector: the pre-staged image {path} (mapped from `{reference}` by the image rule `ghcr.io/acme/*`) does not exist on this node; stage it there or fix the rule' >&2; exit 1; fi\nsrun "
+        )
+    };
+
+    let pyxis = render("native_pyxis_gpu.json", &cfg);
+    let script = pyxis.job.script.as_str();
+    let sqsh = "/shared/images/acme+train+2026.11.sqsh";
+    assert!(
+        script.contains(&format!("'--container-image={sqsh}'")),
+        "{script}"
+    );
+    assert!(
+        script.contains(&guard(sqsh, "ghcr.io/acme/train:2026.11")),
+        "{script}"
+    );
+    assert_eq!(pyxis.staged_image.as_ref().unwrap().path, sqsh);
+
+    let app = render("native_apptainer_gpu.json", &cfg);
+    let script = app.job.script.as_str();
+    let sif = "/shared/images/acme+eval+1.4.sif";
+    assert!(script.contains(&format!(" {sif} bash -c ")), "{script}");
+    assert!(!script.contains("docker://"), "{script}");
+    assert!(
+        script.contains(&guard(sif, "ghcr.io/acme/eval:1.4")),
+        "{script}"
+    );
+
+    // Unmapped: the golden rendering, byte for byte, and nothing to check.
+    let plain = render("native_pyxis_gpu.json", &config());
+    let mut other = config();
+    other.images = ImageMap::from_file(
+        "images",
+        vec![FileImageRule {
+            pattern: "docker.io/*".into(),
+            pyxis: Some("/shared/images/{flat}.sqsh".into()),
+            apptainer: None,
+        }],
+    )
+    .unwrap();
+    let unmapped = render("native_pyxis_gpu.json", &other);
+    assert_eq!(unmapped.job, plain.job);
+    assert!(unmapped.staged_image.is_none());
+    assert!(
+        unmapped
+            .job
+            .script
+            .contains("'--container-image=ghcr.io#acme/train:2026.11'")
+    );
+}

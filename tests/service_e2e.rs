@@ -18,7 +18,7 @@ use slurm_connector::proto::connector::async_connector_service_client::AsyncConn
 use slurm_connector::proto::connector::connector_metadata_service_client::ConnectorMetadataServiceClient;
 use slurm_connector::proto::connector::{
     DeleteTaskRequest, GetTaskLogsRequest, GetTaskMetricsRequest, GetTaskRequest,
-    ListConnectorsRequest, get_task_logs_response,
+    ListConnectorsRequest, Resource, get_task_logs_response,
 };
 use slurm_connector::proto::core::task_execution::Phase;
 use slurm_connector::service::serve_with;
@@ -35,14 +35,19 @@ fn deployment(env: &Mock) -> DeploymentConfig {
     common::mock::deployment(c, Duration::from_millis(200))
 }
 
+/// GetTask's resource; these tests expect GetTask never to fail.
+async fn resource(c: &mut AsyncConnectorServiceClient<Channel>, meta: &[u8]) -> Resource {
+    c.get_task(get_req(meta))
+        .await
+        .expect("GetTask never fails")
+        .into_inner()
+        .resource
+        .expect("GetTask answers a resource")
+}
+
 async fn wait_terminal(c: &mut AsyncConnectorServiceClient<Channel>, meta: &[u8]) -> (i32, String) {
     for _ in 0..300 {
-        let r = c
-            .get_task(get_req(meta))
-            .await
-            .expect("GetTask never fails")
-            .into_inner();
-        let res = r.resource.unwrap();
+        let res = resource(c, meta).await;
         if Phase::of(res.phase).is_terminal() {
             return (res.phase, res.message);
         }
@@ -401,13 +406,7 @@ async fn slurmrestd_outage_gives_no_get_task_error_and_no_wrong_phase() {
     let req = mock_request("script_no_io.pb").script("#!/bin/bash\nsleep 4\necho done\n");
     let meta = c.create_task(req).await.unwrap().into_inner().resource_meta;
     for _ in 0..50 {
-        let r = c
-            .get_task(get_req(&meta))
-            .await
-            .unwrap()
-            .into_inner()
-            .resource
-            .unwrap();
+        let r = resource(&mut c, &meta).await;
         if r.phase == Phase::Running as i32 {
             break;
         }
@@ -562,6 +561,15 @@ async fn bad_requests_are_invalid_argument_and_unknown_meta_is_an_error() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), tonic::Code::NotFound);
+    // Job 0 is no job (slurmrestd answers it with a 422): refused as the meta is read.
+    let e = c
+        .get_task(get_req(
+            br#"{"v":1,"cluster":"mock","job_id":0,"job_name":"x","stdout":"","stderr":""}"#,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    assert!(e.message().contains("`job_id` is 0"), "{}", e.message());
     // The Python plugin's meta (host → cluster through ssh_hosts) is tracked.
     let r = c
         .get_task(get_req(br#"{"job_id": "999999", "host": "login1", "username": "u", "port": 22, "stdout_path": "/x.out", "stderr_path": "/x.err"}"#))
@@ -599,13 +607,7 @@ async fn flaky_slurmrestd_errors_and_drops_give_no_get_task_error() {
         .unwrap()
         .into_inner()
         .resource_meta;
-    let res = c
-        .get_task(get_req(&meta))
-        .await
-        .unwrap()
-        .into_inner()
-        .resource
-        .unwrap();
+    let res = resource(&mut c, &meta).await;
     assert_eq!(res.phase, Phase::Queued as i32, "{}", res.message);
     assert!(
         res.message.starts_with("Not submitted yet"),
@@ -614,28 +616,23 @@ async fn flaky_slurmrestd_errors_and_drops_give_no_get_task_error() {
     );
     assert_eq!(env.handle.stats().count("submit"), 0);
     env.handle.faults().clear();
-    // The submit goes on by itself; a retried CreateTask joins it: one job.
+    // The submit goes on by itself; a retried CreateTask joins it: one job. The mock counts a
+    // submit when it arrives, the connector records it when the answer is back, so wait for
+    // GetTask to see it rather than for the count (the CI run at fd4c32a lost that race).
     let again = c.create_task(req).await.unwrap().into_inner().resource_meta;
     let until = tokio::time::Instant::now() + Duration::from_secs(60);
-    while env.handle.stats().count("submit") == 0 {
+    loop {
+        let res = resource(&mut c, &meta).await;
+        if !res.message.starts_with("Not submitted yet") {
+            break;
+        }
         assert!(
             tokio::time::Instant::now() < until,
-            "the deferred submit never happened"
+            "the deferred submit never happened: {}",
+            res.message
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let res = c
-        .get_task(get_req(&meta))
-        .await
-        .unwrap()
-        .into_inner()
-        .resource
-        .unwrap();
-    assert!(
-        !res.message.starts_with("Not submitted yet"),
-        "{}",
-        res.message
-    );
     assert_eq!(env.handle.stats().count("submit"), 1);
     let _ = again;
     // Half the requests answer 500/502/503, a fifth are dropped: GetTask still never fails.

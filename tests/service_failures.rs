@@ -55,6 +55,9 @@ async fn env(
         ssh_hosts: Vec::new(),
         stager_url: None,
         stager_token_file: None,
+        identities: Default::default(),
+        ca_file: None,
+        images: Default::default(),
     };
     let server = Server::start(deployment(cluster, Duration::from_millis(100))).await;
     let client = server.client().await;

@@ -260,6 +260,31 @@ async fn a_slow_submit_is_answered_deferred_and_any_replica_finds_its_one_job() 
     mock.handle.shutdown().await;
 }
 
+/// The duplicate check's first look at slurmdbd (a week of Flyte jobs) may take longer than the
+/// 8 s an RPC-bound call gets: seen with 6034 jobs on a loaded machine, where every try timed out
+/// and nothing was ever submitted. The check has the submit's own timeout: CreateTask answers
+/// deferred, and the job is submitted once the check is done, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slurmdbd_slower_than_an_rpc_delays_the_first_submit_without_failing_it() {
+    let slow_dbd = FaultConfig {
+        slurmdbd_latency_ms: 9_000,
+        ..FaultConfig::default()
+    };
+    let mock = Mock::start("slow-index", Duration::from_secs(600), slow_dbd).await;
+    let (servers, mut c) = replicas_waiting(&mock, 1, Duration::from_millis(500)).await;
+    let meta = create(&mut c[0], request(1, "#!/bin/bash\necho slow index\n"))
+        .await
+        .expect("answered deferred, not failed");
+    assert!(is_deferred(&meta), "{}", String::from_utf8_lossy(&meta));
+    let message = until_phase(&mut c[0], &meta, Phase::Succeeded).await;
+    assert_eq!(mock.handle.stats().count("submit"), 1, "{message}");
+    assert_eq!(live_jobs(&mock, &meta_key(&meta)).await.len(), 1);
+    for s in servers {
+        s.stop().await;
+    }
+    mock.handle.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_deferred_submit_left_unmade_is_taken_over_by_another_replica_with_one_job() {
     let mock = Mock::start("takeover", Duration::from_secs(600), FaultConfig::default()).await;
@@ -317,16 +342,25 @@ async fn a_delete_before_the_job_exists_leaves_nothing_running_even_with_the_sub
     c[1].delete_task(delete_req(&meta))
         .await
         .expect("DeleteTask");
+    // By then A's submit (1.5 s) has landed; its job is cancelled soon after (waited for, not
+    // assumed at a fixed time: a loaded machine is slower).
     tokio::time::sleep(Duration::from_secs(4)).await;
-    let jobs = by_key(&mock).await.remove(&key).unwrap_or_default();
-    assert!(!jobs.is_empty(), "the tombstone and A's job exist");
-    assert!(
-        jobs.iter().all(|j| j.state.base == BaseState::Cancelled),
-        "{:?}",
-        jobs.iter()
-            .map(|j| (j.job_id, j.state.base.clone()))
-            .collect::<Vec<_>>()
-    );
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let jobs = by_key(&mock).await.remove(&key).unwrap_or_default();
+        assert!(!jobs.is_empty(), "the tombstone and A's job exist");
+        if jobs.iter().all(|j| j.state.base == BaseState::Cancelled) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < until,
+            "not all cancelled 34 s after the delete: {:?}",
+            jobs.iter()
+                .map(|j| (j.job_id, j.state.base.clone()))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     // And the task reads as ended on either replica, not as a job to wait for.
     for ci in c.iter_mut() {
         until_phase(ci, &meta, Phase::Aborted).await;

@@ -443,8 +443,16 @@ async fn poll_loop_runs_on_its_interval() {
     }));
     tokio::time::sleep(Duration::from_millis(80)).await;
     fake.set(1, &["RUNNING"]);
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(t.status(JobId(1)).await.phase, Phase::Running);
+    // The loop's next ticks see it (50 ms apart; a loaded CI machine may be late, so wait for
+    // it rather than for a fixed time).
+    let until = tokio::time::Instant::now() + Duration::from_secs(5);
+    while t.status(JobId(1)).await.phase != Phase::Running {
+        assert!(
+            tokio::time::Instant::now() < until,
+            "the poll loop never saw RUNNING"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     tx.send(()).ok();
     h.await.unwrap();
     assert!(fake.states_calls.load(Ordering::SeqCst) >= 2);

@@ -244,6 +244,29 @@ async fn unknown_job_is_none() {
     );
 }
 
+/// `job/0` — the id a deferred meta carries until its job exists — is no "unknown job" to
+/// slurmrestd but a 422 with error 9000 (recorded on 24.11, v0.0.42; what a test that read a
+/// deferred meta's id met in CI): a Slurm error, not retried, never taken for a vanished job.
+#[tokio::test]
+async fn job_zero_is_slurmrestds_422_9000_not_an_unknown_job() {
+    let server = serving_v0042().await;
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.42/job/0"))
+        .respond_with(Recorded::load("24.11_v0.0.42_job-get-zero-id").response())
+        .expect(1)
+        .mount(&server)
+        .await;
+    let e = static_client(&server).job(JobId(0)).await.unwrap_err();
+    match &e {
+        ClientError::Slurm { status, errors, .. } => {
+            assert_eq!(*status, 422);
+            assert_eq!(errors[0].number, 9000, "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!e.is_transient(), "{e}");
+}
+
 #[tokio::test]
 async fn job_record_converts_state_exit_code_and_paths() {
     let server = serving_v0042().await;
@@ -350,6 +373,87 @@ async fn accounting_job_found_and_unknown() {
     );
     assert!(info.exit_code.is_some());
     assert_eq!(client.accounting_job(JobId(999_999)).await.unwrap(), None);
+}
+
+/// The identity rules' user check through the generated v0.0.41 call, against the answers
+/// recorded on 24.11: the record of a user with its accounts, `None` for an unknown one, each
+/// asked with `with_assocs` and the client's credentials; a transient 503 is retried like any
+/// read.
+#[tokio::test]
+async fn slurm_user_record_found_unknown_and_retried() {
+    let server = common::serving("24.11", &["v0.0.41"]).await;
+    Mock::given(method("GET"))
+        .and(path("/slurmdb/v0.0.41/user/carol"))
+        .respond_with(ResponseTemplate::new(503))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/slurmdb/v0.0.41/user/carol"))
+        .and(query_param("with_assocs", "true"))
+        .and(header_exists("x-slurm-user-token"))
+        .respond_with(Recorded::load("24.11_v0.0.41_slurmdb-user-carol").response())
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/slurmdb/v0.0.41/user/nosuch"))
+        .and(query_param("with_assocs", "true"))
+        .respond_with(Recorded::load("24.11_v0.0.41_slurmdb-user-unknown").response())
+        .mount(&server)
+        .await;
+    let client = static_client(&server);
+    let carol = client
+        .slurm_user_record("carol", None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(carol.name, "carol");
+    assert_eq!(carol.admin_level, "None");
+    assert_eq!(carol.accounts, ["chem", "physics"]);
+    assert_eq!(carol.default_account, "physics");
+    assert_eq!(
+        client.slurm_user_record("nosuch", None).await.unwrap(),
+        None
+    );
+    let asked: Vec<String> = sent(&server)
+        .await
+        .iter()
+        .map(|r| r.url.path().to_string())
+        .collect();
+    assert_eq!(
+        asked,
+        [
+            "/slurmdb/v0.0.41/user/carol",
+            "/slurmdb/v0.0.41/user/carol",
+            "/slurmdb/v0.0.41/user/nosuch"
+        ]
+    );
+}
+
+/// slurmrestd without slurmdb (no accounting) has no handler for `slurmdb/...`: its text/plain
+/// 404 of unknown paths (recorded on 24.11) stays an `Http { status: 404 }`, which the start-up
+/// check takes for "no accounting", not for a missing user.
+#[tokio::test]
+async fn slurm_user_record_without_slurmdb_is_http_404() {
+    let server = serving_v0042().await;
+    Mock::given(method("GET"))
+        .and(path("/slurmdb/v0.0.42/user/alice"))
+        .respond_with(Recorded::load("24.11_v0.0.43_ping-unknown-version").response())
+        .expect(1)
+        .mount(&server)
+        .await;
+    let err = static_client(&server)
+        .slurm_user_record("alice", None)
+        .await
+        .unwrap_err();
+    match err {
+        ClientError::Http { status, body, .. } => {
+            assert_eq!(status, 404);
+            assert!(body.starts_with("Unable find requested URL"), "{body}");
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 #[tokio::test]

@@ -41,6 +41,7 @@ pub async fn check_cluster(c: &ClusterConfig, output_prefix: Option<&str>) -> Ve
         let mut cc = ClientConfig::new(name, c.restd_url.clone(), auth);
         cc.user_name = c.username.clone();
         cc.api_version = c.api_version;
+        cc.ca_file = c.ca_file.clone();
         cc.retry = RetryPolicy::none();
         cc.request_timeout = Duration::from_secs(10);
         Client::new(cc).map_err(|e| e.to_string())
@@ -108,6 +109,21 @@ pub async fn check_cluster(c: &ClusterConfig, output_prefix: Option<&str>) -> Ve
             return out;
         }
     }
+    if !c.identities.rules.is_empty() {
+        out.push(check(
+            name,
+            "identity rules",
+            crate::service::identity::check_at_start(name, &c.identities, &client)
+                .await
+                .map(|()| {
+                    format!(
+                        "{} rules, users {}",
+                        c.identities.rules.len(),
+                        c.identities.users().join(", ")
+                    )
+                }),
+        ));
+    }
     out.push(check(
         name,
         "partitions visible",
@@ -141,11 +157,35 @@ pub async fn check_cluster(c: &ClusterConfig, output_prefix: Option<&str>) -> Ve
     out
 }
 
+/// The working directory of every user jobs may run as (`{user}`: one per user).
 async fn working_dir(c: &ClusterConfig) -> Result<String, String> {
-    let dir = c
+    let template = c
         .working_dir
         .as_deref()
         .ok_or("FLYTE_SLURM_WORKING_DIR is not set")?;
+    if !template.contains("{user}") {
+        return working_dir_of(c, template).await;
+    }
+    let mut users: Vec<&str> = c.username.as_deref().into_iter().collect();
+    for u in c.identities.users() {
+        if !users.contains(&u) {
+            users.push(u);
+        }
+    }
+    let mut out = Vec::new();
+    for u in users {
+        let dir = template.replace("{user}", u);
+        out.push(working_dir_of(c, &dir).await?);
+    }
+    if out.is_empty() {
+        return Err(format!(
+            "working_dir {template:?} names {{user}}, but there is no `username` and no identity rule"
+        ));
+    }
+    Ok(out.join("; "))
+}
+
+async fn working_dir_of(c: &ClusterConfig, dir: &str) -> Result<String, String> {
     let settings = StagingSettings::from_cluster(c)
         .map_err(|e| e.to_string())?
         .ok_or("no staging: set FLYTE_SLURM_SHARED_MOUNTS or FLYTE_SLURM_STAGER_URL")?;

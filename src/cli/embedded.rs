@@ -135,6 +135,9 @@ pub fn cluster_config(layout: &EmbeddedLayout, restd_url: url::Url) -> ClusterCo
         ssh_hosts: Vec::new(),
         stager_url: None,
         stager_token_file: None,
+        identities: Default::default(),
+        ca_file: None,
+        images: Default::default(),
     }
 }
 

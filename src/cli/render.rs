@@ -41,22 +41,41 @@ pub fn run(
     let spec = crate::service::convert::task_spec(&req)
         .map_err(|e| RenderCliError::Refused(e.to_string()))?;
     let deployment = DeploymentConfig::load(config_file)?;
-    let (mut render_cfg, configured) = if deployment.clusters.is_empty() {
+    let cluster = if deployment.clusters.is_empty() {
         // What `serve` would use with its embedded default (the URL does not matter here).
         let layout = embedded::EmbeddedLayout::new(&embedded::default_data_dir());
-        let cluster =
-            embedded::cluster_config(&layout, "http://127.0.0.1:0".parse().expect("a URL"));
-        (render_config(&cluster), cluster.api_version)
+        embedded::cluster_config(&layout, "http://127.0.0.1:0".parse().expect("a URL"))
     } else {
         let requested = spec.requested_cluster();
-        let cluster = deployment
+        deployment
             .select_cluster(requested)
-            .map_err(RenderCliError::Refused)?;
-        (render_config(cluster), cluster.api_version)
+            .map_err(RenderCliError::Refused)?
+            .clone()
     };
-    render_cfg.api_version = api_version.or(configured).unwrap_or(DEFAULT_API_VERSION);
-    let rendered = crate::render::render(&spec, &render_cfg)
+    let mut render_cfg = render_config(&cluster);
+    // CreateTask's identity decision: the same user, account, limits and refusals.
+    use crate::service::identity;
+    let who = identity::requester(&req, &spec.exec.project, &spec.exec.domain);
+    let run_as = identity::decide(&cluster.name, &cluster.identities, &who)
+        .map_err(|r| RenderCliError::Refused(r.to_string()))?;
+    if let identity::RunAs::Rule(rule) = &run_as {
+        identity::check_no_chosen_user(&cluster.name, &spec.custom, rule)
+            .map_err(|r| RenderCliError::Refused(r.to_string()))?;
+    }
+    render_cfg.working_dir = identity::working_dir_for(
+        render_cfg.working_dir.as_deref(),
+        run_as.slurm_user().or(cluster.username.as_deref()),
+    )
+    .map_err(RenderCliError::Refused)?;
+    render_cfg.api_version = api_version
+        .or(cluster.api_version)
+        .unwrap_or(DEFAULT_API_VERSION);
+    let mut rendered = crate::render::render(&spec, &render_cfg)
         .map_err(|e| RenderCliError::Refused(e.to_string()))?;
+    if let identity::RunAs::Rule(rule) = &run_as {
+        identity::admit(&cluster.name, rule, &mut rendered.job)
+            .map_err(|r| RenderCliError::Refused(r.to_string()))?;
+    }
     let body = crate::slurmrestd::convert::submit_body_json(render_cfg.api_version, &rendered.job)
         .map_err(|e| RenderCliError::Refused(e.to_string()))?;
     Ok(serde_json::to_string_pretty(&body).expect("JSON serializes"))

@@ -23,6 +23,7 @@ const CLUSTER_VARS: &[&str] = &[
     "FLYTE_SLURM_STAGER_TOKEN_FILE",
     "FLYTE_SLURM_DEFAULT_PARTITION",
     "FLYTE_SLURM_SSH_HOSTS",
+    "FLYTE_SLURM_CA_FILE",
 ];
 
 pub(super) fn apply(
@@ -128,6 +129,9 @@ pub(super) fn apply(
                 ssh_hosts: Vec::new(),
                 stager_url: None,
                 stager_token_file: None,
+                identities: Default::default(),
+                ca_file: None,
+                images: Default::default(),
             }
         }
     };
@@ -161,6 +165,9 @@ pub(super) fn apply(
     }
     if let Some(v) = var("FLYTE_SLURM_STAGER_TOKEN_FILE") {
         c.stager_token_file = Some(PathBuf::from(v.trim()));
+    }
+    if let Some(v) = var("FLYTE_SLURM_CA_FILE") {
+        c.ca_file = Some(PathBuf::from(v.trim()));
     }
     if let Some(auth) = auth_from_env(&var)? {
         c.auth = Some(auth);

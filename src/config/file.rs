@@ -13,6 +13,10 @@
 //! working_dir = "/shared/flyte/jobs"
 //! shared_mounts = { "/shared" = "/mnt/hpc1-shared" }
 //! ssh_hosts = ["login1.hpc1"]
+//!
+//! [[clusters.hpc1.images]]        # pre-staged images (see images.rs)
+//! match = "ghcr.io/org/*"
+//! pyxis = "/shared/images/{flat}.sqsh"
 //! ```
 //! Tokens never go in the file: only paths to files holding them.
 
@@ -59,6 +63,15 @@ struct FileCluster {
     ssh_hosts: Vec<String>,
     stager_url: Option<String>,
     stager_token_file: Option<PathBuf>,
+    /// Per-user identities (`identity.rs`).
+    #[serde(default)]
+    identities: Vec<super::identity::FileRule>,
+    identity_default: Option<super::identity::FileDefault>,
+    user_jwt_dir: Option<PathBuf>,
+    slurm_daemon_user: Option<String>,
+    ca_file: Option<PathBuf>,
+    #[serde(default)]
+    images: Vec<super::images::FileImageRule>,
 }
 
 pub(super) fn load(path: &Path) -> Result<DeploymentConfig, ConfigError> {
@@ -142,6 +155,21 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<DeploymentConfig, ConfigE
             }
             _ => None,
         };
+        let slurm_daemon_user = c
+            .slurm_daemon_user
+            .clone()
+            .unwrap_or_else(|| super::DEFAULT_SLURM_DAEMON_USER.to_string());
+        let mut identities =
+            super::identity::build(c.identities, c.identity_default, &slurm_daemon_user)
+                .map_err(cerr)?;
+        identities.user_jwt_dir = c.user_jwt_dir.clone();
+        if c.user_jwt_dir.is_some() && auth.is_none() {
+            return Err(cerr(
+                "`user_jwt_dir` holds the users' tokens, but the connector polls every user's \
+                 jobs with its own: set `jwt_file` or `jwt_key_file` too"
+                    .into(),
+            ));
+        }
         let mut mounts = Vec::new();
         for (remote, local) in c.shared_mounts {
             // The same rules as FLYTE_SLURM_SHARED_MOUNTS and the stager's roots.
@@ -179,6 +207,9 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<DeploymentConfig, ConfigE
                 .transpose()
                 .map_err(wrap)?,
             stager_token_file: c.stager_token_file,
+            identities,
+            ca_file: c.ca_file,
+            images: super::images::ImageMap::from_file("images", c.images).map_err(cerr)?,
         };
         cfg.clusters.insert(name, cluster);
     }

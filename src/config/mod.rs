@@ -7,9 +7,12 @@
 //! cluster named by `FLYTE_SLURM_CLUSTER_NAME`, default `default`, and overrides that cluster's
 //! entry of the file field by field).
 
+pub mod clustered;
 mod env;
 mod error;
 mod file;
+pub mod identity;
+pub mod images;
 pub mod units;
 
 use std::collections::BTreeMap;
@@ -57,6 +60,14 @@ pub struct ClusterConfig {
     /// Staging sidecar for logs/outputs, when the connector has no mount.
     pub stager_url: Option<url::Url>,
     pub stager_token_file: Option<PathBuf>,
+    /// Who each task's job runs as (`[[clusters.NAME.identities]]`, `identity.rs`); empty: the
+    /// deployment user, for every job.
+    pub identities: identity::Identities,
+    /// `ca_file` / `FLYTE_SLURM_CA_FILE`: a PEM bundle of CAs that slurmrestd's certificate may
+    /// chain to, besides the system's.
+    pub ca_file: Option<PathBuf>,
+    /// Rules turning task images into pre-staged files (`[[clusters.NAME.images]]`; see `images.rs`).
+    pub images: images::ImageMap,
 }
 
 /// Everything the service needs from the deployment.
@@ -99,6 +110,8 @@ pub struct DeploymentConfig {
     pub shutdown_grace: Duration,
     /// True when no slurmrestd is configured at all: `serve` starts the embedded stand-in.
     pub embedded: bool,
+    /// `clustered-task` (`FLYTE_SLURM_CLUSTERED_*`, [`clustered`]).
+    pub clustered: clustered::ClusteredSite,
 }
 
 /// `FLYTE_SLURM_CONNECTOR_UPLOAD_MAX_BYTES` as read.
@@ -133,6 +146,9 @@ pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 /// terminationGracePeriodSeconds (30 s), so the kubelet's SIGKILL never lands mid-drain.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
+/// Slurm's usual SlurmUser.
+pub const DEFAULT_SLURM_DAEMON_USER: &str = "slurm";
+
 /// The name of the per-task slurmrestd token in `CreateTaskRequest.connection.secrets`.
 pub const TASK_TOKEN_SECRET: &str = "slurm_jwt";
 
@@ -158,6 +174,7 @@ impl DeploymentConfig {
             None => DeploymentConfig::empty(),
         };
         env::apply(&mut cfg, get)?;
+        clustered::apply(&mut cfg.clustered, get)?;
         if cfg.clusters.is_empty() {
             cfg.embedded = true;
         } else if !cfg.clusters.contains_key(&cfg.default_cluster) {
@@ -194,6 +211,7 @@ impl DeploymentConfig {
             log_links: Vec::new(),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             embedded: false,
+            clustered: Default::default(),
         }
     }
 

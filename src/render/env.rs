@@ -81,10 +81,31 @@ pub fn python_float(f: f64) -> String {
 #[derive(Debug, Default)]
 pub struct EnvBuilder {
     vars: BTreeMap<String, String>,
+    /// Names whose value is still the base layer's (the node's PATH, LANG): what a container
+    /// keeps from its image rather than from the job (see [`EnvBuilder::task_names`]).
+    base: std::collections::BTreeSet<String>,
 }
 
 impl EnvBuilder {
+    /// The lowest layer: the deployment's base environment (the node's, not the task's).
+    pub fn set_base(&mut self, name: &str, value: &str, layer: &str) -> Result<(), RenderError> {
+        self.set(name, value, layer)?;
+        self.base.insert(name.to_string());
+        Ok(())
+    }
+
+    /// The names a layer above the base set: the task's and Flyte's variables, which must win
+    /// inside a container over the image's own values (Pyxis `--container-env`).
+    pub fn task_names(&self) -> Vec<String> {
+        self.vars
+            .keys()
+            .filter(|k| !self.base.contains(*k))
+            .cloned()
+            .collect()
+    }
+
     pub fn set(&mut self, name: &str, value: &str, layer: &str) -> Result<(), RenderError> {
+        self.base.remove(name);
         if !is_shell_identifier(name) {
             return Err(RenderError::Env {
                 name: name.escape_default().to_string(),

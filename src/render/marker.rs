@@ -127,12 +127,12 @@ mod tests {
         std::fs::write(&path, script).unwrap();
         std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .unwrap();
-        let mut child = Command::new(&path)
-            .current_dir(dir)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_written(
+            Command::new(&path)
+                .current_dir(dir)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped()),
+        );
         use std::io::Write;
         child
             .stdin
@@ -144,6 +144,22 @@ mod tests {
         let got = std::fs::read_to_string(&marker).ok();
         assert!(!dir.join(format!("{name}.exit.tmp")).exists());
         (out.status.code(), got)
+    }
+
+    /// Spawns a script the test has just written. ETXTBSY: another test thread's spawn forked
+    /// while this file was still open for writing (the fd lives in that child until its exec
+    /// closes it). The file is complete and the exec succeeds a moment later; seen in CI on a
+    /// loaded machine. The mock's job runner retries the same way.
+    fn spawn_written(cmd: &mut Command) -> std::process::Child {
+        for attempt in 1..=20 {
+            match cmd.spawn() {
+                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                    std::thread::sleep(std::time::Duration::from_millis(5 * attempt))
+                }
+                spawned => return spawned.unwrap(),
+            }
+        }
+        cmd.spawn().unwrap()
     }
 
     fn signal(args: &[&str]) {
@@ -205,9 +221,8 @@ mod tests {
         std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .unwrap();
         for i in [0, 7] {
-            let st = Command::new(&path)
-                .env("SLURM_ARRAY_TASK_ID", i.to_string())
-                .status()
+            let st = spawn_written(Command::new(&path).env("SLURM_ARRAY_TASK_ID", i.to_string()))
+                .wait()
                 .unwrap();
             assert_eq!(st.code(), Some(i + 1));
         }
@@ -296,12 +311,12 @@ mod tests {
         .unwrap();
         std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .unwrap();
-        let child = Command::new(&path)
-            .current_dir(d)
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .process_group(0)
-            .spawn()
-            .unwrap();
+        let child = spawn_written(
+            Command::new(&path)
+                .current_dir(d)
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                .process_group(0),
+        );
         for _ in 0..200 {
             if started.exists() {
                 break;

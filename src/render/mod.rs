@@ -14,6 +14,7 @@
 
 pub mod apply;
 pub mod array;
+pub mod clustered;
 pub mod custom;
 mod derive;
 pub mod directives;
@@ -23,6 +24,7 @@ pub mod marker;
 pub mod merge;
 pub mod naming;
 pub mod options;
+pub mod ranks;
 pub mod script;
 pub mod spec;
 pub mod units;
@@ -33,9 +35,11 @@ pub use crate::staging::outputs::{DeclaredOutput, OutputKind, UploadMode};
 pub use error::{Origin, RenderError};
 pub use naming::{idempotency_key, key_from_comment, key_from_job_name};
 pub use spec::{
-    ContainerSpec, ExecutionIdentity, InputValue, InterfaceKind, RenderConfig, TaskSpec, TaskType,
+    CLUSTERED_TASK_TYPE, ContainerSpec, ExecutionIdentity, InputValue, InterfaceKind, RenderConfig,
+    TaskSpec, TaskType,
 };
 
+pub use crate::config::images::{ImageMap, StagedImage};
 use crate::slurmrestd::job_description::JobDescription;
 use crate::staging::JobFiles;
 
@@ -52,6 +56,12 @@ pub struct Rendered {
     pub declared_outputs: Vec<DeclaredOutput>,
     /// `custom.connection` keys other than the SSH-era ones, for the service to interpret.
     pub connection: BTreeMap<String, serde_json::Value>,
+    /// Several ranks (`ranks`): only rank 0 writes the result; a failure names the rank.
+    pub ranks: bool,
+    /// A clustered task's `failure_policy.max_restarts`, when set: the job's requeue budget.
+    pub max_restarts: Option<u32>,
+    /// A native task's image mapped to a pre-staged file (the service checks that it exists).
+    pub staged_image: Option<StagedImage>,
 }
 
 /// Renders with the current time (only `--begin`/`--deadline` read it).
@@ -83,7 +93,16 @@ fn clean_dir(path: &str, field: &str) -> Result<String, RenderError> {
 
 /// [`render`] at a given unix time (tests, and a service that wants one clock per request).
 pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Rendered, RenderError> {
-    let custom = custom::parse(&spec.custom)?;
+    // A clustered task's ClusteredTaskSpec becomes a native task's Slurm config on this site.
+    let (custom, clustered) = match spec.task_type {
+        TaskType::Clustered => {
+            let c = clustered::parse(&spec.custom)?;
+            let gpus = spec.container.as_ref().and_then(|c| c.gpus);
+            let slurm = clustered::slurm_custom(&c, &cfg.clustered, gpus)?;
+            (custom::parse(&slurm)?, Some(c))
+        }
+        _ => (custom::parse(&spec.custom)?, None),
+    };
 
     let working_dir = match (&cfg.working_dir, &custom.working_dir) {
         (Some(d), task) => {
@@ -110,7 +129,7 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
                 })?;
             (directives::parse_script(s)?, Some(s))
         }
-        TaskType::Slurm => {
+        TaskType::Slurm | TaskType::Clustered => {
             for (present, field) in [
                 (custom.script.is_some(), "script"),
                 (!custom.outputs.is_empty(), "outputs"),
@@ -144,7 +163,7 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
         job.partition = cfg.default_partition.clone();
     }
 
-    if let (Some(indexes), TaskType::Slurm) = (&job.array, spec.task_type) {
+    if let (Some(indexes), true) = (&job.array, spec.task_type.is_native()) {
         // One entrypoint run writes one outputs.pb at the task's prefix: elements would
         // overwrite each other's result.
         return Err(RenderError::config(
@@ -176,10 +195,10 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
     // Environment, lowest precedence first.
     let mut envb = env::EnvBuilder::default();
     for (k, v) in &cfg.base_env {
-        envb.set(k, v, "the deployment's base environment")?;
+        envb.set_base(k, v, "the deployment's base environment")?;
     }
     if !envb.contains("PATH") {
-        envb.set("PATH", spec::DEFAULT_PATH, "the connector default")?;
+        envb.set_base("PATH", spec::DEFAULT_PATH, "the connector default")?;
     }
     if let Some(c) = &spec.container {
         for (k, v) in &c.env {
@@ -187,7 +206,7 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
         }
     }
     envb.identity(&spec.exec)?;
-    if spec.task_type == TaskType::Slurm {
+    if spec.task_type.is_native() {
         envb.native_defaults(&spec.exec, &spec.output_prefix)?;
     }
     for (k, v) in &spec.env_vars {
@@ -215,9 +234,11 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
         spec.exec.attempt
     );
 
+    let ranks = spec.task_type.is_native() && multi_rank(&job);
     // Every shell script leaves `<working_dir>/<job>.exit` (`<job>_<index>.exit` for each
     // element of an array; see `marker`).
     let mut declared_outputs = Vec::new();
+    let mut staged_image = None;
     job.script = match spec.task_type {
         TaskType::SlurmScript => {
             envb.inputs(&spec.inputs)?;
@@ -251,13 +272,13 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
                 &marker,
             )?
         }
-        TaskType::Slurm => {
+        TaskType::Slurm | TaskType::Clustered => {
             let container = spec.container.as_ref().ok_or_else(|| {
                 RenderError::Container(
                     "a slurm task needs the template's container (image and entrypoint)".into(),
                 )
             })?;
-            let image = custom
+            let reference = custom
                 .container
                 .image
                 .clone()
@@ -267,12 +288,23 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
                         "no image: set the task's image or container.image".into(),
                     )
                 })?;
-            let command: Vec<String> = container
+            // A pre-staged file replaces the registry reference (the deployment's image map).
+            staged_image = cfg
+                .images
+                .resolve(&reference, custom.container.runtime)
+                .map_err(RenderError::Container)?;
+            let image = staged_image
+                .as_ref()
+                .map_or(reference.clone(), |s| s.path.clone());
+            let mut command: Vec<String> = container
                 .command
                 .iter()
                 .chain(container.args.iter())
                 .cloned()
                 .collect();
+            if clustered.is_some() {
+                command = clustered::worker_command(command);
+            }
             // a0 writes `<prefix>/outputs.pb` and does not create a local prefix folder.
             let mkdirs: Vec<String> = spec
                 .output_prefix
@@ -283,12 +315,15 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
                 header: &header,
                 container: &custom.container,
                 image: &image,
+                staged_image: staged_image.as_ref(),
+                container_env: &envb.task_names(),
                 command: &command,
                 modules: &custom.modules,
                 module_init_scripts: &cfg.module_init_scripts,
                 gpus_requested: applied.gpus_requested,
                 mkdirs: &mkdirs,
                 exit_marker: &marker,
+                ranks,
             })?
         }
     };
@@ -302,7 +337,18 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
         stderr_path,
         declared_outputs,
         connection: custom.connection,
+        ranks,
+        max_restarts: clustered.map(|c| c.max_restarts).filter(|n| *n > 0),
+        staged_image,
     })
+}
+
+/// Whether the job asks for more than one task: several nodes (`-N 2`, `-N 1-2`) or tasks.
+fn multi_rank(job: &JobDescription) -> bool {
+    let nodes = job.nodes.as_deref().unwrap_or("1");
+    nodes.split(['-', ':']).any(|n| n.trim() != "1")
+        || job.tasks.is_some_and(|t| t > 1)
+        || job.tasks_per_node.is_some_and(|t| t > 1)
 }
 
 /// Declared outputs of a script task, checked against the typed interface.

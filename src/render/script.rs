@@ -103,6 +103,11 @@ pub struct NativeParts<'a> {
     pub header: &'a str,
     pub container: &'a ContainerConfig,
     pub image: &'a str,
+    /// `image` is a pre-staged file the image map chose: the script checks it exists first.
+    pub staged_image: Option<&'a crate::config::images::StagedImage>,
+    /// Pyxis: the names of the job's variables that must win over the image's own
+    /// (`--container-env`): everything but the node's base environment.
+    pub container_env: &'a [String],
     pub command: &'a [String],
     pub modules: &'a [String],
     pub module_init_scripts: &'a [String],
@@ -111,9 +116,14 @@ pub struct NativeParts<'a> {
     pub mkdirs: &'a [String],
     /// Cluster path of the exit-status marker (`super::marker`).
     pub exit_marker: &'a str,
+    /// Several ranks (a clustered task, or a `slurm` task asking for several nodes or tasks):
+    /// srun starts one per task of the allocation with the rendezvous environment
+    /// (`super::ranks`) instead of the one-process pin.
+    pub ranks: bool,
 }
 
-/// Native task: `set -euo pipefail`, module loads, then the entrypoint pinned to one process.
+/// Native task: `set -euo pipefail`, module loads, then the entrypoint pinned to one process
+/// (or, with `ranks`, once per task of the allocation).
 pub fn native(p: &NativeParts) -> Result<String, RenderError> {
     let c = p.container;
     if p.image.starts_with('-') {
@@ -130,10 +140,18 @@ pub fn native(p: &NativeParts) -> Result<String, RenderError> {
         {
             return Err(RenderError::config(
                 "container.srun_args",
-                format!(
-                    "`{a}` would undo the one-process pin (srun --nodes=1 --ntasks=1) and start the entrypoint \
-                         several times; use a slurm_script task for multi-process work"
-                ),
+                if p.ranks {
+                    format!(
+                        "`{a}`: the ranks are the job's own tasks (srun starts one per task of the \
+                         allocation); set `sbatch.nodes` / `sbatch.ntasks` instead"
+                    )
+                } else {
+                    format!(
+                        "`{a}` would undo the one-process pin (srun --nodes=1 --ntasks=1) and start the \
+                         entrypoint several times; set `sbatch.nodes` / `sbatch.ntasks` for a multi-rank \
+                         task (every rank gets RANK, WORLD_SIZE, MASTER_ADDR, ...)"
+                    )
+                },
             ));
         }
     }
@@ -159,11 +177,23 @@ pub fn native(p: &NativeParts) -> Result<String, RenderError> {
         ));
     }
 
-    let mut words: Vec<String> = vec!["srun".into(), "--nodes=1".into(), "--ntasks=1".into()];
+    let mut words: Vec<String> = vec!["srun".into()];
+    if p.ranks {
+        words.extend(super::ranks::SRUN_OPTIONS.iter().map(|s| s.to_string()));
+    } else {
+        words.extend(["--nodes=1".into(), "--ntasks=1".into()]);
+    }
     words.extend(c.srun_args.iter().cloned());
     match c.runtime {
         Runtime::Pyxis => {
             words.push(format!("--container-image={}", pyxis_image(p.image)));
+            // Measured on Pyxis 0.24 + Enroot 4.1.2: the job's variables reach the container,
+            // but a variable the image also defines (its /etc/environment, Docker's ENV) keeps
+            // the image's value unless named here; PATH and LANG stay the image's (the node's
+            // PATH means nothing inside it). Names only: values travel in the environment.
+            if !p.container_env.is_empty() {
+                words.push(format!("--container-env={}", p.container_env.join(",")));
+            }
             if !c.mounts.is_empty() {
                 words.push(format!("--container-mounts={}", c.mounts.join(",")));
             }
@@ -189,12 +219,12 @@ pub fn native(p: &NativeParts) -> Result<String, RenderError> {
             words.push(apptainer_image(p.image));
         }
     }
-    words.extend([
-        "bash".to_string(),
-        "-c".to_string(),
-        PATH_SHIM.to_string(),
-        "--".to_string(),
-    ]);
+    let shim = if p.ranks {
+        format!("{}{PATH_SHIM}", super::ranks::RANK_SHIM)
+    } else {
+        PATH_SHIM.to_string()
+    };
+    words.extend(["bash".to_string(), "-c".to_string(), shim, "--".to_string()]);
     words.extend(p.command.iter().cloned());
 
     let mut s = String::from("#!/bin/bash\n");
@@ -210,6 +240,22 @@ pub fn native(p: &NativeParts) -> Result<String, RenderError> {
     }
     for d in p.mkdirs {
         s.push_str(&format!("mkdir -p -- {}\n", quote(d)?));
+    }
+    if let Some(st) = p.staged_image {
+        // Where the connector could not see the file (no staging, or outside its roots), the
+        // job says what is missing rather than the runtime's own error.
+        let msg = format!(
+            "slurm-connector: the pre-staged image {} (mapped from `{}` by the image rule `{}`) does not exist on this node; stage it there or fix the rule",
+            st.path, st.reference, st.pattern
+        );
+        s.push_str(&format!(
+            "if [ ! -e {} ]; then echo {} >&2; exit 1; fi\n",
+            quote(&st.path)?,
+            quote(&msg)?
+        ));
+    }
+    if p.ranks {
+        s.push_str(&super::ranks::rendezvous_block());
     }
     s.push_str(&join(&words)?);
     s.push('\n');
@@ -366,13 +412,18 @@ mod tests {
             header: "",
             container: &c,
             image: "img",
+            staged_image: None,
+            container_env: &[],
             command: &cmd,
             modules: &[],
             module_init_scripts: &[],
             gpus_requested: false,
             mkdirs: &[],
             exit_marker: "/w/j.exit",
+            ranks: false,
         };
         assert!(native(&p).unwrap_err().to_string().contains("srun_args"));
+        let p = NativeParts { ranks: true, ..p };
+        assert!(native(&p).unwrap_err().to_string().contains("sbatch.nodes"));
     }
 }

@@ -11,6 +11,9 @@ pub enum TaskType {
     Slurm,
     /// A user-supplied batch script (`custom.script`).
     SlurmScript,
+    /// Flyte's `clustered-task` (`flyte.clustered.ClusteredTaskEnvironment`): a native task over
+    /// `replicas` nodes × `nproc_per_node` ranks (`super::clustered`).
+    Clustered,
 }
 
 impl TaskType {
@@ -19,10 +22,19 @@ impl TaskType {
         match t {
             "slurm" => Some(TaskType::Slurm),
             "slurm_script" => Some(TaskType::SlurmScript),
+            CLUSTERED_TASK_TYPE => Some(TaskType::Clustered),
             _ => None,
         }
     }
+
+    /// The template's container runs Flyte's entrypoint, which writes outputs.pb / error.pb.
+    pub fn is_native(self) -> bool {
+        matches!(self, TaskType::Slurm | TaskType::Clustered)
+    }
 }
+
+/// `TaskTemplate.type` of Flyte's clustered tasks (task_type_version 1).
+pub const CLUSTERED_TASK_TYPE: &str = "clustered-task";
 
 /// `TaskTemplate.container` (already template-rendered by the Flyte backend).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -32,6 +44,8 @@ pub struct ContainerSpec {
     pub args: Vec<String>,
     /// `Container.env`, in order.
     pub env: Vec<(String, String)>,
+    /// `Container.resources`' GPU count (limits, else requests): per node for a clustered task.
+    pub gpus: Option<u32>,
 }
 
 /// One input literal, reduced to what a script task can receive.
@@ -129,6 +143,10 @@ pub struct RenderConfig {
     /// The slurmrestd data_parser version the job description is for (the cluster's negotiated
     /// one): which sbatch options can be expressed depends on it.
     pub api_version: ApiVersion,
+    /// The deployment's settings for `clustered-task` (`FLYTE_SLURM_CLUSTERED_*`).
+    pub clustered: super::clustered::ClusteredSite,
+    /// The cluster's image mapping (`[[clusters.NAME.images]]`): task images → pre-staged files.
+    pub images: crate::config::images::ImageMap,
 }
 
 /// `PATH` of a job when the deployment does not say otherwise (Debian's login default plus the
@@ -158,6 +176,8 @@ impl Default for RenderConfig {
                 .map(|s| s.to_string())
                 .collect(),
             api_version: ApiVersion::V0042,
+            clustered: Default::default(),
+            images: Default::default(),
         }
     }
 }

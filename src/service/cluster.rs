@@ -83,6 +83,9 @@ pub struct ClusterRuntime {
     pub job_files: Option<Arc<jobfiles::Registry>>,
     /// Submits between their held submit and their release; closed at shutdown (`shutdown.rs`).
     pub submits: super::shutdown::Gate,
+    /// Clients acting as each Slurm user of the identity rules (`client_as`): (calls, submits),
+    /// made once so each user's minted token is cached and renewed like the deployment's.
+    users: Mutex<HashMap<String, (Client, Client)>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -109,6 +112,7 @@ pub fn render_config(cfg: &ClusterConfig) -> RenderConfig {
     RenderConfig {
         working_dir: cfg.working_dir.clone(),
         default_partition: cfg.default_partition.clone(),
+        images: cfg.images.clone(),
         ..RenderConfig::default()
     }
 }
@@ -136,6 +140,7 @@ impl ClusterRuntime {
         let mut cc = ClientConfig::new(cfg.name.clone(), cfg.restd_url.clone(), client_auth(&cfg)?);
         cc.user_name = cfg.username.clone();
         cc.api_version = cfg.api_version;
+        cc.ca_file = cfg.ca_file.clone();
         cc.observer = observer;
         let client = Client::new(cc).map_err(|source| BuildError::Client {
             cluster: cfg.name.clone(),
@@ -192,6 +197,7 @@ impl ClusterRuntime {
             transfers: Mutex::new(HashMap::new()),
             job_files: None,
             submits: super::shutdown::Gate::default(),
+            users: Mutex::new(HashMap::new()),
         }
     }
 
@@ -242,14 +248,18 @@ impl ClusterRuntime {
         job: &JobDescription,
         client: &Client,
     ) -> Result<Submitted, SubmitFailure> {
-        let user = self.cfg.username.as_deref();
+        let user = self.index_user();
         let cluster = self.cfg.name.as_str();
         // The task's own `--hold` stays: the connector removes only its mark.
         let keep_held = job.hold == Some(true);
         let retake = self.uncertain.lock().unwrap().contains(key);
+        // The check through the submit's client (its long timeout): it runs in the submit's own
+        // task, and its first listing reads a week of Flyte jobs from slurmdbd, which at a busy
+        // site (or on a loaded machine: 6034 jobs, seen in a CI dry run) outlasts the 8 s of
+        // RPC-bound calls. With the short timeout it failed every try, and nothing was submitted.
         let existing = self
             .index
-            .lookup(&self.client, cluster, user, key, retake)
+            .lookup(&self.submit_client, cluster, user, key, retake)
             .await
             .map_err(|error| SubmitFailure {
                 what: "cannot check whether this execution already has a job on the cluster, so \
@@ -282,7 +292,7 @@ impl ClusterRuntime {
         self.index.note(key, mine, true).await;
         let winner = self
             .index
-            .refresh_after(&self.client, cluster, user, key, after, mine)
+            .refresh_after(&self.submit_client, cluster, user, key, after, mine)
             .await
             .map_err(|error| {
                 self.mark_uncertain(key);
@@ -354,6 +364,56 @@ impl ClusterRuntime {
         }
     }
 
+    /// Whose jobs the duplicate check lists: the deployment user's, or, with identity rules,
+    /// every user's (the same key never belongs to two users' jobs).
+    pub(super) fn index_user(&self) -> Option<&str> {
+        if self.cfg.identities.rules.is_empty() {
+            self.cfg.username.as_deref()
+        } else {
+            None
+        }
+    }
+
+    /// The client acting as Slurm user `user` (`None`, or the deployment's own user: the
+    /// deployment's client). With the key file it mints `user`'s tokens; with `user_jwt_dir` it
+    /// reads `<dir>/<user>`; with a token (file) it proxies `user` with `X-SLURM-USER-NAME`,
+    /// which needs a SlurmUser or root token.
+    pub fn client_as(&self, user: Option<&str>) -> Client {
+        self.user_clients(user).0
+    }
+
+    /// As [`client_as`](Self::client_as), with the submit's long request timeout.
+    pub fn submit_client_as(&self, user: Option<&str>) -> Client {
+        self.user_clients(user).1
+    }
+
+    fn user_clients(&self, user: Option<&str>) -> (Client, Client) {
+        let user = match user {
+            Some(u) if Some(u) != self.cfg.username.as_deref() => u,
+            _ => return (self.client.clone(), self.submit_client.clone()),
+        };
+        let mut users = self.users.lock().unwrap();
+        users
+            .entry(user.to_string())
+            .or_insert_with(|| {
+                let auth = match (&self.cfg.identities.user_jwt_dir, &self.cfg.auth) {
+                    (Some(dir), _) => Some(Auth::File {
+                        path: dir.join(user),
+                    }),
+                    (None, Some(AuthConfig::KeyFile { path, lifetime })) => Some(Auth::Minted {
+                        key_file: path.clone(),
+                        token_user: user.to_string(),
+                        lifetime: *lifetime,
+                    }),
+                    (None, _) => None,
+                };
+                let calls = self.client.as_user(user, auth);
+                let submits = self.submit_client.with_identity_of(&calls);
+                (calls, submits)
+            })
+            .clone()
+    }
+
     /// The client a paced submit uses: the deployment's, or the task's own token, with the
     /// submit's long request timeout.
     pub fn submit_client_for(&self, task_token: Option<&Secret>) -> Client {
@@ -361,7 +421,7 @@ impl ClusterRuntime {
             None => self.submit_client.clone(),
             Some(t) => self
                 .submit_client
-                .with_auth(Auth::Static { token: t.clone() }),
+                .with_auth(Auth::Task { token: t.clone() }),
         }
     }
 
@@ -371,7 +431,7 @@ impl ClusterRuntime {
         match task_token {
             None => Ok(self.client.clone()),
             // Shares the cluster client's negotiated API version and connection pool.
-            Some(t) => Ok(self.client.with_auth(Auth::Static { token: t.clone() })),
+            Some(t) => Ok(self.client.with_auth(Auth::Task { token: t.clone() })),
         }
     }
 }

@@ -15,7 +15,7 @@ pub enum ConvertError {
     #[error("CreateTaskRequest has no `template`")]
     NoTemplate,
     #[error(
-        "task type `{0}` is not served by this connector; it serves `slurm` and `slurm_script`"
+        "task type `{0}` is not served by this connector; it serves `slurm`, `slurm_script` and (when the deployment enables it) `clustered-task`"
     )]
     TaskType(String),
     #[error(
@@ -40,6 +40,7 @@ pub fn task_spec(req: &CreateTaskRequest) -> Result<TaskSpec, ConvertError> {
                 .iter()
                 .map(|kv| (kv.key.clone(), kv.value.clone()))
                 .collect(),
+            gpus: c.resources.as_ref().and_then(gpu_count),
         });
     // The backend builds inputs from a Go map: their order is random. Sorted, so the same
     // execution always renders the same job.
@@ -178,4 +179,16 @@ fn interface_kind(t: Option<&core::LiteralType>) -> InterfaceKind {
         ),
         None => InterfaceKind::Other("untyped".into()),
     }
+}
+
+/// The GPU count of `resources` (limits win over requests, as Kubernetes reads them); a value
+/// that is not a whole number counts as none.
+fn gpu_count(r: &core::Resources) -> Option<u32> {
+    let find = |entries: &[core::resources::ResourceEntry]| {
+        entries
+            .iter()
+            .find(|e| e.name == core::resources::ResourceName::Gpu as i32)
+            .and_then(|e| e.value.trim().parse::<u32>().ok())
+    };
+    find(&r.limits).or_else(|| find(&r.requests))
 }

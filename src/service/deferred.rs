@@ -200,16 +200,18 @@ impl ClusterRuntime {
         key: &str,
         fresh: Duration,
     ) -> Result<Option<(crate::slurmrestd::JobId, bool)>, ClientError> {
-        let w = self
-            .index
-            .lookup_fresh(
-                &self.client,
-                &self.cfg.name,
-                self.cfg.username.as_deref(),
-                key,
-                fresh,
-            )
-            .await?;
+        // Bounded: GetTask has 10 s, and the index may be busy with a submit's check (whose
+        // listing has the submit's long timeout), which this waits for.
+        let look =
+            self.index
+                .lookup_fresh(&self.client, &self.cfg.name, self.index_user(), key, fresh);
+        let w =
+            tokio::time::timeout(FIND_WAIT, look)
+                .await
+                .map_err(|_| ClientError::Timeout {
+                    cluster: self.cfg.name.clone(),
+                    operation: "the lookup of this deferred submit's job",
+                })??;
         Ok(w.map(|w| (w.job_id, w.awaiting_release)))
     }
 
@@ -219,19 +221,26 @@ impl ClusterRuntime {
     /// A submit of the key already inside slurmrestd may get the lower id; a check begun after
     /// the tombstone's submit sees such a job (ids grow), and it is cancelled too. One that
     /// comes later gets a higher id, loses to the tombstone, and its replica cancels it.
-    pub async fn tombstone(&self, key: &str, job: &JobDescription) -> Result<(), ClientError> {
+    pub async fn tombstone(
+        &self,
+        key: &str,
+        job: &JobDescription,
+        user: Option<&str>,
+    ) -> Result<(), ClientError> {
         let mut held = job.clone();
         held.hold = Some(true);
-        let id = self.submit_client.submit(&held).await?;
+        // As the task's own user: its late submit's job (which this cancels) is that user's.
+        let id = self.submit_client_as(user).submit(&held).await?;
         let after = Instant::now();
         self.index.note(key, id, false).await;
-        self.client.cancel(id, None).await?;
+        let client = self.client_as(user);
+        client.cancel(id, None).await?;
         let winner = self
             .index
             .refresh_after(
                 &self.client,
                 &self.cfg.name,
-                self.cfg.username.as_deref(),
+                self.index_user(),
                 key,
                 after,
                 id,
@@ -239,7 +248,7 @@ impl ClusterRuntime {
             .await?;
         if let Some(w) = winner.filter(|w| w.job_id != id) {
             tracing::info!(cluster = %self.cfg.name, key, job_id = %w.job_id, "a submit of the deleted task was already on its way; cancelling its job");
-            self.client.cancel(w.job_id, None).await?;
+            client.cancel(w.job_id, None).await?;
         }
         tracing::info!(cluster = %self.cfg.name, key, job_id = %id, "deleted before its job existed: left a cancelled tombstone job so that no late submit runs");
         Ok(())
@@ -249,6 +258,9 @@ impl ClusterRuntime {
 /// How old a check of the cluster's jobs may be when GetTask looks a deferred submit's job up:
 /// many GetTasks share one check.
 const FIND_FRESH: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long GetTask waits for a deferred submit's job to be looked up (its deadline is 10 s).
+const FIND_WAIT: std::time::Duration = std::time::Duration::from_secs(8);
 
 /// What GetTask says of a task whose job is not known yet.
 #[derive(Debug, Clone)]
@@ -320,7 +332,7 @@ impl Connector {
                     let _ = rt.submit_paced(
                         &d.key,
                         &d.job,
-                        rt.submit_client_for(None),
+                        rt.submit_client_as(m.slurm_user.as_deref()),
                         template,
                         self.on_submitted(rt, rt.client.api_version(), m.job_name.clone()),
                     );
@@ -364,12 +376,12 @@ impl Connector {
             Some(Progress::Failed { .. } | Progress::Withdrawn) => {}
             Some(Progress::Done(_)) | None => {
                 if let Some(known) = rt.remembered(&d.key) {
-                    rt.client
+                    rt.client_as(known.slurm_user.as_deref())
                         .cancel(known.job_id, None)
                         .await
                         .map_err(|e| client_status(&e, "cancelling the job"))?;
                 } else {
-                    rt.tombstone(&d.key, &d.job).await.map_err(|e| {
+                    rt.tombstone(&d.key, &d.job, m.slurm_user.as_deref()).await.map_err(|e| {
                         client_status(
                             &e,
                             "leaving a tombstone for a task deleted before its job was submitted",

@@ -22,16 +22,25 @@ use super::Connector as State;
 pub const CONNECTOR_NAME: &str = "Slurm Connector";
 pub const TASK_TYPES: &[&str] = &["slurm", "slurm_script"];
 
-pub fn connector() -> Connector {
+/// What this server serves: `slurm`, `slurm_script`, and `clustered-task` (version 1, as the
+/// SDK's ClusteredTaskTemplate writes `task_type_version`) when the deployment enables it.
+pub fn connector(clustered: bool) -> Connector {
+    let mut categories: Vec<TaskCategory> = TASK_TYPES
+        .iter()
+        .map(|t| TaskCategory {
+            name: t.to_string(),
+            version: 0,
+        })
+        .collect();
+    if clustered {
+        categories.push(TaskCategory {
+            name: crate::render::CLUSTERED_TASK_TYPE.to_string(),
+            version: 1,
+        });
+    }
     Connector {
         name: CONNECTOR_NAME.to_string(),
-        supported_task_categories: TASK_TYPES
-            .iter()
-            .map(|t| TaskCategory {
-                name: t.to_string(),
-                version: 0,
-            })
-            .collect(),
+        supported_task_categories: categories,
     }
 }
 
@@ -173,7 +182,7 @@ impl ConnectorMetadataService for Grpc {
             )));
         }
         Ok(Response::new(GetConnectorResponse {
-            connector: Some(connector()),
+            connector: Some(connector(self.0.deployment.clustered.enabled)),
         }))
     }
 
@@ -182,7 +191,7 @@ impl ConnectorMetadataService for Grpc {
         _req: Request<ListConnectorsRequest>,
     ) -> Result<Response<ListConnectorsResponse>, Status> {
         Ok(Response::new(ListConnectorsResponse {
-            connectors: vec![connector()],
+            connectors: vec![connector(self.0.deployment.clustered.enabled)],
         }))
     }
 }

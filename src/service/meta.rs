@@ -49,11 +49,20 @@ pub struct ResourceMeta {
     /// written before it existed: the deployment's budget applies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requeue_budget: Option<u32>,
+    /// Several ranks (a clustered task, a multi-node `slurm` task): srun labels every output
+    /// line with its rank, and a failure names the rank that failed (`rank_failure`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ranks: bool,
     /// A job array (`--array`): its indices as submitted (`0-9%3`); `job_id` is then the
     /// array's id, and `stdout`/`stderr` hold `%A_%a`, filled in per element. Absent for a
     /// job that is not an array, and in metas written before arrays were supported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub array: Option<String>,
+    /// The Slurm user the job runs as, when an identity rule chose one (issue 15): cancels,
+    /// accounting lookups and a taken-over submit act as this user, from any replica or after a
+    /// restart. Absent: the cluster's deployment user (every meta written before identities).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_user: Option<String>,
     /// Set when CreateTask answered before its submit was done (paced behind other submits, or
     /// retried after slurmrestd hiccupped): `job_id` is then 0 and the job is found by its key
     /// (`deferred.rs`). Absent in every other meta.
@@ -101,6 +110,33 @@ pub enum MetaError {
 }
 
 impl ResourceMeta {
+    /// The meta of plain job `job_id` with its output files, and nothing optional (no declared
+    /// outputs, not native, no ranks, array, budget, user or deferred submit): the base every
+    /// other meta is built on with struct update syntax.
+    pub fn new(
+        cluster: impl Into<String>,
+        job_id: JobId,
+        job_name: impl Into<String>,
+        stdout: impl Into<String>,
+        stderr: impl Into<String>,
+    ) -> ResourceMeta {
+        ResourceMeta {
+            v: META_VERSION,
+            cluster: cluster.into(),
+            job_id,
+            job_name: job_name.into(),
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+            outputs: BTreeMap::new(),
+            native_prefix: None,
+            ranks: false,
+            requeue_budget: None,
+            slurm_user: None,
+            array: None,
+            deferred: None,
+        }
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         serde_json::to_vec(self).expect("plain data serializes")
     }
@@ -146,6 +182,16 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, MetaError> {
         }
         let m: ResourceMeta =
             serde_json::from_value(v).map_err(|e| MetaError::Field(e.to_string()))?;
+        // Slurm's ids start at 1; 0 stands for "not submitted yet" only beside `deferred`.
+        // Asking slurmrestd about job 0 is a 422 (error 9000, recorded on 24.11), so a meta
+        // claiming it is refused here, naming the field, not sent on.
+        if m.job_id.0 == 0 && m.deferred.is_none() {
+            return Err(MetaError::Field(
+                "`job_id` is 0, which is no Slurm job (only a deferred submit's meta, with \
+                 `deferred`, carries 0); pass the resource_meta CreateTask returned"
+                    .into(),
+            ));
+        }
         return Ok(Decoded::Ours(m));
     }
     if v.get("host").is_some() {
@@ -158,22 +204,20 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, MetaError> {
             }
             _ => None,
         }
+        .filter(|id| id.0 != 0)
         .ok_or_else(|| MetaError::Field(format!("`job_id` {} is not a Slurm job id", p.job_id)))?;
         let outputs = p.declared_outputs;
         return Ok(Decoded::Python {
             host: p.host,
             meta: ResourceMeta {
-                v: META_VERSION,
-                cluster: String::new(),
-                job_id,
-                job_name: p.job_name.unwrap_or_default(),
-                stdout: p.stdout_path.unwrap_or_default(),
-                stderr: p.stderr_path.unwrap_or_default(),
                 outputs,
-                native_prefix: None,
-                requeue_budget: None,
-                array: None,
-                deferred: None,
+                ..ResourceMeta::new(
+                    "",
+                    job_id,
+                    p.job_name.unwrap_or_default(),
+                    p.stdout_path.unwrap_or_default(),
+                    p.stderr_path.unwrap_or_default(),
+                )
             },
         });
     }
@@ -190,17 +234,14 @@ mod tests {
     #[test]
     fn ours_round_trips_and_has_no_secret_fields() {
         let m = ResourceMeta {
-            v: 1,
-            cluster: "hpc1".into(),
-            job_id: JobId(42),
-            job_name: "flyte-train-0123abcd".into(),
-            stdout: "/shared/j.out".into(),
-            stderr: "/shared/j.err".into(),
-            outputs: BTreeMap::new(),
-            native_prefix: None,
             requeue_budget: Some(2),
-            array: None,
-            deferred: None,
+            ..ResourceMeta::new(
+                "hpc1",
+                JobId(42),
+                "flyte-train-0123abcd",
+                "/shared/j.out",
+                "/shared/j.err",
+            )
         };
         let bytes = m.encode();
         let text = String::from_utf8(bytes.clone()).unwrap();
@@ -208,22 +249,34 @@ mod tests {
         assert_eq!(decode(&bytes).unwrap(), Decoded::Ours(m));
     }
 
+    #[test]
+    fn job_id_0_is_refused_unless_the_submit_is_deferred() {
+        let e = decode(
+            br#"{"v":1,"cluster":"hpc1","job_id":0,"job_name":"j","stdout":"","stderr":""}"#,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("`job_id` is 0"), "{e}");
+        let e = decode(br#"{"job_id": "0", "host": "login1"}"#).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("`job_id` \"0\" is not a Slurm job id"),
+            "{e}"
+        );
+    }
+
     /// Arrays: the indices travel in the meta; a meta written before arrays existed (no
     /// `array`) still decodes as a plain job.
     #[test]
     fn an_array_meta_round_trips_and_old_metas_still_decode() {
         let mut m = ResourceMeta {
-            v: 1,
-            cluster: "hpc1".into(),
-            job_id: JobId(2205),
-            job_name: "flyte-a-0123456789abcdef".into(),
-            stdout: "/w/flyte-a-0123456789abcdef_%A_%a.out".into(),
-            stderr: "/w/flyte-a-0123456789abcdef_%A_%a.err".into(),
-            outputs: BTreeMap::new(),
-            native_prefix: None,
-            requeue_budget: None,
             array: Some("0-4%3".into()),
-            deferred: None,
+            ..ResourceMeta::new(
+                "hpc1",
+                JobId(2205),
+                "flyte-a-0123456789abcdef",
+                "/w/flyte-a-0123456789abcdef_%A_%a.out",
+                "/w/flyte-a-0123456789abcdef_%A_%a.err",
+            )
         };
         let Decoded::Ours(back) = decode(&m.encode()).unwrap() else {
             panic!()
@@ -268,19 +321,7 @@ mod tests {
             written_to: "/w/j.outputs/shards".into(),
             uri: "s3://b/o/shards".into(),
         };
-        let mut m = ResourceMeta {
-            v: 1,
-            cluster: "hpc1".into(),
-            job_id: JobId(7),
-            job_name: "j".into(),
-            stdout: "/w/j.out".into(),
-            stderr: "/w/j.err".into(),
-            outputs: BTreeMap::new(),
-            native_prefix: None,
-            requeue_budget: None,
-            array: None,
-            deferred: None,
-        };
+        let mut m = ResourceMeta::new("hpc1", JobId(7), "j", "/w/j.out", "/w/j.err");
         m.outputs
             .insert("shards".into(), o(OutputKind::Dir, UploadMode::Job));
         let text = String::from_utf8(m.encode()).unwrap();

@@ -15,13 +15,16 @@ pub mod convert;
 mod deferred;
 mod grpc;
 mod idempotency;
+pub mod identity;
 mod jobfiles;
 pub mod meta;
 pub mod metrics;
 mod native_result;
 mod pacing;
+pub mod rank_failure;
 mod serve;
 mod shutdown;
+mod staged_image;
 mod status;
 mod task_metrics;
 
@@ -150,6 +153,32 @@ impl Connector {
             .deployment
             .task_credential(&secrets)
             .map_err(Status::invalid_argument)?;
+        // Who the job runs as, decided before anything else touches the cluster: a refusal
+        // submits nothing.
+        let who = identity::requester(req, &spec.exec.project, &spec.exec.domain);
+        let run_as =
+            identity::decide(&rt.cfg.name, &rt.cfg.identities, &who).map_err(|r| r.status())?;
+        if let identity::RunAs::Rule(rule) = &run_as {
+            identity::check_no_chosen_user(&rt.cfg.name, &spec.custom, rule)
+                .map_err(|r| r.status())?;
+            if token.is_some() {
+                return Err(Status::invalid_argument(format!(
+                    "connection secret `{}`: cluster {} runs this task as Slurm user {:?} ({}); \
+                     a task's own token would run it as the token's user instead; remove the \
+                     secret from the task",
+                    crate::config::TASK_TOKEN_SECRET,
+                    rt.cfg.name,
+                    rule.slurm_user,
+                    rule.describe()
+                )));
+            }
+        }
+        let slurm_user = run_as.slurm_user().map(str::to_string);
+        let working_dir = identity::working_dir_for(
+            rt.render.working_dir.as_deref(),
+            slurm_user.as_deref().or(rt.cfg.username.as_deref()),
+        )
+        .map_err(Status::invalid_argument)?;
         // What a job description can say depends on the cluster's API version (chosen at start;
         // chosen here when the cluster was unreachable then).
         let api_version = match rt.client.version().await {
@@ -169,10 +198,18 @@ impl Connector {
         };
         let render_cfg = render::RenderConfig {
             api_version,
+            clustered: self.deployment.clustered.clone(),
+            working_dir,
             ..rt.render.clone()
         };
-        let rendered = render::render(&spec, &render_cfg)
+        let mut rendered = render::render(&spec, &render_cfg)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        if let identity::RunAs::Rule(rule) = &run_as {
+            identity::admit(&rt.cfg.name, rule, &mut rendered.job).map_err(|r| r.status())?;
+        }
+        if let Some(image) = &rendered.staged_image {
+            staged_image::check(&rt.cfg.name, rt.staging.as_deref(), image).await?;
+        }
         let key = rendered.key.clone();
 
         let lock = rt.key_lock(&key);
@@ -187,20 +224,30 @@ impl Connector {
             rt.client_for(token.as_ref())
                 .map_err(|e| client_status(&e, "per-task slurmrestd credentials"))?;
             let mut template = resource_meta(&rt.cfg.name, JobId(0), &rendered);
-            if spec.task_type == render::TaskType::Slurm {
+            if spec.task_type.is_native() {
                 template.native_prefix = Some(req.output_prefix.clone());
             }
-            template.requeue_budget = Some(requeue_budget(
-                req.task_execution_metadata.as_ref(),
-                self.deployment.requeue_budget,
-            ));
+            template.ranks = rendered.ranks;
+            template.slurm_user = slurm_user.clone();
+            // A clustered task's failure_policy.max_restarts: how often the gang may start over
+            // after the cluster failed it (Slurm requeues the whole allocation).
+            template.requeue_budget = Some(rendered.max_restarts.unwrap_or_else(|| {
+                requeue_budget(
+                    req.task_execution_metadata.as_ref(),
+                    self.deployment.requeue_budget,
+                )
+            }));
             if draining {
                 return shutdown::hand_off(&rt, &key, &rendered.job, template, token.is_some());
             }
+            let submit_client = match &token {
+                Some(_) => rt.submit_client_for(token.as_ref()),
+                None => rt.submit_client_as(slurm_user.as_deref()),
+            };
             let mut progress = rt.submit_paced(
                 &key,
                 &rendered.job,
-                rt.submit_client_for(token.as_ref()),
+                submit_client,
                 template.clone(),
                 self.on_submitted(&rt, Some(api_version), rendered.job_name.clone()),
             );
@@ -326,7 +373,11 @@ impl Connector {
             // The task is reported failed from now on (the restart count stays in Slurm's
             // record): its job must not run on. Cancelling twice is harmless.
             tracing::warn!(cluster = %rt.cfg.name, job_id = %m.job_id, restarts, budget, "requeue budget spent; cancelling the job");
-            if let Err(e) = rt.client.cancel(m.job_id, None).await {
+            if let Err(e) = rt
+                .client_as(m.slurm_user.as_deref())
+                .cancel(m.job_id, None)
+                .await
+            {
                 tracing::warn!(cluster = %rt.cfg.name, job_id = %m.job_id, error = %e, "cancelling a job past its requeue budget failed; retried at the next GetTask");
             }
         }
@@ -363,9 +414,13 @@ impl Connector {
             .deployment
             .task_credential(secrets)
             .map_err(Status::invalid_argument)?;
-        let client = rt
-            .client_for(token.as_ref())
-            .map_err(|e| client_status(&e, "per-task slurmrestd credentials"))?;
+        let client = match &token {
+            Some(_) => rt
+                .client_for(token.as_ref())
+                .map_err(|e| client_status(&e, "per-task slurmrestd credentials"))?,
+            // The job's own user: a restarted connector or another replica cancels as it.
+            None => rt.client_as(m.slurm_user.as_deref()),
+        };
         let outcome = client
             .cancel(m.job_id, None)
             .await
@@ -464,21 +519,19 @@ pub(super) fn track(rt: &ClusterRuntime, m: &ResourceMeta) {
 
 pub fn resource_meta(cluster: &str, job_id: JobId, r: &render::Rendered) -> ResourceMeta {
     ResourceMeta {
-        v: meta::META_VERSION,
-        cluster: cluster.to_string(),
-        job_id,
-        job_name: r.job_name.clone(),
-        native_prefix: None,
-        requeue_budget: None,
-        deferred: None,
         array: r.job.array.clone(),
-        stdout: r.stdout_path.clone(),
-        stderr: r.stderr_path.clone(),
         outputs: r
             .declared_outputs
             .iter()
             .map(|o| (o.name.clone(), o.clone()))
             .collect(),
+        ..ResourceMeta::new(
+            cluster,
+            job_id,
+            r.job_name.clone(),
+            r.stdout_path.clone(),
+            r.stderr_path.clone(),
+        )
     }
 }
 

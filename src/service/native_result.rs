@@ -54,6 +54,8 @@ pub struct Decision {
     pub phase: Phase,
     /// Appended to the status message.
     pub message: String,
+    /// The decision came from an `error.pb` the task wrote (its own account of the failure).
+    pub from_error_doc: bool,
 }
 
 /// The decision, from what was found (or why it could not be read).
@@ -65,6 +67,7 @@ pub fn decide(prefix: &str, found: Result<Found, String>) -> Decision {
                 "the task wrote {}",
                 staging::objstore::join_uri(prefix, OUTPUTS_FILE)
             ),
+            from_error_doc: false,
         },
         Ok(Found::Error(bytes)) => match ErrorDocument::decode(bytes.as_slice()) {
             Ok(doc) => {
@@ -89,6 +92,7 @@ pub fn decide(prefix: &str, found: Result<Found, String>) -> Decision {
                         if e.code.is_empty() { "?" } else { &e.code },
                         e.message
                     ),
+                    from_error_doc: true,
                 }
             }
             Err(err) => Decision {
@@ -97,6 +101,7 @@ pub fn decide(prefix: &str, found: Result<Found, String>) -> Decision {
                     "the task failed: {} is not an ErrorDocument ({err})",
                     staging::objstore::join_uri(prefix, ERROR_FILE)
                 ),
+                from_error_doc: false,
             },
         },
         Ok(Found::Nothing) => Decision {
@@ -105,10 +110,12 @@ pub fn decide(prefix: &str, found: Result<Found, String>) -> Decision {
                 "the task's entrypoint wrote no result: neither {OUTPUTS_FILE} nor {ERROR_FILE} at {prefix} \
                  (it died before writing one, or the image/command is not a Flyte entrypoint)"
             ),
+            from_error_doc: false,
         },
         Err(why) => Decision {
             phase: Phase::Failed,
             message: format!("the task's result at {prefix} could not be read: {why}"),
+            from_error_doc: false,
         },
     }
 }

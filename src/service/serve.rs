@@ -46,6 +46,9 @@ pub enum ServeError {
         #[source]
         source: Box<crate::slurmrestd::ClientError>,
     },
+    /// An identity rule names a user the cluster does not have (or must not be used).
+    #[error("cluster {cluster}: {problem}")]
+    Identity { cluster: String, problem: String },
     #[error("cannot listen on {addr} ({what}): {source}")]
     Bind {
         addr: SocketAddr,
@@ -147,7 +150,13 @@ pub async fn serve_with(
                 });
             }
         }
-        tracing::info!(cluster = %name, url = %c.restd_url, staging = rt.staging.is_some(), "cluster configured");
+        super::identity::check_at_start(name, &c.identities, &rt.client)
+            .await
+            .map_err(|problem| ServeError::Identity {
+                cluster: name.clone(),
+                problem,
+            })?;
+        tracing::info!(cluster = %name, url = %c.restd_url, staging = rt.staging.is_some(), identity_rules = c.identities.rules.len(), "cluster configured");
         clusters.insert(name.clone(), Arc::new(rt));
     }
 

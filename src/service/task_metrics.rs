@@ -169,14 +169,14 @@ impl Connector {
         let usage = match array {
             // A job array: each element's own figures.
             Some(_) => Some(
-                rt.client
+                rt.client_as(m.slurm_user.as_deref())
                     .array_usage(m.job_id)
                     .await
                     .map_err(|e| client_status(&e, "reading the job array's usage"))?,
             )
             .filter(|u| !u.is_empty()),
             None => rt
-                .client
+                .client_as(m.slurm_user.as_deref())
                 .usage(m.job_id)
                 .await
                 .map_err(|e| client_status(&e, "reading the job's usage"))?

@@ -41,6 +41,9 @@ pub enum Auth {
     /// A token given as is (e.g. `FLYTE_SLURM_JWT`; the `SLURM_JWT=` prefix `scontrol token`
     /// prints is accepted). It cannot be renewed: once it expires, calls fail with an auth error.
     Static { token: Secret },
+    /// A task's own token (the connection secret `slurm_jwt`): used as is, like `Static`, and
+    /// named as the task's in errors.
+    Task { token: Secret },
     /// A file holding a token (e.g. a mounted Kubernetes secret), re-read whenever it changes.
     File { path: PathBuf },
     /// Tokens minted here from the cluster's HS256 key (`AuthAltParameters=jwt_key=...`), whose
@@ -56,6 +59,7 @@ impl fmt::Debug for Auth {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Auth::Static { .. } => f.write_str("Auth::Static(<redacted>)"),
+            Auth::Task { .. } => f.write_str("Auth::Task(<redacted>)"),
             Auth::File { path } => write!(f, "Auth::File({})", path.display()),
             Auth::Minted {
                 key_file,
@@ -75,6 +79,7 @@ impl Auth {
     pub fn describe(&self) -> String {
         match self {
             Auth::Static { .. } => "the static token (FLYTE_SLURM_JWT)".to_string(),
+            Auth::Task { .. } => "the task's own token (connection secret `slurm_jwt`)".to_string(),
             Auth::File { path } => format!("the token file {}", path.display()),
             Auth::Minted {
                 key_file,
@@ -91,7 +96,7 @@ impl Auth {
 
     /// Whether a rejected token can be replaced by a fresh one (minted, or a rotated file).
     pub fn can_renew(&self) -> bool {
-        !matches!(self, Auth::Static { .. })
+        !matches!(self, Auth::Static { .. } | Auth::Task { .. })
     }
 }
 
@@ -207,7 +212,7 @@ impl TokenSource {
     pub fn token(&self) -> Result<Secret, AuthError> {
         let mut cached = self.cached.lock().unwrap_or_else(|p| p.into_inner());
         match &self.auth {
-            Auth::Static { token } => {
+            Auth::Static { token } | Auth::Task { token } => {
                 let t = normalize_token(token.expose());
                 if t.is_empty() {
                     return Err(AuthError::EmptyToken);

@@ -87,6 +87,20 @@ pub(super) fn classify<T: Envelope>(
                     cluster: cluster(),
                     operation,
                 })
+            } else if e.is_connect() && is_certificate_error(&e) {
+                Err(ClientError::Tls {
+                    cluster: cluster(),
+                    host: cfg
+                        .base_url
+                        .host_str()
+                        .map(|h| match cfg.base_url.port() {
+                            Some(p) => format!("{h}:{p}"),
+                            None => h.to_string(),
+                        })
+                        .unwrap_or_default(),
+                    operation,
+                    detail: error_chain(&e),
+                })
             } else {
                 Err(ClientError::Unreachable {
                     cluster: cluster(),
@@ -152,6 +166,13 @@ pub(super) fn is_unknown_job(e: &ClientError) -> bool {
 }
 
 /// reqwest's Display hides the cause ("error sending request"); the chain says "connection refused".
+/// rustls' verification failures ("invalid peer certificate: UnknownIssuer", a name mismatch,
+/// an expired certificate) as they appear in the error chain.
+fn is_certificate_error(e: &dyn std::error::Error) -> bool {
+    let chain = error_chain(e).to_ascii_lowercase();
+    chain.contains("certificate") || chain.contains("unknownissuer")
+}
+
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();

@@ -30,6 +30,20 @@ pub enum ClientError {
         connect: bool,
     },
 
+    /// slurmrestd's (or its TLS proxy's) certificate did not verify: not a hiccup, the
+    /// deployment must trust the site's CA.
+    #[error(
+        "slurmrestd of cluster {cluster} at {host}: its TLS certificate is not trusted \
+         ({operation}): {detail}; if the site signs it with its own CA, give that CA's PEM file \
+         as `ca_file` (FLYTE_SLURM_CA_FILE)"
+    )]
+    Tls {
+        cluster: String,
+        host: String,
+        operation: &'static str,
+        detail: String,
+    },
+
     #[error(
         "slurmrestd of cluster {cluster} did not answer {operation} within the request timeout"
     )]

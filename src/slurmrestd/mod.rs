@@ -22,6 +22,7 @@ pub mod job_description;
 pub mod retry;
 pub mod transport;
 pub mod types;
+pub mod users;
 pub mod version;
 
 pub use auth::{Auth, AuthError, Secret};

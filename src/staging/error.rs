@@ -16,7 +16,7 @@ pub enum StagingError {
     #[error("{path} does not exist")]
     NotFound { path: String },
 
-    #[error("{op} {path}: {source}")]
+    #[error("{op} {path}: {source}{}", unreadable_hint(source))]
     Io {
         op: &'static str,
         path: String,
@@ -81,3 +81,42 @@ impl StagingError {
 }
 
 pub type Result<T, E = StagingError> = std::result::Result<T, E>;
+
+/// With per-task Slurm identities the job's user writes the files and the connector's (or the
+/// stager's) user reads them: a permission error says what the site must arrange.
+fn unreadable_hint(e: &io::Error) -> &'static str {
+    if e.kind() == io::ErrorKind::PermissionDenied {
+        " (the job's Slurm user wrote it and this process's user may not read it: give the \
+         working directory a group this process is in (setgid, umask 022 or a default ACL), or \
+         stage through a stager that may read every user's files; see docs/security.md, \
+         \"Job files must stay readable for staging\")"
+    } else {
+        ""
+    }
+}
+
+#[cfg(test)]
+mod identity_tests {
+    use super::*;
+
+    #[test]
+    fn a_permission_error_says_what_to_arrange() {
+        let e = StagingError::Io {
+            op: "read",
+            path: "/shared/alice/job.out".into(),
+            source: io::Error::from(io::ErrorKind::PermissionDenied),
+        }
+        .to_string();
+        assert!(
+            e.contains("/shared/alice/job.out") && e.contains("setgid"),
+            "{e}"
+        );
+        let e = StagingError::Io {
+            op: "read",
+            path: "/x".into(),
+            source: io::Error::from(io::ErrorKind::Other),
+        }
+        .to_string();
+        assert!(!e.contains("setgid"), "{e}");
+    }
+}

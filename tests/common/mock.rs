@@ -84,6 +84,9 @@ impl Mock {
             ssh_hosts: Vec::new(),
             stager_url: None,
             stager_token_file: None,
+            identities: Default::default(),
+            ca_file: None,
+            images: Default::default(),
         }
     }
 

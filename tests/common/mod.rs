@@ -4,12 +4,14 @@
 //! - `request`: the real CreateTaskRequest fixtures, what tests change in them, `get_req`;
 //! - `server`: the connector in-process (`serve_with`) and a gRPC client;
 //! - `drill`: the harness of the fault drills;
+//! - `identity`: identity rules as the tests write them;
 //! - `staging`: the staging tests' folders, roots and stager;
 //! - `skip`: the one way a test skips for a missing environment (a failure where CI requires it);
 //! - here: recorded real slurmrestd exchanges.
 #![allow(dead_code, unused_imports)]
 
 pub mod drill;
+pub mod identity;
 pub mod mock;
 pub mod request;
 pub mod server;

@@ -23,10 +23,17 @@ pub enum Tier {
     NoAccounting,
     /// The dev cluster with apptainer (`--apptainer`).
     Apptainer,
+    /// The dev cluster with several nodes and apptainer (`--apptainer --nodes 2`).
+    Multinode,
+    /// The dev cluster with Enroot + Pyxis (`--pyxis`) and its images pre-staged in /shared/images.
+    Pyxis,
     /// The dev cluster with memory enforced and preemptible partitions (`--failure-modes`).
     FailureModes,
     /// The dev cluster with slurmctld's RPC rate limiting (`--rate-limit`).
     RateLimit,
+    /// `stunnel4` (Debian's package) and `openssl` on PATH: a TLS terminator in front of the dev
+    /// cluster's slurmrestd (tests/real_identity.rs).
+    Tls,
     /// `SLURM_CONNECTOR_PYTHON`: a python with flyteidl2 and grpcio.
     Python,
     /// `moto_server` on PATH (`pip install 'moto[server]'`).
@@ -36,13 +43,16 @@ pub enum Tier {
 }
 
 impl Tier {
-    pub const ALL: [Tier; 9] = [
+    pub const ALL: [Tier; 12] = [
         Tier::Cluster,
         Tier::Accounting,
         Tier::NoAccounting,
         Tier::Apptainer,
+        Tier::Multinode,
+        Tier::Pyxis,
         Tier::FailureModes,
         Tier::RateLimit,
+        Tier::Tls,
         Tier::Python,
         Tier::S3,
         Tier::OpenapiUpstream,
@@ -54,8 +64,11 @@ impl Tier {
             Tier::Accounting => "accounting",
             Tier::NoAccounting => "no-accounting",
             Tier::Apptainer => "apptainer",
+            Tier::Multinode => "multinode",
+            Tier::Pyxis => "pyxis",
             Tier::FailureModes => "failure-modes",
             Tier::RateLimit => "rate-limit",
+            Tier::Tls => "tls",
             Tier::Python => "python",
             Tier::S3 => "s3",
             Tier::OpenapiUpstream => "openapi-upstream",

@@ -113,6 +113,12 @@ def main():
     ap.add_argument("--expect", action="append", default=[],
                     help="fixture=PHASE, e.g. script_no_io=SUCCEEDED, or fixture=REFUSED (Slurm must refuse it); others: any terminal phase")
     ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--mapped", default=None,
+                    help="PROJECT=USER: a script task of PROJECT must run as Slurm user USER (identity rules)")
+    ap.add_argument("--denied", default=None,
+                    help="PROJECT: a task of PROJECT must be refused with PERMISSION_DENIED (identity_default deny)")
+    ap.add_argument("--only-identities", action="store_true",
+                    help="run only the --mapped/--denied checks (and health/metadata)")
     args = ap.parse_args()
     expect = dict(e.split("=", 1) for e in args.expect)
     offset = int(time.time()) % 100000 * 10
@@ -133,8 +139,9 @@ def main():
     check("GetConnector", got.connector.name == "Slurm Connector")
 
     stub = service_pb2_grpc.AsyncConnectorServiceStub(channel)
-    fixtures = sorted(glob.glob(os.path.join(args.fixtures, "*.pb")))
-    check("fixtures found", fixtures, args.fixtures)
+    fixtures = [] if args.only_identities else sorted(glob.glob(os.path.join(args.fixtures, "*.pb")))
+    if not args.only_identities:
+        check("fixtures found", fixtures, args.fixtures)
     for path in fixtures:
         name = os.path.basename(path)[:-3]
         req = load_fixture(path, args.partition, offset, args.sbatch_option, args.drop_sbatch)
@@ -195,7 +202,7 @@ def main():
 
     # Cancel mid-run: a script task that sleeps, deleted while RUNNING, ends ABORTED.
     script_fixture = os.path.join(args.fixtures, "script_no_io.pb")
-    if os.path.exists(script_fixture):
+    if os.path.exists(script_fixture) and not args.only_identities:
         req = load_fixture(script_fixture, args.partition, offset + 5, args.sbatch_option, args.drop_sbatch)
         req.template.custom.fields["script"].string_value = "#!/bin/bash\nsleep 300\n"
         meta = stub.CreateTask(req, timeout=10).resource_meta
@@ -226,6 +233,44 @@ def main():
               (Phase.Name(res.phase) + ": " + res.message[:200]) if res is not None else "no answer")
         check("its message opens with the failure's tag", res is not None and res.message.startswith("[FAILED]")
               and "code 3" in res.message, res.message[:200] if res is not None else "no answer")
+
+    # Identity rules (issue 15): a mapped project's task runs as its Slurm user; an unmapped one
+    # under `identity_default.action = "deny"` is PERMISSION_DENIED and nothing is submitted.
+    def with_project(req, project):
+        req.task_execution_metadata.task_execution_id.node_execution_id.execution_id.project = project
+        return req
+
+    if args.mapped:
+        project, user = args.mapped.split("=", 1)
+        req = with_project(load_fixture(script_fixture, args.partition, offset + 7, args.sbatch_option,
+                                        args.drop_sbatch), project)
+        req.template.custom.fields["script"].string_value = "#!/bin/bash\necho \"runs as $(id -un)\"\n"
+        try:
+            meta = stub.CreateTask(req, timeout=10).resource_meta
+            m = json.loads(meta)
+            check(f"mapped project {project}: resource_meta records slurm_user {user}",
+                  m.get("slurm_user") == user, meta[:300])
+            errors = []
+            res = wait_terminal(stub, req, meta, args.timeout, errors)
+            check(f"mapped project {project}: SUCCEEDED", res is not None and res.phase == Phase.Value("SUCCEEDED"),
+                  res.message[:200] if res is not None else "no answer")
+            logs = list(stub.GetTaskLogs(connector_pb2.GetTaskLogsRequest(
+                resource_meta=meta, lines=20, task_category=category(req)), timeout=10))
+            text = [l.message for r in logs if r.HasField("body") for l in r.body.lines]
+            check(f"mapped project {project}: the job ran as {user}", any(f"runs as {user}" in t for t in text),
+                  str(text[:5]))
+        except grpc.RpcError as e:
+            check(f"mapped project {project}: CreateTask", False, f"{e.code().name}: {e.details()}")
+    if args.denied:
+        req = with_project(load_fixture(script_fixture, args.partition, offset + 8, args.sbatch_option,
+                                        args.drop_sbatch), args.denied)
+        try:
+            stub.CreateTask(req, timeout=10)
+            check(f"denied project {args.denied}: CreateTask PERMISSION_DENIED", False, "it was accepted")
+        except grpc.RpcError as e:
+            check(f"denied project {args.denied}: CreateTask PERMISSION_DENIED",
+                  e.code() == grpc.StatusCode.PERMISSION_DENIED and "identity_default" in e.details(),
+                  f"{e.code().name}: {e.details()}")
 
     passed = sum(1 for _, ok in results if ok)
     failed = len(results) - passed

@@ -13,7 +13,8 @@ use crate::common::skip::{Tier, skip};
 use prost::Message;
 use slurm_connector::proto::connector::async_connector_service_client::AsyncConnectorServiceClient;
 use slurm_connector::proto::connector::{
-    CreateTaskRequest, GetTaskRequest, Resource, TaskCategory, TaskExecutionMetadata,
+    CreateTaskRequest, DeleteTaskRequest, GetTaskRequest, Resource, TaskCategory,
+    TaskExecutionMetadata,
 };
 use slurm_connector::proto::core::task_execution::Phase;
 use slurm_connector::proto::core::{
@@ -51,6 +52,11 @@ def vanish(x: int) -> int:
 
 
 @env.task
+def probe(x: int) -> int:
+    return int(os.environ["SC_PROBE"]) + x
+
+
+@env.task
 def sleepy(x: int) -> int:
     time.sleep(600)
     return x
@@ -58,7 +64,79 @@ def sleepy(x: int) -> int:
 
 pub struct Cluster {
     pub root: PathBuf,
+    /// The task template's image: the .sif's path, or (mapped) a registry reference.
     pub image: String,
+    /// `custom.container.runtime`.
+    pub runtime: &'static str,
+    /// A connector config file (`FLYTE_SLURM_CONFIG`) with the image map, when mapped.
+    pub config_file: Option<PathBuf>,
+}
+
+/// The registry reference the mapped tests give their tasks: it exists in no registry, so a
+/// task only runs if the image map turned it into the pre-staged file.
+pub const MAPPED_IMAGE: &str = "ghcr.io/flyteorg/flyte-native:2.12.1";
+
+/// The dev cluster with `runtime`'s images pre-staged in /shared/images (`--pyxis` makes the
+/// .sqsh, `--apptainer` the .sif; both are bound there read-only), and a connector config file
+/// mapping [`MAPPED_IMAGE`] to them: `ghcr.io/flyteorg/*` → `/shared/images/{name}.sqsh|.sif`.
+pub fn mapped_cluster(runtime: &'static str) -> Option<Cluster> {
+    let (tier, flag, var) = match runtime {
+        "pyxis" => (Tier::Pyxis, "--pyxis", "SLURM_DEV_CLUSTER_PYXIS"),
+        _ => (
+            Tier::Apptainer,
+            "--apptainer",
+            "SLURM_DEV_CLUSTER_APPTAINER",
+        ),
+    };
+    let need = ["FLYTE_SLURM_RESTD_URL", "SLURM_DEV_CLUSTER_ROOT"];
+    if std::env::var(var).as_deref() != Ok("1")
+        || need.iter().any(|v| std::env::var_os(v).is_none())
+    {
+        skip(
+            tier,
+            format!(
+                "no dev cluster with {runtime}; run under `deploy/dev-cluster/dev-cluster --release 26.05 \
+                 {flag} run cargo test --test real_pyxis` (or eval its `env` while it is up)"
+            ),
+        );
+        return None;
+    }
+    let root = PathBuf::from(std::env::var("SLURM_DEV_CLUSTER_ROOT").unwrap());
+    let ext = if runtime == "pyxis" { "sqsh" } else { "sif" };
+    let staged = root.join(format!("shared/images/flyte-native.{ext}"));
+    if !staged.is_file() {
+        skip(
+            tier,
+            format!(
+                "{} is not there: an older dev-cluster without /shared/images?",
+                staged.display()
+            ),
+        );
+        return None;
+    }
+    let file = std::env::temp_dir().join(format!(
+        "sc-real-{runtime}-{}-{}.toml",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::write(
+        &file,
+        format!(
+            "[clusters.default]\nrestd_url = \"{}\"\n\n[[clusters.default.images]]\nmatch = \"ghcr.io/flyteorg/*\"\n\
+             pyxis = \"/shared/images/{{name}}.sqsh\"\napptainer = \"/shared/images/{{name}}.sif\"\n",
+            std::env::var("FLYTE_SLURM_RESTD_URL").unwrap()
+        ),
+    )
+    .unwrap();
+    Some(Cluster {
+        root,
+        image: MAPPED_IMAGE.into(),
+        runtime,
+        config_file: Some(file),
+    })
 }
 
 pub fn cluster() -> Option<Cluster> {
@@ -80,10 +158,18 @@ pub fn cluster() -> Option<Cluster> {
     Some(Cluster {
         root: PathBuf::from(std::env::var("SLURM_DEV_CLUSTER_ROOT").unwrap()),
         image: std::env::var("SLURM_DEV_CLUSTER_APPTAINER_IMAGE").unwrap(),
+        runtime: "apptainer",
+        config_file: None,
     })
 }
 
 pub struct Serve(Child);
+
+impl From<Child> for Serve {
+    fn from(c: Child) -> Self {
+        Serve(c)
+    }
+}
 
 impl Drop for Serve {
     fn drop(&mut self) {
@@ -100,8 +186,25 @@ pub async fn serve(tag: &str) -> (Serve, AsyncConnectorServiceClient<Channel>) {
 }
 
 pub async fn serve_on(tag: &str, port: u16) -> (Serve, AsyncConnectorServiceClient<Channel>) {
+    serve_with(tag, port, None).await
+}
+
+/// [`serve`] for `c`: with its config file (the image map) when it has one.
+pub async fn serve_for(c: &Cluster, tag: &str) -> (Serve, AsyncConnectorServiceClient<Channel>) {
+    serve_with(tag, free_port(), c.config_file.as_deref()).await
+}
+
+pub async fn serve_with(
+    tag: &str,
+    port: u16,
+    config: Option<&std::path::Path>,
+) -> (Serve, AsyncConnectorServiceClient<Channel>) {
     let data = std::env::temp_dir().join(format!("sc-real-apptainer-{}-{tag}", std::process::id()));
-    let child = Command::new(env!("CARGO_BIN_EXE_slurm-connector"))
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_slurm-connector"));
+    if let Some(f) = config {
+        cmd.env("FLYTE_SLURM_CONFIG", f);
+    }
+    let child = cmd
         .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
         .args(["--metrics-listen", &format!("127.0.0.1:{}", free_port())])
         .env("FLYTE_SLURM_DATA_DIR", &data)
@@ -221,7 +324,7 @@ pub fn request_with(
     .collect();
     let custom = serde_json::json!({
         "container": {
-            "runtime": "apptainer",
+            "runtime": c.runtime,
             "mounts": [w.cluster],
             // a0 imports the task module from its working directory.
             "workdir": format!("{}/code", w.cluster),
@@ -326,9 +429,110 @@ pub async fn wait_until(
     }
 }
 
-pub fn job_id(meta: &[u8]) -> u64 {
-    let v: serde_json::Value = serde_json::from_slice(meta).unwrap();
-    v["job_id"].as_u64().unwrap()
+/// Once job `job` runs (RUNNING) and `a0` is up inside its container (so a cancel has a
+/// container to tear down): the job's processes then.
+pub async fn processes_once_a0_runs(
+    client: &mut AsyncConnectorServiceClient<Channel>,
+    meta: &[u8],
+    secs: u64,
+) -> Vec<(u32, String)> {
+    let job = job_of(client, meta).await;
+    wait_until(client, meta, 120, |p| {
+        p == Phase::Running || p.is_terminal()
+    })
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let procs = job_processes(job);
+        if procs
+            .iter()
+            .any(|(_, cmd)| cmd.contains("/opt/venv/bin/a0"))
+        {
+            return procs;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a0 of job {job} never started; processes: {procs:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// DeleteTask of a native task: it ends ABORTED, and within 60 s no process of its job is left.
+pub async fn cancel_until_no_process(
+    client: &mut AsyncConnectorServiceClient<Channel>,
+    meta: &[u8],
+) {
+    let job = job_of(client, meta).await;
+    client
+        .delete_task(DeleteTaskRequest {
+            resource_meta: meta.to_vec(),
+            task_category: Some(TaskCategory {
+                name: "slurm".into(),
+                version: 0,
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let r = wait_until(client, meta, 120, Phase::is_terminal).await;
+    assert_eq!(phase(&r), Phase::Aborted, "{}", r.message);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = job_processes(job);
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "processes of cancelled job {job} still alive 60 s after ABORTED: {left:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The Enroot containers Pyxis made for job `job` (`pyxis_<job>.<step>`, its unpacked root
+/// filesystem), as (node tree, name): `dev-cluster --pyxis` gives each node its own tree,
+/// `/tmp/enroot/<hostname>/data/user-<uid>` (lib/pyxis.sh), the host's name for a one-node
+/// cluster, the node's (`node1`, `node2`, ...) with `--nodes`.
+pub fn enroot_containers(c: &Cluster, job: u64) -> Vec<(String, String)> {
+    let prefix = format!("pyxis_{job}.");
+    let mut found = Vec::new();
+    let Ok(trees) = std::fs::read_dir(c.root.join("tmp/enroot")) else {
+        return found;
+    };
+    for tree in trees.flatten() {
+        let data = tree.path().join(format!("data/user-{JOB_UID}"));
+        for e in std::fs::read_dir(&data).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with(&prefix) {
+                found.push((tree.file_name().to_string_lossy().into_owned(), name));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Waits (60 s at most) until Pyxis has removed every Enroot container of job `job`.
+pub async fn until_no_enroot_container(c: &Cluster, job: u64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = enroot_containers(c, job);
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the cancelled job {job}'s Enroot containers are still there: {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The Slurm job of `meta`, also when CreateTask answered deferred (`common::request::job_of`).
+pub async fn job_of(client: &mut AsyncConnectorServiceClient<Channel>, meta: &[u8]) -> u64 {
+    crate::common::request::job_of(client, get_req(meta)).await
 }
 
 /// Processes that belong to Slurm job `job`, with their commands: its slurmstepds (`slurmstepd:

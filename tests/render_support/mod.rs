@@ -90,6 +90,7 @@ pub fn task_spec(req: &Value) -> TaskSpec {
                     .collect()
             })
             .unwrap_or_default(),
+        gpus: None,
     });
     let inputs = req["inputs"]["literals"]
         .as_array()

@@ -10,6 +10,9 @@ IMAGE_SUITE=trixie
 IMAGE_FLYTE_VERSION="${DEV_CLUSTER_FLYTE_VERSION:-2.12.1}"
 IMAGE_NAME=flyte-native.sif
 IMAGES_MOUNT=/images # where the chroot (and so every job) sees $CACHE/images
+# The same images on the "shared filesystem", read-only, as a site pre-stages them: the connector
+# sees them there through FLYTE_SLURM_SHARED_MOUNTS (its image mapping checks they exist).
+SHARED_IMAGES_MOUNT=$SHARED_DIR/images
 
 apptainer_check_release() {
 	[[ "$SUITE" == sid ]] ||
@@ -83,6 +86,19 @@ image_recipe_hash() {
 	} | sha256sum | cut -c1-16
 }
 
+# 26.11 runs in a copy of 26.05's chroot: an image made there from the same recipe is the same
+# file. Copies image $1 from the base release's cache when its recipe stamp says $2 (else 1).
+copy_image_from_base() {
+	local name="$1" want="$2" dir="$CACHE/images" base="$CACHE_BASE/${BASE_RELEASE:-none}/images"
+	[[ -n "$BASE_RELEASE" && -f "$base/$name" && "$(cat "$base/$name.recipe" 2>/dev/null)" == "$want" ]] ||
+		return 1
+	log "copying the image $name (recipe $want) from the $BASE_RELEASE cache"
+	mkdir -p "$dir"
+	cp "$base/$name" "$dir/.$name.partial"
+	mv -f "$dir/.$name.partial" "$dir/$name"
+	echo "$want" >"$dir/$name.recipe"
+}
+
 # $CACHE/images/$IMAGE_NAME, rebuilt only when the recipe's hash differs from the one it was
 # built from ($IMAGE_NAME.recipe). Needs the chroot's apptainer, so after install_apptainer.
 build_task_image() {
@@ -93,15 +109,7 @@ build_task_image() {
 	if [[ -f "$dir/$IMAGE_NAME" && "$have" == "$want" ]]; then
 		return 0
 	fi
-	# 26.11 runs in a copy of 26.05's chroot: the same recipe made there is the same image.
-	local base="$CACHE_BASE/${BASE_RELEASE:-none}/images"
-	if [[ -n "$BASE_RELEASE" && -f "$base/$IMAGE_NAME" && "$(cat "$base/$IMAGE_NAME.recipe" 2>/dev/null)" == "$want" ]]; then
-		log "task image: copying $IMAGE_NAME (recipe $want) from the $BASE_RELEASE cache"
-		cp "$base/$IMAGE_NAME" "$dir/.$IMAGE_NAME.partial"
-		mv -f "$dir/.$IMAGE_NAME.partial" "$dir/$IMAGE_NAME"
-		echo "$want" >"$dir/$IMAGE_NAME.recipe"
-		return 0
-	fi
+	copy_image_from_base "$IMAGE_NAME" "$want" && return 0
 	local t0=$SECONDS sandbox="$dir/build.sandbox"
 	log "building the task image $IMAGE_NAME (Debian $IMAGE_SUITE + flyte==$IMAGE_FLYTE_VERSION from PyPI, recipe $want; takes minutes)"
 	if [[ -e "$sandbox" ]]; then
@@ -126,14 +134,21 @@ build_task_image() {
 }
 
 mount_images() {
-	mkdir -p "$CACHE/images" "$ROOT$IMAGES_MOUNT"
+	mkdir -p "$CACHE/images" "$ROOT$IMAGES_MOUNT" "$ROOT$SHARED_IMAGES_MOUNT"
 	is_mounted "$ROOT$IMAGES_MOUNT" || mount --bind "$CACHE/images" "$ROOT$IMAGES_MOUNT"
+	if ! is_mounted "$ROOT$SHARED_IMAGES_MOUNT"; then
+		mount --bind "$CACHE/images" "$ROOT$SHARED_IMAGES_MOUNT"
+		mount -o remount,bind,ro "$ROOT$SHARED_IMAGES_MOUNT"
+	fi
 }
 
 umount_images() {
-	if is_mounted "$ROOT$IMAGES_MOUNT"; then
-		umount "$ROOT$IMAGES_MOUNT" || umount -l "$ROOT$IMAGES_MOUNT"
-	fi
+	local m
+	for m in "$ROOT$SHARED_IMAGES_MOUNT" "$ROOT$IMAGES_MOUNT"; do
+		if is_mounted "$m"; then
+			umount "$m" || umount -l "$m"
+		fi
+	done
 }
 
 prepare_apptainer() {
@@ -170,16 +185,19 @@ start_slurmd_pivot() {
 # in further namespaces of their own, but descend from a job step), never matched by name.
 pivot_processes() {
 	local ns p pid stat ppid changed
-	ns="$(cat "$RUN/slurmd.mntns" 2>/dev/null)" || return 0
-	[[ -n "$ns" ]] || return 0
-	local -A parent=() ours=()
+	local -A parent=() ours=() nss=()
+	# One namespace a line (--nodes: one per node); none without --apptainer/--pyxis.
+	[[ -f "$RUN/slurmd.mntns" ]] || return 0
+	while read -r ns; do [[ -n "$ns" ]] && nss[$ns]=1; done <"$RUN/slurmd.mntns"
+	((${#nss[@]} > 0)) || return 0
 	for p in /proc/[0-9]*; do
 		pid="${p#/proc/}"
 		stat="$(cat "$p/stat" 2>/dev/null)" || continue
 		stat="${stat##*) }" # "STATE PPID ...": the command name may hold spaces and parentheses
 		ppid="${stat#* }"
 		parent[$pid]="${ppid%% *}"
-		[[ "$(readlink "$p/ns/mnt" 2>/dev/null)" == "$ns" ]] && ours[$pid]=1
+		ns="$(readlink "$p/ns/mnt" 2>/dev/null)" || continue
+		[[ -n "${nss[$ns]:-}" ]] && ours[$pid]=1
 	done
 	changed=1
 	while ((changed)); do

@@ -21,6 +21,7 @@ write_config() {
 	done
 	# 26.05 slurmd insists that /run/slurm is root-owned.
 	in_root install -d -m 0755 -o root -g root /run/slurm /var/lib/slurm/slurmd
+	((NODES > 1)) && nodes_hosts
 
 	{
 		cat <<EOF
@@ -46,15 +47,15 @@ SelectTypeParameters=$select_params
 # Lets the node declare more CPUs than the host has.
 SlurmdParameters=config_overrides
 StateSaveLocation=/var/lib/slurm/slurmctld
-SlurmdSpoolDir=/var/lib/slurm/slurmd
 SlurmctldPidFile=/run/slurmctld/slurmctld.pid
-SlurmdPidFile=/run/slurm/slurmd.pid
 SlurmctldLogFile=/var/log/slurm/slurmctld.log
-SlurmdLogFile=/var/log/slurm/slurmd.log
 MinJobAge=$MIN_JOB_AGE
 ReturnToService=2
 MpiDefault=none
-NodeName=node1 NodeAddr=127.0.0.1 CPUs=8 ${node_memory}State=UNKNOWN
+$(if ((NODES > 1)); then nodes_conf "$node_memory"; else
+			printf '%s\n' SlurmdSpoolDir=/var/lib/slurm/slurmd SlurmdPidFile=/run/slurm/slurmd.pid \
+				SlurmdLogFile=/var/log/slurm/slurmd.log "NodeName=node1 NodeAddr=127.0.0.1 CPUs=8 ${node_memory}State=UNKNOWN"
+		fi)
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
 		if [[ "$FAILURE_MODES" == 1 ]]; then

@@ -14,11 +14,13 @@ write_settings() {
 RUN_ACCOUNTING=$ACCOUNTING
 RUN_MIN_JOB_AGE=$MIN_JOB_AGE
 RUN_APPTAINER=$APPTAINER
+RUN_NODES=$NODES
+RUN_PYXIS=$PYXIS
 EOF
 }
 
 read_settings() {
-	RUN_ACCOUNTING="" RUN_MIN_JOB_AGE="" RUN_APPTAINER=""
+	RUN_ACCOUNTING="" RUN_MIN_JOB_AGE="" RUN_APPTAINER="" RUN_NODES="" RUN_PYXIS=""
 	if [[ -f "$RUN/settings" ]]; then
 		# shellcheck source=/dev/null
 		source "$RUN/settings"
@@ -71,9 +73,30 @@ cluster_registered() { # slurmctld registered with slurmdbd: ControlHost is fill
 
 mariadb_answers() { in_root mariadb-admin --silent ping; }
 
+# The job records of earlier `up`s, older than an hour, deleted before slurmdbd starts. The
+# chroot (and its database) is cached, so every run's jobs stayed: 11059 after a day of CI runs,
+# and the connector's first look at a week of Flyte jobs in slurmdbd (its duplicate check) then
+# outlived its request timeout under load, so submits were deferred and tests that expect an
+# answer within the submit wait failed. A site's slurmdbd purges by its own PurgeJobAfter; a
+# dev cluster's tests need only their own jobs.
+purge_old_job_records() {
+	local n
+	n="$(in_root mariadb -N slurm_acct_db -e "SELECT COUNT(*) FROM information_schema.tables
+		WHERE table_schema = 'slurm_acct_db' AND table_name = '${CLUSTER_NAME}_job_table'")"
+	[[ "$n" == 1 ]] || return 0
+	in_root mariadb slurm_acct_db <<EOF
+DELETE FROM ${CLUSTER_NAME}_step_table WHERE time_start < UNIX_TIMESTAMP() - 3600;
+DELETE FROM ${CLUSTER_NAME}_job_table WHERE time_submit < UNIX_TIMESTAMP() - 3600;
+EOF
+}
+
 wait_ready() {
 	wait_for "slurmctld to answer" slurmctld 60 in_root scontrol ping
-	wait_for "node1 to be up (idle)" slurmd 90 node_ready
+	if ((NODES > 1)); then
+		wait_for "node1..node$NODES to be up (idle)" slurmd 90 nodes_ready
+	else
+		wait_for "node1 to be up (idle)" slurmd 90 node_ready
+	fi
 	if [[ "$ACCOUNTING" == 1 ]]; then
 		wait_for "slurmctld to register with slurmdbd" slurmctld 60 cluster_registered
 	fi
@@ -90,13 +113,20 @@ cmd_up() {
 		# Clusters started before --apptainer existed have no RUN_APPTAINER: they run without it.
 		RUN_APPTAINER="${RUN_APPTAINER:-0}"
 		[[ -z "$APPTAINER_GIVEN" ]] && APPTAINER="$RUN_APPTAINER"
-		if all_expected_running && [[ "$RUN_ACCOUNTING" == "$ACCOUNTING" && "$RUN_MIN_JOB_AGE" == "$MIN_JOB_AGE" && "$RUN_APPTAINER" == "$APPTAINER" ]]; then
+		RUN_NODES="${RUN_NODES:-1}"
+		if [[ -z "$NODES_GIVEN" && "$RUN_NODES" != "$NODES" ]]; then
+			NODES="$RUN_NODES"
+			nodes_setup
+		fi
+		RUN_PYXIS="${RUN_PYXIS:-0}"
+		[[ -z "$PYXIS_GIVEN" ]] && PYXIS="$RUN_PYXIS"
+		if all_expected_running && [[ "$RUN_ACCOUNTING" == "$ACCOUNTING" && "$RUN_MIN_JOB_AGE" == "$MIN_JOB_AGE" && "$RUN_APPTAINER" == "$APPTAINER" && "$RUN_NODES" == "$NODES" && "$RUN_PYXIS" == "$PYXIS" ]]; then
 			wait_ready
 			log "already up (slurmrestd on http://127.0.0.1:$RESTD_PORT)"
 			return 0
 		fi
-		if [[ -n "$RUN_ACCOUNTING" && ("$RUN_ACCOUNTING" != "$ACCOUNTING" || "$RUN_MIN_JOB_AGE" != "$MIN_JOB_AGE" || "$RUN_APPTAINER" != "$APPTAINER") ]]; then
-			die "already running with accounting=$RUN_ACCOUNTING min-job-age=$RUN_MIN_JOB_AGE apptainer=$RUN_APPTAINER; run \`$0 --release $RELEASE down\` first"
+		if [[ -n "$RUN_ACCOUNTING" && ("$RUN_ACCOUNTING" != "$ACCOUNTING" || "$RUN_MIN_JOB_AGE" != "$MIN_JOB_AGE" || "$RUN_APPTAINER" != "$APPTAINER" || "$RUN_NODES" != "$NODES" || "$RUN_PYXIS" != "$PYXIS") ]]; then
+			die "already running with accounting=$RUN_ACCOUNTING min-job-age=$RUN_MIN_JOB_AGE apptainer=$RUN_APPTAINER nodes=$RUN_NODES pyxis=$RUN_PYXIS; run \`$0 --release $RELEASE down\` first"
 		fi
 		log "partly up: stopping what runs, then starting everything"
 		cmd_down
@@ -108,7 +138,9 @@ cmd_up() {
 	build_chroot
 	write_config
 	mount_proc
+	ensure_identity_users
 	[[ "$APPTAINER" == 1 ]] && prepare_apptainer
+	if [[ "$PYXIS" == 1 ]]; then prepare_pyxis; else disable_pyxis; fi
 	write_settings
 
 	if [[ "$ACCOUNTING" == 1 ]]; then
@@ -125,6 +157,7 @@ ALTER USER 'slurm'@'localhost' IDENTIFIED BY '$pass';
 CREATE DATABASE IF NOT EXISTS slurm_acct_db;
 GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';
 EOF
+		purge_old_job_records
 
 		start_daemon slurmdbd chroot "$ROOT" /usr/sbin/slurmdbd -D
 		wait_for "slurmdbd to answer" slurmdbd 60 dbd_answers
@@ -141,11 +174,15 @@ EOF
 				in_root sacctmgr -i add user "$u" account=dev cluster="$CLUSTER_NAME" >/dev/null || true
 			fi
 		done
+		ensure_identity_accounts
 	fi
 
 	start_daemon slurmctld chroot "$ROOT" /usr/sbin/slurmctld -D
 	wait_for "slurmctld to answer" slurmctld 60 in_root scontrol ping
-	if [[ "$APPTAINER" == 1 ]]; then
+	# Apptainer and Enroot both create user namespaces: slurmd under pivot_root (lib/pivot-exec.sh).
+	if ((NODES > 1)); then
+		start_nodes
+	elif [[ "$APPTAINER" == 1 || "$PYXIS" == 1 ]]; then
 		start_slurmd_pivot
 	else
 		start_daemon slurmd chroot "$ROOT" /usr/sbin/slurmd -D -N node1
@@ -156,7 +193,7 @@ EOF
 	start_daemon slurmrestd chroot --userspec="$REST_USER:$REST_USER" "$ROOT" \
 		env -i PATH="$CHROOT_PATH" SLURM_JWT=daemon /usr/sbin/slurmrestd "${rest_args[@]}" "127.0.0.1:$RESTD_PORT"
 	wait_ready
-	log "up in $((SECONDS - t0))s: slurmrestd on http://127.0.0.1:$RESTD_PORT (accounting=$ACCOUNTING, MinJobAge=$MIN_JOB_AGE, apptainer=$APPTAINER)"
+	log "up in $((SECONDS - t0))s: slurmrestd on http://127.0.0.1:$RESTD_PORT (accounting=$ACCOUNTING, MinJobAge=$MIN_JOB_AGE, apptainer=$APPTAINER, nodes=$NODES, pyxis=$PYXIS)"
 	log "next: eval \"\$($SCRIPT_PATH --release $RELEASE env)\""
 }
 
@@ -180,6 +217,7 @@ stop_pid() { # TERM, wait, then KILL; only if the pid still lives in our chroot
 
 cmd_down() {
 	[[ "$(id -u)" == 0 ]] || die "must run as root"
+	adopt_running_nodes
 	local i name
 	# Running jobs cannot survive the stop of slurmd (their processes are stopped below); cancel
 	# them first so slurmctld does not keep them as RUNNING into the next `up`. Pending jobs stay.
@@ -231,6 +269,7 @@ cmd_down() {
 		fi
 	fi
 	rm -f "$RUN/settings" "$RUN/slurmd.mntns"
+	[[ -d "$ROOT/etc/slurm" ]] && disable_pyxis
 	umount_images
 	if is_mounted "$ROOT/proc"; then
 		umount "$ROOT/proc" || umount -l "$ROOT/proc"
@@ -240,7 +279,7 @@ cmd_down() {
 
 cmd_status() {
 	local d pid state rc=0 running=0 expected=0
-	read_settings
+	adopt_running_nodes
 	[[ -n "$RUN_ACCOUNTING" ]] && ACCOUNTING="$RUN_ACCOUNTING"
 	[[ -d "$ROOT" ]] || {
 		echo "release $RELEASE: not built ($ROOT missing)"
@@ -261,7 +300,7 @@ cmd_status() {
 		printf '  %-11s %s\n' "$d" "$state"
 	done
 	if ((running == expected)); then
-		echo "up: slurmrestd http://127.0.0.1:$RESTD_PORT accounting=$ACCOUNTING MinJobAge=${RUN_MIN_JOB_AGE:-?} apptainer=${RUN_APPTAINER:-0}"
+		echo "up: slurmrestd http://127.0.0.1:$RESTD_PORT accounting=$ACCOUNTING MinJobAge=${RUN_MIN_JOB_AGE:-?} apptainer=${RUN_APPTAINER:-0} pyxis=${RUN_PYXIS:-0}"
 	elif ((running == 0)); then
 		echo "down"
 		rc=3

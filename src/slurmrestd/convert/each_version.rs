@@ -18,6 +18,7 @@ use crate::slurmrestd::types::{
     ArrayMembership, Diag, ElementState, ExitCode, JobId, JobInfo, JobState, JobUsage, Partition,
     Ping, ServerInfo, SlurmError, States, Tres,
 };
+use crate::slurmrestd::users::UserRecord;
 
 /// This module's version.
 pub(crate) const VERSION: ApiVersion = quirks::VERSION;
@@ -92,6 +93,7 @@ envelope!(
     g::OpenapiPingArrayResp,
     g::OpenapiDiagResp,
     g::OpenapiPartitionResp,
+    g::OpenapiUsersResp,
 );
 
 fn u32_of(v: &Option<g::Uint32NoValStruct>) -> Option<u32> {
@@ -389,6 +391,51 @@ fn partitions_of(r: &g::OpenapiPartitionResp) -> Vec<Partition> {
             })
         })
         .collect()
+}
+
+/// slurmdbd's record of user `name` (`GET slurmdb user/{name}?with_assocs`) with the accounts of
+/// its associations on `cluster` (on any cluster for `None`; an association without a cluster
+/// counts everywhere); `None` when slurmdbd has no such user: real slurmdbd then answers 200 with
+/// an empty `users` list and a "found nothing" warning (recorded on 24.11), not an error.
+pub(crate) fn user_record(
+    r: &g::OpenapiUsersResp,
+    name: &str,
+    cluster: Option<&str>,
+) -> Option<UserRecord> {
+    let u = r
+        .users
+        .iter()
+        .flatten()
+        .find(|u| u.name.as_deref() == Some(name))?;
+    let mut accounts: Vec<String> = u
+        .associations
+        .iter()
+        .flatten()
+        .filter(|a| {
+            let on = a.cluster.as_deref().unwrap_or_default();
+            cluster.is_none_or(|c| on.is_empty() || on == c)
+        })
+        .filter_map(|a| non_empty(&a.account))
+        .collect();
+    accounts.sort();
+    accounts.dedup();
+    Some(UserRecord {
+        name: name.to_string(),
+        // A list of one in every version; an absent level is no privilege.
+        admin_level: u
+            .administrator_level
+            .iter()
+            .flatten()
+            .next()
+            .cloned()
+            .unwrap_or_else(|| "None".into()),
+        accounts,
+        default_account: u
+            .default
+            .as_ref()
+            .and_then(|d| d.account.clone())
+            .unwrap_or_default(),
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -800,6 +847,22 @@ impl Api {
             .flatten()
             .filter_map(accounting_job)
             .collect())
+    }
+
+    /// slurmdbd's `GET user/{name}?with_assocs`: the user's record, `None` when there is no such
+    /// user. (slurmrestd without slurmdb answers its text/plain 404 of unknown paths.)
+    pub(crate) async fn user(
+        &self,
+        c: &Client,
+        name: &str,
+        cluster: Option<&str>,
+    ) -> Result<Option<UserRecord>, ClientError> {
+        let resp = self
+            .call(c, "slurmdb_user", Idempotency::Idempotent, |a| {
+                a.slurmdb_get_user(name, Some("true"))
+            })
+            .await?;
+        Ok(user_record(&resp, name, cluster))
     }
 
     pub(crate) async fn ping(&self, c: &Client) -> Result<Vec<Ping>, ClientError> {

@@ -10,7 +10,7 @@
 //! reading their two lists.
 //!
 //! Besides the conversions, each version module has an `Api`: the generated client of that
-//! version and one method per operation the facade (`client.rs`) uses, returning domain types.
+//! version and one method per operation the facade (`client/mod.rs`) uses, returning domain types.
 
 use super::ApiVersion;
 

@@ -1,20 +1,9 @@
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use super::*;
-
-fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-    let m: HashMap<String, String> = pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    move |k| m.get(k).cloned()
-}
-
-fn load(pairs: &[(&str, &str)]) -> Result<DeploymentConfig, ConfigError> {
-    DeploymentConfig::load_with(&env(pairs), None)
-}
+use super::super::*;
+use super::load;
 
 #[test]
 fn no_slurmrestd_means_embedded() {
@@ -133,105 +122,6 @@ fn malformed_upload_ceiling_is_kept_for_the_task_to_fail_on() {
     assert_eq!(c.upload_max_bytes, UploadLimit::Unlimited);
 }
 
-const FILE: &str = r#"
-default_cluster = "hpc1"
-poll_interval = "3s"
-requeue_budget = 5
-
-[clusters.hpc1]
-restd_url = "http://restd.hpc1:6820"
-username = "flyte"
-jwt_key_file = "/etc/slurm/jwt.key"
-working_dir = "/shared/flyte"
-shared_mounts = { "/shared" = "/mnt/hpc1" }
-ssh_hosts = ["login1.hpc1"]
-
-[clusters.hpc2]
-restd_url = "http://restd.hpc2:6820"
-api_version = "v0.0.41"
-jwt_file = "/run/secrets/hpc2.jwt"
-"#;
-
-#[test]
-fn file_with_several_clusters_and_env_overrides() {
-    let dir = std::env::temp_dir().join(format!("cfgtest-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("c.toml");
-    std::fs::write(&path, FILE).unwrap();
-    let c = DeploymentConfig::load_with(
-        &env(&[
-            ("FLYTE_SLURM_CLUSTER_NAME", "hpc2"),
-            ("FLYTE_SLURM_WORKING_DIR", "/scratch/flyte"),
-        ]),
-        Some(&path),
-    )
-    .unwrap();
-    assert_eq!(c.clusters.len(), 2);
-    assert_eq!(c.poll_interval, Duration::from_secs(3));
-    assert_eq!(c.requeue_budget, 5);
-    // The environment names hpc2 and overrides its working dir; it becomes the default.
-    assert_eq!(c.default_cluster, "hpc2");
-    assert_eq!(
-        c.clusters["hpc2"].working_dir.as_deref(),
-        Some("/scratch/flyte")
-    );
-    assert_eq!(
-        c.clusters["hpc2"].api_version,
-        Some(crate::slurmrestd::ApiVersion::V0041)
-    );
-    assert!(matches!(
-        c.clusters["hpc1"].auth,
-        Some(AuthConfig::KeyFile { .. })
-    ));
-    // A task selects by configured name only.
-    assert_eq!(c.select_cluster(Some("hpc1")).unwrap().name, "hpc1");
-    let e = c.select_cluster(Some("http://evil:6820")).unwrap_err();
-    assert!(
-        e.contains("connection.cluster") && e.contains("hpc1, hpc2"),
-        "{e}"
-    );
-    // Python-plugin resource_meta hosts map to clusters.
-    assert_eq!(c.cluster_for_ssh_host("LOGIN1.hpc1").unwrap().name, "hpc1");
-    assert!(c.cluster_for_ssh_host("elsewhere").is_none());
-    std::fs::remove_dir_all(&dir).ok();
-}
-
-#[test]
-fn file_errors_name_the_key() {
-    let p = Path::new("/etc/x.toml");
-    let e = file::parse(p, "[clusters.a]\nrestd_url = \"http://a\"\ntoken = \"x\"\n")
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("token") && e.contains("/etc/x.toml"), "{e}");
-    let e = file::parse(p, "[clusters.a]\nrestd_url = \"ftp://a\"\n")
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("cluster `a`") && e.contains("restd_url"), "{e}");
-    let e = file::parse(
-        p,
-        "[clusters.a]\nrestd_url = \"http://a\"\njwt_key_file = \"/k\"\n",
-    )
-    .unwrap_err()
-    .to_string();
-    assert!(e.contains("username"), "{e}");
-}
-
-#[test]
-fn several_clusters_need_a_default() {
-    let dir = std::env::temp_dir().join(format!("cfgtest2-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("c.toml");
-    std::fs::write(&path, FILE.replace("default_cluster = \"hpc1\"", "")).unwrap();
-    let e = DeploymentConfig::load_with(&env(&[]), Some(&path))
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("default_cluster") && e.contains("hpc1, hpc2"),
-        "{e}"
-    );
-    std::fs::remove_dir_all(&dir).ok();
-}
-
 #[test]
 fn task_credentials_follow_the_policy() {
     let mut c = load(&[("FLYTE_SLURM_RESTD_URL", "http://r:1")]).unwrap();
@@ -312,94 +202,6 @@ fn job_files_retention() {
         "{e}"
     );
     assert!(e.contains("7d"), "{e}");
-}
-
-#[test]
-fn file_shared_mounts_follow_the_same_rules() {
-    let p = Path::new("/etc/flyte/slurm.toml");
-    let ok = file::parse(
-        p,
-        "[clusters.a]\nrestd_url = \"http://a\"\nshared_mounts = { \"/shared/\" = \"/mnt/s/\" }\n",
-    )
-    .unwrap();
-    assert_eq!(
-        ok.clusters["a"].shared_mounts,
-        vec![("/shared".to_string(), PathBuf::from("/mnt/s"))]
-    );
-    for bad in [
-        "{ \"/shared\" = \"/mnt/../etc\" }",
-        "{ \"shared\" = \"/mnt/s\" }",
-    ] {
-        let e = file::parse(
-            p,
-            &format!("[clusters.a]\nrestd_url = \"http://a\"\nshared_mounts = {bad}\n"),
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            e.contains("shared_mounts") && e.contains("without `..`"),
-            "{e}"
-        );
-    }
-}
-
-/// docs/configuration.md quotes each default from its one definition (the API version's, `auto`,
-/// is no constant: negotiation chooses it).
-#[test]
-fn docs_quote_the_defaults() {
-    let doc = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/docs/configuration.md"
-    ))
-    .unwrap();
-    // The "Default" column of the variable's row in the environment table.
-    let default_of = |var: &str| -> String {
-        let row = doc
-            .lines()
-            .find(|l| l.starts_with(&format!("| `{var}` |")))
-            .unwrap_or_else(|| panic!("docs/configuration.md has no row for {var}"));
-        row.split('|').nth(3).unwrap().trim().to_string()
-    };
-    for (var, want) in [
-        (
-            "FLYTE_SLURM_POLL_INTERVAL",
-            format!("`{}s`", DEFAULT_POLL_INTERVAL.as_secs()),
-        ),
-        (
-            "FLYTE_SLURM_TERMINAL_TTL",
-            format!("`{}` s", DEFAULT_TERMINAL_TTL.as_secs()),
-        ),
-        (
-            "FLYTE_SLURM_JWT_LIFETIME",
-            format!("`{}` s", DEFAULT_TOKEN_LIFETIME.as_secs()),
-        ),
-        (
-            "FLYTE_SLURM_CONNECTOR_UPLOAD_MAX_BYTES",
-            format!("`{DEFAULT_UPLOAD_MAX_BYTES}`"),
-        ),
-        (
-            "FLYTE_SLURM_JOB_FILES_RETENTION",
-            format!("`{}d`", DEFAULT_RETENTION.as_secs() / 86_400),
-        ),
-        (
-            "FLYTE_SLURM_SHUTDOWN_GRACE",
-            format!("`{}s`", DEFAULT_SHUTDOWN_GRACE.as_secs()),
-        ),
-        (
-            "FLYTE_SLURM_SUBMIT_WAIT",
-            format!("`{}s`", DEFAULT_SUBMIT_WAIT.as_secs()),
-        ),
-        (
-            "FLYTE_SLURM_SUBMITS_IN_FLIGHT",
-            format!("`{DEFAULT_SUBMITS_IN_FLIGHT}`"),
-        ),
-    ] {
-        let have = default_of(var);
-        assert!(
-            have.starts_with(&want),
-            "{var}: the docs say {have}, the code {want}"
-        );
-    }
 }
 
 #[test]
@@ -486,5 +288,18 @@ fn shutdown_grace() {
     assert!(
         e.contains("`shutdown_grace`") && e.contains("above zero"),
         "{e}"
+    );
+}
+
+#[test]
+fn ca_file_from_the_environment() {
+    let cfg = load(&[
+        ("FLYTE_SLURM_RESTD_URL", "https://slurmrestd:6820"),
+        ("FLYTE_SLURM_CA_FILE", "/etc/ssl/site-ca.pem"),
+    ])
+    .unwrap();
+    assert_eq!(
+        cfg.clusters["default"].ca_file.as_deref(),
+        Some(std::path::Path::new("/etc/ssl/site-ca.pem"))
     );
 }

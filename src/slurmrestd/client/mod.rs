@@ -3,6 +3,9 @@
 //! Every call goes through [`Client::call`], which attaches credentials, retries what is safe to
 //! retry, re-mints a rejected token once, and turns every answer — JSON or `text/plain` — into a
 //! domain value or a [`ClientError`] that names the cluster, the operation and the fix.
+//!
+//! Beside it: `negotiate` (which API version, and when to look again), `derived` (the same
+//! cluster with other credentials, user or timeout) and `http` (the HTTP client and TLS CAs).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -23,7 +26,7 @@ use super::error::ClientError;
 use super::retry::RetryPolicy;
 use super::transport::{self, CallContext};
 use super::types::{
-    CancelOutcome, Diag, JobId, JobInfo, JobState, JobUsage, Partition, Ping, ServerInfo, States,
+    CancelOutcome, Diag, JobId, JobInfo, JobState, JobUsage, Partition, Ping, States,
 };
 use super::{ApiVersion, JobDescription};
 
@@ -53,6 +56,9 @@ pub struct ClientConfig {
     pub retry: RetryPolicy,
     pub state_chunk: usize,
     pub observer: Option<RequestObserver>,
+    /// A PEM file of CAs slurmrestd's certificate may chain to, besides the system's
+    /// (`ca_file` / `FLYTE_SLURM_CA_FILE`).
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for ClientConfig {
@@ -83,6 +89,7 @@ impl ClientConfig {
             retry: RetryPolicy::default(),
             state_chunk: DEFAULT_STATE_CHUNK,
             observer: None,
+            ca_file: None,
         }
     }
 }
@@ -157,45 +164,13 @@ macro_rules! with_api {
     }};
 }
 
-/// What negotiation found on a cluster.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Negotiated {
-    /// The version every call now uses.
-    pub version: ApiVersion,
-    /// Of the versions this connector speaks, those the cluster serves, oldest first.
-    pub served: Vec<ApiVersion>,
-    /// True when the deployment pinned `version`; false when it was the newest in common.
-    pub pinned: bool,
-    /// The Slurm that answered (release, cluster name), from the probe of `version`.
-    pub server: ServerInfo,
-}
+// After `with_api!`, which they use (a macro is in scope below its definition only).
+mod derived;
+mod http;
+mod negotiate;
 
-impl Negotiated {
-    /// Why this version, in one line (for `check` and the start-up log).
-    pub fn reason(&self) -> String {
-        let served = self
-            .served
-            .iter()
-            .map(|v| v.as_str())
-            .collect::<Vec<_>>()
-            .join(", ");
-        if self.pinned {
-            format!("pinned by api_version; the cluster serves {served}")
-        } else {
-            format!("the newest of {served} (served by the cluster) that this connector speaks")
-        }
-    }
-}
-
-/// The version in use and whether it must be looked for again.
-struct VersionState {
-    chosen: RwLock<Option<ApiVersion>>,
-    /// Set when slurmrestd was unreachable or stopped serving the chosen version's paths: it may
-    /// come back upgraded, so the next call negotiates again.
-    stale: AtomicBool,
-    /// One negotiation at a time; calls that arrive meanwhile wait for its answer.
-    negotiating: tokio::sync::Mutex<()>,
-}
+pub use negotiate::Negotiated;
+use negotiate::{VersionState, is_unknown_path};
 
 /// A slurmrestd client for one cluster. Cheap to clone.
 #[derive(Clone)]
@@ -259,188 +234,6 @@ impl Client {
     /// The version calls use now; `None` before the first negotiation.
     pub fn api_version(&self) -> Option<ApiVersion> {
         *self.version.chosen.read().expect("version lock")
-    }
-
-    /// Finds which of our versions the cluster serves and chooses one: the pinned one if it is
-    /// served, else the newest. Every call negotiates first when nothing is chosen yet (or after
-    /// slurmrestd was unreachable); `serve` and `check` call this at start to fail early.
-    ///
-    /// The probe is `GET /slurm/<v>/ping/` of each version, all at once: slurmrestd answers a
-    /// version it does not serve with a text/plain 404 (its wording differs per release) without
-    /// a slurmctld round trip or a token check beyond "one is present" (a request without any
-    /// token gets 401 first; ours always carry one), and ping is the cheapest path every version
-    /// has. (`/openapi/v3` would list the versions too, but it needs a valid token and is ~2 MB.)
-    pub async fn negotiate(&self) -> Result<Negotiated, ClientError> {
-        let _one = self.version.negotiating.lock().await;
-        let probes = futures::future::join_all(ApiVersion::ALL.into_iter().map(|v| async move {
-            let answer = with_api!(self.apis, v, a => a.probe(self).await);
-            (v, answer)
-        }))
-        .await;
-        let mut served = Vec::new();
-        let mut servers = Vec::new();
-        for (v, answer) in probes {
-            match answer {
-                Ok(server) => {
-                    served.push(v);
-                    servers.push((v, server));
-                }
-                Err(e) if is_unknown_path(&e) => {}
-                // Unreachable, timed out, a proxy's 502: nothing can be concluded. The previous
-                // choice (if any) stays, and the next call tries again.
-                Err(e) => return Err(e),
-            }
-        }
-        let chosen = match self.cfg.api_version {
-            Some(pinned) if served.contains(&pinned) => pinned,
-            Some(pinned) => {
-                return Err(ClientError::VersionNotServed {
-                    cluster: self.cfg.cluster.clone(),
-                    pinned,
-                    served,
-                });
-            }
-            None => match served.last() {
-                Some(v) => *v,
-                None => {
-                    return Err(ClientError::NoCommonVersion {
-                        cluster: self.cfg.cluster.clone(),
-                        others: self.foreign_versions().await,
-                    });
-                }
-            },
-        };
-        let server = servers
-            .into_iter()
-            .find(|(v, _)| *v == chosen)
-            .map(|(_, s)| s)
-            .unwrap_or_default();
-        let before = self
-            .version
-            .chosen
-            .write()
-            .expect("version lock")
-            .replace(chosen);
-        self.version.stale.store(false, Ordering::Relaxed);
-        if before != Some(chosen) {
-            tracing::info!(
-                cluster = %self.cfg.cluster,
-                api_version = %chosen,
-                previous = ?before.map(|v| v.as_str()),
-                release = ?server.release,
-                "slurmrestd API version chosen"
-            );
-        }
-        Ok(Negotiated {
-            version: chosen,
-            served,
-            pinned: self.cfg.api_version.is_some(),
-            server,
-        })
-    }
-
-    /// Versions just outside ours that the cluster answers, only to say so when none of ours is
-    /// served (plain GETs: no generated client exists for them).
-    async fn foreign_versions(&self) -> Vec<String> {
-        let Ok(token) = self.tokens.token() else {
-            return Vec::new();
-        };
-        let base = self.cfg.base_url.as_str().trim_end_matches('/');
-        let mut found = Vec::new();
-        for v in [
-            "v0.0.37", "v0.0.38", "v0.0.39", "v0.0.47", "v0.0.48", "v0.0.49",
-        ] {
-            let mut req = self
-                .http
-                .get(format!("{base}/slurm/{v}/ping/"))
-                .header(transport::TOKEN_HEADER, token.expose());
-            if let Some(u) = &self.cfg.user_name {
-                req = req.header(transport::USER_HEADER, u);
-            }
-            if let Ok(resp) = req.send().await
-                && resp.status().is_success()
-            {
-                found.push(v.to_string());
-            }
-        }
-        found
-    }
-
-    /// The same cluster with other credentials (a task's own token): shares the negotiated
-    /// version and the connection pool.
-    pub fn with_auth(&self, auth: Auth) -> Client {
-        let mut cfg = (*self.cfg).clone();
-        cfg.auth = auth;
-        Client {
-            apis: self.apis.clone(),
-            tokens: Arc::new(TokenSource::new(cfg.auth.clone())),
-            version: self.version.clone(),
-            cfg: Arc::new(cfg),
-            http: self.http.clone(),
-        }
-    }
-
-    /// The same cluster with another request timeout, on a connection pool of its own: submits
-    /// that no RPC deadline bounds wait out slurmrestd's BACKOFF retries instead of giving up
-    /// on a job slurmrestd then creates anyway. Shares credentials and the negotiated version.
-    #[allow(clippy::result_large_err)]
-    pub fn with_request_timeout(&self, timeout: Duration) -> Result<Client, ClientError> {
-        let mut cfg = (*self.cfg).clone();
-        cfg.request_timeout = timeout;
-        let (http, apis) =
-            Self::http(&cfg, timeout).map_err(|detail| ClientError::InvalidRequest {
-                cluster: cfg.cluster.clone(),
-                operation: "configure",
-                detail,
-            })?;
-        Ok(Client {
-            apis: Arc::new(apis),
-            tokens: self.tokens.clone(),
-            version: self.version.clone(),
-            cfg: Arc::new(cfg),
-            http,
-        })
-    }
-
-    fn http(cfg: &ClientConfig, timeout: Duration) -> Result<(reqwest::Client, Apis), String> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(cfg.connect_timeout)
-            .timeout(timeout)
-            .pool_idle_timeout(Duration::from_secs(60))
-            .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
-        let base = cfg.base_url.as_str().trim_end_matches('/').to_string();
-        let apis = Apis {
-            v0040: convert::v0040::Api::new(&base, http.clone()),
-            v0041: convert::v0041::Api::new(&base, http.clone()),
-            v0042: convert::v0042::Api::new(&base, http.clone()),
-            v0043: convert::v0043::Api::new(&base, http.clone()),
-            v0044: convert::v0044::Api::new(&base, http.clone()),
-            v0045: convert::v0045::Api::new(&base, http.clone()),
-            v0046: convert::v0046::Api::new(&base, http.clone()),
-        };
-        Ok((http, apis))
-    }
-
-    /// The version calls use, negotiated first when none is chosen yet.
-    pub async fn version(&self) -> Result<ApiVersion, ClientError> {
-        self.current().await
-    }
-
-    /// The version to call with: the chosen one, negotiated first when there is none or the
-    /// last call found slurmrestd unreachable.
-    async fn current(&self) -> Result<ApiVersion, ClientError> {
-        let chosen = self.api_version();
-        match chosen {
-            Some(v) if !self.version.stale.load(Ordering::Relaxed) => Ok(v),
-            Some(v) => match self.negotiate().await {
-                Ok(n) => Ok(n.version),
-                // Still unreachable: keep the old choice; the call itself will say what is wrong.
-                Err(e) if e.is_transient() => Ok(v),
-                Err(e) => Err(e),
-            },
-            None => Ok(self.negotiate().await?.version),
-        }
     }
 
     /// Submit one batch job. A 200 without `job_id` is a failure (slurmrestd's way of saying a
@@ -683,6 +476,18 @@ impl Client {
         with_api!(self.apis, v, a => a.accounting_jobs(self, "accounting_jobs_since", &filter).await)
     }
 
+    /// slurmdbd's record of Slurm user `name` with its associations on `cluster`; `None`: no
+    /// such user. An `Http { status: 404 }` error means slurmrestd serves no slurmdb (no
+    /// accounting): its text/plain answer for a path it has no handler for.
+    pub async fn slurm_user_record(
+        &self,
+        name: &str,
+        cluster: Option<&str>,
+    ) -> Result<Option<super::users::UserRecord>, ClientError> {
+        let v = self.current().await?;
+        with_api!(self.apis, v, a => a.user(self, name, cluster).await)
+    }
+
     /// The controllers' ping answers. Beware: a rejected token still gets 200, not responding.
     pub async fn ping(&self) -> Result<Vec<Ping>, ClientError> {
         let v = self.current().await?;
@@ -785,12 +590,4 @@ impl Client {
             attempt += 1;
         }
     }
-}
-
-/// slurmrestd's answer for a path it has no handler for — here, a version it does not serve: a
-/// text/plain 404, "Unable find requested URL..." on 24.11, "Unable to find requested URL
-/// endpoint..." on 26.05, "Invalid or unknown URL path" on 26.11 (all recorded). A job slurmctld
-/// does not know is a JSON 404 with error 2017 instead, which classifies as `Slurm`, not `Http`.
-fn is_unknown_path(e: &ClientError) -> bool {
-    matches!(e, ClientError::Http { status: 404, .. })
 }

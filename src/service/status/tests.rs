@@ -1,0 +1,258 @@
+//! The message's forms and the requeue budget's rule, on hand-built snapshots.
+
+use super::message::*;
+use super::*;
+use crate::slurmrestd::{ExitCode, JobId};
+
+fn meta() -> ResourceMeta {
+    ResourceMeta::new("hpc1", JobId(123), "flyte-t-1", "", "")
+}
+
+fn snap(state: &str, class: Option<FailureClass>) -> JobSnapshot {
+    JobSnapshot {
+        job_id: JobId(123),
+        phase: class.map(|c| c.phase()).unwrap_or(Phase::Running),
+        state: Some(state.into()),
+        exit_code: None,
+        reason: None,
+        note: None,
+        class,
+        signal: None,
+        nodes: None,
+        restart_count: None,
+        time_limit_minutes: None,
+        memory_per_node_mib: None,
+        unreachable: None,
+        elements: Vec::new(),
+    }
+}
+
+fn code(rc: u32, signal: Option<(u32, &str)>) -> Option<ExitCode> {
+    Some(ExitCode {
+        status: vec![
+            if signal.is_some() {
+                "SIGNALED"
+            } else {
+                "ERROR"
+            }
+            .into(),
+        ],
+        return_code: Some(rc),
+        signal: signal.map(|s| s.0),
+        signal_name: signal.map(|s| s.1.to_string()),
+    })
+}
+
+/// The stable first lines, one per failure kind (docs/operations.md shows them).
+#[test]
+fn headlines() {
+    use FailureClass::*;
+    let m = meta();
+    let mut s = snap("TIMEOUT", Some(User));
+    s.time_limit_minutes = Some(10);
+    assert_eq!(
+        headline(&m, &s).unwrap(),
+        "[TIMEOUT] after 00:10:00 (job 123)"
+    );
+    s.time_limit_minutes = Some(1500);
+    s.nodes = Some("node1".into());
+    assert_eq!(
+        headline(&m, &s).unwrap(),
+        "[TIMEOUT] after 1-01:00:00 (job 123 on node1)"
+    );
+    s.time_limit_minutes = None;
+    assert_eq!(
+        headline(&m, &s).unwrap(),
+        "[TIMEOUT] job 123 reached its time limit on node1"
+    );
+
+    let mut s = snap("OUT_OF_MEMORY", Some(User));
+    s.memory_per_node_mib = Some(4096);
+    assert_eq!(
+        headline(&m, &s).unwrap(),
+        "[OUT_OF_MEMORY] job 123 used more than its 4G"
+    );
+    s.memory_per_node_mib = Some(100);
+    assert_eq!(
+        headline(&m, &s).unwrap(),
+        "[OUT_OF_MEMORY] job 123 used more than its 100M"
+    );
+
+    let mut s = snap("NODE_FAIL", Some(Infrastructure));
+    s.nodes = Some("node3".into());
+    assert_eq!(headline(&m, &s).unwrap(), "[NODE_FAIL] node3 (job 123)");
+
+    let mut s = snap("FAILED", Some(User));
+    s.exit_code = code(3, None);
+    s.nodes = Some("node1".into());
+    assert_eq!(
+        headline(&m, &s).unwrap(),
+        "[FAILED] job 123 exited with code 3 on node1"
+    );
+    s.exit_code = code(0, Some((9, "KILL")));
+    assert_eq!(
+        headline(&m, &s).unwrap(),
+        "[FAILED] job 123 was killed by signal KILL on node1"
+    );
+    s.exit_code = code(137, None);
+    assert_eq!(
+        headline(&m, &s).unwrap(),
+        "[FAILED] job 123 exited with code 137 (128+9: killed by a signal?) on node1"
+    );
+
+    assert_eq!(
+        headline(&m, &snap("PREEMPTED", Some(Infrastructure))).unwrap(),
+        "[PREEMPTED] job 123 was preempted"
+    );
+    assert_eq!(
+        headline(&m, &snap("PENDING+SPECIAL_EXIT", Some(Permanent))).unwrap(),
+        "[SPECIAL_EXIT] job 123 is held by Slurm after a special exit"
+    );
+    let mut lost = snap("RUNNING", Some(Infrastructure));
+    lost.note = Some("not known to slurmctld".into());
+    assert_eq!(headline(&m, &lost).unwrap(), "[LOST] job 123");
+    let mut unknown = snap("WEIRD", Some(Permanent));
+    unknown.note = Some("does not know".into());
+    assert_eq!(headline(&m, &unknown).unwrap(), "[UNKNOWN_STATE] job 123");
+
+    // Not failed: no tag, the message starts with the state as before.
+    assert_eq!(headline(&m, &snap("RUNNING", None)), None);
+    assert!(message(&m, &snap("RUNNING", None)).starts_with("Slurm job 123 is RUNNING"));
+}
+
+#[test]
+fn the_message_puts_the_tag_first_then_the_state_and_how_to_look_inside() {
+    let m = meta();
+    let mut s = snap("TIMEOUT", Some(FailureClass::User));
+    s.time_limit_minutes = Some(1);
+    s.signal = Some("TERM".into());
+    let text = message(&m, &s);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "[TIMEOUT] after 00:01:00 (job 123)");
+    assert_eq!(lines[1], "Slurm job 123 is TIMEOUT, signal TERM");
+    let running = message(&m, &snap("RUNNING", None));
+    assert!(
+        running.ends_with("\nattach: srun --jobid=123 --overlap --pty bash"),
+        "{running}"
+    );
+}
+
+/// A job array's message: the worst element's tag line under its own id naming its index,
+/// the counts, the failed indices and a line for each (at most FAILED_LISTED).
+#[test]
+fn an_arrays_message_names_its_worst_element_and_counts_the_others() {
+    use crate::tracker::ElementSnapshot;
+    let m = ResourceMeta {
+        array: Some("0-14".into()),
+        ..meta()
+    };
+    let element = |i: u32, state: &str, class: Option<FailureClass>, rc: Option<u32>| {
+        let mut s = snap(state, class);
+        s.job_id = JobId(200 + i);
+        s.exit_code = rc.and_then(|rc| code(rc, None));
+        if class.is_none() {
+            s.phase = Phase::Succeeded;
+        }
+        ElementSnapshot {
+            index: i,
+            snapshot: s,
+        }
+    };
+    let mut s = snap("FAILED", Some(FailureClass::User));
+    s.elements = (0..15)
+        .map(|i| match i {
+            // Twelve user failures, one node failure: the user's is worse, lowest index.
+            2..=13 => element(i, "FAILED", Some(FailureClass::User), Some(i)),
+            14 => element(i, "NODE_FAIL", Some(FailureClass::Infrastructure), None),
+            _ => element(i, "COMPLETED", None, Some(0)),
+        })
+        .collect();
+    let text = message(&m, &s);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        "[FAILED] job 202 exited with code 2 (element 2 of job array 123)"
+    );
+    assert!(
+        text.contains(
+            "job array 123: 15 of 15 elements done (2 COMPLETED, 12 FAILED, 1 NODE_FAIL)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("\nfailed elements: 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\nelement 2 (job 202) is FAILED, exit code 2:0"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("element 12 (job"),
+        "only the first ten: {text}"
+    );
+    assert!(text.contains("\n... and 3 more"), "{text}");
+    // Running: how to attach to an element that runs, not to the array's id.
+    let mut s = snap("RUNNING", None);
+    s.elements = vec![
+        element(0, "COMPLETED", None, Some(0)),
+        ElementSnapshot {
+            index: 1,
+            snapshot: {
+                let mut r = snap("RUNNING", None);
+                r.job_id = JobId(201);
+                r
+            },
+        },
+    ];
+    let text = message(&m, &s);
+    assert!(
+        text.ends_with("\nattach: srun --jobid=201 --overlap --pty bash (element 1)"),
+        "{text}"
+    );
+    assert!(text.contains("job array 123: 1 of 2 elements done (1 COMPLETED, 1 RUNNING)"));
+}
+
+/// What slurmstepd wrote to the stderr of a job killed by OverMemoryKill (24.11, recorded
+/// on the dev cluster with --failure-modes: `tests/fixtures/slurmrestd/24.11_v0.0.42_oom-*`).
+#[test]
+fn over_memory_kill_is_read_from_slurmstepds_line() {
+    let tail = "slurmstepd-node1: error: StepId=268.batch exceeded memory limit (272166912 > 52428800), being killed\n\
+                slurmstepd-node1: error: Exceeded job memory limit\n\
+                slurmstepd-node1: error: *** JOB 268 ON node1 CANCELLED AT 2026-12-01T10:00:05 ***\n";
+    assert_eq!(over_memory_line(tail), Some((272166912, 52428800)));
+    assert_eq!(bytes_text(52428800), "50M");
+    assert_eq!(bytes_text(272166912), "259.6M");
+    assert_eq!(bytes_text(4 << 30), "4G");
+    assert_eq!(over_memory_line("plain failure\nexit 3\n"), None);
+    assert_eq!(over_memory_line("exceeded memory limit (x > 1)"), None);
+}
+
+#[test]
+fn a_requeue_budget_is_spent_only_past_it() {
+    let mut m = meta();
+    let mut s = snap("RUNNING", None);
+    assert_eq!(over_budget(&m, &s, 3), None);
+    s.restart_count = Some(3);
+    assert_eq!(over_budget(&m, &s, 3), None);
+    s.restart_count = Some(4);
+    assert_eq!(over_budget(&m, &s, 3), Some((4, 3)));
+    // The task's own budget (an interruptible task's threshold) wins over the deployment's.
+    m.requeue_budget = Some(5);
+    assert_eq!(over_budget(&m, &s, 3), None);
+    m.requeue_budget = Some(0);
+    s.restart_count = Some(1);
+    assert_eq!(over_budget(&m, &s, 3), Some((1, 0)));
+    // A job that succeeded in the end succeeded; one whose code failed in its last run
+    // failed by itself.
+    s.phase = Phase::Succeeded;
+    assert_eq!(over_budget(&m, &s, 3), None);
+    let mut failed = snap("FAILED", Some(FailureClass::User));
+    failed.restart_count = Some(1);
+    assert_eq!(over_budget(&m, &failed, 3), None);
+    // Cancelled by the connector for the budget: still reported as the budget's.
+    let mut cancelled = snap("CANCELLED", None);
+    cancelled.phase = Phase::Aborted;
+    cancelled.restart_count = Some(1);
+    assert_eq!(over_budget(&m, &cancelled, 3), Some((1, 0)));
+}
