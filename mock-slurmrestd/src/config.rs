@@ -221,6 +221,9 @@ pub struct MockConfig {
     pub api_versions: Vec<ApiVersion>,
     /// The first job id handed out.
     pub first_job_id: u32,
+    /// slurmdbd is configured: `false` imitates a cluster without accounting (slurmrestd run
+    /// with `-s openapi/slurmctld`: every slurmdb path is an unknown path, 404).
+    pub accounting: bool,
     /// Faults active from the start (change them later through the handle or `/mock/faults`).
     pub faults: FaultConfig,
 }
@@ -241,6 +244,7 @@ impl Default for MockConfig {
             slurm_version: SlurmVersion::V24_11,
             api_versions: ApiVersion::ALL.to_vec(),
             first_job_id: 1,
+            accounting: true,
             faults: FaultConfig::default(),
         }
     }

@@ -28,6 +28,10 @@ struct Args {
     /// MinJobAge in seconds: finished jobs then only show in the slurmdb view.
     #[arg(long, default_value_t = 300)]
     min_job_age: u64,
+    /// A cluster without slurmdbd: the slurmdb paths are not served (404, as slurmrestd run
+    /// with `-s openapi/slurmctld`).
+    #[arg(long)]
+    no_accounting: bool,
     /// Seconds one minute of time_limit lasts (tests use e.g. 0.5).
     #[arg(long, default_value_t = 60.0)]
     time_scale: f64,
@@ -133,6 +137,7 @@ async fn run(a: Args) -> Result<(), String> {
         jwt_key: key,
         slurm_user: a.slurm_user,
         min_job_age: Duration::from_secs(a.min_job_age),
+        accounting: !a.no_accounting,
         minute: Duration::from_secs_f64(a.time_scale),
         kill_wait: Duration::from_secs_f64(a.kill_wait),
         cluster_name: a.cluster_name,

@@ -273,6 +273,11 @@ impl MockHandle {
         &self.sched.cfg
     }
 
+    /// Whether slurmctld still lists job `id` (a finished job leaves it MinJobAge after its end).
+    pub fn in_slurmctld(&self, id: u32) -> bool {
+        self.sched.lock().jobs.contains_key(&id)
+    }
+
     /// Mint an HS256 token with the mock's key (`sun`, `iat`, `exp` = now + lifetime), like
     /// `scontrol token`.
     pub fn mint_token(&self, user: &str, lifetime: Duration) -> String {

@@ -47,7 +47,7 @@ pub fn router(state: AppState) -> Router {
             api,
             release: state.cfg.slurm_version.for_api(api),
         };
-        r = r.merge(version_router(api).layer(Extension(served)));
+        r = r.merge(version_router(api, state.cfg.accounting).layer(Extension(served)));
     }
     let release = state.cfg.slurm_version;
     r.merge(crate::admin::router())
@@ -81,8 +81,9 @@ fn not_found(release: SlurmVersion, path: &str, headers: &HeaderMap) -> Response
     )
 }
 
-/// Every route of one API version.
-fn version_router(api: ApiVersion) -> Router<AppState> {
+/// Every route of one API version; the slurmdb ones only with `accounting` (slurmrestd
+/// without slurmdbd runs with `-s openapi/slurmctld`, and its slurmdb paths are unknown paths).
+fn version_router(api: ApiVersion, accounting: bool) -> Router<AppState> {
     let s = format!("/slurm/{api}");
     let d = format!("/slurmdb/{api}");
     let (s, d) = (s.as_str(), d.as_str());
@@ -107,12 +108,15 @@ fn version_router(api: ApiVersion) -> Router<AppState> {
                 &format!("{s}/partitions{slash}"),
                 get(slurmctld::partitions),
             )
-            .route(&format!("{s}/diag{slash}"), get(slurmctld::diag))
-            .route(
-                &format!("{d}/job/{{id}}{slash}"),
-                get(slurmdb::slurmdb_job_get),
-            )
-            .route(&format!("{d}/jobs{slash}"), get(slurmdb::slurmdb_jobs));
+            .route(&format!("{s}/diag{slash}"), get(slurmctld::diag));
+        if accounting {
+            r = r
+                .route(
+                    &format!("{d}/job/{{id}}{slash}"),
+                    get(slurmdb::slurmdb_job_get),
+                )
+                .route(&format!("{d}/jobs{slash}"), get(slurmdb::slurmdb_jobs));
+        }
         if api.has_requeue() {
             // Older versions have no such path: it falls through to the 404 of unknown paths.
             r = r.route(
