@@ -269,8 +269,9 @@ async fn adopted_after_aging(c: &support::Cluster, tag: &str) -> (Resource, JobI
             .resource_meta;
         let id = job_of(&mut g, &meta).await;
         server.stop().await;
-        // With accounting a deferred meta is resolved through slurmdbd; without, it could not
-        // be (docs/operations.md), and this is about the elements' markers.
+        // With accounting a deferred meta is resolved through slurmdbd; without, an array's
+        // cannot be (its markers are per element: docs/operations.md), and this is about the
+        // elements' markers.
         let meta = if c.accounting {
             meta
         } else {

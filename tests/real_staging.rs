@@ -274,9 +274,11 @@ fn blobs(r: &Resource) -> Vec<(String, String, BlobDimensionality)> {
         .collect()
 }
 
+/// The job's exit-status marker without its job id (checked to be the task's job).
 fn marker(c: &support::Cluster, r: &Resource) -> String {
     let p = c.workdir_local.join(format!("{}.exit", job_name(r)));
-    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    let line = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    common::request::marker_without_job(&line, r)
 }
 
 /// The four cases through one connector configured with `backend`.
@@ -467,15 +469,20 @@ async fn a_cancelled_job_is_aborted_and_still_leaves_its_marker() {
     while !marker.exists() && start.elapsed() < Duration::from_secs(30) {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "143 TERM -\n");
+    assert_eq!(
+        common::request::marker_without_job(&std::fs::read_to_string(&marker).unwrap(), &r),
+        "143 TERM -\n"
+    );
     server.stop().await;
 }
 
 /// On a cluster without slurmdbd (`dev-cluster --no-accounting`), a job that left slurmctld
 /// before the connector saw it end is resolved from the exit-status marker the job itself wrote:
-/// connector A submits and is stopped; once slurmctld has purged the job (MinJobAge), connector B
-/// is asked about it and answers FAILED with the script's exit code, not "lost". Skips on a
-/// cluster with accounting (CI runs it in a stanza of its own).
+/// connector A submits (always deferred: no submit wait) and is stopped; once slurmctld has
+/// purged the job (MinJobAge), connector B is asked about the deferred meta, finds the job by its
+/// marker and answers FAILED with the script's exit code, not "lost" nor "not submitted yet"; a
+/// CreateTask retried on B gets that job, and nothing is submitted again. Skips on a cluster
+/// with accounting (CI runs it in a stanza of its own).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_accounting_an_aged_out_job_is_resolved_from_its_marker() {
     let Some(c) = support::cluster() else { return };
@@ -493,20 +500,25 @@ async fn without_accounting_an_aged_out_job_is_resolved_from_its_marker() {
     let script = "#!/bin/bash\necho failing >&2\nexit 3\n";
     let req = preprocess("noacct", Some(script), &prefix);
 
-    // Connector A: submits, and never polls again before it stops.
+    // Connector A: answers CreateTask before its submit is done (a deferred meta, as under a
+    // throttled slurmctld), submits, and never polls again before it stops.
     let mut d = deployment(&c, &Backend::Local(&mounts));
     d.poll_interval = Duration::from_secs(3600);
+    d.submit_wait = Duration::ZERO;
     let a = Server::start(d).await;
     let mut ac = a.client().await;
     let meta = ac
-        .create_task(req)
+        .create_task(req.clone())
         .await
         .unwrap()
         .into_inner()
         .resource_meta;
-    // (A deferred meta, a submit past its wait on a loaded machine, is resolved through A.)
+    let answered: serde_json::Value = serde_json::from_slice(&meta).unwrap();
+    assert!(
+        answered.get("deferred").is_some(),
+        "a deferred meta: {answered}"
+    );
     let job_id = common::request::job_of(&mut ac, common::get_req(&meta)).await;
-    let meta = common::request::answered_with(&meta, job_id);
     let job_id = slurm_connector::slurmrestd::JobId(job_id as u32);
     a.stop().await;
 
@@ -532,4 +544,25 @@ async fn without_accounting_an_aged_out_job_is_resolved_from_its_marker() {
     assert!(r.message.contains("failing"), "stderr tail: {}", r.message);
     assert_eq!(marker(&c, &r), "3 - -\n");
     b.stop().await;
+
+    // The same CreateTask again (the backend's retry) to connector C, which knows nothing of
+    // it: C answers with the job that ran (its marker names it) and submits nothing.
+    let c3 = Server::start(deployment(&c, &Backend::Local(&mounts))).await;
+    let mut cc = c3.client().await;
+    let again = cc
+        .create_task(req)
+        .await
+        .unwrap()
+        .into_inner()
+        .resource_meta;
+    let again: serde_json::Value = serde_json::from_slice(&again).unwrap();
+    assert_eq!(again["job_id"].as_u64(), Some(job_id.0.into()), "{again}");
+    let name = job_name(&r);
+    let listed = client.jobs().await.unwrap();
+    assert!(
+        !listed.iter().any(|j| j.name == name),
+        "the execution was submitted again: {:?}",
+        listed.iter().filter(|j| j.name == name).collect::<Vec<_>>()
+    );
+    c3.stop().await;
 }

@@ -98,6 +98,20 @@ fn custom_str(r: &Resource, key: &str) -> String {
     }
 }
 
+fn custom_num(r: &Resource, key: &str) -> u64 {
+    let v = r.custom_info.as_ref().unwrap().fields.get(key).unwrap();
+    match &v.kind {
+        Some(prost_types::value::Kind::NumberValue(n)) => *n as u64,
+        other => panic!("{key}: {other:?}"),
+    }
+}
+
+/// The marker at `path` without its job id, once that id is checked to be `r`'s job.
+fn marker_of(path: &Path, r: &Resource) -> String {
+    let m = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    common::request::marker_without_job(&m, r)
+}
+
 /// Every file the job left in the working directory (names only).
 fn job_files(workdir: &Path, job_name: &str) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(workdir)
@@ -175,7 +189,7 @@ async fn finished_jobs_files_are_removed_after_the_retention_time_and_running_on
         );
     }
     assert_eq!(
-        std::fs::read_to_string(jobs.join(format!("{short_name}.exit"))).unwrap(),
+        marker_of(&jobs.join(format!("{short_name}.exit")), &end),
         "0 - -\n"
     );
     // Half the retention time later: still there (several sweeps have run meanwhile).
@@ -289,10 +303,7 @@ async fn without_accounting_an_aged_out_job_ends_with_the_exit_code_of_its_marke
     // The failure message still carries the stderr tail.
     assert!(r.message.contains("failing"), "{}", r.message);
     let name = custom_str(&r, "job_name");
-    assert_eq!(
-        std::fs::read_to_string(jobs.join(format!("{name}.exit"))).unwrap(),
-        "3 - -\n"
-    );
+    assert_eq!(marker_of(&jobs.join(format!("{name}.exit")), &r), "3 - -\n");
 
     server.stop().await;
     env.handle.shutdown().await;
@@ -348,10 +359,7 @@ async fn without_accounting_an_arrays_elements_are_resolved_from_their_markers()
     );
     let name = custom_str(&r, "job_name");
     for (i, want) in [(0, "0 - -\n"), (1, "3 - -\n"), (2, "0 - -\n")] {
-        assert_eq!(
-            std::fs::read_to_string(jobs.join(format!("{name}_{i}.exit"))).unwrap(),
-            want
-        );
+        assert_eq!(marker_of(&jobs.join(format!("{name}_{i}.exit")), &r), want);
     }
     server.stop().await;
     env.handle.shutdown().await;
@@ -412,6 +420,132 @@ async fn an_arrays_element_files_are_removed_after_the_retention_time() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     server.stop().await;
+    env.handle.shutdown().await;
+    std::fs::remove_dir_all(&env.dir).ok();
+}
+
+/// A mock cluster without slurmdbd (its slurmdb paths are unknown paths, as slurmrestd run with
+/// `-s openapi/slurmctld` answers them) whose finished jobs leave slurmctld after 1 s.
+async fn without_accounting(tag: &str) -> Mock {
+    Mock::start_with(
+        tag,
+        MockConfig {
+            nodes: 1,
+            cpus: 16,
+            min_job_age: Duration::from_secs(1),
+            accounting: false,
+            ..Mock::config()
+        },
+    )
+    .await
+}
+
+/// Waits until the task has ended and its job has left slurmctld: nothing lists it now.
+async fn until_gone(
+    env: &Mock,
+    c: &mut AsyncConnectorServiceClient<Channel>,
+    meta: &[u8],
+) -> Resource {
+    let r = wait_phase(c, meta, terminal, Duration::from_secs(40)).await;
+    let id = custom_num(&r, "job_id");
+    let start = Instant::now();
+    while env.handle.in_slurmctld(id as u32) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "job {id} still in slurmctld"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    r
+}
+
+/// Without accounting, a CreateTask retried (to a restarted connector, or another replica) after
+/// its job ran and left slurmctld is answered with that job, found by the exit-status marker its
+/// script left under the job's name: no listing shows the job any more, and a second submit
+/// would run the execution twice. Fails without the marker's job id (a second job is submitted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_accounting_a_create_task_retried_after_its_job_left_slurmctld_gets_that_job() {
+    let env = without_accounting("noacct-retry").await;
+    let req = request(
+        "script_no_io.pb",
+        "#!/bin/bash\necho once >&2\nexit 3\n",
+        0,
+        None,
+    );
+
+    let a = Server::start(deployment(&env, Duration::from_millis(500), None)).await;
+    let mut ac = a.client().await;
+    let meta = ac
+        .create_task(req.clone())
+        .await
+        .unwrap()
+        .into_inner()
+        .resource_meta;
+    let first = until_gone(&env, &mut ac, &meta).await;
+    let job = custom_num(&first, "job_id");
+    a.stop().await;
+
+    // A connector that never saw the execution: slurmctld does not know the job, there is no
+    // slurmdbd; the marker says which job it was.
+    let b = Server::start(deployment(&env, Duration::from_millis(500), None)).await;
+    let mut bc = b.client().await;
+    let again = bc
+        .create_task(req)
+        .await
+        .unwrap()
+        .into_inner()
+        .resource_meta;
+    let v: serde_json::Value = serde_json::from_slice(&again).unwrap();
+    assert_eq!(
+        v["job_id"].as_u64(),
+        Some(job),
+        "the retried CreateTask's job: {v}"
+    );
+    assert_eq!(env.handle.stats().count("submit"), 1, "submitted once");
+    // And B reports that job's outcome from its marker.
+    let r = wait_phase(&mut bc, &again, terminal, Duration::from_secs(20)).await;
+    assert_eq!(r.phase, Phase::RetryableFailed as i32, "{}", r.message);
+    assert!(r.message.contains("exit code 3:0"), "{}", r.message);
+    assert!(r.message.contains("exit-status marker"), "{}", r.message);
+    b.stop().await;
+    env.handle.shutdown().await;
+    std::fs::remove_dir_all(&env.dir).ok();
+}
+
+/// Without accounting, a deferred resource_meta (CreateTask answered before its submit was done)
+/// asked of a connector that never resolved it, once its job ran and left slurmctld: the job is
+/// found by its marker, and GetTask reports its outcome. Without that, GetTask said "Not
+/// submitted yet" for ever and the execution was submitted again past the takeover age.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_accounting_a_deferred_meta_whose_job_left_slurmctld_is_found_by_its_marker() {
+    let env = without_accounting("noacct-deferred").await;
+    let req = request("script_no_io.pb", "#!/bin/bash\necho fine\n", 0, None);
+
+    // No wait at all: every CreateTask answers a deferred meta, and A submits in the background.
+    let mut d = deployment(&env, Duration::from_millis(500), None);
+    d.submit_wait = Duration::ZERO;
+    let a = Server::start(d).await;
+    let mut ac = a.client().await;
+    let meta = ac
+        .create_task(req)
+        .await
+        .unwrap()
+        .into_inner()
+        .resource_meta;
+    let v: serde_json::Value = serde_json::from_slice(&meta).unwrap();
+    assert!(v.get("deferred").is_some(), "a deferred meta: {v}");
+    let first = until_gone(&env, &mut ac, &meta).await;
+    let job = custom_num(&first, "job_id");
+    a.stop().await;
+
+    let b = Server::start(deployment(&env, Duration::from_millis(500), None)).await;
+    let mut bc = b.client().await;
+    let r = wait_phase(&mut bc, &meta, terminal, Duration::from_secs(20)).await;
+    assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
+    assert_eq!(custom_num(&r, "job_id"), job, "{}", r.message);
+    assert!(r.message.contains("exit-status marker"), "{}", r.message);
+    assert_eq!(env.handle.stats().count("submit"), 1, "submitted once");
+    b.stop().await;
     env.handle.shutdown().await;
     std::fs::remove_dir_all(&env.dir).ok();
 }

@@ -507,6 +507,7 @@ async fn jobs_unknown_to_slurmctld_and_slurmdbd_are_resolved_from_their_markers(
             code,
             signal: Some(signal.into()),
             cause,
+            job_id: None,
         };
         let mut m = markers.codes.lock().unwrap();
         m.insert(JobId(1), Ok(ExitMarker::code(0)));
@@ -523,6 +524,7 @@ async fn jobs_unknown_to_slurmctld_and_slurmdbd_are_resolved_from_their_markers(
                 code: 137,
                 signal: None,
                 cause: Some(MarkerCause::OutOfMemory),
+                job_id: Some(7),
             }),
         );
     }

@@ -1,10 +1,12 @@
 //! The exit-status marker: the batch script leaves `<working_dir>/<job>.exit` (one line, written
 //! to `.exit.tmp` and renamed) so a job that left slurmctld on a cluster without slurmdbd can
 //! still be resolved (`crate::staging::exit_marker` reads it). The line is `<code> <signal>
-//! <cause>`: the script's exit status; the terminating signal the job received (`TERM` from
-//! scancel or the time limit, `-` for none); and `time_limit` when that signal came at or after
+//! <cause> <job>`: the script's exit status; the terminating signal the job received (`TERM` from
+//! scancel or the time limit, `-` for none); `time_limit` when that signal came at or after
 //! the job's end time (`SLURM_JOB_END_TIME`), `oom` when the job's cgroup recorded an OOM kill,
-//! `-` otherwise. So without accounting a timeout, an OOM kill and a cancel are still told apart.
+//! `-` otherwise; and the job's id (`SLURM_JOB_ID`, an array's `SLURM_ARRAY_JOB_ID`). So without
+//! accounting a timeout, an OOM kill and a cancel are still told apart, and a job the connector
+//! knows only by its name (a retried CreateTask, a deferred submit) is found by its marker.
 //!
 //! Design: the batch shell runs *the same script file* once more as a grandchild and only
 //! records its exit status. The alternatives change what the task's script means: an `EXIT` trap
@@ -78,7 +80,9 @@ if [ -z "${{{CHILD_VAR}:-}}" ]; then
     if [ -n "$__sc_cg" ] && grep -qs '^oom_kill [1-9]' "/sys/fs/cgroup$__sc_cg/memory.events"; then
       __sc_cause=oom
     fi
-    {{ printf '%s %s %s\n' "$__sc_rc" "$__sc_term" "$__sc_cause" > {tmp} && mv -f -- {tmp} {marker}; }} \
+    # The job's id last (an array element's: the array's), so a job can be found by its name
+    # once it has left slurmctld: its marker says which job it was.
+    {{ printf '%s %s %s %s\n' "$__sc_rc" "$__sc_term" "$__sc_cause" "${{SLURM_ARRAY_JOB_ID:-${{SLURM_JOB_ID:--}}}}" > {tmp} && mv -f -- {tmp} {marker}; }} \
       || echo "slurm-connector: could not write the exit-status marker" {marker} >&2
     exit "$__sc_rc"
   ) <&0 &
@@ -130,6 +134,8 @@ mod tests {
         let mut child = spawn_written(
             Command::new(&path)
                 .current_dir(dir)
+                .env("SLURM_JOB_ID", "77")
+                .env_remove("SLURM_ARRAY_JOB_ID")
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped()),
         );
@@ -198,7 +204,7 @@ mod tests {
             assert_eq!(code, Some(*want), "{name}: exit status");
             assert_eq!(
                 marker.as_deref(),
-                Some(format!("{want} - -\n").as_str()),
+                Some(format!("{want} - - 77\n").as_str()),
                 "{name}"
             );
             crate::staging::exit_marker::parse_marker(marker.unwrap().as_bytes()).unwrap();
@@ -221,18 +227,38 @@ mod tests {
         std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .unwrap();
         for i in [0, 7] {
-            let st = spawn_written(Command::new(&path).env("SLURM_ARRAY_TASK_ID", i.to_string()))
-                .wait()
-                .unwrap();
+            let st = spawn_written(
+                Command::new(&path)
+                    .env("SLURM_ARRAY_TASK_ID", i.to_string())
+                    .env("SLURM_ARRAY_JOB_ID", "70")
+                    .env("SLURM_JOB_ID", (71 + i).to_string()),
+            )
+            .wait()
+            .unwrap();
             assert_eq!(st.code(), Some(i + 1));
         }
         for i in [0, 7] {
             assert_eq!(
                 std::fs::read_to_string(d.join(format!("arr_{i}.exit"))).unwrap(),
-                format!("{} - -\n", i + 1)
+                format!("{} - - 70\n", i + 1),
+                "an element's marker names the array's id, the one the connector tracks"
             );
         }
         assert!(!d.join("arr_%a.exit").exists());
+        // Outside Slurm (no job id in the environment) the field is `-`.
+        let st = spawn_written(
+            Command::new(&path)
+                .env("SLURM_ARRAY_TASK_ID", "3")
+                .env_remove("SLURM_ARRAY_JOB_ID")
+                .env_remove("SLURM_JOB_ID"),
+        )
+        .wait()
+        .unwrap();
+        assert_eq!(st.code(), Some(4));
+        assert_eq!(
+            std::fs::read_to_string(d.join("arr_3.exit")).unwrap(),
+            "4 - - -\n"
+        );
         std::fs::remove_dir_all(&d).ok();
     }
 
@@ -252,7 +278,7 @@ mod tests {
             assert_eq!(code, Some(*want), "{name}: exit status");
             assert_eq!(
                 marker.as_deref(),
-                Some(format!("{want} - -\n").as_str()),
+                Some(format!("{want} - - 77\n").as_str()),
                 "{name}"
             );
         }
@@ -276,7 +302,7 @@ mod tests {
                     case \"$0\" in */stdin) ;; *) exit 7;; esac\n\
                     [ \"$(trap -p INT)\" = \"$(cat int-baseline)\" ] || exit 8\nexit 0\n";
         let (code, marker) = run(&d, "stdin", body, "hello\n");
-        assert_eq!((code, marker.as_deref()), (Some(0), Some("0 - -\n")));
+        assert_eq!((code, marker.as_deref()), (Some(0), Some("0 - - 77\n")));
         std::fs::remove_dir_all(&d).ok();
     }
 
@@ -314,6 +340,8 @@ mod tests {
         let child = spawn_written(
             Command::new(&path)
                 .current_dir(d)
+                .env("SLURM_JOB_ID", "77")
+                .env_remove("SLURM_ARRAY_JOB_ID")
                 .envs(env.iter().map(|(k, v)| (k, v)))
                 .process_group(0),
         );
@@ -347,22 +375,22 @@ mod tests {
         };
         assert_eq!(
             signalled(&d, "b", usr1, &only_batch),
-            (Some(11), "11 - -\n".into())
+            (Some(11), "11 - - 77\n".into())
         );
         assert_eq!(
             signalled(&d, "g", usr1, &group("-USR1")),
-            (Some(11), "11 - -\n".into())
+            (Some(11), "11 - - 77\n".into())
         );
         // scancel / time limit: TERM to every process; the script's own TERM trap runs.
         let plain = "while :; do sleep 0.1; done\n";
         assert_eq!(
             signalled(&d, "t", plain, &group("-TERM")),
-            (Some(143), "143 TERM -\n".into())
+            (Some(143), "143 TERM - 77\n".into())
         );
         let trapped = "trap 'exit 21' TERM\nwhile :; do sleep 0.1; done\n";
         assert_eq!(
             signalled(&d, "tt", trapped, &group("-TERM")),
-            (Some(21), "21 TERM -\n".into())
+            (Some(21), "21 TERM - 77\n".into())
         );
         // The time limit: the same TERM, at or after the end time Slurm gave the job.
         let now = std::time::SystemTime::now()
@@ -372,13 +400,13 @@ mod tests {
         let ended = [("SLURM_JOB_END_TIME", (now - 1).to_string())];
         assert_eq!(
             signalled_env(&d, "tl", plain, &group("-TERM"), &ended),
-            (Some(143), "143 TERM time_limit\n".into())
+            (Some(143), "143 TERM time_limit 77\n".into())
         );
         // scancel before the end time is a cancel, not a timeout.
         let later = [("SLURM_JOB_END_TIME", (now + 3600).to_string())];
         assert_eq!(
             signalled_env(&d, "tc", plain, &group("-TERM"), &later),
-            (Some(143), "143 TERM -\n".into())
+            (Some(143), "143 TERM - 77\n".into())
         );
         std::fs::remove_dir_all(&d).ok();
     }

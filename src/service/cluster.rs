@@ -44,7 +44,34 @@ impl Submitted {
 pub struct SubmitFailure {
     /// What was being done, and what state it leaves.
     pub what: String,
-    pub error: ClientError,
+    pub error: SubmitError,
+}
+
+/// Why a step of a submit failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    #[error(transparent)]
+    Slurm(#[from] ClientError),
+    /// On a cluster without accounting, the exit-status marker that may name the execution's
+    /// finished job could not be read: whether it already ran is unknown, so nothing is
+    /// submitted until it can be read (retried like a hiccup of slurmrestd).
+    #[error("cannot read the exit-status marker {path}: {source}")]
+    Marker {
+        path: String,
+        #[source]
+        source: crate::staging::StagingError,
+    },
+}
+
+impl SubmitError {
+    /// Worth trying again: slurmrestd's hiccups, and any marker read (a stager or shared
+    /// filesystem that is back decides it).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            SubmitError::Slurm(e) => e.is_transient(),
+            SubmitError::Marker { .. } => true,
+        }
+    }
 }
 
 /// How long a submission is remembered in memory (a backend retries CreateTask within minutes).
@@ -265,11 +292,27 @@ impl ClusterRuntime {
                 what: "cannot check whether this execution already has a job on the cluster, so \
                        nothing was submitted (a second job must never run)"
                     .into(),
-                error,
+                error: error.into(),
             })?;
         if let Some(w) = existing {
             self.finish_check(key, w, job, client, keep_held).await?;
             return Ok(Submitted::Adopted(w.job_id));
+        }
+        // Without accounting, a job that ran and left slurmctld is in no listing: its marker
+        // names it (a CreateTask retried after its job ended, a deferred submit taken over).
+        let ran = self
+            .job_by_marker(job)
+            .await
+            .map_err(|error| SubmitFailure {
+                what: "cannot check whether this execution's job already ran, so nothing was \
+                   submitted (a second job must never run)"
+                    .into(),
+                error,
+            })?;
+        if let Some(id) = ran {
+            tracing::info!(cluster, key, job_id = %id, "this execution's job already ran and left slurmctld (its exit-status marker names it): answering with it");
+            self.index.note(key, id, false).await;
+            return Ok(Submitted::Adopted(id));
         }
 
         let mut held = job.clone();
@@ -284,7 +327,7 @@ impl ClusterRuntime {
                 }
                 return Err(SubmitFailure {
                     what: "submitting the job".into(),
-                    error,
+                    error: error.into(),
                 });
             }
         };
@@ -302,7 +345,7 @@ impl ClusterRuntime {
                          submitted this execution failed; it stays held until a retried \
                          CreateTask checks again"
                     ),
-                    error,
+                    error: error.into(),
                 }
             })?
             .expect("noted above");
@@ -358,9 +401,37 @@ impl ClusterRuntime {
                          failed; a retried CreateTask releases it",
                         w.job_id
                     ),
-                    error,
+                    error: error.into(),
                 })
             }
+        }
+    }
+
+    /// On a cluster without accounting, the job of `job` (by its name) that already ran and
+    /// left slurmctld, as the exit-status marker its script left names it: without slurmdbd
+    /// nothing else remembers such a job, and a retried CreateTask or a deferred submit taken
+    /// over would run the execution a second time. `None` with accounting (the index lists
+    /// slurmdbd's records then), for a job array (one marker per element), without staging,
+    /// and when there is no marker or one of an older connector (without the job's id).
+    pub(super) async fn job_by_marker(
+        &self,
+        job: &JobDescription,
+    ) -> Result<Option<JobId>, SubmitError> {
+        if job.array.is_some() || !self.index.without_accounting().await {
+            return Ok(None);
+        }
+        let Some(staging) = &self.staging else {
+            return Ok(None);
+        };
+        let files = crate::staging::JobFiles::new(&job.current_working_directory, &job.name);
+        match crate::staging::exit_marker::read_exit_marker_at(staging.as_ref(), &files.marker())
+            .await
+        {
+            Ok(m) => Ok(m.and_then(|m| m.job_id).map(JobId)),
+            Err(source) => Err(SubmitError::Marker {
+                path: files.marker(),
+                source,
+            }),
         }
     }
 

@@ -28,7 +28,7 @@ use tokio::sync::watch;
 
 use crate::slurmrestd::{Client, ClientError, JobDescription};
 
-use super::cluster::{ClusterRuntime, SubmitFailure, Submitted};
+use super::cluster::{ClusterRuntime, SubmitError, SubmitFailure, Submitted};
 use super::meta::ResourceMeta;
 use super::pacing::Pace;
 use super::{Connector, client_status, meta, track};
@@ -153,7 +153,10 @@ impl ClusterRuntime {
             };
             let r = self.submit_once(key, job, client).await;
             permit.done(match &r {
-                Err(f) if throttled(&f.error) => Pace::Throttled,
+                Err(SubmitFailure {
+                    error: SubmitError::Slurm(e),
+                    ..
+                }) if throttled(e) => Pace::Throttled,
                 _ => Pace::Prompt,
             });
             match r {
@@ -274,7 +277,7 @@ impl Connector {
     pub(super) async fn resolve_deferred(
         &self,
         rt: &Arc<ClusterRuntime>,
-        mut m: ResourceMeta,
+        m: ResourceMeta,
         d: &meta::DeferredSubmit,
     ) -> Result<ResourceMeta, Pending> {
         if let Some(known) = rt.remembered(&d.key) {
@@ -313,16 +316,36 @@ impl Connector {
             }
             Some(Progress::Done(_)) | None => {}
         }
+        let resolved = |mut m: ResourceMeta, job_id| {
+            m.job_id = job_id;
+            m.deferred = None;
+            track(rt, &m);
+            rt.remember(&d.key, m.clone());
+            m
+        };
         // Another replica accepted it (or this process restarted): the cluster knows.
         match rt.find(&d.key, FIND_FRESH).await {
-            Ok(Some((job_id, false))) => {
-                m.job_id = job_id;
-                m.deferred = None;
-                track(rt, &m);
-                rt.remember(&d.key, m.clone());
-                Ok(m)
-            }
+            Ok(Some((job_id, false))) => Ok(resolved(m, job_id)),
             Ok(found) => {
+                // Without accounting, a job that already ran and left slurmctld is in no
+                // listing: its exit-status marker names it. Without this, such a meta would say
+                // "not submitted yet" for ever, and be submitted again once past the takeover age.
+                if found.is_none() {
+                    match rt.job_by_marker(&d.job).await {
+                        Ok(Some(job_id)) => {
+                            tracing::info!(cluster = %rt.cfg.name, key = %d.key, job_id = %job_id, "a deferred submit's job already ran and left slurmctld: found by its exit-status marker");
+                            rt.index.note(&d.key, job_id, false).await;
+                            return Ok(resolved(m, job_id));
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            return Err(pending(
+                                Phase::Queued,
+                                format!("Not submitted yet, as far as can be seen: {e}"),
+                            ));
+                        }
+                    }
+                }
                 let age = now_unix().saturating_sub(d.at);
                 if age >= TAKE_OVER_AFTER.as_secs() as i64 && !d.own_credentials {
                     // Its replica is gone, or stuck: make (or release) the job here.

@@ -117,6 +117,12 @@ impl Index {
         index
     }
 
+    /// slurmdbd was found absent: the index sees slurmctld's jobs only, so a job that left it
+    /// is known by what it left behind (its exit-status marker).
+    pub async fn without_accounting(&self) -> bool {
+        self.state.lock().await.no_accounting
+    }
+
     /// The lowest job with `key` in the current index; takes the index first if it never was
     /// (or checks again, `retake`: a submit's outcome is uncertain).
     #[allow(clippy::result_large_err)]

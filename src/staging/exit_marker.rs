@@ -1,11 +1,13 @@
 //! Exit-status markers for clusters without slurmdbd: a job that aged out of slurmctld between
 //! polls is resolved from `<working_dir>/<job>.exit`, left by the rendered script.
 //!
-//! Format (agreed with `render::marker`): one line, `<code> <signal> <cause>\n`: the decimal exit
-//! code of the user's script; the terminating signal the job received (`TERM`, `INT`, `HUP`,
-//! `QUIT`, `ALRM`) or `-`; `time_limit`, `oom` or `-` (e.g. `0 - -`, `143 TERM time_limit`).
-//! Markers written before the signal was recorded hold the code alone (`137\n`) and are still
-//! read. The script writes `<job>.exit.tmp` and renames it, so a reader sees either no marker or
+//! Format (agreed with `render::marker`): one line, `<code> <signal> <cause> <job>\n`: the decimal
+//! exit code of the user's script; the terminating signal the job received (`TERM`, `INT`, `HUP`,
+//! `QUIT`, `ALRM`) or `-`; `time_limit`, `oom` or `-`; the job's id (an array element's: the
+//! array's) or `-` outside Slurm (e.g. `0 - - 4711`, `143 TERM time_limit 4712`). Markers of
+//! older connectors hold `<code> <signal> <cause>` or the code alone (`137\n`) and are still
+//! read. (A connector before the job id was added reads this format as malformed: see
+//! docs/operations.md on upgrading a cluster without accounting.) The script writes `<job>.exit.tmp` and renames it, so a reader sees either no marker or
 //! a complete one; `<job>` is the same stem as the job's `.out`/`.err` files.
 
 use futures::StreamExt;
@@ -29,6 +31,9 @@ pub struct ExitMarker {
     /// The terminating signal the job received (`TERM`), if any.
     pub signal: Option<String>,
     pub cause: Option<MarkerCause>,
+    /// The job that wrote it (`SLURM_JOB_ID`; an array element's `SLURM_ARRAY_JOB_ID`): what
+    /// names the job of an execution known only by its name once it has left slurmctld.
+    pub job_id: Option<u32>,
 }
 
 impl ExitMarker {
@@ -38,6 +43,7 @@ impl ExitMarker {
             code,
             signal: None,
             cause: None,
+            job_id: None,
         }
     }
 }
@@ -94,7 +100,7 @@ pub fn parse_marker(content: &[u8]) -> std::result::Result<ExitMarker, String> {
         .map_err(|_| format!("{:?} is not an integer", fields[0]))?;
     match fields[..] {
         [_] => Ok(ExitMarker::code(code)),
-        [_, signal, cause] => {
+        [_, signal, cause] | [_, signal, cause, _] => {
             let signal = match signal {
                 "-" => None,
                 "HUP" | "INT" | "QUIT" | "TERM" | "ALRM" => Some(signal.to_string()),
@@ -106,13 +112,23 @@ pub fn parse_marker(content: &[u8]) -> std::result::Result<ExitMarker, String> {
                 "oom" => Some(MarkerCause::OutOfMemory),
                 other => return Err(format!("cause {other:?} is not time_limit, oom or -")),
             };
+            let job_id = match fields.get(3) {
+                None | Some(&"-") => None,
+                Some(id) => Some(
+                    id.parse::<u32>()
+                        .ok()
+                        .filter(|id| *id != 0)
+                        .ok_or_else(|| format!("job id {id:?} is not a positive integer"))?,
+                ),
+            };
             Ok(ExitMarker {
                 code,
                 signal,
                 cause,
+                job_id,
             })
         }
-        _ => Err(format!("{} fields, expected 1 or 3", fields.len())),
+        _ => Err(format!("{} fields, expected 1, 3 or 4", fields.len())),
     }
 }
 
@@ -131,9 +147,21 @@ mod tests {
             Ok(ExitMarker {
                 code: 143,
                 signal: Some("TERM".into()),
-                cause: Some(MarkerCause::TimeLimit)
+                cause: Some(MarkerCause::TimeLimit),
+                job_id: None,
             })
         );
+        // Markers as this connector's jobs write them: the job's id last.
+        assert_eq!(
+            parse_marker(b"143 TERM time_limit 4711\n"),
+            Ok(ExitMarker {
+                code: 143,
+                signal: Some("TERM".into()),
+                cause: Some(MarkerCause::TimeLimit),
+                job_id: Some(4711),
+            })
+        );
+        assert_eq!(parse_marker(b"0 - - -\n"), Ok(ExitMarker::code(0)));
         assert_eq!(
             parse_marker(b"137 - oom\n").unwrap().cause,
             Some(MarkerCause::OutOfMemory)
@@ -151,7 +179,11 @@ mod tests {
             b"0 - \n",
             b"0 KILL -\n",
             b"0 - slow\n",
-            b"0 - - -\n",
+            b"0 - - x\n",
+            b"0 - - 0\n",
+            b"0 - - -1\n",
+            b"0 - - 12 \n",
+            b"0 - - 12 13\n",
         ] {
             assert!(parse_marker(bad).is_err(), "{bad:?}");
         }

@@ -131,10 +131,10 @@ pub fn get_req(meta: &[u8]) -> GetTaskRequest {
 }
 
 /// `meta` as CreateTask answers it when the submit is done within its wait: naming job `id`,
-/// without `deferred`. For the no-accounting tests that hand a stopped connector's meta to a new
-/// one after the job left slurmctld: a deferred meta cannot be resolved there (nothing knows the
-/// job by its key then: docs/operations.md, "Throttled clusters and deferred submits"), and that
-/// limit is not what they test.
+/// without `deferred`. For the no-accounting test of job arrays that hands a stopped connector's
+/// meta to a new one after the array left slurmctld: a deferred array's meta cannot be resolved
+/// there (its markers are per element: docs/operations.md, "Throttled clusters and deferred
+/// submits"), and that limit is not what it tests.
 pub fn answered_with(meta: &[u8], id: u64) -> Vec<u8> {
     let mut m: serde_json::Value = serde_json::from_slice(meta).unwrap();
     let o = m.as_object_mut().unwrap();
@@ -180,4 +180,25 @@ pub async fn job_of(c: &mut super::server::Grpc, get: GetTaskRequest) -> u64 {
         );
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     }
+}
+
+/// An exit-status marker's line without its last field, once that field is checked to name
+/// `r`'s job (`custom_info.job_id`; an array element's marker names the array): the id by which
+/// a job that left slurmctld is found on a cluster without accounting.
+pub fn marker_without_job(line: &str, r: &slurm_connector::proto::connector::Resource) -> String {
+    let job = match r
+        .custom_info
+        .as_ref()
+        .and_then(|c| c.fields.get("job_id"))
+        .and_then(|v| v.kind.as_ref())
+    {
+        Some(Kind::NumberValue(n)) => *n as u64,
+        other => panic!("custom_info.job_id: {other:?}"),
+    };
+    let (rest, id) = line
+        .trim_end()
+        .rsplit_once(' ')
+        .unwrap_or_else(|| panic!("marker {line:?} has no job id"));
+    assert_eq!(id, job.to_string(), "marker {line:?} of job {job}");
+    format!("{rest}\n")
 }
