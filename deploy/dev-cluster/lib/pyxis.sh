@@ -42,7 +42,8 @@ pyxis_sources() {
 }
 
 # What the build is cached by: both tarballs' sha256, the Slurm it is built against (the release;
-# for 26.11 the source snapshot's sha256 too) and this function's and the build's text.
+# for 26.11 the source build's key too: the snapshot and its configure options) and this
+# function's and the build's text.
 pyxis_build_hash() {
 	{
 		sha256sum "$PYXIS_ENROOT_TGZ" "$PYXIS_PYXIS_TGZ" | cut -d' ' -f1

@@ -12,14 +12,23 @@ SLURM_BUILD_DEPS=(build-essential pkg-config libjson-c-dev libjwt-dev libhttp-pa
 	libmariadb-dev libmariadb-dev-compat libpam0g-dev liblz4-dev libreadline-dev libmunge-dev
 	python3 perl file)
 # Plugins go to $libdir/slurm, beside Debian's $libdir/slurm-wlm; the new binaries load their own.
+# No debug info (Slurm's default is -ggdb3 -O1), no static archives (libtool compiles every library
+# object twice for them; nothing links against them here): measured on 2 cores, configure + make
+# 183 s instead of about 330 s.
 SLURM_CONFIGURE=(--prefix=/usr --sysconfdir=/etc/slurm --libdir=/usr/lib/x86_64-linux-gnu
-	--localstatedir=/var --runstatedir=/run --enable-slurmrestd --with-jwt --with-yaml --without-munge)
+	--localstatedir=/var --runstatedir=/run --enable-slurmrestd --with-jwt --with-yaml --without-munge
+	--disable-debug --disable-static "CFLAGS=-O1 -g0")
 # The packages whose files the source build overwrites: held, so no later apt-get puts them back.
 SLURM_PACKAGES=(slurmctld slurmd slurmrestd slurm-client slurmdbd slurm-wlm-basic-plugins
 	slurm-wlm-jwt-plugin slurm-wlm-mysql-plugin)
-# What the source build in the chroot was made from: "<sha256> <slurmctld -V>".
+# What the source build in the chroot was made from: "<build key> <slurmctld -V>" (build_key).
 SOURCE_STAMP_NAME=slurm-source.installed
 SOURCE_BUILD_DIR=/usr/local/src/slurm-build # inside the chroot; removed after `make install`
+
+# The cache key of a build: the tarball's sha256 and the configure options (either changed: rebuild).
+build_key() {
+	printf '%s %s\n' "$SLURM_SOURCE_SHA" "${SLURM_CONFIGURE[*]}" | sha256sum | cut -d' ' -f1
+}
 
 # Sets SLURM_SOURCE_SHA (empty: no tarball given, a cached build stands) or dies saying what to pass.
 resolve_slurm_source() {
@@ -27,7 +36,7 @@ resolve_slurm_source() {
 	local stamp="$CACHE/$SOURCE_STAMP_NAME"
 	if [[ -z "$SLURM_SOURCE" ]]; then
 		if [[ -s "$stamp" ]]; then
-			log "no --slurm-source given: using the cached build ($(cut -d' ' -f2- "$stamp"), sha256 $(cut -c1-16 "$stamp"))"
+			log "no --slurm-source given: using the cached build ($(cut -d' ' -f2- "$stamp"), build key $(cut -c1-16 "$stamp"))"
 			return 0
 		fi
 		die "--release 26.11 builds Slurm from a source snapshot: pass --slurm-source PATH (or set" \
@@ -79,19 +88,19 @@ in_root_of() { # like in_root, for a chroot not yet at $ROOT
 
 # Build and install the snapshot unless the chroot already runs a build of this very tarball.
 ensure_source_build() {
-	local stamp="$CACHE/$SOURCE_STAMP_NAME" have_sha="" have_version="" now
+	local stamp="$CACHE/$SOURCE_STAMP_NAME" have_key="" have_version="" now
 	if [[ -s "$stamp" ]]; then
-		read -r have_sha have_version <"$stamp"
+		read -r have_key have_version <"$stamp"
 	fi
-	if [[ -n "$have_sha" && (-z "$SLURM_SOURCE_SHA" || "$have_sha" == "$SLURM_SOURCE_SHA") ]]; then
+	if [[ -n "$have_key" && (-z "$SLURM_SOURCE_SHA" || "$have_key" == "$(build_key)") ]]; then
 		# The binaries must still be the ones built (an apt-get in the chroot could replace them).
 		now="$(in_root slurmctld -V 2>&1)" || true
 		[[ "$now" == "$have_version" ]] && return 0
 		log "the chroot's slurmctld says '$now', not the cached build's '$have_version': rebuilding"
 		[[ -n "$SLURM_SOURCE_SHA" ]] ||
 			die "and no --slurm-source was given to rebuild from: pass --slurm-source PATH (see --help)"
-	elif [[ -n "$have_sha" ]]; then
-		log "the Slurm source changed (sha256 ${have_sha:0:16} -> ${SLURM_SOURCE_SHA:0:16}): rebuilding"
+	elif [[ -n "$have_key" ]]; then
+		log "the Slurm source or its configure options changed (build key ${have_key:0:16} -> $(build_key | cut -c1-16)): rebuilding"
 	fi
 	build_from_source
 }
@@ -136,14 +145,12 @@ build_from_source() {
 		tail -n 30 "$LOGS/slurm-build.out" >&2
 		die "building Slurm from $SLURM_SOURCE failed (full log: $LOGS/slurm-build.out; the tree is kept in $src)"
 	}
-	# Static archives (~410 MB): nothing links against them here.
-	rm -f "$ROOT"/usr/lib/x86_64-linux-gnu/libslurm.a "$ROOT"/usr/lib/x86_64-linux-gnu/slurm/*.a
 	in_root ldconfig
 	in_root apt-mark hold "${SLURM_PACKAGES[@]}" >/dev/null
 	out="$(in_root slurmctld -V 2>&1)" || die "the freshly built slurmctld does not run: $out"
 	[[ "$out" == "slurm $meta_version"* ]] ||
 		die "after make install the chroot's slurmctld says '$out', expected 'slurm $meta_version...'"
 	rm -rf "$src"
-	printf '%s %s\n' "$SLURM_SOURCE_SHA" "$out" >"$CACHE/$SOURCE_STAMP_NAME"
+	printf '%s %s\n' "$(build_key)" "$out" >"$CACHE/$SOURCE_STAMP_NAME"
 	log "$out built and installed in $((SECONDS - t0))s"
 }
