@@ -145,22 +145,7 @@ async fn a_cancelled_native_task_is_aborted_and_leaves_no_container_process() {
         "the .sif is mounted by squashfuse inside the job: {before:#?}"
     );
     cancel_until_no_process(&mut client, &meta).await;
-    // Every process seen before the cancel is gone (a pid reused since is not the same process:
-    // it would not carry the work folder in its command line).
-    for (pid, cmd) in &before {
-        let now = std::fs::read(format!("/proc/{pid}/cmdline"))
-            .map(|c| {
-                String::from_utf8_lossy(&c)
-                    .replace('\0', " ")
-                    .trim()
-                    .to_string()
-            })
-            .unwrap_or_default();
-        assert!(
-            now != *cmd,
-            "process {pid} of the cancelled job is still alive: {cmd}"
-        );
-    }
+    assert_processes_gone(&before);
     let _ = std::fs::remove_dir_all(&w.host);
 }
 

@@ -108,16 +108,7 @@ async fn serve(c: &Cluster, tag: &str) -> (Serve, AsyncConnectorServiceClient<Ch
         .spawn()
         .unwrap();
     let child = Serve::from(child);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(c) =
-            AsyncConnectorServiceClient::connect(format!("http://127.0.0.1:{port}")).await
-        {
-            return (child, c);
-        }
-        assert!(Instant::now() < deadline, "serve did not listen");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    (child, support::connect_when_listening(port).await)
 }
 
 /// A work folder on the shared filesystem: the task code, its inputs.pb, its output prefix.

@@ -126,21 +126,7 @@ async fn cancel_aborts_and_leaves_no_container_process(runtime: &'static str) {
     if runtime == "pyxis" {
         until_no_enroot_container(&c, job).await;
     }
-    // (A process seen without a command line, a zombie or one mid-exec, cannot be compared.)
-    for (pid, cmd) in before.iter().filter(|(_, cmd)| !cmd.is_empty()) {
-        let now = std::fs::read(format!("/proc/{pid}/cmdline"))
-            .map(|c| {
-                String::from_utf8_lossy(&c)
-                    .replace('\0', " ")
-                    .trim()
-                    .to_string()
-            })
-            .unwrap_or_default();
-        assert!(
-            now != *cmd,
-            "process {pid} of the cancelled job is still alive: {cmd}"
-        );
-    }
+    assert_processes_gone(&before);
     let _ = std::fs::remove_dir_all(&w.host);
 }
 

@@ -214,15 +214,40 @@ pub async fn serve_with(
         .spawn()
         .unwrap();
     let child = Serve(child);
+    (child, connect_when_listening(port).await)
+}
+
+/// A gRPC client of the `serve` just started on `port`, once it listens (60 s at most).
+pub async fn connect_when_listening(port: u16) -> AsyncConnectorServiceClient<Channel> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Ok(c) =
             AsyncConnectorServiceClient::connect(format!("http://127.0.0.1:{port}")).await
         {
-            return (child, c);
+            return c;
         }
         assert!(Instant::now() < deadline, "serve did not listen");
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Every process seen before a cancel (pid, command line) is gone: a pid reused since is not
+/// the same process, its command line differs. (A process seen without a command line, a
+/// zombie or one mid-exec, cannot be compared.)
+pub fn assert_processes_gone(before: &[(u32, String)]) {
+    for (pid, cmd) in before.iter().filter(|(_, cmd)| !cmd.is_empty()) {
+        let now = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|c| {
+                String::from_utf8_lossy(&c)
+                    .replace('\0', " ")
+                    .trim()
+                    .to_string()
+            })
+            .unwrap_or_default();
+        assert!(
+            now != *cmd,
+            "process {pid} of the cancelled job is still alive: {cmd}"
+        );
     }
 }
 
