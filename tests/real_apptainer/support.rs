@@ -221,8 +221,14 @@ pub async fn serve_with(
 pub async fn connect_when_listening(port: u16) -> AsyncConnectorServiceClient<Channel> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        if let Ok(c) =
-            AsyncConnectorServiceClient::connect(format!("http://127.0.0.1:{port}")).await
+        // A connect to a free port of the ephemeral range can meet itself (TCP simultaneous
+        // open: local port == remote port) before serve binds it; that is no listener. Seen in
+        // a CI dry run: the client "connected", the first call was refused.
+        let listening = std::net::TcpStream::connect(("127.0.0.1", port))
+            .is_ok_and(|s| s.local_addr().is_ok_and(|a| a.port() != port));
+        if listening
+            && let Ok(c) =
+                AsyncConnectorServiceClient::connect(format!("http://127.0.0.1:{port}")).await
         {
             return c;
         }
