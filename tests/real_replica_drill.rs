@@ -103,6 +103,15 @@ impl Fleet {
 
 /// The backend's view of one answer: a replica's error, or no replica there to answer.
 fn unreachable(s: &tonic::Status) -> bool {
+    // A status the client made of a transport failure carries that failure as its source; an
+    // answer from a replica carries none. A call written to a connection of the replica just
+    // SIGKILLed fails so with code Unknown and a broken pipe (seen in CI): the pod is gone, and
+    // the Service would route the call elsewhere, so it is no error of a replica.
+    let from_transport = std::error::Error::source(s)
+        .is_some_and(|e| e.downcast_ref::<tonic::transport::Error>().is_some());
+    if from_transport {
+        return true;
+    }
     let gone = s.message().contains("transport error")
         || s.message().contains("connect")
         || s.message().contains("connection");
@@ -395,6 +404,33 @@ async fn rolled_and_killed_replicas_lose_and_duplicate_nothing() {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The classification the drill's count rests on: a replica's answer is an error of a replica, a
+/// call that met no replica is not. Runs without a cluster.
+#[tokio::test]
+async fn a_call_that_meets_no_replica_is_told_from_a_replicas_error() {
+    let port = free_port(); // nothing listens there
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
+        .unwrap()
+        .connect_lazy();
+    let e = Grpc::new(channel)
+        .get_task(get_req(b"meta"))
+        .await
+        .expect_err("nothing listens");
+    assert!(
+        std::error::Error::source(&e)
+            .is_some_and(|e| e.downcast_ref::<tonic::transport::Error>().is_some()),
+        "a transport failure carries its source: {e:?}"
+    );
+    assert!(unreachable(&e), "{e:?}");
+    for answer in [
+        tonic::Status::internal("transport error"),
+        tonic::Status::unknown("connection"),
+        tonic::Status::not_found("gone"),
+    ] {
+        assert!(!unreachable(&answer), "{answer:?}");
+    }
 }
 
 fn tempfile_dir() -> std::path::PathBuf {
