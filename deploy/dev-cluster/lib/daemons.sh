@@ -103,6 +103,31 @@ wait_ready() {
 	wait_for "slurmrestd to answer on 127.0.0.1:$RESTD_PORT" slurmrestd 60 restd_ping
 }
 
+# Everything `up` builds and caches (the chroot, 26.11's Slurm from source, the task images,
+# Enroot and Pyxis), with no daemon started and nothing left mounted: a later `up` finds it all
+# cached. For CI, which prepares the next releases in the background while a test suite runs on
+# another one (each release has its own chroot, cache and ports; nothing here touches the host's
+# dpkg once ensure_host_tools has run).
+cmd_prepare() {
+	[[ "$(id -u)" == 0 ]] || die "must run as root (chroot, mount)"
+	mkdir -p "$RUN" "$LOGS"
+	any_running && die "release $RELEASE is up; prepare is for a release that is down (\`up\` builds what is missing anyway)"
+	local t0=$SECONDS
+	ensure_host_tools
+	[[ "$RELEASE" == 26.11 ]] && resolve_slurm_source
+	build_chroot
+	mount_proc
+	[[ "$APPTAINER" == 1 ]] && prepare_apptainer
+	[[ "$PYXIS" == 1 ]] && prepare_pyxis
+	# As `down` leaves it: no plugstack entry, no bind mounts, no /proc.
+	disable_pyxis
+	umount_images
+	if is_mounted "$ROOT/proc"; then
+		umount "$ROOT/proc" || umount -l "$ROOT/proc"
+	fi
+	log "prepared in $((SECONDS - t0))s (nothing started; \`up\` reuses it)"
+}
+
 cmd_up() {
 	[[ "$(id -u)" == 0 ]] || die "must run as root (chroot, mount)"
 	mkdir -p "$RUN" "$LOGS"
