@@ -107,9 +107,7 @@ fn unreachable(s: &tonic::Status) -> bool {
     // answer from a replica carries none. A call written to a connection of the replica just
     // SIGKILLed fails so with code Unknown and a broken pipe (seen in CI): the pod is gone, and
     // the Service would route the call elsewhere, so it is no error of a replica.
-    let from_transport = std::error::Error::source(s)
-        .is_some_and(|e| e.downcast_ref::<tonic::transport::Error>().is_some());
-    if from_transport {
+    if from_transport(s) {
         return true;
     }
     let gone = s.message().contains("transport error")
@@ -121,6 +119,12 @@ fn unreachable(s: &tonic::Status) -> bool {
     let closed_under_it =
         s.code() == tonic::Code::Cancelled && format!("{s:?}").contains("connection closed");
     (s.code() == tonic::Code::Unavailable && gone) || closed_under_it
+}
+
+/// Whether the client made this status of a transport failure (its source), rather than decoding
+/// a replica's `grpc-status`.
+fn from_transport(s: &tonic::Status) -> bool {
+    std::error::Error::source(s).is_some_and(|e| e.is::<tonic::transport::Error>())
 }
 
 #[derive(Default)]
@@ -419,8 +423,7 @@ async fn a_call_that_meets_no_replica_is_told_from_a_replicas_error() {
         .await
         .expect_err("nothing listens");
     assert!(
-        std::error::Error::source(&e)
-            .is_some_and(|e| e.downcast_ref::<tonic::transport::Error>().is_some()),
+        from_transport(&e),
         "a transport failure carries its source: {e:?}"
     );
     assert!(unreachable(&e), "{e:?}");

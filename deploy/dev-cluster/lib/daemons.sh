@@ -119,12 +119,7 @@ cmd_prepare() {
 	mount_proc
 	[[ "$APPTAINER" == 1 ]] && prepare_apptainer
 	[[ "$PYXIS" == 1 ]] && prepare_pyxis
-	# As `down` leaves it: no plugstack entry, no bind mounts, no /proc.
-	disable_pyxis
-	umount_images
-	if is_mounted "$ROOT/proc"; then
-		umount "$ROOT/proc" || umount -l "$ROOT/proc"
-	fi
+	leave_chroot_idle
 	log "prepared in $((SECONDS - t0))s (nothing started; \`up\` reuses it)"
 }
 
@@ -240,6 +235,16 @@ stop_pid() { # TERM, wait, then KILL; only if the pid still lives in our chroot
 	log "warning: $name (pid $pid) still alive"
 }
 
+# The chroot as `down` and `prepare` leave it: no plugstack entry, no image binds, no /proc.
+leave_chroot_idle() {
+	[[ -d "$ROOT/etc/slurm" ]] && disable_pyxis
+	umount_images
+	if is_mounted "$ROOT/proc"; then
+		umount "$ROOT/proc" || umount -l "$ROOT/proc"
+	fi
+	return 0
+}
+
 cmd_down() {
 	[[ "$(id -u)" == 0 ]] || die "must run as root"
 	adopt_running_nodes
@@ -294,11 +299,7 @@ cmd_down() {
 		fi
 	fi
 	rm -f "$RUN/settings" "$RUN/slurmd.mntns"
-	[[ -d "$ROOT/etc/slurm" ]] && disable_pyxis
-	umount_images
-	if is_mounted "$ROOT/proc"; then
-		umount "$ROOT/proc" || umount -l "$ROOT/proc"
-	fi
+	leave_chroot_idle
 	log "down"
 }
 
