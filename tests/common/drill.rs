@@ -44,13 +44,19 @@ impl ServeProcess {
             .append(true)
             .open(log)
             .unwrap();
+        // A serve restarted on its port: that port is free again, so free_port() can hand it
+        // out for the metrics listener (CI: "cannot listen on 127.0.0.1:32829 (metrics): Address
+        // already in use", and the replacement never listened).
+        let metrics = std::iter::repeat_with(free_port)
+            .find(|p| *p != port)
+            .expect("a free port");
         let child = cmd
             .args([
                 "serve",
                 "--listen",
                 &format!("127.0.0.1:{port}"),
                 "--metrics-listen",
-                &format!("127.0.0.1:{}", free_port()),
+                &format!("127.0.0.1:{metrics}"),
             ])
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .env("RUST_LOG", "info")
