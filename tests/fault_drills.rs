@@ -263,13 +263,17 @@ async fn connector_sigkilled_while_backend_retries_create_task() {
         let mut c = Grpc::new(channel.clone());
         clients.push(tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(90 * i as u64)).await;
+            let deadline = Instant::now() + Duration::from_secs(120);
             let mut failed = 0u32;
             loop {
                 match create(&mut c, request(1000 + i as u32, "#!/bin/bash\nsleep 1\n")).await {
                     Ok(meta) => return (meta, failed),
-                    Err(_) => {
+                    Err(e) => {
                         failed += 1;
-                        assert!(failed < 400, "CreateTask {i} never succeeded");
+                        assert!(
+                            Instant::now() < deadline,
+                            "CreateTask {i} never succeeded in 120 s ({failed} tries, last: {e})"
+                        );
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                 }
@@ -281,18 +285,34 @@ async fn connector_sigkilled_while_backend_retries_create_task() {
     // connector (`drop_after_handling`): the job exists, nobody has its id, and the process that
     // knew it might exist dies. Only the restarted connector's look at the cluster can then
     // prevent a second job.
+    // The kills are spaced by submits, not by a clock: kill k once k/(KILLS+1) of the executions
+    // were submitted, so executions are always left to submit into the armed drop. (Timed at
+    // 1.5 s, a slow machine's clients could all be done before the last kill, whose wait for a
+    // submit then never ended: one CI run hung for its whole hour there.)
+    let submits = || mock.handle.stats().count("submit");
     let mut submits_at_kill = Vec::new();
-    for _ in 0..KILLS {
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+    for k in 1..=KILLS {
+        let at = (k * TASKS / (KILLS + 1)) as u64;
+        wait_for(
+            &format!("kill {k}: {at} submits"),
+            Duration::from_secs(120),
+            || submits() >= at,
+            || format!("{} submits", submits()),
+        )
+        .await;
         mock.handle.faults().set(FaultConfig {
             drop_next: 1,
             drop_after_handling: true,
             ..slow_submit.clone()
         });
-        while mock.handle.faults().get().drop_next > 0 {
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        submits_at_kill.push(mock.handle.stats().count("submit"));
+        wait_for(
+            &format!("kill {k}: a submit into the armed drop"),
+            Duration::from_secs(60),
+            || mock.handle.faults().get().drop_next == 0,
+            || format!("{} submits", submits()),
+        )
+        .await;
+        submits_at_kill.push(submits());
         serve.sigkill();
         mock.handle.faults().set(slow_submit.clone());
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -317,10 +337,11 @@ async fn connector_sigkilled_while_backend_retries_create_task() {
             .stats()
             .count_status("submit", mock_slurmrestd::stats::DROPPED);
     // Executions whose job a killed connector had submitted (its answer lost) and a restarted
-    // one found on the cluster instead of submitting again.
+    // one found on the cluster instead of submitting again. (The client repeats a CreateTask only
+    // after an error, so every repeat a restarted connector found had lost its answer.)
     let adopted = std::fs::read_to_string(&log)
         .unwrap_or_default()
-        .matches("already on the cluster: adopting it")
+        .matches("CreateTask for an execution that already has a job on the cluster")
         .count();
     // Every job must then run to SUCCEEDED through the last connector (which adopts them).
     let mut c = connect(([127, 0, 0, 1], port).into()).await;
@@ -351,6 +372,12 @@ async fn connector_sigkilled_while_backend_retries_create_task() {
         "executions with two jobs: {duplicates:?}"
     );
     assert_eq!(per_key.len(), TASKS, "one job per execution");
+    // Each kill followed a submit whose answer was dropped: a restarted connector must have met
+    // such an orphan at least once, or the drill did not test what it is for.
+    assert!(
+        adopted >= 1,
+        "no orphaned job was found by a restarted connector (kills after {submits_at_kill:?} submits)"
+    );
     assert_eq!(answered.len(), TASKS, "every execution got its own job id");
     assert_eq!(
         answered, on_cluster,
@@ -395,9 +422,13 @@ async fn short_lived_minted_tokens_renewed_and_rejections_survived() {
                     reject_next_tokens: 1,
                     ..FaultConfig::default()
                 });
-                while mock.handle.faults().get().reject_next_tokens > 0 {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
+                wait_for(
+                    "an injected token rejection consumed",
+                    Duration::from_secs(60),
+                    || mock.handle.faults().get().reject_next_tokens == 0,
+                    || format!("{} rejections so far", rejections(&mock)),
+                )
+                .await;
             }
         })
     };

@@ -254,6 +254,26 @@ pub fn job_id(meta: &[u8]) -> u32 {
     }
 }
 
+/// Waits until `done()` holds, checking every 2 ms; panics after `within`, saying `what` and
+/// `state()` then. Every wait of a drill on an event from elsewhere (a mock's counter, a fault
+/// consumed) goes through this: an unbounded `while` hung one CI run for its whole hour.
+pub async fn wait_for(
+    what: &str,
+    within: Duration,
+    mut done: impl FnMut() -> bool,
+    state: impl Fn() -> String,
+) {
+    let deadline = Instant::now() + within;
+    while !done() {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not within {within:?} ({})",
+            state()
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
 /// Creates `n` executions (attempts `first..first+n`) in order, each with `script(i)`.
 pub async fn create_all(
     c: &mut Grpc,
