@@ -2,7 +2,8 @@
 //! then one `slurm-connector submit` — through the real binary, end to end (render → submit →
 //! track → stage outputs → logs).
 
-use std::process::{Child, Command, Stdio};
+use std::io::Read;
+use std::process::{Child, Command, Output, Stdio};
 
 mod common;
 use common::free_port;
@@ -14,6 +15,57 @@ impl Drop for Serve {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+/// How long one `slurm-connector submit` may take here (they take a few seconds): `submit` polls
+/// until its job ends, so a stalled job would otherwise hang the test, and CI, for ever.
+const CLI_LIMIT: Duration = Duration::from_secs(180);
+
+trait OutputWithin {
+    /// `output()`, but the command is killed, and the test fails with what it printed, if it has
+    /// not exited within `within`.
+    fn output_within(&mut self, within: Duration) -> Output;
+}
+
+impl OutputWithin for Command {
+    fn output_within(&mut self, within: Duration) -> Output {
+        let mut child = self
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Drained beside the wait, so a chatty child never blocks on a full pipe.
+        let drain = |mut r: Box<dyn Read + Send>| {
+            std::thread::spawn(move || {
+                let mut v = Vec::new();
+                let _ = r.read_to_end(&mut v);
+                v
+            })
+        };
+        let out = drain(Box::new(child.stdout.take().unwrap()));
+        let err = drain(Box::new(child.stderr.take().unwrap()));
+        let deadline = Instant::now() + within;
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "{self:?} still running after {within:?}: killed\nstdout:\n{}\nstderr:\n{}",
+                    String::from_utf8_lossy(&out.join().unwrap()),
+                    String::from_utf8_lossy(&err.join().unwrap())
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        Output {
+            status,
+            stdout: out.join().unwrap(),
+            stderr: err.join().unwrap(),
+        }
     }
 }
 
@@ -88,8 +140,7 @@ fn serve_embedded_then_submit_a_script_with_outputs() {
             "1",
         ])
         .env("FLYTE_SLURM_DATA_DIR", &data)
-        .output()
-        .unwrap();
+        .output_within(CLI_LIMIT);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -142,8 +193,7 @@ fn a_failing_script_fails_submit_with_the_stderr_tail() {
             "1",
         ])
         .env("FLYTE_SLURM_DATA_DIR", &data)
-        .output()
-        .unwrap();
+        .output_within(CLI_LIMIT);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(
@@ -174,8 +224,7 @@ fn detach_then_cancel_ends_the_job_cancelled() {
             "--detach",
         ])
         .env("FLYTE_SLURM_DATA_DIR", &data)
-        .output()
-        .unwrap();
+        .output_within(CLI_LIMIT);
     assert!(
         out.status.success(),
         "{}",
@@ -189,8 +238,7 @@ fn detach_then_cancel_ends_the_job_cancelled() {
         .to_string();
     let out = connector()
         .args(["submit", "--connector", &url, "--cancel", &meta])
-        .output()
-        .unwrap();
+        .output_within(CLI_LIMIT);
     assert!(
         out.status.success(),
         "{}",
@@ -207,8 +255,10 @@ fn detach_then_cancel_ends_the_job_cancelled() {
         let mut c = AsyncConnectorServiceClient::connect(url.clone()).await.unwrap();
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
+            let mut req = tonic::Request::new(GetTaskRequest { resource_meta: meta.clone().into_bytes(), ..Default::default() });
+            req.set_timeout(Duration::from_secs(10));
             let r = c
-                .get_task(GetTaskRequest { resource_meta: meta.clone().into_bytes(), ..Default::default() })
+                .get_task(req)
                 .await
                 .unwrap()
                 .into_inner()
@@ -227,8 +277,7 @@ fn detach_then_cancel_ends_the_job_cancelled() {
     // Cancelling again is fine: DeleteTask is idempotent.
     let again = connector()
         .args(["submit", "--connector", &url, "--cancel", &meta])
-        .output()
-        .unwrap();
+        .output_within(CLI_LIMIT);
     assert!(
         again.status.success(),
         "{}",
@@ -246,8 +295,7 @@ fn render_prints_the_submit_body_and_refuses_bad_tasks() {
             "--request",
             fixtures.join("script_preprocess.json").to_str().unwrap(),
         ])
-        .output()
-        .unwrap();
+        .output_within(CLI_LIMIT);
     assert!(
         out.status.success(),
         "{}",
@@ -276,8 +324,7 @@ fn render_prints_the_submit_body_and_refuses_bad_tasks() {
     std::fs::write(&bad, serde_json::to_vec(&req).unwrap()).unwrap();
     let out = connector()
         .args(["render", "--request", bad.to_str().unwrap()])
-        .output()
-        .unwrap();
+        .output_within(CLI_LIMIT);
     assert_eq!(out.status.code(), Some(1));
     assert!(out.stdout.is_empty());
     let err = String::from_utf8_lossy(&out.stderr);

@@ -170,9 +170,19 @@ impl Rest {
 
     fn call(&self, method: &str, path: &str, body: Option<&str>) -> Value {
         let mut cmd = Command::new("curl");
-        cmd.args(["-s", "-X", method, "-H"])
-            .arg(format!("@{}", self.header_file.display()))
-            .arg(format!("{}{path}", self.url));
+        // Bounded: a stuck slurmrestd fails the test rather than hanging it.
+        cmd.args([
+            "-s",
+            "--connect-timeout",
+            "5",
+            "--max-time",
+            "60",
+            "-X",
+            method,
+            "-H",
+        ])
+        .arg(format!("@{}", self.header_file.display()))
+        .arg(format!("{}{path}", self.url));
         if body.is_some() {
             cmd.args(["--data-binary", "@-"]);
         }

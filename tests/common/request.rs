@@ -154,8 +154,11 @@ pub async fn job_of(c: &mut super::server::Grpc, get: GetTaskRequest) -> u64 {
     }
     let until = std::time::Instant::now() + std::time::Duration::from_secs(120);
     loop {
+        // With Flyte's 10 s deadline, so `until` bounds the loop even if a call never returns.
+        let mut req = tonic::Request::new(get.clone());
+        req.set_timeout(std::time::Duration::from_secs(10));
         let r = c
-            .get_task(get.clone())
+            .get_task(req)
             .await
             .expect("GetTask of a deferred meta")
             .into_inner()
