@@ -154,8 +154,12 @@ for rt in "crun --cgroups disabled" "runc"; do
 	say "podman run with ${r[*]} fails here: $(tail -n 1 <<<"$err")"
 done
 ((${#RUN[@]})) || die "no OCI runtime runs a container here (tried crun without cgroups, runc)"
-"${RUN[@]}" --rm --network none --read-only --user 65532 "$IMAGE" --help | grep -q "Usage: slurm-connector" ||
+# Captured whole, then searched: `podman run … | grep -q` fails when grep has its match and
+# exits while podman still writes ("attaching to container …: write /dev/stdout: broken pipe",
+# seen in a CI run; with pipefail that failed the check).
+help="$("${RUN[@]}" --rm --network none --read-only --user 65532 "$IMAGE" --help)" ||
 	die "slurm-connector --help in the image failed"
+grep -q "Usage: slurm-connector" <<<"$help" || die "slurm-connector --help in the image printed no usage: $help"
 say "--help ok"
 free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 GRPC=$(free_port)
@@ -191,7 +195,9 @@ if "${PODMAN[@]}" exec "$NAME" /bin/sh -c ': >/probe' 2>/dev/null; then
 	die "the container's root filesystem is writable"
 fi
 [[ "$("${PODMAN[@]}" exec "$NAME" id -u)" == 65532 ]] || die "the container does not run as 65532"
-curl -fsS "http://127.0.0.1:$METRICS/metrics" | grep -q '^# TYPE' || { logs; die "no Prometheus metrics on :$METRICS"; }
+# Captured whole for the same reason as --help's output (curl would fail writing to a closed pipe).
+metrics="$(curl -fsS "http://127.0.0.1:$METRICS/metrics")" || { logs; die "no answer on :$METRICS/metrics"; }
+grep -q '^# TYPE' <<<"$metrics" || { logs; die "no Prometheus metrics on :$METRICS"; }
 script="$ctx/hello.sbatch"
 # shellcheck disable=SC2016 # $(id -u) expands in the job, inside the container
 printf '#!/bin/bash\necho "hello from $(id -u) in the image"\n' >"$script"
