@@ -2,7 +2,6 @@
 //! then one `slurm-connector submit` — through the real binary, end to end (render → submit →
 //! track → stage outputs → logs).
 
-use std::io::Read;
 use std::process::{Child, Command, Output, Stdio};
 
 mod common;
@@ -22,50 +21,14 @@ impl Drop for Serve {
 /// until its job ends, so a stalled job would otherwise hang the test, and CI, for ever.
 const CLI_LIMIT: Duration = Duration::from_secs(180);
 
+/// `output()`, bounded by `CLI_LIMIT` (`common::output_within`).
 trait OutputWithin {
-    /// `output()`, but the command is killed, and the test fails with what it printed, if it has
-    /// not exited within `within`.
     fn output_within(&mut self, within: Duration) -> Output;
 }
 
 impl OutputWithin for Command {
     fn output_within(&mut self, within: Duration) -> Output {
-        let mut child = self
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        // Drained beside the wait, so a chatty child never blocks on a full pipe.
-        let drain = |mut r: Box<dyn Read + Send>| {
-            std::thread::spawn(move || {
-                let mut v = Vec::new();
-                let _ = r.read_to_end(&mut v);
-                v
-            })
-        };
-        let out = drain(Box::new(child.stdout.take().unwrap()));
-        let err = drain(Box::new(child.stderr.take().unwrap()));
-        let deadline = Instant::now() + within;
-        let status = loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                break s;
-            }
-            if Instant::now() >= deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!(
-                    "{self:?} still running after {within:?}: killed\nstdout:\n{}\nstderr:\n{}",
-                    String::from_utf8_lossy(&out.join().unwrap()),
-                    String::from_utf8_lossy(&err.join().unwrap())
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        Output {
-            status,
-            stdout: out.join().unwrap(),
-            stderr: err.join().unwrap(),
-        }
+        common::output_within_sync(self, within)
     }
 }
 

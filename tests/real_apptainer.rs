@@ -174,23 +174,19 @@ async fn submit_request_writes_inputs_and_renders_templates() {
     );
     let file = w.host.join("request.pb");
     std::fs::write(&file, req.encode_to_vec()).unwrap();
-    // `submit` polls until the job ends: bounded, and killed with the test (kill_on_drop), so a
-    // stalled job fails this test instead of hanging CI.
-    let submit = tokio::process::Command::new(env!("CARGO_BIN_EXE_slurm-connector"))
-        .args(["submit", "--request"])
-        .arg(&file)
-        .args([
-            "--connector",
-            &format!("http://127.0.0.1:{port}"),
-            "--poll",
-            "1",
-        ])
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(std::time::Duration::from_secs(300), submit)
-        .await
-        .expect("`slurm-connector submit` still running after 300 s")
-        .unwrap();
+    let out = common::output_within(
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_slurm-connector"))
+            .args(["submit", "--request"])
+            .arg(&file)
+            .args([
+                "--connector",
+                &format!("http://127.0.0.1:{port}"),
+                "--poll",
+                "1",
+            ]),
+        std::time::Duration::from_secs(300),
+    )
+    .await;
     let stdout = String::from_utf8_lossy(&out.stdout);
     eprintln!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "submit failed:\n{stdout}");

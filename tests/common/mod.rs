@@ -7,7 +7,7 @@
 //! - `identity`: identity rules as the tests write them;
 //! - `staging`: the staging tests' folders, roots and stager;
 //! - `skip`: the one way a test skips for a missing environment (a failure where CI requires it);
-//! - here: recorded real slurmrestd exchanges.
+//! - here: recorded real slurmrestd exchanges, free ports and folders, commands run with a bound.
 #![allow(dead_code, unused_imports)]
 
 pub mod drill;
@@ -31,6 +31,35 @@ pub fn fresh_dir(prefix: &str) -> std::path::PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+/// `cmd`'s output, once it exits within `within`; past that the command is killed
+/// (`kill_on_drop`) and the test fails naming it. For commands a test waits on that depend on
+/// something outside it (`slurm-connector submit` polls until its job ends, Slurm's CLIs can
+/// block on a stuck daemon): a hang then fails that test instead of holding CI until its limit.
+pub async fn output_within(
+    cmd: &mut tokio::process::Command,
+    within: std::time::Duration,
+) -> std::process::Output {
+    let what = format!("{:?}", cmd.as_std());
+    tokio::time::timeout(within, cmd.kill_on_drop(true).output())
+        .await
+        .unwrap_or_else(|_| panic!("{what} still running after {within:?}: killed"))
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+/// The same for a synchronous test's std `Command`, on a runtime of its own.
+pub fn output_within_sync(
+    cmd: &mut std::process::Command,
+    within: std::time::Duration,
+) -> std::process::Output {
+    // tokio's Command is made from an owned std one: take it, leaving an unused one behind.
+    let cmd = std::mem::replace(cmd, std::process::Command::new("true"));
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(output_within(&mut cmd.into(), within))
 }
 
 /// A loopback port free right now (for a child process to listen on).

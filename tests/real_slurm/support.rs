@@ -133,17 +133,13 @@ impl Cluster {
 
     /// Runs `dev-cluster <args>` for this cluster and returns its stdout.
     pub async fn dev_cluster(&self, args: &[&str]) -> String {
-        // Bounded (Slurm's CLIs can block on a stuck slurmctld or slurmdbd) and killed with the
-        // test: a hang fails the test that met it.
-        let run = tokio::process::Command::new(&self.script)
-            .args(["--release", &self.release, "--cache", &self.cache])
-            .args(args)
-            .kill_on_drop(true)
-            .output();
-        let out = tokio::time::timeout(std::time::Duration::from_secs(120), run)
-            .await
-            .unwrap_or_else(|_| panic!("dev-cluster {args:?} still running after 120 s"))
-            .expect("run dev-cluster");
+        let out = crate::common::output_within(
+            tokio::process::Command::new(&self.script)
+                .args(["--release", &self.release, "--cache", &self.cache])
+                .args(args),
+            std::time::Duration::from_secs(120),
+        )
+        .await;
         assert!(
             out.status.success(),
             "dev-cluster {args:?} failed: {}\n{}",
