@@ -288,7 +288,7 @@ async fn connector_sigkilled_while_backend_retries_create_task() {
     // The kills are spaced by submits, not by a clock: kill k once k/(KILLS+1) of the executions
     // were submitted, so executions are always left to submit into the armed drop. (Timed at
     // 1.5 s, a slow machine's clients could all be done before the last kill, whose wait for a
-    // submit then never ended: one CI run hung for its whole hour there.)
+    // submit then never ended: one CI run hung there until its 90-minute limit.)
     let submits = || mock.handle.stats().count("submit");
     let mut submits_at_kill = Vec::new();
     for k in 1..=KILLS {

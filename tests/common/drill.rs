@@ -256,7 +256,7 @@ pub fn job_id(meta: &[u8]) -> u32 {
 
 /// Waits until `done()` holds, checking every 2 ms; panics after `within`, saying `what` and
 /// `state()` then. Every wait of a drill on an event from elsewhere (a mock's counter, a fault
-/// consumed) goes through this: an unbounded `while` hung one CI run for its whole hour.
+/// consumed) goes through this: an unbounded `while` held one CI run until its 90-minute limit.
 pub async fn wait_for(
     what: &str,
     within: Duration,
