@@ -66,8 +66,10 @@
 //! ```
 //!
 //! Dependencies between the modules go one way, without cycles: each uses only modules before it
-//! in `proto`, `slurmrestd`, `config`, `staging`, `render`, `tracker`, `service`, `cli`.
+//! in `build_info`, `proto`, `slurmrestd`, `config`, `staging`, `render`, `tracker`, `service`,
+//! `cli`.
 
+pub mod build_info;
 pub mod cli;
 pub mod config;
 pub mod proto;

@@ -385,3 +385,27 @@ fn render_applies_the_identity_rules() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// `--version` says which build answers: the version, the git commit (this checkout's HEAD, or
+/// `unknown` outside one) and the slurmrestd API versions, as `slurm_connector_build_info` does.
+#[test]
+fn version_names_the_commit_and_the_api_versions() {
+    use slurm_connector::build_info::{API_VERSIONS, GIT_HASH, VERSION};
+    let out = connector().arg("--version").output_within(CLI_LIMIT);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        text.trim(),
+        format!("slurm-connector {VERSION} (git {GIT_HASH}; slurmrestd {API_VERSIONS})")
+    );
+    assert!(API_VERSIONS.starts_with("v0.0.40") && API_VERSIONS.ends_with("v0.0.46"));
+    // Built in a checkout: the commit is HEAD's (a stale hash would mislead an operator).
+    if let Ok(head) = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        && head.status.success()
+    {
+        assert_eq!(GIT_HASH, String::from_utf8_lossy(&head.stdout).trim());
+    }
+}

@@ -140,6 +140,12 @@ async fn every_fixture_reaches_a_terminal_phase() {
         text.contains("slurm_connector_slurmrestd_requests_total"),
         "{text}"
     );
+    // What build answers: the version, the commit and the API versions, as `--version` says.
+    use slurm_connector::build_info::{API_VERSIONS, GIT_HASH, VERSION};
+    let build = format!(
+        "slurm_connector_build_info{{version=\"{VERSION}\",git_hash=\"{GIT_HASH}\",api_versions=\"{API_VERSIONS}\"}} 1"
+    );
+    assert!(text.lines().any(|l| l == build), "no `{build}` in\n{text}");
     server.stop().await;
     env.handle.shutdown().await;
 }
@@ -695,4 +701,76 @@ async fn serve_for_conformance() {
     .await
     .unwrap();
     env.handle.shutdown().await;
+}
+
+/// A stock task cannot name a cluster (the published plugin writes no `connection.cluster`), but
+/// it does write its SSH login host: that host selects the cluster listing it in `ssh_hosts`.
+/// A host no cluster lists is refused when several clusters could be meant, and nothing is
+/// submitted anywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stock_tasks_login_host_routes_it_to_the_cluster_listing_it() {
+    let (a, b) = (mock().await, mock().await);
+    let mut d = deployment(&a);
+    let mut second = b.cluster(b.static_auth(), None);
+    second.name = "hpc2".into();
+    second.ssh_hosts = vec!["login.hpc2.example".into()];
+    d.clusters.insert(second.name.clone(), second);
+    let server = Server::start(d).await;
+    let mut c = server.client().await;
+
+    let routed = mock_request("script_no_io.pb")
+        .run_name("r-routed-by-host")
+        .connection_host("LOGIN.hpc2.example");
+    let meta = c
+        .create_task(routed)
+        .await
+        .unwrap()
+        .into_inner()
+        .resource_meta;
+    let m: serde_json::Value = serde_json::from_slice(&meta).unwrap();
+    assert_eq!(m["cluster"], "hpc2", "{m}");
+    assert_eq!(b.handle.stats().count("submit"), 1);
+    assert_eq!(a.handle.stats().count("submit"), 0);
+    let (phase, msg) = wait_terminal(&mut c, &meta).await;
+    assert_eq!(phase, Phase::Succeeded as i32, "{msg}");
+
+    // The default cluster's own login host (listed: `login1`) and no host at all go to it.
+    for (run, req) in [
+        (
+            "r-default-host",
+            mock_request("script_no_io.pb").connection_host("login1"),
+        ),
+        ("r-no-host", mock_request("script_no_io.pb")),
+    ] {
+        let meta = c
+            .create_task(req.run_name(run))
+            .await
+            .unwrap()
+            .into_inner()
+            .resource_meta;
+        let m: serde_json::Value = serde_json::from_slice(&meta).unwrap();
+        assert_eq!(m["cluster"], "mock", "{run}: {m}");
+    }
+
+    let e = c
+        .create_task(
+            mock_request("script_no_io.pb")
+                .run_name("r-unknown-host")
+                .connection_host("login.elsewhere.example"),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    assert!(
+        e.message().contains("connection.host")
+            && e.message().contains("login.elsewhere.example")
+            && e.message().contains("ssh_hosts"),
+        "{}",
+        e.message()
+    );
+    assert_eq!(a.handle.stats().count("submit"), 2);
+    assert_eq!(b.handle.stats().count("submit"), 1);
+    server.stop().await;
+    a.handle.shutdown().await;
+    b.handle.shutdown().await;
 }

@@ -34,6 +34,15 @@ pub struct RestLabels {
     pub status: String,
 }
 
+/// What this binary is (`crate::build_info`): one series, always 1, so a dashboard can tell
+/// replicas of different builds apart (`count by (git_hash)`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: String,
+    git_hash: String,
+    api_versions: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ClusterLabels {
     pub cluster: String,
@@ -82,6 +91,19 @@ impl Metrics {
             submits_throttled: Family::default(),
             registry: Registry::default(),
         };
+        let build_info = Family::<BuildLabels, Gauge>::default();
+        build_info
+            .get_or_create(&BuildLabels {
+                version: crate::build_info::VERSION.to_string(),
+                git_hash: crate::build_info::GIT_HASH.to_string(),
+                api_versions: crate::build_info::API_VERSIONS.to_string(),
+            })
+            .set(1);
+        registry.register(
+            "slurm_connector_build_info",
+            "The connector's version, git commit and the slurmrestd API versions it speaks (always 1)",
+            build_info,
+        );
         // prometheus-client appends `_total` to counters itself.
         registry.register(
             "flyte_connector_requests_success",
