@@ -155,7 +155,7 @@ fn dev_cluster_environment_from_the_readme_loads() {
     let cfg = DeploymentConfig::load_with(&|k| vars.get(k).cloned(), None)
         .expect("the README's environment must load");
     assert!(!cfg.embedded);
-    let c = cfg.select_cluster(None).unwrap();
+    let c = cfg.select_cluster(None, None).unwrap();
     assert_eq!(c.restd_url.as_str(), "http://127.0.0.1:6820/");
     assert_eq!(c.username.as_deref(), Some("flyte"));
     assert_eq!(c.working_dir.as_deref(), Some("/shared/flyte"));

@@ -48,7 +48,7 @@ pub fn run(
     } else {
         let requested = spec.requested_cluster();
         deployment
-            .select_cluster(requested)
+            .select_cluster(requested, spec.requested_host())
             .map_err(RenderCliError::Refused)?
             .clone()
     };

@@ -223,31 +223,71 @@ impl DeploymentConfig {
             .join(", ")
     }
 
-    /// The cluster a task asked for (`custom.connection.cluster`), or the default one. Only
-    /// configured names are accepted: this is the whole of what a task may say about where it runs.
-    pub fn select_cluster(&self, requested: Option<&str>) -> Result<&ClusterConfig, String> {
-        let name = requested.unwrap_or(&self.default_cluster);
+    /// The cluster a task runs on, decided from what its config says and nothing else:
+    /// `connection.cluster` names a configured cluster; else `connection.host` (the SSH plugin's
+    /// login host, which the published plugin writes and stock tasks cannot swap for a cluster
+    /// name) selects the cluster whose `ssh_hosts` lists it, or that is named like it; else the
+    /// default cluster. Only configured clusters and listed hosts are accepted: this is the
+    /// whole of what a task may say about where it runs. A host that maps to no cluster goes to
+    /// the only cluster when there is one (every SSH-era task names some login host), and is
+    /// refused when there are several: running it on the default cluster could be the wrong
+    /// machine, accounts and partitions.
+    pub fn select_cluster(
+        &self,
+        cluster: Option<&str>,
+        host: Option<&str>,
+    ) -> Result<&ClusterConfig, String> {
+        if let Some(name) = cluster {
+            return self.clusters.get(name).ok_or_else(|| {
+                format!(
+                    "Slurm config `connection.cluster`: `{name}` is not a cluster of this \
+                     connector; configured clusters: {}",
+                    self.cluster_names()
+                )
+            });
+        }
+        let host = host.map(str::trim).filter(|h| !h.is_empty());
+        if let Some(host) = host {
+            if let Some(c) = self.cluster_listing_host(host) {
+                return Ok(c);
+            }
+            if self.clusters.len() > 1 {
+                return Err(format!(
+                    "Slurm config `connection.host`: `{host}` maps to no cluster of this \
+                     connector, which has several ({}); list the host in the `ssh_hosts` of \
+                     the cluster it means (FLYTE_SLURM_SSH_HOSTS, or `ssh_hosts` in the \
+                     clusters file), or name the cluster in `connection.cluster`",
+                    self.cluster_names()
+                ));
+            }
+        }
+        let name = &self.default_cluster;
         self.clusters.get(name).ok_or_else(|| {
             format!(
-                "Slurm config `connection.cluster`: `{name}` is not a cluster of this connector; \
-                 configured clusters: {}",
+                "no cluster `{name}` (the default cluster) in this connector; configured \
+                 clusters: {}",
                 self.cluster_names()
             )
         })
     }
 
-    /// The cluster the Python SSH connector meant by `host` (its `resource_meta`): a cluster
-    /// listing it in `ssh_hosts`, else a cluster named like the host, else the only cluster.
-    pub fn cluster_for_ssh_host(&self, host: &str) -> Option<&ClusterConfig> {
+    /// A cluster listing `host` in `ssh_hosts` (case-insensitively, as host names are), else a
+    /// cluster named like the host.
+    fn cluster_listing_host(&self, host: &str) -> Option<&ClusterConfig> {
         self.clusters
             .values()
             .find(|c| c.ssh_hosts.iter().any(|h| h.eq_ignore_ascii_case(host)))
             .or_else(|| self.clusters.get(host))
-            .or_else(|| {
-                (self.clusters.len() == 1)
-                    .then(|| self.clusters.values().next())
-                    .flatten()
-            })
+    }
+
+    /// The cluster the Python SSH connector meant by `host` (its `resource_meta`): a cluster
+    /// listing it in `ssh_hosts`, else a cluster named like the host, else the only cluster.
+    pub fn cluster_for_ssh_host(&self, host: &str) -> Option<&ClusterConfig> {
+        self.cluster_listing_host(host).or_else(|| {
+            (self.clusters.len() == 1)
+                .then(|| self.clusters.values().next())
+                .flatten()
+        })
     }
 
     /// Decides which slurmrestd token a task's request carries, if any, under the deployment's

@@ -23,8 +23,9 @@ const KNOWN_KEYS: &[&str] = &[
     "output_upload",
 ];
 
-/// SSH-era connection keys: accepted so existing tasks keep working, but a REST connector has no
-/// use for them (the deployment says which slurmrestd to use).
+/// SSH-era connection keys: accepted so existing tasks keep working, but a REST connector dials
+/// none of them (the deployment says which slurmrestd to use); `host` only selects a configured
+/// cluster through its `ssh_hosts`.
 const SSH_CONNECTION_KEYS: &[&str] = &[
     "host",
     "port",
@@ -157,7 +158,9 @@ pub fn parse(custom: &Value) -> Result<SlurmCustom, RenderError> {
             "connection" => {
                 for (k, v) in object(value, "connection")?.into_iter().flatten() {
                     if SSH_CONNECTION_KEYS.contains(&k.as_str()) {
-                        if !v.is_null() {
+                        // `host` is read by the service (it selects the cluster listing it in
+                        // `ssh_hosts`, from `TaskSpec::requested_host`), never dialled.
+                        if !v.is_null() && k != "host" {
                             tracing::info!(key = %k, "ignoring SSH-era `connection` key: jobs go through slurmrestd");
                         }
                     } else {

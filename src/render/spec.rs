@@ -121,6 +121,15 @@ impl TaskSpec {
             .and_then(|c| c.get("cluster"))
             .and_then(|c| c.as_str())
     }
+
+    /// The SSH login host the task names (`custom.connection.host`: the published plugin writes
+    /// it), which selects the cluster listing it in `ssh_hosts` when no cluster is named.
+    pub fn requested_host(&self) -> Option<&str> {
+        self.custom
+            .get("connection")
+            .and_then(|c| c.get("host"))
+            .and_then(|c| c.as_str())
+    }
 }
 
 /// Deployment settings that shape every job (connector environment / config file).

@@ -141,7 +141,7 @@ impl Connector {
         let requested = spec.requested_cluster();
         let cfg = self
             .deployment
-            .select_cluster(requested)
+            .select_cluster(requested, spec.requested_host())
             .map_err(Status::invalid_argument)?;
         let rt = self.cluster(&cfg.name)?.clone();
         let secrets: HashMap<String, String> = req

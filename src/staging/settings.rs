@@ -141,7 +141,7 @@ mod tests {
             ("FLYTE_SLURM_SHARED_MOUNTS", spec),
         ])
         .unwrap();
-        let d = c.select_cluster(None).unwrap();
+        let d = c.select_cluster(None, None).unwrap();
         assert!(
             d.shared_mounts
                 .contains(&("/scratch".to_string(), "/scratch".into()))

@@ -45,6 +45,8 @@ pub trait RequestExt: Sized {
     fn run_name(self, name: &str) -> Self;
     /// With `project` as the run's Flyte project (what identity rules match on).
     fn project(self, project: &str) -> Self;
+    /// With `custom.connection.host`: the SSH login host the published plugin writes.
+    fn connection_host(self, host: &str) -> Self;
 }
 
 /// The run's id inside a request (project, domain, name).
@@ -93,6 +95,26 @@ impl RequestExt for CreateTaskRequest {
 
     fn project(mut self, project: &str) -> Self {
         execution_id(&mut self).project = project.to_string();
+        self
+    }
+
+    fn connection_host(mut self, host: &str) -> Self {
+        let custom = self.template.as_mut().unwrap().custom.as_mut().unwrap();
+        let conn = custom
+            .fields
+            .entry("connection".into())
+            .or_insert_with(|| prost_types::Value {
+                kind: Some(Kind::StructValue(Default::default())),
+            });
+        let Some(Kind::StructValue(conn)) = &mut conn.kind else {
+            panic!("custom.connection is not a struct")
+        };
+        conn.fields.insert(
+            "host".into(),
+            prost_types::Value {
+                kind: Some(Kind::StringValue(host.into())),
+            },
+        );
         self
     }
 

@@ -29,8 +29,15 @@ fn env_builds_the_default_cluster() {
     ])
     .unwrap();
     assert!(!c.embedded);
-    let d = c.select_cluster(None).unwrap();
+    let d = c.select_cluster(None, None).unwrap();
     assert_eq!(d.name, "default");
+    // One cluster: every SSH-era task's login host runs there, listed or not.
+    assert_eq!(
+        c.select_cluster(None, Some("login.old-ssh-site"))
+            .unwrap()
+            .name,
+        "default"
+    );
     assert_eq!(d.restd_url.as_str(), "http://restd:6820/");
     assert_eq!(d.api_version, None, "chosen per cluster unless pinned");
     assert_eq!(d.auth, Some(AuthConfig::Token(Secret::new("abc.def.ghi"))));

@@ -55,10 +55,40 @@ fn file_with_several_clusters_and_env_overrides() {
         Some(AuthConfig::KeyFile { .. })
     ));
     // A task selects by configured name only.
-    assert_eq!(c.select_cluster(Some("hpc1")).unwrap().name, "hpc1");
-    let e = c.select_cluster(Some("http://evil:6820")).unwrap_err();
+    assert_eq!(c.select_cluster(Some("hpc1"), None).unwrap().name, "hpc1");
+    let e = c
+        .select_cluster(Some("http://evil:6820"), None)
+        .unwrap_err();
     assert!(
         e.contains("connection.cluster") && e.contains("hpc1, hpc2"),
+        "{e}"
+    );
+    // A stock task's SSH login host selects the cluster listing it in ssh_hosts (whatever the
+    // case), a cluster's own name selects it, and the cluster a task names wins over its host.
+    assert_eq!(
+        c.select_cluster(None, Some("Login1.HPC1")).unwrap().name,
+        "hpc1"
+    );
+    assert_eq!(c.select_cluster(None, Some("hpc1")).unwrap().name, "hpc1");
+    assert_eq!(
+        c.select_cluster(Some("hpc2"), Some("login1.hpc1"))
+            .unwrap()
+            .name,
+        "hpc2"
+    );
+    // No host, or an empty one: the default cluster.
+    assert_eq!(c.select_cluster(None, None).unwrap().name, "hpc2");
+    assert_eq!(c.select_cluster(None, Some(" ")).unwrap().name, "hpc2");
+    // With several clusters, a host that maps to none is refused, naming the host and the fix:
+    // the default cluster could be the wrong machine.
+    let e = c
+        .select_cluster(None, Some("login9.elsewhere"))
+        .unwrap_err();
+    assert!(
+        e.contains("connection.host")
+            && e.contains("login9.elsewhere")
+            && e.contains("ssh_hosts")
+            && e.contains("hpc1, hpc2"),
         "{e}"
     );
     // Python-plugin resource_meta hosts map to clusters.
