@@ -1,0 +1,295 @@
+//! The docs name only what exists: every `FLYTE_SLURM_*` variable, Helm chart value and
+//! `slurm-connector` flag that README.md, docs/ or a README under deploy/ names is one the code,
+//! the chart's values.yaml or the CLI has. (The other way round — everything the code reads is
+//! documented, and the chart sets only variables the code reads — is checked by
+//! `config::tests::docs` and `deploy/validate_chart.py`.) An operator who copies a name from the
+//! docs gets a setting that does something, not one silently ignored.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use regex::Regex;
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The docs an operator reads: README.md, docs/*.md and every README.md under deploy/.
+fn docs() -> Vec<(PathBuf, String)> {
+    let mut files = vec![repo().join("README.md")];
+    files.extend(md_files(&repo().join("docs")));
+    files.extend(md_files(&repo().join("deploy")));
+    files.sort();
+    files
+        .into_iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(&f).unwrap();
+            (f, text)
+        })
+        .collect()
+}
+
+fn md_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(md_files(&path));
+        } else if path.extension().is_some_and(|e| e == "md") {
+            out.push(path);
+        }
+    }
+    out
+}
+
+fn rel(path: &Path) -> String {
+    path.strip_prefix(repo()).unwrap().display().to_string()
+}
+
+/// Every `"FLYTE_SLURM_…"` string literal in src/: the variables the code reads.
+fn code_variables() -> BTreeSet<String> {
+    fn walk(dir: &Path, re: &Regex, out: &mut BTreeSet<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, re, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                out.extend(re.captures_iter(&text).map(|c| c[1].to_string()));
+            }
+        }
+    }
+    let re = Regex::new(r#""(FLYTE_SLURM_[A-Z0-9_]+)""#).unwrap();
+    let mut out = BTreeSet::new();
+    walk(&repo().join("src"), &re, &mut out);
+    assert!(out.len() > 20, "found only {out:?} in src/");
+    out
+}
+
+/// The SSH plugin's variables: the migration guide names them to say they are no longer read.
+const SSH_PLUGIN_VARIABLES: &[&str] = &[
+    "FLYTE_SLURM_HOST",
+    "FLYTE_SLURM_PORT",
+    "FLYTE_SLURM_SSH_PRIVATE_KEY",
+    "FLYTE_SLURM_KNOWN_HOSTS",
+    "FLYTE_SLURM_SKIP_HOST_KEY_VERIFICATION",
+];
+
+#[test]
+fn docs_name_only_variables_the_code_reads() {
+    let code = code_variables();
+    // `FLYTE_SLURM_CLUSTERED_*` names a family: a prefix of some variable.
+    let re = Regex::new(r"FLYTE_SLURM_[A-Z0-9][A-Z0-9_]*").unwrap();
+    let mut unknown = Vec::new();
+    for (file, text) in docs() {
+        for (n, line) in text.lines().enumerate() {
+            for m in re.find_iter(line) {
+                let name = m.as_str();
+                let known = code.contains(name)
+                    || SSH_PLUGIN_VARIABLES.contains(&name)
+                    || (name.ends_with('_') && code.iter().any(|c| c.starts_with(name)));
+                if !known {
+                    unknown.push(format!("{}:{}: {name}", rel(&file), n + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        unknown.is_empty(),
+        "docs name variables the code does not read:\n{}",
+        unknown.join("\n")
+    );
+}
+
+/// The chart's values.yaml, parsed.
+fn chart_values() -> serde_yaml::Value {
+    let text =
+        std::fs::read_to_string(repo().join("deploy/helm/slurm-connector/values.yaml")).unwrap();
+    serde_yaml::from_str(&text).unwrap()
+}
+
+/// Does `path` (`a.b.c`, `a.list[0].x`) name a value? Below a list, an empty map or a scalar
+/// the chart passes through whatever Kubernetes takes, so anything there is accepted.
+fn value_exists(values: &serde_yaml::Value, path: &str) -> bool {
+    let mut node = values;
+    for seg in path.split('.') {
+        let key = seg.split('[').next().unwrap();
+        match node {
+            serde_yaml::Value::Mapping(m) if !m.is_empty() => match m.get(key) {
+                Some(next) => node = next,
+                None => return false,
+            },
+            _ => return true,
+        }
+        if seg.contains('[') {
+            return true;
+        }
+    }
+    true
+}
+
+#[test]
+fn docs_name_only_chart_values_that_exist() {
+    let values = chart_values();
+    let tops: BTreeSet<String> = values
+        .as_mapping()
+        .unwrap()
+        .keys()
+        .filter_map(|k| k.as_str().map(str::to_string))
+        .collect();
+    assert!(
+        tops.contains("cluster") && tops.contains("auth"),
+        "{tops:?}"
+    );
+    // A value is written `` `cluster.workingDir` `` (maybe with `=…` or `: …`), or after
+    // `--set`. Only dotted names under one of values.yaml's top-level keys count: `cluster.toml`
+    // or `jwt_hs256.key` are files, not values.
+    let spans =
+        Regex::new(r"`([A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z0-9_\[\]]+)+)(?:[=:][^`]*)?`").unwrap();
+    let sets =
+        Regex::new(r"--set(?:-string|-file)?[ =]([A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z0-9_\[\]]+)+)=")
+            .unwrap();
+    let mut unknown = Vec::new();
+    let mut seen = 0;
+    for (file, text) in docs() {
+        for (n, line) in text.lines().enumerate() {
+            for c in spans.captures_iter(line).chain(sets.captures_iter(line)) {
+                let path = &c[1];
+                let top = path.split(['.', '[']).next().unwrap();
+                if !tops.contains(top) {
+                    continue;
+                }
+                seen += 1;
+                if !value_exists(&values, path) {
+                    unknown.push(format!("{}:{}: {path}", rel(&file), n + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        seen > 10,
+        "found only {seen} chart values named in the docs: is the pattern stale?"
+    );
+    assert!(
+        unknown.is_empty(),
+        "docs name chart values that deploy/helm/slurm-connector/values.yaml lacks:\n{}",
+        unknown.join("\n")
+    );
+}
+
+/// `slurm-connector [SUB] --help`'s long flags.
+fn flags_of(sub: Option<&str>) -> BTreeSet<String> {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_slurm-connector"));
+    cmd.args(sub).arg("--help");
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{sub:?} --help: {out:?}");
+    let re = Regex::new(r"--([a-z][a-z0-9-]+)").unwrap();
+    re.captures_iter(&String::from_utf8_lossy(&out.stdout))
+        .map(|c| c[1].to_string())
+        .chain(["help".to_string()])
+        .collect()
+}
+
+const SUBCOMMANDS: &[&str] = &["serve", "render", "check", "submit", "stager"];
+
+#[test]
+fn docs_name_only_flags_the_cli_has() {
+    let mut flags: BTreeMap<&str, BTreeSet<String>> = SUBCOMMANDS
+        .iter()
+        .map(|s| (*s, flags_of(Some(s))))
+        .collect();
+    flags.insert("", flags_of(None));
+    assert!(flags["serve"].contains("listen"), "{flags:?}");
+    // A command line of ours: `slurm-connector SUB …` (or `cargo run --release -- SUB …`) up to
+    // a pipe, `;`, `&&` or the end of the code span; or a code span that starts with a
+    // subcommand, as the README's table writes them. Continued lines are joined first.
+    let invocation = Regex::new(
+        r"(?:slurm-connector|cargo run(?: --release)? --)\s+(serve|render|check|submit|stager)\b([^|;&`]*)",
+    )
+    .unwrap();
+    let span = Regex::new(r"`(serve|render|check|submit|stager) ([^`]*)`").unwrap();
+    let top = Regex::new(r"slurm-connector\s+(--[a-z][a-z0-9-]*)").unwrap();
+    let flag = Regex::new(r"(?:^|[\s\[(])--([a-z][a-z0-9-]+)").unwrap();
+    let mut unknown = Vec::new();
+    let mut seen = 0;
+    for (file, text) in docs() {
+        let joined = text.replace("\\\n", " ");
+        for (n, line) in joined.lines().enumerate() {
+            let mut check = |sub: &str, args: &str| {
+                for f in flag.captures_iter(args) {
+                    seen += 1;
+                    if !flags[sub].contains(&f[1]) {
+                        let shown = if sub.is_empty() {
+                            "slurm-connector"
+                        } else {
+                            sub
+                        };
+                        unknown.push(format!("{}:{}: {shown} --{}", rel(&file), n + 1, &f[1]));
+                    }
+                }
+            };
+            for c in invocation
+                .captures_iter(line)
+                .chain(span.captures_iter(line))
+            {
+                check(c.get(1).unwrap().as_str(), c.get(2).unwrap().as_str());
+            }
+            for c in top.captures_iter(line) {
+                check("", c.get(1).unwrap().as_str());
+            }
+        }
+    }
+    assert!(
+        seen > 10,
+        "found only {seen} flags in the docs: is the pattern stale?"
+    );
+    assert!(
+        unknown.is_empty(),
+        "docs name flags `slurm-connector` does not have (line numbers count joined `\\` lines):\n{}",
+        unknown.join("\n")
+    );
+}
+
+/// The checks above catch what they claim: a made-up name of each kind is flagged.
+#[test]
+fn the_checks_flag_made_up_names() {
+    let values = chart_values();
+    assert!(value_exists(&values, "cluster.workingDir"));
+    assert!(value_exists(
+        &values,
+        "sharedFilesystem.mounts[0].volume.nfs"
+    ));
+    assert!(!value_exists(&values, "cluster.workDir"));
+    assert!(!value_exists(&values, "auth.token"));
+    assert!(!code_variables().contains("FLYTE_SLURM_WORKDIR"));
+    assert!(!flags_of(Some("serve")).contains("port"));
+}
+
+/// docs/quickstart-kubernetes.md shows the quick-start's values as the file CI renders, validates
+/// (deploy/validate_chart.py) and runs as a pod against a real Slurm (`ci-image.sh --quickstart`):
+/// the block between its markers is that file, byte for byte, so what CI tests is what the doc
+/// tells a newcomer to install.
+#[test]
+fn the_quickstart_doc_shows_the_values_ci_runs() {
+    const FILE: &str = "deploy/helm/slurm-connector/ci/quickstart-values.yaml";
+    let doc = std::fs::read_to_string(repo().join("docs/quickstart-kubernetes.md")).unwrap();
+    let begin = format!("<!-- quickstart-values: {FILE} -->");
+    let start = doc
+        .find(&begin)
+        .unwrap_or_else(|| panic!("docs/quickstart-kubernetes.md lacks the marker {begin}"));
+    let rest = &doc[start + begin.len()..];
+    let end = rest
+        .find("<!-- /quickstart-values -->")
+        .expect("docs/quickstart-kubernetes.md lacks <!-- /quickstart-values -->");
+    let block = rest[..end].trim();
+    let body = block
+        .strip_prefix("```yaml\n")
+        .and_then(|b| b.strip_suffix("```"))
+        .unwrap_or_else(|| panic!("the quick-start values are not one ```yaml block:\n{block}"));
+    let file = std::fs::read_to_string(repo().join(FILE)).unwrap();
+    assert!(
+        body == file,
+        "docs/quickstart-kubernetes.md's values differ from {FILE}: show the file verbatim"
+    );
+}
