@@ -86,12 +86,29 @@ def under(path: str, prefix: str) -> bool:
     return path == prefix or path.startswith(prefix + "/") or prefix == "/"
 
 
+def listen_port(args: list[str], flag: str) -> int | None:
+    """The port of `flag ADDR` / `flag=ADDR` in a container's args (None: absent or unparsable)."""
+    for i, a in enumerate(args):
+        addr = args[i + 1] if a == flag and i + 1 < len(args) else a[len(flag) + 1:] if a.startswith(flag + "=") else None
+        if addr is not None:
+            m = re.fullmatch(r".*:([0-9]+)", addr)
+            return int(m.group(1)) if m else None
+    return None
+
+
+def effective_uid(pod: dict, c: dict) -> int | None:
+    """The uid a container runs as: its own runAsUser if set, else the pod's (None: the image's)."""
+    return c.get("securityContext", {}).get("runAsUser", pod.get("securityContext", {}).get("runAsUser"))
+
+
 def check_release(docs: list[dict], env_names: set[str], file_keys: tuple[set[str], set[str]]) -> list[str]:
     errs: list[str] = []
     deps = by_kind(docs, "Deployment")
-    svcs = by_kind(docs, "Service")
-    if len(deps) != 1 or len(svcs) != 1:
-        return [f"expected one Deployment and one Service, got {len(deps)} and {len(svcs)}"]
+    all_svcs = by_kind(docs, "Service")
+    svcs = [s for s in all_svcs if s["spec"].get("clusterIP") != "None"]
+    headless = [s for s in all_svcs if s["spec"].get("clusterIP") == "None"]
+    if len(deps) != 1 or len(svcs) != 1 or len(headless) > 1:
+        return [f"expected one Deployment, one Service and at most one headless Service, got {len(deps)}, {len(svcs)} and {len(headless)}"]
     dep, svc = deps[0], svcs[0]
     pod = dep["spec"]["template"]["spec"]
     pod_labels = dep["spec"]["template"]["metadata"].get("labels", {})
@@ -110,8 +127,9 @@ def check_release(docs: list[dict], env_names: set[str], file_keys: tuple[set[st
         sc = c.get("securityContext", {})
         if sc.get("runAsNonRoot") is not True:
             errs.append(f"container {name}: securityContext.runAsNonRoot is not true")
-        if sc.get("runAsUser", 1) == 0:
-            errs.append(f"container {name}: runAsUser is 0 (root)")
+        # The uid the process gets: the container's runAsUser overrides the pod's.
+        if effective_uid(pod, c) == 0:
+            errs.append(f"container {name}: runs as uid 0 (root): runAsUser {sc.get('runAsUser')} in the container, {psc.get('runAsUser')} in the pod")
         if sc.get("readOnlyRootFilesystem") is not True:
             errs.append(f"container {name}: readOnlyRootFilesystem is not true")
         if sc.get("allowPrivilegeEscalation") is not False:
@@ -129,12 +147,21 @@ def check_release(docs: list[dict], env_names: set[str], file_keys: tuple[set[st
             errs.append(f"container {name}: no writable /tmp (the root filesystem is read-only)")
         errs += check_env(name, c, volumes, env_names)
 
+    # One port value feeds everything: the container ports are what the process listens on
+    # (--listen / --metrics-listen), what the probes probe and what the Services target.
     conn = containers["connector"]
     ports = {p["name"]: p["containerPort"] for p in conn.get("ports", [])}
-    if ports.get("grpc") != 8000 or ports.get("metrics") != 9090:
-        errs.append(f"connector ports must be grpc:8000 and metrics:9090, got {ports}")
-    if not conn.get("args") or conn["args"][0] != "serve":
-        errs.append(f"connector args must start with serve, got {conn.get('args')}")
+    args = [str(a) for a in conn.get("args", [])]
+    if "grpc" not in ports or "metrics" not in ports:
+        errs.append(f"connector must have container ports named grpc and metrics, got {ports}")
+    if not args or args[0] != "serve":
+        errs.append(f"connector args must start with serve, got {args}")
+    for flag, pname in (("--listen", "grpc"), ("--metrics-listen", "metrics")):
+        n = sum(a == flag or a.startswith(flag + "=") for a in args)
+        if n != 1:
+            errs.append(f"connector args give {flag} {n} times (want once, from the port value): {args}")
+        elif listen_port(args, flag) != ports.get(pname):
+            errs.append(f"connector {flag} port {listen_port(args, flag)} is not the {pname} container port {ports.get(pname)}")
     for probe in ("readinessProbe", "livenessProbe"):
         p = conn.get(probe)
         if not p or "grpc" not in p:
@@ -149,8 +176,11 @@ def check_release(docs: list[dict], env_names: set[str], file_keys: tuple[set[st
     if "stager" in containers:
         st = containers["stager"]
         sport = {p["name"]: p["containerPort"] for p in st.get("ports", [])}.get("stager")
-        if not st.get("args") or st["args"][0] != "stager":
-            errs.append(f"stager args must start with stager, got {st.get('args')}")
+        sargs = [str(a) for a in st.get("args", [])]
+        if not sargs or sargs[0] != "stager":
+            errs.append(f"stager args must start with stager, got {sargs}")
+        if sum(a == "--listen" or a.startswith("--listen=") for a in sargs) != 1 or listen_port(sargs, "--listen") != sport:
+            errs.append(f"stager args {sargs} must give --listen once, on the stager container port {sport}")
         if env.get("FLYTE_SLURM_STAGER_URL") != f"http://127.0.0.1:{sport}":
             errs.append(f"connector's FLYTE_SLURM_STAGER_URL {env.get('FLYTE_SLURM_STAGER_URL')} is not the sidecar on loopback :{sport}")
         senv = {e["name"]: e.get("value") for e in st.get("env", [])}
@@ -167,11 +197,25 @@ def check_release(docs: list[dict], env_names: set[str], file_keys: tuple[set[st
     for sp in svc["spec"]["ports"]:
         if sp.get("targetPort") not in ports:
             errs.append(f"Service port {sp['name']} targets {sp.get('targetPort')}, not a connector port name")
-    if {p["name"]: p["port"] for p in svc["spec"]["ports"]} != {"grpc": 8000, "metrics": 9090}:
-        errs.append(f"Service must expose grpc:8000 and metrics:9090, got {svc['spec']['ports']}")
+        elif sp.get("targetPort") != sp["name"] or sp.get("port") != ports[sp["targetPort"]]:
+            errs.append(f"Service port {sp['name']}:{sp.get('port')} → {sp.get('targetPort')}: want the same name and number as the container port {ports[sp['targetPort']]}")
+    if sorted(p["name"] for p in svc["spec"]["ports"]) != ["grpc", "metrics"]:
+        errs.append(f"Service must expose grpc and metrics, got {svc['spec']['ports']}")
     sel = svc["spec"].get("selector", {})
     if not sel or any(pod_labels.get(k) != v for k, v in sel.items()):
         errs.append(f"Service selector {sel} does not select the pod labels {pod_labels}")
+    # The headless Service (Flyte's client-side round_robin): the gRPC port of ready pods only.
+    for h in headless:
+        hsel = h["spec"].get("selector", {})
+        if not hsel or any(pod_labels.get(k) != v for k, v in hsel.items()):
+            errs.append(f"headless Service selector {hsel} does not select the pod labels {pod_labels}")
+        hp = h["spec"].get("ports", [])
+        if [(p.get("name"), p.get("port"), p.get("targetPort")) for p in hp] != [("grpc", ports.get("grpc"), "grpc")]:
+            errs.append(f"headless Service must expose only grpc:{ports.get('grpc')} → grpc, got {hp}")
+        if h["spec"].get("publishNotReadyAddresses"):
+            errs.append("headless Service publishes not-ready addresses: Flyte would call starting or draining pods")
+        if h["metadata"]["name"] != svc["metadata"]["name"] + "-headless":
+            errs.append(f"headless Service is named {h['metadata']['name']}, not {svc['metadata']['name']}-headless")
     dsel = dep["spec"]["selector"]["matchLabels"]
     if any(pod_labels.get(k) != v for k, v in dsel.items()):
         errs.append("Deployment selector does not match its pod labels")
@@ -370,41 +414,57 @@ def schema_errors(kv, docs: list[dict]) -> tuple[list[str], int]:
     return errs, checked
 
 
-# Values that must be refused, and a fragment the refusal must contain (it names the key): the
-# chart's own `fail` message (dotted key) or Helm's values.schema.json error (JSON pointer).
+# A cluster described by values: a working dir is required with it (no clusters file).
+CLUSTER = {"restdUrl": "http://s:6820", "workingDir": "/shared/flyte"}
+# Values that must be refused, and what the refusal must contain (it names the key): the chart's
+# own `fail` message (dotted key) or Helm's values.schema.json error (JSON pointer). A string or a
+# tuple: any of them; a list: all of them.
 MUST_FAIL = [
     ("no cluster at all", {"auth": {"mode": "none"}}, "no Slurm cluster configured"),
-    ("token mode without a Secret", {"cluster": {"restdUrl": "http://s:6820"}}, "auth.existingSecret"),
-    ("key mode without a user", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "keyFile", "existingSecret": "k"}}, "cluster.username"),
-    ("unknown auth mode", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "password"}}, ("auth.mode", "/auth/mode")),
-    ("URL without scheme", {"cluster": {"restdUrl": "slurmrestd:6820"}, "auth": {"mode": "none"}}, ("cluster.restdUrl", "/cluster/restdUrl")),
-    ("relative working dir", {"cluster": {"restdUrl": "http://s:6820", "workingDir": "jobs"}, "auth": {"mode": "none"}}, ("cluster.workingDir", "/cluster/workingDir")),
-    ("stager without mounts", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"}, "stager": {"enabled": True, "tokenSecret": "t"}}, "sharedFilesystem.mounts"),
-    ("stager without token", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"}, "stager": {"url": "http://dtn:8090"}}, "stager.tokenSecret"),
-    ("relative mount path", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
+    ("token mode without a Secret", {"cluster": CLUSTER, "auth": {"mode": "tokenFile"}}, "auth.existingSecret"),
+    ("key mode (the default) without a Secret", {"cluster": {**CLUSTER, "username": "flyte"}}, ["auth.mode=keyFile needs auth.existingSecret", "jwt_hs256.key"]),
+    ("key mode without a user", {"cluster": CLUSTER, "auth": {"mode": "keyFile", "existingSecret": "k"}}, "cluster.username"),
+    ("unknown auth mode", {"cluster": CLUSTER, "auth": {"mode": "password"}}, ("auth.mode", "/auth/mode")),
+    ("URL without scheme", {"cluster": {**CLUSTER, "restdUrl": "slurmrestd:6820"}, "auth": {"mode": "none"}}, ("cluster.restdUrl", "/cluster/restdUrl")),
+    ("relative working dir", {"cluster": {**CLUSTER, "workingDir": "jobs"}, "auth": {"mode": "none"}}, ("cluster.workingDir", "/cluster/workingDir")),
+    ("stager without mounts", {"cluster": CLUSTER, "auth": {"mode": "none"}, "stager": {"enabled": True, "tokenSecret": "t"}}, "sharedFilesystem.mounts"),
+    ("stager without token", {"cluster": CLUSTER, "auth": {"mode": "none"}, "stager": {"url": "http://dtn:8090"}}, "stager.tokenSecret"),
+    ("relative mount path", {"cluster": CLUSTER, "auth": {"mode": "none"},
                              "sharedFilesystem": {"mounts": [{"name": "s", "clusterPath": "shared", "mountPath": "/s", "volume": {"emptyDir": {}}}]}}, "must both be absolute"),
-    ("misspelt key", {"cluster": {"restdURL": "http://s:6820"}, "auth": {"mode": "none"}}, "restdURL"),
-    ("misspelt section", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"}, "sharedFilesystems": {}}, "sharedFilesystems"),
-    ("requeue budget not a number", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
+    ("misspelt key", {"cluster": {**CLUSTER, "restdURL": "http://s:6820"}, "auth": {"mode": "none"}}, "restdURL"),
+    # The published Flyte plugin sends no working_dir: without one from the chart every CreateTask is refused.
+    ("restdUrl without a working dir", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"}},
+     ["cluster.workingDir", "working_dir", "every CreateTask would be refused", "--set cluster.workingDir=/shared/flyte"]),
+    # The listen addresses come from the port values (which the probes and Services use).
+    ("--listen in connector.args", {"cluster": CLUSTER, "auth": {"mode": "none"}, "connector": {"args": ["serve", "--listen", "0.0.0.0:8001"]}},
+     ["connector.args contains --listen", "connector.grpcPort"]),
+    ("--metrics-listen= in connector.extraArgs", {"cluster": CLUSTER, "auth": {"mode": "none"}, "connector": {"extraArgs": ["--metrics-listen=0.0.0.0:1"]}},
+     ["connector.extraArgs contains --metrics-listen=0.0.0.0:1", "connector.metricsPort"]),
+    ("--listen in stager.args", {"cluster": CLUSTER, "auth": {"mode": "none"}, "stager": {"args": ["stager", "--listen", "0.0.0.0:1"]}},
+     ["stager.args contains --listen", "stager.port"]),
+    ("a probe carrying its own port", {"cluster": CLUSTER, "auth": {"mode": "none"}, "connector": {"readinessProbe": {"grpc": {"port": 8001}}}},
+     ("/connector/readinessProbe", "connector.readinessProbe")),
+    ("misspelt section", {"cluster": CLUSTER, "auth": {"mode": "none"}, "sharedFilesystems": {}}, "sharedFilesystems"),
+    ("requeue budget not a number", {"cluster": CLUSTER, "auth": {"mode": "none"},
                                      "connector": {"requeueBudget": "three"}}, ("connector.requeueBudget", "/connector/requeueBudget")),
-    ("mount without volume", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
+    ("mount without volume", {"cluster": CLUSTER, "auth": {"mode": "none"},
                               "sharedFilesystem": {"mounts": [{"name": "s", "clusterPath": "/shared", "mountPath": "/s"}]}}, ("sharedFilesystem.mounts[0]", "/sharedFilesystem/mounts/0")),
     ("embedded demo on two replicas", {"allowEmbeddedDemo": True, "auth": {"mode": "none"}}, "replicaCount=2 with the embedded demo"),
-    ("both disruption-budget bounds", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
+    ("both disruption-budget bounds", {"cluster": CLUSTER, "auth": {"mode": "none"},
                                        "podDisruptionBudget": {"minAvailable": 1, "maxUnavailable": 1}}, "set only one of minAvailable and maxUnavailable"),
-    ("disruption budget blocking every drain", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
+    ("disruption budget blocking every drain", {"cluster": CLUSTER, "auth": {"mode": "none"},
                                                 "podDisruptionBudget": {"minAvailable": 2}}, "podDisruptionBudget.minAvailable=2 with replicaCount=2"),
-    ("disruption budget not a number", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
+    ("disruption budget not a number", {"cluster": CLUSTER, "auth": {"mode": "none"},
                                         "podDisruptionBudget": {"maxUnavailable": "one"}}, ("podDisruptionBudget.maxUnavailable", "/podDisruptionBudget/maxUnavailable")),
-    ("unknown anti-affinity type", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
+    ("unknown anti-affinity type", {"cluster": CLUSTER, "auth": {"mode": "none"},
                                     "podAntiAffinity": {"type": "soft"}}, ("podAntiAffinity.type", "/podAntiAffinity/type")),
-    ("no drain deadline", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
+    ("no drain deadline", {"cluster": CLUSTER, "auth": {"mode": "none"},
                            "connector": {"shutdownGraceSeconds": 0}}, ("connector.shutdownGraceSeconds", "/connector/shutdownGraceSeconds")),
 ]
 
 
 # Renders of the availability values and what each must produce: (what, values, check on the docs).
-BASE = {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"}}
+BASE = {"cluster": CLUSTER, "auth": {"mode": "none"}}
 
 
 def merged(extra: dict) -> dict:
@@ -458,7 +518,72 @@ AVAILABILITY = [
      lambda d: [env_of(d).get("FLYTE_SLURM_SHUTDOWN_GRACE") == "45s", pod_of(d)["terminationGracePeriodSeconds"] == 55]),
     ("readiness probe: grpc.health.v1 on the gRPC port (NOT_SERVING during the drain)", {},
      lambda d: [pod_of(d)["containers"][0]["readinessProbe"]["grpc"]["port"] == 8000]),
+    ("defaults: containers set no uid of their own (podSecurityContext's 65532 applies)", {},
+     lambda d: [all("runAsUser" not in c["securityContext"] for c in pod_of(d)["containers"]),
+                container_facts(d)["connector"]["uid"] == 65532]),
+    ("connector.extraArgs come after the listen addresses", {"connector": {"extraArgs": ["--config", "/etc/x/clusters.toml"]}},
+     lambda d: [pod_of(d)["containers"][0]["args"] == ["serve", "--listen", "0.0.0.0:8000", "--metrics-listen", "0.0.0.0:9090", "--config", "/etc/x/clusters.toml"]]),
+    ("clustersFile.existingConfigMapChecksum is the pod's checksum/clusters annotation",
+     {"clustersFile": {"existingConfigMap": "hpc-clusters", "existingConfigMapChecksum": "0123abcd4567ef89"}},
+     lambda d: [by_kind(d, "Deployment")[0]["spec"]["template"]["metadata"]["annotations"].get("checksum/clusters") == "0123abcd4567ef89"]),
+    ("clustersFile.content: checksum/clusters follows the content",
+     {"clustersFile": {"content": 'poll_interval = "5s"\n'}},
+     lambda d: [len(by_kind(d, "Deployment")[0]["spec"]["template"]["metadata"]["annotations"].get("checksum/clusters", "")) == 16]),
 ]
+
+
+def container_facts(docs: list[dict]) -> dict[str, dict]:
+    """Per container: the uid it runs as, its listen ports from args, its probe ports."""
+    pod = pod_of(docs)
+    out = {}
+    for c in pod["containers"]:
+        args = [str(a) for a in c.get("args", [])]
+        probes = [c.get(p, {}) for p in ("readinessProbe", "livenessProbe")]
+        out[c["name"]] = {
+            "uid": effective_uid(pod, c),
+            "listen": listen_port(args, "--listen"),
+            "metrics_listen": listen_port(args, "--metrics-listen"),
+            "probe_ports": [(p.get("grpc") or p.get("httpGet") or {}).get("port") for p in probes],
+            "ports": {p["name"]: p["containerPort"] for p in c.get("ports", [])},
+        }
+    return out
+
+
+def expect_quickstart(docs: list[dict]) -> list[str]:
+    """The quick-start doc quotes ci/quickstart-values.yaml: its pod runs as the job user (1000,
+    set once in podSecurityContext) and serves on the default ports."""
+    errs = []
+    for name, f in container_facts(docs).items():
+        if f["uid"] != 1000:
+            errs.append(f"container {name} runs as uid {f['uid']}, not the podSecurityContext's 1000 (a container-level runAsUser overrides it)")
+    conn = container_facts(docs)["connector"]
+    if (conn["listen"], conn["metrics_listen"], conn["probe_ports"]) != (8000, 9090, [8000, 8000]):
+        errs.append(f"connector: want --listen :8000, --metrics-listen :9090, probes on 8000; got {conn}")
+    return errs
+
+
+def expect_custom_ports(docs: list[dict]) -> list[str]:
+    """Non-default ports reach the args, probes, container ports and both Services."""
+    f = container_facts(docs)
+    errs = []
+    if (f["connector"]["listen"], f["connector"]["metrics_listen"], f["connector"]["probe_ports"]) != (8443, 9464, [8443, 8443]):
+        errs.append(f"connector: want --listen :8443, --metrics-listen :9464, probes on 8443; got {f['connector']}")
+    if "stager" not in f or (f["stager"]["listen"], f["stager"]["probe_ports"]) != (9191, [9191, 9191]):
+        errs.append(f"stager: want --listen :9191 and probes on 9191; got {f.get('stager')}")
+    got = sorted((s["metadata"]["name"], p["name"], p["port"]) for s in by_kind(docs, "Service") for p in s["spec"]["ports"])
+    want = [("slurm-connector", "grpc", 8443), ("slurm-connector", "metrics", 9464), ("slurm-connector-headless", "grpc", 8443)]
+    if got != want:
+        errs.append(f"Service ports {got}, want {want}")
+    if env_of(docs).get("FLYTE_SLURM_STAGER_URL") != "http://127.0.0.1:9191":
+        errs.append(f"FLYTE_SLURM_STAGER_URL is {env_of(docs).get('FLYTE_SLURM_STAGER_URL')}, not the sidecar on :9191")
+    return errs
+
+
+# What particular ci files must render, beyond the checks every release gets.
+CASE_EXPECT = {
+    "quickstart-values.yaml": ("containers run as uid 1000 (podSecurityContext), listen and probe on 8000", expect_quickstart),
+    "custom-ports-values.yaml": ("ports 8443/9464/9191 reach args, container ports, probes, Services, stager URL", expect_custom_ports),
+}
 
 
 def self_test(good: list[dict], env_names: set[str], file_keys) -> tuple[list[str], int]:
@@ -475,6 +600,12 @@ def self_test(good: list[dict], env_names: set[str], file_keys) -> tuple[list[st
         "writable root fs": lambda d: conn(d)["securityContext"].update(readOnlyRootFilesystem=False),
         "no readiness probe": lambda d: conn(d).pop("readinessProbe"),
         "probe on the wrong port": lambda d: conn(d)["livenessProbe"]["grpc"].update(port=9090),
+        "container running as root": lambda d: conn(d)["securityContext"].update(runAsUser=0),
+        "--listen off the gRPC port": lambda d: conn(d).update(args=[a.replace(":8000", ":8001") for a in conn(d)["args"]]),
+        "no --metrics-listen": lambda d: conn(d).update(args=conn(d)["args"][:2]),
+        "Service port number off the container's": lambda d: by_kind(d, "Service")[0]["spec"]["ports"][1].update(port=9091),
+        "headless Service to the metrics port": lambda d: [s for s in by_kind(d, "Service") if s["spec"].get("clusterIP") == "None"][0]["spec"]["ports"][0].update(targetPort="metrics"),
+        "headless Service publishing unready pods": lambda d: [s for s in by_kind(d, "Service") if s["spec"].get("clusterIP") == "None"][0]["spec"].update(publishNotReadyAddresses=True),
         "mount without volume": lambda d: dep(d)["volumes"].pop(),
         "inlined token": lambda d: conn(d)["env"].append({"name": "FLYTE_SLURM_JWT", "value": "eyJhbGciOiJIUzI1NiJ9.eyJzdW4iOiJmbHl0ZSJ9.x"}),
         "unknown variable": lambda d: conn(d)["env"].append({"name": "FLYTE_SLURM_RESTD_ULR", "value": "http://x:1"}),
@@ -541,6 +672,10 @@ def main() -> int:
         report(not errs, f"{case.name}: {n} manifest validations against Kubernetes schemas ({kinds})", errs)
         errs = check_release(docs, env_names, file_keys)
         report(not errs, f"{case.name}: non-root, read-only root fs, gRPC probes, ports, mounts, env, config keys", errs)
+        if case.name in CASE_EXPECT:
+            what, expect = CASE_EXPECT[case.name]
+            errs = expect(docs)
+            report(not errs, f"{case.name}: {what}", errs)
         if by_kind(docs, "ConfigMap") and by_kind(docs, "ServiceAccount") and reference is None:
             reference = docs
 
@@ -550,12 +685,13 @@ def main() -> int:
             report(False, f"refused: {what}", ["rendered without error"])
         except helm.HelmError as e:
             frags = (fragment,) if isinstance(fragment, str) else fragment
-            ok = any(f in str(e) for f in frags)
-            report(ok, f"refused: {what}", [] if ok else [f"message lacks {' or '.join(map(repr, frags))}: {e}"])
+            ok = (all if isinstance(frags, list) else any)(f in str(e) for f in frags)
+            joiner = " and " if isinstance(frags, list) else " or "
+            report(ok, f"refused: {what}", [] if ok else [f"message lacks {joiner.join(map(repr, frags))}: {e}"])
 
     # A budget of 0 (never requeue) must reach the pod: a template `with` would drop it as falsy.
     env = {}
-    for d in by_kind(render(helm, {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
+    for d in by_kind(render(helm, {"cluster": CLUSTER, "auth": {"mode": "none"},
                                    "connector": {"requeueBudget": 0}}), "Deployment"):
         for c in d["spec"]["template"]["spec"]["containers"]:
             env.update({e["name"]: e.get("value") for e in c.get("env", [])})
