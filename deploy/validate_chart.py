@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import re
 import sys
 import tomllib
@@ -353,6 +354,12 @@ def check_docs(env_names: set[str], file_keys: tuple[set[str], set[str]]) -> lis
     return errs
 
 
+# Flyte's connector plugin default (flyteplugins/go/tasks/plugins/webapi/connector/config.go,
+# DefaultConnector.DefaultServiceConfig, flyteorg/flyte v2.0.43). A `connectors` entry does not
+# inherit it, so values-connector.yaml repeats it: without it gRPC picks one pod (pick_first).
+FLYTE_DEFAULT_SERVICE_CONFIG = {"loadBalancingConfig": [{"round_robin": {}}]}
+
+
 def check_flyte_values() -> list[str]:
     """The Flyte values snippet must enable the connector plugin, route both task types to a
     defined connector, and point it at the Service the chart creates (default release in flyte)."""
@@ -374,9 +381,15 @@ def check_flyte_values() -> list[str]:
         if not dep:
             errs.append(f"connectorForTaskTypes.{t} names {cid!r}, which is not under connectors")
             continue
-        want = "dns:///slurm-connector.flyte.svc.cluster.local:8000"
+        want = "dns:///slurm-connector-headless.flyte.svc.cluster.local:8000"
         if dep.get("endpoint") != want:
-            errs.append(f"connector {cid} endpoint {dep.get('endpoint')!r} is not the chart's Service {want}")
+            errs.append(f"connector {cid} endpoint {dep.get('endpoint')!r} is not the chart's headless Service {want} (round_robin over the pods)")
+        try:
+            sc = json.loads(dep.get("defaultServiceConfig") or "null")
+        except json.JSONDecodeError as e:
+            sc = f"invalid JSON: {e}"
+        if sc != FLYTE_DEFAULT_SERVICE_CONFIG:
+            errs.append(f"connector {cid}: defaultServiceConfig {sc!r} is not Flyte's default {FLYTE_DEFAULT_SERVICE_CONFIG!r}")
         if dep.get("insecure") is not True:
             errs.append(f"connector {cid}: insecure must be true (the Service is plaintext gRPC)")
     return errs
