@@ -14,7 +14,11 @@ What it checks, and why:
   given in an env var (token, key, clusters file, stager token) lying on a mount of that container,
   shared-filesystem mappings pointing at mounted paths, no credential inlined in the environment,
   and every FLYTE_SLURM_* variable and clusters-file key being one the connector's code reads (read
-  from src/, so the chart cannot drift from the code).
+  from src/, so the chart cannot drift from the code). One port value per listener: --listen /
+  --metrics-listen in args == container port == probe port == Service target (the headless one
+  too). The uid each container runs as (its own, else the pod's) is not 0.
+- The opt-in PrometheusRule (shape checked here: no published schema) and Grafana dashboard use
+  only metrics src/service/metrics.rs registers, and the dashboard shows each of them.
 - Values that must be refused are refused, with a message naming the key.
 - The checks themselves fail on known-bad manifests (a self-test), so a silent checker cannot pass.
 Exit status: 0 when everything passed, 1 otherwise.
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import json
 import re
 import sys
@@ -72,6 +77,119 @@ def code_file_keys() -> tuple[set[str], set[str]]:
     """Top-level and per-cluster keys of the TOML clusters file (serde deny_unknown_fields)."""
     src = (REPO / "src" / "config" / "file.rs").read_text()
     return struct_fields(src, "FileConfig"), struct_fields(src, "FileCluster")
+
+
+@functools.cache
+def code_metrics() -> dict[str, str]:
+    """Every metric src/ registers, as {name: counter|gauge|histogram}: the Metrics struct's field
+    types joined with `registry.register("name", "help", m.field.clone())`."""
+    src = (REPO / "src" / "service" / "metrics.rs").read_text()
+    kinds = {f: k.lower() for f, k in re.findall(r"pub (\w+): Family<\w+, (Counter|Gauge|Histogram)>", src)}
+    regs = re.findall(r'\.register\(\s*"(\w+)",\s*"(?:[^"\\]|\\.)*",\s*m\.(\w+)\.clone\(\)', src)
+    if not regs or any(f not in kinds for _, f in regs):
+        raise SystemExit("src/service/metrics.rs: could not read the registered metrics and their types (update validate_chart.py)")
+    return {name: kinds[f] for name, f in regs}
+
+
+def code_series() -> set[str]:
+    """The series names Prometheus sees: prometheus-client appends _total to counters; a
+    histogram is _bucket, _sum and _count."""
+    out = set()
+    for name, kind in code_metrics().items():
+        out |= {"counter": {name + "_total"}, "gauge": {name},
+                "histogram": {name + "_bucket", name + "_sum", name + "_count"}}[kind]
+    return out
+
+
+PROMQL_WORDS = {"and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset", "inf", "nan"}
+
+
+def promql_metrics(expr: str) -> set[str]:
+    """The metric names a PromQL expression selects: identifiers outside strings, label
+    matchers, ranges and grouping clauses that are not function calls or keywords."""
+    e = re.sub(r'"(?:[^"\\]|\\.)*"', "", expr)
+    e = re.sub(r"\{[^}]*\}", "", e)
+    e = re.sub(r"\[[^\]]*\]", "", e)
+    e = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", e)
+    names = set()
+    for m in re.finditer(r"(?<![\w.])([a-zA-Z_:][\w:]*)(\s*\()?", e):
+        if not m.group(2) and m.group(1).lower() not in PROMQL_WORDS:
+            names.add(m.group(1))
+    return names
+
+
+def doc_anchors(path: Path) -> set[str]:
+    """GitHub's anchors of a Markdown file's headings."""
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+            for h in re.findall(r"^#+ (.*)$", path.read_text(), re.M)}
+
+
+def check_observability(docs: list[dict]) -> list[str]:
+    """PrometheusRule (no published schema: its shape is checked here) and the Grafana dashboard
+    ConfigMap: every metric they use is one src/ registers, so they cannot drift from the code."""
+    errs: list[str] = []
+    series = code_series()
+    anchors = doc_anchors(REPO / "docs" / "operations.md")
+    for pr in by_kind(docs, "PrometheusRule"):
+        groups = pr.get("spec", {}).get("groups")
+        if not isinstance(groups, list) or not groups:
+            errs.append("PrometheusRule: spec.groups must be a non-empty list")
+            continue
+        for g in groups:
+            rules = g.get("rules")
+            if not g.get("name") or not isinstance(rules, list) or not rules:
+                errs.append(f"PrometheusRule group {g.get('name')!r}: needs a name and a non-empty rules list")
+                continue
+            for r in rules:
+                what = f"PrometheusRule alert {r.get('alert')!r}"
+                if not re.fullmatch(r"[A-Z][A-Za-z0-9]+", str(r.get("alert", ""))):
+                    errs.append(f"{what}: alert must be a CamelCase name")
+                if not isinstance(r.get("expr"), str) or not r["expr"].strip():
+                    errs.append(f"{what}: no expr")
+                else:
+                    unknown = promql_metrics(r["expr"]) - series
+                    if not promql_metrics(r["expr"]):
+                        errs.append(f"{what}: expr selects no metric: {r['expr']}")
+                    if unknown:
+                        errs.append(f"{what}: expr uses {sorted(unknown)}, which src/ does not export")
+                if not re.fullmatch(r"[0-9]+[smhdwy]", str(r.get("for", ""))):
+                    errs.append(f"{what}: for {r.get('for')!r} is not a duration")
+                if r.get("labels", {}).get("severity") not in ("critical", "warning", "info"):
+                    errs.append(f"{what}: labels.severity {r.get('labels', {}).get('severity')!r} is not critical/warning/info")
+                ann = r.get("annotations", {})
+                for k in ("summary", "description"):
+                    if not ann.get(k):
+                        errs.append(f"{what}: no annotations.{k}")
+                m = re.match(r"docs/operations\.md#([\w-]+)", ann.get("runbook", ""))
+                if not m or m.group(1) not in anchors:
+                    errs.append(f"{what}: annotations.runbook {ann.get('runbook')!r} is not a section of docs/operations.md")
+                if "runbook_url" in ann and not re.match(r"https?://[^#]+#[\w-]+$", ann["runbook_url"]):
+                    errs.append(f"{what}: runbook_url {ann['runbook_url']!r} is not a URL with a section")
+    for cm in by_kind(docs, "ConfigMap"):
+        for key, text in cm.get("data", {}).items():
+            if not key.endswith(".json"):
+                continue
+            try:
+                dash = json.loads(text)
+            except json.JSONDecodeError as e:
+                errs.append(f"ConfigMap {cm['metadata']['name']}: {key} is not JSON: {e}")
+                continue
+            if cm["metadata"].get("labels", {}).get("grafana_dashboard") is None:
+                errs.append(f"ConfigMap {cm['metadata']['name']}: no grafana_dashboard label (Grafana's sidecar would not load it)")
+            exprs = [t.get("expr", "") for pnl in dash.get("panels", []) for t in pnl.get("targets", [])]
+            if not exprs:
+                errs.append(f"dashboard {key}: no panel queries anything")
+            used = set()
+            for e in exprs:
+                names = promql_metrics(e)
+                used |= names
+                if names - series:
+                    errs.append(f"dashboard {key}: query uses {sorted(names - series)}, which src/ does not export: {e}")
+            # Every metric the connector exports has a panel.
+            for name in code_metrics():
+                if not any(u == name or u.startswith(name + "_") for u in used):
+                    errs.append(f"dashboard {key}: no panel shows {name}")
+    return errs
 
 
 # ---------------------------------------------------------------------------------------------
@@ -237,6 +355,7 @@ def check_release(docs: list[dict], env_names: set[str], file_keys: tuple[set[st
     for cm in by_kind(docs, "ConfigMap"):
         if "clusters.toml" in cm.get("data", {}):
             errs += check_clusters_toml(cm["data"]["clusters.toml"], file_keys)
+    errs += check_observability(docs)
     return errs
 
 
@@ -531,6 +650,8 @@ AVAILABILITY = [
      lambda d: [env_of(d).get("FLYTE_SLURM_SHUTDOWN_GRACE") == "45s", pod_of(d)["terminationGracePeriodSeconds"] == 55]),
     ("readiness probe: grpc.health.v1 on the gRPC port (NOT_SERVING during the drain)", {},
      lambda d: [pod_of(d)["containers"][0]["readinessProbe"]["grpc"]["port"] == 8000]),
+    ("defaults: no PrometheusRule, no dashboard ConfigMap (both opt-in)", {},
+     lambda d: [not by_kind(d, "PrometheusRule"), not [c for c in by_kind(d, "ConfigMap") if "grafana_dashboard" in c["metadata"]["labels"]]]),
     ("defaults: containers set no uid of their own (podSecurityContext's 65532 applies)", {},
      lambda d: [all("runAsUser" not in c["securityContext"] for c in pod_of(d)["containers"]),
                 container_facts(d)["connector"]["uid"] == 65532]),
@@ -575,6 +696,20 @@ def expect_quickstart(docs: list[dict]) -> list[str]:
     return errs
 
 
+def expect_observability(docs: list[dict]) -> list[str]:
+    """Both opt-ins render: a PrometheusRule with an alert per docs/operations.md item, a dashboard."""
+    errs = []
+    rules = [r for pr in by_kind(docs, "PrometheusRule") for g in pr["spec"]["groups"] for r in g["rules"]]
+    if len(rules) < 5:
+        errs.append(f"want the 5 alerts docs/operations.md describes, got {[r.get('alert') for r in rules]}")
+    if any(r["labels"].get("team") != "hpc" or not r["annotations"].get("runbook_url") for r in rules):
+        errs.append("prometheusRule.alertLabels / runbookBaseUrl did not reach every alert")
+    dash = [cm for cm in by_kind(docs, "ConfigMap") if cm["metadata"]["labels"].get("grafana_dashboard") == "1"]
+    if len(dash) != 1 or "slurm-connector.json" not in dash[0].get("data", {}):
+        errs.append("no ConfigMap labelled grafana_dashboard: \"1\" holding slurm-connector.json")
+    return errs
+
+
 def expect_custom_ports(docs: list[dict]) -> list[str]:
     """Non-default ports reach the args, probes, container ports and both Services."""
     f = container_facts(docs)
@@ -596,7 +731,44 @@ def expect_custom_ports(docs: list[dict]) -> list[str]:
 CASE_EXPECT = {
     "quickstart-values.yaml": ("containers run as uid 1000 (podSecurityContext), listen and probe on 8000", expect_quickstart),
     "custom-ports-values.yaml": ("ports 8443/9464/9191 reach args, container ports, probes, Services, stager URL", expect_custom_ports),
+    "observability-values.yaml": ("PrometheusRule (5 alerts, labels, runbook URLs) and Grafana dashboard ConfigMap render", expect_observability),
 }
+
+
+def observability_self_test(good: list[dict]) -> tuple[list[str], int]:
+    """The metric-name and shape checks notice a drifted alert or panel."""
+    def rule(d):
+        return by_kind(d, "PrometheusRule")[0]["spec"]["groups"][0]["rules"][0]
+
+    def dashboard(d):
+        cm = [c for c in by_kind(d, "ConfigMap") if "slurm-connector.json" in c.get("data", {})][0]
+        return cm
+
+    def renamed_panel_metric(d):
+        cm = dashboard(d)
+        cm["data"]["slurm-connector.json"] = cm["data"]["slurm-connector.json"].replace("slurm_connector_tracked_jobs", "slurm_connector_jobs_tracked")
+
+    mutations = {
+        "alert on a metric src/ lacks": lambda d: rule(d).update(expr="rate(slurm_connector_jobs_failed_total[5m]) > 0"),
+        "counter without _total": lambda d: rule(d).update(expr=rule(d)["expr"].replace("requests_total", "requests")),
+        "alert without severity": lambda d: rule(d)["labels"].pop("severity"),
+        "alert without description": lambda d: rule(d)["annotations"].pop("description"),
+        "runbook to a missing section": lambda d: rule(d)["annotations"].update(runbook="docs/operations.md#no-such-section"),
+        "rule group without rules": lambda d: by_kind(d, "PrometheusRule")[0]["spec"]["groups"][0].update(rules=[]),
+        "panel on a renamed metric": renamed_panel_metric,
+        "dashboard without the sidecar label": lambda d: dashboard(d)["metadata"]["labels"].pop("grafana_dashboard"),
+    }
+    problems = []
+    for what, mutate in mutations.items():
+        docs = copy.deepcopy(good)
+        try:
+            mutate(docs)
+        except (IndexError, KeyError):
+            problems.append(f"self-test {what!r}: the reference release lacks what the mutation changes")
+            continue
+        if not check_observability(docs):
+            problems.append(f"self-test {what!r}: the checks did not notice")
+    return problems, len(mutations)
 
 
 def self_test(good: list[dict], env_names: set[str], file_keys) -> tuple[list[str], int]:
@@ -654,7 +826,7 @@ def main() -> int:
     file_keys = code_file_keys()
     print(f"helm {helm.helm_sdk_version()} (helm-python-sdk), kubernetes-validate {kv.__version__}, "
           f"schemas for Kubernetes {' and '.join(KUBE_VERSIONS)}; {len(env_names)} FLYTE_SLURM_* names and "
-          f"{len(file_keys[0]) + len(file_keys[1])} clusters-file keys read from src/")
+          f"{len(file_keys[0]) + len(file_keys[1])} clusters-file keys and {len(code_metrics())} metrics read from src/")
     passed, failed = 0, 0
 
     def report(ok: bool, what: str, detail: list[str]):
@@ -668,7 +840,7 @@ def main() -> int:
     if not cases:
         print(f"no values files in {CHART / 'ci'}")
         return 1
-    reference = None
+    reference = observed = None
     for case in cases:
         values = yaml.safe_load(case.read_text()) or {}
         lint = helm.lint(str(CHART), values, strict=True, namespace="flyte")
@@ -691,6 +863,8 @@ def main() -> int:
             report(not errs, f"{case.name}: {what}", errs)
         if by_kind(docs, "ConfigMap") and by_kind(docs, "ServiceAccount") and reference is None:
             reference = docs
+        if by_kind(docs, "PrometheusRule") and observed is None:
+            observed = docs
 
     for what, values, fragment in MUST_FAIL:
         try:
@@ -731,6 +905,11 @@ def main() -> int:
     else:
         problems, n = self_test(reference, env_names, file_keys)
         report(not problems, f"self-test: each of {n} broken manifests is caught", problems)
+    if observed is None:
+        report(False, "self-test (observability)", ["no ci values file renders a PrometheusRule and a dashboard to mutate"])
+    else:
+        problems, n = observability_self_test(observed)
+        report(not problems, f"self-test: each of {n} broken alerts/dashboards is caught", problems)
 
     print(f"chart-validation: {passed} passed, {failed} failed")
     return 0 if failed == 0 else 1
