@@ -136,7 +136,7 @@ Refuse values that would deploy a connector that cannot work, naming the key and
 {{- $portKey := ternary "stager.port" "connector.grpcPort" (eq $key "stager.args") }}
 {{- range $args }}
 {{- if regexMatch "^--listen(=|$)" . }}
-{{- fail (printf "%s contains %s: the chart passes --listen itself, from %s (which the container port, probes and Services use too); remove it and set the port instead, e.g. --set %s=%d" $key . $portKey $portKey (ternary 9191 8443 (eq $key "stager.args"))) }}
+{{- fail (printf "%s contains %s: the chart passes --listen itself, from %s (which the container port and probes%s use too, so they would disagree); remove it and set the port instead, e.g. --set %s=%d" $key . $portKey (ternary ", and the connector's stager URL," ", and the Services," (eq $key "stager.args")) $portKey (ternary 9191 8443 (eq $key "stager.args"))) }}
 {{- end }}
 {{- if regexMatch "^--metrics-listen(=|$)" . }}
 {{- fail (printf "%s contains %s: the chart passes --metrics-listen itself, from connector.metricsPort (which the Service uses too); remove it and set connector.metricsPort instead, e.g. --set connector.metricsPort=9464" $key .) }}
