@@ -6,9 +6,11 @@
 #      project's own checks (deploy/validate_chart.py: non-root, probes, ports, mounts, env names
 #      and clusters-file keys read from src/, refusals of bad values, a self-test of the checks);
 #   2. the Dockerfile: hadolint;
-#   3. the Docker build context: the files Dockerfile.dockerignore keeps are enough for Cargo.
+#   3. the Docker build context: the files Dockerfile.dockerignore keeps are enough for Cargo;
+#   4. deploy/token-renewer/*.sh: shellcheck (it runs as root on a Slurm host, handling a token).
 # Tools come from PyPI only (pinned), into a virtual environment: $VENV, default ./.venv (the one
-# .ci/run makes). Exit status: non-zero when anything failed.
+# .ci/run makes); shellcheck from PATH, else apt-get when run as root, else that one check is
+# skipped with the reason printed. Exit status: non-zero when anything failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,5 +46,17 @@ else
 fi
 echo "== Docker build context"
 python3 deploy/docker/check_context.py || status=1
+echo "== token renewer (shellcheck)"
+if ! command -v shellcheck >/dev/null && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+  echo "installing shellcheck with apt-get"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck; } >/dev/null 2>&1 || true
+fi
+if ! command -v shellcheck >/dev/null; then
+  echo "SKIPPED: shellcheck is not installed and could not be (needs root and apt-get, or install it yourself)"
+elif shellcheck -x deploy/token-renewer/*.sh; then
+  echo "shellcheck: deploy/token-renewer/*.sh clean ($(shellcheck --version | sed -n 's/^version: //p'))"
+else
+  status=1
+fi
 echo "deploy validation took $(( $(date +%s) - started )) s, status $status"
 exit $status

@@ -14,7 +14,11 @@ What it checks, and why:
   given in an env var (token, key, clusters file, stager token) lying on a mount of that container,
   shared-filesystem mappings pointing at mounted paths, no credential inlined in the environment,
   and every FLYTE_SLURM_* variable and clusters-file key being one the connector's code reads (read
-  from src/, so the chart cannot drift from the code).
+  from src/, so the chart cannot drift from the code). One port value per listener: --listen /
+  --metrics-listen in args == container port == probe port == Service target (the headless one
+  too). The uid each container runs as (its own, else the pod's) is not 0.
+- The opt-in PrometheusRule (shape checked here: no published schema) and Grafana dashboard use
+  only metrics src/service/metrics.rs registers, and the dashboard shows each of them.
 - Values that must be refused are refused, with a message naming the key.
 - The checks themselves fail on known-bad manifests (a self-test), so a silent checker cannot pass.
 Exit status: 0 when everything passed, 1 otherwise.
@@ -24,6 +28,8 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
+import json
 import re
 import sys
 import tomllib
@@ -73,6 +79,119 @@ def code_file_keys() -> tuple[set[str], set[str]]:
     return struct_fields(src, "FileConfig"), struct_fields(src, "FileCluster")
 
 
+@functools.cache
+def code_metrics() -> dict[str, str]:
+    """Every metric src/ registers, as {name: counter|gauge|histogram}: the Metrics struct's field
+    types joined with `registry.register("name", "help", m.field.clone())`."""
+    src = (REPO / "src" / "service" / "metrics.rs").read_text()
+    kinds = {f: k.lower() for f, k in re.findall(r"pub (\w+): Family<\w+, (Counter|Gauge|Histogram)>", src)}
+    regs = re.findall(r'\.register\(\s*"(\w+)",\s*"(?:[^"\\]|\\.)*",\s*m\.(\w+)\.clone\(\)', src)
+    if not regs or any(f not in kinds for _, f in regs):
+        raise SystemExit("src/service/metrics.rs: could not read the registered metrics and their types (update validate_chart.py)")
+    return {name: kinds[f] for name, f in regs}
+
+
+def code_series() -> set[str]:
+    """The series names Prometheus sees: prometheus-client appends _total to counters; a
+    histogram is _bucket, _sum and _count."""
+    out = set()
+    for name, kind in code_metrics().items():
+        out |= {"counter": {name + "_total"}, "gauge": {name},
+                "histogram": {name + "_bucket", name + "_sum", name + "_count"}}[kind]
+    return out
+
+
+PROMQL_WORDS = {"and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset", "inf", "nan"}
+
+
+def promql_metrics(expr: str) -> set[str]:
+    """The metric names a PromQL expression selects: identifiers outside strings, label
+    matchers, ranges and grouping clauses that are not function calls or keywords."""
+    e = re.sub(r'"(?:[^"\\]|\\.)*"', "", expr)
+    e = re.sub(r"\{[^}]*\}", "", e)
+    e = re.sub(r"\[[^\]]*\]", "", e)
+    e = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", e)
+    names = set()
+    for m in re.finditer(r"(?<![\w.])([a-zA-Z_:][\w:]*)(\s*\()?", e):
+        if not m.group(2) and m.group(1).lower() not in PROMQL_WORDS:
+            names.add(m.group(1))
+    return names
+
+
+def doc_anchors(path: Path) -> set[str]:
+    """GitHub's anchors of a Markdown file's headings."""
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+            for h in re.findall(r"^#+ (.*)$", path.read_text(), re.M)}
+
+
+def check_observability(docs: list[dict]) -> list[str]:
+    """PrometheusRule (no published schema: its shape is checked here) and the Grafana dashboard
+    ConfigMap: every metric they use is one src/ registers, so they cannot drift from the code."""
+    errs: list[str] = []
+    series = code_series()
+    anchors = doc_anchors(REPO / "docs" / "operations.md")
+    for pr in by_kind(docs, "PrometheusRule"):
+        groups = pr.get("spec", {}).get("groups")
+        if not isinstance(groups, list) or not groups:
+            errs.append("PrometheusRule: spec.groups must be a non-empty list")
+            continue
+        for g in groups:
+            rules = g.get("rules")
+            if not g.get("name") or not isinstance(rules, list) or not rules:
+                errs.append(f"PrometheusRule group {g.get('name')!r}: needs a name and a non-empty rules list")
+                continue
+            for r in rules:
+                what = f"PrometheusRule alert {r.get('alert')!r}"
+                if not re.fullmatch(r"[A-Z][A-Za-z0-9]+", str(r.get("alert", ""))):
+                    errs.append(f"{what}: alert must be a CamelCase name")
+                if not isinstance(r.get("expr"), str) or not r["expr"].strip():
+                    errs.append(f"{what}: no expr")
+                else:
+                    unknown = promql_metrics(r["expr"]) - series
+                    if not promql_metrics(r["expr"]):
+                        errs.append(f"{what}: expr selects no metric: {r['expr']}")
+                    if unknown:
+                        errs.append(f"{what}: expr uses {sorted(unknown)}, which src/ does not export")
+                if not re.fullmatch(r"[0-9]+[smhdwy]", str(r.get("for", ""))):
+                    errs.append(f"{what}: for {r.get('for')!r} is not a duration")
+                if r.get("labels", {}).get("severity") not in ("critical", "warning", "info"):
+                    errs.append(f"{what}: labels.severity {r.get('labels', {}).get('severity')!r} is not critical/warning/info")
+                ann = r.get("annotations", {})
+                for k in ("summary", "description"):
+                    if not ann.get(k):
+                        errs.append(f"{what}: no annotations.{k}")
+                m = re.match(r"docs/operations\.md#([\w-]+)", ann.get("runbook", ""))
+                if not m or m.group(1) not in anchors:
+                    errs.append(f"{what}: annotations.runbook {ann.get('runbook')!r} is not a section of docs/operations.md")
+                if "runbook_url" in ann and not re.match(r"https?://[^#]+#[\w-]+$", ann["runbook_url"]):
+                    errs.append(f"{what}: runbook_url {ann['runbook_url']!r} is not a URL with a section")
+    for cm in by_kind(docs, "ConfigMap"):
+        for key, text in cm.get("data", {}).items():
+            if not key.endswith(".json"):
+                continue
+            try:
+                dash = json.loads(text)
+            except json.JSONDecodeError as e:
+                errs.append(f"ConfigMap {cm['metadata']['name']}: {key} is not JSON: {e}")
+                continue
+            if cm["metadata"].get("labels", {}).get("grafana_dashboard") is None:
+                errs.append(f"ConfigMap {cm['metadata']['name']}: no grafana_dashboard label (Grafana's sidecar would not load it)")
+            exprs = [t.get("expr", "") for pnl in dash.get("panels", []) for t in pnl.get("targets", [])]
+            if not exprs:
+                errs.append(f"dashboard {key}: no panel queries anything")
+            used = set()
+            for e in exprs:
+                names = promql_metrics(e)
+                used |= names
+                if names - series:
+                    errs.append(f"dashboard {key}: query uses {sorted(names - series)}, which src/ does not export: {e}")
+            # Every metric the connector exports has a panel.
+            for name in code_metrics():
+                if not any(u == name or u.startswith(name + "_") for u in used):
+                    errs.append(f"dashboard {key}: no panel shows {name}")
+    return errs
+
+
 # ---------------------------------------------------------------------------------------------
 # Checks on one rendered release. Each returns a list of problems (empty = fine).
 
@@ -86,12 +205,29 @@ def under(path: str, prefix: str) -> bool:
     return path == prefix or path.startswith(prefix + "/") or prefix == "/"
 
 
+def listen_port(args: list[str], flag: str) -> int | None:
+    """The port of `flag ADDR` / `flag=ADDR` in a container's args (None: absent or unparsable)."""
+    for i, a in enumerate(args):
+        addr = args[i + 1] if a == flag and i + 1 < len(args) else a[len(flag) + 1:] if a.startswith(flag + "=") else None
+        if addr is not None:
+            m = re.fullmatch(r".*:([0-9]+)", addr)
+            return int(m.group(1)) if m else None
+    return None
+
+
+def effective_uid(pod: dict, c: dict) -> int | None:
+    """The uid a container runs as: its own runAsUser if set, else the pod's (None: the image's)."""
+    return c.get("securityContext", {}).get("runAsUser", pod.get("securityContext", {}).get("runAsUser"))
+
+
 def check_release(docs: list[dict], env_names: set[str], file_keys: tuple[set[str], set[str]]) -> list[str]:
     errs: list[str] = []
     deps = by_kind(docs, "Deployment")
-    svcs = by_kind(docs, "Service")
-    if len(deps) != 1 or len(svcs) != 1:
-        return [f"expected one Deployment and one Service, got {len(deps)} and {len(svcs)}"]
+    all_svcs = by_kind(docs, "Service")
+    svcs = [s for s in all_svcs if s["spec"].get("clusterIP") != "None"]
+    headless = [s for s in all_svcs if s["spec"].get("clusterIP") == "None"]
+    if len(deps) != 1 or len(svcs) != 1 or len(headless) > 1:
+        return [f"expected one Deployment, one Service and at most one headless Service, got {len(deps)}, {len(svcs)} and {len(headless)}"]
     dep, svc = deps[0], svcs[0]
     pod = dep["spec"]["template"]["spec"]
     pod_labels = dep["spec"]["template"]["metadata"].get("labels", {})
@@ -110,8 +246,9 @@ def check_release(docs: list[dict], env_names: set[str], file_keys: tuple[set[st
         sc = c.get("securityContext", {})
         if sc.get("runAsNonRoot") is not True:
             errs.append(f"container {name}: securityContext.runAsNonRoot is not true")
-        if sc.get("runAsUser", 1) == 0:
-            errs.append(f"container {name}: runAsUser is 0 (root)")
+        # The uid the process gets: the container's runAsUser overrides the pod's.
+        if effective_uid(pod, c) == 0:
+            errs.append(f"container {name}: runs as uid 0 (root): runAsUser {sc.get('runAsUser')} in the container, {psc.get('runAsUser')} in the pod")
         if sc.get("readOnlyRootFilesystem") is not True:
             errs.append(f"container {name}: readOnlyRootFilesystem is not true")
         if sc.get("allowPrivilegeEscalation") is not False:
@@ -129,12 +266,21 @@ def check_release(docs: list[dict], env_names: set[str], file_keys: tuple[set[st
             errs.append(f"container {name}: no writable /tmp (the root filesystem is read-only)")
         errs += check_env(name, c, volumes, env_names)
 
+    # One port value feeds everything: the container ports are what the process listens on
+    # (--listen / --metrics-listen), what the probes probe and what the Services target.
     conn = containers["connector"]
     ports = {p["name"]: p["containerPort"] for p in conn.get("ports", [])}
-    if ports.get("grpc") != 8000 or ports.get("metrics") != 9090:
-        errs.append(f"connector ports must be grpc:8000 and metrics:9090, got {ports}")
-    if not conn.get("args") or conn["args"][0] != "serve":
-        errs.append(f"connector args must start with serve, got {conn.get('args')}")
+    args = [str(a) for a in conn.get("args", [])]
+    if "grpc" not in ports or "metrics" not in ports:
+        errs.append(f"connector must have container ports named grpc and metrics, got {ports}")
+    if not args or args[0] != "serve":
+        errs.append(f"connector args must start with serve, got {args}")
+    for flag, pname in (("--listen", "grpc"), ("--metrics-listen", "metrics")):
+        n = sum(a == flag or a.startswith(flag + "=") for a in args)
+        if n != 1:
+            errs.append(f"connector args give {flag} {n} times (want once, from the port value): {args}")
+        elif listen_port(args, flag) != ports.get(pname):
+            errs.append(f"connector {flag} port {listen_port(args, flag)} is not the {pname} container port {ports.get(pname)}")
     for probe in ("readinessProbe", "livenessProbe"):
         p = conn.get(probe)
         if not p or "grpc" not in p:
@@ -149,8 +295,11 @@ def check_release(docs: list[dict], env_names: set[str], file_keys: tuple[set[st
     if "stager" in containers:
         st = containers["stager"]
         sport = {p["name"]: p["containerPort"] for p in st.get("ports", [])}.get("stager")
-        if not st.get("args") or st["args"][0] != "stager":
-            errs.append(f"stager args must start with stager, got {st.get('args')}")
+        sargs = [str(a) for a in st.get("args", [])]
+        if not sargs or sargs[0] != "stager":
+            errs.append(f"stager args must start with stager, got {sargs}")
+        if sum(a == "--listen" or a.startswith("--listen=") for a in sargs) != 1 or listen_port(sargs, "--listen") != sport:
+            errs.append(f"stager args {sargs} must give --listen once, on the stager container port {sport}")
         if env.get("FLYTE_SLURM_STAGER_URL") != f"http://127.0.0.1:{sport}":
             errs.append(f"connector's FLYTE_SLURM_STAGER_URL {env.get('FLYTE_SLURM_STAGER_URL')} is not the sidecar on loopback :{sport}")
         senv = {e["name"]: e.get("value") for e in st.get("env", [])}
@@ -167,11 +316,25 @@ def check_release(docs: list[dict], env_names: set[str], file_keys: tuple[set[st
     for sp in svc["spec"]["ports"]:
         if sp.get("targetPort") not in ports:
             errs.append(f"Service port {sp['name']} targets {sp.get('targetPort')}, not a connector port name")
-    if {p["name"]: p["port"] for p in svc["spec"]["ports"]} != {"grpc": 8000, "metrics": 9090}:
-        errs.append(f"Service must expose grpc:8000 and metrics:9090, got {svc['spec']['ports']}")
+        elif sp.get("targetPort") != sp["name"] or sp.get("port") != ports[sp["targetPort"]]:
+            errs.append(f"Service port {sp['name']}:{sp.get('port')} → {sp.get('targetPort')}: want the same name and number as the container port {ports[sp['targetPort']]}")
+    if sorted(p["name"] for p in svc["spec"]["ports"]) != ["grpc", "metrics"]:
+        errs.append(f"Service must expose grpc and metrics, got {svc['spec']['ports']}")
     sel = svc["spec"].get("selector", {})
     if not sel or any(pod_labels.get(k) != v for k, v in sel.items()):
         errs.append(f"Service selector {sel} does not select the pod labels {pod_labels}")
+    # The headless Service (Flyte's client-side round_robin): the gRPC port of ready pods only.
+    for h in headless:
+        hsel = h["spec"].get("selector", {})
+        if not hsel or any(pod_labels.get(k) != v for k, v in hsel.items()):
+            errs.append(f"headless Service selector {hsel} does not select the pod labels {pod_labels}")
+        hp = h["spec"].get("ports", [])
+        if [(p.get("name"), p.get("port"), p.get("targetPort")) for p in hp] != [("grpc", ports.get("grpc"), "grpc")]:
+            errs.append(f"headless Service must expose only grpc:{ports.get('grpc')} → grpc, got {hp}")
+        if h["spec"].get("publishNotReadyAddresses"):
+            errs.append("headless Service publishes not-ready addresses: Flyte would call starting or draining pods")
+        if h["metadata"]["name"] != svc["metadata"]["name"] + "-headless":
+            errs.append(f"headless Service is named {h['metadata']['name']}, not {svc['metadata']['name']}-headless")
     dsel = dep["spec"]["selector"]["matchLabels"]
     if any(pod_labels.get(k) != v for k, v in dsel.items()):
         errs.append("Deployment selector does not match its pod labels")
@@ -192,6 +355,7 @@ def check_release(docs: list[dict], env_names: set[str], file_keys: tuple[set[st
     for cm in by_kind(docs, "ConfigMap"):
         if "clusters.toml" in cm.get("data", {}):
             errs += check_clusters_toml(cm["data"]["clusters.toml"], file_keys)
+    errs += check_observability(docs)
     return errs
 
 
@@ -309,6 +473,12 @@ def check_docs(env_names: set[str], file_keys: tuple[set[str], set[str]]) -> lis
     return errs
 
 
+# Flyte's connector plugin default (flyteplugins/go/tasks/plugins/webapi/connector/config.go,
+# DefaultConnector.DefaultServiceConfig, flyteorg/flyte v2.0.43). A `connectors` entry does not
+# inherit it, so values-connector.yaml repeats it: without it gRPC picks one pod (pick_first).
+FLYTE_DEFAULT_SERVICE_CONFIG = {"loadBalancingConfig": [{"round_robin": {}}]}
+
+
 def check_flyte_values() -> list[str]:
     """The Flyte values snippet must enable the connector plugin, route both task types to a
     defined connector, and point it at the Service the chart creates (default release in flyte)."""
@@ -330,9 +500,15 @@ def check_flyte_values() -> list[str]:
         if not dep:
             errs.append(f"connectorForTaskTypes.{t} names {cid!r}, which is not under connectors")
             continue
-        want = "dns:///slurm-connector.flyte.svc.cluster.local:8000"
+        want = "dns:///slurm-connector-headless.flyte.svc.cluster.local:8000"
         if dep.get("endpoint") != want:
-            errs.append(f"connector {cid} endpoint {dep.get('endpoint')!r} is not the chart's Service {want}")
+            errs.append(f"connector {cid} endpoint {dep.get('endpoint')!r} is not the chart's headless Service {want} (round_robin over the pods)")
+        try:
+            sc = json.loads(dep.get("defaultServiceConfig") or "null")
+        except json.JSONDecodeError as e:
+            sc = f"invalid JSON: {e}"
+        if sc != FLYTE_DEFAULT_SERVICE_CONFIG:
+            errs.append(f"connector {cid}: defaultServiceConfig {sc!r} is not Flyte's default {FLYTE_DEFAULT_SERVICE_CONFIG!r}")
         if dep.get("insecure") is not True:
             errs.append(f"connector {cid}: insecure must be true (the Service is plaintext gRPC)")
     return errs
@@ -370,41 +546,57 @@ def schema_errors(kv, docs: list[dict]) -> tuple[list[str], int]:
     return errs, checked
 
 
-# Values that must be refused, and a fragment the refusal must contain (it names the key): the
-# chart's own `fail` message (dotted key) or Helm's values.schema.json error (JSON pointer).
+# A cluster described by values: a working dir is required with it (no clusters file).
+CLUSTER = {"restdUrl": "http://s:6820", "workingDir": "/shared/flyte"}
+# Values that must be refused, and what the refusal must contain (it names the key): the chart's
+# own `fail` message (dotted key) or Helm's values.schema.json error (JSON pointer). A string or a
+# tuple: any of them; a list: all of them.
 MUST_FAIL = [
     ("no cluster at all", {"auth": {"mode": "none"}}, "no Slurm cluster configured"),
-    ("token mode without a Secret", {"cluster": {"restdUrl": "http://s:6820"}}, "auth.existingSecret"),
-    ("key mode without a user", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "keyFile", "existingSecret": "k"}}, "cluster.username"),
-    ("unknown auth mode", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "password"}}, ("auth.mode", "/auth/mode")),
-    ("URL without scheme", {"cluster": {"restdUrl": "slurmrestd:6820"}, "auth": {"mode": "none"}}, ("cluster.restdUrl", "/cluster/restdUrl")),
-    ("relative working dir", {"cluster": {"restdUrl": "http://s:6820", "workingDir": "jobs"}, "auth": {"mode": "none"}}, ("cluster.workingDir", "/cluster/workingDir")),
-    ("stager without mounts", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"}, "stager": {"enabled": True, "tokenSecret": "t"}}, "sharedFilesystem.mounts"),
-    ("stager without token", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"}, "stager": {"url": "http://dtn:8090"}}, "stager.tokenSecret"),
-    ("relative mount path", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
+    ("token mode without a Secret", {"cluster": CLUSTER, "auth": {"mode": "tokenFile"}}, "auth.existingSecret"),
+    ("key mode (the default) without a Secret", {"cluster": {**CLUSTER, "username": "flyte"}}, ["auth.mode=keyFile needs auth.existingSecret", "jwt_hs256.key"]),
+    ("key mode without a user", {"cluster": CLUSTER, "auth": {"mode": "keyFile", "existingSecret": "k"}}, "cluster.username"),
+    ("unknown auth mode", {"cluster": CLUSTER, "auth": {"mode": "password"}}, ("auth.mode", "/auth/mode")),
+    ("URL without scheme", {"cluster": {**CLUSTER, "restdUrl": "slurmrestd:6820"}, "auth": {"mode": "none"}}, ("cluster.restdUrl", "/cluster/restdUrl")),
+    ("relative working dir", {"cluster": {**CLUSTER, "workingDir": "jobs"}, "auth": {"mode": "none"}}, ("cluster.workingDir", "/cluster/workingDir")),
+    ("stager without mounts", {"cluster": CLUSTER, "auth": {"mode": "none"}, "stager": {"enabled": True, "tokenSecret": "t"}}, "sharedFilesystem.mounts"),
+    ("stager without token", {"cluster": CLUSTER, "auth": {"mode": "none"}, "stager": {"url": "http://dtn:8090"}}, "stager.tokenSecret"),
+    ("relative mount path", {"cluster": CLUSTER, "auth": {"mode": "none"},
                              "sharedFilesystem": {"mounts": [{"name": "s", "clusterPath": "shared", "mountPath": "/s", "volume": {"emptyDir": {}}}]}}, "must both be absolute"),
-    ("misspelt key", {"cluster": {"restdURL": "http://s:6820"}, "auth": {"mode": "none"}}, "restdURL"),
-    ("misspelt section", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"}, "sharedFilesystems": {}}, "sharedFilesystems"),
-    ("requeue budget not a number", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
+    ("misspelt key", {"cluster": {**CLUSTER, "restdURL": "http://s:6820"}, "auth": {"mode": "none"}}, "restdURL"),
+    # The published Flyte plugin sends no working_dir: without one from the chart every CreateTask is refused.
+    ("restdUrl without a working dir", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"}},
+     ["cluster.workingDir", "working_dir", "every CreateTask would be refused", "--set cluster.workingDir=/shared/flyte"]),
+    # The listen addresses come from the port values (which the probes and Services use).
+    ("--listen in connector.args", {"cluster": CLUSTER, "auth": {"mode": "none"}, "connector": {"args": ["serve", "--listen", "0.0.0.0:8001"]}},
+     ["connector.args contains --listen", "connector.grpcPort"]),
+    ("--metrics-listen= in connector.extraArgs", {"cluster": CLUSTER, "auth": {"mode": "none"}, "connector": {"extraArgs": ["--metrics-listen=0.0.0.0:1"]}},
+     ["connector.extraArgs contains --metrics-listen=0.0.0.0:1", "connector.metricsPort"]),
+    ("--listen in stager.args", {"cluster": CLUSTER, "auth": {"mode": "none"}, "stager": {"args": ["stager", "--listen", "0.0.0.0:1"]}},
+     ["stager.args contains --listen", "stager.port"]),
+    ("a probe carrying its own port", {"cluster": CLUSTER, "auth": {"mode": "none"}, "connector": {"readinessProbe": {"grpc": {"port": 8001}}}},
+     ("/connector/readinessProbe", "connector.readinessProbe")),
+    ("misspelt section", {"cluster": CLUSTER, "auth": {"mode": "none"}, "sharedFilesystems": {}}, "sharedFilesystems"),
+    ("requeue budget not a number", {"cluster": CLUSTER, "auth": {"mode": "none"},
                                      "connector": {"requeueBudget": "three"}}, ("connector.requeueBudget", "/connector/requeueBudget")),
-    ("mount without volume", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
+    ("mount without volume", {"cluster": CLUSTER, "auth": {"mode": "none"},
                               "sharedFilesystem": {"mounts": [{"name": "s", "clusterPath": "/shared", "mountPath": "/s"}]}}, ("sharedFilesystem.mounts[0]", "/sharedFilesystem/mounts/0")),
     ("embedded demo on two replicas", {"allowEmbeddedDemo": True, "auth": {"mode": "none"}}, "replicaCount=2 with the embedded demo"),
-    ("both disruption-budget bounds", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
+    ("both disruption-budget bounds", {"cluster": CLUSTER, "auth": {"mode": "none"},
                                        "podDisruptionBudget": {"minAvailable": 1, "maxUnavailable": 1}}, "set only one of minAvailable and maxUnavailable"),
-    ("disruption budget blocking every drain", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
+    ("disruption budget blocking every drain", {"cluster": CLUSTER, "auth": {"mode": "none"},
                                                 "podDisruptionBudget": {"minAvailable": 2}}, "podDisruptionBudget.minAvailable=2 with replicaCount=2"),
-    ("disruption budget not a number", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
+    ("disruption budget not a number", {"cluster": CLUSTER, "auth": {"mode": "none"},
                                         "podDisruptionBudget": {"maxUnavailable": "one"}}, ("podDisruptionBudget.maxUnavailable", "/podDisruptionBudget/maxUnavailable")),
-    ("unknown anti-affinity type", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
+    ("unknown anti-affinity type", {"cluster": CLUSTER, "auth": {"mode": "none"},
                                     "podAntiAffinity": {"type": "soft"}}, ("podAntiAffinity.type", "/podAntiAffinity/type")),
-    ("no drain deadline", {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
+    ("no drain deadline", {"cluster": CLUSTER, "auth": {"mode": "none"},
                            "connector": {"shutdownGraceSeconds": 0}}, ("connector.shutdownGraceSeconds", "/connector/shutdownGraceSeconds")),
 ]
 
 
 # Renders of the availability values and what each must produce: (what, values, check on the docs).
-BASE = {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"}}
+BASE = {"cluster": CLUSTER, "auth": {"mode": "none"}}
 
 
 def merged(extra: dict) -> dict:
@@ -458,7 +650,125 @@ AVAILABILITY = [
      lambda d: [env_of(d).get("FLYTE_SLURM_SHUTDOWN_GRACE") == "45s", pod_of(d)["terminationGracePeriodSeconds"] == 55]),
     ("readiness probe: grpc.health.v1 on the gRPC port (NOT_SERVING during the drain)", {},
      lambda d: [pod_of(d)["containers"][0]["readinessProbe"]["grpc"]["port"] == 8000]),
+    ("defaults: no PrometheusRule, no dashboard ConfigMap (both opt-in)", {},
+     lambda d: [not by_kind(d, "PrometheusRule"), not [c for c in by_kind(d, "ConfigMap") if "grafana_dashboard" in c["metadata"]["labels"]]]),
+    ("defaults: containers set no uid of their own (podSecurityContext's 65532 applies)", {},
+     lambda d: [all("runAsUser" not in c["securityContext"] for c in pod_of(d)["containers"]),
+                container_facts(d)["connector"]["uid"] == 65532]),
+    ("connector.extraArgs come after the listen addresses", {"connector": {"extraArgs": ["--config", "/etc/x/clusters.toml"]}},
+     lambda d: [pod_of(d)["containers"][0]["args"] == ["serve", "--listen", "0.0.0.0:8000", "--metrics-listen", "0.0.0.0:9090", "--config", "/etc/x/clusters.toml"]]),
+    ("clustersFile.existingConfigMapChecksum is the pod's checksum/clusters annotation",
+     {"clustersFile": {"existingConfigMap": "hpc-clusters", "existingConfigMapChecksum": "0123abcd4567ef89"}},
+     lambda d: [by_kind(d, "Deployment")[0]["spec"]["template"]["metadata"]["annotations"].get("checksum/clusters") == "0123abcd4567ef89"]),
+    ("clustersFile.content: checksum/clusters follows the content",
+     {"clustersFile": {"content": 'poll_interval = "5s"\n'}},
+     lambda d: [len(by_kind(d, "Deployment")[0]["spec"]["template"]["metadata"]["annotations"].get("checksum/clusters", "")) == 16]),
 ]
+
+
+def container_facts(docs: list[dict]) -> dict[str, dict]:
+    """Per container: the uid it runs as, its listen ports from args, its probe ports."""
+    pod = pod_of(docs)
+    out = {}
+    for c in pod["containers"]:
+        args = [str(a) for a in c.get("args", [])]
+        probes = [c.get(p, {}) for p in ("readinessProbe", "livenessProbe")]
+        out[c["name"]] = {
+            "uid": effective_uid(pod, c),
+            "listen": listen_port(args, "--listen"),
+            "metrics_listen": listen_port(args, "--metrics-listen"),
+            "probe_ports": [(p.get("grpc") or p.get("httpGet") or {}).get("port") for p in probes],
+            "ports": {p["name"]: p["containerPort"] for p in c.get("ports", [])},
+        }
+    return out
+
+
+def expect_quickstart(docs: list[dict]) -> list[str]:
+    """The quick-start doc quotes ci/quickstart-values.yaml: its pod runs as the job user (1000,
+    set once in podSecurityContext) and serves on the default ports."""
+    errs = []
+    for name, f in container_facts(docs).items():
+        if f["uid"] != 1000:
+            errs.append(f"container {name} runs as uid {f['uid']}, not the podSecurityContext's 1000 (a container-level runAsUser overrides it)")
+    conn = container_facts(docs)["connector"]
+    if (conn["listen"], conn["metrics_listen"], conn["probe_ports"]) != (8000, 9090, [8000, 8000]):
+        errs.append(f"connector: want --listen :8000, --metrics-listen :9090, probes on 8000; got {conn}")
+    return errs
+
+
+def expect_observability(docs: list[dict]) -> list[str]:
+    """Both opt-ins render: a PrometheusRule with an alert per docs/operations.md item, a dashboard."""
+    errs = []
+    rules = [r for pr in by_kind(docs, "PrometheusRule") for g in pr["spec"]["groups"] for r in g["rules"]]
+    if len(rules) < 5:
+        errs.append(f"want the 5 alerts docs/operations.md describes, got {[r.get('alert') for r in rules]}")
+    if any(r["labels"].get("team") != "hpc" or not r["annotations"].get("runbook_url") for r in rules):
+        errs.append("prometheusRule.alertLabels / runbookBaseUrl did not reach every alert")
+    dash = [cm for cm in by_kind(docs, "ConfigMap") if cm["metadata"]["labels"].get("grafana_dashboard") == "1"]
+    if len(dash) != 1 or "slurm-connector.json" not in dash[0].get("data", {}):
+        errs.append("no ConfigMap labelled grafana_dashboard: \"1\" holding slurm-connector.json")
+    return errs
+
+
+def expect_custom_ports(docs: list[dict]) -> list[str]:
+    """Non-default ports reach the args, probes, container ports and both Services."""
+    f = container_facts(docs)
+    errs = []
+    if (f["connector"]["listen"], f["connector"]["metrics_listen"], f["connector"]["probe_ports"]) != (8443, 9464, [8443, 8443]):
+        errs.append(f"connector: want --listen :8443, --metrics-listen :9464, probes on 8443; got {f['connector']}")
+    if "stager" not in f or (f["stager"]["listen"], f["stager"]["probe_ports"]) != (9191, [9191, 9191]):
+        errs.append(f"stager: want --listen :9191 and probes on 9191; got {f.get('stager')}")
+    got = sorted((s["metadata"]["name"], p["name"], p["port"]) for s in by_kind(docs, "Service") for p in s["spec"]["ports"])
+    want = [("slurm-connector", "grpc", 8443), ("slurm-connector", "metrics", 9464), ("slurm-connector-headless", "grpc", 8443)]
+    if got != want:
+        errs.append(f"Service ports {got}, want {want}")
+    if env_of(docs).get("FLYTE_SLURM_STAGER_URL") != "http://127.0.0.1:9191":
+        errs.append(f"FLYTE_SLURM_STAGER_URL is {env_of(docs).get('FLYTE_SLURM_STAGER_URL')}, not the sidecar on :9191")
+    return errs
+
+
+# What particular ci files must render, beyond the checks every release gets.
+CASE_EXPECT = {
+    "quickstart-values.yaml": ("containers run as uid 1000 (podSecurityContext), listen and probe on 8000", expect_quickstart),
+    "custom-ports-values.yaml": ("ports 8443/9464/9191 reach args, container ports, probes, Services, stager URL", expect_custom_ports),
+    "observability-values.yaml": ("PrometheusRule (5 alerts, labels, runbook URLs) and Grafana dashboard ConfigMap render", expect_observability),
+}
+
+
+def observability_self_test(good: list[dict]) -> tuple[list[str], int]:
+    """The metric-name and shape checks notice a drifted alert or panel."""
+    def rule(d):
+        return by_kind(d, "PrometheusRule")[0]["spec"]["groups"][0]["rules"][0]
+
+    def dashboard(d):
+        cm = [c for c in by_kind(d, "ConfigMap") if "slurm-connector.json" in c.get("data", {})][0]
+        return cm
+
+    def renamed_panel_metric(d):
+        cm = dashboard(d)
+        cm["data"]["slurm-connector.json"] = cm["data"]["slurm-connector.json"].replace("slurm_connector_tracked_jobs", "slurm_connector_jobs_tracked")
+
+    mutations = {
+        "alert on a metric src/ lacks": lambda d: rule(d).update(expr="rate(slurm_connector_jobs_failed_total[5m]) > 0"),
+        "counter without _total": lambda d: rule(d).update(expr=rule(d)["expr"].replace("requests_total", "requests")),
+        "alert without severity": lambda d: rule(d)["labels"].pop("severity"),
+        "alert without description": lambda d: rule(d)["annotations"].pop("description"),
+        "runbook to a missing section": lambda d: rule(d)["annotations"].update(runbook="docs/operations.md#no-such-section"),
+        "rule group without rules": lambda d: by_kind(d, "PrometheusRule")[0]["spec"]["groups"][0].update(rules=[]),
+        "panel on a renamed metric": renamed_panel_metric,
+        "dashboard without the sidecar label": lambda d: dashboard(d)["metadata"]["labels"].pop("grafana_dashboard"),
+    }
+    problems = []
+    for what, mutate in mutations.items():
+        docs = copy.deepcopy(good)
+        try:
+            mutate(docs)
+        except (IndexError, KeyError):
+            problems.append(f"self-test {what!r}: the reference release lacks what the mutation changes")
+            continue
+        if not check_observability(docs):
+            problems.append(f"self-test {what!r}: the checks did not notice")
+    return problems, len(mutations)
 
 
 def self_test(good: list[dict], env_names: set[str], file_keys) -> tuple[list[str], int]:
@@ -475,6 +785,12 @@ def self_test(good: list[dict], env_names: set[str], file_keys) -> tuple[list[st
         "writable root fs": lambda d: conn(d)["securityContext"].update(readOnlyRootFilesystem=False),
         "no readiness probe": lambda d: conn(d).pop("readinessProbe"),
         "probe on the wrong port": lambda d: conn(d)["livenessProbe"]["grpc"].update(port=9090),
+        "container running as root": lambda d: conn(d)["securityContext"].update(runAsUser=0),
+        "--listen off the gRPC port": lambda d: conn(d).update(args=[a.replace(":8000", ":8001") for a in conn(d)["args"]]),
+        "no --metrics-listen": lambda d: conn(d).update(args=conn(d)["args"][:2]),
+        "Service port number off the container's": lambda d: by_kind(d, "Service")[0]["spec"]["ports"][1].update(port=9091),
+        "headless Service to the metrics port": lambda d: [s for s in by_kind(d, "Service") if s["spec"].get("clusterIP") == "None"][0]["spec"]["ports"][0].update(targetPort="metrics"),
+        "headless Service publishing unready pods": lambda d: [s for s in by_kind(d, "Service") if s["spec"].get("clusterIP") == "None"][0]["spec"].update(publishNotReadyAddresses=True),
         "mount without volume": lambda d: dep(d)["volumes"].pop(),
         "inlined token": lambda d: conn(d)["env"].append({"name": "FLYTE_SLURM_JWT", "value": "eyJhbGciOiJIUzI1NiJ9.eyJzdW4iOiJmbHl0ZSJ9.x"}),
         "unknown variable": lambda d: conn(d)["env"].append({"name": "FLYTE_SLURM_RESTD_ULR", "value": "http://x:1"}),
@@ -510,7 +826,7 @@ def main() -> int:
     file_keys = code_file_keys()
     print(f"helm {helm.helm_sdk_version()} (helm-python-sdk), kubernetes-validate {kv.__version__}, "
           f"schemas for Kubernetes {' and '.join(KUBE_VERSIONS)}; {len(env_names)} FLYTE_SLURM_* names and "
-          f"{len(file_keys[0]) + len(file_keys[1])} clusters-file keys read from src/")
+          f"{len(file_keys[0]) + len(file_keys[1])} clusters-file keys and {len(code_metrics())} metrics read from src/")
     passed, failed = 0, 0
 
     def report(ok: bool, what: str, detail: list[str]):
@@ -524,7 +840,7 @@ def main() -> int:
     if not cases:
         print(f"no values files in {CHART / 'ci'}")
         return 1
-    reference = None
+    reference = observed = None
     for case in cases:
         values = yaml.safe_load(case.read_text()) or {}
         lint = helm.lint(str(CHART), values, strict=True, namespace="flyte")
@@ -541,8 +857,14 @@ def main() -> int:
         report(not errs, f"{case.name}: {n} manifest validations against Kubernetes schemas ({kinds})", errs)
         errs = check_release(docs, env_names, file_keys)
         report(not errs, f"{case.name}: non-root, read-only root fs, gRPC probes, ports, mounts, env, config keys", errs)
+        if case.name in CASE_EXPECT:
+            what, expect = CASE_EXPECT[case.name]
+            errs = expect(docs)
+            report(not errs, f"{case.name}: {what}", errs)
         if by_kind(docs, "ConfigMap") and by_kind(docs, "ServiceAccount") and reference is None:
             reference = docs
+        if by_kind(docs, "PrometheusRule") and observed is None:
+            observed = docs
 
     for what, values, fragment in MUST_FAIL:
         try:
@@ -550,12 +872,13 @@ def main() -> int:
             report(False, f"refused: {what}", ["rendered without error"])
         except helm.HelmError as e:
             frags = (fragment,) if isinstance(fragment, str) else fragment
-            ok = any(f in str(e) for f in frags)
-            report(ok, f"refused: {what}", [] if ok else [f"message lacks {' or '.join(map(repr, frags))}: {e}"])
+            ok = (all if isinstance(frags, list) else any)(f in str(e) for f in frags)
+            joiner = " and " if isinstance(frags, list) else " or "
+            report(ok, f"refused: {what}", [] if ok else [f"message lacks {joiner.join(map(repr, frags))}: {e}"])
 
     # A budget of 0 (never requeue) must reach the pod: a template `with` would drop it as falsy.
     env = {}
-    for d in by_kind(render(helm, {"cluster": {"restdUrl": "http://s:6820"}, "auth": {"mode": "none"},
+    for d in by_kind(render(helm, {"cluster": CLUSTER, "auth": {"mode": "none"},
                                    "connector": {"requeueBudget": 0}}), "Deployment"):
         for c in d["spec"]["template"]["spec"]["containers"]:
             env.update({e["name"]: e.get("value") for e in c.get("env", [])})
@@ -582,6 +905,11 @@ def main() -> int:
     else:
         problems, n = self_test(reference, env_names, file_keys)
         report(not problems, f"self-test: each of {n} broken manifests is caught", problems)
+    if observed is None:
+        report(False, "self-test (observability)", ["no ci values file renders a PrometheusRule and a dashboard to mutate"])
+    else:
+        problems, n = observability_self_test(observed)
+        report(not problems, f"self-test: each of {n} broken alerts/dashboards is caught", problems)
 
     print(f"chart-validation: {passed} passed, {failed} failed")
     return 0 if failed == 0 else 1

@@ -83,6 +83,9 @@ Refuse values that would deploy a connector that cannot work, naming the key and
 {{- if and $v.cluster.restdUrl (not (regexMatch "^https?://" $v.cluster.restdUrl)) }}
 {{- fail (printf "cluster.restdUrl=%q: must start with http:// or https://" $v.cluster.restdUrl) }}
 {{- end }}
+{{- if and $v.cluster.restdUrl (not $file) (not $v.cluster.workingDir) }}
+{{- fail "cluster.workingDir is empty: with cluster.restdUrl and no clusters file, nothing else names the directory for job files, and the published Flyte plugin writes no working_dir, so every CreateTask would be refused; set an absolute directory of the job user on the cluster's shared filesystem, e.g. --set cluster.workingDir=/shared/flyte" }}
+{{- end }}
 {{- if and $v.cluster.workingDir (not (hasPrefix "/" $v.cluster.workingDir)) }}
 {{- fail (printf "cluster.workingDir=%q: must be an absolute path on the cluster's shared filesystem" $v.cluster.workingDir) }}
 {{- end }}
@@ -128,6 +131,18 @@ Refuse values that would deploy a connector that cannot work, naming the key and
 {{- if and $embedded (gt (int $v.replicaCount) 1) }}
 {{- fail (printf "replicaCount=%d with the embedded demo: each replica would run its own stand-in cluster, so a task created on one is unknown to the others; set replicaCount=1 (or configure a real cluster)" (int $v.replicaCount)) }}
 {{- end }}
+{{- /* The listen addresses come from the port values, which also feed the probes and Services. */}}
+{{- range $key, $args := dict "connector.args" $v.connector.args "connector.extraArgs" $v.connector.extraArgs "stager.args" $v.stager.args }}
+{{- $portKey := ternary "stager.port" "connector.grpcPort" (eq $key "stager.args") }}
+{{- range $args }}
+{{- if regexMatch "^--listen(=|$)" . }}
+{{- fail (printf "%s contains %s: the chart passes --listen itself, from %s (which the container port and probes%s use too, so they would disagree); remove it and set the port instead, e.g. --set %s=%d" $key . $portKey (ternary ", and the connector's stager URL," ", and the Services," (eq $key "stager.args")) $portKey (ternary 9191 8443 (eq $key "stager.args"))) }}
+{{- end }}
+{{- if regexMatch "^--metrics-listen(=|$)" . }}
+{{- fail (printf "%s contains %s: the chart passes --metrics-listen itself, from connector.metricsPort (which the Service uses too); remove it and set connector.metricsPort instead, e.g. --set connector.metricsPort=9464" $key .) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- $pdb := $v.podDisruptionBudget }}
 {{- if and (ne (toString $pdb.minAvailable) "") (ne (toString $pdb.maxUnavailable) "") }}
 {{- fail "podDisruptionBudget: set only one of minAvailable and maxUnavailable (Kubernetes takes one)" }}
@@ -168,3 +183,9 @@ Refuse values that would deploy a connector that cannot work, naming the key and
 {{- end }}
 {{- end }}
 
+
+{{/* A probe from values (timings only) with the handler the chart owns merged in. */}}
+{{- define "slurm-connector.probe" -}}
+{{- $p := omit (deepCopy .probe) "grpc" "httpGet" "tcpSocket" "exec" }}
+{{- toYaml (merge $p .handler) }}
+{{- end }}
