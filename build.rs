@@ -41,10 +41,10 @@ fn build_info() {
             watch.push(branch);
         }
         for name in watch {
-            if let Some(path) = git(&["rev-parse", "--git-path", &name]) {
-                if std::path::Path::new(&path).exists() {
-                    println!("cargo:rerun-if-changed={path}");
-                }
+            if let Some(path) = git(&["rev-parse", "--git-path", &name])
+                && std::path::Path::new(&path).exists()
+            {
+                println!("cargo:rerun-if-changed={path}");
             }
         }
         git(&["rev-parse", "--short=12", "HEAD"])

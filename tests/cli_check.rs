@@ -74,3 +74,58 @@ async fn the_chosen_version_and_why_then_the_token() {
     let t = rows.iter().find(|r| r.what == "token accepted").unwrap();
     assert!(t.ok, "{rows:#?}");
 }
+
+/// Against mock-slurmrestd (which runs jobs): with accounting, `accounting (slurmdbd)` answers;
+/// without it (slurmrestd run with `-s openapi/slurmctld`), the row is still ✓ and says what
+/// degrades, since the connector works without slurmdbd; and the user row needs slurmdbd.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accounting_is_checked_and_its_absence_is_said_not_failed() {
+    for accounting in [true, false] {
+        let env = common::mock::Mock::start_with(
+            "check",
+            mock_slurmrestd::MockConfig {
+                accounting,
+                ..common::mock::Mock::config()
+            },
+        )
+        .await;
+        let cluster = env.cluster(env.static_auth(), Some("flyte"));
+        let rows = check_cluster(&cluster, None).await;
+        let acct = rows
+            .iter()
+            .find(|r| r.what == "accounting (slurmdbd)")
+            .unwrap_or_else(|| panic!("{rows:#?}"));
+        assert!(acct.ok, "{rows:#?}");
+        if accounting {
+            assert_eq!(acct.detail, "slurmdbd answers");
+            assert!(rows.iter().any(|r| r.what == "job user known"), "{rows:#?}");
+        } else {
+            assert!(
+                acct.detail.starts_with("not served") && acct.detail.contains("exit-status marker"),
+                "{}",
+                acct.detail
+            );
+            assert!(rows.iter().all(|r| r.what != "job user known"), "{rows:#?}");
+        }
+        env.stop().await;
+    }
+}
+
+/// A slurmrestd nothing listens for: the one row says which prerequisite to look at.
+#[tokio::test]
+async fn an_unreachable_slurmrestd_names_the_prerequisite() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let rows = check_cluster(&cluster(&format!("http://127.0.0.1:{port}"), None), None).await;
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert!(!rows[0].ok);
+    assert!(
+        rows[0].detail.contains("prerequisite: slurmrestd running")
+            && rows[0].detail.contains("rest_auth/jwt"),
+        "{}",
+        rows[0].detail
+    );
+}

@@ -581,3 +581,81 @@ async fn a_user_token_cannot_proxy_another_user() {
     assert!(err.is_auth(), "expected an auth error, got {err:?}");
     assert!(err.to_string().contains(&c.name), "{err}");
 }
+
+/// `slurm-connector check` on a real Slurm names the prerequisite a failure points at: every row
+/// ✓ with the dev cluster's own settings (accounting answering when it has slurmdbd, the job user
+/// known), a user Slurm does not know ✗ on `job user known` (its jobs would never start), and a
+/// token of another key ✗ on `token accepted`, naming slurm.conf's `AuthAltTypes=auth/jwt`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_names_the_missing_prerequisite() {
+    use slurm_connector::cli::check::check_cluster;
+    use slurm_connector::config::{AuthConfig, ClusterConfig};
+    let c = require_cluster!();
+    let mounts = var("FLYTE_SLURM_SHARED_MOUNTS").expect("dev-cluster env");
+    let cluster = |user: &str, key: &std::path::Path| ClusterConfig {
+        name: c.name.clone(),
+        restd_url: c.url.clone(),
+        api_version: c.api_version,
+        username: Some(user.to_string()),
+        auth: Some(AuthConfig::KeyFile {
+            path: key.to_path_buf(),
+            lifetime: Duration::from_secs(600),
+        }),
+        working_dir: Some(c.workdir.clone()),
+        shared_mounts: mounts
+            .split(',')
+            .map(|e| {
+                let (c, l) = e.split_once('=').unwrap();
+                (c.to_string(), l.into())
+            })
+            .collect(),
+        default_partition: None,
+        ssh_hosts: Vec::new(),
+        stager_url: None,
+        stager_token_file: None,
+        identities: Default::default(),
+        ca_file: None,
+        images: Default::default(),
+    };
+    let row = |rows: &[slurm_connector::cli::check::Check], what: &str| {
+        rows.iter()
+            .find(|r| r.what == what)
+            .unwrap_or_else(|| panic!("no `{what}` row in {rows:#?}"))
+            .clone()
+    };
+
+    let rows = check_cluster(&cluster(&c.user, &c.key_file), None).await;
+    assert!(rows.iter().all(|r| r.ok), "{rows:#?}");
+    let acct = row(&rows, "accounting (slurmdbd)");
+    if c.accounting {
+        assert_eq!(acct.detail, "slurmdbd answers");
+        assert!(row(&rows, "job user known").detail.starts_with(&c.user));
+
+        let rows = check_cluster(&cluster("nosuchuser", &c.key_file), None).await;
+        let user = row(&rows, "job user known");
+        assert!(
+            !user.ok && user.detail.contains("does not exist") && user.detail.contains("sacctmgr"),
+            "{rows:#?}"
+        );
+    } else {
+        assert!(acct.detail.starts_with("not served"), "{acct:?}");
+        assert!(rows.iter().all(|r| r.what != "job user known"), "{rows:#?}");
+    }
+
+    let dir = std::env::temp_dir().join(unique("check-wrongkey"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("jwt_hs256.key");
+    std::fs::write(&key, rand::random::<[u8; 32]>()).unwrap();
+    let rows = check_cluster(&cluster(&c.user, &key), None).await;
+    let token = row(&rows, "token accepted");
+    assert!(
+        !token.ok && token.detail.contains("AuthAltTypes=auth/jwt"),
+        "{rows:#?}"
+    );
+    assert_eq!(
+        rows.last().unwrap().what,
+        "token accepted",
+        "later rows repeat it"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

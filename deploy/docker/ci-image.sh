@@ -13,6 +13,8 @@
 # Checked from the host: `--help`, grpc.health.v1 SERVING for every service, and a CreateTask
 # / GetTask / GetTaskLogs round trip (`slurm-connector submit` run on the host against it), then
 # SIGTERM: the container exits 0 within the drain deadline.
+# --quickstart (with a dev cluster up and its `dev-cluster env` exported): then the quick-start's
+# pod, as docs/quickstart-kubernetes.md deploys it, against that cluster (quickstart_pod below).
 # Installs podman, buildah, crun (or runc), fuse-overlayfs and debootstrap with apt-get when missing
 # (root).
 # Idempotent: a second run rebuilds only the last layers (the binary) and reruns the checks.
@@ -20,7 +22,17 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 PROFILE=debug
-[[ "${1:-}" == "--release" ]] && PROFILE=release
+QUICKSTART=0
+for arg in "$@"; do
+	case "$arg" in
+	--release) PROFILE=release ;;
+	--quickstart) QUICKSTART=1 ;;
+	*)
+		echo "ci-image: unknown argument $arg (--release, --quickstart)" >&2
+		exit 2
+		;;
+	esac
+done
 SUITE=${IMAGE_BASE_SUITE:-trixie}   # the Dockerfile's DEBIAN_RELEASE
 CACHE=${IMAGE_CACHE:-/var/cache/slurm-connector-image}
 TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
@@ -36,6 +48,11 @@ die() {
 mkdir -p "$CACHE"
 # The container gets only what is passed below; the host-side `submit` none of the caller's
 # cluster settings (CI exports the dev cluster's).
+# The dev cluster's facts the --quickstart pod needs are kept first.
+DEV_URL=${FLYTE_SLURM_RESTD_URL:-} DEV_KEY=${FLYTE_SLURM_JWT_KEY_FILE:-} DEV_ROOT=${SLURM_DEV_CLUSTER_ROOT:-}
+if ((QUICKSTART)) && [[ -z "$DEV_URL" || -z "$DEV_KEY" || -z "$DEV_ROOT" ]]; then
+	die "--quickstart needs a dev cluster: eval \"\$(deploy/dev-cluster/dev-cluster env)\" first"
+fi
 while read -r v; do unset "$v"; done < <(compgen -e | grep '^FLYTE_SLURM_' || true)
 
 # ---- tools
@@ -120,7 +137,7 @@ elif [[ ! -x "$BIN" ]]; then
 	cargo build --locked --bin slurm-connector
 fi
 ctx=$(mktemp -d)
-trap 'rm -rf "$ctx"; "${PODMAN[@]}" rm -f -t 0 "$NAME" >/dev/null 2>&1 || true' EXIT
+trap 'rm -rf "$ctx"; "${PODMAN[@]}" rm -f -t 0 "$NAME" "$NAME-quickstart" >/dev/null 2>&1 || true' EXIT
 cp "$BIN" "$ctx/slurm-connector"
 cp /etc/ssl/certs/ca-certificates.crt "$ctx/ca-certificates.crt"
 : >"$ctx/empty.ignore" # the context is only these two files (not Dockerfile.dockerignore's rules)
@@ -161,15 +178,10 @@ help="$("${RUN[@]}" --rm --network none --read-only --user 65532 "$IMAGE" --help
 	die "slurm-connector --help in the image failed"
 grep -q "Usage: slurm-connector" <<<"$help" || die "slurm-connector --help in the image printed no usage: $help"
 say "--help ok"
-free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-GRPC=$(free_port)
-METRICS=$(free_port)
-"${RUN[@]}" -d --name "$NAME" --label slurm-connector-ci --network host --read-only --user 65532 --tmpfs /tmp:rw,mode=1777 \
-	--cap-drop ALL --security-opt no-new-privileges \
-	-e FLYTE_SLURM_DATA_DIR=/tmp/slurm-connector -e FLYTE_SLURM_SHUTDOWN_GRACE=10s \
-	"$IMAGE" serve --listen "127.0.0.1:$GRPC" --metrics-listen "127.0.0.1:$METRICS" >/dev/null
-logs() { "${PODMAN[@]}" logs "$NAME" 2>&1 | tail -n 30 >&2; }
-"$PY" - "$GRPC" <<'EOF' || { logs; die "gRPC health is not SERVING"; }
+# Waits (30 s at most) until every service of the connector on 127.0.0.1:$1 answers
+# grpc.health.v1 SERVING; fails naming what it got.
+wait_serving() {
+	"$PY" - "$1" <<'EOF'
 import sys, time, grpc
 port = sys.argv[1]
 ch = grpc.insecure_channel(f"127.0.0.1:{port}")
@@ -190,6 +202,16 @@ while True:
 print("health", {k or "(server)": "SERVING" if v == 1 else v for k, v in got.items()})
 sys.exit(0 if all(v == 1 for v in got.values()) else 1)
 EOF
+}
+free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+GRPC=$(free_port)
+METRICS=$(free_port)
+"${RUN[@]}" -d --name "$NAME" --label slurm-connector-ci --network host --read-only --user 65532 --tmpfs /tmp:rw,mode=1777 \
+	--cap-drop ALL --security-opt no-new-privileges \
+	-e FLYTE_SLURM_DATA_DIR=/tmp/slurm-connector -e FLYTE_SLURM_SHUTDOWN_GRACE=10s \
+	"$IMAGE" serve --listen "127.0.0.1:$GRPC" --metrics-listen "127.0.0.1:$METRICS" >/dev/null
+logs() { "${PODMAN[@]}" logs "$NAME" 2>&1 | tail -n 30 >&2; }
+wait_serving "$GRPC" || { logs; die "gRPC health is not SERVING"; }
 say "grpc.health.v1 SERVING"
 if "${PODMAN[@]}" exec "$NAME" /bin/sh -c ': >/probe' 2>/dev/null; then
 	die "the container's root filesystem is writable"
@@ -222,3 +244,57 @@ code=$(timeout 15 "${PODMAN[@]}" wait "$NAME") || die "the container did not exi
 say "SIGTERM: exit 0 after $(($(date +%s) - s0))s"
 "${PODMAN[@]}" rm -f "$NAME" >/dev/null
 say "image checks passed ($IMAGE, $(("$("${PODMAN[@]}" image inspect --format '{{.Size}}' "$IMAGE")" / 1000000)) MB)"
+
+# ---- --quickstart: the quick-start's pod against the dev cluster
+# docs/quickstart-kubernetes.md's values (ci/quickstart-values.yaml, which tests/docs_names.rs
+# holds equal to the doc's block) rendered by the chart and its connector container run as
+# Kubernetes would run it (deploy/docker/pod_from_chart.py: args, env, user and groups, read-only
+# root, mounts), then `slurm-connector check` in it, as the doc's `kubectl exec … check` step.
+# Only the site's facts change: slurmrestd's URL, free ports on this host, the job user's uid/gid
+# when the dev cluster's differ from the doc's example; the Secret is the dev cluster's key (mode
+# 0440, group fsGroup, as Kubernetes mounts it) and the NFS export its /shared.
+quickstart_pod() {
+	local values=deploy/helm/slurm-connector/ci/quickstart-values.yaml vpy=${VENV:-$PWD/.venv}/bin/python
+	[[ -x "$vpy" ]] || die "no $vpy with Helm: run deploy/validate-chart.sh first (it makes that venv)"
+	local user uid gid
+	user=$("$vpy" -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["cluster"]["username"])' "$values")
+	IFS=: read -r _ _ uid gid _ < <(grep "^$user:" "$DEV_ROOT/etc/passwd") ||
+		die "the dev cluster has no user $user (the quick-start's cluster.username)"
+	local secret="$ctx/slurm-jwt-key"
+	mkdir -p "$secret"
+	install -m 0440 -o root -g "$gid" "$DEV_KEY" "$secret/jwt_hs256.key"
+	local grpc metrics sets=()
+	grpc=$(free_port)
+	metrics=$(free_port)
+	sets=(--set "cluster.restdUrl=$DEV_URL" --set "connector.grpcPort=$grpc" --set "connector.metricsPort=$metrics"
+		--set "podSecurityContext.runAsUser=$uid" --set "podSecurityContext.runAsGroup=$gid"
+		--set "podSecurityContext.fsGroup=$gid")
+	local pod=()
+	mapfile -t pod < <("$vpy" deploy/docker/pod_from_chart.py "$values" "${sets[@]}" \
+		--volume "slurmrestd-auth=$secret" --volume "shared=$DEV_ROOT/shared") ||
+		die "the quick-start's values did not render into a pod"
+	local i split=0
+	for i in "${!pod[@]}"; do [[ "${pod[$i]}" == -- ]] && split=$i; done
+	((split)) || die "pod_from_chart.py printed no -- before the container's args"
+	local qs=$NAME-quickstart
+	say "quick-start pod: uid $uid, args ${pod[*]:split+1}"
+	"${RUN[@]}" -d --name "$qs" --label slurm-connector-ci --network host "${pod[@]:0:split}" \
+		"$IMAGE" "${pod[@]:split+1}" >/dev/null
+	qs_logs() { "${PODMAN[@]}" logs "$qs" 2>&1 | tail -n 30 >&2; }
+	wait_serving "$grpc" || {
+		qs_logs
+		die "the quick-start pod is not SERVING"
+	}
+	local out
+	out=$("${PODMAN[@]}" exec "$qs" slurm-connector check 2>&1) || {
+		echo "$out" >&2
+		qs_logs
+		die "slurm-connector check failed in the quick-start pod"
+	}
+	echo "$out"
+	"${PODMAN[@]}" rm -f -t 10 "$qs" >/dev/null
+	say "quick-start pod: check passed against $DEV_URL"
+}
+if ((QUICKSTART)); then
+	quickstart_pod
+fi

@@ -84,7 +84,7 @@ pub async fn check_cluster(c: &ClusterConfig, output_prefix: Option<&str>) -> Ve
                 if reachable {
                     Ok(c.restd_url.to_string())
                 } else {
-                    Err(e.to_string())
+                    Err(format!("{e}; {}", prerequisite(&e)))
                 },
             ));
             if reachable {
@@ -105,9 +105,19 @@ pub async fn check_cluster(c: &ClusterConfig, output_prefix: Option<&str>) -> Ve
             )),
         )),
         Err(e) => {
-            out.push(check(name, "token accepted", Err(e.to_string())));
+            out.push(check(
+                name,
+                "token accepted",
+                Err(format!("{e}; {}", prerequisite(&e))),
+            ));
             return out;
         }
+    }
+    let accounting = accounting(&client).await;
+    let served = accounting.served;
+    out.push(check(name, "accounting (slurmdbd)", accounting.result));
+    if let (true, Some(user)) = (served, c.username.as_deref()) {
+        out.push(check(name, "job user known", job_user(&client, user).await));
     }
     if !c.identities.rules.is_empty() {
         out.push(check(
@@ -155,6 +165,99 @@ pub async fn check_cluster(c: &ClusterConfig, output_prefix: Option<&str>) -> Ve
         ));
     }
     out
+}
+
+/// Which of the cluster's prerequisites (docs/quickstart-kubernetes.md, step 1) an error of the
+/// first calls points at, so an operator fixes the cluster's side instead of guessing.
+fn prerequisite(e: &ClientError) -> &'static str {
+    match e {
+        ClientError::Unreachable { .. } | ClientError::Timeout { .. } => {
+            "prerequisite: slurmrestd running (`slurmrestd -a rest_auth/jwt ADDRESS:PORT`) and \
+             listening on an address this host can reach (not loopback only, no firewall between)"
+        }
+        // slurmrestd itself answers 401 when it takes no JWT, though one was sent.
+        ClientError::NoToken { .. } => {
+            "prerequisite: slurmrestd started with JWT authentication (`-a rest_auth/jwt`); a \
+             token was sent and slurmrestd did not take it"
+        }
+        // slurmrestd passed the token on and slurmctld refused it (HTTP 511, error 1007).
+        ClientError::Rejected { .. } => {
+            "prerequisite: slurm.conf with `AuthAltTypes=auth/jwt` and \
+             `AuthAltParameters=jwt_key=FILE`, FILE being the key this connector holds (or its \
+             token minted from that key, unexpired); slurmctld.log says why it refused"
+        }
+        ClientError::Tls { .. } => "prerequisite: slurmrestd's certificate trusted here",
+        _ => "see docs/quickstart-kubernetes.md, step 1",
+    }
+}
+
+/// The `accounting (slurmdbd)` line, and whether slurmdb answers (the job user's line needs it).
+struct Accounting {
+    served: bool,
+    result: Result<String, String>,
+}
+
+/// slurmdbd is optional: without it the connector degrades (docs/operations.md) but works, so a
+/// cluster without slurmdb is a ✓ that says what degrades; slurmdb served but not answering is a
+/// ✗ (slurmdbd down, or its database: jobs that leave slurmctld cannot be looked up).
+async fn accounting(client: &Client) -> Accounting {
+    // The last minute's jobs of every user: a small answer, and no user filter, which slurmdbd
+    // refuses (422, error 2166) for a user it does not know: that is the next line's to say.
+    let since = chrono::Utc::now().timestamp() - 60;
+    match client.accounting_jobs_since(since, None).await {
+        Ok(_) => Accounting {
+            served: true,
+            result: Ok("slurmdbd answers".into()),
+        },
+        Err(ClientError::Http { status: 404, .. }) => Accounting {
+            served: false,
+            result: Ok(
+                "not served (slurmrestd without openapi/slurmdbd, or no slurmdbd): jobs are \
+                 still run and tracked; a job that leaves slurmctld is resolved from its \
+                 exit-status marker, GetTaskMetrics has no usage figures and identity rules' \
+                 users are not checked (docs/operations.md)"
+                    .into(),
+            ),
+        },
+        Err(e) => Accounting {
+            served: false,
+            result: Err(format!(
+                "{e}; slurmrestd serves accounting but slurmdbd did not answer: is slurmdbd \
+                 running, with `AuthAltTypes=auth/jwt` in slurmdbd.conf?"
+            )),
+        },
+    }
+}
+
+/// The user jobs run as must exist: Slurm accepts a job of an unknown user, which then never
+/// starts (a pending `UserId=99` on 24.11). Known only through slurmdbd.
+async fn job_user(client: &Client, user: &str) -> Result<String, String> {
+    match client.slurm_user_record(user, None).await {
+        Ok(Some(rec)) if rec.accounts.is_empty() => Err(format!(
+            "Slurm user {user} has no account association: its jobs are refused; add one \
+             (`sacctmgr add user {user} account=ACCOUNT`)"
+        )),
+        Ok(Some(rec)) => Ok(format!(
+            "{user}, accounts {} (default {})",
+            rec.accounts.join(", "),
+            if rec.default_account.is_empty() {
+                "none"
+            } else {
+                &rec.default_account
+            }
+        )),
+        Ok(None) => Err(format!(
+            "Slurm user {user} does not exist in the cluster's accounting: its jobs would \
+             never start; create it (`sacctmgr add user {user} account=ACCOUNT`) or set \
+             FLYTE_SLURM_USERNAME to an existing user"
+        )),
+        // A slurmrestd that serves job records but no user records (an older build, or a
+        // stand-in): nothing to check against, which is no fault of the cluster.
+        Err(ClientError::Http { status: 404, .. }) => Ok(format!(
+            "{user} (not checked: slurmrestd serves no slurmdbd user records)"
+        )),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// The working directory of every user jobs may run as (`{user}`: one per user).

@@ -37,10 +37,10 @@ pub struct RestLabels {
 /// What this binary is (`crate::build_info`): one series, always 1, so a dashboard can tell
 /// replicas of different builds apart (`count by (git_hash)`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct BuildLabels {
-    version: String,
-    git_hash: String,
-    api_versions: String,
+pub struct BuildLabels {
+    pub version: String,
+    pub git_hash: String,
+    pub api_versions: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -50,6 +50,8 @@ pub struct ClusterLabels {
 
 pub struct Metrics {
     registry: Registry,
+    /// One series, set once at start (`crate::build_info`).
+    pub build_info: Family<BuildLabels, Gauge>,
     pub success: Family<OpLabels, Counter>,
     pub failure: Family<FailLabels, Counter>,
     pub latency: Family<OpLabels, Histogram>,
@@ -76,6 +78,7 @@ impl Metrics {
     pub fn new() -> Arc<Metrics> {
         let mut registry = Registry::default();
         let m = Metrics {
+            build_info: Family::default(),
             success: Family::default(),
             failure: Family::default(),
             latency: Family::new_with_constructor(latency_histogram),
@@ -91,8 +94,7 @@ impl Metrics {
             submits_throttled: Family::default(),
             registry: Registry::default(),
         };
-        let build_info = Family::<BuildLabels, Gauge>::default();
-        build_info
+        m.build_info
             .get_or_create(&BuildLabels {
                 version: crate::build_info::VERSION.to_string(),
                 git_hash: crate::build_info::GIT_HASH.to_string(),
@@ -102,7 +104,7 @@ impl Metrics {
         registry.register(
             "slurm_connector_build_info",
             "The connector's version, git commit and the slurmrestd API versions it speaks (always 1)",
-            build_info,
+            m.build_info.clone(),
         );
         // prometheus-client appends `_total` to counters itself.
         registry.register(
