@@ -23,19 +23,19 @@ struct Cli {
 enum Command {
     /// Serve the connector gRPC API (:8000) and Prometheus metrics (:9090). With no cluster
     /// configured, runs the embedded default: an in-process slurmrestd stand-in, a local shared
-    /// folder and a local object store under the data directory.
+    /// folder and a local object store under the data directory, on loopback only.
     Serve {
         /// A config file with several clusters (also FLYTE_SLURM_CONFIG).
         #[arg(long)]
         config: Option<PathBuf>,
-        #[arg(long, default_value = "0.0.0.0:8000", env = "FLYTE_SLURM_LISTEN")]
-        listen: SocketAddr,
-        #[arg(
-            long,
-            default_value = "0.0.0.0:9090",
-            env = "FLYTE_SLURM_METRICS_LISTEN"
-        )]
-        metrics_listen: SocketAddr,
+        /// Where gRPC listens [default: 0.0.0.0:8000; 127.0.0.1:8000 with the embedded default,
+        /// which runs every job's script on this machine as you]
+        #[arg(long, env = "FLYTE_SLURM_LISTEN")]
+        listen: Option<SocketAddr>,
+        /// Where /metrics (and /healthz) listen [default: 0.0.0.0:9090; 127.0.0.1:9090 with the
+        /// embedded default]
+        #[arg(long, env = "FLYTE_SLURM_METRICS_LISTEN")]
+        metrics_listen: Option<SocketAddr>,
         /// The embedded default's data directory (default ~/.local/share/slurm-connector).
         #[arg(long, env = "FLYTE_SLURM_DATA_DIR")]
         data_dir: Option<PathBuf>,
@@ -94,12 +94,10 @@ impl Command {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    if let Err(e) = cli::logging::init() {
+        eprintln!("slurm-connector: {e}");
+        return ExitCode::from(2);
+    }
     let command = Cli::parse().command;
     let name = command.name();
     match run(command) {

@@ -113,6 +113,27 @@ fn official_stubs_against_the_embedded_default() {
     let _ = std::fs::remove_dir_all(data);
 }
 
+/// The same suite over TLS, as Flyte's backend connects with `insecure: false` (TLS, the server
+/// verified against trusted roots, no client certificate): the embedded default with
+/// FLYTE_SLURM_TLS_CERT_FILE/_KEY_FILE, health included, and a plaintext client refused.
+#[test]
+fn official_stubs_over_tls() {
+    let Some(py) = python() else { return };
+    let Some(ca) = common::tls::TestCa::new("conformance") else {
+        return;
+    };
+    let (cert, key) = ca.server_cert("localhost");
+    let (_serve, port, data) = serve(
+        &[
+            ("FLYTE_SLURM_TLS_CERT_FILE", cert.to_str().unwrap()),
+            ("FLYTE_SLURM_TLS_KEY_FILE", key.to_str().unwrap()),
+        ],
+        true,
+    );
+    run_script(&py, port, &["--tls-ca", ca.ca.to_str().unwrap()]);
+    let _ = std::fs::remove_dir_all(data);
+}
+
 #[test]
 fn official_stubs_against_the_real_dev_cluster() {
     let Some(py) = python() else { return };

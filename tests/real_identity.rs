@@ -612,103 +612,19 @@ impl Drop for Child {
     }
 }
 
-fn run(cmd: &str, args: &[&str], dir: &std::path::Path) {
-    let out = std::process::Command::new(cmd)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap_or_else(|e| panic!("{cmd}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd} {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn on_path(cmd: &str) -> bool {
-    std::process::Command::new("sh")
-        .args(["-c", &format!("command -v {cmd}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-/// A CA and a certificate for `localhost`/127.0.0.1 signed by it (openssl CLI), and stunnel4
+/// A CA and a certificate for `localhost`/127.0.0.1 signed by it (`common::tls`), and stunnel4
 /// terminating TLS on a free port in front of `backend`. Returns (port, CA file, the child).
-fn tls_terminator(backend: u16) -> (u16, PathBuf, Child) {
-    let dir = common::fresh_dir("sc-id-tls");
-    run(
-        "openssl",
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.pem",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=slurm-connector test CA",
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-        ],
-        &dir,
-    );
-    run(
-        "openssl",
-        &[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-            "-subj",
-            "/CN=localhost",
-        ],
-        &dir,
-    );
-    std::fs::write(
-        dir.join("ext.cnf"),
-        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n\
-         keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
-    )
-    .unwrap();
-    run(
-        "openssl",
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            "server.pem",
-            "-days",
-            "1",
-            "-extfile",
-            "ext.cnf",
-        ],
-        &dir,
-    );
+fn tls_terminator(ca: &common::tls::TestCa, backend: u16) -> (u16, PathBuf, Child) {
+    let (cert, key) = ca.server_cert("localhost");
+    let dir = &ca.dir;
     let port = common::free_port();
     std::fs::write(
         dir.join("stunnel.conf"),
         format!(
             "foreground = yes\npid =\n[slurmrestd]\naccept = 127.0.0.1:{port}\nconnect = 127.0.0.1:{backend}\n\
-             cert = {d}/server.pem\nkey = {d}/server.key\n",
-            d = dir.display()
+             cert = {cert}\nkey = {key}\n",
+            cert = cert.display(),
+            key = key.display()
         ),
     )
     .unwrap();
@@ -728,21 +644,24 @@ fn tls_terminator(backend: u16) -> (u16, PathBuf, Child) {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    (port, dir.join("ca.pem"), child)
+    (port, ca.ca.clone(), child)
 }
 
 #[tokio::test]
 async fn tls_with_a_private_ca_works_with_ca_file_and_is_refused_without() {
     let Some(c) = cluster() else { return };
-    if !on_path("stunnel4") || !on_path("openssl") {
+    if !common::tls::on_path("stunnel4") {
         skip(
             Tier::Tls,
-            "stunnel4 and openssl are not on PATH (`apt-get install -y stunnel4 openssl`)",
+            "stunnel4 is not on PATH (`apt-get install -y stunnel4 openssl`)",
         );
         return;
     }
+    let Some(test_ca) = common::tls::TestCa::new("id-tls") else {
+        return;
+    };
     let _one = SERIAL.lock().await;
-    let (port, ca, _stunnel) = tls_terminator(c.url.port().unwrap());
+    let (port, ca, _stunnel) = tls_terminator(&test_ca, c.url.port().unwrap());
     let mut d = deployment(
         &c,
         vec![rule("ml", "alice", "physics")],

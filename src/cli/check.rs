@@ -368,5 +368,54 @@ pub async fn run(
     for c in deployment.clusters.values() {
         checks.extend(check_cluster(c, output_prefix).await);
     }
+    if !deployment.clusters.is_empty() {
+        checks.extend(check_port(&deployment, listen_of_serve()));
+    }
     Ok(print(&checks))
+}
+
+/// Where `serve` listens, as this process can know it: `FLYTE_SLURM_LISTEN`, else `serve`'s
+/// default for a configured deployment (`check` runs beside `serve`, e.g. `kubectl exec`, and
+/// cannot see its arguments).
+fn listen_of_serve() -> std::net::SocketAddr {
+    std::env::var("FLYTE_SLURM_LISTEN")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(super::serve::DEFAULT_LISTEN)
+}
+
+/// The gRPC port's rows: its certificate loads (with TLS), and identity rules are not served on a
+/// port anyone can reach (docs/security.md).
+pub fn check_port(d: &DeploymentConfig, listen: std::net::SocketAddr) -> Vec<Check> {
+    let mut out = Vec::new();
+    if let Some(files) = &d.server_tls {
+        out.push(check(
+            "-",
+            "TLS on the gRPC port",
+            crate::service::ServerTls::load(files)
+                .map(|t| t.describe())
+                .map_err(|e| e.to_string()),
+        ));
+    }
+    let p = d.protections(Some(listen));
+    let reach = match (&p.ingress_policy, p.loopback()) {
+        (_, true) => format!("{listen}: loopback only"),
+        (Some(policy), false) => format!("{listen}, restricted by {policy}"),
+        (None, false) => format!("{listen}, no ingress restriction declared"),
+    };
+    out.push(check(
+        "-",
+        "who can reach the gRPC port",
+        if p.identity_rules_exposed() {
+            Err(format!(
+                "{reach}, yet {} identity rules decide whom jobs run as: any client that reaches \
+                 the port can have jobs run as their users; restrict ingress to Flyte's backend \
+                 (the chart's networkPolicy) and declare it with FLYTE_SLURM_INGRESS_POLICY",
+                p.identity_rules
+            ))
+        } else {
+            Ok(format!("{reach}; TLS {}", if p.tls { "on" } else { "off" }))
+        },
+    ));
+    out
 }

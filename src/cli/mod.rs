@@ -4,6 +4,7 @@
 
 pub mod check;
 mod embedded;
+pub mod logging;
 mod native_inputs;
 pub mod render;
 mod request;

@@ -94,6 +94,38 @@ pub(super) fn apply(
         };
     }
 
+    if let Some(v) = var("FLYTE_SLURM_INGRESS_POLICY") {
+        cfg.ingress_policy = Some(v.trim().to_string());
+    }
+    // The environment overrides the file's pair as a pair: half of one and half of the other
+    // would be a certificate with another's key.
+    match (
+        var("FLYTE_SLURM_TLS_CERT_FILE"),
+        var("FLYTE_SLURM_TLS_KEY_FILE"),
+    ) {
+        (Some(cert), Some(key)) => {
+            cfg.server_tls = Some(super::ServerTlsFiles {
+                cert: PathBuf::from(cert.trim()),
+                key: PathBuf::from(key.trim()),
+            })
+        }
+        (None, None) => {}
+        (Some(_), None) | (None, Some(_)) => {
+            let (set, missing) = if var("FLYTE_SLURM_TLS_CERT_FILE").is_some() {
+                ("FLYTE_SLURM_TLS_CERT_FILE", "FLYTE_SLURM_TLS_KEY_FILE")
+            } else {
+                ("FLYTE_SLURM_TLS_KEY_FILE", "FLYTE_SLURM_TLS_CERT_FILE")
+            };
+            return Err(ConfigError::Missing {
+                var: missing.into(),
+                problem: format!(
+                    "{set} is set, {missing} is not: TLS on the gRPC port needs both the \
+                     certificate chain and its private key (PEM files)"
+                ),
+            });
+        }
+    }
+
     let name = var("FLYTE_SLURM_CLUSTER_NAME").unwrap_or_else(|| DEFAULT_CLUSTER_NAME.to_string());
     if !CLUSTER_VARS.iter().any(|k| var(k).is_some()) {
         return Ok(());

@@ -42,6 +42,9 @@ struct FileConfig {
     submit_wait: Option<String>,
     submits_in_flight: Option<u64>,
     allow_task_credentials: Option<bool>,
+    /// TLS on the gRPC port: both, or neither.
+    tls_cert_file: Option<PathBuf>,
+    tls_key_file: Option<PathBuf>,
     #[serde(default)]
     clusters: BTreeMap<String, FileCluster>,
 }
@@ -125,6 +128,22 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<DeploymentConfig, ConfigE
     }
     if let Some(d) = f.default_cluster {
         cfg.default_cluster = d;
+    }
+    match (f.tls_cert_file, f.tls_key_file) {
+        (Some(cert), Some(key)) => cfg.server_tls = Some(super::ServerTlsFiles { cert, key }),
+        (None, None) => {}
+        (Some(_), None) => {
+            return Err(bad(
+                "tls_key_file",
+                "needed with `tls_cert_file`: the certificate's private key (PEM)".into(),
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(bad(
+                "tls_cert_file",
+                "needed with `tls_key_file`: the certificate chain it belongs to (PEM)".into(),
+            ));
+        }
     }
     for (name, c) in f.clusters {
         let cerr = |problem: String| ConfigError::Cluster {

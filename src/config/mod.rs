@@ -13,6 +13,8 @@ mod error;
 mod file;
 pub mod identity;
 pub mod images;
+mod protections;
+pub use protections::Protections;
 pub mod units;
 
 use std::collections::BTreeMap;
@@ -112,6 +114,22 @@ pub struct DeploymentConfig {
     pub embedded: bool,
     /// `clustered-task` (`FLYTE_SLURM_CLUSTERED_*`, [`clustered`]).
     pub clustered: clustered::ClusteredSite,
+    /// TLS on the gRPC port: the certificate chain and key files (`tls_cert_file` /
+    /// `tls_key_file`, `FLYTE_SLURM_TLS_CERT_FILE` / `FLYTE_SLURM_TLS_KEY_FILE`), re-read when
+    /// they change. `None`: plaintext (inside a cluster network, behind the ingress policy).
+    pub server_tls: Option<ServerTlsFiles>,
+    /// What restricts who can reach the gRPC port, as the deployment declares it
+    /// (`FLYTE_SLURM_INGRESS_POLICY`, e.g. the chart's NetworkPolicy): the connector cannot see a
+    /// network policy, yet identity rules are only sound behind one, so it is told, logs it at
+    /// start, and `check` reports a ✗ for identity rules on an open port without it.
+    pub ingress_policy: Option<String>,
+}
+
+/// The files of the gRPC port's certificate (PEM): the chain, leaf first, and its private key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerTlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 /// `FLYTE_SLURM_CONNECTOR_UPLOAD_MAX_BYTES` as read.
@@ -212,6 +230,8 @@ impl DeploymentConfig {
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             embedded: false,
             clustered: Default::default(),
+            server_tls: None,
+            ingress_policy: None,
         }
     }
 

@@ -225,14 +225,28 @@ impl Metrics {
     }
 }
 
-/// Serves `GET /metrics` until `shutdown` resolves.
+/// Serves `GET /metrics`, and `GET /healthz` (200 `SERVING` while `serving`, 503 `NOT_SERVING`
+/// once the drain began: what grpc.health.v1 answers, for probes that cannot speak TLS to the
+/// gRPC port), until `shutdown` resolves.
 pub async fn serve(
     metrics: Arc<Metrics>,
+    serving: Arc<std::sync::atomic::AtomicBool>,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use axum::http::StatusCode;
     use axum::routing::get;
-    let app = axum::Router::new().route(
+    let healthz = get(move || {
+        let up = serving.load(std::sync::atomic::Ordering::SeqCst);
+        async move {
+            if up {
+                (StatusCode::OK, "SERVING\n")
+            } else {
+                (StatusCode::SERVICE_UNAVAILABLE, "NOT_SERVING\n")
+            }
+        }
+    });
+    let app = axum::Router::new().route("/healthz", healthz).route(
         "/metrics",
         get(move || {
             let m = metrics.clone();

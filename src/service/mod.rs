@@ -27,6 +27,7 @@ mod shutdown;
 mod staged_image;
 mod status;
 mod task_metrics;
+mod tls;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -35,6 +36,7 @@ use tonic::Status;
 
 pub use idempotency::AWAITING_CHECK;
 pub use serve::{ServeError, ServeOptions, serve, serve_with};
+pub use tls::{RELOAD_EVERY as TLS_RELOAD_EVERY, ServerTls, TlsError};
 
 use crate::config::DeploymentConfig;
 use crate::proto::connector::{CreateTaskRequest, Resource};

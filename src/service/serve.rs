@@ -55,6 +55,8 @@ pub enum ServeError {
         what: &'static str,
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Tls(#[from] super::tls::TlsError),
     #[error("gRPC server: {0}")]
     Grpc(#[from] tonic::transport::Error),
     #[error("metrics server: {0}")]
@@ -102,6 +104,11 @@ pub async fn serve_with(
     if config.clusters.is_empty() {
         return Err(ServeError::NoCluster);
     }
+    // Before any cluster is contacted: a certificate that does not load stops the start at once.
+    let tls = match &config.server_tls {
+        Some(files) => Some(Arc::new(super::tls::ServerTls::load(files)?)),
+        None => None,
+    };
     let m = Metrics::new();
     let tracker_cfg = TrackerConfig {
         poll_interval: config.poll_interval,
@@ -209,6 +216,11 @@ pub async fn serve_with(
         }
     }
 
+    if let Some(tls) = &tls {
+        background.push(tokio::spawn(tls.clone().watch(stopped(stop_rx.clone()))));
+    }
+    log_protections(&config, grpc_listener.local_addr().ok(), tls.as_deref());
+
     let grace = config.shutdown_grace;
     let connector = Arc::new(Connector::new(config, clusters, m.clone()));
     let grpc = Grpc(connector.clone());
@@ -220,8 +232,12 @@ pub async fn serve_with(
             .await;
     }
 
+    // /healthz on the metrics port says what grpc.health.v1 says, for probes that cannot speak
+    // TLS to the gRPC port (Kubernetes' gRPC probes cannot).
+    let serving = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let metrics_task = tokio::spawn(metrics::serve(
         m,
+        serving.clone(),
         metrics_listener,
         stopped(stop_rx.clone()),
     ));
@@ -231,11 +247,18 @@ pub async fn serve_with(
     // then it keeps answering, so health checks see NOT_SERVING and new CreateTasks get their
     // hand-off instead of a refused connection.
     let (stop_accepting, accepting_stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tonic::transport::Server::builder()
+    let router = tonic::transport::Server::builder()
         .add_service(health_service)
         .add_service(AsyncConnectorServiceServer::new(grpc.clone()))
-        .add_service(ConnectorMetadataServiceServer::new(grpc))
-        .serve_with_incoming_shutdown(
+        .add_service(ConnectorMetadataServiceServer::new(grpc));
+    let stop_accepting_rx = async move {
+        let _ = accepting_stopped.await;
+    };
+    let server = match &tls {
+        Some(tls) => tokio::spawn(
+            router.serve_with_incoming_shutdown(tls.incoming(grpc_listener), stop_accepting_rx),
+        ),
+        None => tokio::spawn(router.serve_with_incoming_shutdown(
             // Small unary RPCs: without TCP_NODELAY each answer waits on Nagle + delayed ACK
             // (measured in BENCHMARKS.md: p99 GetTask 68 → 36 ms closed loop).
             tokio_stream::StreamExt::map(
@@ -246,18 +269,19 @@ pub async fn serve_with(
                     })
                 },
             ),
-            async move {
-                let _ = accepting_stopped.await;
-            },
-        );
-    // On its own task: it must go on accepting (health checks, refusals) while this one drains.
-    let mut server = tokio::spawn(server);
+            stop_accepting_rx,
+        )),
+    };
+    // On its own task (above): it must go on accepting (health checks, refusals) while this one
+    // drains.
+    let mut server = server;
     tokio::pin!(shutdown);
     let (result, deadline) = tokio::select! {
         r = &mut server => (joined(r), tokio::time::Instant::now()),
         _ = &mut shutdown => {
             let deadline = tokio::time::Instant::now() + grace;
             // Tell probes and load balancers first, then refuse new CreateTasks.
+            serving.store(false, std::sync::atomic::Ordering::SeqCst);
             for name in HEALTH_SERVICES {
                 health_reporter
                     .set_service_status(name, tonic_health::ServingStatus::NotServing)
@@ -303,6 +327,23 @@ pub async fn serve_with(
         tracing::info!("shut down");
     }
     result.map_err(ServeError::from)
+}
+
+/// Who can reach the gRPC port, said once at start: identity rules decide whom a job runs as
+/// from the request, which is sound only while nothing but Flyte's backend can send one.
+fn log_protections(
+    config: &DeploymentConfig,
+    listen: Option<SocketAddr>,
+    tls: Option<&super::tls::ServerTls>,
+) {
+    let p = config.protections(listen);
+    let tls = tls.map_or_else(|| "off (plaintext)".to_string(), |t| t.describe());
+    let ingress = p.ingress_policy.as_deref().unwrap_or("none declared");
+    if p.identity_rules_exposed() {
+        tracing::warn!(listen = ?listen, tls = %tls, ingress_policy = ingress, identity_rules = p.identity_rules, "identity rules decide whom jobs run as, but the gRPC port listens beyond loopback and no ingress restriction is declared: any client that reaches it can have jobs run as the rules' users; restrict it (the chart's NetworkPolicy) and declare it with FLYTE_SLURM_INGRESS_POLICY");
+    } else {
+        tracing::info!(listen = ?listen, tls = %tls, ingress_policy = ingress, identity_rules = p.identity_rules, "who can reach the gRPC port");
+    }
 }
 
 /// The server task's outcome (a panic in it is re-raised: it is a bug, not a shutdown).

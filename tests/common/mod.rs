@@ -7,6 +7,7 @@
 //! - `identity`: identity rules as the tests write them;
 //! - `staging`: the staging tests' folders, roots and stager;
 //! - `skip`: the one way a test skips for a missing environment (a failure where CI requires it);
+//! - `tls`: a throwaway CA and the certificates it signs (openssl CLI);
 //! - here: recorded real slurmrestd exchanges, free ports and folders, commands run with a bound.
 #![allow(dead_code, unused_imports)]
 
@@ -17,6 +18,7 @@ pub mod request;
 pub mod server;
 pub mod skip;
 pub mod staging;
+pub mod tls;
 
 pub use request::{RequestExt, get_req, mock_request, request};
 

@@ -119,11 +119,27 @@ def main():
                     help="PROJECT: a task of PROJECT must be refused with PERMISSION_DENIED (identity_default deny)")
     ap.add_argument("--only-identities", action="store_true",
                     help="run only the --mapped/--denied checks (and health/metadata)")
+    ap.add_argument("--tls-ca", default=None,
+                    help="PEM file of a CA: connect with TLS verifying the server against it, as "
+                         "Flyte's backend does with `insecure: false` (and no client certificate)")
     args = ap.parse_args()
     expect = dict(e.split("=", 1) for e in args.expect)
     offset = int(time.time()) % 100000 * 10
 
-    channel = grpc.insecure_channel(args.address)
+    if args.tls_ca:
+        with open(args.tls_ca, "rb") as f:
+            creds = grpc.ssl_channel_credentials(root_certificates=f.read())
+        channel = grpc.secure_channel(args.address, creds)
+        # A plaintext client on the same port must not get an answer.
+        plain = grpc.insecure_channel(args.address)
+        try:
+            health_status(plain, "")
+            check("plaintext refused on the TLS port", False, "a plaintext call was answered")
+        except grpc.RpcError as e:
+            check("plaintext refused on the TLS port", True, str(e.code()))
+        plain.close()
+    else:
+        channel = grpc.insecure_channel(args.address)
     grpc.channel_ready_future(channel).result(timeout=30)
     for svc in SERVICES:
         st = health_status(channel, svc)

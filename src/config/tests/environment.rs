@@ -310,3 +310,33 @@ fn ca_file_from_the_environment() {
         Some(std::path::Path::new("/etc/ssl/site-ca.pem"))
     );
 }
+
+/// TLS on the gRPC port takes both files or neither; half a pair names the missing one.
+#[test]
+fn tls_files_come_as_a_pair() {
+    let d = load(&[
+        ("FLYTE_SLURM_TLS_CERT_FILE", "/tls/tls.crt"),
+        ("FLYTE_SLURM_TLS_KEY_FILE", "/tls/tls.key"),
+        (
+            "FLYTE_SLURM_INGRESS_POLICY",
+            "NetworkPolicy slurm-connector",
+        ),
+    ])
+    .unwrap();
+    assert_eq!(
+        d.server_tls,
+        Some(ServerTlsFiles {
+            cert: "/tls/tls.crt".into(),
+            key: "/tls/tls.key".into()
+        })
+    );
+    assert_eq!(
+        d.ingress_policy.as_deref(),
+        Some("NetworkPolicy slurm-connector")
+    );
+    let e = load(&[("FLYTE_SLURM_TLS_CERT_FILE", "/tls/tls.crt")])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("FLYTE_SLURM_TLS_KEY_FILE"), "{e}");
+    assert_eq!(load(&[]).unwrap().server_tls, None);
+}
