@@ -90,15 +90,41 @@ app.kubernetes.io/component: connector
 {{- end }}
 
 {{/*
+The NetworkPolicy's selectors: each value as given, or when null the chart's default (Flyte 2's
+flyte-binary chart in namespace flyte; Prometheus in namespace monitoring). Defaults live here, not
+in values.yaml, because Helm merges a user's map into a default map key by key.
+*/}}
+{{- define "slurm-connector.npSelectors" -}}
+{{- $np := .Values.networkPolicy }}
+{{- $defaults := dict
+  "flyteNamespaces" (dict "matchLabels" (dict "kubernetes.io/metadata.name" "flyte"))
+  "flytePods" (dict "matchLabels" (dict "app.kubernetes.io/name" "flyte-binary" "app.kubernetes.io/component" "flyte-binary"))
+  "metricsNamespaces" (dict "matchLabels" (dict "kubernetes.io/metadata.name" "monitoring"))
+  "metricsPods" (dict) }}
+{{- $given := dict
+  "flyteNamespaces" $np.flyte.namespaceSelector
+  "flytePods" $np.flyte.podSelector
+  "metricsNamespaces" $np.metrics.namespaceSelector
+  "metricsPods" $np.metrics.podSelector }}
+{{- $out := dict }}
+{{- range $k, $d := $defaults }}
+{{- $g := index $given $k }}
+{{- $_ := set $out $k (ternary $d $g (kindIs "invalid" $g)) }}
+{{- end }}
+{{- toYaml $out }}
+{{- end }}
+
+{{/*
 FLYTE_SLURM_INGRESS_POLICY: what the rendered NetworkPolicy admits to the gRPC port, e.g.
 `NetworkPolicy slurm-connector: gRPC port 8000 from namespace flyte, pods app.kubernetes.io/component=flyte-binary,app.kubernetes.io/name=flyte-binary`.
 */}}
 {{- define "slurm-connector.ingressPolicy" -}}
 {{- $np := .Values.networkPolicy }}
-{{- $ns := $np.flyte.namespaceSelector }}
+{{- $sel := include "slurm-connector.npSelectors" . | fromYaml }}
+{{- $ns := $sel.flyteNamespaces }}
 {{- $nsLabels := $ns.matchLabels | default dict }}
 {{- $nsText := include "slurm-connector.selectorText" $ns }}
-{{- $podText := include "slurm-connector.selectorText" $np.flyte.podSelector }}
+{{- $podText := include "slurm-connector.selectorText" $sel.flytePods }}
 {{- $from := "" }}
 {{- if and (eq (len $nsLabels) 1) (hasKey $nsLabels "kubernetes.io/metadata.name") (not $ns.matchExpressions) }}
 {{- $from = printf "namespace %s" (index $nsLabels "kubernetes.io/metadata.name") }}
@@ -202,7 +228,8 @@ Refuse values that would deploy a connector that cannot work, naming the key and
 {{- fail (printf "networkPolicy.enabled=false while the clusters file may hold identity rules (%s): the connector picks the Slurm user a job runs as from the request, so without a policy any pod of the cluster that reaches the gRPC port could run jobs as the users the rules map to. Keep networkPolicy.enabled=true (adapt networkPolicy.flyte.namespaceSelector / podSelector to your Flyte), or, only if you restrict ingress to the gRPC port by other means (a service mesh's authorization policy, a namespace of its own with a default-deny policy), set networkPolicy.acknowledgeOpen=true" (ternary (printf "clustersFile.existingConfigMap=%s, which the chart cannot read" $v.clustersFile.existingConfigMap) "clustersFile.content mentions identities" (ne $v.clustersFile.existingConfigMap ""))) }}
 {{- end }}
 {{- if $np.enabled }}
-{{- if not (or (include "slurm-connector.selectorText" $np.flyte.namespaceSelector) (include "slurm-connector.selectorText" $np.flyte.podSelector)) }}
+{{- $sel := include "slurm-connector.npSelectors" . | fromYaml }}
+{{- if not (or (include "slurm-connector.selectorText" $sel.flyteNamespaces) (include "slurm-connector.selectorText" $sel.flytePods)) }}
 {{- fail "networkPolicy.flyte: namespaceSelector and podSelector are both empty, which admits every pod of every namespace to the gRPC port (no restriction at all); select Flyte's backend, e.g. namespaceSelector.matchLabels kubernetes.io/metadata.name: flyte and podSelector.matchLabels app.kubernetes.io/name: flyte-binary" }}
 {{- end }}
 {{- range $v.connector.extraEnv }}
