@@ -8,10 +8,14 @@ What it checks, and why:
 - Every manifest against Kubernetes' OpenAPI schemas (kubernetes-validate, strict: unknown fields
   are errors) for the oldest and the newest Kubernetes the chart supports.
 - What a schema cannot see: non-root and read-only root filesystem in every container, gRPC health
-  probes on the gRPC port, replicas that stay available (a rolling update that starts a new pod
+  probes on the gRPC port (with TLS on it: GET /healthz on the metrics port, as the kubelet's gRPC
+  probe cannot speak TLS), a NetworkPolicy that selects the pods, restricts ingress only and admits
+  the gRPC port from selected peers only (never from every pod), declared to the connector in
+  FLYTE_SLURM_INGRESS_POLICY, identity rules never without one, replicas that stay available (a rolling update that starts a new pod
   before stopping one, a PodDisruptionBudget that allows a drain yet keeps one, anti-affinity
   over the pod's labels, a terminationGracePeriodSeconds covering the drain deadline), the Service's ports reaching named container ports, every file path
-  given in an env var (token, key, clusters file, stager token) lying on a mount of that container,
+  given in an env var (token, key, clusters file, stager token, TLS certificate and key) lying on a
+  mount of that container and not on a subPath mount (which never sees Secret updates),
   shared-filesystem mappings pointing at mounted paths, no credential inlined in the environment,
   and every FLYTE_SLURM_* variable and clusters-file key being one the connector's code reads (read
   from src/, so the chart cannot drift from the code). One port value per listener: --listen /
@@ -48,6 +52,8 @@ FILE_VARS = [
     "FLYTE_SLURM_STAGER_TOKEN_FILE",
     "FLYTE_SLURM_CONFIG",
     "FLYTE_SLURM_CA_FILE",
+    "FLYTE_SLURM_TLS_CERT_FILE",
+    "FLYTE_SLURM_TLS_KEY_FILE",
 ]
 JWT_LIKE = re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.")
 
@@ -281,14 +287,22 @@ def check_release(docs: list[dict], env_names: set[str], file_keys: tuple[set[st
             errs.append(f"connector args give {flag} {n} times (want once, from the port value): {args}")
         elif listen_port(args, flag) != ports.get(pname):
             errs.append(f"connector {flag} port {listen_port(args, flag)} is not the {pname} container port {ports.get(pname)}")
+    env = {e["name"]: e.get("value") for e in conn.get("env", [])}
+    # Without TLS: grpc.health.v1 on the gRPC port. With TLS the kubelet's gRPC probe (plaintext)
+    # cannot reach it: GET /healthz on the metrics listener instead.
+    tls = [n for n in ("FLYTE_SLURM_TLS_CERT_FILE", "FLYTE_SLURM_TLS_KEY_FILE") if n in env]
+    if len(tls) == 1:
+        errs.append(f"connector: {tls[0]} without its pair (TLS needs both the certificate and the key)")
     for probe in ("readinessProbe", "livenessProbe"):
         p = conn.get(probe)
-        if not p or "grpc" not in p:
+        if tls:
+            h = (p or {}).get("httpGet")
+            if not h or h.get("path") != "/healthz" or h.get("port") != ports.get("metrics") or h.get("scheme", "HTTP") != "HTTP":
+                errs.append(f"connector: with TLS on the gRPC port, {probe} must GET /healthz on the metrics port {ports.get('metrics')}, got {p}")
+        elif not p or "grpc" not in p:
             errs.append(f"connector: {probe} is not a gRPC probe")
         elif p["grpc"].get("port") != ports.get("grpc"):
             errs.append(f"connector: {probe} probes port {p['grpc'].get('port')}, not the gRPC port {ports.get('grpc')}")
-
-    env = {e["name"]: e.get("value") for e in conn.get("env", [])}
     has_stager_url = "FLYTE_SLURM_STAGER_URL" in env
     if has_stager_url and "FLYTE_SLURM_SHARED_MOUNTS" in env:
         errs.append("connector has both FLYTE_SLURM_STAGER_URL and FLYTE_SLURM_SHARED_MOUNTS: the stager would win silently")
@@ -320,6 +334,10 @@ def check_release(docs: list[dict], env_names: set[str], file_keys: tuple[set[st
             errs.append(f"Service port {sp['name']}:{sp.get('port')} → {sp.get('targetPort')}: want the same name and number as the container port {ports[sp['targetPort']]}")
     if sorted(p["name"] for p in svc["spec"]["ports"]) != ["grpc", "metrics"]:
         errs.append(f"Service must expose grpc and metrics, got {svc['spec']['ports']}")
+    for s in all_svcs:
+        for sp in s["spec"]["ports"]:
+            if sp["name"] == "grpc" and sp.get("appProtocol") != "grpc":
+                errs.append(f"Service {s['metadata']['name']}: port grpc has appProtocol {sp.get('appProtocol')!r}, not grpc (also with TLS)")
     sel = svc["spec"].get("selector", {})
     if not sel or any(pod_labels.get(k) != v for k, v in sel.items()):
         errs.append(f"Service selector {sel} does not select the pod labels {pod_labels}")
@@ -340,6 +358,7 @@ def check_release(docs: list[dict], env_names: set[str], file_keys: tuple[set[st
         errs.append("Deployment selector does not match its pod labels")
 
     errs += check_availability(docs, dep, pod, pod_labels, env)
+    errs += check_network_policy(docs, pod_labels, ports, env)
 
     for sm in by_kind(docs, "ServiceMonitor"):
         for ep in sm["spec"].get("endpoints", []):
@@ -355,7 +374,61 @@ def check_release(docs: list[dict], env_names: set[str], file_keys: tuple[set[st
     for cm in by_kind(docs, "ConfigMap"):
         if "clusters.toml" in cm.get("data", {}):
             errs += check_clusters_toml(cm["data"]["clusters.toml"], file_keys)
+            rules = [n for n, c in tomllib.loads(cm["data"]["clusters.toml"]).get("clusters", {}).items() if c.get("identities")]
+            if rules and not by_kind(docs, "NetworkPolicy") and not env.get("FLYTE_SLURM_INGRESS_POLICY"):
+                errs.append(f"clusters {rules} have identity rules, but no NetworkPolicy restricts who reaches the gRPC port and no FLYTE_SLURM_INGRESS_POLICY names another restriction")
     errs += check_observability(docs)
+    return errs
+
+
+def peer_admits_all(peer: dict) -> bool:
+    """A NetworkPolicyPeer that admits every pod of the cluster (or any address)."""
+    if "ipBlock" in peer:
+        return peer["ipBlock"].get("cidr") in ("0.0.0.0/0", "::/0")
+    ns, pods = peer.get("namespaceSelector"), peer.get("podSelector")
+    empty = lambda sel: sel is not None and not sel.get("matchLabels") and not sel.get("matchExpressions")
+    return empty(ns) and (pods is None or empty(pods))
+
+
+def check_network_policy(docs: list[dict], pod_labels: dict, ports: dict, env: dict) -> list[str]:
+    """The NetworkPolicy selects the connector's pods, restricts ingress only (egress to slurmrestd
+    and object stores stays open), admits the gRPC port from selected peers only, and the connector
+    is told what it admits (FLYTE_SLURM_INGRESS_POLICY)."""
+    errs: list[str] = []
+    nps = by_kind(docs, "NetworkPolicy")
+    if not nps:
+        return errs
+    if len(nps) != 1:
+        return [f"{len(nps)} NetworkPolicies, want one"]
+    np = nps[0]
+    spec = np["spec"]
+    sel = spec.get("podSelector", {}).get("matchLabels", {})
+    if not sel or any(pod_labels.get(k) != v for k, v in sel.items()):
+        errs.append(f"NetworkPolicy podSelector {sel} does not select the connector's pods {pod_labels}")
+    if spec.get("policyTypes") != ["Ingress"]:
+        errs.append(f"NetworkPolicy policyTypes {spec.get('policyTypes')}: want [Ingress] (egress to slurmrestd, object stores and DNS stays open)")
+    grpc_rules = []
+    for i, rule in enumerate(spec.get("ingress", [])):
+        rports = [p.get("port") for p in rule.get("ports", [])]
+        # A rule without ports admits every port; one without from (or with an empty peer) admits everyone.
+        if not rports or ports.get("grpc") in rports or "grpc" in rports:
+            grpc_rules.append(i)
+            if not rule.get("from"):
+                errs.append(f"NetworkPolicy ingress[{i}] admits the gRPC port from every source (no from)")
+            for peer in rule.get("from", []):
+                if peer_admits_all(peer):
+                    errs.append(f"NetworkPolicy ingress[{i}] admits the gRPC port from every pod: {peer}")
+    if not grpc_rules:
+        errs.append("NetworkPolicy admits nothing to the gRPC port: Flyte could not reach the connector")
+    first = (spec.get("ingress") or [{}])[0]
+    if [p.get("port") for p in first.get("ports", [])] != [ports.get("grpc")]:
+        errs.append(f"NetworkPolicy ingress[0] must be the gRPC port {ports.get('grpc')} rule, got {first.get('ports')}")
+    metrics = [r for r in spec.get("ingress", []) if [p.get("port") for p in r.get("ports", [])] == [ports.get("metrics")]]
+    if not metrics:
+        errs.append(f"NetworkPolicy has no rule for the metrics port {ports.get('metrics')}")
+    declared = env.get("FLYTE_SLURM_INGRESS_POLICY") or ""
+    if not declared.startswith(f"NetworkPolicy {np['metadata']['name']}: gRPC port {ports.get('grpc')} from "):
+        errs.append(f"connector: FLYTE_SLURM_INGRESS_POLICY {declared!r} does not describe NetworkPolicy {np['metadata']['name']} (gRPC port {ports.get('grpc')})")
     return errs
 
 
@@ -425,6 +498,8 @@ def check_env(name: str, c: dict, volumes: dict, env_names: set[str]) -> list[st
                 errs.append(f"container {name}: {n}={v} is on no volumeMount of this container")
                 continue
             m = mounts[max(owner, key=len)]
+            if m.get("subPath") or m.get("subPathExpr"):
+                errs.append(f"container {name}: {n}={v} is on a subPath mount, which never sees updates of its Secret/ConfigMap (renewed tokens, keys, certificates)")
             vol = volumes.get(m["name"], {})
             src = vol.get("secret") or vol.get("configMap")
             rel = v[len(m["mountPath"].rstrip("/")) + 1:]
@@ -548,6 +623,15 @@ def schema_errors(kv, docs: list[dict]) -> tuple[list[str], int]:
 
 # A cluster described by values: a working dir is required with it (no clusters file).
 CLUSTER = {"restdUrl": "http://s:6820", "workingDir": "/shared/flyte"}
+BASE_NONE = {"cluster": CLUSTER, "auth": {"mode": "none"}}
+IDENTITY_TOML = """[clusters.hpc1]
+restd_url = "http://s:6820"
+username = "flyte"
+
+[[clusters.hpc1.identities]]
+project = "ml"
+slurm_user = "alice"
+"""
 # Values that must be refused, and what the refusal must contain (it names the key): the chart's
 # own `fail` message (dotted key) or Helm's values.schema.json error (JSON pointer). A string or a
 # tuple: any of them; a list: all of them.
@@ -592,6 +676,22 @@ MUST_FAIL = [
                                     "podAntiAffinity": {"type": "soft"}}, ("podAntiAffinity.type", "/podAntiAffinity/type")),
     ("no drain deadline", {"cluster": CLUSTER, "auth": {"mode": "none"},
                            "connector": {"shutdownGraceSeconds": 0}}, ("connector.shutdownGraceSeconds", "/connector/shutdownGraceSeconds")),
+    # Identity rules are sound only while nothing but Flyte's backend reaches the gRPC port.
+    ("identity rules with the NetworkPolicy off", {"auth": {"mode": "none"}, "cluster": {"name": "hpc1"},
+                                                  "clustersFile": {"content": IDENTITY_TOML}, "networkPolicy": {"enabled": False}},
+     ["networkPolicy.enabled=false", "clustersFile.content mentions identities", "networkPolicy.acknowledgeOpen=true"]),
+    ("an unreadable clusters ConfigMap with the NetworkPolicy off", {"auth": {"mode": "none"}, "cluster": {"name": "hpc1"},
+                                                                    "clustersFile": {"existingConfigMap": "hpc-clusters"}, "networkPolicy": {"enabled": False}},
+     ["networkPolicy.enabled=false", "clustersFile.existingConfigMap=hpc-clusters", "networkPolicy.acknowledgeOpen=true"]),
+    ("NetworkPolicy admitting every pod (both flyte selectors empty)", {**BASE_NONE, "networkPolicy": {"flyte": {"namespaceSelector": {}, "podSelector": {}}}},
+     ["networkPolicy.flyte", "admits every pod"]),
+    ("FLYTE_SLURM_INGRESS_POLICY in extraEnv beside the chart's", {**BASE_NONE, "connector": {"extraEnv": [{"name": "FLYTE_SLURM_INGRESS_POLICY", "value": "mesh"}]}},
+     ["connector.extraEnv sets FLYTE_SLURM_INGRESS_POLICY", "networkPolicy.enabled"]),
+    ("a selector operator Kubernetes lacks", {**BASE_NONE, "networkPolicy": {"flyte": {"podSelector": {"matchExpressions": [{"key": "a", "operator": "Equals", "values": ["b"]}]}}}},
+     ("/networkPolicy/flyte/podSelector", "networkPolicy.flyte.podSelector")),
+    ("unknown log format", {**BASE_NONE, "connector": {"logFormat": "yaml"}}, ("/connector/logFormat", "connector.logFormat")),
+    ("relative TLS mount path", {**BASE_NONE, "tls": {"existingSecret": "t", "mountPath": "tls"}}, ("/tls/mountPath", "tls.mountPath")),
+    ("misspelt networkPolicy key", {**BASE_NONE, "networkPolicy": {"enable": False}}, "enable"),
 ]
 
 
@@ -666,6 +766,57 @@ AVAILABILITY = [
 ]
 
 
+def np_ingress(docs):
+    return by_kind(docs, "NetworkPolicy")[0]["spec"]["ingress"]
+
+
+FLYTE_BINARY_PEER = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "flyte"}},
+                     "podSelector": {"matchLabels": {"app.kubernetes.io/name": "flyte-binary", "app.kubernetes.io/component": "flyte-binary"}}}
+# Renders of the ingress, TLS and log values and what each must produce.
+INGRESS = [
+    ("defaults: NetworkPolicy, gRPC from flyte-binary's backend pod in namespace flyte, metrics from namespace monitoring, Ingress only; the connector told so",
+     {}, lambda d: [
+         np_ingress(d)[0] == {"from": [FLYTE_BINARY_PEER], "ports": [{"port": 8000, "protocol": "TCP"}]},
+         np_ingress(d)[1] == {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}], "ports": [{"port": 9090, "protocol": "TCP"}]},
+         len(np_ingress(d)) == 2,
+         by_kind(d, "NetworkPolicy")[0]["spec"]["policyTypes"] == ["Ingress"],
+         env_of(d).get("FLYTE_SLURM_INGRESS_POLICY") == "NetworkPolicy slurm-connector: gRPC port 8000 from namespace flyte, pods app.kubernetes.io/component=flyte-binary,app.kubernetes.io/name=flyte-binary",
+     ]),
+    ("a selector replaces the default whole (Helm would merge a default map key by key)",
+     {"networkPolicy": {"flyte": {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "flyte"}}}}},
+     lambda d: [np_ingress(d)[0]["from"][0]["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "flyte"}},
+                np_ingress(d)[0]["from"][0]["namespaceSelector"] == FLYTE_BINARY_PEER["namespaceSelector"]]),
+    ("networkPolicy.flyte.podSelector: {} admits every pod of the selected namespaces (no podSelector rendered)",
+     {"networkPolicy": {"flyte": {"podSelector": {}}}},
+     lambda d: ["podSelector" not in np_ingress(d)[0]["from"][0],
+                env_of(d).get("FLYTE_SLURM_INGRESS_POLICY", "").endswith("from namespace flyte, every pod")]),
+    ("custom ports reach the NetworkPolicy", {"connector": {"grpcPort": 8443, "metricsPort": 9464}},
+     lambda d: [[r["ports"] for r in np_ingress(d)] == [[{"port": 8443, "protocol": "TCP"}], [{"port": 9464, "protocol": "TCP"}]],
+                "gRPC port 8443 from" in env_of(d).get("FLYTE_SLURM_INGRESS_POLICY", "")]),
+    ("networkPolicy.extraIngress is appended and counted in FLYTE_SLURM_INGRESS_POLICY",
+     {"networkPolicy": {"extraIngress": [{"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "executor-system"}}}], "ports": [{"port": 8000}]}]}},
+     lambda d: [len(np_ingress(d)) == 3, np_ingress(d)[2]["from"][0]["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "executor-system"},
+                env_of(d).get("FLYTE_SLURM_INGRESS_POLICY", "").endswith("; plus 1 rule(s) from networkPolicy.extraIngress")]),
+    ("networkPolicy.enabled: false without identity rules: no policy, no FLYTE_SLURM_INGRESS_POLICY",
+     {"networkPolicy": {"enabled": False}},
+     lambda d: [not by_kind(d, "NetworkPolicy"), "FLYTE_SLURM_INGRESS_POLICY" not in env_of(d)]),
+    ("identity rules, policy off, acknowledgeOpen: renders, the operator's own declaration passes through extraEnv",
+     {"cluster": {"name": "hpc1"}, "clustersFile": {"content": IDENTITY_TOML}, "networkPolicy": {"enabled": False, "acknowledgeOpen": True},
+      "connector": {"extraEnv": [{"name": "FLYTE_SLURM_INGRESS_POLICY", "value": "Istio AuthorizationPolicy flyte-only"}]}},
+     lambda d: [not by_kind(d, "NetworkPolicy"), env_of(d).get("FLYTE_SLURM_INGRESS_POLICY") == "Istio AuthorizationPolicy flyte-only"]),
+    ("defaults: plaintext gRPC (no TLS variables, gRPC probes), FLYTE_SLURM_LOG_FORMAT=text", {},
+     lambda d: [not any(k.startswith("FLYTE_SLURM_TLS_") for k in env_of(d)), "grpc" in pod_of(d)["containers"][0]["livenessProbe"],
+                env_of(d).get("FLYTE_SLURM_LOG_FORMAT") == "text"]),
+    ("tls.existingSecret + mountPath: the Secret's tls.crt/tls.key, whole-volume read-only mount, /healthz probes on the metrics port",
+     {"tls": {"existingSecret": "conn-tls", "mountPath": "/etc/grpc-tls"}, "connector": {"metricsPort": 9464, "logFormat": "json"}},
+     lambda d: [env_of(d).get("FLYTE_SLURM_TLS_CERT_FILE") == "/etc/grpc-tls/tls.crt", env_of(d).get("FLYTE_SLURM_TLS_KEY_FILE") == "/etc/grpc-tls/tls.key",
+                [m for m in pod_of(d)["containers"][0]["volumeMounts"] if m["mountPath"] == "/etc/grpc-tls"] == [{"name": "grpc-tls", "mountPath": "/etc/grpc-tls", "readOnly": True}],
+                [v["secret"]["secretName"] for v in pod_of(d)["volumes"] if v["name"] == "grpc-tls"] == ["conn-tls"],
+                all(pod_of(d)["containers"][0][p]["httpGet"] == {"path": "/healthz", "port": 9464} for p in ("readinessProbe", "livenessProbe")),
+                env_of(d).get("FLYTE_SLURM_LOG_FORMAT") == "json"]),
+]
+
+
 def container_facts(docs: list[dict]) -> dict[str, dict]:
     """Per container: the uid it runs as, its listen ports from args, its probe ports."""
     pod = pod_of(docs)
@@ -727,8 +878,39 @@ def expect_custom_ports(docs: list[dict]) -> list[str]:
     return errs
 
 
+def expect_identity_rules(docs: list[dict]) -> list[str]:
+    """Identity rules ship with the NetworkPolicy on, and the connector knows it."""
+    errs = []
+    if not by_kind(docs, "NetworkPolicy"):
+        errs.append("no NetworkPolicy rendered beside identity rules")
+    elif np_ingress(docs)[0]["from"] != [FLYTE_BINARY_PEER]:
+        errs.append(f"gRPC admitted from {np_ingress(docs)[0]['from']}, not the flyte-binary default")
+    if not env_of(docs).get("FLYTE_SLURM_INGRESS_POLICY", "").startswith("NetworkPolicy slurm-connector: gRPC port 8000 from namespace flyte"):
+        errs.append(f"FLYTE_SLURM_INGRESS_POLICY is {env_of(docs).get('FLYTE_SLURM_INGRESS_POLICY')!r}")
+    return errs
+
+
+def expect_grpc_tls(docs: list[dict]) -> list[str]:
+    """TLS from the Secret, /healthz probes on the metrics port, JSON logs, adapted selectors."""
+    errs = []
+    env = env_of(docs)
+    if (env.get("FLYTE_SLURM_TLS_CERT_FILE"), env.get("FLYTE_SLURM_TLS_KEY_FILE")) != (
+            "/var/run/secrets/slurm-connector/tls/tls.crt", "/var/run/secrets/slurm-connector/tls/tls.key"):
+        errs.append(f"TLS files {env.get('FLYTE_SLURM_TLS_CERT_FILE')}, {env.get('FLYTE_SLURM_TLS_KEY_FILE')}")
+    if container_facts(docs)["connector"]["probe_ports"] != [9090, 9090]:
+        errs.append(f"probes on {container_facts(docs)['connector']['probe_ports']}, not the metrics port 9090")
+    if env.get("FLYTE_SLURM_LOG_FORMAT") != "json":
+        errs.append(f"FLYTE_SLURM_LOG_FORMAT {env.get('FLYTE_SLURM_LOG_FORMAT')!r}")
+    peer = np_ingress(docs)[0]["from"][0]
+    if peer["podSelector"] != {"matchLabels": {"app.kubernetes.io/name": "flyte", "app.kubernetes.io/instance": "flyte2"}} or "matchLabels" in peer["namespaceSelector"]:
+        errs.append(f"the given selectors did not replace the defaults whole: {peer}")
+    return errs
+
+
 # What particular ci files must render, beyond the checks every release gets.
 CASE_EXPECT = {
+    "identity-rules-values.yaml": ("identity rules with the default NetworkPolicy, declared in FLYTE_SLURM_INGRESS_POLICY", expect_identity_rules),
+    "grpc-tls-values.yaml": ("TLS files from the Secret, /healthz probes on the metrics port, JSON logs, selectors replaced whole", expect_grpc_tls),
     "quickstart-values.yaml": ("containers run as uid 1000 (podSecurityContext), listen and probe on 8000", expect_quickstart),
     "custom-ports-values.yaml": ("ports 8443/9464/9191 reach args, container ports, probes, Services, stager URL", expect_custom_ports),
     "observability-values.yaml": ("PrometheusRule (5 alerts, labels, runbook URLs) and Grafana dashboard ConfigMap render", expect_observability),
@@ -780,6 +962,12 @@ def self_test(good: list[dict], env_names: set[str], file_keys) -> tuple[list[st
     def conn(docs):
         return [c for c in dep(docs)["containers"] if c["name"] == "connector"][0]
 
+    def with_tls(docs):
+        """TLS files mounted properly, but the probes left on gRPC."""
+        dep(docs)["volumes"].append({"name": "grpc-tls", "secret": {"secretName": "t", "items": [{"key": "tls.crt", "path": "tls.crt"}, {"key": "tls.key", "path": "tls.key"}]}})
+        conn(docs)["volumeMounts"].append({"name": "grpc-tls", "mountPath": "/tls", "readOnly": True})
+        conn(docs)["env"] += [{"name": "FLYTE_SLURM_TLS_CERT_FILE", "value": "/tls/tls.crt"}, {"name": "FLYTE_SLURM_TLS_KEY_FILE", "value": "/tls/tls.key"}]
+
     mutations = {
         "root user": lambda d: dep(d)["securityContext"].update(runAsNonRoot=False),
         "writable root fs": lambda d: conn(d)["securityContext"].update(readOnlyRootFilesystem=False),
@@ -802,6 +990,19 @@ def self_test(good: list[dict], env_names: set[str], file_keys) -> tuple[list[st
         "no disruption budget": lambda d: d.remove(by_kind(d, "PodDisruptionBudget")[0]),
         "budget blocking every drain": lambda d: by_kind(d, "PodDisruptionBudget")[0]["spec"].update(minAvailable=2),
         "replicas not spread": lambda d: dep(d).pop("affinity"),
+        "NetworkPolicy not selecting the pods": lambda d: by_kind(d, "NetworkPolicy")[0]["spec"]["podSelector"]["matchLabels"].update({"app.kubernetes.io/name": "other"}),
+        "NetworkPolicy restricting egress too": lambda d: by_kind(d, "NetworkPolicy")[0]["spec"].update(policyTypes=["Ingress", "Egress"]),
+        "gRPC rule without from": lambda d: by_kind(d, "NetworkPolicy")[0]["spec"]["ingress"][0].pop("from"),
+        "gRPC from every pod": lambda d: by_kind(d, "NetworkPolicy")[0]["spec"]["ingress"][0].update({"from": [{"namespaceSelector": {}}]}),
+        "extra rule opening every port": lambda d: by_kind(d, "NetworkPolicy")[0]["spec"]["ingress"].append({"from": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]}),
+        "policy not declared to the connector": lambda d: conn(d).update(env=[e for e in conn(d)["env"] if e["name"] != "FLYTE_SLURM_INGRESS_POLICY"]),
+        "identity rules without a policy": lambda d: (d.remove(by_kind(d, "NetworkPolicy")[0]), conn(d).update(env=[e for e in conn(d)["env"] if e["name"] != "FLYTE_SLURM_INGRESS_POLICY"]),
+                                                      by_kind(d, "ConfigMap")[0]["data"].update({"clusters.toml": IDENTITY_TOML})),
+        "TLS with gRPC probes kept": with_tls,
+        "TLS certificate on a subPath mount": lambda d: (with_tls(d), conn(d)["volumeMounts"][-1].update(subPath="tls.crt")),
+        "TLS certificate without its key": lambda d: (with_tls(d), conn(d).update(env=[e for e in conn(d)["env"] if e["name"] != "FLYTE_SLURM_TLS_KEY_FILE"]),
+                                                     [conn(d)[p].update({"httpGet": {"path": "/healthz", "port": 9090}}) or conn(d)[p].pop("grpc") for p in ("readinessProbe", "livenessProbe")]),
+        "gRPC Service port without appProtocol grpc": lambda d: by_kind(d, "Service")[0]["spec"]["ports"][0].update(appProtocol="https"),
     }
     problems = []
     for what, mutate in mutations.items():
@@ -886,7 +1087,7 @@ def main() -> int:
     report(got == "0", "connector.requeueBudget: 0 renders FLYTE_SLURM_REQUEUE_BUDGET=0",
            [] if got == "0" else [f"got {got!r}"])
 
-    for what, extra, check in AVAILABILITY:
+    for what, extra, check in AVAILABILITY + INGRESS:
         try:
             docs = render(helm, merged(extra))
             results = check(docs)

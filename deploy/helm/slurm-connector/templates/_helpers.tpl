@@ -68,6 +68,78 @@ app.kubernetes.io/component: connector
 {{- end }}
 {{- end }}
 
+{{/* A LabelSelector in kubectl's syntax (`k=v,k in (a,b),k,!k`); "" for an empty one. */}}
+{{- define "slurm-connector.selectorText" -}}
+{{- $s := . | default dict }}
+{{- $parts := list }}
+{{- range $k, $v := ($s.matchLabels | default dict) }}
+{{- $parts = append $parts (printf "%s=%s" $k $v) }}
+{{- end }}
+{{- range ($s.matchExpressions | default list) }}
+{{- if eq .operator "In" }}
+{{- $parts = append $parts (printf "%s in (%s)" .key (join "," .values)) }}
+{{- else if eq .operator "NotIn" }}
+{{- $parts = append $parts (printf "%s notin (%s)" .key (join "," .values)) }}
+{{- else if eq .operator "Exists" }}
+{{- $parts = append $parts .key }}
+{{- else }}
+{{- $parts = append $parts (printf "!%s" .key) }}
+{{- end }}
+{{- end }}
+{{- join "," $parts }}
+{{- end }}
+
+{{/*
+The NetworkPolicy's selectors: each value as given, or when null the chart's default (Flyte 2's
+flyte-binary chart in namespace flyte; Prometheus in namespace monitoring). Defaults live here, not
+in values.yaml, because Helm merges a user's map into a default map key by key.
+*/}}
+{{- define "slurm-connector.npSelectors" -}}
+{{- $np := .Values.networkPolicy }}
+{{- $defaults := dict
+  "flyteNamespaces" (dict "matchLabels" (dict "kubernetes.io/metadata.name" "flyte"))
+  "flytePods" (dict "matchLabels" (dict "app.kubernetes.io/name" "flyte-binary" "app.kubernetes.io/component" "flyte-binary"))
+  "metricsNamespaces" (dict "matchLabels" (dict "kubernetes.io/metadata.name" "monitoring"))
+  "metricsPods" (dict) }}
+{{- $given := dict
+  "flyteNamespaces" $np.flyte.namespaceSelector
+  "flytePods" $np.flyte.podSelector
+  "metricsNamespaces" $np.metrics.namespaceSelector
+  "metricsPods" $np.metrics.podSelector }}
+{{- $out := dict }}
+{{- range $k, $d := $defaults }}
+{{- $g := index $given $k }}
+{{- $_ := set $out $k (ternary $d $g (kindIs "invalid" $g)) }}
+{{- end }}
+{{- toYaml $out }}
+{{- end }}
+
+{{/*
+FLYTE_SLURM_INGRESS_POLICY: what the rendered NetworkPolicy admits to the gRPC port, e.g.
+`NetworkPolicy slurm-connector: gRPC port 8000 from namespace flyte, pods app.kubernetes.io/component=flyte-binary,app.kubernetes.io/name=flyte-binary`.
+*/}}
+{{- define "slurm-connector.ingressPolicy" -}}
+{{- $np := .Values.networkPolicy }}
+{{- $sel := include "slurm-connector.npSelectors" . | fromYaml }}
+{{- $ns := $sel.flyteNamespaces }}
+{{- $nsLabels := $ns.matchLabels | default dict }}
+{{- $nsText := include "slurm-connector.selectorText" $ns }}
+{{- $podText := include "slurm-connector.selectorText" $sel.flytePods }}
+{{- $from := "" }}
+{{- if and (eq (len $nsLabels) 1) (hasKey $nsLabels "kubernetes.io/metadata.name") (not $ns.matchExpressions) }}
+{{- $from = printf "namespace %s" (index $nsLabels "kubernetes.io/metadata.name") }}
+{{- else if $nsText }}
+{{- $from = printf "namespaces %s" $nsText }}
+{{- else }}
+{{- $from = "every namespace" }}
+{{- end }}
+{{- $pods := ternary (printf "pods %s" $podText) "every pod" (ne $podText "") }}
+{{- printf "NetworkPolicy %s: gRPC port %d from %s, %s" (include "slurm-connector.fullname" .) (int .Values.connector.grpcPort) $from $pods }}
+{{- with $np.extraIngress }}
+{{- printf "; plus %d rule(s) from networkPolicy.extraIngress" (len .) }}
+{{- end }}
+{{- end }}
+
 {{/*
 Refuse values that would deploy a connector that cannot work, naming the key and the fix.
 */}}
@@ -149,6 +221,22 @@ Refuse values that would deploy a connector that cannot work, naming the key and
 {{- end }}
 {{- if and $pdb.enabled (ne (toString $pdb.minAvailable) "") (not (kindIs "string" $pdb.minAvailable)) (gt (int $v.replicaCount) 1) (ge (int $pdb.minAvailable) (int $v.replicaCount)) }}
 {{- fail (printf "podDisruptionBudget.minAvailable=%d with replicaCount=%d: no pod could ever be evicted, so node drains would hang; use a lower minAvailable, or maxUnavailable" (int $pdb.minAvailable) (int $v.replicaCount)) }}
+{{- end }}
+{{- /* Identity rules are sound only while nothing but Flyte's backend reaches the gRPC port. */}}
+{{- $np := $v.networkPolicy }}
+{{- if and (not $np.enabled) (not $np.acknowledgeOpen) (or (contains "identities" $v.clustersFile.content) $v.clustersFile.existingConfigMap) }}
+{{- fail (printf "networkPolicy.enabled=false while the clusters file may hold identity rules (%s): the connector picks the Slurm user a job runs as from the request, so without a policy any pod of the cluster that reaches the gRPC port could run jobs as the users the rules map to. Keep networkPolicy.enabled=true (adapt networkPolicy.flyte.namespaceSelector / podSelector to your Flyte), or, only if you restrict ingress to the gRPC port by other means (a service mesh's authorization policy, a namespace of its own with a default-deny policy), set networkPolicy.acknowledgeOpen=true" (ternary (printf "clustersFile.existingConfigMap=%s, which the chart cannot read" $v.clustersFile.existingConfigMap) "clustersFile.content mentions identities" (ne $v.clustersFile.existingConfigMap ""))) }}
+{{- end }}
+{{- if $np.enabled }}
+{{- $sel := include "slurm-connector.npSelectors" . | fromYaml }}
+{{- if not (or (include "slurm-connector.selectorText" $sel.flyteNamespaces) (include "slurm-connector.selectorText" $sel.flytePods)) }}
+{{- fail "networkPolicy.flyte: namespaceSelector and podSelector are both empty, which admits every pod of every namespace to the gRPC port (no restriction at all); select Flyte's backend, e.g. namespaceSelector.matchLabels kubernetes.io/metadata.name: flyte and podSelector.matchLabels app.kubernetes.io/name: flyte-binary" }}
+{{- end }}
+{{- range $v.connector.extraEnv }}
+{{- if eq .name "FLYTE_SLURM_INGRESS_POLICY" }}
+{{- fail "connector.extraEnv sets FLYTE_SLURM_INGRESS_POLICY while networkPolicy.enabled=true: the chart sets it from the NetworkPolicy it renders; remove it from extraEnv (it is for a restriction outside the chart, with networkPolicy.enabled=false)" }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- if or $v.stager.enabled $v.stager.url }}
 {{- if not $v.stager.tokenSecret }}
