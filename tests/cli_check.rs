@@ -129,3 +129,48 @@ async fn an_unreachable_slurmrestd_names_the_prerequisite() {
         rows[0].detail
     );
 }
+
+/// The gRPC port's row: identity rules on a port anyone can reach is a ✗ naming the fix; the same
+/// rules behind a declared ingress policy, or on loopback, pass; a TLS certificate that does not
+/// load is its own ✗ naming the file.
+#[test]
+fn identity_rules_on_an_open_port_are_a_cross() {
+    use slurm_connector::cli::check::check_port;
+    use slurm_connector::config::{DeploymentConfig, ServerTlsFiles};
+    let mut d = DeploymentConfig::empty();
+    let mut c = cluster("http://127.0.0.1:1", None);
+    c.identities.rules = vec![common::identity::rule("ml", "alice", "physics")];
+    d.clusters.insert(c.name.clone(), c);
+    let open: std::net::SocketAddr = "0.0.0.0:8000".parse().unwrap();
+    let rows = check_port(&d, open);
+    let row = rows
+        .iter()
+        .find(|r| r.what == "who can reach the gRPC port")
+        .unwrap();
+    assert!(
+        !row.ok
+            && row.detail.contains("1 identity rules")
+            && row.detail.contains("FLYTE_SLURM_INGRESS_POLICY")
+            && row.detail.contains("networkPolicy"),
+        "{row:?}"
+    );
+    assert!(check_port(&d, "127.0.0.1:8000".parse().unwrap())[0].ok);
+    d.ingress_policy = Some("NetworkPolicy slurm-connector: gRPC from namespace flyte".into());
+    let rows = check_port(&d, open);
+    assert!(
+        rows[0].ok && rows[0].detail.contains("restricted by NetworkPolicy"),
+        "{rows:?}"
+    );
+
+    let dir = common::fresh_dir("sc-check-tls");
+    d.server_tls = Some(ServerTlsFiles {
+        cert: dir.join("tls.crt"),
+        key: dir.join("tls.key"),
+    });
+    let rows = check_port(&d, open);
+    let tls = rows
+        .iter()
+        .find(|r| r.what == "TLS on the gRPC port")
+        .unwrap();
+    assert!(!tls.ok && tls.detail.contains("tls.crt"), "{tls:?}");
+}

@@ -409,3 +409,126 @@ fn version_names_the_commit_and_the_api_versions() {
         assert_eq!(GIT_HASH, String::from_utf8_lossy(&head.stdout).trim());
     }
 }
+
+/// The embedded default runs every job's script on this machine as the user who started it, so
+/// with no `--listen` it binds loopback only (gRPC and metrics): 127.0.0.1 answers, another
+/// address of this machine (127.0.0.2: the loopback range is all the network a test may use
+/// here) is refused, and the banner says so. Binds the default ports 8000 and 9090.
+#[test]
+fn serve_embedded_listens_on_loopback_only() {
+    for port in [8000, 9090] {
+        if std::net::TcpListener::bind(("0.0.0.0", port)).is_err() {
+            panic!(
+                "port {port} is in use here: the embedded default's own port; free it to run this test"
+            );
+        }
+    }
+    let data = std::env::temp_dir().join(format!("sc-cli-loopback-{}", std::process::id()));
+    let log = data.with_extension("log");
+    let child = connector()
+        .arg("serve")
+        .env("FLYTE_SLURM_DATA_DIR", &data)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let _serve = Serve(child);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", 8000)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "serve did not listen on 127.0.0.1:8000"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::net::TcpStream::connect(("127.0.0.1", 9090)).expect("metrics on 127.0.0.1:9090");
+    for port in [8000, 9090] {
+        let other = std::net::TcpStream::connect_timeout(
+            &std::net::SocketAddr::from(([127, 0, 0, 2], port)),
+            Duration::from_secs(5),
+        );
+        assert!(
+            other.is_err(),
+            "the embedded default answered on 127.0.0.2:{port}: it must listen on 127.0.0.1 only"
+        );
+    }
+    let banner = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        banner.contains("gRPC 127.0.0.1:8000") && banner.contains("loopback only"),
+        "{banner}"
+    );
+    drop(_serve);
+    let _ = std::fs::remove_dir_all(&data);
+    let _ = std::fs::remove_file(&log);
+}
+
+/// Logs as operators collect them: stderr that is a file (a pod's log) gets plain text, no ANSI
+/// codes; `FLYTE_SLURM_LOG_FORMAT=json` gets one JSON object a line with the event's fields at
+/// the top level (`cluster` among them); an unknown format stops the start naming the variable.
+#[test]
+fn logs_are_plain_text_off_a_terminal_and_json_on_request() {
+    let run = |format: Option<&str>| -> String {
+        let data = std::env::temp_dir().join(format!(
+            "sc-cli-logs-{}-{}",
+            std::process::id(),
+            format.unwrap_or("text")
+        ));
+        let log = data.with_extension("log");
+        let port = free_port();
+        let mut cmd = connector();
+        cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["--metrics-listen", &format!("127.0.0.1:{}", free_port())])
+            .env("FLYTE_SLURM_DATA_DIR", &data)
+            .env_remove("NO_COLOR")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap());
+        if let Some(f) = format {
+            cmd.env("FLYTE_SLURM_LOG_FORMAT", f);
+        }
+        let serve = Serve(cmd.spawn().unwrap());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "serve did not listen");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        drop(serve);
+        let text = std::fs::read_to_string(&log).unwrap();
+        let _ = std::fs::remove_dir_all(&data);
+        let _ = std::fs::remove_file(&log);
+        text
+    };
+    let text = run(None);
+    assert!(text.contains("INFO") && text.contains("cluster"), "{text}");
+    assert!(
+        !text.contains('\u{1b}'),
+        "ANSI codes in a log file:\n{text}"
+    );
+
+    let json = run(Some("json"));
+    let events: Vec<serde_json::Value> = json
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(!events.is_empty(), "no JSON line in:\n{json}");
+    assert!(
+        events
+            .iter()
+            .all(|e| e["level"].is_string() && e["message"].is_string()),
+        "{json}"
+    );
+    assert!(
+        events.iter().any(|e| e["cluster"] == "embedded"),
+        "no event with a top-level cluster field:\n{json}"
+    );
+
+    let out = connector()
+        .arg("--version")
+        .env("FLYTE_SLURM_LOG_FORMAT", "yaml")
+        .output_within(CLI_LIMIT);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("FLYTE_SLURM_LOG_FORMAT=\"yaml\""),
+        "{out:?}"
+    );
+}

@@ -129,6 +129,16 @@ fn value_exists(values: &serde_yaml::Value, path: &str) -> bool {
     true
 }
 
+/// `tls.crt`, `clusters.toml`: a file's name, which may start like a value (`tls`).
+fn is_file_name(path: &str) -> bool {
+    const EXTENSIONS: &[&str] = &[
+        "crt", "key", "pem", "toml", "yaml", "yml", "json", "md", "sh",
+    ];
+    path.rsplit('.')
+        .next()
+        .is_some_and(|ext| EXTENSIONS.contains(&ext))
+}
+
 #[test]
 fn docs_name_only_chart_values_that_exist() {
     let values = chart_values();
@@ -157,7 +167,7 @@ fn docs_name_only_chart_values_that_exist() {
             for c in spans.captures_iter(line).chain(sets.captures_iter(line)) {
                 let path = &c[1];
                 let top = path.split(['.', '[']).next().unwrap();
-                if !tops.contains(top) {
+                if !tops.contains(top) || is_file_name(path) {
                     continue;
                 }
                 seen += 1;
@@ -262,6 +272,7 @@ fn the_checks_flag_made_up_names() {
     ));
     assert!(!value_exists(&values, "cluster.workDir"));
     assert!(!value_exists(&values, "auth.token"));
+    assert!(is_file_name("tls.crt") && !is_file_name("tls.existingSecret"));
     assert!(!code_variables().contains("FLYTE_SLURM_WORKDIR"));
     assert!(!flags_of(Some("serve")).contains("port"));
 }
