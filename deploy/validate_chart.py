@@ -940,6 +940,11 @@ def observability_self_test(good: list[dict]) -> tuple[list[str], int]:
         "panel on a renamed metric": renamed_panel_metric,
         "dashboard without the sidecar label": lambda d: dashboard(d)["metadata"]["labels"].pop("grafana_dashboard"),
     }
+    return mutants_caught(good, mutations, check_observability)
+
+
+def mutants_caught(good: list[dict], mutations: dict, check) -> tuple[list[str], int]:
+    """Applies each mutation to a copy of the good release; `check` must report every one."""
     problems = []
     for what, mutate in mutations.items():
         docs = copy.deepcopy(good)
@@ -948,7 +953,7 @@ def observability_self_test(good: list[dict]) -> tuple[list[str], int]:
         except (IndexError, KeyError):
             problems.append(f"self-test {what!r}: the reference release lacks what the mutation changes")
             continue
-        if not check_observability(docs):
+        if not check(docs):
             problems.append(f"self-test {what!r}: the checks did not notice")
     return problems, len(mutations)
 
@@ -1004,17 +1009,7 @@ def self_test(good: list[dict], env_names: set[str], file_keys) -> tuple[list[st
                                                      [conn(d)[p].update({"httpGet": {"path": "/healthz", "port": 9090}}) or conn(d)[p].pop("grpc") for p in ("readinessProbe", "livenessProbe")]),
         "gRPC Service port without appProtocol grpc": lambda d: by_kind(d, "Service")[0]["spec"]["ports"][0].update(appProtocol="https"),
     }
-    problems = []
-    for what, mutate in mutations.items():
-        docs = copy.deepcopy(good)
-        try:
-            mutate(docs)
-        except (IndexError, KeyError):
-            problems.append(f"self-test {what!r}: the reference release lacks what the mutation changes")
-            continue
-        if not check_release(docs, env_names, file_keys):
-            problems.append(f"self-test {what!r}: the checks did not notice")
-    return problems, len(mutations)
+    return mutants_caught(good, mutations, lambda docs: check_release(docs, env_names, file_keys))
 
 
 def main() -> int:

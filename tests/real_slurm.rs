@@ -24,6 +24,10 @@ use common::skip::{Tier, skip};
 
 #[path = "real_slurm/support.rs"]
 mod support;
+// Only its deployment is used here (the other tiers drive the connector through gRPC).
+#[allow(dead_code)]
+#[path = "real_slurm/connector.rs"]
+mod connector;
 use support::*;
 
 macro_rules! require_cluster {
@@ -589,33 +593,17 @@ async fn a_user_token_cannot_proxy_another_user() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_names_the_missing_prerequisite() {
     use slurm_connector::cli::check::check_cluster;
-    use slurm_connector::config::{AuthConfig, ClusterConfig};
+    use slurm_connector::config::AuthConfig;
     let c = require_cluster!();
-    let mounts = var("FLYTE_SLURM_SHARED_MOUNTS").expect("dev-cluster env");
-    let cluster = |user: &str, key: &std::path::Path| ClusterConfig {
-        name: c.name.clone(),
-        restd_url: c.url.clone(),
-        api_version: c.api_version,
-        username: Some(user.to_string()),
-        auth: Some(AuthConfig::KeyFile {
+    // The connector's own deployment of the dev cluster, as another user or with another key.
+    let cluster = |user: &str, key: &std::path::Path| {
+        let mut cfg = connector::deployment(&c, 3).clusters[&c.name].clone();
+        cfg.username = Some(user.to_string());
+        cfg.auth = Some(AuthConfig::KeyFile {
             path: key.to_path_buf(),
             lifetime: Duration::from_secs(600),
-        }),
-        working_dir: Some(c.workdir.clone()),
-        shared_mounts: mounts
-            .split(',')
-            .map(|e| {
-                let (c, l) = e.split_once('=').unwrap();
-                (c.to_string(), l.into())
-            })
-            .collect(),
-        default_partition: None,
-        ssh_hosts: Vec::new(),
-        stager_url: None,
-        stager_token_file: None,
-        identities: Default::default(),
-        ca_file: None,
-        images: Default::default(),
+        });
+        cfg
     };
     let row = |rows: &[slurm_connector::cli::check::Check], what: &str| {
         rows.iter()

@@ -718,17 +718,20 @@ async fn a_stock_tasks_login_host_routes_it_to_the_cluster_listing_it() {
     let server = Server::start(d).await;
     let mut c = server.client().await;
 
+    // CreateTask's resource_meta, and the cluster it names.
+    async fn created(
+        c: &mut common::server::Grpc,
+        req: slurm_connector::proto::connector::CreateTaskRequest,
+    ) -> (Vec<u8>, String) {
+        let meta = c.create_task(req).await.unwrap().into_inner().resource_meta;
+        let m: serde_json::Value = serde_json::from_slice(&meta).unwrap();
+        (meta, m["cluster"].as_str().unwrap().to_string())
+    }
     let routed = mock_request("script_no_io.pb")
         .run_name("r-routed-by-host")
         .connection_host("LOGIN.hpc2.example");
-    let meta = c
-        .create_task(routed)
-        .await
-        .unwrap()
-        .into_inner()
-        .resource_meta;
-    let m: serde_json::Value = serde_json::from_slice(&meta).unwrap();
-    assert_eq!(m["cluster"], "hpc2", "{m}");
+    let (meta, cluster) = created(&mut c, routed).await;
+    assert_eq!(cluster, "hpc2");
     assert_eq!(b.handle.stats().count("submit"), 1);
     assert_eq!(a.handle.stats().count("submit"), 0);
     let (phase, msg) = wait_terminal(&mut c, &meta).await;
@@ -742,14 +745,7 @@ async fn a_stock_tasks_login_host_routes_it_to_the_cluster_listing_it() {
         ),
         ("r-no-host", mock_request("script_no_io.pb")),
     ] {
-        let meta = c
-            .create_task(req.run_name(run))
-            .await
-            .unwrap()
-            .into_inner()
-            .resource_meta;
-        let m: serde_json::Value = serde_json::from_slice(&meta).unwrap();
-        assert_eq!(m["cluster"], "mock", "{run}: {m}");
+        assert_eq!(created(&mut c, req.run_name(run)).await.1, "mock", "{run}");
     }
 
     let e = c
