@@ -7,6 +7,10 @@
 
 include!(concat!(env!("OUT_DIR"), "/flyteidl2.rs"));
 
+/// The compiled descriptors of `proto/` (build.rs): protobuf-JSON requests and gRPC reflection.
+pub static DESCRIPTORS: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/flyteidl2_descriptor.bin"));
+
 pub use flyteidl2::connector;
 pub use flyteidl2::core;
 pub use flyteidl2::logs;

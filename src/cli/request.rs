@@ -6,6 +6,7 @@ use std::path::Path;
 
 use prost::Message;
 
+use crate::proto::DESCRIPTORS;
 use crate::proto::connector::{CreateTaskRequest, TaskExecutionMetadata};
 use crate::proto::core::{
     self, Identifier, Literal, LiteralType, NodeExecutionIdentifier, Primitive, Scalar,
@@ -51,9 +52,6 @@ pub fn load(path: &Path) -> Result<CreateTaskRequest, RequestError> {
         })
     }
 }
-
-/// The compiled proto descriptors (written by `build.rs`), for protobuf-JSON decoding.
-static DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/flyteidl2_descriptor.bin"));
 
 /// Protobuf JSON → CreateTaskRequest. prost has no JSON mapping of its own; prost-reflect reads
 /// the canonical one (camelCase names, int64 as strings, enums by name) from the descriptors.

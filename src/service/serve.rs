@@ -59,6 +59,9 @@ pub enum ServeError {
     Tls(#[from] super::tls::TlsError),
     #[error("gRPC server: {0}")]
     Grpc(#[from] tonic::transport::Error),
+    /// The compiled descriptors do not make a reflection service: a build defect.
+    #[error("gRPC reflection: {0}")]
+    Reflection(String),
     #[error("metrics server: {0}")]
     Metrics(std::io::Error),
 }
@@ -247,8 +250,16 @@ pub async fn serve_with(
     // then it keeps answering, so health checks see NOT_SERVING and new CreateTasks get their
     // hand-off instead of a refused connection.
     let (stop_accepting, accepting_stopped) = tokio::sync::oneshot::channel::<()>();
+    // Reflection over the same port (and the same TLS): `grpcurl HOST:8000 list` shows the
+    // connector, metadata and health services without their protos.
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(crate::proto::DESCRIPTORS)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .map_err(|e| ServeError::Reflection(e.to_string()))?;
     let router = tonic::transport::Server::builder()
         .add_service(health_service)
+        .add_service(reflection)
         .add_service(AsyncConnectorServiceServer::new(grpc.clone()))
         .add_service(ConnectorMetadataServiceServer::new(grpc));
     let stop_accepting_rx = async move {

@@ -52,6 +52,15 @@ def health_status(channel, service):
     return resp[1] if len(resp) >= 2 and resp[0] == 0x08 else 0
 
 
+def reflected_services(channel):
+    # grpc.reflection.v1 ServerReflectionInfo with ServerReflectionRequest{list_services = ""}
+    # (field 7), encoded by hand as health is; the answer's ListServiceResponse holds the names.
+    call = channel.stream_stream("/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+                                 request_serializer=lambda b: b, response_deserializer=lambda b: b)
+    answer = next(iter(call(iter([b"\x3a\x00"]), timeout=10)))
+    return answer
+
+
 def load_fixture(path, partition, attempt_offset, sbatch_options=(), drop=()):
     req = connector_pb2.CreateTaskRequest.FromString(open(path, "rb").read())
     # Requests a small real test cluster cannot satisfy (GPUs, features, memory it does not
@@ -144,6 +153,9 @@ def main():
     for svc in SERVICES:
         st = health_status(channel, svc)
         check(f"health '{svc}' SERVING", st == 1, f"status {st}")
+    listed = reflected_services(channel)
+    for svc in SERVICES[1:] + ["grpc.health.v1.Health"]:
+        check(f"reflection lists {svc}", svc.encode() in listed, repr(listed))
 
     meta_stub = service_pb2_grpc.ConnectorMetadataServiceStub(channel)
     lst = meta_stub.ListConnectors(connector_pb2.ListConnectorsRequest(), timeout=10)
