@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use mock_slurmrestd::{FaultConfig, MockConfig, MockHandle, MockServer};
 use slurm_connector::slurmrestd::{
-    Auth, BaseState, CancelOutcome, Client, ClientConfig, ClientError, JobDescription, JobId,
+    ApiVersion, Auth, BaseState, CancelOutcome, Client, ClientConfig, ClientError, JobDescription, JobId,
     RetryPolicy,
 };
 
@@ -14,6 +14,8 @@ const KEY: &[u8] = b"mock-key-bytes-mock-key-bytes-xx";
 struct Env {
     mock: MockHandle,
     client: Client,
+    /// The client's configuration, for another client of the same mock (a pinned version).
+    cfg: ClientConfig,
     dir: std::path::PathBuf,
 }
 
@@ -50,7 +52,8 @@ async fn env(min_job_age: Duration) -> Env {
         max_delay: Duration::from_millis(50),
     };
     Env {
-        client: Client::new(cc).unwrap(),
+        client: Client::new(cc.clone()).unwrap(),
+        cfg: cc,
         mock,
         dir,
     }
@@ -198,6 +201,28 @@ async fn an_aged_out_job_is_absent_from_states_and_found_in_accounting() {
             .unwrap()
             .contains_key(&id)
     );
+    e.mock.shutdown().await;
+}
+
+/// The duplicate check's listing of recent jobs works in every version: v0.0.40/41 refuse unix
+/// seconds for `start_time` (recorded on 24.11; the mock answers the same 422), so the client
+/// sends them `now-N`. Before that, a CreateTask retried after its job left slurmctld was not
+/// recognised on those versions.
+#[tokio::test]
+async fn recent_jobs_are_listed_in_every_version() {
+    let e = env(Duration::from_secs(300)).await;
+    let since = chrono::Utc::now().timestamp() - 60;
+    let id = e.client.submit(&job(&e.dir, "exit 0")).await.unwrap();
+    for v in ApiVersion::ALL {
+        let mut cfg = e.cfg.clone();
+        cfg.api_version = Some(v);
+        let jobs = Client::new(cfg)
+            .unwrap()
+            .accounting_jobs_since(since, None)
+            .await
+            .unwrap_or_else(|err| panic!("{v}: {err}"));
+        assert!(jobs.iter().any(|j| j.job_id == id), "{v}: {id} not listed");
+    }
     e.mock.shutdown().await;
 }
 

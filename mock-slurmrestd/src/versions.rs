@@ -112,8 +112,9 @@ impl ApiVersion {
         self.minor() >= 42
     }
 
-    /// v0.0.40/41 cannot parse `jobs/?update_time=`: 422 with 9202 + 9000 (recorded 24.11 bug).
-    pub(crate) fn update_time_broken(self) -> bool {
+    /// v0.0.40/41 cannot parse unix seconds in a query (`jobs/?update_time=`, slurmdb's
+    /// `start_time`): 422 with 9202 + 9000 (recorded 24.11 bug).
+    pub(crate) fn unix_time_query_broken(self) -> bool {
         self.minor() <= 41
     }
 

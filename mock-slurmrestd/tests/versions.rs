@@ -267,6 +267,23 @@ async fn run_pair(rel: &str, api: &'static str) {
         name("slurmdb-jobs-unknown")
     );
 
+    // Jobs since a time, in unix seconds (v0.0.40/41: the recorded 422 bug) and as `now-N`.
+    for what in ["slurmdb-jobs-since-unix", "slurmdb-jobs-since-relative"] {
+        if let Some(sample) = try_fixture(&name(what)) {
+            let got = replay(&m, &sample, &ids, None).await;
+            check(&sample, &got, &name(what));
+            let descriptions = |v: &Value| -> Vec<Value> {
+                v["errors"].as_array().unwrap().iter().map(|e| e["description"].clone()).collect()
+            };
+            assert_eq!(
+                descriptions(&got.json()),
+                descriptions(&sample["response"]["body"]),
+                "{}",
+                name(what)
+            );
+        }
+    }
+
     // No token at all, then a rejected one, as each version answers them.
     let sample = fixture(&name("token-missing-jobs"));
     let got = replay(&m, &sample, &ids, Some(&[("X-SLURM-USER-NAME", "flyte")])).await;

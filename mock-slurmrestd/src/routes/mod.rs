@@ -366,6 +366,40 @@ pub(crate) fn rfc_error(
     )
 }
 
+/// v0.0.40/41's timestamp parser refuses unix seconds in a query parameter (`update_time` of
+/// slurmctld's `jobs/`, `start_time` of slurmdb's): the recorded 24.11 bug, 422 with 9202 + 9000.
+pub(crate) fn unparsed_timestamp(
+    st: &AppState,
+    sv: Served,
+    client: &str,
+    field: &str,
+    t: i64,
+    slurmdb: bool,
+) -> Response {
+    let errors = vec![
+        error_entry(
+            &format!("Parsing of {t} for timestamp failed"),
+            9202,
+            "Unable to convert Data type",
+            &format!("#/{field}/"),
+        ),
+        error_entry(
+            if slurmdb {
+                "Rejecting request. Failure parsing query parameters"
+            } else {
+                "Rejecting request. Failure parsing query."
+            },
+            9000,
+            "Query empty or not RFC7320 compliant",
+            "op_handler_jobs",
+        ),
+    ];
+    json_resp(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        json!({"meta": meta(&st.cfg, sv, slurmdb, client, ""), "errors": errors, "warnings": []}),
+    )
+}
+
 /// Query pairs as (name, raw value, decoded value): raw commas and encoded ones are told apart.
 pub(crate) fn query_pairs(raw: Option<&str>) -> Vec<(String, String, String)> {
     raw.unwrap_or("")

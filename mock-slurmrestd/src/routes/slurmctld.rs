@@ -258,29 +258,11 @@ pub(super) async fn jobs(
         }
     }
     if let Some(t) = update_time
-        && sv.api.update_time_broken()
+        && sv.api.unix_time_query_broken()
         && has_token(req.headers())
     {
         // After slurmrestd's own 401 (no token), before slurmctld judges the token.
-        // Recorded 24.11 bug of v0.0.40/41: the timestamp parser rejects every update_time.
-        let errors = vec![
-            error_entry(
-                &format!("Parsing of {t} for timestamp failed"),
-                9202,
-                "Unable to convert Data type",
-                "#/update_time/",
-            ),
-            error_entry(
-                "Rejecting request. Failure parsing query.",
-                9000,
-                "Query empty or not RFC7320 compliant",
-                "op_handler_jobs",
-            ),
-        ];
-        return json_resp(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            json!({"meta": meta(&st.cfg, sv, false, &client, ""), "errors": errors, "warnings": []}),
-        );
+        return unparsed_timestamp(&st, sv, &client, "update_time", t, false);
     }
     let ctx = match guard(&st, sv, req.headers(), &client, Shape::Jobs) {
         Ok(c) => c,

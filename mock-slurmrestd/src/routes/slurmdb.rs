@@ -95,6 +95,12 @@ const SLURMDB_JOBS_PARAMS: &[&str] = &[
     "wckey",
 ];
 
+/// Slurm's `parse_time` relative form as the connector sends it: `now-N` (seconds).
+fn relative_time(v: &str) -> bool {
+    v.strip_prefix("now-")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
 pub(super) async fn slurmdb_jobs(
     State(st): State<AppState>,
     Extension(sv): Extension<Served>,
@@ -119,6 +125,15 @@ pub(super) async fn slurmdb_jobs(
                     Err(_) => return rfc_error(&st, sv, &client, "query", "op_handler_jobs", true),
                 }
             }
+            // Unix seconds, or parse_time's `now-N`; v0.0.40/41 refuse the first (recorded).
+            "start_time" => match v.trim().parse::<i64>() {
+                Ok(t) if sv.api.unix_time_query_broken() && has_token(req.headers()) => {
+                    return unparsed_timestamp(&st, sv, &client, "start_time", t, true);
+                }
+                Ok(_) => {}
+                Err(_) if relative_time(&v) => {}
+                Err(_) => return rfc_error(&st, sv, &client, "query", "op_handler_jobs", true),
+            },
             "show_batch_script" => script = v == "true",
             "show_job_environment" => env = v == "true",
             k if SLURMDB_JOBS_PARAMS.contains(&k) => {}

@@ -466,7 +466,17 @@ impl Client {
         user: Option<&str>,
     ) -> Result<Vec<JobInfo>, ClientError> {
         let v = self.current().await?;
-        let since = since_unix.to_string();
+        // v0.0.40/41's timestamp parser refuses unix seconds in a query (422, error 9202: recorded
+        // on 24.11, tests/fixtures/slurmrestd/24.11_v0.0.4{0,1}_slurmdb-jobs-since-unix.json);
+        // Slurm's `parse_time` form `now-N` (seconds) is read by every version. Relative to
+        // slurmdbd's clock, so a skew between the two hosts does not move the window either.
+        let since = match v {
+            ApiVersion::V0040 | ApiVersion::V0041 => {
+                let ago = (chrono::Utc::now().timestamp() - since_unix).max(0);
+                format!("now-{ago}")
+            }
+            _ => since_unix.to_string(),
+        };
         let filter = DbJobsFilter {
             skip_steps: Some("true"),
             start_time: Some(&since),
