@@ -162,7 +162,6 @@ prepare_apptainer() {
 # the namespace's id goes to slurmd.mntns once unshare has run, and is how `down`/`status` know
 # slurmd and its job steps (their /proc/PID/root reads `/`, like any host process).
 start_slurmd_pivot() {
-	rm -f "$RUN/slurmd.mntns"
 	start_daemon slurmd "$LIB_DIR/pivot-exec.sh" "$ROOT" \
 		env -i PATH="$CHROOT_PATH" LANG=C.UTF-8 /usr/sbin/slurmd -D -N node1
 	local pid host_ns ns i
@@ -172,7 +171,7 @@ start_slurmd_pivot() {
 		ns="$(readlink "/proc/$pid/ns/mnt" 2>/dev/null)" || break
 		# unshare made it; the exec chain (mounts, pivot_root, slurmd) stays in it.
 		if [[ "$ns" != "$host_ns" ]]; then
-			echo "$ns" >"$RUN/slurmd.mntns"
+			echo "$ns" >>"$RUN/slurmd.mntns"
 			return 0
 		fi
 		sleep 0.1

@@ -123,6 +123,34 @@ cmd_prepare() {
 	log "prepared in $((SECONDS - t0))s (nothing started; \`up\` reuses it)"
 }
 
+# How `up` starts each Slurm daemon; `daemon start` (lib/daemon.sh) starts one the same way, from
+# the same configuration and state directories.
+start_slurmdbd() { start_daemon slurmdbd chroot "$ROOT" /usr/sbin/slurmdbd -D; }
+start_slurmctld() { start_daemon slurmctld chroot "$ROOT" /usr/sbin/slurmctld -D; }
+
+# nodeK's slurmd. Apptainer and Enroot both create user namespaces: slurmd under pivot_root
+# (lib/pivot-exec.sh); --nodes: each in its own UTS namespace (lib/nodes.sh). A pivoted slurmd's
+# mount namespace is appended to slurmd.mntns (`up` empties it first), so one restarted by
+# `daemon` leaves its predecessor's job steps findable by `down`.
+start_slurmd_node() {
+	local k="$1"
+	if ((NODES > 1)); then
+		start_node_slurmd "$k"
+	elif [[ "$APPTAINER" == 1 || "$PYXIS" == 1 ]]; then
+		start_slurmd_pivot
+	else
+		start_daemon slurmd chroot "$ROOT" /usr/sbin/slurmd -D -N node1
+	fi
+}
+
+start_slurmrestd() {
+	local rest_args=(-a rest_auth/jwt)
+	# Loading openapi/slurmdbd without accounting kills slurmrestd ("Failure loading plugin path bindings").
+	[[ "$ACCOUNTING" == 1 ]] || rest_args+=(-s openapi/slurmctld)
+	start_daemon slurmrestd chroot --userspec="$REST_USER:$REST_USER" "$ROOT" \
+		env -i PATH="$CHROOT_PATH" SLURM_JWT=daemon /usr/sbin/slurmrestd "${rest_args[@]}" "127.0.0.1:$RESTD_PORT"
+}
+
 cmd_up() {
 	[[ "$(id -u)" == 0 ]] || die "must run as root (chroot, mount)"
 	mkdir -p "$RUN" "$LOGS"
@@ -179,7 +207,7 @@ GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';
 EOF
 		purge_old_job_records
 
-		start_daemon slurmdbd chroot "$ROOT" /usr/sbin/slurmdbd -D
+		start_slurmdbd
 		wait_for "slurmdbd to answer" slurmdbd 60 dbd_answers
 		if [[ -z "$(in_root sacctmgr -n -P show cluster "$CLUSTER_NAME" format=cluster)" ]]; then
 			in_root sacctmgr -i add cluster "$CLUSTER_NAME" >/dev/null
@@ -197,21 +225,12 @@ EOF
 		ensure_identity_accounts
 	fi
 
-	start_daemon slurmctld chroot "$ROOT" /usr/sbin/slurmctld -D
+	start_slurmctld
 	wait_for "slurmctld to answer" slurmctld 60 in_root scontrol ping
-	# Apptainer and Enroot both create user namespaces: slurmd under pivot_root (lib/pivot-exec.sh).
-	if ((NODES > 1)); then
-		start_nodes
-	elif [[ "$APPTAINER" == 1 || "$PYXIS" == 1 ]]; then
-		start_slurmd_pivot
-	else
-		start_daemon slurmd chroot "$ROOT" /usr/sbin/slurmd -D -N node1
-	fi
-	local rest_args=(-a rest_auth/jwt)
-	# Loading openapi/slurmdbd without accounting kills slurmrestd ("Failure loading plugin path bindings").
-	[[ "$ACCOUNTING" == 1 ]] || rest_args+=(-s openapi/slurmctld)
-	start_daemon slurmrestd chroot --userspec="$REST_USER:$REST_USER" "$ROOT" \
-		env -i PATH="$CHROOT_PATH" SLURM_JWT=daemon /usr/sbin/slurmrestd "${rest_args[@]}" "127.0.0.1:$RESTD_PORT"
+	rm -f "$RUN/slurmd.mntns"
+	local k
+	for ((k = 1; k <= NODES; k++)); do start_slurmd_node "$k"; done
+	start_slurmrestd
 	wait_ready
 	log "up in $((SECONDS - t0))s: slurmrestd on http://127.0.0.1:$RESTD_PORT (accounting=$ACCOUNTING, MinJobAge=$MIN_JOB_AGE, apptainer=$APPTAINER, nodes=$NODES, pyxis=$PYXIS)"
 	log "next: eval \"\$($SCRIPT_PATH --release $RELEASE env)\""

@@ -86,12 +86,6 @@ start_node_slurmd() {
 	die "$name did not start (logs above; $LOGS/$name.out)"
 }
 
-start_nodes() {
-	rm -f "$RUN/slurmd.mntns"
-	local k
-	for ((k = 1; k <= NODES; k++)); do start_node_slurmd "$k"; done
-}
-
 nodes_ready() { # every node registered and responding
 	local n
 	for n in $(node_names); do
