@@ -53,6 +53,8 @@ pub enum Progress {
     Waiting {
         tries: u32,
         last_error: Option<String>,
+        /// The last try met an outage (slurmctld or slurmrestd unreachable), not a refusal.
+        outage: bool,
     },
     /// The job the execution has (the meta with its id is remembered on the runtime).
     Done(Submitted),
@@ -92,6 +94,7 @@ impl ClusterRuntime {
         let (tx, rx) = watch::channel(Progress::Waiting {
             tries: 0,
             last_error: None,
+            outage: false,
         });
         paced.insert(key.to_string(), (rx.clone(), Instant::now()));
         drop(paced);
@@ -152,13 +155,9 @@ impl ClusterRuntime {
                 return std::future::pending().await;
             };
             let r = self.submit_once(key, job, client).await;
-            permit.done(match &r {
-                Err(SubmitFailure {
-                    error: SubmitError::Slurm(e),
-                    ..
-                }) if throttled(e) => Pace::Throttled,
-                _ => Pace::Prompt,
-            });
+            let pace = pace_of(&r);
+            let outage = pace == Pace::Outage;
+            permit.done(pace);
             match r {
                 Ok(s) => return Ok(s),
                 Err(f) if f.error.is_transient() && began.elapsed() < GIVE_UP_AFTER => {
@@ -167,6 +166,7 @@ impl ClusterRuntime {
                     let _ = tx.send(Progress::Waiting {
                         tries,
                         last_error: Some(format!("{}: {}", f.what, f.error)),
+                        outage,
                     });
                     // 1, 2, 4 ... 30 s: slurmrestd restarts take seconds, slurmdbd's minutes.
                     let pause =
@@ -285,11 +285,23 @@ impl Connector {
         }
         let pending = |phase: Phase, message: String| Pending { phase, message };
         match rt.progress(&d.key) {
-            Some(Progress::Waiting { tries, last_error }) => {
+            Some(Progress::Waiting {
+                tries,
+                last_error,
+                outage,
+            }) => {
                 let v = rt.pacer.view();
                 return Err(pending(
                     Phase::Queued,
                     match last_error {
+                        // Said as an outage of the cluster, so that nobody reads it as the
+                        // task's fault or as throttling: nothing is lost, it goes in when back.
+                        Some(e) if outage => format!(
+                            "Not submitted yet: cluster {} is unreachable (try {}: {e}); the job \
+                             is submitted once it answers again",
+                            rt.cfg.name,
+                            tries + 1
+                        ),
                         Some(e) => format!(
                             "Not submitted yet: try {} failed transiently ({e}); trying again",
                             tries + 1
@@ -418,6 +430,23 @@ impl Connector {
     }
 }
 
+/// What one submit try says about the cluster's pace. An unreachable slurmctld (slurmrestd's 502
+/// with error 1800) or slurmrestd is an outage, tested before `throttled`, which a 502 would
+/// otherwise match.
+fn pace_of(r: &Result<Submitted, SubmitFailure>) -> Pace {
+    match r {
+        Err(SubmitFailure {
+            error: SubmitError::Slurm(e),
+            ..
+        }) if e.is_outage() => Pace::Outage,
+        Err(SubmitFailure {
+            error: SubmitError::Slurm(e),
+            ..
+        }) if throttled(e) => Pace::Throttled,
+        _ => Pace::Prompt,
+    }
+}
+
 /// A sign that slurmctld pushes back: no answer in time, or slurmrestd's 502/503/504.
 fn throttled(e: &ClientError) -> bool {
     match e {
@@ -432,4 +461,111 @@ fn throttled(e: &ClientError) -> bool {
 /// Unix seconds now.
 pub fn now_unix() -> i64 {
     chrono::Utc::now().timestamp()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slurmrestd::{ApiVersion, Auth, ClientConfig, JobId, RetryPolicy, Secret};
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    /// A recorded real answer (tests/fixtures/slurmrestd/<name>.json) served for `method path`.
+    async fn replay(server: &MockServer, verb: &str, at: &str, name: &str) {
+        let file = format!(
+            "{}/tests/fixtures/slurmrestd/{name}.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let rec: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).expect(&file)).unwrap();
+        let r = &rec["response"];
+        Mock::given(method(verb))
+            .and(path(at))
+            .respond_with(
+                ResponseTemplate::new(r["status"].as_u64().unwrap() as u16)
+                    .set_body_raw(serde_json::to_vec(&r["body"]).unwrap(), "application/json"),
+            )
+            .mount(server)
+            .await;
+    }
+
+    fn client(server: &MockServer) -> Client {
+        let mut cfg = ClientConfig::new(
+            "dev2605",
+            server.uri().parse().unwrap(),
+            Auth::Static {
+                token: Secret::new("a.b.c".to_string()),
+            },
+        );
+        cfg.api_version = Some(ApiVersion::V0045);
+        cfg.retry = RetryPolicy {
+            max_attempts: 1,
+            base_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(1),
+        };
+        Client::new(cfg).unwrap()
+    }
+
+    fn failed(error: ClientError) -> Result<Submitted, SubmitFailure> {
+        Err(SubmitFailure {
+            what: "submitting the job".into(),
+            error: error.into(),
+        })
+    }
+
+    /// What real slurmrestd 26.05 answered with slurmctld stopped (`dev-cluster --release 26.05
+    /// daemon stop slurmctld`, then scripts/record-slurmrestd.py): a submit and a listing are a
+    /// 502 with error 1800 after 10 s, a state query a 500 with error -1. Once read as
+    /// throttling (502 and late), it halved the submit limit down to 1; it is an outage: the
+    /// limit stays, and the submit is retried (nothing lost) like one during a slurmrestd outage.
+    #[tokio::test]
+    async fn an_unreachable_slurmctld_is_an_outage_not_throttling() {
+        let server = MockServer::start().await;
+        replay(&server, "GET", "/slurm/v0.0.45/ping/", "26.05_v0.0.45_ping").await;
+        replay(
+            &server,
+            "POST",
+            "/slurm/v0.0.45/job/submit",
+            "26.05_v0.0.45_ctld-down-submit",
+        )
+        .await;
+        replay(
+            &server,
+            "GET",
+            "/slurm/v0.0.45/jobs/",
+            "26.05_v0.0.45_ctld-down-jobs",
+        )
+        .await;
+        replay(
+            &server,
+            "GET",
+            "/slurm/v0.0.45/jobs/state/",
+            "26.05_v0.0.45_ctld-down-jobs-state",
+        )
+        .await;
+        let c = client(&server);
+        let submit = c
+            .submit(&JobDescription::default())
+            .await
+            .expect_err("slurmctld is down");
+        assert!(submit.is_outage() && submit.is_transient(), "{submit:?}");
+        assert!(
+            submit.to_string().contains("Unable to contact slurm controller"),
+            "{submit}"
+        );
+        assert_eq!(pace_of(&failed(submit)), Pace::Outage);
+        let listing = c.jobs().await.expect_err("slurmctld is down");
+        assert_eq!(pace_of(&failed(listing)), Pace::Outage);
+        // The tracker's state query: retried as transient (its error -1 says nothing more).
+        let states = c.states(&[JobId(1)]).await.expect_err("slurmctld is down");
+        assert!(states.is_transient(), "{states:?}");
+        // A 502 without 1800 (slurmctld's BACKOFF under rate limiting) is still throttling.
+        let backoff = ClientError::Http {
+            cluster: "dev2605".into(),
+            operation: "submit",
+            status: 502,
+            body: "Bad Gateway".into(),
+        };
+        assert_eq!(pace_of(&failed(backoff)), Pace::Throttled);
+    }
 }

@@ -279,9 +279,13 @@ impl Connector {
                 deferred::Progress::Withdrawn => Err(Status::aborted(
                     "this execution was deleted (DeleteTask) before its job was submitted",
                 )),
-                deferred::Progress::Waiting { tries, last_error } => {
+                deferred::Progress::Waiting {
+                    tries,
+                    last_error,
+                    outage,
+                } => {
                     // Answer now, before the backend's deadline, and let the submit go on.
-                    tracing::info!(cluster = %rt.cfg.name, key, tries, last_error, "submit not done within the CreateTask wait; answering with a deferred resource_meta");
+                    tracing::info!(cluster = %rt.cfg.name, key, tries, last_error, outage, "submit not done within the CreateTask wait; answering with a deferred resource_meta");
                     self.metrics.deferred_creates.get_or_create(&cluster_label(&rt)).inc();
                     let mut m = template;
                     m.deferred = Some(Box::new(meta::DeferredSubmit {

@@ -31,6 +31,11 @@ pub enum Pace {
     Prompt,
     /// Late, timed out, or a 5xx: the cluster is over its rate.
     Throttled,
+    /// slurmctld (or slurmrestd) cannot be reached: an outage, not a rate. Leaves the limit as
+    /// it is, however late the answer came (slurmrestd answers 1800 only after a 10 s connect
+    /// timeout): halving it would make submits creep back for minutes after the controller
+    /// returned, as seen once ("slurmctld is throttling submits; fewer at once limit=1.0").
+    Outage,
 }
 
 /// A view for metrics and messages.
@@ -41,6 +46,8 @@ pub struct PaceView {
     pub waiting: usize,
     /// Throttling signals seen since start.
     pub throttled: u64,
+    /// Answers since start that said slurmctld or slurmrestd was unreachable.
+    pub outages: u64,
 }
 
 #[derive(Debug)]
@@ -50,6 +57,7 @@ struct State {
     waiting: usize,
     last_cut: Option<Instant>,
     throttled: u64,
+    outages: u64,
 }
 
 #[derive(Debug)]
@@ -78,6 +86,7 @@ impl Pacer {
                 waiting: 0,
                 last_cut: None,
                 throttled: 0,
+                outages: 0,
             }),
             freed: Notify::new(),
         })
@@ -121,18 +130,20 @@ impl Pacer {
             in_flight: st.in_flight,
             waiting: st.waiting,
             throttled: st.throttled,
+            outages: st.outages,
         }
     }
 
     fn finish(&self, took: Duration, outcome: Pace) {
         let mut st = self.state.lock().unwrap();
         st.in_flight -= 1;
-        let outcome = if took >= SLOW {
+        let outcome = if took >= SLOW && outcome != Pace::Outage {
             Pace::Throttled
         } else {
             outcome
         };
         match outcome {
+            Pace::Outage => st.outages += 1,
             Pace::Throttled => {
                 st.throttled += 1;
                 if st.last_cut.is_none_or(|t| t.elapsed() >= SLOW) {
@@ -201,6 +212,24 @@ mod tests {
             p.acquire().await.done(Pace::Prompt);
         }
         assert_eq!(p.view().limit, 8, "grows back to its ceiling, not past it");
+    }
+
+    #[tokio::test]
+    async fn an_outage_neither_shrinks_nor_grows_the_limit_however_late_it_answered() {
+        let p = Pacer::new(8);
+        let permits: Vec<Permit> = futures::future::join_all((0..8).map(|_| p.acquire())).await;
+        // slurmrestd answers 1800 after its 10 s connect timeout: late, but no throttling.
+        for mut permit in permits {
+            permit.started = Instant::now() - 5 * SLOW;
+            permit.done(Pace::Outage);
+        }
+        let v = p.view();
+        assert_eq!((v.limit, v.throttled, v.outages), (8, 0, 8));
+        // The same lateness in a plain answer is throttling.
+        let mut late = p.acquire().await;
+        late.started = Instant::now() - SLOW;
+        late.done(Pace::Prompt);
+        assert_eq!(p.view().limit, 4);
     }
 
     #[tokio::test]

@@ -15,13 +15,20 @@ pub const AUTH: i32 = 1007;
 /// an auth-specific description, refused the token).
 pub const DB_CONNECTION: i32 = 7000;
 
+/// SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR .. _BACKOFF: slurmrestd could not reach slurmctld
+/// ("Unable to contact slurm controller (connect failure)", measured on 26.05 with slurmctld
+/// stopped: `tests/fixtures/slurmrestd/26.05_v0.0.45_ctld-down-submit.json`, HTTP 502 after 10 s).
+pub fn is_controller_unreachable(number: i32) -> bool {
+    (1800..=1804).contains(&number)
+}
+
 /// Numbers that mean "could not talk to slurmctld/slurmdbd right now": worth retrying.
 pub fn is_transient(number: i32) -> bool {
     // 1000-1006: SLURM_COMMUNICATIONS_* (connect/send/receive/shutdown); 1800-1804:
     // SLURMCTLD_COMMUNICATIONS_* ("Unable to contact slurm controller", slurmctld down or
     // restarting); 5000-5004: socket errors and timeouts; 7000: slurmdbd down.
     (1000..=1006).contains(&number)
-        || (1800..=1804).contains(&number)
+        || is_controller_unreachable(number)
         || (5000..=5004).contains(&number)
         || number == DB_CONNECTION
 }

@@ -20,6 +20,18 @@ fn list(errors: &[SlurmError]) -> String {
         .join("; ")
 }
 
+/// slurmrestd's answer to a state query while slurmctld is unreachable: HTTP 500 with only
+/// error -1 ("Unable to query job states" / "Unable to query JobId=N", "Unspecified error"), after
+/// its 10 s connect timeout (measured on 26.05: tests/fixtures/slurmrestd/
+/// 26.05_v0.0.45_ctld-down-jobs-state.json, -job-get.json). Only for reads: a refused submit
+/// never carries -1 alone, and a read asked again changes nothing.
+fn controller_gone_from_a_query(operation: &str, status: u16, errors: &[SlurmError]) -> bool {
+    matches!(operation, "jobs_state" | "job")
+        && status == 500
+        && !errors.is_empty()
+        && errors.iter().all(|e| e.number == -1)
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error("slurmrestd of cluster {cluster} is unreachable ({operation}): {detail}")]
@@ -158,11 +170,32 @@ impl ClientError {
         match self {
             ClientError::Unreachable { .. } | ClientError::Timeout { .. } => true,
             ClientError::Http { status, .. } => matches!(status, 500 | 502 | 503 | 504),
-            ClientError::Slurm { status, errors, .. } => {
+            ClientError::Slurm {
+                status,
+                errors,
+                operation,
+                ..
+            } => {
                 matches!(status, 502..=504)
                     || (!errors.is_empty()
                         && errors.iter().all(|e| super::errno::is_transient(e.number)))
+                    || controller_gone_from_a_query(operation, *status, errors)
             }
+            _ => false,
+        }
+    }
+
+    /// An outage rather than load: slurmrestd itself cannot be reached, or it answered that it
+    /// cannot reach slurmctld (errors 1800-1804, "Unable to contact slurm controller": slurmctld
+    /// stopped, crashed or restarting). Such an answer comes late (slurmrestd gives up after its
+    /// 10 s connect timeout) yet says nothing about slurmctld's rate, so submit pacing must not
+    /// take it for throttling.
+    pub fn is_outage(&self) -> bool {
+        match self {
+            ClientError::Unreachable { .. } => true,
+            ClientError::Slurm { errors, .. } => errors
+                .iter()
+                .any(|e| super::errno::is_controller_unreachable(e.number)),
             _ => false,
         }
     }

@@ -304,18 +304,28 @@ pub(crate) fn guard(
         ));
     }
     if !slurmdb && st.faults.controller_down() {
-        // What slurmrestd reports when slurmctld does not answer (SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR).
+        // What slurmrestd reports when slurmctld does not answer, as real 26.05 did with
+        // slurmctld stopped (tests/fixtures/slurmrestd/26.05_v0.0.45_ctld-down-*.json):
+        // `jobs/state` and `job/{id}` a 500 with error -1 ("Unable to query job states"), the
+        // others a 502 with 1800 (SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR). (Real slurmrestd
+        // answers only after its 10 s connect timeout; the mock answers at once.)
         let (desc, source) = shape.what();
-        let e = error_entry(
-            &desc,
-            1800,
-            "Unable to contact slurm controller (connect failure)",
-            source,
-        );
-        return Err(json_resp(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            shape.body(sv.api, m, vec![e]),
-        ));
+        let (status, e) = match shape {
+            Shape::JobsState | Shape::JobGet(_) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                error_entry(&desc, -1, "Unspecified error", source),
+            ),
+            _ => (
+                StatusCode::BAD_GATEWAY,
+                error_entry(
+                    &desc,
+                    1800,
+                    "Unable to contact slurm controller (connect failure)",
+                    source,
+                ),
+            ),
+        };
+        return Err(json_resp(status, shape.body(sv.api, m, vec![e])));
     }
     Ok(Ctx { user, meta: m })
 }
