@@ -28,6 +28,8 @@ struct Fake {
     restarts: Mutex<HashMap<JobId, u32>>,
     /// The reason of a job that is not failed (a requeued job's BeginTime).
     reasons: Mutex<HashMap<JobId, &'static str>>,
+    /// `GET jobs/` listings (the reasons of long-pending jobs).
+    list_calls: AtomicUsize,
 }
 
 fn err() -> ClientError {
@@ -123,6 +125,26 @@ impl SlurmApi for Fake {
             }))
         })
     }
+    fn jobs(&self) -> BoxFuture<'_, Result<Vec<JobInfo>, ClientError>> {
+        Box::pin(async move {
+            self.list_calls.fetch_add(1, Ordering::SeqCst);
+            if self.down.load(Ordering::SeqCst) {
+                return Err(err());
+            }
+            let reasons = self.reasons.lock().unwrap();
+            Ok(self
+                .ctld
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|(id, s)| {
+                    let mut i = info(*id, &[s.base.as_str()], 0, reasons.get(id).copied());
+                    i.state = s.clone();
+                    i
+                })
+                .collect())
+        })
+    }
     fn accounting_jobs<'a>(
         &'a self,
         ids: &'a [JobId],
@@ -147,6 +169,7 @@ fn cfg() -> TrackerConfig {
         terminal_ttl: Duration::from_secs(3600),
         lost_after: Duration::from_secs(3600),
         unknown_state_after: Duration::from_secs(3600),
+        pending_detail_after: Duration::from_secs(3600),
         adopt_wait: Duration::from_secs(2),
     }
 }
@@ -634,4 +657,60 @@ async fn a_job_slurm_requeued_is_queued_with_its_restart_count_read_once() {
     t.tick().await;
     assert_eq!(fake.job_calls.load(Ordering::SeqCst), 3);
     assert_eq!(t.status(JobId(5)).await.phase, Phase::Queued);
+}
+
+/// A restarted slurmctld that holds jobs back (it re-allocated jobs that had already run, and
+/// drained the node "Duplicate jobid") left their tasks saying only "PENDING" for minutes. A job
+/// pending for `pending_detail_after` gets slurmctld's reason, from ONE listing for all such
+/// jobs, at most once per that interval; jobs pending briefly cost no listing at all.
+#[tokio::test]
+async fn a_job_pending_long_says_why_from_one_listing_per_interval() {
+    let fake = Arc::new(Fake::default());
+    let mut c = cfg();
+    c.pending_detail_after = Duration::from_millis(300);
+    let t = tracker(&fake, c);
+    for id in [7, 8, 9] {
+        fake.set(id, &["PENDING"]);
+        t.track(JobId(id));
+    }
+    fake.reasons.lock().unwrap().insert(
+        JobId(7),
+        "ReqNodeNotAvail (ReqNodeNotAvail, UnavailableNodes:node1)",
+    );
+    fake.reasons.lock().unwrap().insert(JobId(8), "Priority");
+    t.tick().await;
+    assert_eq!(fake.list_calls.load(Ordering::SeqCst), 0, "pending briefly: no listing");
+    assert_eq!(t.status(JobId(7)).await.reason, None);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    t.tick().await;
+    t.tick().await;
+    assert_eq!(
+        fake.list_calls.load(Ordering::SeqCst),
+        1,
+        "one listing for the three jobs, not one per tick"
+    );
+    let s = t.status(JobId(7)).await;
+    assert_eq!(
+        (s.phase, s.reason.as_deref()),
+        (
+            Phase::Queued,
+            Some("ReqNodeNotAvail (ReqNodeNotAvail, UnavailableNodes:node1)")
+        ),
+        "{s:?}"
+    );
+    assert_eq!(t.status(JobId(8)).await.reason.as_deref(), Some("Priority"));
+    assert_eq!(t.status(JobId(9)).await.reason, None, "Slurm gave none");
+    // It runs: why it waited no longer shows.
+    fake.set(7, &["RUNNING"]);
+    t.tick().await;
+    assert_eq!(t.status(JobId(7)).await.reason, None);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    t.tick().await;
+    assert_eq!(fake.list_calls.load(Ordering::SeqCst), 2, "once per interval");
+    // Nothing pending long: no listing.
+    fake.set(8, &["RUNNING"]);
+    fake.set(9, &["RUNNING"]);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    t.tick().await;
+    assert_eq!(fake.list_calls.load(Ordering::SeqCst), 2);
 }

@@ -43,6 +43,13 @@ pub trait SlurmApi: Send + Sync + 'static {
         &'a self,
         ids: &'a [JobId],
     ) -> BoxFuture<'a, Result<HashMap<JobId, JobInfo>, ClientError>>;
+
+    /// Every job slurmctld knows, in ONE request (`GET jobs/`): the reasons of jobs pending
+    /// long (`state_reason`, `state_description`), which `jobs/state` does not carry. The
+    /// default lists none.
+    fn jobs(&self) -> BoxFuture<'_, Result<Vec<JobInfo>, ClientError>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
 }
 
 impl SlurmApi for Client {
@@ -73,6 +80,10 @@ impl SlurmApi for Client {
         ids: &'a [JobId],
     ) -> BoxFuture<'a, Result<HashMap<JobId, JobInfo>, ClientError>> {
         Box::pin(Client::accounting_jobs(self, ids))
+    }
+
+    fn jobs(&self) -> BoxFuture<'_, Result<Vec<JobInfo>, ClientError>> {
+        Box::pin(Client::jobs(self))
     }
 }
 

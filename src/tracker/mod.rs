@@ -53,6 +53,9 @@ pub struct TrackerConfig {
     pub lost_after: Duration,
     /// How long an unknown Slurm state is tolerated before the job is reported FAILED.
     pub unknown_state_after: Duration,
+    /// A job pending this long has its reason fetched (one listing of slurmctld's jobs per
+    /// such tick, at most once per this interval): a task QUEUED for minutes says why.
+    pub pending_detail_after: Duration,
     /// How long GetTask waits for an adoption's first answer.
     pub adopt_wait: Duration,
 }
@@ -66,6 +69,7 @@ impl Default for TrackerConfig {
             terminal_ttl: crate::config::DEFAULT_TERMINAL_TTL,
             lost_after: Duration::from_secs(600),
             unknown_state_after: Duration::from_secs(600),
+            pending_detail_after: Duration::from_secs(30),
             adopt_wait: Duration::from_secs(4),
         }
     }
@@ -177,6 +181,8 @@ pub struct Tracker {
     round: tokio::sync::Mutex<()>,
     observer: Option<TickObserver>,
     markers: Option<Arc<dyn ExitMarkers>>,
+    /// When the reasons of long-pending jobs were last listed (`pending_detail_after` apart).
+    detail_at: Mutex<Option<Instant>>,
 }
 
 impl std::fmt::Debug for Tracker {
@@ -203,6 +209,7 @@ impl Tracker {
             round: tokio::sync::Mutex::new(()),
             observer: None,
             markers: None,
+            detail_at: Mutex::new(None),
         }
     }
 

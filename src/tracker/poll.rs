@@ -119,7 +119,58 @@ impl Tracker {
         if !requeued.is_empty() {
             self.fetch_requeued(&requeued).await;
         }
+        self.fetch_pending_reasons(&ids).await;
         self.health.lock().unwrap().rounds += 1;
+    }
+
+    /// Why jobs pending for `pending_detail_after` still wait: `jobs/state` has no reason, so a
+    /// task stayed "Slurm job 23 is PENDING" for minutes while a restarted slurmctld held it
+    /// (its node drained "Duplicate jobid"). ONE `GET jobs/` for all of them, at most once per
+    /// `pending_detail_after`, and only while such a job exists: a queue that moves costs nothing
+    /// more than its `jobs/state`. A failed listing is only logged: the state is known.
+    async fn fetch_pending_reasons(&self, ids: &[JobId]) {
+        let after = self.cfg.pending_detail_after;
+        let stuck: Vec<JobId> = {
+            let jobs = self.jobs.lock().unwrap();
+            ids.iter()
+                .copied()
+                .filter(|id| {
+                    jobs.get(id).is_some_and(|e| {
+                        e.known == Known::Seen
+                            && e.state.base == Base::Pending
+                            && self.age(e.since) >= after
+                    })
+                })
+                .collect()
+        };
+        if stuck.is_empty() {
+            return;
+        }
+        {
+            let mut at = self.detail_at.lock().unwrap();
+            if at.is_some_and(|t| t.elapsed() < after) {
+                return;
+            }
+            *at = Some(Instant::now());
+        }
+        let listed = match self.api.jobs().await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::debug!(cluster = %self.cluster, error = %e, "reasons of pending jobs not listed");
+                return;
+            }
+        };
+        let mut jobs = self.jobs.lock().unwrap();
+        for info in listed {
+            if !stuck.contains(&info.job_id) || info.array.is_some() {
+                continue;
+            }
+            if let Some(e) = jobs.get_mut(&info.job_id)
+                && e.state.base == Base::Pending
+            {
+                e.extra.get_or_insert_with(Default::default).reason = info.reason.clone();
+            }
+        }
     }
 
     pub(super) fn mark_unreachable(&self, error: &str) {

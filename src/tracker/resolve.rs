@@ -8,7 +8,7 @@ use crate::slurmrestd::{ExitCode, JobId, JobInfo, JobState};
 
 use super::api::{ExitMarker, MarkerCause};
 
-use super::{Entry, Known, Packed, Tracker};
+use super::{Base, Entry, Known, Packed, Tracker};
 
 /// Job records (each one slurmctld RPC) and exit-status markers read at once.
 pub(super) const RECORD_FETCH_CONCURRENCY: usize = 8;
@@ -217,6 +217,12 @@ pub(super) fn apply_state(e: &mut Entry, s: &JobState, now: u32) {
     if changed {
         // `since` = when this state began: ages unknown states and terminal TTLs.
         e.since = now;
+        // A pending job's reason (why it waited) does not carry over to its run.
+        if packed.base == Base::Running
+            && let Some(x) = e.extra.as_deref_mut()
+        {
+            x.reason = None;
+        }
     }
     match other {
         Some(t) => e.extra.get_or_insert_with(Default::default).other_state = Some(t),

@@ -7,7 +7,8 @@ use std::future::Future;
 use progenitor_client::{Error as GenError, ResponseValue};
 
 use super::{
-    Envelope, Saturate, Unexpressible, no_val, non_empty, parse_tres_str, reason, secs, state_of,
+    Envelope, Saturate, Unexpressible, no_val, non_empty, parse_tres_str, reason, reason_described,
+    secs, state_of,
 };
 use crate::slurmrestd::ApiVersion;
 use crate::slurmrestd::JobDescription;
@@ -131,12 +132,20 @@ fn job_id(id: Option<i32>) -> Option<JobId> {
 
 /// A slurmctld job record (GET job/{id}, GET jobs/). `None` without a job id.
 pub(crate) fn job_info(j: &g::JobInfo) -> Option<JobInfo> {
+    let state = state_of(j.job_state.as_ref());
+    // A pending job's reason with slurmctld's detail (which nodes, who held it); a finished
+    // job's reason stays the bare name (`RaisedSignal`), which classification reads.
+    let reason = if state.base == crate::slurmrestd::BaseState::Pending {
+        reason_described(&j.state_reason, &j.state_description)
+    } else {
+        reason(&j.state_reason)
+    };
     Some(JobInfo {
         job_id: job_id(j.job_id)?,
         name: j.name.clone().unwrap_or_default(),
-        state: state_of(j.job_state.as_ref()),
+        state,
         exit_code: exit_code(&j.exit_code),
-        reason: reason(&j.state_reason),
+        reason,
         comment: non_empty(&j.comment),
         user: non_empty(&j.user_name),
         standard_output: non_empty(&j.standard_output),

@@ -84,6 +84,18 @@ fn reason(s: &Option<String>) -> Option<String> {
     non_empty(s).filter(|r| r != "None")
 }
 
+/// slurmctld's reason with its detail (`state_description`), when it gives one: a pending job's
+/// `ReqNodeNotAvail` says which nodes in it (`ReqNodeNotAvail, UnavailableNodes:node1`), a held
+/// one who held it. What GetTask's message shows after `reason:`.
+fn reason_described(s: &Option<String>, description: &Option<String>) -> Option<String> {
+    let r = reason(s);
+    match (r, non_empty(description)) {
+        (Some(r), Some(d)) if d != r => Some(format!("{r} ({d})")),
+        (None, Some(d)) => Some(d),
+        (r, _) => r,
+    }
+}
+
 /// A no-val number as the API carries it (`set`, `infinite`, `number`): `None` unless set and
 /// finite.
 fn no_val(set: Option<bool>, infinite: Option<bool>, number: Option<i64>) -> Option<i64> {
