@@ -29,9 +29,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::RequestExt;
-use common::drill::{FLYTE_DEADLINE, Grpc, ServeProcess, get_req};
+use common::drill::{Grpc, get_req};
+use common::fleet::{Counts, Fleet, create, follow, from_transport, unreachable};
 use common::free_port;
-use rand::Rng;
 use slurm_connector::proto::connector::CreateTaskRequest;
 use slurm_connector::proto::core::task_execution::Phase;
 use slurm_connector::render::key_from_comment;
@@ -44,99 +44,6 @@ const REPLICAS: usize = 3;
 const CREATORS: usize = 20;
 /// The whole drill's bound (it takes ~95 s): every wait of it ends by then.
 const DRILL_DEADLINE: Duration = Duration::from_secs(15 * 60);
-
-/// The replicas by slot: their ports stay, the processes change.
-struct Fleet {
-    ports: Vec<u16>,
-    channels: Vec<tonic::transport::Channel>,
-    procs: Mutex<Vec<Option<ServeProcess>>>,
-    env: Vec<(&'static str, String)>,
-    log: std::path::PathBuf,
-}
-
-impl Fleet {
-    fn start(env: Vec<(&'static str, String)>, log: &Path) -> Fleet {
-        let ports: Vec<u16> = (0..REPLICAS).map(|_| free_port()).collect();
-        let procs = ports
-            .iter()
-            .map(|p| {
-                let s = ServeProcess::spawn(*p, &env, log);
-                s.wait_listening();
-                Some(s)
-            })
-            .collect();
-        let channels = ports
-            .iter()
-            .map(|p| {
-                tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{p}"))
-                    .unwrap()
-                    .connect_lazy()
-            })
-            .collect();
-        Fleet {
-            ports,
-            channels,
-            procs: Mutex::new(procs),
-            env,
-            log: log.to_path_buf(),
-        }
-    }
-
-    fn client(&self, slot: usize) -> Grpc {
-        Grpc::new(self.channels[slot].clone())
-    }
-
-    /// Stops slot `i` (SIGTERM, or SIGKILL) and starts its successor on the same port.
-    async fn replace(&self, i: usize, kill: bool) {
-        let old = self.procs.lock().await[i].take().expect("running");
-        tokio::task::spawn_blocking(move || if kill { old.sigkill() } else { old.sigterm() })
-            .await
-            .unwrap();
-        let new = ServeProcess::spawn(self.ports[i], &self.env, &self.log);
-        let new = tokio::task::spawn_blocking(move || {
-            new.wait_listening();
-            new
-        })
-        .await
-        .unwrap();
-        self.procs.lock().await[i] = Some(new);
-    }
-}
-
-/// The backend's view of one answer: a replica's error, or no replica there to answer.
-fn unreachable(s: &tonic::Status) -> bool {
-    // A status the client made of a transport failure carries that failure as its source; an
-    // answer from a replica carries none. A call written to a connection of the replica just
-    // SIGKILLed fails so with code Unknown and a broken pipe (seen in CI): the pod is gone, and
-    // the Service would route the call elsewhere, so it is no error of a replica.
-    if from_transport(s) {
-        return true;
-    }
-    let gone = s.message().contains("transport error")
-        || s.message().contains("connect")
-        || s.message().contains("connection");
-    // Cancelled "operation was canceled ... connection closed": the call was put on a
-    // connection the rolled replica closed as it shut down (seen once in a CI dry run). grpc-go,
-    // the backend's client, retries such a call transparently; tonic hands it back.
-    let closed_under_it =
-        s.code() == tonic::Code::Cancelled && format!("{s:?}").contains("connection closed");
-    (s.code() == tonic::Code::Unavailable && gone) || closed_under_it
-}
-
-/// Whether the client made this status of a transport failure (its source), rather than decoding
-/// a replica's `grpc-status`.
-fn from_transport(s: &tonic::Status) -> bool {
-    std::error::Error::source(s).is_some_and(|e| e.is::<tonic::transport::Error>())
-}
-
-#[derive(Default)]
-struct Counts {
-    create_retries: AtomicUsize,
-    /// CreateTasks sent again to another replica (the backend's retry after a timeout).
-    repeated: AtomicUsize,
-    unreachable: AtomicUsize,
-    get_errors: AtomicUsize,
-}
 
 fn request_for(i: usize, store: &Path) -> (CreateTaskRequest, bool) {
     let with_outputs = i.is_multiple_of(10);
@@ -173,65 +80,6 @@ fn request_for(i: usize, store: &Path) -> (CreateTaskRequest, bool) {
     (req, with_outputs)
 }
 
-/// CreateTask on random replicas until one answers with a meta (for at most 2 minutes: 200
-/// tries of up to 10 s each could have held CI for half an hour).
-async fn create(fleet: &Fleet, counts: &Counts, req: &CreateTaskRequest) -> Vec<u8> {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let mut tries = 0;
-    loop {
-        let slot = rand::rng().random_range(0..REPLICAS);
-        let mut r = tonic::Request::new(req.clone());
-        r.set_timeout(FLYTE_DEADLINE);
-        match fleet.client(slot).create_task(r).await {
-            Ok(a) => return a.into_inner().resource_meta,
-            Err(e) => {
-                tries += 1;
-                counts.create_retries.fetch_add(1, Ordering::Relaxed);
-                assert!(
-                    Instant::now() < deadline,
-                    "CreateTask not answered within 2 min ({tries} tries, last: {e})"
-                );
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        }
-    }
-}
-
-/// GetTask on random replicas until the task is terminal; its phase. `until` is the whole
-/// drill's deadline: a worker follows many tasks in turn, so one per task would not bound it.
-async fn follow(fleet: &Fleet, counts: &Counts, meta: &[u8], until: Instant) -> (Phase, String) {
-    let mut last = String::from("no answer yet");
-    loop {
-        assert!(
-            Instant::now() < until,
-            "a task not terminal by the drill's deadline ({DRILL_DEADLINE:?}); last: {last}"
-        );
-        let slot = rand::rng().random_range(0..REPLICAS);
-        match fleet.client(slot).get_task(get_req(meta)).await {
-            Ok(a) => {
-                let r = a.into_inner().resource.expect("a resource");
-                let p = Phase::try_from(r.phase).unwrap();
-                if p.is_terminal() {
-                    return (p, r.message);
-                }
-                last = format!("{p:?} {}", r.message);
-            }
-            Err(e) if unreachable(&e) => {
-                counts.unreachable.fetch_add(1, Ordering::Relaxed);
-                // Another replica at once, but not in a hot loop: 20 workers spinning on 2 cores
-                // while a replica is replaced would starve the serves they wait for.
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                continue;
-            }
-            Err(e) => {
-                eprintln!("GetTask error from replica {slot}: {e}");
-                counts.get_errors.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(1000)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rolled_and_killed_replicas_lose_and_duplicate_nothing() {
     let Some(c) = support::cluster() else { return };
@@ -252,7 +100,7 @@ async fn rolled_and_killed_replicas_lose_and_duplicate_nothing() {
     env.push(("FLYTE_SLURM_POLL_INTERVAL", "1s".into()));
     env.push(("FLYTE_SLURM_JOB_FILES_RETENTION", "off".into()));
     let log = dir.join("serve.log");
-    let fleet = Arc::new(Fleet::start(env, &log));
+    let fleet = Arc::new(Fleet::start(REPLICAS, env, &log));
     let counts = Arc::new(Counts::default());
 
     let reqs: Vec<(CreateTaskRequest, bool)> = (0..TASKS).map(|i| request_for(i, &store)).collect();

@@ -679,7 +679,11 @@ async fn a_job_pending_long_says_why_from_one_listing_per_interval() {
     );
     fake.reasons.lock().unwrap().insert(JobId(8), "Priority");
     t.tick().await;
-    assert_eq!(fake.list_calls.load(Ordering::SeqCst), 0, "pending briefly: no listing");
+    assert_eq!(
+        fake.list_calls.load(Ordering::SeqCst),
+        0,
+        "pending briefly: no listing"
+    );
     assert_eq!(t.status(JobId(7)).await.reason, None);
     tokio::time::sleep(Duration::from_millis(1100)).await;
     t.tick().await;
@@ -706,7 +710,11 @@ async fn a_job_pending_long_says_why_from_one_listing_per_interval() {
     assert_eq!(t.status(JobId(7)).await.reason, None);
     tokio::time::sleep(Duration::from_millis(400)).await;
     t.tick().await;
-    assert_eq!(fake.list_calls.load(Ordering::SeqCst), 2, "once per interval");
+    assert_eq!(
+        fake.list_calls.load(Ordering::SeqCst),
+        2,
+        "once per interval"
+    );
     // Nothing pending long: no listing.
     fake.set(8, &["RUNNING"]);
     fake.set(9, &["RUNNING"]);

@@ -550,7 +550,9 @@ mod tests {
             .expect_err("slurmctld is down");
         assert!(submit.is_outage() && submit.is_transient(), "{submit:?}");
         assert!(
-            submit.to_string().contains("Unable to contact slurm controller"),
+            submit
+                .to_string()
+                .contains("Unable to contact slurm controller"),
             "{submit}"
         );
         assert_eq!(pace_of(&failed(submit)), Pace::Outage);

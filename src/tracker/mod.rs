@@ -121,6 +121,10 @@ struct Extra {
     signal: Option<String>,
     /// A job array's elements; the entry's own state is their aggregate.
     array: Option<Box<array::ArrayTrack>>,
+    /// The execution key of the job's record (its comment, else its name): a slurmctld restarted
+    /// from an older state save gives a lost job's id to the next submit, and only this tells
+    /// that record from the task's own.
+    key: Option<Box<str>>,
 }
 
 /// What GetTask reports for one job.
@@ -146,6 +150,8 @@ pub struct JobSnapshot {
     pub unreachable: Option<Unreachable>,
     /// A job array's elements, by index (empty for a job that is not an array).
     pub elements: Vec<ElementSnapshot>,
+    /// The execution key in the job's record, once a record was read (terminal or requeued).
+    pub key: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

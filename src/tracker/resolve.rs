@@ -289,4 +289,12 @@ pub(super) fn apply_record(e: &mut Entry, info: &JobInfo) {
     if let Some(name) = info.exit_code.as_ref().and_then(|c| c.signal_name.clone()) {
         x.signal = Some(name);
     }
+    if let Some(k) = info
+        .comment
+        .as_deref()
+        .and_then(crate::render::key_from_comment)
+        .or_else(|| crate::render::key_from_job_name(&info.name))
+    {
+        x.key = Some(k.into());
+    }
 }

@@ -23,6 +23,7 @@ impl Tracker {
             memory_per_node_mib: None,
             unreachable: self.health.lock().unwrap().unreachable.clone(),
             elements: Vec::new(),
+            key: None,
         }
     }
 
@@ -122,6 +123,7 @@ impl Tracker {
             memory_per_node_mib: extra.and_then(|x| x.memory_per_node_mib),
             unreachable: self.health.lock().unwrap().unreachable.clone(),
             elements,
+            key: extra.and_then(|x| x.key.as_deref().map(String::from)),
         }
     }
 

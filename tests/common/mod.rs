@@ -4,6 +4,7 @@
 //! - `request`: the real CreateTaskRequest fixtures, what tests change in them, `get_req`;
 //! - `server`: the connector in-process (`serve_with`) and a gRPC client;
 //! - `drill`: the harness of the fault drills;
+//! - `fleet`: several real `serve` processes and a backend-like client (the real-tier drills);
 //! - `identity`: identity rules as the tests write them;
 //! - `staging`: the staging tests' folders, roots and stager;
 //! - `skip`: the one way a test skips for a missing environment (a failure where CI requires it);
@@ -12,6 +13,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod drill;
+pub mod fleet;
 pub mod identity;
 pub mod mock;
 pub mod request;

@@ -39,9 +39,11 @@ restd_answers() {
 	[[ "$code" != 000 ]]
 }
 
-node_up() { # one partition: sinfo -N lists a node once per partition it is in
+node_up() { # registered and responding; one partition: sinfo -N lists a node once per partition
+	# A drained node answers too: a slurmctld restarted from an older state drains a node that
+	# reports a job id twice ("Duplicate jobid"), and a drill restarts its slurmd then.
 	case "$(in_root sinfo -h -N -n "$1" -p debug -o %T 2>/dev/null)" in
-	idle | mixed | allocated | completing) return 0 ;;
+	idle | mixed | allocated | completing | drained | draining | drain) return 0 ;;
 	*) return 1 ;;
 	esac
 }

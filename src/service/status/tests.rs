@@ -24,6 +24,7 @@ fn snap(state: &str, class: Option<FailureClass>) -> JobSnapshot {
         memory_per_node_mib: None,
         unreachable: None,
         elements: Vec::new(),
+        key: None,
     }
 }
 
@@ -255,4 +256,33 @@ fn a_requeue_budget_is_spent_only_past_it() {
     cancelled.phase = Phase::Aborted;
     cancelled.restart_count = Some(1);
     assert_eq!(over_budget(&m, &cancelled, 3), Some((1, 0)));
+}
+
+/// A SIGKILLed slurmctld restarted from an older state gave this task's job id to another
+/// execution's submit (seen on 26.05: JobId=46 twice, tests/real_controller_drill.rs). That job's
+/// COMPLETED is not this task's: the task is the cluster's failure, retried by Flyte.
+#[test]
+fn a_job_id_that_now_names_another_execution_is_not_this_tasks_end() {
+    let mut m = meta();
+    m.job_name = "flyte-nightly-c5e5743c58137c41".into();
+    let mut s = snap("COMPLETED", None);
+    s.phase = Phase::Succeeded;
+    assert_eq!(
+        reused_id(&m, &s),
+        None,
+        "no record read yet: nothing to tell"
+    );
+    s.key = Some("c5e5743c58137c41".into());
+    assert_eq!(reused_id(&m, &s), None, "its own job");
+    s.key = Some("73b548290d59f392".into());
+    let lost = reused_id(&m, &s).expect("another execution's job");
+    assert!(
+        lost.starts_with("[SLURM_JOB_LOST] Slurm job 123 now belongs to another execution")
+            && lost.contains("73b548290d59f392")
+            && lost.contains("c5e5743c58137c41"),
+        "{lost}"
+    );
+    // A task without a key in its name (another plugin's meta) is never judged so.
+    m.job_name = "flyte-t-1".into();
+    assert_eq!(reused_id(&m, &s), None);
 }

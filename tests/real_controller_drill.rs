@@ -1,0 +1,470 @@
+//! Real tier: faults of the cluster itself, on real Slurm, through two `slurm-connector serve`
+//! processes and a backend-like client (tests/common/fleet.rs) while tasks are created, running
+//! and ending:
+//! - `an_upgrade_restart_of_slurmctld_then_restd_and_dbd_outages_lose_nothing`: slurmctld stopped
+//!   for 20 s and started again (SIGTERM: it saves its state, as in an upgrade), then slurmrestd
+//!   down 15 s, then slurmdbd down 15 s (`dev-cluster daemon stop|start`). Every task SUCCEEDED,
+//!   one job each, no CreateTask lost, 0 GetTask errors (Flyte fails a task past 5 in a row).
+//! - `a_crashed_slurmctld_duplicates_nothing_and_misreports_nothing`: slurmctld SIGKILLed while
+//!   jobs run and started again 5 s later: it recovers from its last periodic save, and jobs that
+//!   ended meanwhile are reported late (slurmd retries). Each execution has one live job, each
+//!   task's terminal phase is what Slurm's own final record says (COMPLETED = SUCCEEDED), and
+//!   where Slurm requeued or held a job, its task's message gave Slurm's reason.
+//!
+//! `deploy/dev-cluster/dev-cluster --release 26.05 --min-job-age 5 run cargo test --test real_controller_drill`
+//! (needs accounting: slurmdbd is drilled, and jobs that aged out are looked up there.)
+
+mod common;
+
+#[path = "real_slurm/support.rs"]
+#[allow(dead_code)]
+mod support;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use common::RequestExt;
+use common::fleet::{Counts, Fleet, create, follow};
+use common::skip::{Tier, skip};
+use slurm_connector::proto::connector::CreateTaskRequest;
+use slurm_connector::proto::core::task_execution::Phase;
+use slurm_connector::render::{key_from_comment, key_from_job_name};
+use slurm_connector::slurmrestd::{ApiVersion, BaseState, JobInfo};
+use tokio::sync::Mutex;
+
+const REPLICAS: usize = 2;
+/// Each drill's bound (they take ~2 min): every wait of it ends by then.
+const DRILL_DEADLINE: Duration = Duration::from_secs(8 * 60);
+
+fn cluster_with_accounting() -> Option<support::Cluster> {
+    let c = support::cluster()?;
+    if !c.accounting {
+        skip(
+            Tier::Accounting,
+            "the drill stops slurmdbd and reads finished jobs from it: bring the dev cluster up \
+             with accounting (the default)",
+        );
+        return None;
+    }
+    Some(c)
+}
+
+fn serve_env() -> Vec<(&'static str, String)> {
+    let mut env: Vec<(&'static str, String)> = [
+        "FLYTE_SLURM_RESTD_URL",
+        "FLYTE_SLURM_JWT_KEY_FILE",
+        "FLYTE_SLURM_USERNAME",
+        "FLYTE_SLURM_WORKING_DIR",
+        "FLYTE_SLURM_SHARED_MOUNTS",
+        "FLYTE_SLURM_API_VERSION",
+    ]
+    .into_iter()
+    .filter_map(|k| support::var(k).map(|v| (k, v)))
+    .collect();
+    env.push(("FLYTE_SLURM_POLL_INTERVAL", "1s".into()));
+    env.push(("FLYTE_SLURM_JOB_FILES_RETENTION", "off".into()));
+    env
+}
+
+/// A task whose job sleeps `secs` and succeeds.
+fn task(tag: &str, i: usize, secs: u32) -> CreateTaskRequest {
+    let mut r = common::request("script_no_io.pb");
+    r.template
+        .as_mut()
+        .unwrap()
+        .custom
+        .as_mut()
+        .unwrap()
+        .fields
+        .remove("sbatch");
+    r.script(&format!("#!/bin/bash\nsleep {secs}\n"))
+        .run_name(&support::unique(&format!("{tag}{i}")))
+}
+
+/// The execution's idempotency key, as the connector renders it.
+fn key_of(c: &support::Cluster, v: ApiVersion, r: &CreateTaskRequest) -> String {
+    let cfg = slurm_connector::render::RenderConfig {
+        api_version: v,
+        working_dir: Some(c.workdir.clone()),
+        ..Default::default()
+    };
+    slurm_connector::render::render(
+        &slurm_connector::service::convert::task_spec(r).unwrap(),
+        &cfg,
+    )
+    .unwrap()
+    .key
+}
+
+/// Every job of `keys` Slurm has on record (slurmctld, and slurmdbd for those that aged out),
+/// newest record of each id: by key, and the cancelled ones (held duplicates) apart.
+async fn records_by_key(
+    c: &support::Cluster,
+    keys: &HashSet<String>,
+    since_unix: i64,
+) -> (HashMap<String, Vec<JobInfo>>, usize) {
+    let client = c.user_client();
+    let mut records = client.jobs().await.expect("slurmctld's jobs");
+    records.extend(
+        client
+            .accounting_jobs_since(since_unix, Some(&c.user))
+            .await
+            .expect("slurmdbd's jobs"),
+    );
+    let (mut live, mut cancelled, mut seen) = (HashMap::new(), 0, HashSet::new());
+    for j in records {
+        let Some(k) = j
+            .comment
+            .as_deref()
+            .and_then(key_from_comment)
+            .or_else(|| key_from_job_name(&j.name))
+        else {
+            continue;
+        };
+        // slurmctld's record first: it is the newer of the two.
+        if !keys.contains(k) || !seen.insert(j.job_id) {
+            continue;
+        }
+        if j.state.base == BaseState::Cancelled {
+            cancelled += 1;
+        } else {
+            live.entry(k.to_string()).or_insert_with(Vec::new).push(j);
+        }
+    }
+    (live, cancelled)
+}
+
+/// `dev-cluster daemon ACTION NAME` on the test's cluster, timed.
+async fn daemon(
+    c: &support::Cluster,
+    action: &str,
+    name: &str,
+    began: Instant,
+    log: &Mutex<Vec<String>>,
+) {
+    let t = Instant::now();
+    c.dev_cluster(&["daemon", action, name]).await;
+    log.lock().await.push(format!(
+        "{:.0}s: {action} {name} ({:.1}s)",
+        began.elapsed().as_secs_f64(),
+        t.elapsed().as_secs_f64()
+    ));
+}
+
+/// `creators` workers create `per_creator` tasks each, `pause` apart, following each to its end
+/// on random replicas; results by task index.
+#[allow(clippy::type_complexity)]
+fn run_tasks(
+    fleet: &Arc<Fleet>,
+    counts: &Arc<Counts>,
+    reqs: &Arc<Vec<CreateTaskRequest>>,
+    creators: usize,
+    pause: Duration,
+    until: Instant,
+) -> (
+    Vec<tokio::task::JoinHandle<()>>,
+    Arc<Mutex<HashMap<usize, (Vec<u8>, Phase, String)>>>,
+) {
+    let next = Arc::new(AtomicUsize::new(0));
+    let results = Arc::new(Mutex::new(HashMap::new()));
+    let workers = (0..creators)
+        .map(|_| {
+            let (fleet, counts, next, results, reqs) = (
+                fleet.clone(),
+                counts.clone(),
+                next.clone(),
+                results.clone(),
+                reqs.clone(),
+            );
+            tokio::spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= reqs.len() {
+                        return;
+                    }
+                    let meta = create(&fleet, &counts, &reqs[i]).await;
+                    let (p, m) = follow(&fleet, &counts, &meta, until).await;
+                    results.lock().await.insert(i, (meta, p, m));
+                    tokio::time::sleep(pause).await;
+                }
+            })
+        })
+        .collect();
+    (workers, results)
+}
+
+async fn join(workers: Vec<tokio::task::JoinHandle<()>>, until: Instant) {
+    for w in workers {
+        tokio::time::timeout(until.saturating_duration_since(Instant::now()), w)
+            .await
+            .unwrap_or_else(|_| {
+                panic!("the drill's workers still busy at its deadline ({DRILL_DEADLINE:?})")
+            })
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_restart_of_slurmctld_then_restd_and_dbd_outages_lose_nothing() {
+    let Some(c) = cluster_with_accounting() else {
+        return;
+    };
+    const TASKS: usize = 36;
+    let dir = common::fresh_dir("ctld-drill");
+    let fleet = Arc::new(Fleet::start(REPLICAS, serve_env(), &dir.join("serve.log")));
+    let counts = Arc::new(Counts::default());
+    let reqs: Arc<Vec<_>> = Arc::new((0..TASKS).map(|i| task("upg", i, 2)).collect());
+    let v = c.user_client().version().await.expect("the API version");
+    let keys: HashSet<String> = reqs.iter().map(|r| key_of(&c, v, r)).collect();
+    let began = Instant::now();
+    let since = chrono::Utc::now().timestamp() - 60;
+    let until = began + DRILL_DEADLINE;
+    // 6 creators, 6 tasks each, 4 s between: tasks are created, run and end through the whole
+    // fault timeline below (~75 s), not only before it.
+    let (workers, results) = run_tasks(&fleet, &counts, &reqs, 6, Duration::from_secs(4), until);
+    let events = Mutex::new(Vec::new());
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    // An upgrade's restart: slurmctld saves its state on SIGTERM and is gone for 20 s.
+    daemon(&c, "stop", "slurmctld", began, &events).await;
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    daemon(&c, "start", "slurmctld", began, &events).await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    daemon(&c, "stop", "slurmrestd", began, &events).await;
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    daemon(&c, "start", "slurmrestd", began, &events).await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    daemon(&c, "stop", "slurmdbd", began, &events).await;
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    daemon(&c, "start", "slurmdbd", began, &events).await;
+    join(workers, until).await;
+    let took = began.elapsed();
+
+    let results = results.lock().await;
+    assert_eq!(
+        results.len(),
+        TASKS,
+        "every CreateTask answered and followed"
+    );
+    let wrong: Vec<_> = results
+        .iter()
+        .filter(|(_, (_, p, _))| *p != Phase::Succeeded)
+        .map(|(i, (_, p, m))| format!("{i}: {p:?} {m}"))
+        .collect();
+    let (live, cancelled) = records_by_key(&c, &keys, since).await;
+    let missing: Vec<_> = keys.iter().filter(|k| !live.contains_key(*k)).collect();
+    let doubled: Vec<_> = live
+        .iter()
+        .filter(|(_, js)| js.len() > 1)
+        .map(|(k, js)| (k, js.iter().map(|j| j.job_id.0).collect::<Vec<_>>()))
+        .collect();
+    let get_errors = counts.get_errors.load(Ordering::Relaxed);
+    eprintln!(
+        "DRILL controller upgrade: {TASKS} tasks over {REPLICAS} serve processes in {:.0}s; {}; \
+         CreateTask retries {}, GetTask errors {get_errors} (at most {} in a row); {} live jobs, \
+         {cancelled} cancelled held duplicates; messages seen: {:?}",
+        took.as_secs_f64(),
+        events.lock().await.join(", "),
+        counts.create_retries.load(Ordering::Relaxed),
+        counts.max_consecutive_errors.load(Ordering::Relaxed),
+        live.values().map(Vec::len).sum::<usize>(),
+        counts.said.lock().unwrap(),
+    );
+    assert!(
+        wrong.is_empty(),
+        "{} tasks did not succeed: {wrong:#?}",
+        wrong.len()
+    );
+    assert!(
+        missing.is_empty(),
+        "executions with no job on record: {missing:?}"
+    );
+    assert!(
+        doubled.is_empty(),
+        "executions with more than one job: {doubled:?}"
+    );
+    assert_eq!(
+        get_errors, 0,
+        "GetTask errors (Flyte fails a task past 5 in a row)"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_slurmctld_duplicates_nothing_and_misreports_nothing() {
+    let Some(c) = cluster_with_accounting() else {
+        return;
+    };
+    const TASKS: usize = 16;
+    let dir = common::fresh_dir("ctld-crash");
+    let fleet = Arc::new(Fleet::start(REPLICAS, serve_env(), &dir.join("serve.log")));
+    let counts = Arc::new(Counts::default());
+    // Some end before the crash, some while slurmctld is gone, some after it is back.
+    let reqs: Arc<Vec<_>> = Arc::new(
+        (0..TASKS)
+            .map(|i| task("crash", i, 2 + (i % 4) as u32 * 3))
+            .collect(),
+    );
+    let v = c.user_client().version().await.expect("the API version");
+    let keys: HashSet<String> = reqs.iter().map(|r| key_of(&c, v, r)).collect();
+    let began = Instant::now();
+    let since = chrono::Utc::now().timestamp() - 60;
+    let until = began + DRILL_DEADLINE;
+    let (workers, results) = run_tasks(&fleet, &counts, &reqs, 8, Duration::from_secs(1), until);
+    let events = Mutex::new(Vec::new());
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    // A crash: no state saved on the way out; it restarts from its last periodic save.
+    daemon(&c, "kill", "slurmctld", began, &events).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    daemon(&c, "start", "slurmctld", began, &events).await;
+    // Slurm's own recovery, as measured on 26.05: jobs that ended after the last state save
+    // come back RUNNING with no process behind them (until their node registers again), a job
+    // launched twice is requeued held ("launch failed requeued held"), and the node that
+    // reported a duplicate job id is drained ("Duplicate jobid"), so the jobs behind it wait
+    // ("Nodes required for job are DOWN, DRAINED ..."). Nothing ends until an admin acts; what
+    // the drill checks first is that the tasks said so, in Slurm's words, for the admin to see.
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let drained = c
+        .dev_cluster(&["exec", "sinfo", "-h", "-R", "-o", "%N|%E"])
+        .await;
+    let held: Vec<String> = c
+        .dev_cluster(&["exec", "squeue", "-h", "-t", "PD", "-o", "%i|%r"])
+        .await
+        .lines()
+        .filter(|l| l.contains("held"))
+        .map(String::from)
+        .collect();
+    events.lock().await.push(format!(
+        "{:.0}s: drained {:?}, held {held:?}",
+        began.elapsed().as_secs_f64(),
+        drained.trim()
+    ));
+    if !drained.trim().is_empty() || !held.is_empty() {
+        // The tracker lists the reasons of jobs pending 30 s (pending_detail_after), once.
+        common::drill::wait_for(
+            "a task message giving Slurm's reason for a held or blocked job",
+            Duration::from_secs(90),
+            || {
+                counts.said.lock().unwrap().iter().any(|m| {
+                    m.contains("reason: launch failed requeued held")
+                        || m.contains("reason: ReqNodeNotAvail")
+                        || m.contains("DRAINED")
+                })
+            },
+            || format!("messages seen: {:?}", counts.said.lock().unwrap()),
+        )
+        .await;
+    }
+    // The admin: slurmd restarted (it registers again, and Slurm requeues the jobs recovered
+    // RUNNING that its node no longer has: "missing from batch node ... Requeuing"), the node
+    // resumed, held jobs released.
+    daemon(&c, "restart", "slurmd", began, &events).await;
+    if !drained.trim().is_empty() {
+        c.dev_cluster(&[
+            "exec",
+            "scontrol",
+            "update",
+            "nodename=node1",
+            "state=resume",
+        ])
+        .await;
+    }
+    for h in &held {
+        let id = h.split('|').next().unwrap();
+        c.dev_cluster(&["exec", "scontrol", "release", id]).await;
+    }
+    join(workers, until).await;
+    let took = began.elapsed();
+
+    let results = results.lock().await;
+    assert_eq!(results.len(), TASKS);
+    // Slurm's own final word on each job (slurmdbd has every job that ran; slurmctld the newest).
+    let (live, cancelled) = records_by_key(&c, &keys, since).await;
+    let doubled: Vec<_> = live
+        .iter()
+        .filter(|(_, js)| js.len() > 1)
+        .map(|(k, js)| (k, js.iter().map(|j| j.job_id.0).collect::<Vec<_>>()))
+        .collect();
+    // The truth of each task is what its own job did: the exit-status marker its script left
+    // (`<workdir>/<job name>.exit`, first field the exit code). Slurm's records cannot say it
+    // here: the restarted slurmctld recovered jobs that had ended after its last save as
+    // RUNNING (measured: they stay so for minutes, no process behind them), and gave the id of a
+    // job it lost to the next submit.
+    let mut misreported = Vec::new();
+    let (mut requeued, mut lost, mut ghosts) = (0, 0, 0);
+    for (i, (meta, p, m)) in results.iter() {
+        let name = serde_json::from_slice::<serde_json::Value>(meta).unwrap()["job_name"]
+            .as_str()
+            .expect("the meta names its job")
+            .to_string();
+        let marker = std::fs::read_to_string(c.workdir_local.join(format!("{name}.exit")));
+        let ran_ok = match &marker {
+            Ok(text) => text.split_whitespace().next() == Some("0"),
+            Err(_) => false,
+        };
+        let job = live
+            .get(&key_of(&c, v, &reqs[*i]))
+            .and_then(|js| js.first());
+        requeued += usize::from(job.is_some_and(|j| j.restart_count.unwrap_or(0) > 0));
+        ghosts += usize::from(job.is_some_and(|j| ran_ok && j.state.base == BaseState::Running));
+        let right = if m.contains("[SLURM_JOB_LOST]") {
+            // slurmctld gave this task's job id to another execution: the task is the cluster's
+            // failure (Flyte retries it), never that job's outcome. Its own job may still have
+            // run on the node unseen by slurmctld (the "Duplicate jobid" that drained it) and
+            // left a marker later: a retry then recomputes it, which is safe; SUCCEEDED for a
+            // job that never ran would not be.
+            lost += 1;
+            *p == Phase::RetryableFailed
+        } else if ran_ok {
+            *p == Phase::Succeeded
+        } else {
+            *p != Phase::Succeeded
+        };
+        if !right {
+            misreported.push(format!(
+                "{i}: task {p:?}; its job's marker {marker:?}, Slurm's record {:?}: {m}",
+                job.map(|j| (j.job_id, j.state.base.clone(), j.reason.clone()))
+            ));
+        }
+    }
+    let said = counts.said.lock().unwrap().clone();
+    eprintln!(
+        "DRILL controller crash: {TASKS} tasks over {REPLICAS} serve processes in {:.0}s; {}; \
+         GetTask errors {} (at most {} in a row); {} live jobs ({requeued} requeued by Slurm, \
+         {ghosts} ended yet RUNNING in the restarted slurmctld), {lost} lost by it and reported \
+         as the cluster's failure, {cancelled} cancelled held duplicates; messages seen: {said:?}",
+        took.as_secs_f64(),
+        events.lock().await.join(", "),
+        counts.get_errors.load(Ordering::Relaxed),
+        counts.max_consecutive_errors.load(Ordering::Relaxed),
+        live.values().map(Vec::len).sum::<usize>(),
+    );
+    assert!(
+        doubled.is_empty(),
+        "executions with more than one job: {doubled:?}"
+    );
+    assert!(
+        misreported.is_empty(),
+        "tasks in another phase than their job's outcome: {misreported:#?}"
+    );
+    assert_eq!(counts.get_errors.load(Ordering::Relaxed), 0);
+    if requeued > 0 {
+        // Slurm's recovery put jobs back: their tasks said why, in Slurm's words.
+        assert!(
+            said.iter().any(|s| s.contains("reason:")),
+            "{requeued} jobs requeued by Slurm, and no task message gave Slurm's reason: {said:?}"
+        );
+    }
+    // The ghosts (ended, yet RUNNING in the restarted slurmctld) hold CPUs until Slurm notices:
+    // gone, so that the next test has the node.
+    for js in live.values() {
+        for j in js
+            .iter()
+            .filter(|j| matches!(j.state.base, BaseState::Running | BaseState::Pending))
+        {
+            let _ = c.user_client().cancel(j.job_id, None).await;
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
