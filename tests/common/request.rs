@@ -47,6 +47,8 @@ pub trait RequestExt: Sized {
     fn project(self, project: &str) -> Self;
     /// With `custom.connection.host`: the SSH login host the published plugin writes.
     fn connection_host(self, host: &str) -> Self;
+    /// `custom.connection.cluster`: the configured cluster the task selects.
+    fn connection_cluster(self, cluster: &str) -> Self;
 }
 
 /// The run's id inside a request (project, domain, name).
@@ -95,6 +97,26 @@ impl RequestExt for CreateTaskRequest {
 
     fn project(mut self, project: &str) -> Self {
         execution_id(&mut self).project = project.to_string();
+        self
+    }
+
+    fn connection_cluster(mut self, cluster: &str) -> Self {
+        let custom = self.template.as_mut().unwrap().custom.as_mut().unwrap();
+        let conn = custom
+            .fields
+            .entry("connection".into())
+            .or_insert_with(|| prost_types::Value {
+                kind: Some(Kind::StructValue(Default::default())),
+            });
+        let Some(Kind::StructValue(conn)) = &mut conn.kind else {
+            panic!("custom.connection is not a struct")
+        };
+        conn.fields.insert(
+            "cluster".into(),
+            prost_types::Value {
+                kind: Some(Kind::StringValue(cluster.into())),
+            },
+        );
         self
     }
 

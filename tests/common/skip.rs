@@ -31,6 +31,9 @@ pub enum Tier {
     FailureModes,
     /// The dev cluster with slurmctld's RPC rate limiting (`--rate-limit`).
     RateLimit,
+    /// A second dev cluster up beside the first (`SLURM_DEV_CLUSTER_OTHER_RELEASE` names its
+    /// release): tests/real_two_clusters.rs.
+    TwoClusters,
     /// `stunnel4` (Debian's package) and `openssl` on PATH: a TLS terminator in front of the dev
     /// cluster's slurmrestd (tests/real_identity.rs).
     Tls,
@@ -43,7 +46,7 @@ pub enum Tier {
 }
 
 impl Tier {
-    pub const ALL: [Tier; 12] = [
+    pub const ALL: [Tier; 13] = [
         Tier::Cluster,
         Tier::Accounting,
         Tier::NoAccounting,
@@ -52,6 +55,7 @@ impl Tier {
         Tier::Pyxis,
         Tier::FailureModes,
         Tier::RateLimit,
+        Tier::TwoClusters,
         Tier::Tls,
         Tier::Python,
         Tier::S3,
@@ -68,6 +72,7 @@ impl Tier {
             Tier::Pyxis => "pyxis",
             Tier::FailureModes => "failure-modes",
             Tier::RateLimit => "rate-limit",
+            Tier::TwoClusters => "two-clusters",
             Tier::Tls => "tls",
             Tier::Python => "python",
             Tier::S3 => "s3",
