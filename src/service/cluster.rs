@@ -74,6 +74,23 @@ impl SubmitError {
     }
 }
 
+/// One job's output transfer, and when GetTask last read it.
+///
+/// Bounded: a settled transfer (its outcome known) is dropped once no GetTask has read it for
+/// the deployment's `terminal_ttl` (the tracker forgets the finished job after as long), at the
+/// next transfer started on the cluster ([`evict_settled`]). Without this the map grew by one
+/// entry (its blobs and channels) for every task with outputs for the life of the process. A
+/// task's GetTask after that starts a new transfer of the same files: idempotent, only slower.
+pub struct KeptTransfer {
+    pub transfer: Transfer<Vec<OutputBlob>>,
+    pub read_at: std::time::Instant,
+}
+
+/// Drops settled transfers not read for `keep` (see [`KeptTransfer`]); running ones stay.
+pub fn evict_settled(transfers: &mut HashMap<JobId, KeptTransfer>, keep: std::time::Duration) {
+    transfers.retain(|_, t| t.transfer.outcome().is_none() || t.read_at.elapsed() < keep);
+}
+
 /// How long a submission is remembered in memory (a backend retries CreateTask within minutes).
 const REMEMBER_SUBMISSIONS: Duration = Duration::from_secs(24 * 3600);
 /// The request timeout of submits (and their check and release): they run in their own task,
@@ -105,7 +122,7 @@ pub struct ClusterRuntime {
     uncertain: Mutex<HashSet<String>>,
     key_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Connector-side output uploads in flight or done, by job.
-    pub transfers: Mutex<HashMap<JobId, Transfer<Vec<OutputBlob>>>>,
+    pub transfers: Mutex<HashMap<JobId, KeptTransfer>>,
     /// Jobs' files (exit-status markers, retention); present when staging is configured.
     pub job_files: Option<Arc<jobfiles::Registry>>,
     /// Submits between their held submit and their release; closed at shutdown (`shutdown.rs`).

@@ -57,6 +57,8 @@ pub struct Metrics {
     pub latency: Family<OpLabels, Histogram>,
     pub slurmrestd_requests: Family<RestLabels, Counter>,
     pub tracked_jobs: Family<ClusterLabels, Gauge>,
+    /// Output transfers kept (running, or settled and read within `terminal_ttl`).
+    pub output_transfers: Family<ClusterLabels, Gauge>,
     pub poll_tick: Family<ClusterLabels, Histogram>,
     pub token_refreshes: Family<ClusterLabels, Counter>,
     pub submits: Family<ClusterLabels, Counter>,
@@ -84,6 +86,7 @@ impl Metrics {
             latency: Family::new_with_constructor(latency_histogram),
             slurmrestd_requests: Family::default(),
             tracked_jobs: Family::default(),
+            output_transfers: Family::default(),
             poll_tick: Family::new_with_constructor(latency_histogram),
             token_refreshes: Family::default(),
             submits: Family::default(),
@@ -131,6 +134,11 @@ impl Metrics {
             "slurm_connector_tracked_jobs",
             "Jobs the state tracker follows",
             m.tracked_jobs.clone(),
+        );
+        registry.register(
+            "slurm_connector_output_transfers",
+            "Connector-side output transfers kept: running, or settled and read within terminal_ttl",
+            m.output_transfers.clone(),
         );
         registry.register(
             "slurm_connector_poll_tick_seconds",

@@ -392,6 +392,7 @@ impl Connector {
             log_templates: &self.deployment.log_links,
             native: &self.native,
             requeue_budget: self.deployment.requeue_budget,
+            transfer_keep: self.deployment.terminal_ttl,
         };
         let res = status::resource(&rt, &m, snap, &ctx).await;
         // Terminal, outputs transferred: the retention clock of the job's files starts.
@@ -414,7 +415,7 @@ impl Connector {
             (rt, Err(_)) => return self.delete_unsubmitted(&rt, raw_meta).await,
         };
         if let Some(t) = rt.transfers.lock().unwrap().get(&m.job_id) {
-            t.cancel();
+            t.transfer.cancel();
         }
         let token = self
             .deployment

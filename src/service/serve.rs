@@ -195,6 +195,9 @@ pub async fn serve_with(
                     _ = &mut stop => return,
                     _ = tick.tick() => {
                         mm.tracked_jobs.get_or_create(&label).set(rt.tracker.len() as i64);
+                        mm.output_transfers
+                            .get_or_create(&label)
+                            .set(rt.transfers.lock().unwrap().len() as i64);
                         let r = rt.client.token_refreshes();
                         mm.token_refreshes.get_or_create(&label).inc_by(r.saturating_sub(last_refreshes));
                         last_refreshes = r;

@@ -97,6 +97,8 @@ pub struct Context<'a> {
     pub native: &'a native_result::Probes,
     /// The deployment's requeue budget, for metas that do not carry their own.
     pub requeue_budget: u32,
+    /// How long a settled output transfer is kept unread (the deployment's `terminal_ttl`).
+    pub transfer_keep: Duration,
 }
 
 /// Slurm requeued the job (node failure, preemption) more often than the task's budget allows:
@@ -312,7 +314,10 @@ pub async fn resource(
             (staging_backend, _) => {
                 let (outcome, progress) = {
                     let mut transfers = rt.transfers.lock().unwrap();
-                    let t = transfers.entry(meta.job_id).or_insert_with(|| {
+                    if !transfers.contains_key(&meta.job_id) {
+                        super::cluster::evict_settled(&mut transfers, ctx.transfer_keep);
+                    }
+                    let kept = transfers.entry(meta.job_id).or_insert_with(|| {
                         let backend: std::sync::Arc<dyn staging::Staging> = match staging_backend {
                             Some(s) => s.clone(),
                             // Job uploads only: nothing is read from the cluster's filesystem,
@@ -328,9 +333,18 @@ pub async fn resource(
                                 var: "FLYTE_SLURM_CONNECTOR_UPLOAD_MAX_BYTES",
                                 message,
                             });
-                        staging::outputs::start(backend, meta.job_id.to_string(), decl.clone(), c)
+                        super::cluster::KeptTransfer {
+                            transfer: staging::outputs::start(
+                                backend,
+                                meta.job_id.to_string(),
+                                decl.clone(),
+                                c,
+                            ),
+                            read_at: std::time::Instant::now(),
+                        }
                     });
-                    (t.outcome(), t.progress())
+                    kept.read_at = std::time::Instant::now();
+                    (kept.transfer.outcome(), kept.transfer.progress())
                 };
                 match outcome {
                     None => {
