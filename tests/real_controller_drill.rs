@@ -206,6 +206,41 @@ async fn join(workers: Vec<tokio::task::JoinHandle<()>>, until: Instant) {
     }
 }
 
+/// What waits for an admin after slurmctld's recovery: drained nodes (by name), held jobs and
+/// jobs waiting out Slurm's requeue delay (reason BeginTime, about two minutes), by id. The
+/// drill's admin starts the delayed ones now (`starttime=now`) instead of the drill waiting on
+/// a timer of Slurm's.
+struct Blocked {
+    drained: Vec<String>,
+    held: Vec<String>,
+    delayed: Vec<String>,
+}
+
+async fn blocked(c: &support::Cluster) -> Blocked {
+    let drained = c
+        .dev_cluster(&["exec", "sinfo", "-h", "-R", "-o", "%N"])
+        .await
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    let pending = c
+        .dev_cluster(&["exec", "squeue", "-h", "-t", "PD", "-o", "%i|%r"])
+        .await;
+    let ids = |want: &dyn Fn(&str) -> bool| -> Vec<String> {
+        pending
+            .lines()
+            .filter_map(|l| l.split_once('|'))
+            .filter(|(_, r)| want(r))
+            .map(|(id, _)| id.to_string())
+            .collect()
+    };
+    Blocked {
+        drained,
+        held: ids(&|r| r.contains("held") || r.starts_with("JobHeld")),
+        delayed: ids(&|r| r == "BeginTime"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upgrade_restart_of_slurmctld_then_restd_and_dbd_outages_lose_nothing() {
     let Some(c) = cluster_with_accounting() else {
@@ -325,30 +360,22 @@ async fn a_crashed_slurmctld_duplicates_nothing_and_misreports_nothing() {
     // ("Nodes required for job are DOWN, DRAINED ..."). Nothing ends until an admin acts; what
     // the drill checks first is that the tasks said so, in Slurm's words, for the admin to see.
     tokio::time::sleep(Duration::from_secs(15)).await;
-    let drained = c
-        .dev_cluster(&["exec", "sinfo", "-h", "-R", "-o", "%N|%E"])
-        .await;
-    let held: Vec<String> = c
-        .dev_cluster(&["exec", "squeue", "-h", "-t", "PD", "-o", "%i|%r"])
-        .await
-        .lines()
-        .filter(|l| l.contains("held"))
-        .map(String::from)
-        .collect();
+    let b = blocked(&c).await;
     events.lock().await.push(format!(
-        "{:.0}s: drained {:?}, held {held:?}",
+        "{:.0}s: drained {:?}, held {:?}",
         began.elapsed().as_secs_f64(),
-        drained.trim()
+        b.drained,
+        b.held
     ));
-    if !drained.trim().is_empty() || !held.is_empty() {
+    if !b.drained.is_empty() || !b.held.is_empty() {
         // The tracker lists the reasons of jobs pending 30 s (pending_detail_after), once.
         common::drill::wait_for(
             "a task message giving Slurm's reason for a held or blocked job",
             Duration::from_secs(90),
             || {
                 counts.said.lock().unwrap().iter().any(|m| {
-                    m.contains("reason: launch failed requeued held")
-                        || m.contains("reason: ReqNodeNotAvail")
+                    m.contains("reason: JobHeld")
+                        || m.contains("launch failed requeued held")
                         || m.contains("DRAINED")
                 })
             },
@@ -356,25 +383,40 @@ async fn a_crashed_slurmctld_duplicates_nothing_and_misreports_nothing() {
         )
         .await;
     }
-    // The admin: slurmd restarted (it registers again, and Slurm requeues the jobs recovered
-    // RUNNING that its node no longer has: "missing from batch node ... Requeuing"), the node
-    // resumed, held jobs released.
+    // The admin: slurmd restarted once (it registers again, and Slurm requeues the jobs
+    // recovered RUNNING that its node no longer has: "missing from batch node ... Requeuing"),
+    // then, until every task ended, drained nodes resumed and held jobs released as they appear
+    // (a requeue after the restart can hold another job).
     daemon(&c, "restart", "slurmd", began, &events).await;
-    if !drained.trim().is_empty() {
-        c.dev_cluster(&[
-            "exec",
-            "scontrol",
-            "update",
-            "nodename=node1",
-            "state=resume",
-        ])
-        .await;
+    let mut all_done = Box::pin(join(workers, until));
+    loop {
+        tokio::select! {
+            _ = &mut all_done => break,
+            _ = tokio::time::sleep(Duration::from_secs(5)) => {
+                let b = blocked(&c).await;
+                for n in &b.drained {
+                    let node = format!("nodename={n}");
+                    c.dev_cluster(&["exec", "scontrol", "update", &node, "state=resume"]).await;
+                }
+                for id in &b.held {
+                    c.dev_cluster(&["exec", "scontrol", "release", id]).await;
+                }
+                for id in &b.delayed {
+                    let job = format!("jobid={id}");
+                    c.dev_cluster(&["exec", "scontrol", "update", &job, "starttime=now"]).await;
+                }
+                if !b.drained.is_empty() || !b.held.is_empty() || !b.delayed.is_empty() {
+                    events.lock().await.push(format!(
+                        "{:.0}s: admin resumed {:?}, released {:?}, started {:?}",
+                        began.elapsed().as_secs_f64(),
+                        b.drained,
+                        b.held,
+                        b.delayed
+                    ));
+                }
+            }
+        }
     }
-    for h in &held {
-        let id = h.split('|').next().unwrap();
-        c.dev_cluster(&["exec", "scontrol", "release", id]).await;
-    }
-    join(workers, until).await;
     let took = began.elapsed();
 
     let results = results.lock().await;
