@@ -506,6 +506,7 @@ mod tests {
         Client::new(cfg).unwrap()
     }
 
+    #[allow(clippy::result_large_err)] // the shape `pace_of` takes, as `submit_once` returns it
     fn failed(error: ClientError) -> Result<Submitted, SubmitFailure> {
         Err(SubmitFailure {
             what: "submitting the job".into(),
