@@ -465,7 +465,11 @@ fn job_key(j: &JobInfo) -> Option<&str> {
 
 fn awaiting_release(j: &JobInfo) -> bool {
     j.state.base == BaseState::Pending
-        && j.reason.as_deref() == Some(HELD_BY_USER)
+        // A pending record's reason carries slurmctld's description after it when there is one
+        // (`JobHeldUser (launch failed requeued held)`): the bare name decides.
+        && j.reason
+            .as_deref()
+            .is_some_and(|r| r.split(" (").next() == Some(HELD_BY_USER))
         && j.comment
             .as_deref()
             .is_some_and(|c| c.ends_with(AWAITING_CHECK))
