@@ -77,7 +77,7 @@ REPEATED_QUERY = [
 
 # Fix 12: (path template, method) -> the query parameters kept, in this order.
 KEPT_QUERY = {
-    ("/slurmdb/{v}/jobs/", "get"): ["skip_steps", "start_time", "step", "users"],
+    ("/slurmdb/{v}/jobs/", "get"): ["end_time", "skip_steps", "start_time", "step", "users"],
     # 24.05's v0.0.41 also declares `update_time` and `flags` here; no other version does.
     ("/slurm/{v}/jobs/state/", "get"): ["job_id"],
     # The others (`with_deleted`, `with_coords`, `with_wckeys`) are filters nobody sets.

@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use mock_slurmrestd::{FaultConfig, MockConfig, MockHandle, MockServer};
 use slurm_connector::slurmrestd::{
-    ApiVersion, Auth, BaseState, CancelOutcome, Client, ClientConfig, ClientError, JobDescription, JobId,
-    RetryPolicy,
+    ApiVersion, Auth, BaseState, CancelOutcome, Client, ClientConfig, ClientError, JobDescription,
+    JobId, RetryPolicy,
 };
 
 const KEY: &[u8] = b"mock-key-bytes-mock-key-bytes-xx";
@@ -204,7 +204,7 @@ async fn an_aged_out_job_is_absent_from_states_and_found_in_accounting() {
     e.mock.shutdown().await;
 }
 
-/// The duplicate check's listing of recent jobs works in every version: v0.0.40/41 refuse unix
+/// The duplicate check's listing of recent jobs, and its pages, work in every version: v0.0.40/41 refuse unix
 /// seconds for `start_time` (recorded on 24.11; the mock answers the same 422), so the client
 /// sends them `now-N`. Before that, a CreateTask retried after its job left slurmctld was not
 /// recognised on those versions.
@@ -216,12 +216,18 @@ async fn recent_jobs_are_listed_in_every_version() {
     for v in ApiVersion::ALL {
         let mut cfg = e.cfg.clone();
         cfg.api_version = Some(v);
-        let jobs = Client::new(cfg)
-            .unwrap()
+        let client = Client::new(cfg).unwrap();
+        let jobs = client
             .accounting_jobs_since(since, None)
             .await
             .unwrap_or_else(|err| panic!("{v}: {err}"));
         assert!(jobs.iter().any(|j| j.job_id == id), "{v}: {id} not listed");
+        // A page of a longer listing: a window that ended before the submit does not hold it.
+        let earlier = client
+            .accounting_jobs_between(since - 60, Some(since), None)
+            .await
+            .unwrap_or_else(|err| panic!("{v}: {err}"));
+        assert!(earlier.iter().all(|j| j.job_id != id), "{v}: {id} listed");
     }
     e.mock.shutdown().await;
 }

@@ -268,12 +268,22 @@ async fn run_pair(rel: &str, api: &'static str) {
     );
 
     // Jobs since a time, in unix seconds (v0.0.40/41: the recorded 422 bug) and as `now-N`.
-    for what in ["slurmdb-jobs-since-unix", "slurmdb-jobs-since-relative"] {
+    for what in [
+        "slurmdb-jobs-since-unix",
+        "slurmdb-jobs-since-relative",
+        "slurmdb-jobs-window-relative",
+        "slurmdb-jobs-window-unix",
+    ] {
         if let Some(sample) = try_fixture(&name(what)) {
             let got = replay(&m, &sample, &ids, None).await;
             check(&sample, &got, &name(what));
             let descriptions = |v: &Value| -> Vec<Value> {
-                v["errors"].as_array().unwrap().iter().map(|e| e["description"].clone()).collect()
+                v["errors"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|e| e["description"].clone())
+                    .collect()
             };
             assert_eq!(
                 descriptions(&got.json()),

@@ -38,6 +38,18 @@ use crate::slurmrestd::{BaseState, Client, ClientError, JobId, JobInfo};
 
 /// How far back slurmdbd is searched for an execution's job when the index is first taken.
 pub const ACCOUNTING_LOOKBACK_SECS: i64 = 7 * 24 * 3600;
+/// The first listing's week is asked for in pages of time, newest first, each recorded and
+/// dropped before the next: slurmdbd cannot page a listing otherwise, and a busy site's week in
+/// one answer is hundreds of MB of JSON held at once (benches/soak.rs: RSS grew with every job
+/// slurmdbd kept). A page aims at this many jobs at the previous page's rate...
+const PAGE_JOBS: f64 = 1000.0;
+/// ...starting with the last minute, shrinking at most 8-fold a page and never below a minute.
+/// It may grow at once to the rest of the week: a quiet site's listing is two pages, as a slow
+/// slurmdbd is paid per page (tests/fault_drills.rs, slurmdbd slow then down); 20 000 jobs a
+/// day is about 140.
+const PAGE_FIRST_SECS: i64 = 60;
+/// Pages overlap by this much: each is relative to slurmdbd's clock when it is asked.
+const PAGE_OVERLAP_SECS: i64 = 5;
 /// Each later slurmdbd query overlaps the previous one by this much: slurmdbd learns of jobs a
 /// little after slurmctld, and hosts' clocks differ.
 const ACCOUNTING_OVERLAP_SECS: i64 = 300;
@@ -94,11 +106,26 @@ struct State {
     accounting_since: Option<(i64, Instant)>,
     /// slurmdbd answered "no such path": this cluster has no accounting.
     no_accounting: bool,
+    /// The first listing's way through slurmdbd's week, while it is not done.
+    walk: Option<Walk>,
     /// [`ABANDONED_AFTER`] unless a test says otherwise.
     abandoned_after: Option<Duration>,
     /// key → the jobs carrying it. Never shrinks while the process runs: a job that left
     /// slurmctld still decides who wins.
     by_key: HashMap<String, BTreeMap<JobId, Seen>>,
+}
+
+/// Where the first listing's walk through slurmdbd's week stands. Kept across attempts: a
+/// CreateTask that gives up (Flyte's 10 s deadline) leaves the pages it read recorded, and the
+/// next goes on from there, so a busy site's week is read once however many attempts it takes.
+#[derive(Debug, Clone, Copy)]
+struct Walk {
+    /// The oldest time to reach, and the walk's own start (the incremental queries go on from it).
+    from: i64,
+    began: i64,
+    /// The next page ends here and spans this many seconds back.
+    end: i64,
+    span: i64,
 }
 
 /// What a settled key came to.
@@ -233,9 +260,8 @@ impl State {
     ) -> Result<(), ClientError> {
         let began = Instant::now();
         let live = client.jobs().await?;
-        let gone = self.accounting(client, cluster, user).await?;
         let below = live.iter().map(|j| j.job_id).max();
-        let n = self.record(&live, &gone);
+        let n = self.record(&live, &[]) + self.accounting(client, cluster, user).await?;
         tracing::info!(
             cluster,
             jobs = n,
@@ -325,8 +351,7 @@ impl State {
                 tracing::error!(cluster, key, job_id = %id, error = %e, "cannot cancel an abandoned held job; it never starts (held) but stays queued: `scancel {id}`");
             }
         }
-        let gone = self.accounting(client, cluster, user).await?;
-        let n = self.record(&live, &gone);
+        let n = self.record(&live, &[]) + self.accounting(client, cluster, user).await?;
         tracing::debug!(
             cluster,
             new_jobs = live.len(),
@@ -373,34 +398,47 @@ impl State {
         self.listed_at = Some(began);
     }
 
-    /// slurmdbd's records of the jobs that may have left slurmctld: a backend retrying a
-    /// CreateTask after its job ended (past MinJobAge) must not get a second job. The first
-    /// query looks back a week and must succeed (slurmdbd down: nothing is decided); later ones
-    /// are incremental, every ACCOUNTING_EVERY, and best effort: what they add is not what a
-    /// race between replicas is decided on, and slurmdbd being down must not stop submits.
+    /// Records slurmdbd's jobs that may have left slurmctld: a backend retrying a CreateTask
+    /// after its job ended (past MinJobAge) must not get a second job. The first query looks back
+    /// a week, in pages, and must succeed (slurmdbd down: nothing is decided); later ones are
+    /// incremental, every ACCOUNTING_EVERY, and best effort: what they add is not what a race
+    /// between replicas is decided on, and slurmdbd being down must not stop submits. The number
+    /// of keyed records it added.
     #[allow(clippy::result_large_err)]
     async fn accounting(
         &mut self,
         client: &Client,
         cluster: &str,
         user: Option<&str>,
-    ) -> Result<Vec<JobInfo>, ClientError> {
+    ) -> Result<usize, ClientError> {
         let due = self
             .accounting_since
             .is_none_or(|(_, at)| at.elapsed() >= ACCOUNTING_EVERY);
         if self.no_accounting || !due {
-            return Ok(Vec::new());
+            return Ok(0);
         }
         let (began, began_unix) = (Instant::now(), chrono::Utc::now().timestamp());
-        let since = self
-            .accounting_since
-            .map_or(began_unix - ACCOUNTING_LOOKBACK_SECS, |(s, _)| {
-                s - ACCOUNTING_OVERLAP_SECS
-            });
-        match client.accounting_jobs_since(since, user).await {
-            Ok(acct) => {
-                self.accounting_since = Some((began_unix, began));
-                Ok(acct)
+        let listed = match self.accounting_since {
+            None => {
+                let walk = *self.walk.get_or_insert(Walk {
+                    from: began_unix - ACCOUNTING_LOOKBACK_SECS,
+                    began: began_unix,
+                    end: began_unix,
+                    span: PAGE_FIRST_SECS,
+                });
+                self.accounting_pages(client, user)
+                    .await
+                    .map(|n| (n, walk.began))
+            }
+            Some((since, _)) => client
+                .accounting_jobs_since(since - ACCOUNTING_OVERLAP_SECS, user)
+                .await
+                .map(|jobs| (self.record(&[], &jobs), began_unix)),
+        };
+        match listed {
+            Ok((n, as_of)) => {
+                self.accounting_since = Some((as_of, began));
+                Ok(n)
             }
             Err(e) if e.is_transient() && self.accounting_since.is_none() => Err(e),
             Err(e) if e.is_transient() => {
@@ -409,7 +447,7 @@ impl State {
                     "slurmdbd did not answer the incremental query of recent jobs; asked again at \
                      the next CreateTask"
                 );
-                Ok(Vec::new())
+                Ok(0)
             }
             // No accounting on this cluster (no /slurmdb paths): slurmctld is all there is.
             Err(e) => {
@@ -419,9 +457,37 @@ impl State {
                      slurmctld cannot be recognised on this cluster"
                 );
                 self.no_accounting = true;
-                Ok(Vec::new())
+                Ok(0)
             }
         }
+    }
+
+    /// The rest of the walk through slurmdbd's week, newest page first (see PAGE_JOBS), each
+    /// page recorded before the next is asked for; the number of keyed records.
+    #[allow(clippy::result_large_err)]
+    async fn accounting_pages(
+        &mut self,
+        client: &Client,
+        user: Option<&str>,
+    ) -> Result<usize, ClientError> {
+        let (mut n, mut pages) = (0, 0);
+        while let Some(w) = self.walk {
+            let start = (w.end - w.span).max(w.from);
+            let page = client
+                .accounting_jobs_between(start, Some(w.end), user)
+                .await?;
+            pages += 1;
+            n += self.record(&[], &page);
+            let factor = (PAGE_JOBS / page.len().max(1) as f64).max(0.125);
+            self.walk = (start > w.from).then(|| Walk {
+                end: start + PAGE_OVERLAP_SECS,
+                span: ((w.span as f64 * factor) as i64)
+                    .clamp(PAGE_FIRST_SECS, ACCOUNTING_LOOKBACK_SECS),
+                ..w
+            });
+        }
+        tracing::debug!(pages, keyed = n, "listed slurmdbd's week of jobs");
+        Ok(n)
     }
 
     /// Adds the keyed jobs of slurmctld's records (`live`, the current truth: held or not now)

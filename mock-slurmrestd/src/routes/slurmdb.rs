@@ -95,10 +95,35 @@ const SLURMDB_JOBS_PARAMS: &[&str] = &[
     "wckey",
 ];
 
-/// Slurm's `parse_time` relative form as the connector sends it: `now-N` (seconds).
-fn relative_time(v: &str) -> bool {
+/// Slurm's `parse_time` relative form as the connector sends it: `now-N` (seconds), as N.
+fn relative_time(v: &str) -> Option<i64> {
     v.strip_prefix("now-")
-        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|n| n.parse().ok())
+}
+
+/// `start_time`/`end_time`: the jobs active at some point between them (sacct's window: a job
+/// submitted before the end that had not ended by the start). Neither given: every job.
+#[derive(Default)]
+struct Window {
+    start: Option<i64>,
+    end: Option<i64>,
+}
+
+impl Window {
+    fn set(&mut self, field: &str, t: i64) {
+        if field == "start_time" {
+            self.start = Some(t);
+        } else {
+            self.end = Some(t);
+        }
+    }
+
+    fn holds(&self, j: &crate::job::Job) -> bool {
+        let ended = j.end_time > 0 && j.state.is_finished();
+        self.end.is_none_or(|e| j.submit_time <= e)
+            && self.start.is_none_or(|s| !ended || j.end_time >= s)
+    }
 }
 
 pub(super) async fn slurmdb_jobs(
@@ -111,6 +136,7 @@ pub(super) async fn slurmdb_jobs(
     let mut ids = BTreeSet::new();
     let mut warnings = Vec::new();
     let (mut script, mut env) = (false, false);
+    let mut window = Window::default();
     for (k, raw, v) in query_pairs(q.as_deref()) {
         match k.as_str() {
             "step" => {
@@ -126,13 +152,15 @@ pub(super) async fn slurmdb_jobs(
                 }
             }
             // Unix seconds, or parse_time's `now-N`; v0.0.40/41 refuse the first (recorded).
-            "start_time" => match v.trim().parse::<i64>() {
+            "start_time" | "end_time" => match v.trim().parse::<i64>() {
                 Ok(t) if sv.api.unix_time_query_broken() && has_token(req.headers()) => {
-                    return unparsed_timestamp(&st, sv, &client, "start_time", t, true);
+                    return unparsed_timestamp(&st, sv, &client, &k, t, true);
                 }
-                Ok(_) => {}
-                Err(_) if relative_time(&v) => {}
-                Err(_) => return rfc_error(&st, sv, &client, "query", "op_handler_jobs", true),
+                Ok(t) => window.set(&k, t),
+                Err(_) => match relative_time(&v) {
+                    Some(ago) => window.set(&k, crate::scheduler::now() - ago),
+                    None => return rfc_error(&st, sv, &client, "query", "op_handler_jobs", true),
+                },
             },
             "show_batch_script" => script = v == "true",
             "show_job_environment" => env = v == "true",
@@ -179,6 +207,7 @@ pub(super) async fn slurmdb_jobs(
                     .as_ref()
                     .is_some_and(|a| ids.contains(&a.array_job_id))
         })
+        .filter(|j| window.holds(j))
         .collect();
     all.sort_by_key(|j| j.id);
     let jobs: Vec<Value> = all

@@ -259,6 +259,31 @@ element {} (job {}) is {}",
     m
 }
 
+/// What only an admin can do about a job Slurm keeps waiting, said where the task's owner reads
+/// it (Flyte's UI): a job held (after a failed launch Slurm requeues it held, e.g. when a
+/// restarted slurmctld launched it twice) or waiting for nodes that are down or drained (the node
+/// that reported a duplicate job id after a slurmctld crash is drained). Slurm's own words stay
+/// in the reason; the node's own reason is `sinfo -R`'s, which a job record does not carry.
+fn admin_hint(reason: &str, job_id: impl std::fmt::Display) -> Option<String> {
+    if reason.starts_with("JobHeldAdmin") || reason.contains("requeued held") {
+        Some(format!(
+            "Slurm holds the job until it is released (`scontrol release {job_id}`, as the job's \
+             user or an admin)"
+        ))
+    } else if reason.contains("DRAIN")
+        || reason.contains("DOWN")
+        || reason.starts_with("ReqNodeNotAvail")
+    {
+        Some(
+            "the job waits for nodes that are down or drained: `sinfo -R` says why; an admin \
+             returns them with `scontrol update nodename=NODE state=resume`"
+                .to_string(),
+        )
+    } else {
+        None
+    }
+}
+
 /// `[TAG] ...` for a failure, then `Slurm job <id> is <STATE>[, exit code x:y][, reason: r]` and
 /// the lines after it.
 pub fn message(meta: &ResourceMeta, s: &JobSnapshot) -> String {
@@ -279,6 +304,9 @@ pub fn message(meta: &ResourceMeta, s: &JobSnapshot) -> String {
         .filter(|r| !r.is_empty() && *r != "None")
     {
         m.push_str(&format!(", reason: {r}"));
+        if let Some(hint) = admin_hint(r, meta.job_id) {
+            m.push_str(&format!("\n{hint}"));
+        }
     }
     if let Some(sig) = &s.signal {
         m.push_str(&format!(", signal {sig}"));

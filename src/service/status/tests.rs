@@ -286,3 +286,33 @@ fn a_job_id_that_now_names_another_execution_is_not_this_tasks_end() {
     m.job_name = "flyte-t-1".into();
     assert_eq!(reused_id(&m, &s), None);
 }
+
+/// A job Slurm keeps waiting for an admin (held after a failed launch, or behind drained nodes,
+/// as a restarted slurmctld leaves them) says what the admin does; an ordinary wait says nothing.
+#[test]
+fn a_job_waiting_for_an_admin_says_what_the_admin_does() {
+    let m = meta();
+    let with_reason = |r: &str| {
+        let mut s = snap("PENDING", None);
+        s.reason = Some(r.into());
+        message(&m, &s)
+    };
+    let held = with_reason("JobHeldAdmin (launch failed requeued held)");
+    assert!(
+        held.contains("reason: JobHeldAdmin (launch failed requeued held)"),
+        "{held}"
+    );
+    assert!(held.contains("`scontrol release 123`"), "{held}");
+    let drained = with_reason(
+        "ReqNodeNotAvail (Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions)",
+    );
+    assert!(drained.contains("`sinfo -R`"), "{drained}");
+    assert!(drained.contains("state=resume"), "{drained}");
+    for ordinary in ["Priority", "Resources", "JobHeldUser", "BeginTime"] {
+        let text = with_reason(ordinary);
+        assert!(
+            !text.contains("scontrol") && !text.contains("sinfo"),
+            "{text}"
+        );
+    }
+}

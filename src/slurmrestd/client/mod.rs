@@ -109,10 +109,22 @@ pub(crate) enum Idempotency {
 /// The filters of slurmdbd's `GET jobs/` this client uses.
 #[derive(Default)]
 pub(crate) struct DbJobsFilter<'a> {
+    pub(crate) end_time: Option<&'a str>,
     pub(crate) skip_steps: Option<&'a str>,
     pub(crate) start_time: Option<&'a str>,
     pub(crate) step: Option<&'a Vec<String>>,
     pub(crate) users: Option<&'a str>,
+}
+
+/// A point in time as slurmdb's `start_time`/`end_time` take it in version `v`. v0.0.40/41's
+/// timestamp parser refuses unix seconds in a query (422, error 9202: recorded on 24.11,
+/// tests/fixtures/slurmrestd/24.11_v0.0.4{0,1}_slurmdb-jobs-since-unix.json); Slurm's `parse_time`
+/// form `now-N` (seconds) is read by every version, relative to slurmdbd's own clock.
+fn query_time(v: ApiVersion, unix: i64, now: i64) -> String {
+    match v {
+        ApiVersion::V0040 | ApiVersion::V0041 => format!("now-{}", (now - unix).max(0)),
+        _ => unix.to_string(),
+    }
 }
 
 /// The generated client of every version, built once: choosing another version is a lookup.
@@ -457,29 +469,34 @@ impl Client {
         Ok(out)
     }
 
-    /// Accounting records of the jobs submitted since `since_unix` (optionally one user's), without
+    /// Accounting records of the jobs active since `since_unix` (optionally one user's), without
     /// their steps. For recognising jobs that already left slurmctld (e.g. when a connector restarts
-    /// and the backend retries a CreateTask long after the job ended); heavy, so called rarely.
+    /// and the backend retries a CreateTask long after the job ended).
     pub async fn accounting_jobs_since(
         &self,
         since_unix: i64,
         user: Option<&str>,
     ) -> Result<Vec<JobInfo>, ClientError> {
+        self.accounting_jobs_between(since_unix, None, user).await
+    }
+
+    /// Accounting records of the jobs active (eligible, running or ending) between `start_unix`
+    /// and `end_unix` (`None`: now), without their steps: one page of a long listing, which
+    /// slurmdbd cannot page otherwise (a week of a busy site's jobs is hundreds of MB of JSON).
+    pub async fn accounting_jobs_between(
+        &self,
+        start_unix: i64,
+        end_unix: Option<i64>,
+        user: Option<&str>,
+    ) -> Result<Vec<JobInfo>, ClientError> {
         let v = self.current().await?;
-        // v0.0.40/41's timestamp parser refuses unix seconds in a query (422, error 9202: recorded
-        // on 24.11, tests/fixtures/slurmrestd/24.11_v0.0.4{0,1}_slurmdb-jobs-since-unix.json);
-        // Slurm's `parse_time` form `now-N` (seconds) is read by every version. Relative to
-        // slurmdbd's clock, so a skew between the two hosts does not move the window either.
-        let since = match v {
-            ApiVersion::V0040 | ApiVersion::V0041 => {
-                let ago = (chrono::Utc::now().timestamp() - since_unix).max(0);
-                format!("now-{ago}")
-            }
-            _ => since_unix.to_string(),
-        };
+        let now = chrono::Utc::now().timestamp();
+        let start = query_time(v, start_unix, now);
+        let end = end_unix.map(|t| query_time(v, t, now));
         let filter = DbJobsFilter {
+            end_time: end.as_deref(),
             skip_steps: Some("true"),
-            start_time: Some(&since),
+            start_time: Some(&start),
             users: user,
             ..DbJobsFilter::default()
         };

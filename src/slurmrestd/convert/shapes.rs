@@ -84,7 +84,7 @@ macro_rules! accounting_restarts {
     };
 }
 
-/// slurmdb's filtered `GET jobs/`: the same four parameters in every version (the trim script's
+/// slurmdb's filtered `GET jobs/`: the same five parameters in every version (the trim script's
 /// fix 12 drops the others).
 macro_rules! db_jobs {
     () => {
@@ -97,7 +97,7 @@ macro_rules! db_jobs {
                 GenError<g::OpenapiSlurmdbdJobsResp>,
             >,
         > + 'a {
-            a.slurmdb_get_jobs(f.skip_steps, f.start_time, f.step, f.users)
+            a.slurmdb_get_jobs(f.end_time, f.skip_steps, f.start_time, f.step, f.users)
         }
     };
 }
