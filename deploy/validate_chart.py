@@ -288,6 +288,10 @@ def check_release(docs: list[dict], env_names: set[str], file_keys: tuple[set[st
         elif listen_port(args, flag) != ports.get(pname):
             errs.append(f"connector {flag} port {listen_port(args, flag)} is not the {pname} container port {ports.get(pname)}")
     env = {e["name"]: e.get("value") for e in conn.get("env", [])}
+    # `check` run in the pod reads the port from the environment, not serve's arguments.
+    listen_env = str(env.get("FLYTE_SLURM_LISTEN") or "")
+    if listen_env.rpartition(":")[2] != str(ports.get("grpc")):
+        errs.append(f"connector env FLYTE_SLURM_LISTEN={listen_env!r} is not on the grpc container port {ports.get('grpc')}")
     # Without TLS: grpc.health.v1 on the gRPC port. With TLS the kubelet's gRPC probe (plaintext)
     # cannot reach it: GET /healthz on the metrics listener instead.
     tls = [n for n in ("FLYTE_SLURM_TLS_CERT_FILE", "FLYTE_SLURM_TLS_KEY_FILE") if n in env]

@@ -43,13 +43,16 @@ pub const ACCOUNTING_LOOKBACK_SECS: i64 = 7 * 24 * 3600;
 /// one answer is hundreds of MB of JSON held at once (benches/soak.rs: RSS grew with every job
 /// slurmdbd kept). A page aims at this many jobs at the previous page's rate...
 const PAGE_JOBS: f64 = 1000.0;
-/// ...starting with the last minute, shrinking at most 8-fold a page and never below a minute.
-/// It may grow at once to the rest of the week: a quiet site's listing is two pages, as a slow
+/// ...starting with the last minute (later walks: with the span the last page ended with),
+/// shrinking at most 8-fold a page and never below PAGE_MIN_SECS. It may grow at once to the rest of
+/// the walk: a quiet site's first listing is two pages and each later query one, as a slow
 /// slurmdbd is paid per page (tests/fault_drills.rs, slurmdbd slow then down); 20 000 jobs a
-/// day is about 140.
+/// day is about 140 pages once, then one a query. The queries every ACCOUNTING_EVERY are paged
+/// too: during a burst their overlap alone is thousands of jobs.
 const PAGE_FIRST_SECS: i64 = 60;
+const PAGE_MIN_SECS: i64 = 10;
 /// Pages overlap by this much: each is relative to slurmdbd's clock when it is asked.
-const PAGE_OVERLAP_SECS: i64 = 5;
+const PAGE_OVERLAP_SECS: i64 = 2;
 /// Each later slurmdbd query overlaps the previous one by this much: slurmdbd learns of jobs a
 /// little after slurmctld, and hosts' clocks differ.
 const ACCOUNTING_OVERLAP_SECS: i64 = 300;
@@ -106,8 +109,11 @@ struct State {
     accounting_since: Option<(i64, Instant)>,
     /// slurmdbd answered "no such path": this cluster has no accounting.
     no_accounting: bool,
-    /// The first listing's way through slurmdbd's week, while it is not done.
+    /// The way through slurmdbd's jobs (the first listing's week, or since the last query), while
+    /// it is not done.
     walk: Option<Walk>,
+    /// The span of time the last page found about PAGE_JOBS jobs in: where the next walk starts.
+    page_span: Option<i64>,
     /// [`ABANDONED_AFTER`] unless a test says otherwise.
     abandoned_after: Option<Duration>,
     /// key → the jobs carrying it. Never shrinks while the process runs: a job that left
@@ -418,23 +424,22 @@ impl State {
             return Ok(0);
         }
         let (began, began_unix) = (Instant::now(), chrono::Utc::now().timestamp());
-        let listed = match self.accounting_since {
-            None => {
-                let walk = *self.walk.get_or_insert(Walk {
-                    from: began_unix - ACCOUNTING_LOOKBACK_SECS,
-                    began: began_unix,
-                    end: began_unix,
-                    span: PAGE_FIRST_SECS,
-                });
-                self.accounting_pages(client, user)
-                    .await
-                    .map(|n| (n, walk.began))
-            }
-            Some((since, _)) => client
-                .accounting_jobs_since(since - ACCOUNTING_OVERLAP_SECS, user)
-                .await
-                .map(|jobs| (self.record(&[], &jobs), began_unix)),
-        };
+        // A walk left unfinished by an earlier try goes on; a new one starts from now, back to
+        // a week ago or to a little before the last one began.
+        let span = self.page_span.unwrap_or(PAGE_FIRST_SECS);
+        let since = self.accounting_since;
+        let walk = *self.walk.get_or_insert(Walk {
+            from: since.map_or(began_unix - ACCOUNTING_LOOKBACK_SECS, |(s, _)| {
+                s - ACCOUNTING_OVERLAP_SECS
+            }),
+            began: began_unix,
+            end: began_unix,
+            span,
+        });
+        let listed = self
+            .accounting_pages(client, user)
+            .await
+            .map(|n| (n, walk.began));
         match listed {
             Ok((n, as_of)) => {
                 self.accounting_since = Some((as_of, began));
@@ -462,7 +467,7 @@ impl State {
         }
     }
 
-    /// The rest of the walk through slurmdbd's week, newest page first (see PAGE_JOBS), each
+    /// The rest of the walk through slurmdbd's jobs, newest page first (see PAGE_JOBS), each
     /// page recorded before the next is asked for; the number of keyed records.
     #[allow(clippy::result_large_err)]
     async fn accounting_pages(
@@ -479,14 +484,16 @@ impl State {
             pages += 1;
             n += self.record(&[], &page);
             let factor = (PAGE_JOBS / page.len().max(1) as f64).max(0.125);
-            self.walk = (start > w.from).then(|| Walk {
+            let span =
+                ((w.span as f64 * factor) as i64).clamp(PAGE_MIN_SECS, ACCOUNTING_LOOKBACK_SECS);
+            self.page_span = Some(span);
+            self.walk = (start > w.from).then_some(Walk {
                 end: start + PAGE_OVERLAP_SECS,
-                span: ((w.span as f64 * factor) as i64)
-                    .clamp(PAGE_FIRST_SECS, ACCOUNTING_LOOKBACK_SECS),
+                span,
                 ..w
             });
         }
-        tracing::debug!(pages, keyed = n, "listed slurmdbd's week of jobs");
+        tracing::debug!(pages, keyed = n, "listed slurmdbd's recent jobs");
         Ok(n)
     }
 
