@@ -34,6 +34,9 @@ pub enum Tier {
     /// A second dev cluster up beside the first (`SLURM_DEV_CLUSTER_OTHER_RELEASE` names its
     /// release): tests/real_two_clusters.rs.
     TwoClusters,
+    /// A dev cluster the test may stop and kill the daemons of (`SLURM_DEV_CLUSTER_DRILLS=1`:
+    /// nothing else runs on it meanwhile): tests/real_controller_drill.rs.
+    ControllerDrills,
     /// `stunnel4` (Debian's package) and `openssl` on PATH: a TLS terminator in front of the dev
     /// cluster's slurmrestd (tests/real_identity.rs).
     Tls,
@@ -46,7 +49,7 @@ pub enum Tier {
 }
 
 impl Tier {
-    pub const ALL: [Tier; 13] = [
+    pub const ALL: [Tier; 14] = [
         Tier::Cluster,
         Tier::Accounting,
         Tier::NoAccounting,
@@ -56,6 +59,7 @@ impl Tier {
         Tier::FailureModes,
         Tier::RateLimit,
         Tier::TwoClusters,
+        Tier::ControllerDrills,
         Tier::Tls,
         Tier::Python,
         Tier::S3,
@@ -73,6 +77,7 @@ impl Tier {
             Tier::FailureModes => "failure-modes",
             Tier::RateLimit => "rate-limit",
             Tier::TwoClusters => "two-clusters",
+            Tier::ControllerDrills => "controller-drills",
             Tier::Tls => "tls",
             Tier::Python => "python",
             Tier::S3 => "s3",
