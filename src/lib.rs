@@ -66,12 +66,13 @@
 //! ```
 //!
 //! Dependencies between the modules go one way, without cycles: each uses only modules before it
-//! in `build_info`, `proto`, `slurmrestd`, `config`, `staging`, `render`, `tracker`, `service`,
-//! `cli`.
+//! in `build_info`, `proto`, `slurmrestd`, `domain`, `config`, `staging`, `render`, `tracker`,
+//! `service`, `cli` (`tests/layering.rs` fails when one imports a later one).
 
 pub mod build_info;
 pub mod cli;
 pub mod config;
+pub mod domain;
 pub mod proto;
 pub mod render;
 pub mod service;

@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use render_support::*;
 use serde_json::json;
 use slurm_connector::render::directives::{parse_script, split_directive};
-use slurm_connector::render::script::quote;
+use slurm_connector::render::shell::quote;
 use slurm_connector::render::units::{parse_mbytes, parse_time_limit};
 use slurm_connector::render::{Origin, RenderError, render_at};
 use slurm_connector::slurmrestd::job_description::Limit;

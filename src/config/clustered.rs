@@ -14,7 +14,7 @@
 
 use super::ConfigError;
 use super::env::parse_bool;
-pub use crate::render::clustered::ClusteredSite;
+pub use crate::domain::site::ClusteredSite;
 
 pub(super) fn apply(
     site: &mut ClusteredSite,
@@ -84,7 +84,7 @@ fn check_switches(v: &str) -> Result<(), String> {
         );
     }
     if let Some(w) = wait
-        && crate::render::units::parse_duration_secs(w).is_err()
+        && crate::domain::units::parse_duration_secs(w).is_err()
     {
         return Err(format!(
             "`{w}` is not an sbatch time (minutes, MM:SS, HH:MM:SS, D-HH, ...)"

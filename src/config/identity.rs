@@ -271,7 +271,7 @@ pub(super) fn build(
         }
         let max_time = match &f.max_time {
             None => None,
-            Some(t) => match crate::render::units::parse_time_limit(t) {
+            Some(t) => match crate::domain::units::parse_time_limit(t) {
                 Ok(Limit::Finite(m)) => Some(m),
                 Ok(Limit::Infinite) => {
                     return Err(format!(

@@ -17,7 +17,7 @@
 
 use serde::Deserialize;
 
-use crate::render::custom::Runtime;
+use crate::domain::site::Runtime;
 
 /// The placeholders a path template may use, each with what it stands for (docs quote these).
 pub const PLACEHOLDERS: &[(&str, &str)] = &[

@@ -7,7 +7,7 @@
 //! Nothing Kubernetes-specific is kept: the SDK's `clustered` launcher (which derives the
 //! rendezvous from JobSet variables and execs torchrun) is replaced by `a0`, Flyte's plain
 //! entrypoint, started once per rank by `srun` with the rendezvous environment derived from Slurm
-//! (see `super::ranks` for why srun rather than torchrun).
+//! (see ranks.rs for why srun rather than torchrun).
 
 use serde_json::{Map, Value, json};
 
@@ -24,41 +24,7 @@ pub struct ClusteredSpec {
     pub max_restarts: u32,
 }
 
-/// The deployment's settings for clustered tasks (`FLYTE_SLURM_CLUSTERED_*`, see
-/// `crate::config::clustered`): a ClusteredTaskSpec says nothing about Slurm, so the container
-/// runtime, its mounts and the placement come from the site.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClusteredSite {
-    /// Whether `clustered-task` is served (and advertised in ListConnectors).
-    pub enabled: bool,
-    /// `pyxis` or `apptainer`, as `container.runtime` of a `slurm` task.
-    pub runtime: String,
-    /// Bind mounts into the container (`container.mounts`).
-    pub mounts: Vec<String>,
-    /// Partition for clustered jobs (None: the cluster's default partition rules).
-    pub partition: Option<String>,
-    /// sbatch `--switches=count[@max-time]`: all nodes under at most `count` leaf switches,
-    /// waiting at most `max-time` for such a placement.
-    pub switches: Option<String>,
-    /// `--exclusive` (whole nodes; default on: ranks of a training job should not share nodes).
-    pub exclusive: bool,
-    /// `--time` for clustered jobs (None: the partition's default).
-    pub time_limit: Option<String>,
-}
-
-impl Default for ClusteredSite {
-    fn default() -> Self {
-        ClusteredSite {
-            enabled: false,
-            runtime: "pyxis".into(),
-            mounts: Vec::new(),
-            partition: None,
-            switches: None,
-            exclusive: true,
-            time_limit: None,
-        }
-    }
-}
+pub use crate::domain::site::ClusteredSite;
 
 fn get<'a>(m: &'a Map<String, Value>, camel: &str, snake: &str) -> Option<&'a Value> {
     m.get(camel)

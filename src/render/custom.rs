@@ -50,12 +50,7 @@ pub const FIRST_CLASS: &[(&str, &str)] = &[
     ("constraint", "constraint"),
 ];
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Runtime {
-    #[default]
-    Pyxis,
-    Apptainer,
-}
+pub use crate::domain::site::Runtime;
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ContainerConfig {

@@ -38,7 +38,7 @@
 //! is reported lost, as before.
 
 use super::error::RenderError;
-use super::script::quote;
+use super::shell::quote;
 
 /// Set in the child's environment only while it starts; the child unsets it at once.
 pub const CHILD_VAR: &str = "SLURM_CONNECTOR_MARKER_CHILD";

@@ -26,12 +26,13 @@ pub mod naming;
 pub mod options;
 pub mod ranks;
 pub mod script;
+pub mod shell;
 pub mod spec;
-pub mod units;
 
 use std::collections::BTreeMap;
 
 pub use crate::staging::outputs::{DeclaredOutput, OutputKind, UploadMode};
+pub use crate::domain::units;
 pub use error::{Origin, RenderError};
 pub use naming::{idempotency_key, key_from_comment, key_from_job_name};
 pub use spec::{

@@ -7,7 +7,7 @@
 //! every node through slurmstepd (nothing outlives the job), per-rank accounting, and `--label`
 //! names the rank of every line of output. torchrun would add an agent per node, a c10d store of
 //! its own, and torch in every image; its only extra (in-job elastic restarts,
-//! `TorchRun(max_restarts=...)`) is refused with a clear error (`super::clustered`).
+//! `TorchRun(max_restarts=...)`) is refused with a clear error (clustered.rs).
 //!
 //! The batch script (once, on the first node) exports what is the same for every rank:
 //! - `MASTER_ADDR`: the first host of the allocation (`scontrol show hostnames`), where rank 0

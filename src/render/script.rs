@@ -1,24 +1,9 @@
-//! The batch script text. Every value that reaches the shell is quoted with the `shlex` crate
-//! (POSIX single-quoting, tested against bash/dash/zsh by its authors); environment values never
-//! appear here at all — they travel in the JSON `environment`.
+//! The batch script text. Every value that reaches the shell is quoted (`shell.rs`);
+//! environment values never appear here at all — they travel in the JSON `environment`.
 
 use super::custom::{ContainerConfig, Runtime};
 use super::error::RenderError;
-
-/// Quotes one shell word. Refuses NUL, which no shell word can hold.
-pub fn quote(word: &str) -> Result<String, RenderError> {
-    shlex::try_quote(word).map(|c| c.into_owned()).map_err(|_| {
-        RenderError::Script(format!("`{}` contains a NUL byte", word.escape_default()))
-    })
-}
-
-fn join(words: &[String]) -> Result<String, RenderError> {
-    Ok(words
-        .iter()
-        .map(|w| quote(w))
-        .collect::<Result<Vec<_>, _>>()?
-        .join(" "))
-}
+use super::shell::{join, quote};
 
 /// Re-derives the virtualenv's bin inside the container (Enroot resets PATH), then runs the
 /// entrypoint with the arguments after `--`.

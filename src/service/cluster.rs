@@ -11,7 +11,6 @@ use crate::slurmrestd::{Auth, Client, ClientConfig, ClientError, JobDescription,
 use crate::staging::{OutputBlob, Staging, Transfer};
 use crate::tracker::{SlurmApi, Tracker, TrackerConfig};
 
-use super::deferred::Progress;
 use super::idempotency::{Index, Winner, awaiting_comment};
 use super::jobfiles;
 use super::meta::ResourceMeta;
@@ -37,6 +36,24 @@ impl Submitted {
             Submitted::LostRace { winner, .. } => winner,
         }
     }
+}
+
+/// Where one execution's submit is.
+#[derive(Debug, Clone)]
+pub enum Progress {
+    /// Waiting for a slot behind other submits, or retrying after `last_error`.
+    Waiting {
+        tries: u32,
+        last_error: Option<String>,
+        /// The last try met an outage (slurmctld or slurmrestd unreachable), not a refusal.
+        outage: bool,
+    },
+    /// The job the execution has (the meta with its id is remembered on the runtime).
+    Done(Submitted),
+    /// Failed for good; what CreateTask or GetTask report.
+    Failed { message: String, transient: bool },
+    /// A DeleteTask came first: nothing was (or stays) submitted.
+    Withdrawn,
 }
 
 /// A step of [`ClusterRuntime::submit_once`] that failed.
@@ -126,7 +143,7 @@ pub struct ClusterRuntime {
     /// Jobs' files (exit-status markers, retention); present when staging is configured.
     pub job_files: Option<Arc<jobfiles::Registry>>,
     /// Submits between their held submit and their release; closed at shutdown (`shutdown.rs`).
-    pub submits: super::shutdown::Gate,
+    pub submits: super::gate::Gate,
     /// Clients acting as each Slurm user of the identity rules (`client_as`): (calls, submits),
     /// made once so each user's minted token is cached and renewed like the deployment's.
     users: Mutex<HashMap<String, (Client, Client)>>,
@@ -240,7 +257,7 @@ impl ClusterRuntime {
             key_locks: Mutex::new(HashMap::new()),
             transfers: Mutex::new(HashMap::new()),
             job_files: None,
-            submits: super::shutdown::Gate::default(),
+            submits: super::gate::Gate::default(),
             users: Mutex::new(HashMap::new()),
         }
     }

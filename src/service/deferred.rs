@@ -28,7 +28,7 @@ use tokio::sync::watch;
 
 use crate::slurmrestd::{Client, ClientError, JobDescription};
 
-use super::cluster::{ClusterRuntime, SubmitError, SubmitFailure, Submitted};
+use super::cluster::{ClusterRuntime, Progress, SubmitError, SubmitFailure, Submitted};
 use super::meta::ResourceMeta;
 use super::pacing::Pace;
 use super::{Connector, client_status, meta, track};
@@ -45,24 +45,6 @@ pub const GIVE_UP_AFTER: Duration = Duration::from_secs(900);
 
 /// How long a settled submit's outcome (and a withdrawal) is kept for GetTask to report.
 const KEEP_SETTLED: Duration = Duration::from_secs(24 * 3600);
-
-/// Where one execution's submit is.
-#[derive(Debug, Clone)]
-pub enum Progress {
-    /// Waiting for a slot behind other submits, or retrying after `last_error`.
-    Waiting {
-        tries: u32,
-        last_error: Option<String>,
-        /// The last try met an outage (slurmctld or slurmrestd unreachable), not a refusal.
-        outage: bool,
-    },
-    /// The job the execution has (the meta with its id is remembered on the runtime).
-    Done(Submitted),
-    /// Failed for good; what CreateTask or GetTask report.
-    Failed { message: String, transient: bool },
-    /// A DeleteTask came first: nothing was (or stays) submitted.
-    Withdrawn,
-}
 
 /// What happens when a paced submit produced its job: the service's bookkeeping.
 pub type OnDone = Box<dyn FnOnce(&ResourceMeta, Submitted) + Send>;

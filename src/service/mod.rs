@@ -13,6 +13,7 @@
 pub mod cluster;
 pub mod convert;
 mod deferred;
+mod gate;
 mod grpc;
 mod idempotency;
 pub mod identity;
@@ -61,7 +62,7 @@ pub struct Connector {
     /// Native tasks' results being read (or read) at their output prefix.
     native: native_result::Probes,
     /// CreateTask admission while shutting down, and the ones in flight.
-    pub drain: shutdown::Gate,
+    pub drain: gate::Gate,
 }
 
 fn client_status(e: &ClientError, what: &str) -> Status {
@@ -100,7 +101,7 @@ impl Connector {
             metrics,
             ceiling,
             native: native_result::Probes::default(),
-            drain: shutdown::Gate::default(),
+            drain: gate::Gate::default(),
         }
     }
 
@@ -240,7 +241,7 @@ impl Connector {
                 )
             }));
             if draining {
-                return shutdown::hand_off(&rt, &key, &rendered.job, template, token.is_some());
+                return shutdown::hand_off(&rt.cfg.name, &key, &rendered.job, template, token.is_some());
             }
             let submit_client = match &token {
                 Some(_) => rt.submit_client_for(token.as_ref()),
@@ -256,7 +257,7 @@ impl Connector {
             self.metrics.pacing(&rt.cfg.name, rt.pacer.view());
             let settled = tokio::time::timeout(
                 self.deployment.submit_wait,
-                progress.wait_for(|p| !matches!(p, deferred::Progress::Waiting { .. })),
+                progress.wait_for(|p| !matches!(p, cluster::Progress::Waiting { .. })),
             )
             .await
             .map(|r| r.map(|p| p.clone()));
@@ -267,19 +268,19 @@ impl Connector {
                 Err(_) => progress.borrow().clone(),
             };
             match now {
-                deferred::Progress::Done(_) => Ok(rt
+                cluster::Progress::Done(_) => Ok(rt
                     .remembered(&key)
                     .expect("a settled submit is remembered before it is announced")
                     .encode()),
-                deferred::Progress::Failed { message, transient } => Err(if transient {
+                cluster::Progress::Failed { message, transient } => Err(if transient {
                     Status::unavailable(message)
                 } else {
                     Status::invalid_argument(message)
                 }),
-                deferred::Progress::Withdrawn => Err(Status::aborted(
+                cluster::Progress::Withdrawn => Err(Status::aborted(
                     "this execution was deleted (DeleteTask) before its job was submitted",
                 )),
-                deferred::Progress::Waiting {
+                cluster::Progress::Waiting {
                     tries,
                     last_error,
                     outage,

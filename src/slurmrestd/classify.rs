@@ -5,7 +5,7 @@ use progenitor_client::{Error as GenError, ResponseValue};
 
 use super::ApiVersion;
 use super::auth::Auth;
-use super::client::ClientConfig;
+use super::client::config::ClientConfig;
 use super::convert::Envelope;
 use super::errno;
 use super::error::ClientError;

@@ -1,6 +1,6 @@
 //! Our own job description: what rendering produces and `submit` sends. Independent of the
 //! generated types of every API version; the conversion lives at one seam
-//! (`convert/each_version.rs`, which refuses what a version cannot carry).
+//! (`convert/each_version/encode.rs`, which refuses what a version cannot carry).
 //!
 //! Field names follow slurmrestd's `job_desc_msg` so the conversion stays a field-by-field
 //! copy; units are stated on each field. Small enums stand in for the API's string enums so a typo

@@ -1,7 +1,7 @@
 //! The staging interface: what the service needs from the cluster's shared filesystem.
 //!
-//! Two implementations: [`super::local::LocalStaging`] (the filesystem is mounted here) and
-//! [`super::stager::client::SidecarStaging`] (a `slurm-connector stager` has the mount). Every
+//! Two implementations: `LocalStaging` in local.rs (the filesystem is mounted here) and
+//! `SidecarStaging` in stager/client.rs (a `slurm-connector stager` has the mount). Every
 //! path argument is a *cluster* path; both backends confine it to their roots. The methods return
 //! boxed futures so the service can hold an `Arc<dyn Staging>` chosen at startup.
 

@@ -164,7 +164,7 @@ fn file_shared_mounts_follow_the_same_rules() {
 
 #[test]
 fn file_image_rules_are_read_per_cluster_and_checked() {
-    use crate::render::custom::Runtime;
+    use crate::domain::site::Runtime;
     let p = Path::new("/etc/flyte/slurm.toml");
     let cfg = file::parse(
         p,

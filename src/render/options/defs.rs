@@ -5,7 +5,7 @@
 use crate::slurmrestd::job_description::{CpuBindFlag, JobFlag, Limit, Memory, OpenMode, Shared};
 
 use super::super::error::RenderError;
-use super::super::units::{
+use crate::domain::units::{
     parse_duration_secs, parse_mbytes, parse_point_in_time, parse_time_limit,
 };
 use super::values::{

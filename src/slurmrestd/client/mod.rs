@@ -30,70 +30,6 @@ use super::types::{
 };
 use super::{ApiVersion, JobDescription};
 
-/// Default number of ids per `jobs/state` request: ~16 bytes each keeps the URL near 6 KiB,
-/// under the 8 KiB many proxies allow.
-pub const DEFAULT_STATE_CHUNK: usize = 400;
-
-/// Observes every HTTP exchange (for metrics): operation, the API version it was made in, and
-/// the status (None: no response).
-pub type RequestObserver = Arc<dyn Fn(&'static str, ApiVersion, Option<u16>) + Send + Sync>;
-
-#[derive(Clone)]
-pub struct ClientConfig {
-    /// The cluster's name, used in every error and log line.
-    pub cluster: String,
-    /// Where slurmrestd listens, e.g. `http://slurmrestd.hpc:6820` (no `/slurm/...` suffix).
-    pub base_url: Url,
-    pub auth: Auth,
-    /// The data_parser version to use, when the deployment pins one; `None`: the newest that
-    /// both this connector and the cluster serve, found by [`Client::negotiate`].
-    pub api_version: Option<ApiVersion>,
-    /// `X-SLURM-USER-NAME`: the user jobs run as. With a SlurmUser/root token this proxies that
-    /// user; with a user's own token it must equal the token's user (or be left out).
-    pub user_name: Option<String>,
-    pub request_timeout: Duration,
-    pub connect_timeout: Duration,
-    pub retry: RetryPolicy,
-    pub state_chunk: usize,
-    pub observer: Option<RequestObserver>,
-    /// A PEM file of CAs slurmrestd's certificate may chain to, besides the system's
-    /// (`ca_file` / `FLYTE_SLURM_CA_FILE`).
-    pub ca_file: Option<std::path::PathBuf>,
-}
-
-impl std::fmt::Debug for ClientConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClientConfig")
-            .field("cluster", &self.cluster)
-            .field("base_url", &self.base_url.as_str())
-            .field("auth", &self.auth)
-            .field("api_version", &self.api_version)
-            .field("user_name", &self.user_name)
-            .field("request_timeout", &self.request_timeout)
-            .field("retry", &self.retry)
-            .field("state_chunk", &self.state_chunk)
-            .finish_non_exhaustive()
-    }
-}
-
-impl ClientConfig {
-    pub fn new(cluster: impl Into<String>, base_url: Url, auth: Auth) -> ClientConfig {
-        ClientConfig {
-            cluster: cluster.into(),
-            base_url,
-            auth,
-            api_version: None,
-            user_name: None,
-            request_timeout: Duration::from_secs(8),
-            connect_timeout: Duration::from_secs(3),
-            retry: RetryPolicy::default(),
-            state_chunk: DEFAULT_STATE_CHUNK,
-            observer: None,
-            ca_file: None,
-        }
-    }
-}
-
 /// Whether a call may be repeated without changing the outcome.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Idempotency {
@@ -177,9 +113,12 @@ macro_rules! with_api {
 }
 
 // After `with_api!`, which they use (a macro is in scope below its definition only).
+pub(super) mod config;
 mod derived;
 mod http;
 mod negotiate;
+
+pub use config::{ClientConfig, DEFAULT_STATE_CHUNK, RequestObserver};
 
 pub use negotiate::Negotiated;
 use negotiate::{VersionState, is_unknown_path};

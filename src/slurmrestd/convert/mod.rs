@@ -1,7 +1,7 @@
 //! The one seam between generated types and our domain types, for every API version.
 //!
 //! The trimmed specs give each version's generated module the same type and method names
-//! (`scripts/trim-openapi.py`, fixes 9-11), so the seam is written once, in `each_version.rs`,
+//! (`scripts/trim-openapi.py`, fixes 9-11), so the seam is written once, in `each_version/`,
 //! and compiled against each version's module (`v0040.rs` .. `v0046.rs`): the compiler checks every
 //! field access of every version. What really differs between versions — a field one version
 //! lacks, a number that became a no-val struct, a ping answer without `pinged` — is each version
@@ -38,7 +38,11 @@ pub(crate) mod v0046;
 /// Seen by rustfmt only (it formats `mod` files whatever their cfg): the body the version modules
 /// `include!`, so `cargo fmt` keeps it formatted like the rest.
 #[cfg(any())]
-mod each_version;
+mod each_version {
+    mod decode;
+    mod encode;
+    mod operations;
+}
 
 /// The parts every slurmrestd response carries: `errors`, `warnings`, `meta`.
 pub trait Envelope {

@@ -1,10 +1,12 @@
-//! slurmrestd v0.0.40 (Slurm 23.11 to 25.05): the seam (`each_version.rs`) compiled against this
+//! slurmrestd v0.0.40 (Slurm 23.11 to 25.05): the seam (`each_version/`) compiled against this
 //! version's generated types, and the few things this version does its own way.
 
 pub(crate) use crate::slurmrestd::generated::v0040 as api;
 pub(crate) use api::types as g;
 
-include!("each_version.rs");
+include!("each_version/decode.rs");
+include!("each_version/encode.rs");
+include!("each_version/operations.rs");
 
 mod quirks {
     use super::*;

@@ -1,0 +1,8 @@
+//! Values every layer above shares and none owns: Slurm's own value syntaxes (`units`: sbatch's
+//! durations, sizes and points in time) and what a site decides for every task (`site`). Here so
+//! that `config`, which parses them from a deployment, and `render`, which applies them to a
+//! job, both import them downwards; it imports nothing above `slurmrestd` (whose job-description
+//! `Limit` a duration becomes).
+
+pub mod site;
+pub mod units;
