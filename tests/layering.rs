@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 type Module = Vec<String>;
 
-/// Every `.rs` file under `src/` (but `tests/` folders) as its module path.
+/// Every `.rs` file under `src/` as its module path, but unit tests (`tests.rs`, `tests/`).
 fn modules() -> BTreeMap<Module, PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         for e in std::fs::read_dir(dir).unwrap() {
@@ -19,7 +19,8 @@ fn modules() -> BTreeMap<Module, PathBuf> {
                 if p.file_name().unwrap() != "tests" {
                     walk(&p, out);
                 }
-            } else if p.extension().is_some_and(|x| x == "rs") {
+            } else if p.extension().is_some_and(|x| x == "rs") && p.file_stem().unwrap() != "tests"
+            {
                 out.push(p);
             }
         }
@@ -43,13 +44,22 @@ fn modules() -> BTreeMap<Module, PathBuf> {
         .collect()
 }
 
-/// The text of a file before its unit tests.
+/// The text of a file without its inline unit-test module (`#[cfg(test)] mod tests { ... }`,
+/// conventionally last). Other `#[cfg(test)]` items (a test-only constructor, `mod tests;`)
+/// stay: cutting at them would hide the rest of the file.
 fn code(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap();
-    match text.find("#[cfg(test)]") {
-        Some(i) => text[..i].to_string(),
-        None => text,
+    let mut from = 0;
+    while let Some(i) = text[from..].find("#[cfg(test)]") {
+        let at = from + i;
+        let next = text[at + "#[cfg(test)]".len()..].trim_start();
+        let line = next.lines().next().unwrap_or("");
+        if line.starts_with("mod ") && line.trim_end().ends_with('{') {
+            return text[..at].to_string();
+        }
+        from = at + 1;
     }
+    text
 }
 
 /// `(crate|super)::a::b...` paths in `text`: the keyword and the segments after it.
@@ -195,8 +205,8 @@ fn no_two_files_of_src_import_each_other() {
 
 /// The order `lib.rs` promises, read from its "Dependencies between the modules" paragraph.
 fn stated_order() -> Vec<String> {
-    let lib = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"))
-        .unwrap();
+    let lib =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();
     let para: String = lib
         .lines()
         .skip_while(|l| !l.contains("Dependencies between the modules"))

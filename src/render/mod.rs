@@ -31,8 +31,8 @@ pub mod spec;
 
 use std::collections::BTreeMap;
 
-pub use crate::staging::outputs::{DeclaredOutput, OutputKind, UploadMode};
 pub use crate::domain::units;
+pub use crate::staging::outputs::{DeclaredOutput, OutputKind, UploadMode};
 pub use error::{Origin, RenderError};
 pub use naming::{idempotency_key, key_from_comment, key_from_job_name};
 pub use spec::{

@@ -39,7 +39,11 @@ pub fn hand_off(
              (another replica answers it)",
         ));
     }
-    tracing::info!(cluster, key, "shutting down: CreateTask answered with a deferred meta that another replica submits");
+    tracing::info!(
+        cluster,
+        key,
+        "shutting down: CreateTask answered with a deferred meta that another replica submits"
+    );
     let mut m = template;
     m.deferred = Some(Box::new(DeferredSubmit {
         key: key.to_string(),

@@ -5,9 +5,6 @@
 use crate::slurmrestd::job_description::{CpuBindFlag, JobFlag, Limit, Memory, OpenMode, Shared};
 
 use super::super::error::RenderError;
-use crate::domain::units::{
-    parse_duration_secs, parse_mbytes, parse_point_in_time, parse_time_limit,
-};
 use super::values::{
     count, gpu_tres, invalid, mail_types, mem_bind, node_list, profiles, set_once, signal, text,
     u16_value, value,
@@ -16,6 +13,9 @@ use super::versions::{
     CORES_PER_SOCKET, FLAG_STEPMGR_ENABLED, MEM_BIND_SORT, OOM_KILL_STEP, SEGMENT_SIZE, SHARED_TOPO,
 };
 use super::{Applied, Arg, Case, Mapped, OptSpec, Setter, Support, ValueNeeds};
+use crate::domain::units::{
+    parse_duration_secs, parse_mbytes, parse_point_in_time, parse_time_limit,
+};
 use crate::slurmrestd::job_description::JobDescription;
 
 use Arg::{None as N, Optional as O, Required as R};

@@ -10,20 +10,17 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use progenitor_client::{Error as GenError, ResponseValue};
-use url::Url;
 
-use super::auth::{Auth, TokenSource};
+use super::auth::TokenSource;
 use super::classify;
 use super::convert::{self, Envelope, Unexpressible};
 use super::errno;
 use super::error::ClientError;
-use super::retry::RetryPolicy;
 use super::transport::{self, CallContext};
 use super::types::{
     CancelOutcome, Diag, JobId, JobInfo, JobState, JobUsage, Partition, Ping, States,
