@@ -120,9 +120,6 @@ impl EmbeddedLayout {
 pub fn cluster_config(layout: &EmbeddedLayout, restd_url: url::Url) -> ClusterConfig {
     let shared = layout.shared.display().to_string();
     ClusterConfig {
-        name: EMBEDDED_CLUSTER.into(),
-        restd_url,
-        api_version: None,
         username: Some(EMBEDDED_USER.into()),
         auth: Some(AuthConfig::KeyFile {
             path: layout.key_file.clone(),
@@ -132,12 +129,7 @@ pub fn cluster_config(layout: &EmbeddedLayout, restd_url: url::Url) -> ClusterCo
         // The stand-in runs jobs on this machine: cluster paths are local paths.
         shared_mounts: vec![(shared, layout.shared.clone())],
         default_partition: Some("debug".into()),
-        ssh_hosts: Vec::new(),
-        stager_url: None,
-        stager_token_file: None,
-        identities: Default::default(),
-        ca_file: None,
-        images: Default::default(),
+        ..ClusterConfig::new(EMBEDDED_CLUSTER, restd_url)
     }
 }
 

@@ -149,22 +149,7 @@ pub(super) fn apply(
                     ),
                 });
             };
-            ClusterConfig {
-                name: name.clone(),
-                restd_url: parse_url("FLYTE_SLURM_RESTD_URL", &url)?,
-                api_version: None,
-                username: None,
-                auth: None,
-                working_dir: None,
-                shared_mounts: Vec::new(),
-                default_partition: None,
-                ssh_hosts: Vec::new(),
-                stager_url: None,
-                stager_token_file: None,
-                identities: Default::default(),
-                ca_file: None,
-                images: Default::default(),
-            }
+            ClusterConfig::new(name.clone(), parse_url("FLYTE_SLURM_RESTD_URL", &url)?)
         }
     };
     if let Some(v) = var("FLYTE_SLURM_RESTD_URL") {

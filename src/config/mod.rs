@@ -72,6 +72,29 @@ pub struct ClusterConfig {
     pub images: images::ImageMap,
 }
 
+impl ClusterConfig {
+    /// A cluster with only its name and slurmrestd's URL: the rest unset, as a configuration
+    /// that says nothing more has it.
+    pub fn new(name: impl Into<String>, restd_url: url::Url) -> ClusterConfig {
+        ClusterConfig {
+            name: name.into(),
+            restd_url,
+            api_version: None,
+            username: None,
+            auth: None,
+            working_dir: None,
+            shared_mounts: Vec::new(),
+            default_partition: None,
+            ssh_hosts: Vec::new(),
+            stager_url: None,
+            stager_token_file: None,
+            identities: Default::default(),
+            ca_file: None,
+            images: Default::default(),
+        }
+    }
+}
+
 /// Everything the service needs from the deployment.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeploymentConfig {

@@ -90,7 +90,7 @@ macro_rules! db_jobs {
     () => {
         pub(super) fn db_jobs<'a>(
             a: &'a api::Client,
-            f: &DbJobsFilter<'a>,
+            f: &crate::slurmrestd::client::DbJobsFilter<'a>,
         ) -> impl Future<
             Output = Result<
                 ResponseValue<g::OpenapiSlurmdbdJobsResp>,
@@ -131,7 +131,30 @@ macro_rules! job_desc_since_v0042 {
     };
 }
 
+/// One API version's module (`v00NN.rs`): its generated client and types, the seam
+/// (`each_version/`) compiled against them, and `quirks`, what this version does its own way
+/// (mostly the shapes above): `version_module! { v0043, V0043, <quirk items> }`.
+macro_rules! version_module {
+    ($generated:ident, $version:ident, $($quirk:item)*) => {
+        pub(crate) use crate::slurmrestd::generated::$generated as api;
+        pub(crate) use api::types as g;
+
+        include!("each_version/decode.rs");
+        include!("each_version/encode.rs");
+        include!("each_version/operations.rs");
+
+        mod quirks {
+            use super::*;
+            use crate::slurmrestd::convert::shapes;
+
+            pub(super) const VERSION: ApiVersion = ApiVersion::$version;
+
+            $($quirk)*
+        }
+    };
+}
+
 pub(super) use {
     accounting_expanded_paths, accounting_restarts, cancel_with_status, cancel_without_status,
-    db_jobs, job_desc_since_v0042, ping_pinged, ping_responding,
+    db_jobs, job_desc_since_v0042, ping_pinged, ping_responding, version_module,
 };

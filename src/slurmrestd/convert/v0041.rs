@@ -1,19 +1,8 @@
 //! slurmrestd v0.0.41 (Slurm 24.05 to 25.11): the seam (`each_version/`) compiled against this
-//! version's generated types, and the few things this version does its own way.
+//! version's generated types, and the few things this version does its own way (`shapes.rs`).
 
-pub(crate) use crate::slurmrestd::generated::v0041 as api;
-pub(crate) use api::types as g;
-
-include!("each_version/decode.rs");
-include!("each_version/encode.rs");
-include!("each_version/operations.rs");
-
-mod quirks {
-    use super::*;
-    use crate::slurmrestd::client::DbJobsFilter;
-    use crate::slurmrestd::convert::shapes;
-
-    pub(super) const VERSION: ApiVersion = ApiVersion::V0041;
+super::shapes::version_module! {
+    v0041, V0041,
 
     shapes::cancel_without_status!();
     shapes::ping_pinged!(|p: &g::ControllerPing| p.mode.as_deref().map(|m| m == "primary"));

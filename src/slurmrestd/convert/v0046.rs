@@ -1,19 +1,8 @@
 //! slurmrestd v0.0.46 (Slurm 26.11 and later): the seam (`each_version/`) compiled against this
-//! version's generated types, and the few things this version does its own way.
+//! version's generated types, and the few things this version does its own way (`shapes.rs`).
 
-pub(crate) use crate::slurmrestd::generated::v0046 as api;
-pub(crate) use api::types as g;
-
-include!("each_version/decode.rs");
-include!("each_version/encode.rs");
-include!("each_version/operations.rs");
-
-mod quirks {
-    use super::*;
-    use crate::slurmrestd::client::DbJobsFilter;
-    use crate::slurmrestd::convert::shapes;
-
-    pub(super) const VERSION: ApiVersion = ApiVersion::V0046;
+super::shapes::version_module! {
+    v0046, V0046,
 
     shapes::cancel_with_status!();
     shapes::ping_responding!();
