@@ -46,7 +46,7 @@ const PAGE_JOBS: f64 = 1000.0;
 /// ...starting with the last minute (later walks: with the span the last page ended with),
 /// shrinking at most 8-fold a page and never below PAGE_MIN_SECS. It may grow at once to the rest of
 /// the walk: a quiet site's first listing is two pages and each later query one, as a slow
-/// slurmdbd is paid per page (tests/fault_drills.rs, slurmdbd slow then down); 20 000 jobs a
+/// slurmdbd is paid per page (tests/fault_drills/slurmdbd.rs); 20 000 jobs a
 /// day is about 140 pages once, then one a query. The queries every ACCOUNTING_EVERY are paged
 /// too: during a burst their overlap alone is thousands of jobs.
 const PAGE_FIRST_SECS: i64 = 60;
