@@ -32,11 +32,11 @@
 
 #[path = "../common/mod.rs"]
 mod common;
-mod outage;
-mod killed;
-mod tokens;
-mod slurmdbd;
 mod drain;
+mod killed;
+mod outage;
+mod slurmdbd;
+mod tokens;
 
 use std::collections::HashSet;
 use std::sync::Arc;

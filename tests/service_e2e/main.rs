@@ -6,9 +6,9 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+mod faults;
 mod lifecycle;
 mod reports;
-mod faults;
 use common::mock::Mock;
 use common::request::request_names;
 use common::server::Server;

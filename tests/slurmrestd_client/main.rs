@@ -3,8 +3,8 @@
 
 #[path = "../common/mod.rs"]
 mod common;
-mod operations;
 mod failures;
+mod operations;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
