@@ -41,14 +41,14 @@ pub const ACCOUNTING_LOOKBACK_SECS: i64 = 7 * 24 * 3600;
 /// The first listing's week is asked for in pages of time, newest first, each recorded and
 /// dropped before the next: slurmdbd cannot page a listing otherwise, and a busy site's week in
 /// one answer is hundreds of MB of JSON held at once (benches/soak.rs: RSS grew with every job
-/// slurmdbd kept). A page aims at this many jobs at the previous page's rate...
+/// slurmdbd kept). A page aims at this many jobs at the rate the previous page's were submitted...
 const PAGE_JOBS: f64 = 1000.0;
-/// ...starting with the last minute (later walks: with the span the last page ended with),
-/// shrinking at most 8-fold a page and never below PAGE_MIN_SECS. It may grow at once to the rest of
-/// the walk: a quiet site's first listing is two pages and each later query one, as a slow
-/// slurmdbd is paid per page (tests/fault_drills/slurmdbd.rs); 20 000 jobs a
-/// day is about 140 pages once, then one a query. The queries every ACCOUNTING_EVERY are paged
-/// too: during a burst their overlap alone is thousands of jobs.
+/// ...starting with the last minute (later walks: the span the newest page of the last called
+/// for), never under PAGE_MIN_SECS (see `next_span`). An empty page calls for the rest of the walk
+/// at once: a quiet site's first listing is two pages and each later query one, as a slow
+/// slurmdbd is paid per page (tests/fault_drills/slurmdbd.rs); 20 000 jobs a day is about 140
+/// pages once, then one a query. The queries every ACCOUNTING_EVERY are paged too: during a
+/// burst their overlap alone is thousands of jobs.
 const PAGE_FIRST_SECS: i64 = 60;
 const PAGE_MIN_SECS: i64 = 10;
 /// Pages overlap by this much: each is relative to slurmdbd's clock when it is asked.
@@ -112,7 +112,8 @@ struct State {
     /// The way through slurmdbd's jobs (the first listing's week, or since the last query), while
     /// it is not done.
     walk: Option<Walk>,
-    /// The span of time the last page found about PAGE_JOBS jobs in: where the next walk starts.
+    /// The span of time the newest page of the last walk would have found PAGE_JOBS jobs in:
+    /// where the next walk starts.
     page_span: Option<i64>,
     /// [`ABANDONED_AFTER`] unless a test says otherwise.
     abandoned_after: Option<Duration>,
@@ -483,10 +484,12 @@ impl State {
                 .await?;
             pages += 1;
             n += self.record(&[], &page);
-            let factor = (PAGE_JOBS / page.len().max(1) as f64).max(0.125);
-            let span =
-                ((w.span as f64 * factor) as i64).clamp(PAGE_MIN_SECS, ACCOUNTING_LOOKBACK_SECS);
-            self.page_span = Some(span);
+            let span = next_span(&page, start, w.end, w.span);
+            // The newest page's rate starts the next walk: a later page's says how sparse older
+            // jobs were (the last one of a week's walk often calls for a day or more).
+            if w.end == w.began {
+                self.page_span = Some(span);
+            }
             self.walk = (start > w.from).then_some(Walk {
                 end: start + PAGE_OVERLAP_SECS,
                 span,
@@ -525,6 +528,24 @@ impl State {
         }
         n
     }
+}
+
+/// The span of time the next page should cover to hold about PAGE_JOBS jobs, from this page's:
+/// the jobs submitted in it at the rate they were submitted, measured from their own submit
+/// times (a page reaching back into a quiet time after a burst is not taken for an even rate;
+/// the jobs submitted before it but still active are not counted). An empty page: the rest, at
+/// once (a quiet site's week is two pages).
+fn next_span(page: &[JobInfo], start: i64, end: i64, span: i64) -> i64 {
+    let submitted: Vec<i64> = page
+        .iter()
+        .filter_map(|j| j.submit_time)
+        .filter(|t| (start..=end).contains(t))
+        .collect();
+    let next = match submitted.iter().min() {
+        None => span as f64 * PAGE_JOBS,
+        Some(oldest) => PAGE_JOBS * (end - oldest).max(1) as f64 / submitted.len() as f64,
+    };
+    (next as i64).clamp(PAGE_MIN_SECS, ACCOUNTING_LOOKBACK_SECS)
 }
 
 /// The key a job carries: in its comment, or (slurmdbd keeps comments only with

@@ -3,6 +3,21 @@
 use super::*;
 use crate::slurmrestd::{Auth, ClientConfig, JobDescription, Secret};
 
+/// An index that abandons held jobs after 50 ms, and its first look at `key`: the job `held`,
+/// awaiting its release.
+async fn held_at_first_look(client: &Client, key: &str, held: JobId) -> Index {
+    let index = Index::abandoning_after(Duration::from_millis(50));
+    let w = index
+        .lookup(client, "mock", None, key, false)
+        .await
+        .unwrap();
+    assert_eq!(
+        w.map(|w| (w.job_id, w.awaiting_release)),
+        Some((held, true))
+    );
+    index
+}
+
 /// A mock slurmrestd and a client of it.
 async fn mock_cluster() -> (mock_slurmrestd::MockHandle, Client) {
     let cfg = mock_slurmrestd::MockConfig {
@@ -44,15 +59,7 @@ async fn a_job_held_for_its_check_past_the_abandon_age_is_cancelled() {
         ))))
         .await
         .unwrap();
-    let index = Index::abandoning_after(Duration::from_millis(50));
-    let w = index
-        .lookup(&client, "mock", None, key, false)
-        .await
-        .unwrap();
-    assert_eq!(
-        w.map(|w| (w.job_id, w.awaiting_release)),
-        Some((held, true))
-    );
+    let index = held_at_first_look(&client, key, held).await;
     // Young: a check leaves it.
     index
         .lookup(&client, "mock", None, key, true)
@@ -100,15 +107,7 @@ async fn a_released_array_pending_past_the_abandon_age_is_kept() {
         })
         .await
         .unwrap();
-    let index = Index::abandoning_after(Duration::from_millis(50));
-    let w = index
-        .lookup(&client, "mock", None, key, false)
-        .await
-        .unwrap();
-    assert_eq!(
-        w.map(|w| (w.job_id, w.awaiting_release)),
-        Some((held, true))
-    );
+    let index = held_at_first_look(&client, key, held).await;
     // Its replica releases it (the mark goes in the same update); one element starts.
     assert!(client.release(held, Some(&comment), false).await.unwrap());
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -135,4 +134,48 @@ async fn a_released_array_pending_past_the_abandon_age_is_kept() {
     );
     client.cancel(held, None).await.unwrap();
     mock.shutdown().await;
+}
+
+/// A page's successor spans about PAGE_JOBS jobs at the rate the page's own jobs were submitted;
+/// an empty page calls for the rest at once; jobs submitted before the page (still active in it)
+/// do not count.
+#[test]
+fn the_next_page_spans_a_thousand_jobs_at_the_rate_they_were_submitted() {
+    let job = |id: u32, submitted: i64| JobInfo {
+        job_id: JobId(id),
+        name: "j".into(),
+        state: crate::slurmrestd::JobState::from_strings(["COMPLETED"]),
+        exit_code: None,
+        reason: None,
+        comment: None,
+        user: None,
+        standard_output: None,
+        standard_error: None,
+        current_working_directory: None,
+        partition: None,
+        submit_time: Some(submitted),
+        start_time: None,
+        end_time: None,
+        nodes: None,
+        restart_count: None,
+        time_limit_minutes: None,
+        memory_per_node_mib: None,
+        array: None,
+    };
+    let (start, end) = (10_000, 10_060);
+    // 1300 jobs in the page's last 30 s (a burst after a quiet half minute): 43/s, so ~23 s.
+    let burst: Vec<JobInfo> = (0..1300)
+        .map(|i| job(i, end - 30 + i as i64 % 30))
+        .collect();
+    assert_eq!(next_span(&burst, start, end, 60), 23);
+    // Plus a long job submitted an hour before: active in the page, but not this page's rate.
+    let mut with_old = burst.clone();
+    with_old.push(job(9999, start - 3600));
+    assert_eq!(next_span(&with_old, start, end, 60), 23);
+    // Empty: a thousand times the span (the rest of a walk at once), within a week.
+    assert_eq!(next_span(&[], start, end, 60), 60_000);
+    assert_eq!(next_span(&[], start, end, 86_400), ACCOUNTING_LOOKBACK_SECS);
+    // A dense burst never asks for less than PAGE_MIN_SECS.
+    let dense: Vec<JobInfo> = (0..5000).map(|i| job(i, end)).collect();
+    assert_eq!(next_span(&dense, start, end, 60), PAGE_MIN_SECS);
 }
