@@ -13,22 +13,12 @@ use wiremock::matchers::{method, path};
 
 fn cluster(url: &str, pinned: Option<ApiVersion>) -> ClusterConfig {
     ClusterConfig {
-        name: "hpc".into(),
-        restd_url: url.parse().unwrap(),
         api_version: pinned,
         username: Some("flyte".into()),
         auth: Some(AuthConfig::Token(Secret::new(
             "eyJhbGciOiJIUzI1NiJ9.e30.c2ln",
         ))),
-        working_dir: None,
-        shared_mounts: Vec::new(),
-        default_partition: None,
-        ssh_hosts: Vec::new(),
-        stager_url: None,
-        stager_token_file: None,
-        identities: Default::default(),
-        ca_file: None,
-        images: Default::default(),
+        ..ClusterConfig::new("hpc", url.parse().unwrap())
     }
 }
 

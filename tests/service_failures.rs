@@ -44,20 +44,9 @@ async fn env(
     .unwrap();
     let token = mock.mint_token("flyte", Duration::from_secs(3600));
     let cluster = ClusterConfig {
-        name: "mock".into(),
-        restd_url: url::Url::parse(&mock.url()).unwrap(),
-        api_version: None,
-        username: None,
         auth: Some(AuthConfig::Token(Secret::new(token))),
         working_dir: Some(dir.join("jobs").display().to_string()),
-        shared_mounts: Vec::new(),
-        default_partition: None,
-        ssh_hosts: Vec::new(),
-        stager_url: None,
-        stager_token_file: None,
-        identities: Default::default(),
-        ca_file: None,
-        images: Default::default(),
+        ..ClusterConfig::new("mock", url::Url::parse(&mock.url()).unwrap())
     };
     let server = Server::start(deployment(cluster, Duration::from_millis(100))).await;
     let client = server.client().await;

@@ -73,20 +73,10 @@ impl Mock {
     /// The cluster as the connector sees it, with the given credentials.
     pub fn cluster(&self, auth: AuthConfig, username: Option<&str>) -> ClusterConfig {
         ClusterConfig {
-            name: "mock".into(),
-            restd_url: url::Url::parse(&self.handle.url()).unwrap(),
-            api_version: None,
             username: username.map(str::to_string),
             auth: Some(auth),
             working_dir: Some(self.jobs().display().to_string()),
-            shared_mounts: Vec::new(),
-            default_partition: None,
-            ssh_hosts: Vec::new(),
-            stager_url: None,
-            stager_token_file: None,
-            identities: Default::default(),
-            ca_file: None,
-            images: Default::default(),
+            ..ClusterConfig::new("mock", url::Url::parse(&self.handle.url()).unwrap())
         }
     }
 
