@@ -300,7 +300,7 @@ impl ClusterRuntime {
 
     /// Submits `job` for `key` unless the cluster already has a job for it, so that each key has
     /// exactly one job across retries, restarts and replicas (the protocol is in
-    /// `idempotency.rs`). `client` submits (the deployment's, or the task's own credentials).
+    /// `idempotency/`). `client` submits (the deployment's, or the task's own credentials).
     /// An error says which step failed; after a failed check or release the job is held, and a
     /// retried CreateTask finds and releases it.
     pub async fn submit_once(

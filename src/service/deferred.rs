@@ -16,7 +16,7 @@
 //!
 //! A replica that accepted a deferred submit can die before making it. Any replica that sees the
 //! meta [`TAKE_OVER_AFTER`] later with no job on the cluster submits it itself (the protocol of
-//! `idempotency.rs` keeps that to one job even if the first replica was only slow). A DeleteTask
+//! `idempotency/` keeps that to one job even if the first replica was only slow). A DeleteTask
 //! for a deferred meta whose job nobody has made yet leaves a **tombstone**: the job submitted
 //! held, without the release mark (so no replica ever releases it), then cancelled. Being the
 //! key's lowest id, it wins every later check, so a late submit of the same key steps back.
