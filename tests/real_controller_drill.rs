@@ -65,23 +65,6 @@ fn cluster_with_accounting() -> Option<support::Cluster> {
     Some(c)
 }
 
-fn serve_env() -> Vec<(&'static str, String)> {
-    let mut env: Vec<(&'static str, String)> = [
-        "FLYTE_SLURM_RESTD_URL",
-        "FLYTE_SLURM_JWT_KEY_FILE",
-        "FLYTE_SLURM_USERNAME",
-        "FLYTE_SLURM_WORKING_DIR",
-        "FLYTE_SLURM_SHARED_MOUNTS",
-        "FLYTE_SLURM_API_VERSION",
-    ]
-    .into_iter()
-    .filter_map(|k| support::var(k).map(|v| (k, v)))
-    .collect();
-    env.push(("FLYTE_SLURM_POLL_INTERVAL", "1s".into()));
-    env.push(("FLYTE_SLURM_JOB_FILES_RETENTION", "off".into()));
-    env
-}
-
 /// A task whose job sleeps `secs` and succeeds.
 fn task(tag: &str, i: usize, secs: u32) -> CreateTaskRequest {
     let mut r = common::request("script_no_io.pb");
@@ -263,7 +246,11 @@ async fn an_upgrade_restart_of_slurmctld_then_restd_and_dbd_outages_lose_nothing
     let _alone = ONE_AT_A_TIME.lock().await;
     const TASKS: usize = 36;
     let dir = common::fresh_dir("ctld-drill");
-    let fleet = Arc::new(Fleet::start(REPLICAS, serve_env(), &dir.join("serve.log")));
+    let fleet = Arc::new(Fleet::start(
+        REPLICAS,
+        support::fleet_env(),
+        &dir.join("serve.log"),
+    ));
     let counts = Arc::new(Counts::default());
     let reqs: Arc<Vec<_>> = Arc::new((0..TASKS).map(|i| task("upg", i, 2)).collect());
     let v = c.user_client().version().await.expect("the API version");
@@ -349,7 +336,11 @@ async fn a_crashed_slurmctld_duplicates_nothing_and_misreports_nothing() {
     let _alone = ONE_AT_A_TIME.lock().await;
     const TASKS: usize = 16;
     let dir = common::fresh_dir("ctld-crash");
-    let fleet = Arc::new(Fleet::start(REPLICAS, serve_env(), &dir.join("serve.log")));
+    let fleet = Arc::new(Fleet::start(
+        REPLICAS,
+        support::fleet_env(),
+        &dir.join("serve.log"),
+    ));
     let counts = Arc::new(Counts::default());
     // Some end before the crash, some while slurmctld is gone, some after it is back.
     let reqs: Arc<Vec<_>> = Arc::new(

@@ -86,19 +86,7 @@ async fn rolled_and_killed_replicas_lose_and_duplicate_nothing() {
     let dir = tempfile_dir();
     let store = dir.join("store");
     std::fs::create_dir_all(&store).unwrap();
-    let mut env: Vec<(&'static str, String)> = [
-        "FLYTE_SLURM_RESTD_URL",
-        "FLYTE_SLURM_JWT_KEY_FILE",
-        "FLYTE_SLURM_USERNAME",
-        "FLYTE_SLURM_WORKING_DIR",
-        "FLYTE_SLURM_SHARED_MOUNTS",
-        "FLYTE_SLURM_API_VERSION",
-    ]
-    .into_iter()
-    .filter_map(|k| support::var(k).map(|v| (k, v)))
-    .collect();
-    env.push(("FLYTE_SLURM_POLL_INTERVAL", "1s".into()));
-    env.push(("FLYTE_SLURM_JOB_FILES_RETENTION", "off".into()));
+    let env = support::fleet_env();
     let log = dir.join("serve.log");
     let fleet = Arc::new(Fleet::start(REPLICAS, env, &log));
     let counts = Arc::new(Counts::default());

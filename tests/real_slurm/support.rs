@@ -36,6 +36,26 @@ pub fn var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
+/// The environment of a `serve` child process against the dev cluster, as a deployment sets it
+/// (the drills' fleets: 1 s polls, job files kept for the test to read).
+#[allow(dead_code)] // real_slurm itself starts no fleet
+pub fn fleet_env() -> Vec<(&'static str, String)> {
+    let mut env: Vec<(&'static str, String)> = [
+        "FLYTE_SLURM_RESTD_URL",
+        "FLYTE_SLURM_JWT_KEY_FILE",
+        "FLYTE_SLURM_USERNAME",
+        "FLYTE_SLURM_WORKING_DIR",
+        "FLYTE_SLURM_SHARED_MOUNTS",
+        "FLYTE_SLURM_API_VERSION",
+    ]
+    .into_iter()
+    .filter_map(|k| var(k).map(|v| (k, v)))
+    .collect();
+    env.push(("FLYTE_SLURM_POLL_INTERVAL", "1s".into()));
+    env.push(("FLYTE_SLURM_JOB_FILES_RETENTION", "off".into()));
+    env
+}
+
 /// The cluster, or `None` after reporting why the test is skipped (a failure when CI requires the
 /// `cluster` tier).
 pub fn cluster() -> Option<Cluster> {
