@@ -1,43 +1,40 @@
 //! The connector service: what a Flyte backend talks to over gRPC.
 //!
-//! - `grpc`: `flyteidl2.connector.AsyncConnectorService` and `ConnectorMetadataService`.
-//! - [`Connector`]: the operations behind them (CreateTask idempotent, GetTask from the tracker's
-//!   cache and never failing on a slurmrestd hiccup, DeleteTask idempotent, logs via staging).
-//! - [`cluster`]: one configured cluster at run time. [`meta`]: `resource_meta`.
-//! - `pacing`: how many submits run at once. `deferred`: submits that outlive their CreateTask,
-//!   and what GetTask/DeleteTask do with a deferred `resource_meta`.
-//! - [`convert`]: protobuf → the renderer's input. `status`: GetTask's `Resource`.
-//! - [`metrics`]: Prometheus. `serve`: the listeners, health. `shutdown`: the drain on SIGTERM.
-//! - `task_metrics`: GetTaskMetrics, a job's usage from Slurm's accounting.
+//! [`Connector`] holds the operations (CreateTask, GetTask, DeleteTask, GetTaskLogs,
+//! GetTaskMetrics), each a short function over the folders below; read them in this order:
+//!
+//! - `rpc/`: the edge: gRPC handlers, listeners, TLS, health, Prometheus metrics.
+//! - `wire/`: the request turned into the renderer's input, and `resource_meta`.
+//! - `cluster/`: one configured cluster at run time (client, tracker, staging, job files, and
+//!   the state of its executions and jobs).
+//! - `submit/`: the write path: prepare (identity, render, admission), the per-execution state,
+//!   one job per execution across replicas, pacing, deferral, takeover, tombstones.
+//! - `report/`: the read path: GetTask's verdict from the tracker's snapshot (budget, native
+//!   result, outputs, stderr tails, message, log links), logs and task metrics.
+//! - `background`: work per key (a native result's read, an output upload) joined by every
+//!   GetTask and evicted after it settled. `error`: the one error type, mapped to `Status`.
+//!
+//! Imports go down this list: `wire` and `background` import nothing of `service`; `cluster`
+//! imports them; `submit` and `report` import `cluster`; only `mod.rs` and `rpc` see all.
 
+mod background;
 pub mod cluster;
-pub mod convert;
-mod deferred;
-mod gate;
-mod grpc;
-mod idempotency;
-pub mod identity;
-mod jobfiles;
-pub mod meta;
-pub mod metrics;
-mod native_result;
-mod pacing;
-pub mod rank_failure;
-mod serve;
-mod shutdown;
-mod staged_image;
-mod status;
-mod task_metrics;
-mod tls;
+pub mod report;
+pub mod rpc;
+pub mod submit;
+pub mod wire;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use tonic::Status;
 
-pub use idempotency::AWAITING_CHECK;
-pub use serve::{ServeError, ServeOptions, serve, serve_with};
-pub use tls::{RELOAD_EVERY as TLS_RELOAD_EVERY, ServerTls, TlsError};
+pub use rpc::metrics;
+pub use rpc::serve::{ServeError, ServeOptions, serve, serve_with};
+pub use rpc::tls::{RELOAD_EVERY as TLS_RELOAD_EVERY, ServerTls, TlsError};
+pub use submit::idempotency::AWAITING_CHECK;
+pub use submit::identity;
+pub use wire::{convert, meta};
 
 use crate::config::DeploymentConfig;
 use crate::proto::connector::{CreateTaskRequest, Resource};
@@ -47,7 +44,9 @@ use crate::slurmrestd::{ClientError, JobId};
 use crate::staging;
 
 use cluster::{ClusterRuntime, Submitted};
-use deferred::Pending;
+use submit::deferred::{self, Pending};
+use submit::{gate, handoff as shutdown, staged_image};
+use report::{self as status, native_result};
 use meta::{Decoded, ResourceMeta};
 use metrics::Metrics;
 
@@ -393,7 +392,6 @@ impl Connector {
             log_templates: &self.deployment.log_links,
             native: &self.native,
             requeue_budget: self.deployment.requeue_budget,
-            transfer_keep: self.deployment.terminal_ttl,
         };
         let res = status::resource(&rt, &m, snap, &ctx).await;
         // Terminal, outputs transferred: the retention clock of the job's files starts.
@@ -415,8 +413,8 @@ impl Connector {
             (rt, Ok(m)) => (rt, m),
             (rt, Err(_)) => return self.delete_unsubmitted(&rt, raw_meta).await,
         };
-        if let Some(t) = rt.transfers.lock().unwrap().get(&m.job_id) {
-            t.transfer.cancel();
+        if let Some(t) = rt.transfers.get(&m.job_id) {
+            t.cancel();
         }
         let token = self
             .deployment
@@ -517,7 +515,7 @@ fn cluster_label(rt: &ClusterRuntime) -> metrics::ClusterLabels {
 }
 
 /// Starts tracking a submitted job: a job array (its meta names the indices) as one.
-pub(super) fn track(rt: &ClusterRuntime, m: &ResourceMeta) {
+pub(crate) fn track(rt: &ClusterRuntime, m: &ResourceMeta) {
     match m.array_indices() {
         // One array per execution: its id stands for every element.
         Ok(Some(indices)) => rt.tracker.track_array(m.job_id, &indices),

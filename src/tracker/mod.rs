@@ -234,6 +234,11 @@ impl Tracker {
         &self.cluster
     }
 
+    /// How long a finished job stays known (what bounds the service's per-job state too).
+    pub fn terminal_ttl(&self) -> Duration {
+        self.cfg.terminal_ttl
+    }
+
     /// Number of tracked jobs.
     pub fn len(&self) -> usize {
         self.jobs.lock().unwrap().len()

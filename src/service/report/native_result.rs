@@ -12,9 +12,8 @@
 //! Reading happens in the background (an object store can be slow) and is remembered per job,
 //! so GetTask (10 s deadline) only waits [`WAIT`] and otherwise reports RUNNING until it is done.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use object_store::ObjectStoreExt;
@@ -24,6 +23,8 @@ use crate::proto::core::task_execution::Phase;
 use crate::proto::core::{ErrorDocument, container_error, execution_error};
 use crate::slurmrestd::JobId;
 use crate::staging::{self, Staging};
+
+use crate::service::background::{self, Background, Work};
 
 /// How long GetTask waits for a read in progress before answering RUNNING.
 pub const WAIT: Duration = Duration::from_secs(3);
@@ -206,20 +207,28 @@ impl Source {
 
 type Outcome = Result<Found, String>;
 
+/// One read of a job's prefix: which attempt, and its outcome when done.
+#[derive(Clone)]
 struct Probe {
-    started: Instant,
     /// Reads of this job's prefix so far (this one included).
     attempt: u32,
-    outcome: Arc<Mutex<Option<Outcome>>>,
-    done: Arc<tokio::sync::Notify>,
+    outcome: tokio::sync::watch::Receiver<Option<Outcome>>,
+}
+
+impl Work for Probe {
+    type Outcome = Outcome;
+    fn outcome(&self) -> Option<Outcome> {
+        self.outcome.outcome()
+    }
+    fn settled(&self) -> impl Future<Output = ()> + Send {
+        self.outcome.settled()
+    }
 }
 
 impl Probe {
     fn start(prefix: &str, source: Source, attempt: u32) -> Probe {
-        let outcome = Arc::new(Mutex::new(None));
-        let done = Arc::new(tokio::sync::Notify::new());
-        let (o, d, prefix) = (outcome.clone(), done.clone(), prefix.to_string());
-        tokio::spawn(async move {
+        let prefix = prefix.to_string();
+        let outcome = background::spawn(async move {
             let found = match tokio::time::timeout(READ_TIMEOUT, source.find()).await {
                 Ok(f) => f,
                 Err(_) => Err(format!("no answer within {}s", READ_TIMEOUT.as_secs())),
@@ -227,30 +236,20 @@ impl Probe {
             if let Err(e) = &found {
                 tracing::warn!(%prefix, attempt, error = %e, "reading a native task's result failed");
             }
-            *o.lock().unwrap() = Some(found);
-            d.notify_waiters();
+            found
         });
-        Probe {
-            started: Instant::now(),
-            attempt,
-            outcome,
-            done,
-        }
-    }
-
-    fn finished(&self) -> bool {
-        self.outcome.lock().unwrap().is_some()
-    }
-
-    fn failed(&self) -> bool {
-        matches!(*self.outcome.lock().unwrap(), Some(Err(_)))
+        Probe { attempt, outcome }
     }
 }
 
-/// Reads in flight and decided, per (cluster, job).
-#[derive(Default)]
-pub struct Probes {
-    map: Mutex<HashMap<(String, JobId), Probe>>,
+/// Reads in flight and decided, per (cluster, job); a decided one is dropped after
+/// [`KEEP_DECIDED`] without a GetTask reading it.
+pub struct Probes(Background<(String, JobId), Probe>);
+
+impl Default for Probes {
+    fn default() -> Self {
+        Probes(Background::new(KEEP_DECIDED))
+    }
 }
 
 impl std::fmt::Debug for Probes {
@@ -271,33 +270,24 @@ impl Probes {
         prefix: &str,
         source: Source,
     ) -> Option<Decision> {
-        let (outcome, done, last_try) = {
-            let mut map = self.map.lock().unwrap();
-            map.retain(|_, p| p.started.elapsed() < KEEP_DECIDED || !p.finished());
-            let key = (cluster.to_string(), job);
-            let retry = match map.get(&key) {
-                Some(p) if p.failed() && p.attempt < MAX_READS => Some(p.attempt + 1),
-                _ => None,
-            };
-            if let Some(attempt) = retry {
-                map.insert(key.clone(), Probe::start(prefix, source.clone(), attempt));
+        let probe = self.0.start_or_join((cluster.to_string(), job), |p| match p {
+            None => Some(Probe::start(prefix, source, 1)),
+            Some(p) if p.attempt < MAX_READS && matches!(p.outcome(), Some(Err(_))) => {
+                Some(Probe::start(prefix, source, p.attempt + 1))
             }
-            let p = map
-                .entry(key)
-                .or_insert_with(|| Probe::start(prefix, source, 1));
-            (p.outcome.clone(), p.done.clone(), p.attempt >= MAX_READS)
-        };
-        let notified = done.notified();
-        let settled = |o: &Option<Outcome>| match o {
-            Some(Ok(f)) => Some(decide(prefix, Ok(f.clone()))),
-            Some(Err(e)) if last_try => Some(decide(prefix, Err(e.clone()))),
+            Some(_) => None,
+        });
+        let last_try = probe.attempt >= MAX_READS;
+        match background::wait(&probe, WAIT).await {
+            Some(Ok(f)) => Some(decide(prefix, Ok(f))),
+            Some(Err(e)) if last_try => Some(decide(prefix, Err(e))),
             _ => None,
-        };
-        if let Some(d) = settled(&outcome.lock().unwrap()) {
-            return Some(d);
         }
-        let _ = tokio::time::timeout(WAIT, notified).await;
-        settled(&outcome.lock().unwrap())
+    }
+
+    /// How many are kept.
+    pub fn len(&self) -> usize {
+        self.0.len()
     }
 }
 

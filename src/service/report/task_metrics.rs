@@ -15,7 +15,7 @@ use crate::proto::connector::GetTaskMetricsRequest;
 use crate::proto::core::ExecutionMetricResult;
 use crate::slurmrestd::{JobUsage, Tres};
 
-use super::{Connector, client_status};
+use crate::service::{Connector, client_status};
 
 /// The metrics a query may name; an empty query list means all of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

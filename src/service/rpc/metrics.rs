@@ -184,7 +184,7 @@ impl Metrics {
     }
 
     /// The pacing gauges of a cluster, from its pacer's view.
-    pub fn pacing(&self, cluster: &str, v: super::pacing::PaceView) {
+    pub fn pacing(&self, cluster: &str, v: crate::service::submit::pacing::PaceView) {
         let l = ClusterLabels {
             cluster: cluster.to_string(),
         };

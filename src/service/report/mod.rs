@@ -1,6 +1,14 @@
 //! GetTask's answer: a tracker snapshot (plus declared outputs and the stderr tail) turned into a
 //! `Resource` with the plugin's message format.
 
+
+mod message;
+pub(crate) mod native_result;
+pub mod rank_failure;
+pub(crate) mod task_metrics;
+#[cfg(test)]
+mod tests;
+
 use std::time::Duration;
 
 use crate::proto::connector::Resource;
@@ -12,14 +20,8 @@ use crate::staging::{
 };
 use crate::tracker::{FailureClass, JobSnapshot};
 
-use super::cluster::ClusterRuntime;
-use super::meta::ResourceMeta;
-use super::native_result;
-use super::rank_failure;
-
-mod message;
-#[cfg(test)]
-mod tests;
+use crate::service::cluster::ClusterRuntime;
+use crate::service::wire::meta::ResourceMeta;
 
 use message::{bytes_text, failed_elements, message, over_memory_line};
 
@@ -97,8 +99,6 @@ pub struct Context<'a> {
     pub native: &'a native_result::Probes,
     /// The deployment's requeue budget, for metas that do not carry their own.
     pub requeue_budget: u32,
-    /// How long a settled output transfer is kept unread (the deployment's `terminal_ttl`).
-    pub transfer_keep: Duration,
 }
 
 /// Slurm requeued the job (node failure, preemption) more often than the task's budget allows:
@@ -312,40 +312,32 @@ pub async fn resource(
                 ));
             }
             (staging_backend, _) => {
-                let (outcome, progress) = {
-                    let mut transfers = rt.transfers.lock().unwrap();
-                    if !transfers.contains_key(&meta.job_id) {
-                        super::cluster::evict_settled(&mut transfers, ctx.transfer_keep);
+                let transfer = rt.transfers.start_or_join(meta.job_id, |running| {
+                    if running.is_some() {
+                        return None;
                     }
-                    let kept = transfers.entry(meta.job_id).or_insert_with(|| {
-                        let backend: std::sync::Arc<dyn staging::Staging> = match staging_backend {
-                            Some(s) => s.clone(),
-                            // Job uploads only: nothing is read from the cluster's filesystem,
-                            // so a backend confined to a root that holds nothing is enough.
-                            None => std::sync::Arc::new(staging::LocalStaging::new(
-                                staging::Roots::parse(NO_STAGING_ROOT)
-                                    .expect("a fixed absolute path"),
-                            )),
-                        };
-                        let c = ceiling
-                            .clone()
-                            .map_err(|message| staging::StagingError::Config {
-                                var: "FLYTE_SLURM_CONNECTOR_UPLOAD_MAX_BYTES",
-                                message,
-                            });
-                        super::cluster::KeptTransfer {
-                            transfer: staging::outputs::start(
-                                backend,
-                                meta.job_id.to_string(),
-                                decl.clone(),
-                                c,
-                            ),
-                            read_at: std::time::Instant::now(),
-                        }
-                    });
-                    kept.read_at = std::time::Instant::now();
-                    (kept.transfer.outcome(), kept.transfer.progress())
-                };
+                    let backend: std::sync::Arc<dyn staging::Staging> = match staging_backend {
+                        Some(s) => s.clone(),
+                        // Job uploads only: nothing is read from the cluster's filesystem,
+                        // so a backend confined to a root that holds nothing is enough.
+                        None => std::sync::Arc::new(staging::LocalStaging::new(
+                            staging::Roots::parse(NO_STAGING_ROOT).expect("a fixed absolute path"),
+                        )),
+                    };
+                    let c = ceiling
+                        .clone()
+                        .map_err(|message| staging::StagingError::Config {
+                            var: "FLYTE_SLURM_CONNECTOR_UPLOAD_MAX_BYTES",
+                            message,
+                        });
+                    Some(std::sync::Arc::new(staging::outputs::start(
+                        backend,
+                        meta.job_id.to_string(),
+                        decl.clone(),
+                        c,
+                    )))
+                });
+                let (outcome, progress) = (transfer.outcome(), transfer.progress());
                 match outcome {
                     None => {
                         phase = Phase::Running;

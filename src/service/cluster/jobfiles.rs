@@ -17,7 +17,7 @@ use crate::slurmrestd::JobId;
 use crate::staging::{self, Staging, retention};
 use crate::tracker::ExitMarkers;
 
-use super::meta::ResourceMeta;
+use crate::service::wire::meta::ResourceMeta;
 
 #[derive(Debug, Clone)]
 struct Files {

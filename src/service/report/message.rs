@@ -27,7 +27,7 @@ fn mem_text(mib: u64) -> String {
 }
 
 /// `4G`, `259.6M`: bytes in sbatch's units, one decimal unless whole.
-pub(super) fn bytes_text(b: u64) -> String {
+pub(crate) fn bytes_text(b: u64) -> String {
     const UNITS: [(&str, u64); 4] = [
         ("T", 1 << 40),
         ("G", 1 << 30),
@@ -179,7 +179,7 @@ fn worst_element(s: &JobSnapshot) -> Option<&ElementSnapshot> {
 const FAILED_LISTED: usize = 10;
 
 /// The failed elements, in index order.
-pub(super) fn failed_elements(s: &JobSnapshot) -> Vec<&ElementSnapshot> {
+pub(crate) fn failed_elements(s: &JobSnapshot) -> Vec<&ElementSnapshot> {
     s.elements
         .iter()
         .filter(|e| e.snapshot.class.is_some())

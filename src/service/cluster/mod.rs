@@ -1,6 +1,9 @@
 //! One configured cluster at run time: its slurmrestd client, state tracker, staging backend,
 //! and the idempotency index that makes CreateTask submit each execution at most once.
 
+
+pub(crate) mod jobfiles;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -11,10 +14,10 @@ use crate::slurmrestd::{Auth, Client, ClientConfig, ClientError, JobDescription,
 use crate::staging::{OutputBlob, Staging, Transfer};
 use crate::tracker::{SlurmApi, Tracker, TrackerConfig};
 
-use super::idempotency::{Index, Winner, awaiting_comment};
-use super::jobfiles;
-use super::meta::ResourceMeta;
-use super::pacing::Pacer;
+use crate::service::background::Background;
+use crate::service::submit::idempotency::{Index, Winner, awaiting_comment};
+use crate::service::wire::meta::ResourceMeta;
+use crate::service::submit::pacing::Pacer;
 
 /// How CreateTask's submit came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,22 +94,11 @@ impl SubmitError {
     }
 }
 
-/// One job's output transfer, and when GetTask last read it.
-///
-/// Bounded: a settled transfer (its outcome known) is dropped once no GetTask has read it for
-/// the deployment's `terminal_ttl` (the tracker forgets the finished job after as long), at the
-/// next transfer started on the cluster ([`evict_settled`]). Without this the map grew by one
-/// entry (its blobs and channels) for every task with outputs for the life of the process. A
-/// task's GetTask after that starts a new transfer of the same files: idempotent, only slower.
-pub struct KeptTransfer {
-    pub transfer: Transfer<Vec<OutputBlob>>,
-    pub read_at: std::time::Instant,
-}
-
-/// Drops settled transfers not read for `keep` (see [`KeptTransfer`]); running ones stay.
-pub fn evict_settled(transfers: &mut HashMap<JobId, KeptTransfer>, keep: std::time::Duration) {
-    transfers.retain(|_, t| t.transfer.outcome().is_none() || t.read_at.elapsed() < keep);
-}
+/// Connector-side output uploads by job, running or settled. Bounded: a settled one is dropped
+/// once no GetTask has read it for the deployment's `terminal_ttl` (the tracker forgets the
+/// finished job after as long); a GetTask after that starts a new transfer of the same files:
+/// idempotent, only slower.
+pub type Transfers = Background<JobId, Arc<Transfer<Vec<OutputBlob>>>>;
 
 /// How long a submission is remembered in memory (a backend retries CreateTask within minutes).
 const REMEMBER_SUBMISSIONS: Duration = Duration::from_secs(24 * 3600);
@@ -124,26 +116,26 @@ pub struct ClusterRuntime {
     /// key → the job this process submitted (or found) for it.
     submitted: Mutex<HashMap<String, (ResourceMeta, Instant)>>,
     /// The cluster's jobs by execution key: who already has a job, who won a race.
-    pub(super) index: Index,
+    pub(crate) index: Index,
     /// How many submits run at once (`pacing.rs`).
     pub pacer: Arc<Pacer>,
     /// This process's submits by key, running or settled (`deferred.rs`).
     #[allow(clippy::type_complexity)]
-    pub(super) paced: Mutex<HashMap<String, (tokio::sync::watch::Receiver<Progress>, Instant)>>,
+    pub(crate) paced: Mutex<HashMap<String, (tokio::sync::watch::Receiver<Progress>, Instant)>>,
     /// Keys DeleteTask withdrew before their job existed, and when.
-    pub(super) withdrawn: Mutex<HashMap<String, Instant>>,
+    pub(crate) withdrawn: Mutex<HashMap<String, Instant>>,
     /// The deployment's client with [`SUBMIT_REQUEST_TIMEOUT`].
-    pub(super) submit_client: Client,
+    pub(crate) submit_client: Client,
     /// Keys whose submit may or may not have created a job (timeout after sending): the next
     /// CreateTask must look at the cluster again before submitting.
     uncertain: Mutex<HashSet<String>>,
     key_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    /// Connector-side output uploads in flight or done, by job.
-    pub transfers: Mutex<HashMap<JobId, KeptTransfer>>,
+    /// Connector-side output uploads in flight or done, by job ([`Transfers`]).
+    pub transfers: Transfers,
     /// Jobs' files (exit-status markers, retention); present when staging is configured.
     pub job_files: Option<Arc<jobfiles::Registry>>,
     /// Submits between their held submit and their release; closed at shutdown (`shutdown.rs`).
-    pub submits: super::gate::Gate,
+    pub submits: crate::service::submit::gate::Gate,
     /// Clients acting as each Slurm user of the identity rules (`client_as`): (calls, submits),
     /// made once so each user's minted token is cached and renewed like the deployment's.
     users: Mutex<HashMap<String, (Client, Client)>>,
@@ -237,6 +229,7 @@ impl ClusterRuntime {
         staging: Option<Arc<dyn Staging>>,
     ) -> ClusterRuntime {
         let render = render_config(&cfg);
+        let transfer_keep = tracker.terminal_ttl();
         // Fails only where a client could not be built at all, which `client` was.
         let submit_client = client
             .with_request_timeout(SUBMIT_REQUEST_TIMEOUT)
@@ -255,9 +248,9 @@ impl ClusterRuntime {
             index: Index::default(),
             uncertain: Mutex::new(HashSet::new()),
             key_locks: Mutex::new(HashMap::new()),
-            transfers: Mutex::new(HashMap::new()),
+            transfers: Background::new(transfer_keep),
             job_files: None,
-            submits: super::gate::Gate::default(),
+            submits: crate::service::submit::gate::Gate::default(),
             users: Mutex::new(HashMap::new()),
         }
     }
@@ -447,7 +440,7 @@ impl ClusterRuntime {
     /// over would run the execution a second time. `None` with accounting (the index lists
     /// slurmdbd's records then), for a job array (one marker per element), without staging,
     /// and when there is no marker or one of an older connector (without the job's id).
-    pub(super) async fn job_by_marker(
+    pub(crate) async fn job_by_marker(
         &self,
         job: &JobDescription,
     ) -> Result<Option<JobId>, SubmitError> {
@@ -471,7 +464,7 @@ impl ClusterRuntime {
 
     /// Whose jobs the duplicate check lists: the deployment user's, or, with identity rules,
     /// every user's (the same key never belongs to two users' jobs).
-    pub(super) fn index_user(&self) -> Option<&str> {
+    pub(crate) fn index_user(&self) -> Option<&str> {
         if self.cfg.identities.rules.is_empty() {
             self.cfg.username.as_deref()
         } else {

@@ -17,7 +17,7 @@ use tonic::Status;
 use crate::slurmrestd::JobDescription;
 
 use super::deferred::{TAKE_OVER_AFTER, now_unix};
-use super::meta::{DeferredSubmit, ResourceMeta};
+use crate::service::wire::meta::{DeferredSubmit, ResourceMeta};
 
 /// CreateTask while shutting down: nothing is submitted here (a submit begun now could be cut
 /// half done), and the answer is not an error either (Flyte's backend spends one of the task's

@@ -17,7 +17,7 @@ use crate::proto::connector::{
 };
 use crate::proto::logs::dataplane::{LogLine, LogLineOriginator};
 
-use super::Connector as State;
+use crate::service::Connector as State;
 
 pub const CONNECTOR_NAME: &str = "Slurm Connector";
 pub const TASK_TYPES: &[&str] = &["slurm", "slurm_script"];

@@ -15,8 +15,8 @@ use crate::proto::connector::async_connector_service_server::AsyncConnectorServi
 use crate::proto::connector::connector_metadata_service_server::ConnectorMetadataServiceServer;
 use crate::tracker::TrackerConfig;
 
-use super::Connector;
-use super::cluster::{BuildError, ClusterRuntime};
+use crate::service::Connector;
+use crate::service::cluster::{BuildError, ClusterRuntime};
 use super::grpc::Grpc;
 use super::metrics::{self, ClusterLabels, Metrics, RestLabels};
 
@@ -160,7 +160,7 @@ pub async fn serve_with(
                 });
             }
         }
-        super::identity::check_at_start(name, &c.identities, &rt.client)
+        crate::service::submit::identity::check_at_start(name, &c.identities, &rt.client)
             .await
             .map_err(|problem| ServeError::Identity {
                 cluster: name.clone(),
@@ -197,7 +197,7 @@ pub async fn serve_with(
                         mm.tracked_jobs.get_or_create(&label).set(rt.tracker.len() as i64);
                         mm.output_transfers
                             .get_or_create(&label)
-                            .set(rt.transfers.lock().unwrap().len() as i64);
+                            .set(rt.transfers.len() as i64);
                         let r = rt.client.token_refreshes();
                         mm.token_refreshes.get_or_create(&label).inc_by(r.saturating_sub(last_refreshes));
                         last_refreshes = r;
@@ -215,7 +215,7 @@ pub async fn serve_with(
                 background.push(tokio::spawn(j.clone().run_sweeps(
                     rt.cfg.name.clone(),
                     keep,
-                    super::jobfiles::sweep_interval(keep),
+                    crate::service::cluster::jobfiles::sweep_interval(keep),
                     stopped(stop_rx.clone()),
                 )));
             }

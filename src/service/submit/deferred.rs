@@ -28,10 +28,10 @@ use tokio::sync::watch;
 
 use crate::slurmrestd::{Client, ClientError, JobDescription};
 
-use super::cluster::{ClusterRuntime, Progress, SubmitError, SubmitFailure, Submitted};
-use super::meta::ResourceMeta;
+use crate::service::cluster::{ClusterRuntime, Progress, SubmitError, SubmitFailure, Submitted};
+use crate::service::wire::meta::{self, ResourceMeta};
 use super::pacing::Pace;
-use super::{Connector, client_status, meta, track};
+use crate::service::{Connector, client_status, track};
 use crate::proto::core::task_execution::Phase;
 use tonic::Status;
 
@@ -249,14 +249,14 @@ const FIND_WAIT: std::time::Duration = std::time::Duration::from_secs(8);
 
 /// What GetTask says of a task whose job is not known yet.
 #[derive(Debug, Clone)]
-pub(super) struct Pending {
-    pub(super) phase: Phase,
-    pub(super) message: String,
+pub(crate) struct Pending {
+    pub(crate) phase: Phase,
+    pub(crate) message: String,
 }
 
 /// The service's side of deferred submits: what GetTask and DeleteTask do with a deferred meta.
 impl Connector {
-    pub(super) async fn resolve_deferred(
+    pub(crate) async fn resolve_deferred(
         &self,
         rt: &Arc<ClusterRuntime>,
         m: ResourceMeta,
@@ -375,7 +375,7 @@ impl Connector {
 
     /// DeleteTask of a deferred submit whose job is not known: this process's submit (if any)
     /// is withdrawn, and a tombstone keeps any other replica's late submit from running.
-    pub(super) async fn delete_unsubmitted(
+    pub(crate) async fn delete_unsubmitted(
         &self,
         rt: &Arc<ClusterRuntime>,
         raw: &[u8],

@@ -1,0 +1,16 @@
+//! The RPC edge: the gRPC services over [`Connector`](super::Connector), the listeners and their
+//! TLS, health and metrics endpoints, and the Prometheus metrics themselves.
+//!
+//! - `grpc`: `flyteidl2.connector.AsyncConnectorService` and `ConnectorMetadataService`, each
+//!   handler a call into the `Connector` and its error mapped to a `Status` once.
+//! - `serve`: the listeners (gRPC, `/metrics`, `/healthz`), the per-cluster background tasks,
+//!   the drain on SIGTERM.
+//! - `tls`: the server's certificate, reloaded when its files change.
+//! - `metrics`: the Prometheus registry.
+//!
+//! May import everything in `service`; nothing in `service` but `mod.rs` imports it.
+
+pub(crate) mod grpc;
+pub mod metrics;
+pub(crate) mod serve;
+pub(crate) mod tls;

@@ -1,0 +1,22 @@
+//! The write path: from a CreateTask's request to the execution's one job on the cluster.
+//!
+//! - `prepare`: cluster → identity → working directory → render → admission (shared with
+//!   `slurm-connector render`, which prints what would be submitted).
+//! - `identity`: whom a task runs as (the deployment's rules; a task never chooses).
+//! - `execution`: the one state of each execution in this process (its lock, its submit's
+//!   progress, its job, withdrawn, uncertain), with one expiry.
+//! - `once`: the held submit, the duplicate check and the release: one job per execution
+//!   across retries, restarts and replicas; `idempotency/`: the cluster's jobs by key it reads.
+//! - `pacing`: how many submits run at once. `deferred`: submits that outlive their
+//!   CreateTask, takeover and tombstones. `handoff`: the deferred answer while shutting down.
+//!   `gate`: admission while draining. `staged_image`: a task's image staged on the cluster.
+//!
+//! Imports `cluster`, `wire` and `background`; never `report` or `rpc`.
+
+pub(crate) mod deferred;
+pub(crate) mod gate;
+pub(crate) mod handoff;
+pub(crate) mod idempotency;
+pub mod identity;
+pub(crate) mod pacing;
+pub(crate) mod staged_image;
