@@ -13,7 +13,7 @@ use std::path::Path;
 
 use super::{embedded, request};
 use crate::config::DeploymentConfig;
-use crate::service::cluster::render_config;
+use crate::service::prepare;
 use crate::slurmrestd::ApiVersion;
 
 #[derive(Debug, thiserror::Error)]
@@ -52,31 +52,14 @@ pub fn run(
             .map_err(RenderCliError::Refused)?
             .clone()
     };
-    let mut render_cfg = render_config(&cluster);
-    // CreateTask's identity decision: the same user, account, limits and refusals.
-    use crate::service::identity;
-    let who = identity::requester(&req, &spec.exec.project, &spec.exec.domain);
-    let run_as = identity::decide(&cluster.name, &cluster.identities, &who)
-        .map_err(|r| RenderCliError::Refused(r.to_string()))?;
-    if let identity::RunAs::Rule(rule) = &run_as {
-        identity::check_no_chosen_user(&cluster.name, &spec.custom, rule)
-            .map_err(|r| RenderCliError::Refused(r.to_string()))?;
-    }
-    render_cfg.working_dir = identity::working_dir_for(
-        render_cfg.working_dir.as_deref(),
-        run_as.slurm_user().or(cluster.username.as_deref()),
-    )
-    .map_err(RenderCliError::Refused)?;
-    render_cfg.api_version = api_version
+    // CreateTask's own decisions: the same user, account, limits and refusals.
+    let api_version = api_version
         .or(cluster.api_version)
         .unwrap_or(DEFAULT_API_VERSION);
-    let mut rendered = crate::render::render(&spec, &render_cfg)
+    let task = prepare(&deployment, &cluster, &req, &spec, api_version, false)
         .map_err(|e| RenderCliError::Refused(e.to_string()))?;
-    if let identity::RunAs::Rule(rule) = &run_as {
-        identity::admit(&cluster.name, rule, &mut rendered.job)
-            .map_err(|r| RenderCliError::Refused(r.to_string()))?;
-    }
-    let body = crate::slurmrestd::convert::submit_body_json(render_cfg.api_version, &rendered.job)
+    let rendered = task.rendered;
+    let body = crate::slurmrestd::convert::submit_body_json(api_version, &rendered.job)
         .map_err(|e| RenderCliError::Refused(e.to_string()))?;
     Ok(serde_json::to_string_pretty(&body).expect("JSON serializes"))
 }

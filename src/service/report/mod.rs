@@ -1,7 +1,7 @@
 //! GetTask's answer: a tracker snapshot (plus declared outputs and the stderr tail) turned into a
 //! `Resource` with the plugin's message format.
 
-
+pub(crate) mod logs;
 mod message;
 pub(crate) mod native_result;
 pub mod rank_failure;
@@ -110,6 +110,31 @@ pub fn over_budget(meta: &ResourceMeta, s: &JobSnapshot, deployment: u32) -> Opt
     // so itself; the budget speaks only for a job the cluster keeps putting back.
     let own_end = s.phase == Phase::Succeeded || s.class == Some(FailureClass::User);
     (restarts > budget && !own_end).then_some((restarts, budget))
+}
+
+/// Cancels a job Slurm requeued past its task's budget: the task is reported failed from now on
+/// (the restart count stays in Slurm's record), so its job must not run on. Cancelling twice is
+/// harmless; a failed cancel is retried at the next GetTask.
+pub async fn enforce_requeue_budget(
+    rt: &ClusterRuntime,
+    m: &ResourceMeta,
+    snap: &JobSnapshot,
+    deployment: u32,
+) {
+    let Some((restarts, budget)) = over_budget(m, snap, deployment) else {
+        return;
+    };
+    if snap.phase.is_terminal() {
+        return;
+    }
+    tracing::warn!(cluster = %rt.cfg.name, job_id = %m.job_id, restarts, budget, "requeue budget spent; cancelling the job");
+    if let Err(e) = rt
+        .client_as(m.slurm_user.as_deref())
+        .cancel(m.job_id, None)
+        .await
+    {
+        tracing::warn!(cluster = %rt.cfg.name, job_id = %m.job_id, error = %e, "cancelling a job past its requeue budget failed; retried at the next GetTask");
+    }
 }
 
 /// The whole GetTask resource. Never fails: staging problems become part of the message (or,

@@ -270,13 +270,15 @@ impl Probes {
         prefix: &str,
         source: Source,
     ) -> Option<Decision> {
-        let probe = self.0.start_or_join((cluster.to_string(), job), |p| match p {
-            None => Some(Probe::start(prefix, source, 1)),
-            Some(p) if p.attempt < MAX_READS && matches!(p.outcome(), Some(Err(_))) => {
-                Some(Probe::start(prefix, source, p.attempt + 1))
-            }
-            Some(_) => None,
-        });
+        let probe = self
+            .0
+            .start_or_join((cluster.to_string(), job), |p| match p {
+                None => Some(Probe::start(prefix, source, 1)),
+                Some(p) if p.attempt < MAX_READS && matches!(p.outcome(), Some(Err(_))) => {
+                    Some(Probe::start(prefix, source, p.attempt + 1))
+                }
+                Some(_) => None,
+            });
         let last_try = probe.attempt >= MAX_READS;
         match background::wait(&probe, WAIT).await {
             Some(Ok(f)) => Some(decide(prefix, Ok(f))),

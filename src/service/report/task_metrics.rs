@@ -9,13 +9,14 @@
 //! (usage needs finished steps and a `JobAcctGatherType` on the cluster).
 
 use serde_json::json;
-use tonic::Status;
 
 use crate::proto::connector::GetTaskMetricsRequest;
 use crate::proto::core::ExecutionMetricResult;
 use crate::slurmrestd::{JobUsage, Tres};
 
-use crate::service::{Connector, client_status};
+use crate::service::ServiceError;
+use crate::service::cluster::ClusterRuntime;
+use crate::service::wire::meta::ResourceMeta;
 
 /// The metrics a query may name; an empty query list means all of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,48 +153,43 @@ pub fn results(
         .collect()
 }
 
-impl Connector {
-    /// GetTaskMetrics, with the connector's own credentials (the request carries none).
-    pub async fn task_metrics(
-        &self,
-        req: &GetTaskMetricsRequest,
-    ) -> Result<Vec<ExecutionMetricResult>, Status> {
-        let (rt, m) = match self.locate_job(&req.resource_meta).await? {
-            (rt, Ok(m)) => (rt, m),
-            (_, Err(p)) => return Err(Status::unavailable(p.message)),
-        };
-        let metrics = parse_queries(&req.queries).map_err(Status::invalid_argument)?;
-        let array = m
-            .array_indices()
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        let usage = match array {
+/// GetTaskMetrics of job `m`, with the connector's own credentials (the request carries none).
+pub async fn of_job(
+    rt: &ClusterRuntime,
+    m: &ResourceMeta,
+    req: &GetTaskMetricsRequest,
+) -> Result<Vec<ExecutionMetricResult>, ServiceError> {
+    let metrics = parse_queries(&req.queries).map_err(ServiceError::Invalid)?;
+    let array = m
+        .array_indices()
+        .map_err(|e| ServiceError::Invalid(e.to_string()))?;
+    let usage = match array {
             // A job array: each element's own figures.
             Some(_) => Some(
                 rt.client_as(m.slurm_user.as_deref())
                     .array_usage(m.job_id)
                     .await
-                    .map_err(|e| client_status(&e, "reading the job array's usage"))?,
+                    .map_err(ServiceError::slurm("reading the job array's usage"))?,
             )
             .filter(|u| !u.is_empty()),
             None => rt
                 .client_as(m.slurm_user.as_deref())
                 .usage(m.job_id)
                 .await
-                .map_err(|e| client_status(&e, "reading the job's usage"))?
+                .map_err(ServiceError::slurm("reading the job's usage"))?
                 .map(|u| vec![u]),
         }
         .ok_or_else(|| {
-                Status::not_found(format!(
+                ServiceError::NotFound(format!(
                     "Slurm job {} is known to neither slurmctld nor slurmdbd of cluster {}: it left \
                      slurmctld (MinJobAge) on a cluster without accounting, or its record was purged",
                     m.job_id, rt.cfg.name
                 ))
             })?;
-        let window = (
-            req.start_time.as_ref().map(|t| t.seconds),
-            req.end_time.as_ref().map(|t| t.seconds),
-        );
-        let now = chrono::Utc::now().timestamp();
-        Ok(results(&rt.cfg.name, &usage, &metrics, window, now))
-    }
+    let window = (
+        req.start_time.as_ref().map(|t| t.seconds),
+        req.end_time.as_ref().map(|t| t.seconds),
+    );
+    let now = chrono::Utc::now().timestamp();
+    Ok(results(&rt.cfg.name, &usage, &metrics, window, now))
 }

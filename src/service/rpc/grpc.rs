@@ -54,13 +54,23 @@ fn category(c: Option<&TaskCategory>) -> String {
 }
 
 impl Grpc {
-    fn record<T>(&self, task_type: &str, op: &str, started: Instant, r: &Result<T, Status>) {
+    /// The one place an operation's outcome becomes the wire's: its `Status`, counted in the
+    /// per-RPC metrics (latency, code) under the task type.
+    fn finish<T>(
+        &self,
+        task_type: &str,
+        op: &str,
+        started: Instant,
+        r: Result<T, crate::service::ServiceError>,
+    ) -> Result<T, Status> {
+        let r = r.map_err(Status::from);
         self.0.metrics.observe(
             task_type,
             op,
             started.elapsed(),
             r.as_ref().err().map(|s| s.code()),
         );
+        r
     }
 }
 
@@ -79,11 +89,10 @@ impl AsyncConnectorService for Grpc {
             .as_ref()
             .map(|t| t.r#type.clone())
             .unwrap_or_default();
-        let r = self.0.create(&req).await;
+        let r = self.finish(&task_type, "create", started, self.0.create(&req).await);
         if let Err(s) = &r {
             tracing::warn!(task_type, code = ?s.code(), message = s.message(), "CreateTask failed");
         }
-        self.record(&task_type, "create", started, &r);
         r.map(|meta| {
             Response::new(CreateTaskResponse {
                 resource_meta: meta,
@@ -98,8 +107,12 @@ impl AsyncConnectorService for Grpc {
         let started = Instant::now();
         let req = req.into_inner();
         let task_type = category(req.task_category.as_ref());
-        let r = self.0.get(&req.resource_meta).await;
-        self.record(&task_type, "get", started, &r);
+        let r = self.finish(
+            &task_type,
+            "get",
+            started,
+            self.0.get(&req.resource_meta).await,
+        );
         r.map(|resource| {
             Response::new(GetTaskResponse {
                 resource: Some(resource),
@@ -120,7 +133,7 @@ impl AsyncConnectorService for Grpc {
             .map(|c| c.secrets.clone())
             .unwrap_or_default();
         let r = self.0.delete(&req.resource_meta, &token).await;
-        self.record(&task_type, "delete", started, &r);
+        let r = self.finish(&task_type, "delete", started, r);
         r.map(|()| Response::new(DeleteTaskResponse {}))
     }
 
@@ -132,7 +145,7 @@ impl AsyncConnectorService for Grpc {
         let req = req.into_inner();
         let task_type = category(req.task_category.as_ref());
         let r = self.0.task_metrics(&req).await;
-        self.record(&task_type, "get_metrics", started, &r);
+        let r = self.finish(&task_type, "get_metrics", started, r);
         r.map(|results| Response::new(GetTaskMetricsResponse { results }))
     }
 
@@ -146,7 +159,7 @@ impl AsyncConnectorService for Grpc {
         let req = req.into_inner();
         let task_type = category(req.task_category.as_ref());
         let r = self.0.logs(&req.resource_meta, req.lines).await;
-        self.record(&task_type, "get_logs", started, &r);
+        let r = self.finish(&task_type, "get_logs", started, r);
         let lines = r?;
         let body = GetTaskLogsResponse {
             part: Some(get_task_logs_response::Part::Body(

@@ -15,10 +15,10 @@ use crate::proto::connector::async_connector_service_server::AsyncConnectorServi
 use crate::proto::connector::connector_metadata_service_server::ConnectorMetadataServiceServer;
 use crate::tracker::TrackerConfig;
 
-use crate::service::Connector;
-use crate::service::cluster::{BuildError, ClusterRuntime};
 use super::grpc::Grpc;
 use super::metrics::{self, ClusterLabels, Metrics, RestLabels};
+use crate::service::Connector;
+use crate::service::cluster::{BuildError, ClusterRuntime};
 
 #[derive(Debug, Clone)]
 pub struct ServeOptions {

@@ -28,12 +28,15 @@ use tokio::sync::watch;
 
 use crate::slurmrestd::{Client, ClientError, JobDescription};
 
-use crate::service::cluster::{ClusterRuntime, Progress, SubmitError, SubmitFailure, Submitted};
-use crate::service::wire::meta::{self, ResourceMeta};
-use super::pacing::Pace;
-use crate::service::{Connector, client_status, track};
+use crate::proto::connector::Resource;
 use crate::proto::core::task_execution::Phase;
-use tonic::Status;
+use crate::service::ServiceError;
+use crate::service::cluster::ClusterRuntime;
+use crate::service::wire::meta::{self, ResourceMeta};
+
+use super::execution::{Progress, Submitted};
+use super::once::{SubmitError, SubmitFailure};
+use super::pacing::Pace;
 
 /// A deferred submit no replica has made after this long is made by whichever replica sees it
 /// next. Long enough that a live replica, however throttled, has had its turn; short next to a
@@ -43,201 +46,157 @@ pub const TAKE_OVER_AFTER: Duration = Duration::from_secs(300);
 /// (Flyte's next attempt starts afresh).
 pub const GIVE_UP_AFTER: Duration = Duration::from_secs(900);
 
-/// How long a settled submit's outcome (and a withdrawal) is kept for GetTask to report.
-const KEEP_SETTLED: Duration = Duration::from_secs(24 * 3600);
-
 /// What happens when a paced submit produced its job: the service's bookkeeping.
 pub type OnDone = Box<dyn FnOnce(&ResourceMeta, Submitted) + Send>;
 
-impl ClusterRuntime {
-    /// Starts (or joins) the paced submit of `key`; `template` is the task's meta without its
-    /// job id, completed and remembered when the job exists.
-    pub fn submit_paced(
-        self: &Arc<Self>,
-        key: &str,
-        job: &JobDescription,
-        client: Client,
-        template: ResourceMeta,
-        on_done: OnDone,
-    ) -> watch::Receiver<Progress> {
-        let mut paced = self.paced.lock().unwrap();
-        paced.retain(|_, (rx, at)| {
-            matches!(&*rx.borrow(), Progress::Waiting { .. }) || at.elapsed() < KEEP_SETTLED
-        });
-        self.withdrawn
-            .lock()
-            .unwrap()
-            .retain(|_, at| at.elapsed() < KEEP_SETTLED);
-        if let Some((rx, _)) = paced.get(key)
-            && !matches!(&*rx.borrow(), Progress::Failed { .. })
-        {
-            return rx.clone();
-        }
-        let (tx, rx) = watch::channel(Progress::Waiting {
-            tries: 0,
-            last_error: None,
-            outage: false,
-        });
-        paced.insert(key.to_string(), (rx.clone(), Instant::now()));
-        drop(paced);
-        let rt = self.clone();
-        let (key, job) = (key.to_string(), job.clone());
-        tokio::spawn(async move {
-            let outcome = rt.paced_loop(&key, &job, &client, &tx).await;
-            let progress = match outcome {
-                Ok(s) => {
-                    let mut m = template;
-                    m.job_id = s.job_id();
-                    rt.remember(&key, m.clone());
-                    if rt.withdrawn.lock().unwrap().contains_key(&key) {
-                        // DeleteTask came while the submit was in flight: the job goes.
-                        tracing::info!(cluster = %rt.cfg.name, key, job_id = %m.job_id, "task deleted while its submit was in flight; cancelling the job");
-                        if let Err(e) = client.cancel(m.job_id, None).await {
-                            tracing::error!(cluster = %rt.cfg.name, key, job_id = %m.job_id, error = %e, "cannot cancel the job of a deleted task: `scancel {}`", m.job_id);
-                        }
-                    }
-                    on_done(&m, s);
-                    Progress::Done(s)
-                }
-                Err(None) => Progress::Withdrawn,
-                Err(Some(f)) => {
-                    tracing::warn!(cluster = %rt.cfg.name, key, what = %f.what, error = %f.error, "submit failed");
-                    Progress::Failed {
-                        message: format!("{}: {}", f.what, f.error),
-                        transient: f.error.is_transient(),
+/// Starts (or joins) the paced submit of `key`; `template` is the task's meta without its
+/// job id, completed and remembered when the job exists.
+pub fn submit_paced(
+    rt: &Arc<ClusterRuntime>,
+    key: &str,
+    job: &JobDescription,
+    client: Client,
+    template: ResourceMeta,
+    on_done: OnDone,
+) -> watch::Receiver<Progress> {
+    rt.executions.submit_or_join(key, || {
+    let (tx, rx) = watch::channel(Progress::Waiting {
+        tries: 0,
+        last_error: None,
+        outage: false,
+    });
+    let rt = rt.clone();
+    let (key, job) = (key.to_string(), job.clone());
+    tokio::spawn(async move {
+        let outcome = paced_loop(&rt, &key, &job, &client, &tx).await;
+        let progress = match outcome {
+            Ok(s) => {
+                let mut m = template;
+                m.job_id = s.job_id();
+                rt.executions.set_job(&key, m.clone());
+                if rt.executions.is_withdrawn(&key) {
+                    // DeleteTask came while the submit was in flight: the job goes.
+                    tracing::info!(cluster = %rt.cfg.name, key, job_id = %m.job_id, "task deleted while its submit was in flight; cancelling the job");
+                    if let Err(e) = client.cancel(m.job_id, None).await {
+                        tracing::error!(cluster = %rt.cfg.name, key, job_id = %m.job_id, error = %e, "cannot cancel the job of a deleted task: `scancel {}`", m.job_id);
                     }
                 }
-            };
-            let _ = tx.send(progress);
-        });
-        rx
-    }
-
-    /// Paced tries of `submit_once` until one settles; `Err(None)`: withdrawn before a submit.
-    async fn paced_loop(
-        &self,
-        key: &str,
-        job: &JobDescription,
-        client: &Client,
-        tx: &watch::Sender<Progress>,
-    ) -> Result<Submitted, Option<SubmitFailure>> {
-        let began = Instant::now();
-        let mut tries = 0u32;
-        loop {
-            let permit = self.pacer.acquire().await;
-            if self.withdrawn.lock().unwrap().contains_key(key) {
-                return Err(None);
+                on_done(&m, s);
+                Progress::Done(s)
             }
-            let Some(_submitting) = self.submits.enter() else {
-                // Shutting down: a submit begun now could be cut half done. This one stays
-                // unmade here; its CreateTask (or the deferred meta it answered) is made by
-                // another replica.
-                drop(permit);
-                tracing::info!(cluster = %self.cfg.name, key, "shutting down: not beginning this submit");
-                return std::future::pending().await;
-            };
-            let r = self.submit_once(key, job, client).await;
-            let pace = pace_of(&r);
-            let outage = pace == Pace::Outage;
-            permit.done(pace);
-            match r {
-                Ok(s) => return Ok(s),
-                Err(f) if f.error.is_transient() && began.elapsed() < GIVE_UP_AFTER => {
-                    tries += 1;
-                    tracing::info!(cluster = %self.cfg.name, key, tries, what = %f.what, error = %f.error, "submit not settled; trying again");
-                    let _ = tx.send(Progress::Waiting {
-                        tries,
-                        last_error: Some(format!("{}: {}", f.what, f.error)),
-                        outage,
-                    });
-                    // 1, 2, 4 ... 30 s: slurmrestd restarts take seconds, slurmdbd's minutes.
-                    let pause =
-                        Duration::from_secs(1u64 << tries.min(5)).min(Duration::from_secs(30));
-                    tokio::time::sleep(pause).await;
+            Err(None) => Progress::Withdrawn,
+            Err(Some(f)) => {
+                tracing::warn!(cluster = %rt.cfg.name, key, what = %f.what, error = %f.error, "submit failed");
+                Progress::Failed {
+                    message: format!("{}: {}", f.what, f.error),
+                    transient: f.error.is_transient(),
                 }
-                Err(f) => return Err(Some(f)),
             }
+        };
+        let _ = tx.send(progress);
+    });
+    rx
+    })
+}
+
+/// Paced tries of `submit_once` until one settles; `Err(None)`: withdrawn before a submit.
+async fn paced_loop(
+    rt: &ClusterRuntime,
+    key: &str,
+    job: &JobDescription,
+    client: &Client,
+    tx: &watch::Sender<Progress>,
+) -> Result<Submitted, Option<SubmitFailure>> {
+    let began = Instant::now();
+    let mut tries = 0u32;
+    loop {
+        let permit = rt.pacer.acquire().await;
+        if rt.executions.is_withdrawn(key) {
+            return Err(None);
+        }
+        let Some(_submitting) = rt.submits.enter() else {
+            // Shutting down: a submit begun now could be cut half done. This one stays
+            // unmade here; its CreateTask (or the deferred meta it answered) is made by
+            // another replica.
+            drop(permit);
+            tracing::info!(cluster = %rt.cfg.name, key, "shutting down: not beginning this submit");
+            return std::future::pending().await;
+        };
+        let r = super::once::submit_once(rt, key, job, client).await;
+        let pace = pace_of(&r);
+        let outage = pace == Pace::Outage;
+        permit.done(pace);
+        match r {
+            Ok(s) => return Ok(s),
+            Err(f) if f.error.is_transient() && began.elapsed() < GIVE_UP_AFTER => {
+                tries += 1;
+                tracing::info!(cluster = %rt.cfg.name, key, tries, what = %f.what, error = %f.error, "submit not settled; trying again");
+                let _ = tx.send(Progress::Waiting {
+                    tries,
+                    last_error: Some(format!("{}: {}", f.what, f.error)),
+                    outage,
+                });
+                // 1, 2, 4 ... 30 s: slurmrestd restarts take seconds, slurmdbd's minutes.
+                let pause = Duration::from_secs(1u64 << tries.min(5)).min(Duration::from_secs(30));
+                tokio::time::sleep(pause).await;
+            }
+            Err(f) => return Err(Some(f)),
         }
     }
+}
 
-    /// This process's submit of `key`, if it has one.
-    pub fn progress(&self, key: &str) -> Option<Progress> {
-        self.paced
-            .lock()
-            .unwrap()
-            .get(key)
-            .map(|(rx, _)| rx.borrow().clone())
-    }
+/// The key's job on the cluster, by a check at most `fresh` old (GetTask of a deferred meta
+/// another replica accepted): `(job, still held for its check)`.
+#[allow(clippy::result_large_err)]
+pub async fn find(
+    rt: &ClusterRuntime,
+    key: &str,
+    fresh: Duration,
+) -> Result<Option<(crate::slurmrestd::JobId, bool)>, ClientError> {
+    // Bounded: GetTask has 10 s, and the index may be busy with a submit's check (whose
+    // listing has the submit's long timeout), which this waits for.
+    let look = rt
+        .index
+        .lookup_fresh(&rt.client, &rt.cfg.name, rt.index_user(), key, fresh);
+    let w = tokio::time::timeout(FIND_WAIT, look)
+        .await
+        .map_err(|_| ClientError::Timeout {
+            cluster: rt.cfg.name.clone(),
+            operation: "the lookup of this deferred submit's job",
+        })??;
+    Ok(w.map(|w| (w.job_id, w.awaiting_release)))
+}
 
-    /// DeleteTask before the job exists: no submit of this process makes it from now on.
-    pub fn withdraw(&self, key: &str) {
-        self.withdrawn
-            .lock()
-            .unwrap()
-            .insert(key.to_string(), Instant::now());
+/// A DeleteTask's mark that `key` must never run: its job submitted held, with the key but
+/// without the release mark, then cancelled (see the module's doc).
+///
+/// A submit of the key already inside slurmrestd may get the lower id; a check begun after
+/// the tombstone's submit sees such a job (ids grow), and it is cancelled too. One that
+/// comes later gets a higher id, loses to the tombstone, and its replica cancels it.
+pub async fn tombstone(
+    rt: &ClusterRuntime,
+    key: &str,
+    job: &JobDescription,
+    user: Option<&str>,
+) -> Result<(), ClientError> {
+    let mut held = job.clone();
+    held.hold = Some(true);
+    // As the task's own user: its late submit's job (which this cancels) is that user's.
+    let id = rt.submit_client_as(user).submit(&held).await?;
+    let after = Instant::now();
+    rt.index.note(key, id, false).await;
+    let client = rt.client_as(user);
+    client.cancel(id, None).await?;
+    let winner = rt
+        .index
+        .refresh_after(&rt.client, &rt.cfg.name, rt.index_user(), key, after, id)
+        .await?;
+    if let Some(w) = winner.filter(|w| w.job_id != id) {
+        tracing::info!(cluster = %rt.cfg.name, key, job_id = %w.job_id, "a submit of the deleted task was already on its way; cancelling its job");
+        client.cancel(w.job_id, None).await?;
     }
-
-    /// The key's job on the cluster, by a check at most `fresh` old (GetTask of a deferred meta
-    /// another replica accepted): `(job, still held for its check)`.
-    #[allow(clippy::result_large_err)]
-    pub async fn find(
-        &self,
-        key: &str,
-        fresh: Duration,
-    ) -> Result<Option<(crate::slurmrestd::JobId, bool)>, ClientError> {
-        // Bounded: GetTask has 10 s, and the index may be busy with a submit's check (whose
-        // listing has the submit's long timeout), which this waits for.
-        let look =
-            self.index
-                .lookup_fresh(&self.client, &self.cfg.name, self.index_user(), key, fresh);
-        let w =
-            tokio::time::timeout(FIND_WAIT, look)
-                .await
-                .map_err(|_| ClientError::Timeout {
-                    cluster: self.cfg.name.clone(),
-                    operation: "the lookup of this deferred submit's job",
-                })??;
-        Ok(w.map(|w| (w.job_id, w.awaiting_release)))
-    }
-
-    /// A DeleteTask's mark that `key` must never run: its job submitted held, with the key but
-    /// without the release mark, then cancelled (see the module's doc).
-    ///
-    /// A submit of the key already inside slurmrestd may get the lower id; a check begun after
-    /// the tombstone's submit sees such a job (ids grow), and it is cancelled too. One that
-    /// comes later gets a higher id, loses to the tombstone, and its replica cancels it.
-    pub async fn tombstone(
-        &self,
-        key: &str,
-        job: &JobDescription,
-        user: Option<&str>,
-    ) -> Result<(), ClientError> {
-        let mut held = job.clone();
-        held.hold = Some(true);
-        // As the task's own user: its late submit's job (which this cancels) is that user's.
-        let id = self.submit_client_as(user).submit(&held).await?;
-        let after = Instant::now();
-        self.index.note(key, id, false).await;
-        let client = self.client_as(user);
-        client.cancel(id, None).await?;
-        let winner = self
-            .index
-            .refresh_after(
-                &self.client,
-                &self.cfg.name,
-                self.index_user(),
-                key,
-                after,
-                id,
-            )
-            .await?;
-        if let Some(w) = winner.filter(|w| w.job_id != id) {
-            tracing::info!(cluster = %self.cfg.name, key, job_id = %w.job_id, "a submit of the deleted task was already on its way; cancelling its job");
-            client.cancel(w.job_id, None).await?;
-        }
-        tracing::info!(cluster = %self.cfg.name, key, job_id = %id, "deleted before its job existed: left a cancelled tombstone job so that no late submit runs");
-        Ok(())
-    }
+    tracing::info!(cluster = %rt.cfg.name, key, job_id = %id, "deleted before its job existed: left a cancelled tombstone job so that no late submit runs");
+    Ok(())
 }
 
 /// How old a check of the cluster's jobs may be when GetTask looks a deferred submit's job up:
@@ -249,167 +208,238 @@ const FIND_WAIT: std::time::Duration = std::time::Duration::from_secs(8);
 
 /// What GetTask says of a task whose job is not known yet.
 #[derive(Debug, Clone)]
-pub(crate) struct Pending {
-    pub(crate) phase: Phase,
-    pub(crate) message: String,
+pub struct Pending {
+    pub phase: Phase,
+    pub message: String,
 }
 
-/// The service's side of deferred submits: what GetTask and DeleteTask do with a deferred meta.
-impl Connector {
-    pub(crate) async fn resolve_deferred(
-        &self,
-        rt: &Arc<ClusterRuntime>,
-        m: ResourceMeta,
-        d: &meta::DeferredSubmit,
-    ) -> Result<ResourceMeta, Pending> {
-        if let Some(known) = rt.remembered(&d.key) {
-            return Ok(known);
+impl Pending {
+    /// GetTask's answer.
+    pub fn resource(self) -> Resource {
+        Resource {
+            phase: self.phase as i32,
+            message: self.message,
+            ..Resource::default()
         }
-        let pending = |phase: Phase, message: String| Pending { phase, message };
-        match rt.progress(&d.key) {
-            Some(Progress::Waiting {
-                tries,
-                last_error,
-                outage,
-            }) => {
-                let v = rt.pacer.view();
-                return Err(pending(
-                    Phase::Queued,
-                    match last_error {
-                        // Said as an outage of the cluster, so that nobody reads it as the
-                        // task's fault or as throttling: nothing is lost, it goes in when back.
-                        Some(e) if outage => format!(
-                            "Not submitted yet: cluster {} is unreachable (try {}: {e}); the job \
+    }
+}
+
+/// Waits up to `wait` (the deployment's `submit_wait`) for a submit to settle; where it is then.
+pub async fn settled_within(
+    mut progress: watch::Receiver<Progress>,
+    wait: Duration,
+) -> Result<Progress, ServiceError> {
+    let settled = tokio::time::timeout(
+        wait,
+        progress.wait_for(|p| !matches!(p, Progress::Waiting { .. })),
+    )
+    .await
+    .map(|r| r.map(|p| p.clone()));
+    match settled {
+        Ok(Ok(p)) => Ok(p),
+        // The submit's task ended without a word: cannot happen (it always sends).
+        Ok(Err(_)) => Err(ServiceError::Internal(
+            "the submit's task ended unexpectedly".into(),
+        )),
+        Err(_) => Ok(progress.borrow().clone()),
+    }
+}
+
+/// CreateTask's answer for a submit that settled within its wait.
+pub fn answer(rt: &ClusterRuntime, key: &str, settled: Progress) -> Result<Vec<u8>, ServiceError> {
+    match settled {
+        Progress::Done(_) => Ok(rt
+            .executions
+            .job(key)
+            .expect("a settled submit is remembered before it is announced")
+            .encode()),
+        Progress::Failed { message, transient } => Err(if transient {
+            ServiceError::Unavailable(message)
+        } else {
+            ServiceError::Invalid(message)
+        }),
+        Progress::Withdrawn => Err(ServiceError::Aborted(
+            "this execution was deleted (DeleteTask) before its job was submitted".into(),
+        )),
+        Progress::Waiting { .. } => unreachable!("answered with a deferred meta"),
+    }
+}
+
+/// CreateTask's answer for a submit still going after its wait: the task's meta without a job,
+/// with what any replica needs to find or make it (see the module's doc). `closing`: this
+/// replica is shutting down and will not make it, so another may at once (the duplicate check
+/// keeps it to one job either way).
+pub fn deferred_meta(
+    template: ResourceMeta,
+    key: &str,
+    job: &JobDescription,
+    own_credentials: bool,
+    closing: bool,
+) -> ResourceMeta {
+    tracing::info!(cluster = %template.cluster, key, "submit not done within the CreateTask wait; answering with a deferred resource_meta");
+    let mut m = template;
+    m.deferred = Some(Box::new(meta::DeferredSubmit {
+        key: key.to_string(),
+        at: if closing {
+            now_unix() - TAKE_OVER_AFTER.as_secs() as i64
+        } else {
+            now_unix()
+        },
+        job: job.clone(),
+        own_credentials,
+    }));
+    m
+}
+
+/// GetTask of a deferred meta: its job once known (this process's submit, or the cluster's
+/// index), else what to report meanwhile; a submit left unmade past [`TAKE_OVER_AFTER`] is taken
+/// over here (`on_done` is the service's bookkeeping for it).
+pub async fn resolve(
+    rt: &Arc<ClusterRuntime>,
+    m: ResourceMeta,
+    d: &meta::DeferredSubmit,
+    on_done: impl FnOnce() -> OnDone,
+) -> Result<ResourceMeta, Pending> {
+    if let Some(known) = rt.executions.job(&d.key) {
+        return Ok(known);
+    }
+    let pending = |phase: Phase, message: String| Pending { phase, message };
+    match rt.executions.progress(&d.key) {
+        Some(Progress::Waiting {
+            tries,
+            last_error,
+            outage,
+        }) => {
+            let v = rt.pacer.view();
+            return Err(pending(
+                Phase::Queued,
+                match last_error {
+                    // Said as an outage of the cluster, so that nobody reads it as the
+                    // task's fault or as throttling: nothing is lost, it goes in when back.
+                    Some(e) if outage => format!(
+                        "Not submitted yet: cluster {} is unreachable (try {}: {e}); the job \
                              is submitted once it answers again",
-                            rt.cfg.name,
-                            tries + 1
-                        ),
-                        Some(e) => format!(
-                            "Not submitted yet: try {} failed transiently ({e}); trying again",
-                            tries + 1
-                        ),
-                        None => format!(
-                            "Not submitted yet: cluster {} is throttling submits ({} waiting, {} \
+                        rt.cfg.name,
+                        tries + 1
+                    ),
+                    Some(e) => format!(
+                        "Not submitted yet: try {} failed transiently ({e}); trying again",
+                        tries + 1
+                    ),
+                    None => format!(
+                        "Not submitted yet: cluster {} is throttling submits ({} waiting, {} \
                              at once now)",
-                            rt.cfg.name, v.waiting, v.limit
-                        ),
-                    },
-                ));
-            }
-            Some(Progress::Failed { message, .. }) => {
-                return Err(pending(
-                    Phase::RetryableFailed,
-                    format!("[SUBMIT_FAILED] the job could not be submitted: {message}"),
-                ));
-            }
-            Some(Progress::Withdrawn) => {
-                return Err(pending(
-                    Phase::Aborted,
-                    "Deleted before its job was submitted".into(),
-                ));
-            }
-            Some(Progress::Done(_)) | None => {}
+                        rt.cfg.name, v.waiting, v.limit
+                    ),
+                },
+            ));
         }
-        let resolved = |mut m: ResourceMeta, job_id| {
-            m.job_id = job_id;
-            m.deferred = None;
-            track(rt, &m);
-            rt.remember(&d.key, m.clone());
-            m
-        };
-        // Another replica accepted it (or this process restarted): the cluster knows.
-        match rt.find(&d.key, FIND_FRESH).await {
-            Ok(Some((job_id, false))) => Ok(resolved(m, job_id)),
-            Ok(found) => {
-                // Without accounting, a job that already ran and left slurmctld is in no
-                // listing: its exit-status marker names it. Without this, such a meta would say
-                // "not submitted yet" for ever, and be submitted again once past the takeover age.
-                if found.is_none() {
-                    match rt.job_by_marker(&d.job).await {
-                        Ok(Some(job_id)) => {
-                            tracing::info!(cluster = %rt.cfg.name, key = %d.key, job_id = %job_id, "a deferred submit's job already ran and left slurmctld: found by its exit-status marker");
-                            rt.index.note(&d.key, job_id, false).await;
-                            return Ok(resolved(m, job_id));
-                        }
-                        Ok(None) => {}
-                        Err(e) => {
-                            return Err(pending(
-                                Phase::Queued,
-                                format!("Not submitted yet, as far as can be seen: {e}"),
-                            ));
-                        }
+        Some(Progress::Failed { message, .. }) => {
+            return Err(pending(
+                Phase::RetryableFailed,
+                format!("[SUBMIT_FAILED] the job could not be submitted: {message}"),
+            ));
+        }
+        Some(Progress::Withdrawn) => {
+            return Err(pending(
+                Phase::Aborted,
+                "Deleted before its job was submitted".into(),
+            ));
+        }
+        Some(Progress::Done(_)) | None => {}
+    }
+    let resolved = |mut m: ResourceMeta, job_id| {
+        m.job_id = job_id;
+        m.deferred = None;
+        rt.track(&m);
+        rt.executions.set_job(&d.key, m.clone());
+        m
+    };
+    // Another replica accepted it (or this process restarted): the cluster knows.
+    match find(rt, &d.key, FIND_FRESH).await {
+        Ok(Some((job_id, false))) => Ok(resolved(m, job_id)),
+        Ok(found) => {
+            // Without accounting, a job that already ran and left slurmctld is in no
+            // listing: its exit-status marker names it. Without this, such a meta would say
+            // "not submitted yet" for ever, and be submitted again once past the takeover age.
+            if found.is_none() {
+                match super::once::job_by_marker(rt, &d.job).await {
+                    Ok(Some(job_id)) => {
+                        tracing::info!(cluster = %rt.cfg.name, key = %d.key, job_id = %job_id, "a deferred submit's job already ran and left slurmctld: found by its exit-status marker");
+                        rt.index.note(&d.key, job_id, false).await;
+                        return Ok(resolved(m, job_id));
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        return Err(pending(
+                            Phase::Queued,
+                            format!("Not submitted yet, as far as can be seen: {e}"),
+                        ));
                     }
                 }
-                let age = now_unix().saturating_sub(d.at);
-                if age >= TAKE_OVER_AFTER.as_secs() as i64 && !d.own_credentials {
-                    // Its replica is gone, or stuck: make (or release) the job here.
-                    tracing::warn!(cluster = %rt.cfg.name, key = %d.key, age, held = ?found, "a deferred submit still has no released job; taking it over");
-                    let mut template = m.clone();
-                    template.deferred = None;
-                    let _ = rt.submit_paced(
-                        &d.key,
-                        &d.job,
-                        rt.submit_client_as(m.slurm_user.as_deref()),
-                        template,
-                        self.on_submitted(rt, rt.client.api_version(), m.job_name.clone()),
-                    );
-                }
-                Err(pending(
-                    Phase::Queued,
-                    match found {
-                        Some((id, _)) => format!(
-                            "Job {id} is held for the connector's duplicate check; it is released shortly"
-                        ),
-                        None => format!(
-                            "Not submitted yet: another connector replica accepted this task {age} s ago and is submitting it"
-                        ),
-                    },
-                ))
             }
-            Err(e) => Err(pending(
+            let age = now_unix().saturating_sub(d.at);
+            if age >= TAKE_OVER_AFTER.as_secs() as i64 && !d.own_credentials {
+                // Its replica is gone, or stuck: make (or release) the job here.
+                tracing::warn!(cluster = %rt.cfg.name, key = %d.key, age, held = ?found, "a deferred submit still has no released job; taking it over");
+                let mut template = m.clone();
+                template.deferred = None;
+                let _ = submit_paced(
+                    rt,
+                    &d.key,
+                    &d.job,
+                    rt.submit_client_as(m.slurm_user.as_deref()),
+                    template,
+                    on_done(),
+                );
+            }
+            Err(pending(
                 Phase::Queued,
-                format!("Not submitted yet, as far as can be seen: cannot look the job up ({e})"),
-            )),
+                match found {
+                    Some((id, _)) => format!(
+                        "Job {id} is held for the connector's duplicate check; it is released shortly"
+                    ),
+                    None => format!(
+                        "Not submitted yet: another connector replica accepted this task {age} s ago and is submitting it"
+                    ),
+                },
+            ))
         }
+        Err(e) => Err(pending(
+            Phase::Queued,
+            format!("Not submitted yet, as far as can be seen: cannot look the job up ({e})"),
+        )),
     }
+}
 
-    /// DeleteTask of a deferred submit whose job is not known: this process's submit (if any)
-    /// is withdrawn, and a tombstone keeps any other replica's late submit from running.
-    pub(crate) async fn delete_unsubmitted(
-        &self,
-        rt: &Arc<ClusterRuntime>,
-        raw: &[u8],
-    ) -> Result<(), Status> {
-        let (_, m) = self.locate(raw)?;
-        let d = m
-            .deferred
-            .as_ref()
-            .expect("only deferred metas are unresolved");
-        rt.withdraw(&d.key);
-        match rt.progress(&d.key) {
-            // Ours, not sent yet: the withdrawal stops it; sent: it cancels what it made.
-            Some(Progress::Waiting { .. }) => {}
-            // Nothing of ours will run.
-            Some(Progress::Failed { .. } | Progress::Withdrawn) => {}
-            Some(Progress::Done(_)) | None => {
-                if let Some(known) = rt.remembered(&d.key) {
-                    rt.client_as(known.slurm_user.as_deref())
-                        .cancel(known.job_id, None)
-                        .await
-                        .map_err(|e| client_status(&e, "cancelling the job"))?;
-                } else {
-                    rt.tombstone(&d.key, &d.job, m.slurm_user.as_deref()).await.map_err(|e| {
-                        client_status(
-                            &e,
-                            "leaving a tombstone for a task deleted before its job was submitted",
-                        )
-                    })?;
-                }
+/// DeleteTask of a deferred submit whose job is not known: this process's submit (if any)
+/// is withdrawn, and a tombstone keeps any other replica's late submit from running.
+pub async fn delete_unsubmitted(
+    rt: &Arc<ClusterRuntime>,
+    m: &ResourceMeta,
+) -> Result<(), ClientError> {
+    let d = m
+        .deferred
+        .as_ref()
+        .expect("only deferred metas are unresolved");
+    rt.executions.withdraw(&d.key);
+    match rt.executions.progress(&d.key) {
+        // Ours, not sent yet: the withdrawal stops it; sent: it cancels what it made.
+        Some(Progress::Waiting { .. }) => {}
+        // Nothing of ours will run.
+        Some(Progress::Failed { .. } | Progress::Withdrawn) => {}
+        Some(Progress::Done(_)) | None => {
+            if let Some(known) = rt.executions.job(&d.key) {
+                rt.client_as(known.slurm_user.as_deref())
+                    .cancel(known.job_id, None)
+                    .await?;
+            } else {
+                tombstone(rt, &d.key, &d.job, m.slurm_user.as_deref()).await?;
             }
         }
-        tracing::info!(cluster = %rt.cfg.name, key = %d.key, "DeleteTask before the job was submitted");
-        Ok(())
     }
+    tracing::info!(cluster = %rt.cfg.name, key = %d.key, "DeleteTask before the job was submitted");
+    Ok(())
 }
 
 /// What one submit try says about the cluster's pace. An unreachable slurmctld (slurmrestd's 502

@@ -12,8 +12,7 @@
 //! the process exits anyway, and what it left is what a SIGKILL leaves (the duplicate-job
 //! protocol covers that: a held job is released by the retried CreateTask or the takeover).
 
-use tonic::Status;
-
+use crate::service::error::ServiceError;
 use crate::slurmrestd::JobDescription;
 
 use super::deferred::{TAKE_OVER_AFTER, now_unix};
@@ -32,11 +31,12 @@ pub fn hand_off(
     job: &JobDescription,
     template: ResourceMeta,
     own_credentials: bool,
-) -> Result<Vec<u8>, Status> {
+) -> Result<Vec<u8>, ServiceError> {
     if own_credentials {
-        return Err(Status::unavailable(
+        return Err(ServiceError::Unavailable(
             "this connector replica is shutting down; nothing was submitted: retry CreateTask \
-             (another replica answers it)",
+             (another replica answers it)"
+                .into(),
         ));
     }
     tracing::info!(

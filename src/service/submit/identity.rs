@@ -6,8 +6,6 @@
 //! request here. The rendered job description is what is checked, so a limit holds whichever way
 //! the task asked (first-class `sbatch` fields, `sbatch_options`).
 
-use tonic::Status;
-
 use crate::config::identity::{Identities, IdentityRule, Matched, Requester};
 use crate::proto::connector::CreateTaskRequest;
 use crate::slurmrestd::JobDescription;
@@ -33,7 +31,7 @@ impl RunAs<'_> {
 }
 
 /// Why CreateTask refused a task.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum Refusal {
     #[error(
         "cluster {cluster}: no identity rule matches this task ({who}) and \
@@ -64,17 +62,6 @@ pub enum Refusal {
         rule: String,
         user: String,
     },
-}
-
-impl Refusal {
-    pub fn status(&self) -> Status {
-        match self {
-            Refusal::Denied { .. } => Status::permission_denied(self.to_string()),
-            Refusal::Limit { .. } | Refusal::ChoseUser { .. } => {
-                Status::invalid_argument(self.to_string())
-            }
-        }
-    }
 }
 
 /// The request's matchers: project and domain from the execution id; the service account and
@@ -466,7 +453,10 @@ mod tests {
         let refuse = |job: JobDescription| {
             let mut job = job;
             let e = admit("hpc1", &rule(), &mut job).unwrap_err();
-            assert_eq!(e.status().code(), tonic::Code::InvalidArgument);
+            assert_eq!(
+                tonic::Status::from(crate::service::ServiceError::from(e.clone())).code(),
+                tonic::Code::InvalidArgument
+            );
             e.to_string()
         };
         let e = refuse(JobDescription {
@@ -536,7 +526,10 @@ mod tests {
             ..Requester::default()
         };
         let e = decide("hpc1", &ids, &who).unwrap_err();
-        assert_eq!(e.status().code(), tonic::Code::PermissionDenied);
+        assert_eq!(
+            tonic::Status::from(crate::service::ServiceError::from(e.clone())).code(),
+            tonic::Code::PermissionDenied
+        );
         assert!(e.to_string().contains("project \"etl\""), "{e}");
     }
 

@@ -14,9 +14,12 @@
 //! Imports `cluster`, `wire` and `background`; never `report` or `rpc`.
 
 pub(crate) mod deferred;
+pub(crate) mod execution;
 pub(crate) mod gate;
 pub(crate) mod handoff;
 pub(crate) mod idempotency;
 pub mod identity;
+pub(crate) mod once;
 pub(crate) mod pacing;
+pub mod prepare;
 pub(crate) mod staged_image;

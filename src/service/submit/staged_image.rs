@@ -6,22 +6,21 @@
 //! a node-local `/images`), it is not checked here; the rendered script checks it on the node
 //! and fails with a message naming the file and the rule (see `render/script.rs`).
 
-use tonic::Status;
-
 use crate::render::StagedImage;
+use crate::service::error::ServiceError;
 use crate::staging::{Staging, StagingError};
 
 pub async fn check(
     cluster: &str,
     staging: Option<&dyn Staging>,
     image: &StagedImage,
-) -> Result<(), Status> {
+) -> Result<(), ServiceError> {
     let Some(staging) = staging else {
         return Ok(());
     };
     match staging.stat(&image.path).await {
         Ok(Some(_)) => Ok(()),
-        Ok(None) => Err(Status::invalid_argument(format!(
+        Ok(None) => Err(ServiceError::Invalid(format!(
             "image `{}`: the image rule `{}` of cluster `{cluster}` maps it to the pre-staged file \
              {}, which does not exist; stage the image there (e.g. `enroot import -o {} docker://...` \
              for Pyxis, `apptainer build {} docker://...` for Apptainer) or fix the rule in the \
