@@ -38,7 +38,7 @@ pub enum Tier {
     /// nothing else runs on it meanwhile): tests/real_controller_drill.rs.
     ControllerDrills,
     /// `stunnel4` (Debian's package) and `openssl` on PATH: a TLS terminator in front of the dev
-    /// cluster's slurmrestd (tests/real_identity.rs).
+    /// cluster's slurmrestd (tests/real_identity/tls.rs).
     Tls,
     /// `SLURM_CONNECTOR_PYTHON`: a python with flyteidl2 and grpcio.
     Python,
