@@ -9,13 +9,15 @@
 //! The tests share the one cluster and run in parallel; each uses its own jobs (unique names) and
 //! never assumes the queue is empty. Jobs that sleep carry a time limit, so a failed test cannot
 //! leave them running for long.
+//!
+//! tests/real_slurm/ holds two families of them, `cancel.rs` and `job_states.rs` (one `jobs/state`
+//! request for many jobs), beside the helpers the real tiers share (`support.rs`, `connector.rs`).
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use slurm_connector::slurmrestd::job_description::Limit;
 use slurm_connector::slurmrestd::{
-    ApiVersion, Auth, BaseState, CancelOutcome, Client, ClientError, JobId, RequestObserver, Secret,
+    ApiVersion, Auth, BaseState, CancelOutcome, ClientError, JobId, Secret,
 };
 
 // Root files of integration tests look for modules next to them, hence the path.
@@ -38,6 +40,12 @@ macro_rules! require_cluster {
         }
     };
 }
+
+// Two families of tests in tests/real_slurm/ (declared after the macro, which they use).
+#[path = "real_slurm/cancel.rs"]
+mod cancel;
+#[path = "real_slurm/job_states.rs"]
+mod job_states;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn submit_runs_the_job_as_the_user_with_its_fields() {
@@ -122,218 +130,6 @@ async fn module_load_works_in_a_rest_job() {
         out.trim(),
         "HELLO_MODULE=loaded HELLO_VERSION=1.0",
         "job {id}"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn states_of_many_jobs_come_from_one_request() {
-    let c = require_cluster!();
-    let client = c.user_client();
-    let mut ids = Vec::new();
-    for i in 0..20 {
-        ids.push(submit(&client, &c.job(&format!("batch{i}"), "#!/bin/bash\ntrue\n")).await);
-    }
-    let unknown = JobId(999_999);
-    let mut asked = ids.clone();
-    asked.push(unknown);
-
-    // Count the HTTP requests this client makes, and slurmctld's job-state RPCs around the call
-    // (nothing else in this binary polls meanwhile: every states call takes STATE_RPC).
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let seen = requests.clone();
-    let observer: RequestObserver = Arc::new(move |op: &'static str, _v, status: Option<u16>| {
-        seen.lock().unwrap().push((op, status));
-    });
-    let mut cfg = c.config(c.minted(&c.user), Some(&c.user));
-    cfg.observer = Some(observer);
-    let observed = Client::new(cfg).expect("client");
-    // The API version is chosen once per cluster (one ping per version), not per call.
-    observed.negotiate().await.expect("a version in common");
-    requests.lock().unwrap().clear();
-    let all = {
-        let _guard = STATE_RPC.lock().await;
-        let before = job_state_rpcs(&client).await;
-        let all = observed
-            .states(&asked)
-            .await
-            .expect("jobs/state for 21 ids");
-        let after = job_state_rpcs(&client).await;
-        assert_eq!(
-            after - before,
-            1,
-            "states() for {} ids must cost slurmctld one REQUEST_JOB_STATE RPC",
-            asked.len()
-        );
-        all
-    };
-    assert_eq!(
-        *requests.lock().unwrap(),
-        vec![("jobs_state", Some(200))],
-        "states() for {} ids must be one HTTP request",
-        asked.len()
-    );
-    for id in &ids {
-        assert!(all.contains_key(id), "job {id} missing from {all:?}");
-    }
-    assert!(
-        !all.contains_key(&unknown),
-        "unknown job {unknown} reported: {all:?}"
-    );
-    assert_eq!(all.len(), ids.len());
-
-    // Every job ends COMPLETED. With a MinJobAge of seconds a job may finish and age out between
-    // two polls: then slurmdbd must have it as COMPLETED.
-    let mut completed = 0;
-    let mut aged_out = Vec::new();
-    let mut waiting = ids.clone();
-    let start = Instant::now();
-    while !waiting.is_empty() {
-        let now = states(&client, &waiting).await;
-        waiting.retain(|id| match now.get(id) {
-            Some(s) if s.is_finished() => {
-                assert_eq!(s.base, BaseState::Completed, "job {id}");
-                completed += 1;
-                false
-            }
-            Some(_) => true,
-            None => {
-                aged_out.push(*id);
-                false
-            }
-        });
-        assert!(
-            start.elapsed() < Duration::from_secs(180),
-            "jobs not finished after 180 s: {now:?}"
-        );
-        if !waiting.is_empty() {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-    }
-    if !aged_out.is_empty() {
-        assert!(
-            c.accounting,
-            "jobs {aged_out:?} vanished from slurmctld without accounting"
-        );
-        let start = Instant::now();
-        loop {
-            let acct = client
-                .accounting_jobs(&aged_out)
-                .await
-                .expect("slurmdb jobs");
-            let done = aged_out
-                .iter()
-                .filter(|id| {
-                    acct.get(id)
-                        .is_some_and(|j| j.state.base == BaseState::Completed)
-                })
-                .count();
-            if done == aged_out.len() {
-                break;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "aged-out jobs {aged_out:?} not COMPLETED in slurmdbd: {acct:?}"
-            );
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-    }
-    eprintln!(
-        "20 jobs: {completed} seen COMPLETED in slurmctld, {} aged out and COMPLETED in slurmdbd",
-        aged_out.len()
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cancel_a_pending_job() {
-    let c = require_cluster!();
-    let client = c.user_client();
-    // Held jobs stay pending: one held through the job description (`hold: true`), one held by
-    // `sbatch --hold` inside the cluster (a job the connector did not submit).
-    let mut job = c.job("held", "#!/bin/bash\ntrue\n");
-    job.hold = Some(true);
-    let held_by_rest = submit(&client, &job).await;
-    let out = c
-        .dev_cluster(&[
-            "exec",
-            "--user",
-            &c.user,
-            "sbatch",
-            "--hold",
-            "--parsable",
-            "--chdir",
-            &c.workdir,
-            "--job-name",
-            &unique("held-sbatch"),
-            "--wrap",
-            "true",
-        ])
-        .await;
-    let held_by_sbatch: JobId = out
-        .trim()
-        .split(';')
-        .next()
-        .unwrap()
-        .parse()
-        .expect("sbatch --parsable prints the job id");
-    for id in [held_by_rest, held_by_sbatch] {
-        let all = states(&client, &[id]).await;
-        assert_eq!(
-            all.get(&id).map(|s| &s.base),
-            Some(&BaseState::Pending),
-            "job {id}: {all:?}"
-        );
-        assert_eq!(
-            client.cancel(id, None).await.expect("cancel pending"),
-            CancelOutcome::Cancelled,
-            "job {id}"
-        );
-        wait_base(&client, id, BaseState::Cancelled).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cancel_a_running_job_then_again() {
-    let c = require_cluster!();
-    let client = c.user_client();
-    let id = submit(&client, &c.job("running", "#!/bin/bash\nsleep 120\n")).await;
-    wait_base(&client, id, BaseState::Running).await;
-
-    assert_eq!(
-        client.cancel(id, None).await.expect("cancel running"),
-        CancelOutcome::Cancelled
-    );
-    wait_base(&client, id, BaseState::Cancelled).await;
-    assert_eq!(
-        client.cancel(id, None).await.expect("cancel again"),
-        cancel_outcome(&client, CancelOutcome::AlreadyFinished)
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cancel_a_finished_job_and_an_unknown_one() {
-    let c = require_cluster!();
-    let client = c.user_client();
-    let id = submit(&client, &c.job("finished", "#!/bin/bash\ntrue\n")).await;
-    wait_base(&client, id, BaseState::Completed).await;
-    assert_eq!(
-        client.cancel(id, None).await.expect("cancel finished"),
-        cancel_outcome(&client, CancelOutcome::AlreadyFinished)
-    );
-    wait_base(&client, id, BaseState::Completed).await;
-
-    assert_eq!(
-        client
-            .cancel(JobId(999_999), None)
-            .await
-            .expect("cancel unknown"),
-        cancel_outcome(&client, CancelOutcome::Unknown)
-    );
-    assert!(
-        client
-            .job(JobId(999_999))
-            .await
-            .expect("job/999999")
-            .is_none()
     );
 }
 
