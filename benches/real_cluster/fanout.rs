@@ -1,0 +1,193 @@
+//! The `fanout` section of benches/real_cluster.rs: a map task's fan-out as Flyte's backend sends
+//! it (`FANOUT_TASKS` CreateTasks of held jobs, 50 in flight, 10 s deadline each), then GetTask
+//! until every task has its job; errors, deferred answers, duplicates, slurmctld RPCs per task, and
+//! raw slurmrestd submits of the same bodies at the same concurrency.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+
+use slurm_connector::service::{cluster, convert};
+use slurm_connector::slurmrestd::{Client, JobId};
+
+use crate::common::get_req;
+use crate::support::*;
+
+const FANOUT_IN_FLIGHT: usize = 50;
+
+/// Execution key → live job ids, from slurmctld's records, for the keys of this run.
+async fn jobs_by_key(
+    raw: &Client,
+    keys: &std::collections::HashSet<String>,
+) -> BTreeMap<String, Vec<JobId>> {
+    let mut m: BTreeMap<String, Vec<JobId>> = BTreeMap::new();
+    for j in raw.jobs().await.expect("jobs") {
+        let Some(key) = j
+            .comment
+            .as_deref()
+            .and_then(slurm_connector::render::key_from_comment)
+        else {
+            continue;
+        };
+        if keys.contains(key) && j.state.base != slurm_connector::slurmrestd::BaseState::Cancelled {
+            m.entry(key.to_string()).or_default().push(j.job_id);
+        }
+    }
+    m
+}
+
+pub async fn fanout() {
+    let n: u32 = std::env::var("FANOUT_TASKS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    println!(
+        "== fanout (real slurmrestd): {n} CreateTasks of held jobs, {FANOUT_IN_FLIGHT} in flight, 10 s deadline each"
+    );
+    RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let conn = start().await;
+    let render_cfg =
+        cluster::render_config(&conn.deployment.clusters[&conn.deployment.default_cluster]);
+    let c = grpc(conn.addr).await;
+    let raw = raw_client(&conn.deployment);
+    let script = "#!/bin/bash\n#SBATCH --hold\ntrue\n";
+    cluster_exec(&["sdiag", "--reset"]);
+    let t0 = Instant::now();
+    let results: Vec<(u32, Result<Vec<u8>, tonic::Status>)> = futures::stream::iter(0..n)
+        .map(|i| {
+            let mut c = c.clone();
+            async move {
+                let mut r = tonic::Request::new(request(script, i));
+                r.set_timeout(Duration::from_secs(10));
+                (
+                    i,
+                    c.create_task(r).await.map(|r| r.into_inner().resource_meta),
+                )
+            }
+        })
+        .buffer_unordered(FANOUT_IN_FLIGHT)
+        .collect()
+        .await;
+    let answered = t0.elapsed();
+    let errors: Vec<String> = results
+        .iter()
+        .filter_map(|(i, r)| {
+            r.as_ref()
+                .err()
+                .map(|e| format!("{i}: {:?} {}", e.code(), e.message()))
+        })
+        .collect();
+    let metas: Vec<Vec<u8>> = results.into_iter().filter_map(|(_, r)| r.ok()).collect();
+    let deferred = metas
+        .iter()
+        .filter(|m| String::from_utf8_lossy(m).contains("\"deferred\""))
+        .count();
+    // Every task has its job once GetTask no longer says it is waiting to be submitted.
+    let mut waiting: Vec<&Vec<u8>> = metas.iter().collect();
+    let mut get_errors = 0usize;
+    let mut throttled_messages = 0usize;
+    while !waiting.is_empty() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(3600),
+            "{} still unsubmitted after an hour",
+            waiting.len()
+        );
+        let mut still = Vec::new();
+        for m in waiting {
+            let mut c = c.clone();
+            match c.get_task(get_req(m)).await {
+                Ok(r) => {
+                    let msg = r.into_inner().resource.unwrap().message;
+                    if msg.starts_with("Not submitted yet") {
+                        if msg.contains("throttling") {
+                            throttled_messages += 1;
+                        }
+                        still.push(m);
+                    }
+                }
+                Err(_) => {
+                    get_errors += 1;
+                    still.push(m);
+                }
+            }
+        }
+        waiting = still;
+        if !waiting.is_empty() {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    }
+    let all_submitted = t0.elapsed();
+    let (by_type, by_user) = sdiag_counts();
+    let total_rpcs: u64 = by_user
+        .get("flyte")
+        .copied()
+        .unwrap_or_else(|| by_user.values().sum());
+    let ours: std::collections::HashSet<String> = (0..n)
+        .map(|i| {
+            let req = request(script, i);
+            slurm_connector::render::render(&convert::task_spec(&req).expect("spec"), &render_cfg)
+                .expect("render")
+                .key
+        })
+        .collect();
+    let keys = jobs_by_key(&raw, &ours).await;
+    let dupes = keys.values().filter(|v| v.len() > 1).count();
+    let jobs: usize = keys.values().map(|v| v.len()).sum();
+    println!(
+        "connector: {n} CreateTasks answered in {:.1}s ({} errors, {deferred} deferred); every task had its job after {:.1}s ({:.1}/s); {} keys with jobs, {jobs} live jobs, {dupes} keys with more than one; GetTask errors {get_errors}, QUEUED 'throttling' answers {throttled_messages}; slurmctld RPCs of the job user {total_rpcs} ({:.2} per task)",
+        answered.as_secs_f64(),
+        errors.len(),
+        all_submitted.as_secs_f64(),
+        f64::from(n) / all_submitted.as_secs_f64(),
+        keys.len(),
+        total_rpcs as f64 / f64::from(n),
+    );
+    println!("slurmctld RPCs by type: {by_type:?}");
+    for e in errors.iter().take(5) {
+        println!("  error {e}");
+    }
+    for ids in keys.values() {
+        for id in ids {
+            let _ = raw.cancel(*id, None).await;
+        }
+    }
+    // Raw submits of the same bodies (other attempts: other keys) at the same concurrency.
+    let slow_raw = raw
+        .with_request_timeout(Duration::from_secs(120))
+        .expect("client");
+    cluster_exec(&["sdiag", "--reset"]);
+    let t1 = Instant::now();
+    let raw_results: Vec<Result<JobId, String>> = futures::stream::iter(0..n)
+        .map(|i| {
+            let raw = slow_raw.clone();
+            let req = request(script, n + i);
+            let rendered = slurm_connector::render::render(
+                &convert::task_spec(&req).expect("spec"),
+                &render_cfg,
+            )
+            .expect("render");
+            async move { raw.submit(&rendered.job).await.map_err(|e| e.to_string()) }
+        })
+        .buffer_unordered(FANOUT_IN_FLIGHT)
+        .collect()
+        .await;
+    let raw_took = t1.elapsed();
+    let raw_errors = raw_results.iter().filter(|r| r.is_err()).count();
+    let (_, raw_by_user) = sdiag_counts();
+    println!(
+        "raw submits: {n} in {:.1}s ({:.1}/s), {raw_errors} errors; slurmctld RPCs of the job user {}; connector ÷ raw time to submit all: {:.2}",
+        raw_took.as_secs_f64(),
+        f64::from(n) / raw_took.as_secs_f64(),
+        raw_by_user
+            .get("flyte")
+            .copied()
+            .unwrap_or_else(|| raw_by_user.values().sum()),
+        all_submitted.as_secs_f64() / raw_took.as_secs_f64(),
+    );
+    for id in raw_results.into_iter().flatten() {
+        let _ = raw.cancel(id, None).await;
+    }
+    conn.stop.send(()).ok();
+    conn.task.await.unwrap();
+}
