@@ -1,9 +1,9 @@
-//! Helpers of tests/real_apptainer.rs: the dev cluster's environment, the connector binary, a
-//! work folder with the task code and inputs.pb, the CreateTaskRequest the Flyte SDK would make,
-//! GetTask polling, and the processes of a Slurm job.
+//! Helpers of tests/real_apptainer.rs (and real_pyxis.rs, real_multinode.rs): the dev cluster's
+//! environment, the connector binary, a work folder with the task code and inputs.pb, GetTask
+//! polling; beside it `request.rs`, the CreateTaskRequest the Flyte SDK would make, and
+//! `processes.rs`, the processes and containers of a Slurm job (both re-exported here).
 #![allow(dead_code)]
 
-use std::collections::BTreeSet;
 use std::os::unix::fs::chown;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -12,17 +12,19 @@ use std::time::{Duration, Instant};
 use crate::common::skip::{Tier, skip};
 use prost::Message;
 use slurm_connector::proto::connector::async_connector_service_client::AsyncConnectorServiceClient;
-use slurm_connector::proto::connector::{
-    CreateTaskRequest, DeleteTaskRequest, GetTaskRequest, Resource, TaskCategory,
-    TaskExecutionMetadata,
-};
+use slurm_connector::proto::connector::{GetTaskRequest, Resource, TaskCategory};
 use slurm_connector::proto::core::task_execution::Phase;
-use slurm_connector::proto::core::{
-    self, Container, Identifier, Literal, NodeExecutionIdentifier, Primitive, Scalar,
-    TaskExecutionIdentifier, TaskTemplate, WorkflowExecutionIdentifier,
-};
+use slurm_connector::proto::core::{self, Literal, Primitive, Scalar};
 use slurm_connector::proto::task::{Inputs, NamedLiteral};
 use tonic::transport::Channel;
+
+// A module file loaded with #[path] finds its own modules beside it: tests/real_apptainer/*.rs.
+mod processes;
+mod request;
+pub use processes::*;
+// Unused where a tier builds its own requests (real_multinode), as `dead_code` above allows.
+#[allow(unused_imports)]
+pub use request::*;
 
 pub const JOB_UID: u32 = 2000;
 
@@ -237,26 +239,6 @@ pub async fn connect_when_listening(port: u16) -> AsyncConnectorServiceClient<Ch
     }
 }
 
-/// Every process seen before a cancel (pid, command line) is gone: a pid reused since is not
-/// the same process, its command line differs. (A process seen without a command line, a
-/// zombie or one mid-exec, cannot be compared.)
-pub fn assert_processes_gone(before: &[(u32, String)]) {
-    for (pid, cmd) in before.iter().filter(|(_, cmd)| !cmd.is_empty()) {
-        let now = std::fs::read(format!("/proc/{pid}/cmdline"))
-            .map(|c| {
-                String::from_utf8_lossy(&c)
-                    .replace('\0', " ")
-                    .trim()
-                    .to_string()
-            })
-            .unwrap_or_default();
-        assert!(
-            now != *cmd,
-            "process {pid} of the cancelled job is still alive: {cmd}"
-        );
-    }
-}
-
 /// A work folder on the cluster's shared filesystem, owned by the job user: the task's code, its
 /// `inputs.pb`, and (made by the rendered script) its output prefix.
 pub struct Work {
@@ -298,112 +280,6 @@ pub fn int_literal(i: i64) -> Literal {
                 value: Some(core::primitive::Value::Integer(i)),
             })),
         }))),
-        ..Default::default()
-    }
-}
-
-/// What the Flyte SDK puts in a native task's template (flyte 2.12.1's container args), with
-/// `{{.input}}`-style templates already rendered as the backend does before CreateTask.
-pub fn request(c: &Cluster, w: &Work, task: &str, run: &str, x: i64) -> CreateTaskRequest {
-    let prefix = format!("file://{}/out", w.cluster);
-    let (inputs, raw, ckpt) = (
-        format!("file://{}/io/inputs.pb", w.cluster),
-        format!("file://{}/raw", w.cluster),
-        format!("file://{}/ckpt", w.cluster),
-    );
-    request_with(c, w, task, run, x, [&inputs, &prefix, &raw, &ckpt, ""])
-}
-
-/// `paths`: what `--inputs`, `--outputs-path`, `--raw-data-path`, `--checkpoint-path`,
-/// `--prev-checkpoint` say (rendered values, or the SDK's `{{.input}}`-style templates).
-pub fn request_with(
-    c: &Cluster,
-    w: &Work,
-    task: &str,
-    run: &str,
-    x: i64,
-    paths: [&str; 5],
-) -> CreateTaskRequest {
-    let prefix = format!("file://{}/out", w.cluster);
-    let args: Vec<String> = [
-        "a0",
-        "--inputs",
-        paths[0],
-        "--outputs-path",
-        paths[1],
-        "--version",
-        "v1",
-        "--raw-data-path",
-        paths[2],
-        "--checkpoint-path",
-        paths[3],
-        "--prev-checkpoint",
-        paths[4],
-        "--run-name",
-        "{{.runName}}",
-        "--name",
-        "{{.actionName}}",
-        "--resolver",
-        "flyte._internal.resolvers.default.DefaultTaskResolver",
-        "mod",
-        "native_tasks",
-        "instance",
-        task,
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let custom = serde_json::json!({
-        "container": {
-            "runtime": c.runtime,
-            "mounts": [w.cluster],
-            // a0 imports the task module from its working directory.
-            "workdir": format!("{}/code", w.cluster),
-        },
-        "sbatch": {"time_limit": "00:10:00"},
-    });
-    CreateTaskRequest {
-        inputs: Some(Inputs {
-            literals: vec![NamedLiteral {
-                name: "x".into(),
-                value: Some(int_literal(x)),
-            }],
-            ..Default::default()
-        }),
-        template: Some(TaskTemplate {
-            id: Some(Identifier {
-                project: "flytesnacks".into(),
-                domain: "development".into(),
-                name: format!("native_demo.{task}"),
-                version: "v1".into(),
-                ..Default::default()
-            }),
-            r#type: "slurm".into(),
-            custom: Some(slurm_connector::proto::json_to_struct(&custom)),
-            target: Some(core::task_template::Target::Container(Container {
-                image: c.image.clone(),
-                args,
-                ..Default::default()
-            })),
-            ..Default::default()
-        }),
-        output_prefix: prefix,
-        task_execution_metadata: Some(TaskExecutionMetadata {
-            task_execution_id: Some(TaskExecutionIdentifier {
-                node_execution_id: Some(NodeExecutionIdentifier {
-                    node_id: "a0".into(),
-                    execution_id: Some(WorkflowExecutionIdentifier {
-                        project: "flytesnacks".into(),
-                        domain: "development".into(),
-                        name: run.into(),
-                        org: "local".into(),
-                    }),
-                }),
-                ..Default::default()
-            }),
-            namespace: "flytesnacks-development".into(),
-            ..Default::default()
-        }),
         ..Default::default()
     }
 }
@@ -460,162 +336,7 @@ pub async fn wait_until(
     }
 }
 
-/// Once job `job` runs (RUNNING) and `a0` is up inside its container (so a cancel has a
-/// container to tear down): the job's processes then.
-pub async fn processes_once_a0_runs(
-    client: &mut AsyncConnectorServiceClient<Channel>,
-    meta: &[u8],
-    secs: u64,
-) -> Vec<(u32, String)> {
-    let job = job_of(client, meta).await;
-    wait_until(client, meta, 120, |p| {
-        p == Phase::Running || p.is_terminal()
-    })
-    .await;
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        let procs = job_processes(job);
-        if procs
-            .iter()
-            .any(|(_, cmd)| cmd.contains("/opt/venv/bin/a0"))
-        {
-            return procs;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "a0 of job {job} never started; processes: {procs:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-}
-
-/// DeleteTask of a native task: it ends ABORTED, and within 60 s no process of its job is left.
-pub async fn cancel_until_no_process(
-    client: &mut AsyncConnectorServiceClient<Channel>,
-    meta: &[u8],
-) {
-    let job = job_of(client, meta).await;
-    client
-        .delete_task(DeleteTaskRequest {
-            resource_meta: meta.to_vec(),
-            task_category: Some(TaskCategory {
-                name: "slurm".into(),
-                version: 0,
-            }),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    let r = wait_until(client, meta, 120, Phase::is_terminal).await;
-    assert_eq!(phase(&r), Phase::Aborted, "{}", r.message);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let left = job_processes(job);
-        if left.is_empty() {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "processes of cancelled job {job} still alive 60 s after ABORTED: {left:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-/// The Enroot containers Pyxis made for job `job` (`pyxis_<job>.<step>`, its unpacked root
-/// filesystem), as (node tree, name): `dev-cluster --pyxis` gives each node its own tree,
-/// `/tmp/enroot/<hostname>/data/user-<uid>` (lib/pyxis.sh), the host's name for a one-node
-/// cluster, the node's (`node1`, `node2`, ...) with `--nodes`.
-pub fn enroot_containers(c: &Cluster, job: u64) -> Vec<(String, String)> {
-    let prefix = format!("pyxis_{job}.");
-    let mut found = Vec::new();
-    let Ok(trees) = std::fs::read_dir(c.root.join("tmp/enroot")) else {
-        return found;
-    };
-    for tree in trees.flatten() {
-        let data = tree.path().join(format!("data/user-{JOB_UID}"));
-        for e in std::fs::read_dir(&data).into_iter().flatten().flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if name.starts_with(&prefix) {
-                found.push((tree.file_name().to_string_lossy().into_owned(), name));
-            }
-        }
-    }
-    found.sort();
-    found
-}
-
-/// Waits (60 s at most) until Pyxis has removed every Enroot container of job `job`.
-pub async fn until_no_enroot_container(c: &Cluster, job: u64) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let left = enroot_containers(c, job);
-        if left.is_empty() {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the cancelled job {job}'s Enroot containers are still there: {left:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
 /// The Slurm job of `meta`, also when CreateTask answered deferred (`common::request::job_of`).
 pub async fn job_of(client: &mut AsyncConnectorServiceClient<Channel>, meta: &[u8]) -> u64 {
     crate::common::request::job_of(client, get_req(meta)).await
-}
-
-/// Processes that belong to Slurm job `job`, with their commands: its slurmstepds (`slurmstepd:
-/// [JOB.STEP]`), processes whose environment says so (the batch script, srun, the container's
-/// python inherit SLURM_JOB_ID), and all their descendants (apptainer's starter and
-/// squashfuse_ll run with a cleaned environment under the step's slurmstepd).
-pub fn job_processes(job: u64) -> Vec<(u32, String)> {
-    let needle = format!("SLURM_JOB_ID={job}");
-    let stepd = format!("slurmstepd: [{job}.");
-    let mut parent = std::collections::BTreeMap::new();
-    let mut ours = BTreeSet::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
-            continue;
-        };
-        // "PID (COMM) STATE PPID ...": the command may hold spaces and parentheses.
-        let after = stat.rsplit_once(") ").map(|(_, a)| a).unwrap_or("");
-        if let Some(ppid) = after.split(' ').nth(1).and_then(|p| p.parse::<u32>().ok()) {
-            parent.insert(pid, ppid);
-        }
-        let is_stepd =
-            std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c.starts_with(stepd.as_bytes()));
-        let has_env = std::fs::read(e.path().join("environ"))
-            .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == needle.as_bytes()));
-        if is_stepd || has_env {
-            ours.insert(pid);
-        }
-    }
-    loop {
-        let more: Vec<u32> = parent
-            .iter()
-            .filter(|(p, pp)| !ours.contains(*p) && ours.contains(*pp))
-            .map(|(p, _)| *p)
-            .collect();
-        if more.is_empty() {
-            break;
-        }
-        ours.extend(more);
-    }
-    ours.into_iter()
-        .filter_map(|pid| {
-            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            Some((
-                pid,
-                String::from_utf8_lossy(&cmd)
-                    .replace('\0', " ")
-                    .trim()
-                    .to_string(),
-            ))
-        })
-        .collect()
 }
