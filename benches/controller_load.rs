@@ -27,10 +27,10 @@ use futures::StreamExt;
 use mock_slurmrestd::FaultConfig;
 use slurm_connector::config::DeploymentConfig;
 use slurm_connector::proto::connector::CreateTaskRequest;
-use slurm_connector::service::cluster::ClusterRuntime;
-use slurm_connector::service::meta::ResourceMeta;
-use slurm_connector::service::metrics::Metrics;
-use slurm_connector::service::{Connector, convert};
+use slurm_connector::service::ClusterRuntime;
+use slurm_connector::service::Metrics;
+use slurm_connector::service::ResourceMeta;
+use slurm_connector::service::{Connector, task_spec};
 use slurm_connector::slurmrestd::{Auth, Client, ClientConfig, JobDescription, JobId, Secret};
 use slurm_connector::tracker::{SlurmApi, Tracker, TrackerConfig};
 
@@ -392,7 +392,7 @@ async fn create(e: &Env) {
     let mut c = server.client().await;
     let base = held_fixture("script_no_io.pb");
     let d = deployment(e, Duration::from_secs(5));
-    let render_cfg = slurm_connector::service::cluster::render_config(&d.clusters["mock"]);
+    let render_cfg = slurm_connector::service::render_config(&d.clusters["mock"]);
     // The service layer alone (Connector::create: convert, render, key lock, submit, track),
     // to split CreateTask's overhead into gRPC and the connector's own work.
     let rt = Arc::new(
@@ -416,7 +416,7 @@ async fn create(e: &Env) {
     for i in 0..CREATES {
         let req = base.clone().attempt(i);
         // The same body CreateTask sends: rendered from the same request.
-        let spec = convert::task_spec(&req).expect("spec");
+        let spec = task_spec(&req).expect("spec");
         let rendered = slurm_connector::render::render(&spec, &render_cfg).expect("render");
         let t = Instant::now();
         e.client.submit(&rendered.job).await.expect("raw submit");

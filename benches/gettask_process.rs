@@ -22,7 +22,7 @@ use common::mock::Mock;
 use futures::StreamExt;
 use mock_slurmrestd::FaultConfig;
 use slurm_connector::proto::connector::async_connector_service_client::AsyncConnectorServiceClient;
-use slurm_connector::service::meta::ResourceMeta;
+use slurm_connector::service::ResourceMeta;
 use slurm_connector::slurmrestd::{Auth, Client, ClientConfig, JobDescription, Secret};
 use tonic::transport::Channel;
 

@@ -87,12 +87,9 @@ fn key_of(c: &support::Cluster, v: ApiVersion, r: &CreateTaskRequest) -> String 
         working_dir: Some(c.workdir.clone()),
         ..Default::default()
     };
-    slurm_connector::render::render(
-        &slurm_connector::service::convert::task_spec(r).unwrap(),
-        &cfg,
-    )
-    .unwrap()
-    .key
+    slurm_connector::render::render(&slurm_connector::service::task_spec(r).unwrap(), &cfg)
+        .unwrap()
+        .key
 }
 
 /// Every job of `keys` Slurm has on record (slurmctld, and slurmdbd for those that aged out),

@@ -48,7 +48,7 @@ use slurm_connector::config::AuthConfig;
 use slurm_connector::config::identity::DefaultAction;
 use slurm_connector::proto::connector::{CreateTaskRequest, DeleteTaskRequest, TaskCategory};
 use slurm_connector::proto::core::task_execution::Phase;
-use slurm_connector::service::cluster::ClusterRuntime;
+use slurm_connector::service::ClusterRuntime;
 use slurm_connector::slurmrestd::BaseState;
 use slurm_connector::tracker::TrackerConfig;
 

@@ -181,7 +181,7 @@ async fn rolled_and_killed_replicas_lose_and_duplicate_nothing() {
         .iter()
         .map(|(r, _)| {
             slurm_connector::render::render(
-                &slurm_connector::service::convert::task_spec(r).unwrap(),
+                &slurm_connector::service::task_spec(r).unwrap(),
                 &render_cfg,
             )
             .unwrap()

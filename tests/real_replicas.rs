@@ -101,9 +101,7 @@ fn keys_of(reqs: &[CreateTaskRequest]) -> Vec<String> {
     reqs.iter()
         .map(|r| {
             slurm_connector::render::idempotency_key(
-                &slurm_connector::service::convert::task_spec(r)
-                    .unwrap()
-                    .exec,
+                &slurm_connector::service::task_spec(r).unwrap().exec,
             )
         })
         .collect()

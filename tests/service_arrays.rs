@@ -14,7 +14,7 @@ use mock_slurmrestd::{MockConfig, MockServer};
 use slurm_connector::config::{AuthConfig, ClusterConfig, Secret};
 use slurm_connector::proto::connector::{GetTaskLogsRequest, Resource, get_task_logs_response};
 use slurm_connector::proto::core::task_execution::Phase;
-use slurm_connector::service::meta::{Decoded, decode};
+use slurm_connector::service::{Decoded, decode_meta as decode};
 
 use drill::{Grpc, Server, create, deployment, get, job_id, request};
 
@@ -144,7 +144,7 @@ fn element_states(r: &Resource) -> Vec<String> {
         .collect()
 }
 
-fn meta_of(meta: &[u8]) -> slurm_connector::service::meta::ResourceMeta {
+fn meta_of(meta: &[u8]) -> slurm_connector::service::ResourceMeta {
     match decode(meta).unwrap() {
         Decoded::Ours(m) => m,
         Decoded::Python { .. } => panic!(),

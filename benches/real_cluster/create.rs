@@ -5,7 +5,7 @@
 use std::process::Command;
 use std::time::Instant;
 
-use slurm_connector::service::{cluster, convert};
+use slurm_connector::service::{render_config, task_spec};
 
 use crate::support::*;
 
@@ -69,8 +69,7 @@ pub async fn create(held: bool, process: bool) {
     let child = process.then(spawn_serve);
     let mut c = grpc(child.as_ref().map_or(conn.addr, |(_, a)| *a)).await;
     let raw = raw_client(&conn.deployment);
-    let render_cfg =
-        cluster::render_config(&conn.deployment.clusters[&conn.deployment.default_cluster]);
+    let render_cfg = render_config(&conn.deployment.clusters[&conn.deployment.default_cluster]);
     let script = if held {
         "#!/bin/bash\n#SBATCH --hold\ntrue\n"
     } else {
@@ -89,7 +88,7 @@ pub async fn create(held: bool, process: bool) {
     for i in 0..ROUNDS {
         let req = request(script, i);
         let rendered =
-            slurm_connector::render::render(&convert::task_spec(&req).expect("spec"), &render_cfg)
+            slurm_connector::render::render(&task_spec(&req).expect("spec"), &render_cfg)
                 .expect("render");
         let t = Instant::now();
         ids.push(raw.submit(&rendered.job).await.expect("raw submit"));

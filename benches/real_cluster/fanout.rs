@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 
-use slurm_connector::service::{cluster, convert};
+use slurm_connector::service::{render_config, task_spec};
 use slurm_connector::slurmrestd::{Client, JobId};
 
 use crate::common::get_req;
@@ -47,8 +47,7 @@ pub async fn fanout() {
     );
     RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let conn = start().await;
-    let render_cfg =
-        cluster::render_config(&conn.deployment.clusters[&conn.deployment.default_cluster]);
+    let render_cfg = render_config(&conn.deployment.clusters[&conn.deployment.default_cluster]);
     let c = grpc(conn.addr).await;
     let raw = raw_client(&conn.deployment);
     let script = "#!/bin/bash\n#SBATCH --hold\ntrue\n";
@@ -126,7 +125,7 @@ pub async fn fanout() {
     let ours: std::collections::HashSet<String> = (0..n)
         .map(|i| {
             let req = request(script, i);
-            slurm_connector::render::render(&convert::task_spec(&req).expect("spec"), &render_cfg)
+            slurm_connector::render::render(&task_spec(&req).expect("spec"), &render_cfg)
                 .expect("render")
                 .key
         })
@@ -162,11 +161,9 @@ pub async fn fanout() {
         .map(|i| {
             let raw = slow_raw.clone();
             let req = request(script, n + i);
-            let rendered = slurm_connector::render::render(
-                &convert::task_spec(&req).expect("spec"),
-                &render_cfg,
-            )
-            .expect("render");
+            let rendered =
+                slurm_connector::render::render(&task_spec(&req).expect("spec"), &render_cfg)
+                    .expect("render");
             async move { raw.submit(&rendered.job).await.map_err(|e| e.to_string()) }
         })
         .buffer_unordered(FANOUT_IN_FLIGHT)

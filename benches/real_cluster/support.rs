@@ -12,8 +12,8 @@ use std::time::Duration;
 use slurm_connector::config::DeploymentConfig;
 use slurm_connector::proto::connector::CreateTaskRequest;
 use slurm_connector::proto::connector::async_connector_service_client::AsyncConnectorServiceClient;
-use slurm_connector::service::meta::{Decoded, decode};
-use slurm_connector::service::{cluster, serve_with};
+use slurm_connector::service::{Decoded, decode_meta as decode};
+use slurm_connector::service::{client_auth, serve_with};
 use slurm_connector::slurmrestd::{Client, ClientConfig, JobId};
 use tonic::transport::Channel;
 
@@ -66,7 +66,7 @@ pub fn raw_client(d: &DeploymentConfig) -> Client {
     let mut cc = ClientConfig::new(
         c.name.clone(),
         c.restd_url.clone(),
-        cluster::client_auth(c).expect("credentials"),
+        client_auth(c).expect("credentials"),
     );
     cc.user_name = c.username.clone();
     Client::new(cc).expect("client")

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::config::{ClusterConfig, DeploymentConfig};
-use crate::service::cluster::client_auth;
+use crate::service::client_auth;
 use crate::slurmrestd::{Client, ClientConfig, ClientError, RetryPolicy};
 use crate::staging::settings::StagingSettings;
 
@@ -123,7 +123,7 @@ pub async fn check_cluster(c: &ClusterConfig, output_prefix: Option<&str>) -> Ve
         out.push(check(
             name,
             "identity rules",
-            crate::service::identity::check_at_start(name, &c.identities, &client)
+            crate::service::check_identities(name, &c.identities, &client)
                 .await
                 .map(|()| {
                     format!(

@@ -38,8 +38,8 @@ pub fn run(
     api_version: Option<ApiVersion>,
 ) -> Result<String, RenderCliError> {
     let req = request::load(request_file)?;
-    let spec = crate::service::convert::task_spec(&req)
-        .map_err(|e| RenderCliError::Refused(e.to_string()))?;
+    let spec =
+        crate::service::task_spec(&req).map_err(|e| RenderCliError::Refused(e.to_string()))?;
     let deployment = DeploymentConfig::load(config_file)?;
     let cluster = if deployment.clusters.is_empty() {
         // What `serve` would use with its embedded default (the URL does not matter here).

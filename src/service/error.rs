@@ -35,8 +35,9 @@ pub enum ServiceError {
     #[error("{what}: {source}")]
     Slurm {
         what: &'static str,
+        /// Boxed: a `ClientError` is large, and every operation's `Result` would carry its size.
         #[source]
-        source: ClientError,
+        source: Box<ClientError>,
     },
     /// A bug of the connector, not of the request.
     #[error("{0}")]
@@ -46,7 +47,10 @@ pub enum ServiceError {
 impl ServiceError {
     /// A slurmrestd error met while doing `what` (`"cancelling the job"`).
     pub fn slurm(what: &'static str) -> impl FnOnce(ClientError) -> ServiceError {
-        move |source| ServiceError::Slurm { what, source }
+        move |source| ServiceError::Slurm {
+            what,
+            source: Box::new(source),
+        }
     }
 }
 
@@ -77,7 +81,7 @@ impl From<ServiceError> for Status {
                 } else if source.is_auth() {
                     Status::permission_denied(message)
                 } else if matches!(
-                    source,
+                    *source,
                     ClientError::Slurm { .. } | ClientError::SubmitWithoutJobId { .. }
                 ) {
                     Status::invalid_argument(message)

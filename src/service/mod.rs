@@ -18,25 +18,28 @@
 //! imports them; `submit` and `report` import `cluster`; only `mod.rs` and `rpc` see all.
 
 mod background;
-pub mod cluster;
-pub mod report;
-pub mod rpc;
-pub mod submit;
-pub mod wire;
-
+mod cluster;
 mod error;
+mod report;
+mod rpc;
+mod submit;
+mod wire;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+// The public surface: what `cli`, the tests and the benches use. The folders stay private, so
+// they can be reshaped without breaking a caller.
+pub use cluster::{BuildError, ClusterRuntime, client_auth, render_config};
 pub use error::ServiceError;
-pub use rpc::metrics;
+pub use rpc::metrics::Metrics;
 pub use rpc::serve::{ServeError, ServeOptions, serve, serve_with};
 pub use rpc::tls::{RELOAD_EVERY as TLS_RELOAD_EVERY, ServerTls, TlsError};
 pub use submit::idempotency::AWAITING_CHECK;
-pub use submit::identity;
+pub use submit::identity::check_at_start as check_identities;
 pub use submit::prepare::{Prepared, prepare};
-pub use wire::{convert, meta};
+pub use wire::convert::task_spec;
+pub use wire::meta::{Decoded, DeferredSubmit, ResourceMeta, decode as decode_meta};
 
 use crate::config::DeploymentConfig;
 use crate::proto::connector::{CreateTaskRequest, GetTaskMetricsRequest, Resource};
@@ -46,13 +49,12 @@ use crate::render;
 use crate::slurmrestd::{ApiVersion, JobId};
 use crate::staging;
 
-use cluster::ClusterRuntime;
-use meta::{Decoded, ResourceMeta};
-use metrics::Metrics;
 use report::native_result;
+use rpc::metrics;
 use submit::deferred::{self, Pending};
 use submit::execution::{Progress, Submitted};
 use submit::{gate, handoff, staged_image};
+use wire::{convert, meta};
 
 pub struct Connector {
     pub deployment: DeploymentConfig,

@@ -14,7 +14,7 @@ use slurm_connector::proto::connector::{
     CreateTaskRequest, DeleteTaskRequest, GetTaskRequest, Resource,
 };
 use slurm_connector::proto::core::task_execution::Phase;
-use slurm_connector::service::meta::{Decoded, decode};
+use slurm_connector::service::{Decoded, decode_meta as decode};
 
 /// Flyte's connector plugin default per-RPC deadline (`defaultConnector.defaultTimeout: 10s`).
 pub const FLYTE_DEADLINE: Duration = Duration::from_secs(10);
@@ -245,6 +245,22 @@ pub async fn jobs_per_key(mock: &Mock) -> HashMap<String, Vec<u32>> {
         }
     }
     m
+}
+
+/// The job a CreateTask's answer names: its job id, or, for a deferred answer (the submit
+/// outlasted the CreateTask's wait, as it may on a loaded machine), the cluster's one job of
+/// its key, which is what a GetTask of it resolves to (`None`: the cluster has no single job).
+pub fn answered_job(meta: &[u8], per_key: &HashMap<String, Vec<u32>>) -> Option<u32> {
+    match decode(meta).expect("our resource_meta") {
+        Decoded::Ours(m) => match &m.deferred {
+            None => Some(m.job_id.0),
+            Some(d) => match per_key.get(&d.key).map(Vec::as_slice) {
+                Some([id]) => Some(*id),
+                _ => None,
+            },
+        },
+        Decoded::Python { .. } => panic!("the connector answered a Python-plugin meta"),
+    }
 }
 
 pub fn job_id(meta: &[u8]) -> u32 {

@@ -42,8 +42,8 @@ async fn sigterm_drains_a_create_task_caught_between_submit_and_release() {
     let handed = create(&mut fresh, request(4101, "#!/bin/bash\ntrue\n"))
         .await
         .expect("a CreateTask during the drain is answered, not refused");
-    match slurm_connector::service::meta::decode(&handed).unwrap() {
-        slurm_connector::service::meta::Decoded::Ours(m) => {
+    match slurm_connector::service::decode_meta(&handed).unwrap() {
+        slurm_connector::service::Decoded::Ours(m) => {
             assert!(m.deferred.is_some() && m.job_id.0 == 0, "{m:?}")
         }
         other => panic!("{other:?}"),
@@ -207,8 +207,8 @@ async fn sigterm_waits_for_a_deferred_submit_between_submit_and_release() {
     let meta = create(&mut c, request(4300, "#!/bin/bash\nsleep 1\n"))
         .await
         .expect("CreateTask answers (deferred)");
-    match slurm_connector::service::meta::decode(&meta).unwrap() {
-        slurm_connector::service::meta::Decoded::Ours(m) => {
+    match slurm_connector::service::decode_meta(&meta).unwrap() {
+        slurm_connector::service::Decoded::Ours(m) => {
             assert!(
                 m.deferred.is_some(),
                 "answered before its submit settled: {m:?}"

@@ -96,7 +96,11 @@ async fn connector_sigkilled_while_backend_retries_create_task() {
     let per_key = jobs_per_key(&mock).await;
     let duplicates: Vec<_> = per_key.iter().filter(|(_, ids)| ids.len() > 1).collect();
     let on_cluster: HashSet<u32> = per_key.values().flatten().copied().collect();
-    let answered: HashSet<u32> = metas.iter().map(|m| job_id(m)).collect();
+    let deferred = metas.iter().filter(|m| job_id(m) == 0).count();
+    let answered: HashSet<u32> = metas
+        .iter()
+        .filter_map(|m| answered_job(m, &per_key))
+        .collect();
     // Submits slurmrestd carried out: answered, or answered into a dropped connection.
     let submits = mock.handle.stats().count_status("submit", 200)
         + mock
@@ -122,7 +126,7 @@ async fn connector_sigkilled_while_backend_retries_create_task() {
     println!(
         "DRILL sigkill: {TASKS} executions created by a retrying client, connector SIGKILLed {KILLS} \
          times (after {submits_at_kill:?} submits) and restarted; CreateTask calls failed and \
-         retried {retried}; orphaned jobs (submitted, answer lost, connector killed) found on the cluster and adopted {adopted}; jobs on the cluster {}, keys {}, duplicate keys {}, submits answered \
+         retried {retried}; answered deferred (submit outlasted the wait) {deferred}; orphaned jobs (submitted, answer lost, connector killed) found on the cluster and adopted {adopted}; jobs on the cluster {}, keys {}, duplicate keys {}, submits answered \
          {submits}, distinct job ids returned {}, jobs no execution got {}; all {} SUCCEEDED \
          (wrong phases {}); drill took {:.1}s",
         on_cluster.len(),

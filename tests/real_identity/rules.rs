@@ -108,9 +108,7 @@ async fn limits_and_deny_refuse_before_anything_is_submitted() {
         .iter()
         .map(|(_, req, _, _)| {
             slurm_connector::render::idempotency_key(
-                &slurm_connector::service::convert::task_spec(req)
-                    .unwrap()
-                    .exec,
+                &slurm_connector::service::task_spec(req).unwrap().exec,
             )
         })
         .collect();

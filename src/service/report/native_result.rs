@@ -286,11 +286,6 @@ impl Probes {
             _ => None,
         }
     }
-
-    /// How many are kept.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
 }
 
 #[cfg(test)]

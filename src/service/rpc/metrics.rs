@@ -48,6 +48,14 @@ pub struct ClusterLabels {
     pub cluster: String,
 }
 
+/// One of the service's maps keyed by execution or job (`executions`, `index_jobs`), so that
+/// what bounds each one can be watched.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    pub cluster: String,
+    pub state: String,
+}
+
 pub struct Metrics {
     registry: Registry,
     /// One series, set once at start (`crate::build_info`).
@@ -59,6 +67,8 @@ pub struct Metrics {
     pub tracked_jobs: Family<ClusterLabels, Gauge>,
     /// Output transfers kept (running, or settled and read within `terminal_ttl`).
     pub output_transfers: Family<ClusterLabels, Gauge>,
+    /// Entries of the per-execution and per-job maps (see [`StateLabels`]).
+    pub state_entries: Family<StateLabels, Gauge>,
     pub poll_tick: Family<ClusterLabels, Histogram>,
     pub token_refreshes: Family<ClusterLabels, Counter>,
     pub submits: Family<ClusterLabels, Counter>,
@@ -87,6 +97,7 @@ impl Metrics {
             slurmrestd_requests: Family::default(),
             tracked_jobs: Family::default(),
             output_transfers: Family::default(),
+            state_entries: Family::default(),
             poll_tick: Family::new_with_constructor(latency_histogram),
             token_refreshes: Family::default(),
             submits: Family::default(),
@@ -139,6 +150,11 @@ impl Metrics {
             "slurm_connector_output_transfers",
             "Connector-side output transfers kept: running, or settled and read within terminal_ttl",
             m.output_transfers.clone(),
+        );
+        registry.register(
+            "slurm_connector_state_entries",
+            "Entries of the connector's maps by execution (executions) and by job (index_jobs: the duplicate check's index)",
+            m.state_entries.clone(),
         );
         registry.register(
             "slurm_connector_poll_tick_seconds",

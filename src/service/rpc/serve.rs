@@ -16,7 +16,7 @@ use crate::proto::connector::connector_metadata_service_server::ConnectorMetadat
 use crate::tracker::TrackerConfig;
 
 use super::grpc::Grpc;
-use super::metrics::{self, ClusterLabels, Metrics, RestLabels};
+use super::metrics::{self, ClusterLabels, Metrics, RestLabels, StateLabels};
 use crate::service::Connector;
 use crate::service::cluster::{BuildError, ClusterRuntime};
 
@@ -198,6 +198,12 @@ pub async fn serve_with(
                         mm.output_transfers
                             .get_or_create(&label)
                             .set(rt.transfers.len() as i64);
+                        let index_jobs = rt.index.size().map(|(jobs, _)| jobs);
+                        for (state, n) in [("executions", Some(rt.executions.len())), ("index_jobs", index_jobs)] {
+                            let Some(n) = n else { continue };
+                            let labels = StateLabels { cluster: rt.cfg.name.clone(), state: state.into() };
+                            mm.state_entries.get_or_create(&labels).set(n as i64);
+                        }
                         let r = rt.client.token_refreshes();
                         mm.token_refreshes.get_or_create(&label).inc_by(r.saturating_sub(last_refreshes));
                         last_refreshes = r;

@@ -71,6 +71,12 @@ const ACCOUNTING_EVERY: Duration = Duration::from_secs(30);
 /// released job may wait in the queue as long).
 pub const ABANDONED_AFTER: Duration = Duration::from_secs(3600);
 
+/// A keyed job that left slurmctld is forgotten this long after this process first saw it: the
+/// look-back of a new replica's first listing of slurmdbd ([`ACCOUNTING_LOOKBACK_SECS`]), so a
+/// long-running replica knows no less than a new one, and its index no longer grows for ever
+/// (~1 KiB a job: 140 MiB a month at 20 000 jobs a day, before).
+pub const FORGET_AFTER: Duration = Duration::from_secs(ACCOUNTING_LOOKBACK_SECS as u64);
+
 /// slurmctld's reason for a job its submitter held (`hold: true` at submit is always this, also
 /// for a privileged submitter; an admin's hold or a job_submit plugin's is `JobHeldAdmin`).
 const HELD_BY_USER: &str = "JobHeldUser";
@@ -117,9 +123,13 @@ struct State {
     page_span: Option<i64>,
     /// [`ABANDONED_AFTER`] unless a test says otherwise.
     abandoned_after: Option<Duration>,
-    /// key → the jobs carrying it. Never shrinks while the process runs: a job that left
-    /// slurmctld still decides who wins.
+    /// key → the jobs carrying it. A job that left slurmctld still decides who wins, so it stays
+    /// for [`FORGET_AFTER`] after this process first saw it ([`State::forget`]): what a replica
+    /// started now would read from slurmdbd, and no longer. What bounds the map: the jobs of a
+    /// week, plus those still in slurmctld.
     by_key: HashMap<String, BTreeMap<JobId, Seen>>,
+    /// [`FORGET_AFTER`] unless a test says otherwise.
+    forget_after: Option<Duration>,
 }
 
 /// Where the first listing's walk through slurmdbd's week stands. Kept across attempts: a
@@ -144,6 +154,20 @@ pub struct Winner {
 }
 
 impl Index {
+    #[cfg(test)]
+    fn forgetting_after(d: Duration) -> Index {
+        let index = Index::default();
+        index.state.try_lock().expect("new").forget_after = Some(d);
+        index
+    }
+
+    /// How many jobs it holds, and under how many keys; `None` while a listing or check holds
+    /// it (the metrics' tick does not wait for a week's walk through slurmdbd).
+    pub fn size(&self) -> Option<(usize, usize)> {
+        let st = self.state.try_lock().ok()?;
+        Some((st.keyed.len(), st.by_key.len()))
+    }
+
     #[cfg(test)]
     fn abandoning_after(d: Duration) -> Index {
         let index = Index::default();
@@ -291,6 +315,7 @@ impl State {
     ) -> Result<(), ClientError> {
         let began = Instant::now();
         let states = client.all_states().await?;
+        self.forget(|id| states.contains_key(id));
         let unknown: Vec<JobId> = states
             .keys()
             .filter(|id| id.0 >= self.resolved_below && !self.keyed.contains_key(id))
@@ -396,6 +421,25 @@ impl State {
                 tracing::error!(cluster, key, job_id = %j.job_id, error = %e, "cannot cancel a held duplicate; it never starts (held) but stays queued: `scancel {}`", j.job_id);
             }
         }
+    }
+
+    /// Drops the keyed jobs that are no longer in slurmctld (`in_slurmctld` says, from the
+    /// check's listing of every job), no longer wait for a release, and were first seen over
+    /// [`FORGET_AFTER`] ago.
+    fn forget(&mut self, in_slurmctld: impl Fn(&JobId) -> bool) {
+        let horizon = self.forget_after.unwrap_or(FORGET_AFTER);
+        let State { keyed, by_key, .. } = self;
+        by_key.retain(|_, jobs| {
+            jobs.retain(|id, seen| {
+                let keep =
+                    in_slurmctld(id) || seen.awaiting_release || seen.since.elapsed() < horizon;
+                if !keep {
+                    keyed.remove(id);
+                }
+                keep
+            });
+            !jobs.is_empty()
+        });
     }
 
     fn done(&mut self, began: Instant, max_known: Option<JobId>) {

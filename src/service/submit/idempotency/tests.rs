@@ -179,3 +179,61 @@ fn the_next_page_spans_a_thousand_jobs_at_the_rate_they_were_submitted() {
     let dense: Vec<JobInfo> = (0..5000).map(|i| job(i, end)).collect();
     assert_eq!(next_span(&dense, start, end, 60), PAGE_MIN_SECS);
 }
+
+/// A keyed job that left slurmctld is forgotten past the horizon (a week in service), and
+/// only then: while in slurmctld, however old, it stays. Without this the index grew by a job
+/// with every submit for the life of the process.
+#[tokio::test]
+async fn jobs_that_left_slurmctld_are_forgotten_past_the_horizon() {
+    let cfg = mock_slurmrestd::MockConfig {
+        jwt_key: b"idempotency-test-key-0123456789abcdef".to_vec(),
+        min_job_age: Duration::from_millis(300),
+        accounting: false,
+        ..mock_slurmrestd::MockConfig::default()
+    };
+    let mock = mock_slurmrestd::MockServer::start(cfg, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let client = Client::new(ClientConfig::new(
+        "mock",
+        mock.url().parse().unwrap(),
+        Auth::Static {
+            token: Secret::new(mock.mint_token("flyte", Duration::from_secs(600))),
+        },
+    ))
+    .unwrap();
+    let key = "fedcba9876543210";
+    let job = JobDescription {
+        name: format!("flyte-t-{key}"),
+        script: "#!/bin/bash\nsleep 600\n".into(),
+        current_working_directory: "/tmp".into(),
+        environment: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        comment: Some(crate::render::naming::comment(key, None)),
+        hold: Some(true),
+        ..Default::default()
+    };
+    let id = client.submit(&job).await.unwrap();
+    let index = Index::forgetting_after(Duration::from_millis(100));
+    let found = |w: Option<Winner>| w.map(|w| w.job_id);
+    let look = || index.lookup(&client, "mock", None, key, true);
+    assert_eq!(found(look().await.unwrap()), Some(id));
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(
+        found(look().await.unwrap()),
+        Some(id),
+        "past the horizon but still in slurmctld: kept"
+    );
+    assert_eq!(index.size(), Some((1, 1)));
+    client.cancel(id, None).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while mock.in_slurmctld(id.0) {
+        assert!(Instant::now() < deadline, "job {id} never left slurmctld");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        found(look().await.unwrap()),
+        None,
+        "left slurmctld: forgotten"
+    );
+    assert_eq!(index.size(), Some((0, 0)), "nothing of it is kept");
+}
