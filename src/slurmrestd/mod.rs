@@ -12,9 +12,11 @@
 //! - [`version`]: the versions spoken, and [`errno`]: the Slurm error numbers acted on.
 
 pub mod auth;
+mod caller;
 mod classify;
 pub mod client;
 pub mod convert;
+mod dialect;
 pub mod errno;
 pub mod error;
 mod generated;

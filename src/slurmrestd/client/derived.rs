@@ -19,7 +19,7 @@ impl Client {
         cfg.auth = auth;
         cfg.user_name = None;
         Client {
-            apis: self.apis.clone(),
+            dialects: self.dialects.clone(),
             tokens: Arc::new(TokenSource::new(cfg.auth.clone())),
             version: self.version.clone(),
             cfg: Arc::new(cfg),
@@ -41,7 +41,7 @@ impl Client {
             None => self.tokens.clone(),
         };
         Client {
-            apis: self.apis.clone(),
+            dialects: self.dialects.clone(),
             tokens,
             version: self.version.clone(),
             cfg: Arc::new(cfg),
@@ -56,7 +56,7 @@ impl Client {
         cfg.auth = other.cfg.auth.clone();
         cfg.user_name = other.cfg.user_name.clone();
         Client {
-            apis: self.apis.clone(),
+            dialects: self.dialects.clone(),
             tokens: other.tokens.clone(),
             version: self.version.clone(),
             cfg: Arc::new(cfg),
@@ -76,14 +76,14 @@ impl Client {
     pub fn with_request_timeout(&self, timeout: Duration) -> Result<Client, ClientError> {
         let mut cfg = (*self.cfg).clone();
         cfg.request_timeout = timeout;
-        let (http, apis) =
+        let (http, dialects) =
             Self::http(&cfg, timeout).map_err(|detail| ClientError::InvalidRequest {
                 cluster: cfg.cluster.clone(),
                 operation: "configure",
                 detail,
             })?;
         Ok(Client {
-            apis: Arc::new(apis),
+            dialects: Arc::new(dialects),
             tokens: self.tokens.clone(),
             version: self.version.clone(),
             cfg: Arc::new(cfg),

@@ -3,14 +3,16 @@
 
 use std::time::Duration;
 
-use super::{Apis, Client, ClientConfig};
+use super::{Client, ClientConfig, Dialects};
+use crate::slurmrestd::ApiVersion;
 use crate::slurmrestd::convert;
+use crate::slurmrestd::dialect::Dialect;
 
 impl Client {
     pub(super) fn http(
         cfg: &ClientConfig,
         timeout: Duration,
-    ) -> Result<(reqwest::Client, Apis), String> {
+    ) -> Result<(reqwest::Client, Dialects), String> {
         let mut builder = reqwest::Client::builder()
             .connect_timeout(cfg.connect_timeout)
             .timeout(timeout)
@@ -22,16 +24,23 @@ impl Client {
             .build()
             .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
         let base = cfg.base_url.as_str().trim_end_matches('/').to_string();
-        let apis = Apis {
-            v0040: convert::v0040::Api::new(&base, http.clone()),
-            v0041: convert::v0041::Api::new(&base, http.clone()),
-            v0042: convert::v0042::Api::new(&base, http.clone()),
-            v0043: convert::v0043::Api::new(&base, http.clone()),
-            v0044: convert::v0044::Api::new(&base, http.clone()),
-            v0045: convert::v0045::Api::new(&base, http.clone()),
-            v0046: convert::v0046::Api::new(&base, http.clone()),
-        };
-        Ok((http, apis))
+        let dialects = Dialects(ApiVersion::ALL.map(|v| dialect(v, &base, &http)));
+        Ok((http, dialects))
+    }
+}
+
+/// Version `v`'s dialect, speaking to `base` through `http`. The one place that names each
+/// version's module: adding a version is its module (`convert/v00NN.rs`) and an arm here.
+fn dialect(v: ApiVersion, base: &str, http: &reqwest::Client) -> Box<dyn Dialect> {
+    let http = http.clone();
+    match v {
+        ApiVersion::V0040 => Box::new(convert::v0040::Api::new(base, http)),
+        ApiVersion::V0041 => Box::new(convert::v0041::Api::new(base, http)),
+        ApiVersion::V0042 => Box::new(convert::v0042::Api::new(base, http)),
+        ApiVersion::V0043 => Box::new(convert::v0043::Api::new(base, http)),
+        ApiVersion::V0044 => Box::new(convert::v0044::Api::new(base, http)),
+        ApiVersion::V0045 => Box::new(convert::v0045::Api::new(base, http)),
+        ApiVersion::V0046 => Box::new(convert::v0046::Api::new(base, http)),
     }
 }
 

@@ -1,53 +1,30 @@
 //! The typed facade over the generated client: what the connector calls.
 //!
-//! Every call goes through [`Client::call`], which attaches credentials, retries what is safe to
-//! retry, re-mints a rejected token once, and turns every answer — JSON or `text/plain` — into a
-//! domain value or a [`ClientError`] that names the cluster, the operation and the fix.
+//! Every call goes through the negotiated version's `Dialect` (`dialect.rs`), chosen once at
+//! negotiation, and its request through a `Caller` (`caller.rs`), which attaches credentials,
+//! retries what is safe to retry, re-mints a rejected token once, and turns every answer — JSON
+//! or `text/plain` — into a domain value or a [`ClientError`] that names the cluster, the
+//! operation and the fix.
 //!
 //! Beside it: `negotiate` (which API version, and when to look again), `derived` (the same
 //! cluster with other credentials, user or timeout) and `http` (the HTTP client and TLS CAs).
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::Arc;
 
 use std::sync::RwLock;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-use progenitor_client::{Error as GenError, ResponseValue};
+use std::sync::atomic::AtomicBool;
 
 use super::auth::TokenSource;
+use super::caller::Caller;
 use super::classify;
-use super::convert::{self, Envelope, Unexpressible};
+use super::dialect::{DbJobsFilter, Dialect};
 use super::errno;
 use super::error::ClientError;
-use super::transport::{self, CallContext};
 use super::types::{
     CancelOutcome, Diag, JobId, JobInfo, JobState, JobUsage, Partition, Ping, States,
 };
 use super::{ApiVersion, JobDescription};
-
-/// Whether a call may be repeated without changing the outcome.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Idempotency {
-    /// GETs and DELETE (cancelling twice is harmless): retry transient failures.
-    Idempotent,
-    /// A submit: only retried when the request surely never reached slurmrestd.
-    OnlyIfNeverSent,
-    /// A version probe: retried like a read, but its 404 is the answer ("not served"), not a
-    /// sign that the chosen version went away.
-    Probe,
-}
-
-/// The filters of slurmdbd's `GET jobs/` this client uses.
-#[derive(Default)]
-pub(crate) struct DbJobsFilter<'a> {
-    pub(crate) end_time: Option<&'a str>,
-    pub(crate) skip_steps: Option<&'a str>,
-    pub(crate) start_time: Option<&'a str>,
-    pub(crate) step: Option<&'a Vec<String>>,
-    pub(crate) users: Option<&'a str>,
-}
 
 /// A point in time as slurmdb's `start_time`/`end_time` take it in version `v`. v0.0.40/41's
 /// timestamp parser refuses unix seconds in a query (422, error 9202: recorded on 24.11,
@@ -60,56 +37,22 @@ fn query_time(v: ApiVersion, unix: i64, now: i64) -> String {
     }
 }
 
-/// The generated client of every version, built once: choosing another version is a lookup.
-struct Apis {
-    v0040: convert::v0040::Api,
-    v0041: convert::v0041::Api,
-    v0042: convert::v0042::Api,
-    v0043: convert::v0043::Api,
-    v0044: convert::v0044::Api,
-    v0045: convert::v0045::Api,
-    v0046: convert::v0046::Api,
+/// Every version's dialect, built once, oldest first: choosing another version is a lookup (why a
+/// trait: `dialect.rs`).
+struct Dialects([Box<dyn Dialect>; ApiVersion::ALL.len()]);
+
+impl Dialects {
+    fn get(&self, v: ApiVersion) -> &dyn Dialect {
+        let d = self.0.iter().find(|d| d.version() == v);
+        d.expect("a dialect for every version").as_ref()
+    }
+
+    /// Every dialect, oldest first.
+    fn all(&self) -> impl Iterator<Item = &dyn Dialect> {
+        self.0.iter().map(|d| d.as_ref())
+    }
 }
 
-/// Runs `$body` with `$api` bound to the generated client of `$version` (each arm is its own
-/// type; the bodies are the same text).
-macro_rules! with_api {
-    ($apis:expr, $version:expr, $api:ident => $body:expr) => {{
-        let apis = &$apis;
-        match $version {
-            ApiVersion::V0040 => {
-                let $api = &apis.v0040;
-                $body
-            }
-            ApiVersion::V0041 => {
-                let $api = &apis.v0041;
-                $body
-            }
-            ApiVersion::V0042 => {
-                let $api = &apis.v0042;
-                $body
-            }
-            ApiVersion::V0043 => {
-                let $api = &apis.v0043;
-                $body
-            }
-            ApiVersion::V0044 => {
-                let $api = &apis.v0044;
-                $body
-            }
-            ApiVersion::V0045 => {
-                let $api = &apis.v0045;
-                $body
-            }
-            ApiVersion::V0046 => {
-                let $api = &apis.v0046;
-                $body
-            }
-        }
-    }};
-}
-
-// After `with_api!`, which they use (a macro is in scope below its definition only).
 pub(super) mod config;
 mod derived;
 mod http;
@@ -118,12 +61,12 @@ mod negotiate;
 pub use config::{ClientConfig, DEFAULT_STATE_CHUNK, RequestObserver};
 
 pub use negotiate::Negotiated;
-use negotiate::{VersionState, is_unknown_path};
+use negotiate::VersionState;
 
 /// A slurmrestd client for one cluster. Cheap to clone.
 #[derive(Clone)]
 pub struct Client {
-    apis: Arc<Apis>,
+    dialects: Arc<Dialects>,
     cfg: Arc<ClientConfig>,
     tokens: Arc<TokenSource>,
     version: Arc<VersionState>,
@@ -152,9 +95,9 @@ impl Client {
                 cfg.base_url
             )));
         }
-        let (http, apis) = Self::http(&cfg, cfg.request_timeout).map_err(invalid)?;
+        let (http, dialects) = Self::http(&cfg, cfg.request_timeout).map_err(invalid)?;
         Ok(Client {
-            apis: Arc::new(apis),
+            dialects: Arc::new(dialects),
             tokens: Arc::new(TokenSource::new(cfg.auth.clone())),
             version: Arc::new(VersionState {
                 chosen: RwLock::new(None),
@@ -187,12 +130,12 @@ impl Client {
     /// Submit one batch job. A 200 without `job_id` is a failure (slurmrestd's way of saying a
     /// field had the wrong type: no job was created). Never retried once it may have been sent.
     pub async fn submit(&self, job: &JobDescription) -> Result<JobId, ClientError> {
-        let v = self.current().await?;
-        let (id, warnings) = with_api!(self.apis, v, a => a.submit(self, job).await)?;
+        let d = self.current().await?;
+        let (id, warnings) = d.submit(self.caller(), job).await?;
         match id {
             Some(id) => {
                 for w in &warnings {
-                    tracing::warn!(cluster = %self.cfg.cluster, api_version = %v, job_id = id, warning = %w, "slurmrestd warning on submit");
+                    tracing::warn!(cluster = %self.cfg.cluster, api_version = %d.version(), job_id = id, warning = %w, "slurmrestd warning on submit");
                 }
                 Ok(JobId(id))
             }
@@ -219,10 +162,10 @@ impl Client {
         if ids.is_empty() {
             return Ok(out);
         }
-        let v = self.current().await?;
+        let d = self.current().await?;
         for chunk in ids.chunks(self.cfg.state_chunk.max(1)) {
             let query: Vec<String> = chunk.iter().map(|id| id.to_string()).collect();
-            let states = with_api!(self.apis, v, a => a.states(self, &query).await)?;
+            let states = d.states(self.caller(), &query).await?;
             out.jobs.extend(states.jobs);
             out.elements.extend(states.elements);
         }
@@ -234,8 +177,8 @@ impl Client {
     /// under its own id (the array's id for its pending remainder): each is a job whose record
     /// carries the array's comment.
     pub async fn all_states(&self) -> Result<HashMap<JobId, JobState>, ClientError> {
-        let v = self.current().await?;
-        let states = with_api!(self.apis, v, a => a.states(self, &Vec::new()).await)?;
+        let d = self.current().await?;
+        let states = d.states(self.caller(), &Vec::new()).await?;
         let mut out = states.jobs;
         for e in states.elements {
             out.entry(e.id).or_insert(e.state);
@@ -245,8 +188,8 @@ impl Client {
 
     /// One job's full record; `None` when slurmctld does not know it (404 / error 2017).
     pub async fn job(&self, id: JobId) -> Result<Option<JobInfo>, ClientError> {
-        let v = self.current().await?;
-        match with_api!(self.apis, v, a => a.job(self, id).await) {
+        let d = self.current().await?;
+        match d.job(self.caller(), id).await {
             Ok(records) => Ok(records.into_iter().find(|j| j.job_id == id)),
             Err(e) if classify::is_unknown_job(&e) => Ok(None),
             Err(e) => Err(e),
@@ -256,8 +199,8 @@ impl Client {
     /// Every record slurmctld answers for `job/{id}` (an array's id: each element it still has,
     /// and the array's own record for the pending remainder); empty when it does not know it.
     pub async fn job_records(&self, id: JobId) -> Result<Vec<JobInfo>, ClientError> {
-        let v = self.current().await?;
-        match with_api!(self.apis, v, a => a.job(self, id).await) {
+        let d = self.current().await?;
+        match d.job(self.caller(), id).await {
             Ok(records) => Ok(records),
             Err(e) if classify::is_unknown_job(&e) => Ok(Vec::new()),
             Err(e) => Err(e),
@@ -267,8 +210,8 @@ impl Client {
     /// Every job slurmctld knows, as full records. Heavy (~5 KB a job): for adopting jobs after a
     /// restart, never for polling.
     pub async fn jobs(&self) -> Result<Vec<JobInfo>, ClientError> {
-        let v = self.current().await?;
-        with_api!(self.apis, v, a => a.jobs(self).await)
+        let d = self.current().await?;
+        d.jobs(self.caller()).await
     }
 
     /// Release a job submitted held (`keep_held`: leave it held, as its task asked), setting its
@@ -280,8 +223,8 @@ impl Client {
         comment: Option<&str>,
         keep_held: bool,
     ) -> Result<bool, ClientError> {
-        let v = self.current().await?;
-        match with_api!(self.apis, v, a => a.release(self, id, comment, keep_held).await) {
+        let d = self.current().await?;
+        match d.release(self.caller(), id, comment, keep_held).await {
             Ok(()) => Ok(true),
             Err(e)
                 if classify::is_unknown_job(&e) || classify::has_errno(&e, errno::JOB_FINISHED) =>
@@ -300,8 +243,8 @@ impl Client {
         id: JobId,
         signal: Option<&str>,
     ) -> Result<CancelOutcome, ClientError> {
-        let v = self.current().await?;
-        let codes = match with_api!(self.apis, v, a => a.cancel(self, id, signal).await) {
+        let d = self.current().await?;
+        let codes = match d.cancel(self.caller(), id, signal).await {
             Ok(codes) => codes,
             Err(e) if classify::is_unknown_job(&e) => return Ok(CancelOutcome::Unknown),
             Err(e) => return Err(e),
@@ -317,18 +260,17 @@ impl Client {
 
     /// One job's accounting record from slurmdbd; `None` when slurmdbd has none.
     pub async fn accounting_job(&self, id: JobId) -> Result<Option<JobInfo>, ClientError> {
-        let v = self.current().await?;
-        let records = with_api!(self.apis, v, a => a.accounting_job(self, id).await)?;
+        let d = self.current().await?;
+        let records = d.accounting_job(self.caller(), id).await?;
         Ok(records.into_iter().find(|j| j.job_id == id))
     }
 
     /// What a job used, for GetTaskMetrics: slurmdbd's record (usage, once steps end) when it has
     /// one, else slurmctld's view (times, allocations). `None` when neither knows the job.
     pub async fn usage(&self, id: JobId) -> Result<Option<JobUsage>, ClientError> {
-        let v = self.current().await?;
+        let d = self.current().await?;
         // Without accounting (or with slurmdbd down) slurmctld still knows running jobs.
-        let accounting_error = match with_api!(self.apis, v, a => a.accounting_usage(self, id).await)
-        {
+        let accounting_error = match d.accounting_usage(self.caller(), id).await {
             Ok(records) => {
                 if let Some(found) = records.into_iter().find(|u| u.job_id == id) {
                     return Ok(Some(found));
@@ -338,7 +280,7 @@ impl Client {
             Err(e) => Some(e),
         };
         let now = chrono::Utc::now().timestamp();
-        let found = match with_api!(self.apis, v, a => a.controller_usage(self, id, now).await) {
+        let found = match d.controller_usage(self.caller(), id, now).await {
             Ok(records) => records.into_iter().find(|u| u.job_id == id),
             Err(e) if classify::is_unknown_job(&e) => None,
             Err(e) => return Err(e),
@@ -354,15 +296,14 @@ impl Client {
     /// `job/{array id}` lists every element), and slurmctld's view of the elements slurmdbd has
     /// no record of yet (or of all, without accounting). Empty when neither knows the array.
     pub async fn array_usage(&self, id: JobId) -> Result<Vec<JobUsage>, ClientError> {
-        let v = self.current().await?;
+        let d = self.current().await?;
         let mine = |u: &JobUsage| u.array.is_some_and(|a| a.array_job_id == id);
-        let (mut out, accounting_error) = match with_api!(self.apis, v, a => a.accounting_usage(self, id).await)
-        {
+        let (mut out, accounting_error) = match d.accounting_usage(self.caller(), id).await {
             Ok(records) => (records.into_iter().filter(mine).collect::<Vec<_>>(), None),
             Err(e) => (Vec::new(), Some(e)),
         };
         let now = chrono::Utc::now().timestamp();
-        let live = match with_api!(self.apis, v, a => a.controller_usage(self, id, now).await) {
+        let live = match d.controller_usage(self.caller(), id, now).await {
             Ok(records) => records,
             Err(e) if classify::is_unknown_job(&e) => Vec::new(),
             Err(e) => return Err(e),
@@ -392,14 +333,16 @@ impl Client {
         if ids.is_empty() {
             return Ok(out);
         }
-        let v = self.current().await?;
+        let d = self.current().await?;
         for chunk in ids.chunks(self.cfg.state_chunk.max(1)) {
             let steps: Vec<String> = chunk.iter().map(|id| id.to_string()).collect();
             let filter = DbJobsFilter {
                 step: Some(&steps),
                 ..DbJobsFilter::default()
             };
-            let jobs = with_api!(self.apis, v, a => a.accounting_jobs(self, "accounting_jobs", &filter).await)?;
+            let jobs = d
+                .accounting_jobs(self.caller(), "accounting_jobs", &filter)
+                .await?;
             out.extend(jobs.into_iter().map(|j| (j.job_id, j)));
         }
         Ok(out)
@@ -425,10 +368,10 @@ impl Client {
         end_unix: Option<i64>,
         user: Option<&str>,
     ) -> Result<Vec<JobInfo>, ClientError> {
-        let v = self.current().await?;
+        let d = self.current().await?;
         let now = chrono::Utc::now().timestamp();
-        let start = query_time(v, start_unix, now);
-        let end = end_unix.map(|t| query_time(v, t, now));
+        let start = query_time(d.version(), start_unix, now);
+        let end = end_unix.map(|t| query_time(d.version(), t, now));
         let filter = DbJobsFilter {
             end_time: end.as_deref(),
             skip_steps: Some("true"),
@@ -436,7 +379,8 @@ impl Client {
             users: user,
             ..DbJobsFilter::default()
         };
-        with_api!(self.apis, v, a => a.accounting_jobs(self, "accounting_jobs_since", &filter).await)
+        d.accounting_jobs(self.caller(), "accounting_jobs_since", &filter)
+            .await
     }
 
     /// slurmdbd's record of Slurm user `name` with its associations on `cluster`; `None`: no
@@ -447,110 +391,33 @@ impl Client {
         name: &str,
         cluster: Option<&str>,
     ) -> Result<Option<super::users::UserRecord>, ClientError> {
-        let v = self.current().await?;
-        with_api!(self.apis, v, a => a.user(self, name, cluster).await)
+        let d = self.current().await?;
+        d.user(self.caller(), name, cluster).await
     }
 
     /// The controllers' ping answers. Beware: a rejected token still gets 200, not responding.
     pub async fn ping(&self) -> Result<Vec<Ping>, ClientError> {
-        let v = self.current().await?;
-        with_api!(self.apis, v, a => a.ping(self).await)
+        let d = self.current().await?;
+        d.ping(self.caller()).await
     }
 
     /// slurmctld's statistics (a real auth check, unlike ping, and the RPC counts per type).
     pub async fn diag(&self) -> Result<Diag, ClientError> {
-        let v = self.current().await?;
-        with_api!(self.apis, v, a => a.diag(self).await)
+        let d = self.current().await?;
+        d.diag(self.caller()).await
     }
 
     pub async fn partitions(&self) -> Result<Vec<Partition>, ClientError> {
-        let v = self.current().await?;
-        with_api!(self.apis, v, a => a.partitions(self).await)
+        let d = self.current().await?;
+        d.partitions(self.caller()).await
     }
 
-    /// A job description the version in use cannot carry, as the error a submit returns.
-    pub(crate) fn unexpressible(&self, e: Unexpressible) -> ClientError {
-        ClientError::InvalidRequest {
-            cluster: self.cfg.cluster.clone(),
-            operation: "submit",
-            detail: e.to_string(),
-        }
-    }
-
-    /// One operation with credentials, retries and one re-mint after a rejected token.
-    pub(crate) async fn call<T, F, Fut>(
-        &self,
-        version: ApiVersion,
-        operation: &'static str,
-        idem: Idempotency,
-        f: F,
-    ) -> Result<T, ClientError>
-    where
-        T: Envelope,
-        F: Fn() -> Fut,
-        Fut: Future<Output = Result<ResponseValue<T>, GenError<T>>>,
-    {
-        let mut attempt = 1;
-        let mut reminted = false;
-        loop {
-            let token = self
-                .tokens
-                .token()
-                .map_err(|source| ClientError::Credentials {
-                    cluster: self.cfg.cluster.clone(),
-                    source,
-                })?;
-            let ctx = CallContext::new(&token, self.cfg.user_name.as_deref()).ok_or_else(|| {
-                ClientError::InvalidRequest {
-                    cluster: self.cfg.cluster.clone(),
-                    operation,
-                    detail: "the token or user name holds characters an HTTP header cannot carry"
-                        .into(),
-                }
-            })?;
-            let note = ctx.response();
-            let result = transport::with_context(ctx, f()).await;
-            if let Some(observe) = &self.cfg.observer {
-                observe(operation, version, note.status());
-            }
-            let err = match classify::classify(
-                &self.cfg,
-                version,
-                operation,
-                result,
-                note.status(),
-                note.was_json(),
-            ) {
-                Ok(v) => return Ok(v),
-                Err(e) => e,
-            };
-            if idem != Idempotency::Probe
-                && (matches!(err, ClientError::Unreachable { .. }) || is_unknown_path(&err))
-            {
-                // slurmrestd went away, or stopped serving this version: it may be back upgraded,
-                // so the next call looks at its versions again.
-                self.version.stale.store(true, Ordering::Relaxed);
-            }
-            if matches!(err, ClientError::Rejected { .. }) && !reminted && self.cfg.auth.can_renew()
-            {
-                // A token can be rejected because it expired early, the key rotated, or the file
-                // was replaced: get a fresh one and try once more.
-                tracing::info!(cluster = %self.cfg.cluster, operation, "token rejected; renewing it and retrying once");
-                self.tokens.invalidate();
-                reminted = true;
-                continue;
-            }
-            let may_retry = match idem {
-                Idempotency::Idempotent | Idempotency::Probe => err.is_transient(),
-                Idempotency::OnlyIfNeverSent => err.never_sent(),
-            };
-            if !may_retry || attempt >= self.cfg.retry.max_attempts {
-                return Err(err);
-            }
-            let delay = self.cfg.retry.delay(attempt);
-            tracing::debug!(cluster = %self.cfg.cluster, operation, api_version = %version, attempt, ?delay, error = %err, "retrying");
-            tokio::time::sleep(delay).await;
-            attempt += 1;
+    /// What a dialect's operations use of this client, for one call.
+    fn caller(&self) -> Caller<'_> {
+        Caller {
+            cfg: &self.cfg,
+            tokens: &self.tokens,
+            stale: &self.version.stale,
         }
     }
 }

@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::Client;
 use crate::slurmrestd::ApiVersion;
+use crate::slurmrestd::caller::is_unknown_path;
+use crate::slurmrestd::dialect::Dialect;
 use crate::slurmrestd::error::ClientError;
 use crate::slurmrestd::transport;
 use crate::slurmrestd::types::ServerInfo;
@@ -62,10 +64,11 @@ impl Client {
     /// has. (`/openapi/v3` would list the versions too, but it needs a valid token and is ~2 MB.)
     pub async fn negotiate(&self) -> Result<Negotiated, ClientError> {
         let _one = self.version.negotiating.lock().await;
-        let probes = futures::future::join_all(ApiVersion::ALL.into_iter().map(|v| async move {
-            let answer = with_api!(self.apis, v, a => a.probe(self).await);
-            (v, answer)
-        }))
+        let probes = futures::future::join_all(
+            self.dialects
+                .all()
+                .map(|d| async move { (d.version(), d.probe(self.caller()).await) }),
+        )
         .await;
         let mut served = Vec::new();
         let mut servers = Vec::new();
@@ -158,30 +161,23 @@ impl Client {
 
     /// The version calls use, negotiated first when none is chosen yet.
     pub async fn version(&self) -> Result<ApiVersion, ClientError> {
-        self.current().await
+        Ok(self.current().await?.version())
     }
 
-    /// The version to call with: the chosen one, negotiated first when there is none or the
-    /// last call found slurmrestd unreachable.
-    pub(super) async fn current(&self) -> Result<ApiVersion, ClientError> {
+    /// The dialect to call with: the chosen version's, negotiated first when there is none or
+    /// the last call found slurmrestd unreachable.
+    pub(super) async fn current(&self) -> Result<&dyn Dialect, ClientError> {
         let chosen = self.api_version();
-        match chosen {
-            Some(v) if !self.version.stale.load(Ordering::Relaxed) => Ok(v),
+        let v = match chosen {
+            Some(v) if !self.version.stale.load(Ordering::Relaxed) => v,
             Some(v) => match self.negotiate().await {
-                Ok(n) => Ok(n.version),
+                Ok(n) => n.version,
                 // Still unreachable: keep the old choice; the call itself will say what is wrong.
-                Err(e) if e.is_transient() => Ok(v),
-                Err(e) => Err(e),
+                Err(e) if e.is_transient() => v,
+                Err(e) => return Err(e),
             },
-            None => Ok(self.negotiate().await?.version),
-        }
+            None => self.negotiate().await?.version,
+        };
+        Ok(self.dialects.get(v))
     }
-}
-
-/// slurmrestd's answer for a path it has no handler for — here, a version it does not serve: a
-/// text/plain 404, "Unable find requested URL..." on 24.11, "Unable to find requested URL
-/// endpoint..." on 26.05, "Invalid or unknown URL path" on 26.11 (all recorded). A job slurmctld
-/// does not know is a JSON 404 with error 2017 instead, which classifies as `Slurm`, not `Http`.
-pub(super) fn is_unknown_path(e: &ClientError) -> bool {
-    matches!(e, ClientError::Http { status: 404, .. })
 }

@@ -90,7 +90,7 @@ macro_rules! db_jobs {
     () => {
         pub(super) fn db_jobs<'a>(
             a: &'a api::Client,
-            f: &crate::slurmrestd::client::DbJobsFilter<'a>,
+            f: &crate::slurmrestd::dialect::DbJobsFilter<'a>,
         ) -> impl Future<
             Output = Result<
                 ResponseValue<g::OpenapiSlurmdbdJobsResp>,

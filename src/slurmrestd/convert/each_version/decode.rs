@@ -7,6 +7,7 @@
 
 use std::future::Future;
 
+use futures::future::BoxFuture;
 use progenitor_client::{Error as GenError, ResponseValue};
 
 use super::{
@@ -15,7 +16,8 @@ use super::{
 };
 use crate::slurmrestd::ApiVersion;
 use crate::slurmrestd::JobDescription;
-use crate::slurmrestd::client::{Client, Idempotency};
+use crate::slurmrestd::caller::{Caller, Idempotency};
+use crate::slurmrestd::dialect::{DbJobsFilter, Dialect};
 use crate::slurmrestd::error::ClientError;
 use crate::slurmrestd::job_description::{Limit, Memory};
 use crate::slurmrestd::types::{
