@@ -25,6 +25,9 @@ pub(crate) struct DbJobsFilter<'a> {
     pub(crate) users: Option<&'a str>,
 }
 
+/// What a submit answers: the job id (`None`: a 200 without one) and slurmrestd's warnings.
+pub(crate) type Submitted = (Option<u32>, Vec<String>);
+
 /// One API version's operations, returning domain types. Each makes its request(s) through `c`
 /// (credentials, retries, errors).
 pub(crate) trait Dialect: Send + Sync {
@@ -36,7 +39,7 @@ pub(crate) trait Dialect: Send + Sync {
         &'a self,
         c: Caller<'a>,
         job: &'a JobDescription,
-    ) -> BoxFuture<'a, Result<(Option<u32>, Vec<String>), ClientError>>;
+    ) -> BoxFuture<'a, Result<Submitted, ClientError>>;
 
     /// `POST job/{id}` with `hold: false` (and the comment the job keeps): releases a job
     /// submitted held. Releasing a job already released is accepted by slurmctld ("already
@@ -50,6 +53,7 @@ pub(crate) trait Dialect: Send + Sync {
     ) -> BoxFuture<'a, Result<(), ClientError>>;
 
     /// `GET jobs/state` of `ids` (all jobs when empty).
+    #[allow(clippy::ptr_arg)] // the generated call takes a `&Vec`
     fn states<'a>(
         &'a self,
         c: Caller<'a>,

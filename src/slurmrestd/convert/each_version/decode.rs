@@ -17,7 +17,7 @@ use super::{
 use crate::slurmrestd::ApiVersion;
 use crate::slurmrestd::JobDescription;
 use crate::slurmrestd::caller::{Caller, Idempotency};
-use crate::slurmrestd::dialect::{DbJobsFilter, Dialect};
+use crate::slurmrestd::dialect::{DbJobsFilter, Dialect, Submitted};
 use crate::slurmrestd::error::ClientError;
 use crate::slurmrestd::job_description::{Limit, Memory};
 use crate::slurmrestd::types::{

@@ -75,7 +75,7 @@ impl Dialect for Api {
         &'a self,
         c: Caller<'a>,
         job: &'a JobDescription,
-    ) -> BoxFuture<'a, Result<(Option<u32>, Vec<String>), ClientError>> {
+    ) -> BoxFuture<'a, Result<Submitted, ClientError>> {
         Box::pin(async move {
             let body = submit_request(job).map_err(|e| c.unexpressible(e))?;
             let resp = self
