@@ -3,8 +3,9 @@
 //! real `slurm-connector serve` (a child process) against an in-process mock-slurmrestd that runs
 //! each job's script; the connector is restarted (SIGTERM, a new one) every `SOAK_RESTART_EVERY`
 //! tasks. Every 10 s it samples the serve's RSS and open file descriptors (`/proc/<pid>/`) and
-//! its gauges `slurm_connector_tracked_jobs` and `slurm_connector_output_transfers`
-//! (`/metrics`). With `terminal_ttl` at 30 s (a day's hour, compressed), every one of them must
+//! its gauges `slurm_connector_tracked_jobs`, `slurm_connector_output_transfers` and
+//! `slurm_connector_state_entries` (`/metrics`; the last printed only: its maps are bounded by a
+//! day and a week, which a compressed soak does not reach). With `terminal_ttl` at 30 s (a day's hour, compressed), every one of them must
 //! level off after warm-up within each process's life; the end prints, per process, the first
 //! sample after warm-up and the last, and fails if the last exceeds the first by more than the
 //! tolerance (`SOAK_TOLERANCE`, default 25 %, RSS; counts: 2x).
@@ -128,11 +129,21 @@ impl Serve {
                 .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
                 .sum::<f64>() as u64
         };
+        let state = |which: &str| {
+            let label = format!("state=\"{which}\"");
+            metrics
+                .lines()
+                .filter(|l| l.starts_with("slurm_connector_state_entries") && l.contains(&label))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum::<f64>() as u64
+        };
         Sample {
             rss_mib: rss_kib as f64 / 1024.0,
             fds,
             tracked: gauge("slurm_connector_tracked_jobs"),
             transfers: gauge("slurm_connector_output_transfers"),
+            executions: state("executions"),
+            indexed: state("index_jobs"),
         }
     }
 }
@@ -150,6 +161,10 @@ struct Sample {
     fds: usize,
     tracked: u64,
     transfers: u64,
+    /// Bounded by time (a day after their last change; a week after the job left slurmctld),
+    /// not by the soak's compressed hour: printed, not judged.
+    executions: u64,
+    indexed: u64,
 }
 
 fn request(i: usize, store: &std::path::Path) -> CreateTaskRequest {
@@ -208,7 +223,7 @@ async fn run() {
         "soak: {tasks} tasks, {in_flight} in flight, a restart every {restart_every}, \
          terminal_ttl {ttl}"
     );
-    eprintln!("segment  elapsed  done  rss_mib  fds  tracked  transfers");
+    eprintln!("segment  elapsed  done  rss_mib  fds  tracked  transfers  executions  indexed");
     while next.load(Ordering::Relaxed) < tasks {
         let serve = Serve::spawn(port, &env);
         let stop_at = (segment + 1) * restart_every;
@@ -265,8 +280,9 @@ async fn run() {
                     let s = serve.sample();
                     let n = done.load(Ordering::Relaxed);
                     eprintln!(
-                        "{segment:>7}  {:>6.0}s  {n:>5}  {:>7.1}  {:>3}  {:>7}  {:>9}",
-                        began.elapsed().as_secs_f64(), s.rss_mib, s.fds, s.tracked, s.transfers
+                        "{segment:>7}  {:>6.0}s  {n:>5}  {:>7.1}  {:>3}  {:>7}  {:>9}  {:>10}  {:>7}",
+                        began.elapsed().as_secs_f64(), s.rss_mib, s.fds, s.tracked, s.transfers,
+                        s.executions, s.indexed
                     );
                     samples.push((segment, began.elapsed(), s));
                 }
@@ -310,7 +326,7 @@ async fn run() {
         };
         eprintln!(
             "process {seg}: after warm-up rss {:.1} -> {:.1} MiB, fds {} -> {}, tracked {} -> \
-             {}, transfers {} -> {}",
+             {}, transfers {} -> {}, executions {} -> {}, indexed jobs {} -> {}",
             first.rss_mib,
             last.rss_mib,
             first.fds,
@@ -318,7 +334,11 @@ async fn run() {
             first.tracked,
             last.tracked,
             first.transfers,
-            last.transfers
+            last.transfers,
+            first.executions,
+            last.executions,
+            first.indexed,
+            last.indexed
         );
         match rss_from {
             Some(from) if last.rss_mib > from * (1.0 + tolerance) => {

@@ -187,6 +187,34 @@ pub struct JobInfo {
     pub array: Option<ArrayMembership>,
 }
 
+impl JobInfo {
+    /// A record with only its id, name and state (tests, and records built from less than a
+    /// full answer).
+    pub fn new(job_id: JobId, name: impl Into<String>, state: JobState) -> JobInfo {
+        JobInfo {
+            job_id,
+            name: name.into(),
+            state,
+            exit_code: None,
+            reason: None,
+            comment: None,
+            user: None,
+            standard_output: None,
+            standard_error: None,
+            current_working_directory: None,
+            partition: None,
+            submit_time: None,
+            start_time: None,
+            end_time: None,
+            nodes: None,
+            restart_count: None,
+            time_limit_minutes: None,
+            memory_per_node_mib: None,
+            array: None,
+        }
+    }
+}
+
 /// Where a record sits in a job array. Every element gets its own job id when it starts; the
 /// array's id is the one it was submitted as, which the pending remainder and, in the end, the
 /// last element to start keep (recorded on 24.11:

@@ -50,33 +50,19 @@ mod arrays {
 
     fn record(id: u32, array: u32, index: u32, state: &str, rc: u32) -> JobInfo {
         JobInfo {
-            job_id: JobId(id),
-            name: "j".into(),
-            state: JobState::from_strings([state]),
             exit_code: Some(ExitCode {
                 status: vec![if rc == 0 { "SUCCESS" } else { "ERROR" }.into()],
                 return_code: Some(rc),
                 signal: None,
                 signal_name: None,
             }),
-            reason: None,
-            comment: None,
-            user: None,
-            standard_output: None,
-            standard_error: None,
-            current_working_directory: None,
-            partition: None,
-            submit_time: None,
-            start_time: None,
-            end_time: None,
             nodes: Some("node1".into()),
             restart_count: Some(0),
-            time_limit_minutes: None,
-            memory_per_node_mib: None,
             array: Some(ArrayMembership {
                 array_job_id: JobId(array),
                 task_id: Some(index),
             }),
+            ..JobInfo::new(JobId(id), "j", JobState::from_strings([state]))
         }
     }
 

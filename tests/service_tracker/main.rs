@@ -46,9 +46,6 @@ fn err() -> ClientError {
 
 fn info(id: JobId, state: &[&str], rc: u32, reason: Option<&str>) -> JobInfo {
     JobInfo {
-        job_id: id,
-        name: format!("job{id}"),
-        state: JobState::from_strings(state.iter().copied()),
         exit_code: Some(ExitCode {
             status: vec![if rc == 0 { "SUCCESS" } else { "ERROR" }.into()],
             return_code: Some(rc),
@@ -56,20 +53,11 @@ fn info(id: JobId, state: &[&str], rc: u32, reason: Option<&str>) -> JobInfo {
             signal_name: None,
         }),
         reason: reason.map(String::from),
-        comment: None,
-        user: None,
-        standard_output: None,
-        standard_error: None,
-        current_working_directory: None,
-        partition: None,
-        submit_time: None,
-        start_time: None,
-        end_time: None,
-        nodes: None,
-        restart_count: None,
-        time_limit_minutes: None,
-        memory_per_node_mib: None,
-        array: None,
+        ..JobInfo::new(
+            id,
+            format!("job{id}"),
+            JobState::from_strings(state.iter().copied()),
+        )
     }
 }
 

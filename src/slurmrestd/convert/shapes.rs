@@ -154,7 +154,21 @@ macro_rules! version_module {
     };
 }
 
+/// What every version from v0.0.42 on does alike, said once: they differ only in how the ping
+/// says which controller answered (`ping_pinged(...)` or `ping_responding()`) and whether the job
+/// description has `cores_per_socket` (`with_cores_per_socket` or `without_cores_per_socket`).
+macro_rules! since_v0042 {
+    ($ping:ident ( $($how:tt)* ), $cores:ident) => {
+        shapes::cancel_with_status!();
+        shapes::$ping!($($how)*);
+        shapes::accounting_expanded_paths!();
+        shapes::job_desc_since_v0042!($cores);
+        shapes::accounting_restarts!();
+        shapes::db_jobs!();
+    };
+}
+
 pub(super) use {
     accounting_expanded_paths, accounting_restarts, cancel_with_status, cancel_without_status,
-    db_jobs, job_desc_since_v0042, ping_pinged, ping_responding, version_module,
+    db_jobs, job_desc_since_v0042, ping_pinged, ping_responding, since_v0042, version_module,
 };

@@ -3,11 +3,5 @@
 
 super::shapes::version_module! {
     v0043, V0043,
-
-    shapes::cancel_with_status!();
-    shapes::ping_pinged!(|p: &g::ControllerPing| p.primary);
-    shapes::accounting_expanded_paths!();
-    shapes::job_desc_since_v0042!(without_cores_per_socket);
-    shapes::accounting_restarts!();
-    shapes::db_jobs!();
+    shapes::since_v0042!(ping_pinged(|p: &g::ControllerPing| p.primary), without_cores_per_socket);
 }

@@ -3,11 +3,5 @@
 
 super::shapes::version_module! {
     v0045, V0045,
-
-    shapes::cancel_with_status!();
-    shapes::ping_responding!();
-    shapes::accounting_expanded_paths!();
-    shapes::job_desc_since_v0042!(with_cores_per_socket);
-    shapes::accounting_restarts!();
-    shapes::db_jobs!();
+    shapes::since_v0042!(ping_responding(), with_cores_per_socket);
 }

@@ -142,25 +142,12 @@ async fn a_released_array_pending_past_the_abandon_age_is_kept() {
 #[test]
 fn the_next_page_spans_a_thousand_jobs_at_the_rate_they_were_submitted() {
     let job = |id: u32, submitted: i64| JobInfo {
-        job_id: JobId(id),
-        name: "j".into(),
-        state: crate::slurmrestd::JobState::from_strings(["COMPLETED"]),
-        exit_code: None,
-        reason: None,
-        comment: None,
-        user: None,
-        standard_output: None,
-        standard_error: None,
-        current_working_directory: None,
-        partition: None,
         submit_time: Some(submitted),
-        start_time: None,
-        end_time: None,
-        nodes: None,
-        restart_count: None,
-        time_limit_minutes: None,
-        memory_per_node_mib: None,
-        array: None,
+        ..JobInfo::new(
+            JobId(id),
+            "j",
+            crate::slurmrestd::JobState::from_strings(["COMPLETED"]),
+        )
     };
     let (start, end) = (10_000, 10_060);
     // 1300 jobs in the page's last 30 s (a burst after a quiet half minute): 43/s, so ~23 s.

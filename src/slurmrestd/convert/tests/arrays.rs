@@ -6,7 +6,8 @@ use super::*;
 /// own while the others run. Records of every element name the array and their index.
 #[test]
 fn array_elements_are_read_with_their_own_ids_and_indices() {
-    let elements = |file: &str| -> Vec<(u32, u32, String)> {
+    // Each element as `index:id:STATE`, sorted by index.
+    let elements = |file: &str| -> String {
         let s = all_states(&recording(file));
         assert!(s.jobs.is_empty(), "{file}: an array has no plain entry");
         let mut e: Vec<_> = s
@@ -15,45 +16,29 @@ fn array_elements_are_read_with_their_own_ids_and_indices() {
             .map(|e| (e.index, e.id.0, e.state.to_string()))
             .collect();
         e.sort();
-        e
+        let e: Vec<_> = e
+            .iter()
+            .map(|(i, id, st)| format!("{i}:{id}:{st}"))
+            .collect();
+        e.join(" ")
     };
-    let strs = |v: &[(u32, u32, &str)]| -> Vec<(u32, u32, String)> {
-        v.iter()
-            .map(|(i, id, s)| (*i, *id, s.to_string()))
-            .collect()
-    };
-    assert_eq!(
-        elements("24.11_v0.0.42_arrays-state-0"),
-        strs(&[
-            (0, 2205, "PENDING"),
-            (1, 2205, "PENDING"),
-            (2, 2205, "PENDING"),
-            (3, 2205, "PENDING"),
-            (4, 2205, "PENDING"),
-            (5, 2205, "PENDING")
-        ])
-    );
-    assert_eq!(
-        elements("24.11_v0.0.42_arrays-state-10"),
-        strs(&[
-            (0, 2206, "COMPLETED"),
-            (1, 2207, "COMPLETED"),
-            (2, 2208, "COMPLETED"),
-            (3, 2209, "FAILED"),
-            (4, 2205, "PENDING"),
-            (5, 2205, "PENDING")
-        ])
-    );
-    // Elements 0 and 1 finished more than MinJobAge ago: gone, while 4 and 5 run.
-    assert_eq!(
-        elements("24.11_v0.0.42_arrays-state-14"),
-        strs(&[
-            (2, 2208, "COMPLETED"),
-            (3, 2209, "FAILED"),
-            (4, 2210, "RUNNING"),
-            (5, 2205, "RUNNING")
-        ])
-    );
+    for (file, want) in [
+        (
+            "24.11_v0.0.42_arrays-state-0",
+            "0:2205:PENDING 1:2205:PENDING 2:2205:PENDING 3:2205:PENDING 4:2205:PENDING 5:2205:PENDING",
+        ),
+        (
+            "24.11_v0.0.42_arrays-state-10",
+            "0:2206:COMPLETED 1:2207:COMPLETED 2:2208:COMPLETED 3:2209:FAILED 4:2205:PENDING 5:2205:PENDING",
+        ),
+        // Elements 0 and 1 finished more than MinJobAge ago: gone, while 4 and 5 run.
+        (
+            "24.11_v0.0.42_arrays-state-14",
+            "2:2208:COMPLETED 3:2209:FAILED 4:2210:RUNNING 5:2205:RUNNING",
+        ),
+    ] {
+        assert_eq!(elements(file), want, "{file}");
+    }
     assert!(elements("24.11_v0.0.42_arrays-state-30").is_empty());
 
     // job/{array id}: one record per element that started, and the array's own record for the
