@@ -302,7 +302,7 @@ async fn run() {
     // Flat after warm-up: per process, the first sample past a third of its life against its
     // last. For the first process's RSS, warm-up also lasts until the duplicate check's query of
     // recent jobs covers a full window (its 300 s overlap plus its 30 s period:
-    // src/service/idempotency/mod.rs): until then each query reads more jobs than the last (in
+    // src/service/submit/idempotency/mod.rs): until then each query reads more jobs than the last (in
     // pages of ~1000, but the allocator keeps its high-water mark), so the process that began on
     // an empty cluster climbs to the level the others start at. Its figures are printed, not
     // judged, when it ends before that.

@@ -22,7 +22,7 @@ What it checks, and why:
   --metrics-listen in args == container port == probe port == Service target (the headless one
   too). The uid each container runs as (its own, else the pod's) is not 0.
 - The opt-in PrometheusRule (shape checked here: no published schema) and Grafana dashboard use
-  only metrics src/service/metrics.rs registers, and the dashboard shows each of them.
+  only metrics src/service/rpc/metrics.rs registers, and the dashboard shows each of them.
 - Values that must be refused are refused, with a message naming the key.
 - The checks themselves fail on known-bad manifests (a self-test), so a silent checker cannot pass.
 Exit status: 0 when everything passed, 1 otherwise.
@@ -89,11 +89,11 @@ def code_file_keys() -> tuple[set[str], set[str]]:
 def code_metrics() -> dict[str, str]:
     """Every metric src/ registers, as {name: counter|gauge|histogram}: the Metrics struct's field
     types joined with `registry.register("name", "help", m.field.clone())`."""
-    src = (REPO / "src" / "service" / "metrics.rs").read_text()
+    src = (REPO / "src" / "service" / "rpc" / "metrics.rs").read_text()
     kinds = {f: k.lower() for f, k in re.findall(r"pub (\w+): Family<\w+, (Counter|Gauge|Histogram)>", src)}
     regs = re.findall(r'\.register\(\s*"(\w+)",\s*"(?:[^"\\]|\\.)*",\s*m\.(\w+)\.clone\(\)', src)
     if not regs or any(f not in kinds for _, f in regs):
-        raise SystemExit("src/service/metrics.rs: could not read the registered metrics and their types (update validate_chart.py)")
+        raise SystemExit("src/service/rpc/metrics.rs: could not read the registered metrics and their types (update validate_chart.py)")
     return {name: kinds[f] for name, f in regs}
 
 

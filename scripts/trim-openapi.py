@@ -57,7 +57,7 @@ OPERATIONS = [
     ("/slurm/{v}/job/submit", "post"),
     ("/slurm/{v}/job/{{job_id}}", "get"),
     ("/slurm/{v}/job/{{job_id}}", "delete"),
-    # Update: releases a job submitted held (idempotency across replicas, src/service/dedupe.rs).
+    # Update: releases a job submitted held (idempotency across replicas, src/service/submit/once.rs).
     ("/slurm/{v}/job/{{job_id}}", "post"),
     ("/slurm/{v}/jobs/", "get"),
     ("/slurm/{v}/jobs/state/", "get"),
@@ -65,7 +65,7 @@ OPERATIONS = [
     ("/slurmdb/{v}/job/{{job_id}}", "get"),
     ("/slurmdb/{v}/jobs/", "get"),
     # The start-up check of identity rules: each rule's Slurm user exists, is no administrator,
-    # and has the rule's account (src/service/identity.rs).
+    # and has the rule's account (src/service/submit/identity.rs).
     ("/slurmdb/{v}/user/{{name}}", "get"),
 ]
 

@@ -7,7 +7,7 @@
 //! ```
 //!
 //! 1. **request** — Flyte's backend calls the gRPC service ([`service`], over the protocol
-//!    subset in [`proto`]); [`service::convert`] turns the request into a [`render::TaskSpec`],
+//!    subset in [`proto`]); [`service::task_spec`] turns the request into a [`render::TaskSpec`],
 //!    and [`config`] says which cluster, credentials and working directory the deployment has.
 //! 2. **render** — [`render`] makes the slurmrestd job description: the `#SBATCH` lines and the
 //!    task config's options, the environment (`FLYTE_INPUT_*`, `FLYTE_OUTPUT_*`), the script with

@@ -6,7 +6,7 @@
 //!   answers each execution with the same job; exactly one job per execution is left, the
 //!   others were cancelled while held (they never started), and the survivor runs to its end
 //!   with its comment free of the connector's mark.
-//! - Deferred submits (`service/deferred.rs`): a CreateTask whose submit is slow is answered
+//! - Deferred submits (`service/submit/deferred.rs`): a CreateTask whose submit is slow is answered
 //!   before its deadline with a deferred meta that any replica resolves to the one job; a
 //!   replica that sees one long unsubmitted takes it over (still one job); a DeleteTask before
 //!   the job exists leaves nothing running, even when the submit was already on its way.

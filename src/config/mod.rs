@@ -123,10 +123,10 @@ pub struct DeploymentConfig {
     pub requeue_budget: u32,
     /// How long CreateTask waits for its submit before answering with a deferred
     /// `resource_meta` while the submit goes on (`FLYTE_SLURM_SUBMIT_WAIT`, default 5 s; at most
-    /// 9 s, under the backend's 10 s deadline). See `service/deferred.rs`.
+    /// 9 s, under the backend's 10 s deadline). See `service/submit/deferred.rs`.
     pub submit_wait: Duration,
     /// Submits one cluster runs at once at most (`FLYTE_SLURM_SUBMITS_IN_FLIGHT`, default 8);
-    /// fewer while slurmctld throttles (`service/pacing.rs`).
+    /// fewer while slurmctld throttles (`service/submit/pacing.rs`).
     pub submits_in_flight: usize,
     /// `FLYTE_SLURM_LOG_LINKS`: links shown in Flyte's UI for every task (`{job_id}`, ...).
     pub log_links: Vec<units::LogLinkTemplate>,

@@ -328,7 +328,7 @@ impl Connector {
         }
     }
 
-    /// A meta with its job: a deferred one is resolved by its key first (`deferred.rs`). `Err`
+    /// A meta with its job: a deferred one is resolved by its key first (`submit/deferred.rs`). `Err`
     /// carries what GetTask reports while no job is known yet.
     async fn locate_job(
         &self,

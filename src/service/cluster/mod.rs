@@ -48,7 +48,7 @@ pub struct ClusterRuntime {
     pub transfers: Transfers,
     /// Jobs' files (exit-status markers, retention); present when staging is configured.
     pub job_files: Option<Arc<jobfiles::Registry>>,
-    /// Submits between their held submit and their release; closed at shutdown (`shutdown.rs`).
+    /// Submits between their held submit and their release; closed at shutdown (`submit/handoff.rs`).
     pub submits: crate::service::submit::gate::Gate,
     /// Clients acting as each Slurm user of the identity rules (`client_as`): (calls, submits),
     /// made once so each user's minted token is cached and renewed like the deployment's.

@@ -75,7 +75,7 @@ pub struct Metrics {
     pub duplicate_creates: Family<ClusterLabels, Counter>,
     /// CreateTasks answered before their submit was done (paced or retried).
     pub deferred_creates: Family<ClusterLabels, Counter>,
-    /// Submits waiting for a slot, and the slots there are now (`service/pacing.rs`).
+    /// Submits waiting for a slot, and the slots there are now (`service/submit/pacing.rs`).
     pub submits_waiting: Family<ClusterLabels, Gauge>,
     pub submit_limit: Family<ClusterLabels, Gauge>,
     /// Answers that showed slurmctld throttling (late, timed out, 5xx), since start.

@@ -1,6 +1,6 @@
 //! `slurm-connector serve`: gRPC (connector, metadata, health) on one listener, Prometheus on
 //! another, one state tracker per cluster, graceful shutdown on SIGTERM or Ctrl-C (the drain:
-//! `shutdown.rs`).
+//! `submit/handoff.rs`).
 
 use std::collections::BTreeMap;
 use std::future::Future;

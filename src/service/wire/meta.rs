@@ -65,7 +65,7 @@ pub struct ResourceMeta {
     pub slurm_user: Option<String>,
     /// Set when CreateTask answered before its submit was done (paced behind other submits, or
     /// retried after slurmrestd hiccupped): `job_id` is then 0 and the job is found by its key
-    /// (`deferred.rs`). Absent in every other meta.
+    /// (`submit/deferred.rs`). Absent in every other meta.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deferred: Option<Box<DeferredSubmit>>,
 }
