@@ -15,7 +15,9 @@
 //!   GetTask and evicted after it settled. `error`: the one error type, mapped to `Status`.
 //!
 //! Imports go down this list: `wire` and `background` import nothing of `service`; `cluster`
-//! imports them; `submit` and `report` import `cluster`; only `mod.rs` and `rpc` see all.
+//! imports them and the state types it keeps from `submit/` (`execution`, `idempotency`,
+//! `pacing`, `gate`: leaves that import no `cluster`); the rest of `submit/` and `report/`
+//! import `cluster`, never each other; only `mod.rs` and `rpc/` see everything.
 
 mod background;
 mod cluster;

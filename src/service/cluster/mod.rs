@@ -1,5 +1,17 @@
-//! One configured cluster at run time: its slurmrestd client, state tracker, staging backend,
-//! and the idempotency index that makes CreateTask submit each execution at most once.
+//! One configured cluster at run time ([`ClusterRuntime`]): its config, slurmrestd clients
+//! (the deployment's, and one per Slurm user of the identity rules), state tracker, staging
+//! backend and job files, and the state kept by execution and by job. What bounds each map:
+//! - `executions` (`submit/execution.rs`): `terminal_ttl` after an execution's last change (a
+//!   day when its submit may have made an unseen job), never while its submit runs;
+//! - `index` (`submit/idempotency/`): a week after a job left slurmctld (what a new replica
+//!   reads from slurmdbd);
+//! - `transfers` ([`Transfers`]) and the tracker's jobs: `terminal_ttl` after the job ended and
+//!   was last read;
+//! - `users`: one client per Slurm user a task ran as (the users the identity rules name);
+//! - `job_files` (`cluster/jobfiles.rs`): until its files are removed (retention), or, without
+//!   retention, the job's end.
+//!
+//! Imports `wire`, `background` and the state types of `submit/`; see `service/mod.rs`.
 
 pub(crate) mod jobfiles;
 
@@ -143,7 +155,7 @@ impl ClusterRuntime {
         staging: Option<Arc<dyn Staging>>,
     ) -> ClusterRuntime {
         let render = render_config(&cfg);
-        let transfer_keep = tracker.terminal_ttl();
+        let terminal_ttl = tracker.terminal_ttl();
         // Fails only where a client could not be built at all, which `client` was.
         let submit_client = client
             .with_request_timeout(SUBMIT_REQUEST_TIMEOUT)
@@ -156,9 +168,9 @@ impl ClusterRuntime {
             tracker,
             staging,
             render,
-            executions: Executions::default(),
+            executions: Executions::new(terminal_ttl),
             index: Index::default(),
-            transfers: Background::new(transfer_keep),
+            transfers: Background::new(terminal_ttl),
             job_files: None,
             submits: crate::service::submit::gate::Gate::default(),
             users: Mutex::new(HashMap::new()),

@@ -9,7 +9,7 @@
 //! reads. Never an RPC error because the cluster or staging hiccupped: that is part of the
 //! message.
 //!
-//! Imports `cluster`, `wire` and `background`; never `submit` or `rpc`.
+//! Imports `cluster`, `wire`, `background` and `error`; never `submit` or `rpc`.
 
 pub(crate) mod budget;
 pub(crate) mod logs;

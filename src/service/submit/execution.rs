@@ -6,10 +6,12 @@
 //! CreateTask of it is running (its lock), its paced submit's progress, the job it got, whether
 //! DeleteTask withdrew it, and whether a submit may have created a job nobody saw.
 //!
-//! What bounds the map: an entry is dropped [`KEEP`] after its last change, unless its submit
-//! still runs or a CreateTask holds its lock, checked whenever a new key is added. A day is far
-//! past any backend retry of a CreateTask (minutes) and a submit's give-up (15 min); a GetTask
-//! of a deferred meta after that finds the job through the cluster's index instead.
+//! What bounds the map: an entry is dropped the deployment's `terminal_ttl` (an hour by default)
+//! after its last change, unless its submit still runs or a CreateTask holds its lock, checked
+//! whenever a new key is added. A CreateTask retried after that, or a GetTask of a deferred
+//! meta, finds the job through the cluster's index instead (which keeps it a week), and the
+//! entry comes back. One kind stays longer: an execution whose submit may have made a job
+//! nobody saw ([`KEEP_UNCERTAIN`]), whose next CreateTask must look at the cluster first.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -61,8 +63,9 @@ pub enum Progress {
     Withdrawn,
 }
 
-/// How long an execution is remembered after its last change.
-pub const KEEP: Duration = Duration::from_secs(24 * 3600);
+/// How long an execution whose submit may have made an unseen job is remembered after its last
+/// change: far past any backend retry of a CreateTask (minutes) and a submit's give-up (15 min).
+pub const KEEP_UNCERTAIN: Duration = Duration::from_secs(24 * 3600);
 
 /// One execution's state (see the module's doc).
 struct Execution {
@@ -92,6 +95,12 @@ impl Execution {
         }
     }
 
+    /// Past its time: not busy, and unchanged for `keep` (a day when uncertain).
+    fn expired(&self, keep: Duration) -> bool {
+        let keep = if self.uncertain { KEEP_UNCERTAIN } else { keep };
+        !self.busy() && self.changed.elapsed() >= keep
+    }
+
     /// Still in use: its submit runs, or a CreateTask holds (or waits for) its lock.
     fn busy(&self) -> bool {
         Arc::strong_count(&self.lock) > 1
@@ -105,22 +114,23 @@ impl Execution {
 /// The executions of one cluster by key.
 pub struct Executions {
     map: Mutex<HashMap<String, Execution>>,
-}
-
-impl Default for Executions {
-    fn default() -> Self {
-        Executions {
-            map: Mutex::new(HashMap::new()),
-        }
-    }
+    /// The deployment's `terminal_ttl`.
+    keep: Duration,
 }
 
 impl Executions {
+    pub fn new(keep: Duration) -> Executions {
+        Executions {
+            map: Mutex::new(HashMap::new()),
+            keep,
+        }
+    }
+
     /// Runs `f` on the key's entry (made if missing), marking it changed when `f` says so.
     fn with<R>(&self, key: &str, f: impl FnOnce(&mut Execution) -> R) -> R {
         let mut map = self.map.lock().unwrap();
         if !map.contains_key(key) {
-            map.retain(|_, e| e.busy() || e.changed.elapsed() < KEEP);
+            map.retain(|_, e| !e.expired(self.keep));
         }
         let e = map.entry(key.to_string()).or_insert_with(Execution::new);
         f(e)
@@ -214,7 +224,8 @@ mod tests {
 
     #[test]
     fn one_entry_holds_everything_of_an_execution_and_idle_ones_expire() {
-        let ex = Executions::default();
+        let keep = Duration::from_secs(3600);
+        let ex = Executions::new(keep);
         let lock = ex.lock("k1");
         ex.mark_uncertain("k1");
         ex.withdraw("k1");
@@ -226,8 +237,8 @@ mod tests {
         );
         assert!(!ex.is_uncertain("k1"), "a known job settles the doubt");
         assert_eq!(ex.job("k1").unwrap().job_id.0, 5);
-        // Aged past KEEP: dropped when the next key comes, unless a CreateTask holds its lock.
-        ex.map.lock().unwrap().get_mut("k1").unwrap().changed = Instant::now() - KEEP * 2;
+        // Aged past keep: dropped when the next key comes, unless a CreateTask holds its lock.
+        ex.map.lock().unwrap().get_mut("k1").unwrap().changed = Instant::now() - keep * 2;
         ex.lock("k2");
         assert!(ex.job("k1").is_some(), "its lock is held");
         drop(lock);
@@ -240,8 +251,19 @@ mod tests {
             outage: false,
         });
         ex.submit_or_join("k4", || rx);
-        ex.map.lock().unwrap().get_mut("k4").unwrap().changed = Instant::now() - KEEP * 2;
+        ex.map.lock().unwrap().get_mut("k4").unwrap().changed = Instant::now() - keep * 2;
         ex.lock("k5");
         assert!(ex.progress("k4").is_some());
+        // One whose submit may have made an unseen job stays a day.
+        ex.mark_uncertain("k6");
+        ex.map.lock().unwrap().get_mut("k6").unwrap().changed = Instant::now() - keep * 2;
+        ex.lock("k7");
+        assert!(
+            ex.is_uncertain("k6"),
+            "kept past keep: its next CreateTask must look again"
+        );
+        ex.map.lock().unwrap().get_mut("k6").unwrap().changed = Instant::now() - KEEP_UNCERTAIN;
+        ex.lock("k8");
+        assert!(!ex.is_uncertain("k6"));
     }
 }

@@ -11,7 +11,8 @@
 //!   CreateTask, takeover and tombstones. `handoff`: the deferred answer while shutting down.
 //!   `gate`: admission while draining. `staged_image`: a task's image staged on the cluster.
 //!
-//! Imports `cluster`, `wire` and `background`; never `report` or `rpc`.
+//! Imports `cluster`, `wire` and `background`; never `report` or `rpc`. `execution`,
+//! `idempotency`, `pacing` and `gate` are state `cluster` keeps, so they import no `cluster`.
 
 pub(crate) mod deferred;
 pub(crate) mod execution;

@@ -30,7 +30,8 @@
 //! started since the previous check is one more record to read; the array's own id, the lowest
 //! with its key, is what a check settles on.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::render::{key_from_comment, key_from_job_name};
@@ -94,8 +95,9 @@ struct State {
     /// Every job slurmctld had at the last listing or check with a lower id than this is known:
     /// in `keyed` if it carries a key. Ids grow, so a check only reads the jobs above.
     resolved_below: u32,
-    /// The keyed jobs: id → key (a check looks a job up by id, not through every key).
-    keyed: HashMap<JobId, String>,
+    /// The keyed jobs: id → key (a check looks a job up by id, not through every key). The key's
+    /// text is shared with `by_key`.
+    keyed: HashMap<JobId, Arc<str>>,
     /// Unix time the last slurmdbd query began (the next asks from a little before it), and
     /// when.
     accounting_since: Option<(i64, Instant)>,
@@ -113,9 +115,57 @@ struct State {
     /// for [`FORGET_AFTER`] after this process first saw it ([`State::forget`]): what a replica
     /// started now would read from slurmdbd, and no longer. What bounds the map: the jobs of a
     /// week, plus those still in slurmctld.
-    by_key: HashMap<String, BTreeMap<JobId, Seen>>,
+    by_key: HashMap<Arc<str>, Jobs>,
     /// [`FORGET_AFTER`] unless a test says otherwise.
     forget_after: Option<Duration>,
+}
+
+/// The jobs carrying one key, lowest id first. Almost always one: a `Vec` holds it in 32 bytes
+/// where a `BTreeMap` allocated a whole node (~350), which made most of the index's memory.
+#[derive(Debug, Default)]
+struct Jobs(Vec<(JobId, Seen)>);
+
+impl Jobs {
+    fn lowest(&self) -> Option<&(JobId, Seen)> {
+        self.0.first()
+    }
+
+    fn get(&self, id: &JobId) -> Option<&Seen> {
+        self.0.iter().find(|(j, _)| j == id).map(|(_, s)| s)
+    }
+
+    fn get_mut(&mut self, id: &JobId) -> Option<&mut Seen> {
+        self.0.iter_mut().find(|(j, _)| j == id).map(|(_, s)| s)
+    }
+
+    /// Sets `id`'s entry (`replace`: even when it has one).
+    fn put(&mut self, id: JobId, seen: Seen, replace: bool) {
+        match self.0.binary_search_by_key(&id, |(j, _)| *j) {
+            Ok(i) if replace => self.0[i].1 = seen,
+            Ok(_) => {}
+            Err(i) => self.0.insert(i, (id, seen)),
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &(JobId, Seen)> {
+        self.0.iter()
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&JobId, &Seen) -> bool) {
+        self.0.retain(|(j, s)| keep(j, s));
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// The key's shared text: the one `by_key` holds, else a new one.
+fn shared_key(by_key: &HashMap<Arc<str>, Jobs>, key: &str) -> Arc<str> {
+    by_key
+        .get_key_value(key)
+        .map(|(k, _)| k.clone())
+        .unwrap_or_else(|| Arc::from(key))
 }
 
 /// What a settled key came to.
@@ -232,14 +282,13 @@ impl Index {
     /// Records a job this process submitted (a listing begun before the submit lacks it).
     pub async fn note(&self, key: &str, job_id: JobId, awaiting_release: bool) {
         let mut st = self.state.lock().await;
-        st.keyed.insert(job_id, key.to_string());
-        st.by_key.entry(key.to_string()).or_default().insert(
-            job_id,
-            Seen {
-                awaiting_release,
-                since: Instant::now(),
-            },
-        );
+        let key = shared_key(&st.by_key, key);
+        st.keyed.insert(job_id, key.clone());
+        let seen = Seen {
+            awaiting_release,
+            since: Instant::now(),
+        };
+        st.by_key.entry(key).or_default().put(job_id, seen, true);
     }
 }
 
@@ -247,7 +296,7 @@ impl State {
     fn winner(&self, key: &str) -> Option<Winner> {
         self.by_key
             .get(key)
-            .and_then(|m| m.iter().next())
+            .and_then(Jobs::lowest)
             .map(|(id, s)| Winner {
                 job_id: *id,
                 awaiting_release: s.awaiting_release,
@@ -343,7 +392,7 @@ impl State {
                 Ok(Some(j)) if awaiting_release(&j) => {}
                 Ok(_) => continue,
                 Err(e) => {
-                    tracing::debug!(cluster, key, job_id = %id, error = %e, "record of a job held past the abandon age not read; asked again at the next check");
+                    tracing::debug!(cluster, key = &*key, job_id = %id, error = %e, "record of a job held past the abandon age not read; asked again at the next check");
                     if let Some(seen) = self.by_key.get_mut(&key).and_then(|jobs| jobs.get_mut(&id))
                     {
                         seen.awaiting_release = true;
@@ -351,9 +400,9 @@ impl State {
                     continue;
                 }
             }
-            tracing::warn!(cluster, key, job_id = %id, "a job held for its duplicate check for over an hour: its CreateTask was given up (a failed attempt, retried under another key); cancelling it");
+            tracing::warn!(cluster, key = &*key, job_id = %id, "a job held for its duplicate check for over an hour: its CreateTask was given up (a failed attempt, retried under another key); cancelling it");
             if let Err(e) = client.cancel(id, None).await {
-                tracing::error!(cluster, key, job_id = %id, error = %e, "cannot cancel an abandoned held job; it never starts (held) but stays queued: `scancel {id}`");
+                tracing::error!(cluster, key = &*key, job_id = %id, error = %e, "cannot cancel an abandoned held job; it never starts (held) but stays queued: `scancel {id}`");
             }
         }
         let n = self.record(&live, &[]) + self.accounting(client, cluster, user).await?;
@@ -437,16 +486,14 @@ impl State {
                 awaiting_release: awaiting_release(j),
                 since: Instant::now(),
             };
-            self.keyed.insert(j.job_id, key.to_string());
-            let jobs = self.by_key.entry(key.to_string()).or_default();
-            if live {
-                if let Some(before) = jobs.get(&j.job_id) {
-                    seen.since = before.since;
-                }
-                jobs.insert(j.job_id, seen);
-            } else {
-                jobs.entry(j.job_id).or_insert(seen);
+            let key = shared_key(&self.by_key, key);
+            self.keyed.insert(j.job_id, key.clone());
+            let jobs = self.by_key.entry(key).or_default();
+            if live && let Some(before) = jobs.get(&j.job_id) {
+                seen.since = before.since;
             }
+            // slurmctld's record is the current truth; slurmdbd's only adds jobs.
+            jobs.put(j.job_id, seen, live);
         }
         n
     }
