@@ -95,9 +95,9 @@ impl Execution {
         }
     }
 
-    /// Past its time: not busy, and unchanged for `keep` (a day when uncertain).
-    fn expired(&self, keep: Duration) -> bool {
-        let keep = if self.uncertain { KEEP_UNCERTAIN } else { keep };
+    /// Past its time: not busy, and unchanged for `keep` (`keep_uncertain` when uncertain).
+    fn expired(&self, keep: Duration, keep_uncertain: Duration) -> bool {
+        let keep = if self.uncertain { keep_uncertain } else { keep };
         !self.busy() && self.changed.elapsed() >= keep
     }
 
@@ -116,6 +116,8 @@ pub struct Executions {
     map: Mutex<HashMap<String, Execution>>,
     /// The deployment's `terminal_ttl`.
     keep: Duration,
+    /// [`KEEP_UNCERTAIN`] (tests shorten both).
+    keep_uncertain: Duration,
 }
 
 impl Executions {
@@ -123,6 +125,7 @@ impl Executions {
         Executions {
             map: Mutex::new(HashMap::new()),
             keep,
+            keep_uncertain: KEEP_UNCERTAIN,
         }
     }
 
@@ -130,7 +133,7 @@ impl Executions {
     fn with<R>(&self, key: &str, f: impl FnOnce(&mut Execution) -> R) -> R {
         let mut map = self.map.lock().unwrap();
         if !map.contains_key(key) {
-            map.retain(|_, e| !e.expired(self.keep));
+            map.retain(|_, e| !e.expired(self.keep, self.keep_uncertain));
         }
         let e = map.entry(key.to_string()).or_insert_with(Execution::new);
         f(e)
@@ -224,8 +227,14 @@ mod tests {
 
     #[test]
     fn one_entry_holds_everything_of_an_execution_and_idle_ones_expire() {
-        let keep = Duration::from_secs(3600);
-        let ex = Executions::new(keep);
+        // Ages by sleeping, not by moving `changed` back: an Instant before the machine's boot
+        // panics, and a fresh CI machine may have booted minutes ago.
+        let keep = Duration::from_millis(40);
+        let ex = Executions {
+            keep_uncertain: keep * 4,
+            ..Executions::new(keep)
+        };
+        let age = || std::thread::sleep(keep + Duration::from_millis(10));
         let lock = ex.lock("k1");
         ex.mark_uncertain("k1");
         ex.withdraw("k1");
@@ -238,7 +247,7 @@ mod tests {
         assert!(!ex.is_uncertain("k1"), "a known job settles the doubt");
         assert_eq!(ex.job("k1").unwrap().job_id.0, 5);
         // Aged past keep: dropped when the next key comes, unless a CreateTask holds its lock.
-        ex.map.lock().unwrap().get_mut("k1").unwrap().changed = Instant::now() - keep * 2;
+        age();
         ex.lock("k2");
         assert!(ex.job("k1").is_some(), "its lock is held");
         drop(lock);
@@ -251,19 +260,18 @@ mod tests {
             outage: false,
         });
         ex.submit_or_join("k4", || rx);
-        ex.map.lock().unwrap().get_mut("k4").unwrap().changed = Instant::now() - keep * 2;
-        ex.lock("k5");
-        assert!(ex.progress("k4").is_some());
-        // One whose submit may have made an unseen job stays a day.
+        // One whose submit may have made an unseen job stays keep_uncertain.
         ex.mark_uncertain("k6");
-        ex.map.lock().unwrap().get_mut("k6").unwrap().changed = Instant::now() - keep * 2;
-        ex.lock("k7");
+        age();
+        ex.lock("k5");
+        assert!(ex.progress("k4").is_some(), "its submit runs");
         assert!(
             ex.is_uncertain("k6"),
             "kept past keep: its next CreateTask must look again"
         );
-        ex.map.lock().unwrap().get_mut("k6").unwrap().changed = Instant::now() - KEEP_UNCERTAIN;
-        ex.lock("k8");
+        std::thread::sleep(keep * 4);
+        ex.lock("k7");
         assert!(!ex.is_uncertain("k6"));
+        assert!(ex.progress("k4").is_some());
     }
 }
