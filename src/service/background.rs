@@ -31,6 +31,9 @@ pub trait Work: Clone {
 pub struct Background<K, W> {
     entries: Mutex<HashMap<K, Kept<W>>>,
     keep: Duration,
+    /// When settled entries were last swept: at most every quarter of `keep` (a minute at
+    /// most), not at every new key (one per finished job).
+    swept: Mutex<Instant>,
 }
 
 struct Kept<W> {
@@ -52,6 +55,7 @@ impl<K: Hash + Eq + Clone, W: Work> Background<K, W> {
         Background {
             entries: Mutex::new(HashMap::new()),
             keep,
+            swept: Mutex::new(Instant::now()),
         }
     }
 
@@ -66,7 +70,11 @@ impl<K: Hash + Eq + Clone, W: Work> Background<K, W> {
             None => {
                 // Only when something is added can the map grow: evict then.
                 let keep = self.keep;
-                entries.retain(|_, k| k.work.outcome().is_none() || k.read_at.elapsed() < keep);
+                let mut swept = self.swept.lock().unwrap();
+                if swept.elapsed() >= (keep / 4).min(Duration::from_secs(60)) {
+                    entries.retain(|_, k| k.work.outcome().is_none() || k.read_at.elapsed() < keep);
+                    *swept = Instant::now();
+                }
                 Some(start(None).expect("start_or_join: no work for a new key"))
             }
         };
@@ -173,7 +181,7 @@ mod tests {
         // Running work is never evicted, however old; settled work after `keep` unread.
         let (_running_tx, running) = tokio::sync::watch::channel(None);
         bg.start_or_join(2, |_| Some(running));
-        tokio::time::sleep(Duration::from_millis(80)).await;
+        tokio::time::sleep(Duration::from_millis(80)).await; // past keep, and past a quarter of it
         bg.start_or_join(3, |_| Some(spawn(async { 3 })));
         assert!(bg.get(&1).is_none(), "settled and unread past keep");
         assert!(bg.get(&2).is_some(), "still running");

@@ -118,6 +118,9 @@ pub struct Executions {
     keep: Duration,
     /// [`KEEP_UNCERTAIN`] (tests shorten both).
     keep_uncertain: Duration,
+    /// When the map was last swept for expired entries: at most every quarter of `keep` (a
+    /// minute at most), not at every new execution.
+    swept: Mutex<Instant>,
 }
 
 impl Executions {
@@ -126,6 +129,7 @@ impl Executions {
             map: Mutex::new(HashMap::new()),
             keep,
             keep_uncertain: KEEP_UNCERTAIN,
+            swept: Mutex::new(Instant::now()),
         }
     }
 
@@ -133,7 +137,11 @@ impl Executions {
     fn with<R>(&self, key: &str, f: impl FnOnce(&mut Execution) -> R) -> R {
         let mut map = self.map.lock().unwrap();
         if !map.contains_key(key) {
-            map.retain(|_, e| !e.expired(self.keep, self.keep_uncertain));
+            let mut swept = self.swept.lock().unwrap();
+            if swept.elapsed() >= (self.keep / 4).min(Duration::from_secs(60)) {
+                map.retain(|_, e| !e.expired(self.keep, self.keep_uncertain));
+                *swept = Instant::now();
+            }
         }
         let e = map.entry(key.to_string()).or_insert_with(Execution::new);
         f(e)
@@ -251,6 +259,7 @@ mod tests {
         ex.lock("k2");
         assert!(ex.job("k1").is_some(), "its lock is held");
         drop(lock);
+        std::thread::sleep(keep / 4 + Duration::from_millis(5)); // the next sweep is due
         ex.lock("k3");
         assert!(ex.job("k1").is_none());
         // A running submit keeps its entry too.

@@ -63,6 +63,8 @@ pub const ABANDONED_AFTER: Duration = Duration::from_secs(3600);
 /// long-running replica knows no less than a new one, and its index no longer grows for ever
 /// (~1 KiB a job: 140 MiB a month at 20 000 jobs a day, before).
 pub const FORGET_AFTER: Duration = Duration::from_secs(ACCOUNTING_LOOKBACK_SECS as u64);
+/// How often the index is walked for jobs to forget.
+const FORGET_EVERY: Duration = Duration::from_secs(60);
 
 /// slurmctld's reason for a job its submitter held (`hold: true` at submit is always this, also
 /// for a privileged submitter; an admin's hold or a job_submit plugin's is `JobHeldAdmin`).
@@ -118,6 +120,9 @@ struct State {
     by_key: HashMap<Arc<str>, Jobs>,
     /// [`FORGET_AFTER`] unless a test says otherwise.
     forget_after: Option<Duration>,
+    /// When [`State::forget`] last walked the index: at most once a [`FORGET_EVERY`], not at
+    /// every check (a check runs per CreateTask, the index holds a week of jobs).
+    forgot_at: Option<Instant>,
 }
 
 /// The jobs carrying one key, lowest id first. Almost always one: a `Vec` holds it in 32 bytes
@@ -450,6 +455,11 @@ impl State {
     /// [`FORGET_AFTER`] ago.
     fn forget(&mut self, in_slurmctld: impl Fn(&JobId) -> bool) {
         let horizon = self.forget_after.unwrap_or(FORGET_AFTER);
+        let every = FORGET_EVERY.min(horizon);
+        if self.forgot_at.is_some_and(|t| t.elapsed() < every) {
+            return;
+        }
+        self.forgot_at = Some(Instant::now());
         let State { keyed, by_key, .. } = self;
         by_key.retain(|_, jobs| {
             jobs.retain(|id, seen| {
