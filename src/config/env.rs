@@ -67,6 +67,10 @@ pub(super) fn apply(
         cfg.submit_wait = units::parse_submit_wait(&v)
             .map_err(|p| ConfigError::invalid("FLYTE_SLURM_SUBMIT_WAIT", &v, p))?;
     }
+    if let Some(v) = var("FLYTE_SLURM_COALESCE_WINDOW") {
+        cfg.coalesce_window = units::parse_coalesce_window(&v)
+            .map_err(|p| ConfigError::invalid("FLYTE_SLURM_COALESCE_WINDOW", &v, p))?;
+    }
     if let Some(v) = var("FLYTE_SLURM_SUBMITS_IN_FLIGHT") {
         cfg.submits_in_flight = units::parse_in_flight(&v)
             .map_err(|p| ConfigError::invalid("FLYTE_SLURM_SUBMITS_IN_FLIGHT", &v, p))?;

@@ -40,6 +40,7 @@ struct FileConfig {
     shutdown_grace: Option<String>,
     requeue_budget: Option<u32>,
     submit_wait: Option<String>,
+    coalesce_window: Option<String>,
     submits_in_flight: Option<u64>,
     allow_task_credentials: Option<bool>,
     /// TLS on the gRPC port: both, or neither.
@@ -118,6 +119,10 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<DeploymentConfig, ConfigE
     if let Some(v) = &f.submit_wait {
         cfg.submit_wait =
             super::units::parse_submit_wait(v).map_err(|p| bad("submit_wait", p.to_string()))?;
+    }
+    if let Some(v) = &f.coalesce_window {
+        cfg.coalesce_window =
+            super::units::parse_coalesce_window(v).map_err(|p| bad("coalesce_window", p))?;
     }
     if let Some(v) = f.submits_in_flight {
         cfg.submits_in_flight = super::units::parse_in_flight(&v.to_string())

@@ -125,6 +125,10 @@ pub struct DeploymentConfig {
     /// `resource_meta` while the submit goes on (`FLYTE_SLURM_SUBMIT_WAIT`, default 5 s; at most
     /// 9 s, under the backend's 10 s deadline). See `service/submit/deferred.rs`.
     pub submit_wait: Duration,
+    /// CreateTasks of one array shape arriving within this window are submitted as one job
+    /// array (`FLYTE_SLURM_COALESCE_WINDOW`, e.g. `50ms`; `None`: off, the default;
+    /// `service/submit/coalesce.rs`). At most [`MAX_COALESCE_WINDOW`].
+    pub coalesce_window: Option<Duration>,
     /// Submits one cluster runs at once at most (`FLYTE_SLURM_SUBMITS_IN_FLIGHT`, default 8);
     /// fewer while slurmctld throttles (`service/submit/pacing.rs`).
     pub submits_in_flight: usize,
@@ -175,6 +179,9 @@ pub const DEFAULT_REQUEUE_BUDGET: u32 = 3;
 pub const DEFAULT_SUBMIT_WAIT: Duration = Duration::from_secs(5);
 /// The longest `FLYTE_SLURM_SUBMIT_WAIT`: CreateTask must answer within the backend's 10 s.
 pub const MAX_SUBMIT_WAIT: Duration = Duration::from_secs(9);
+/// The longest coalescing window: a CreateTask waits for its batch's window before its submit
+/// begins, and must still answer well inside the backend's 10 s.
+pub const MAX_COALESCE_WINDOW: Duration = Duration::from_secs(2);
 /// `FLYTE_SLURM_SUBMITS_IN_FLIGHT`.
 pub const DEFAULT_SUBMITS_IN_FLIGHT: usize = 8;
 /// Lifetime of a minted token; it is renewed at 80% of it.
@@ -245,6 +252,7 @@ impl DeploymentConfig {
             terminal_ttl: DEFAULT_TERMINAL_TTL,
             requeue_budget: DEFAULT_REQUEUE_BUDGET,
             submit_wait: DEFAULT_SUBMIT_WAIT,
+            coalesce_window: None,
             submits_in_flight: DEFAULT_SUBMITS_IN_FLIGHT,
             allow_task_credentials: false,
             upload_max_bytes: UploadLimit::Bytes(DEFAULT_UPLOAD_MAX_BYTES),

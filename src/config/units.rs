@@ -249,6 +249,23 @@ pub fn parse_retention(value: &str) -> Result<Option<Duration>, String> {
     }
 }
 
+/// `FLYTE_SLURM_COALESCE_WINDOW`: `off` (or 0), or a duration up to
+/// [`super::MAX_COALESCE_WINDOW`].
+pub fn parse_coalesce_window(value: &str) -> Result<Option<Duration>, String> {
+    if matches!(value.trim(), "off" | "none" | "") {
+        return Ok(None);
+    }
+    let d = parse_duration(value)?;
+    if d > super::MAX_COALESCE_WINDOW {
+        return Err(format!(
+            "must be at most {}ms: each CreateTask of a batch waits for the window before its \
+             submit begins; use e.g. 50ms",
+            super::MAX_COALESCE_WINDOW.as_millis()
+        ));
+    }
+    Ok((!d.is_zero()).then_some(d))
+}
+
 /// `FLYTE_SLURM_SUBMIT_WAIT`: a duration from 0 (CreateTask never waits: every submit is
 /// answered deferred) to [`super::MAX_SUBMIT_WAIT`].
 pub fn parse_submit_wait(value: &str) -> Result<Duration, String> {

@@ -15,6 +15,7 @@
 pub mod apply;
 pub mod array;
 pub mod clustered;
+pub mod coalesce;
 pub mod custom;
 mod derive;
 pub mod directives;
@@ -34,7 +35,10 @@ use std::collections::BTreeMap;
 pub use crate::domain::units;
 pub use crate::staging::outputs::{DeclaredOutput, OutputKind, UploadMode};
 pub use error::{Origin, RenderError};
-pub use naming::{idempotency_key, key_from_comment, key_from_job_name};
+pub use naming::{
+    COMMENT_MAX, PACKED_KEY_LEN, idempotency_key, key_from_comment, key_from_job_name,
+    key_of_record, keys_comment, packed_keys_all,
+};
 pub use spec::{
     CLUSTERED_TASK_TYPE, ContainerSpec, ExecutionIdentity, InputValue, InterfaceKind, RenderConfig,
     TaskSpec, TaskType,
@@ -191,7 +195,8 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
     job.current_working_directory = working_dir.clone();
     job.standard_output = Some(stdout_path.clone());
     job.standard_error = Some(stderr_path.clone());
-    job.comment = Some(naming::comment(&key, applied.user_comment.as_deref()));
+    // The task's own comment, as sbatch would set it: the key is in the name.
+    job.comment = applied.user_comment.clone();
 
     // Environment, lowest precedence first.
     let mut envb = env::EnvBuilder::default();

@@ -65,12 +65,85 @@ pub fn job_name(task_name: &str, key: &str) -> String {
     format!("flyte-{}-{key}", sanitize_short_name(task_name))
 }
 
-/// The job's comment: the key first (so it is found without parsing), then the task's own.
-pub fn comment(key: &str, user: Option<&str>) -> String {
-    match user {
-        Some(c) => format!("{COMMENT_KEY_PREFIX}{key} {c}"),
-        None => format!("{COMMENT_KEY_PREFIX}{key}"),
+/// The comment of a job array made of several executions (`service/submit/coalesce`): their
+/// keys packed in index order, then the tasks' own comment. A job's comment is the one text
+/// slurmctld lists with every record (its elements' too) and slurmdbd keeps
+/// (`AccountingStoreFlags=job_comment`), and it holds at most [`COMMENT_MAX`] characters, so
+/// each key takes 11 (its 8 bytes in unpadded base64url) instead of 16.
+pub fn keys_comment(keys: &[&str], user: Option<&str>) -> String {
+    use base64::Engine;
+    let mut out = String::from(COMMENT_KEYS_PREFIX);
+    for k in keys {
+        let bytes = hex_bytes(k).expect("keys are 16 hex digits (idempotency_key)");
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode_string(bytes, &mut out);
     }
+    if let Some(c) = user {
+        out.push(' ');
+        out.push_str(c);
+    }
+    out
+}
+
+/// Prefix of the packed keys of a coalesced array's comment ([`keys_comment`]).
+pub const COMMENT_KEYS_PREFIX: &str = "flyte-keys=";
+/// The longest comment slurmctld accepts (`_test_strlen(comment, 1024)` in job_mgr.c; recorded:
+/// `tests/fixtures/slurmrestd/*_coalesce-comment-*`).
+pub const COMMENT_MAX: usize = 1024;
+/// Characters one key takes in [`keys_comment`].
+pub const PACKED_KEY_LEN: usize = 11;
+
+/// The key of element `index` of a coalesced array, from its comment ([`keys_comment`]).
+pub fn packed_key_at(comment: &str, index: u32) -> Option<String> {
+    let packed = packed_keys(comment)?;
+    let at = index as usize * PACKED_KEY_LEN;
+    unpack(packed.get(at..at + PACKED_KEY_LEN)?)
+}
+
+/// Every key of a coalesced array's comment, in index order; `None` for any other comment.
+pub fn packed_keys_all(comment: &str) -> Option<Vec<String>> {
+    let packed = packed_keys(comment)?;
+    (0..packed.len() / PACKED_KEY_LEN)
+        .map(|i| unpack(&packed[i * PACKED_KEY_LEN..(i + 1) * PACKED_KEY_LEN]))
+        .collect()
+}
+
+fn packed_keys(comment: &str) -> Option<&str> {
+    let rest = comment.strip_prefix(COMMENT_KEYS_PREFIX)?;
+    let packed = rest.split(' ').next()?;
+    (!packed.is_empty() && packed.len() % PACKED_KEY_LEN == 0).then_some(packed)
+}
+
+fn unpack(packed: &str) -> Option<String> {
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(packed)
+        .ok()?;
+    (bytes.len() == 8).then(|| bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn hex_bytes(key: &str) -> Option<Vec<u8>> {
+    (key.len() == 16)
+        .then(|| {
+            (0..8)
+                .map(|i| u8::from_str_radix(key.get(2 * i..2 * i + 2)?, 16).ok())
+                .collect()
+        })
+        .flatten()
+}
+
+/// The execution a job record stands for: element `element` of a coalesced array (its key in
+/// the packed comment), else the key in the comment of connectors before 0.27 (`flyte-key=`),
+/// else the key at the end of its name.
+pub fn key_of_record(comment: Option<&str>, name: &str, element: Option<u32>) -> Option<String> {
+    if let Some(c) = comment
+        && c.starts_with(COMMENT_KEYS_PREFIX)
+    {
+        return packed_key_at(c, element?);
+    }
+    comment
+        .and_then(key_from_comment)
+        .or_else(|| key_from_job_name(name))
+        .map(str::to_string)
 }
 
 /// The key at the end of a name written by [`job_name`].
@@ -79,7 +152,8 @@ pub fn key_from_job_name(name: &str) -> Option<&str> {
     (key.len() == 16 && key.bytes().all(|b| b.is_ascii_hexdigit())).then_some(key)
 }
 
-/// The key inside a comment written by [`comment`].
+/// The key inside a comment of a connector before 0.27, which wrote `flyte-key=<key> <the
+/// task's comment>` (a job's comment is now the task's own: the key is in its name).
 pub fn key_from_comment(comment: &str) -> Option<&str> {
     let rest = comment.strip_prefix(COMMENT_KEY_PREFIX)?;
     let key = rest.split(' ').next()?;
@@ -145,10 +219,46 @@ mod tests {
             "flyte-nightly-0123456789abcdef"
         );
         assert_eq!(
-            key_from_comment(&comment(key, Some("nightly run"))),
+            key_from_comment("flyte-key=0123456789abcdef nightly run"),
             Some(key)
         );
-        assert_eq!(key_from_comment(&comment(key, None)), Some(key));
+        assert_eq!(key_from_comment("flyte-key=0123456789abcdef"), Some(key));
         assert_eq!(key_from_comment("nightly"), None);
+    }
+
+    #[test]
+    fn a_coalesced_arrays_keys_come_back_by_index() {
+        let keys: Vec<String> = (0..90)
+            .map(|i| idempotency_key(&id(&format!("r{i}"), 0)))
+            .collect();
+        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let c = keys_comment(&refs, Some("nightly run"));
+        assert_eq!(
+            c.len(),
+            COMMENT_KEYS_PREFIX.len() + 90 * PACKED_KEY_LEN + 12
+        );
+        assert!(c.ends_with(" nightly run"));
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(packed_key_at(&c, i as u32).as_deref(), Some(k.as_str()));
+            assert_eq!(
+                key_of_record(Some(&c), "flyte-x-map", Some(i as u32)).as_deref(),
+                Some(k.as_str())
+            );
+        }
+        assert_eq!(packed_key_at(&c, 90), None, "past the last element");
+        assert_eq!(packed_keys_all(&c), Some(keys.clone()));
+        // The array's own record (its pending remainder) is no one element.
+        assert_eq!(key_of_record(Some(&c), "flyte-x-map", None), None);
+        // A single job: its name; an old connector's job: its comment.
+        let name = job_name("t", &keys[0]);
+        assert_eq!(
+            key_of_record(Some("the task's comment"), &name, None).as_deref(),
+            Some(keys[0].as_str())
+        );
+        assert_eq!(
+            key_of_record(Some("flyte-key=0123456789abcdef x"), "other", None).as_deref(),
+            Some("0123456789abcdef")
+        );
+        assert_eq!(packed_keys_all("flyte-keys=abc"), None, "not whole keys");
     }
 }

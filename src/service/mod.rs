@@ -55,7 +55,7 @@ use report::native_result;
 use rpc::metrics;
 use submit::deferred::{self, Pending};
 use submit::execution::{Progress, Submitted};
-use submit::{gate, handoff, staged_image};
+use submit::{coalesce, gate, handoff, staged_image};
 use wire::{convert, meta};
 
 pub struct Connector {
@@ -143,7 +143,33 @@ impl Connector {
             None => rt.submit_client_as(task.slurm_user.as_deref()),
         };
         let on_done = self.on_submitted(&rt, Some(api_version), task.rendered.job_name.clone());
-        let progress = deferred::submit_paced(&rt, key, job, client, meta.clone(), on_done);
+        let progress = match self.deployment.coalesce_window {
+            Some(window)
+                if coalesce::coalescible(
+                    spec.exec.attempt,
+                    task.rendered.ranks || spec.task_type == render::TaskType::Clustered,
+                    token.is_some(),
+                ) && !rt.index.without_accounting().await =>
+            {
+                let user = task.slurm_user.as_deref();
+                match coalesce::submit_coalesced(
+                    &rt,
+                    window,
+                    key,
+                    job,
+                    user,
+                    client,
+                    meta.clone(),
+                    on_done,
+                ) {
+                    Ok(progress) => progress,
+                    Err((client, meta, on_done)) => {
+                        deferred::submit_paced(&rt, key, job, client, meta, on_done)
+                    }
+                }
+            }
+            _ => deferred::submit_paced(&rt, key, job, client, meta.clone(), on_done),
+        };
         self.metrics.pacing(&rt.cfg.name, rt.pacer.view());
         match deferred::settled_within(progress, self.deployment.submit_wait).await? {
             Progress::Waiting { .. } => {
@@ -215,7 +241,7 @@ impl Connector {
 
     /// GetTask: from the tracker's cache; never an error because slurmrestd hiccupped.
     pub async fn get(&self, raw_meta: &[u8]) -> Result<Resource, ServiceError> {
-        let (rt, m) = match self.locate_job(raw_meta).await? {
+        let (rt, mut m) = match self.locate_job(raw_meta).await? {
             (rt, Ok(m)) => (rt, m),
             (_, Err(p)) => return Ok(p.resource()),
         };
@@ -225,7 +251,12 @@ impl Connector {
         let indices = m
             .array_indices()
             .map_err(|e| ServiceError::Invalid(e.to_string()))?;
-        let snap = rt.tracker.status_of(m.job_id, indices.as_deref()).await;
+        let mut snap = rt.tracker.status_of(m.job_id, indices.as_deref()).await;
+        if let Some(i) = m.element {
+            // An element of a coalesced array is the task: its own state, read as a job's.
+            snap = report::element_of(snap, i);
+            m = m.as_task();
+        }
         report::enforce_requeue_budget(&rt, &m, &snap, self.deployment.requeue_budget).await;
         let ctx = report::Context {
             ceiling: &self.ceiling,
@@ -258,7 +289,7 @@ impl Connector {
                 );
             }
         };
-        if let Some(t) = rt.transfers.get(&m.job_id) {
+        if let Some(t) = rt.transfers.get(&m.target()) {
             t.cancel();
         }
         let token = self
@@ -271,7 +302,7 @@ impl Connector {
             None => rt.client_as(m.slurm_user.as_deref()),
         };
         let outcome = client
-            .cancel(m.job_id, None)
+            .cancel(m.target(), None)
             .await
             .map_err(ServiceError::slurm("cancelling the job"))?;
         tracing::info!(cluster = %rt.cfg.name, job_id = %m.job_id, ?outcome, "DeleteTask");
@@ -285,7 +316,7 @@ impl Connector {
     /// GetTaskLogs: the job's stdout/stderr through staging, or a line saying why there are none.
     pub async fn logs(&self, raw_meta: &[u8], lines: u64) -> Result<Vec<String>, ServiceError> {
         match self.locate_job(raw_meta).await? {
-            (rt, Ok(m)) => report::logs::of_job(&rt, &m, lines).await,
+            (rt, Ok(m)) => report::logs::of_job(&rt, &m.as_task(), lines).await,
             (_, Err(p)) => Ok(vec![p.message]),
         }
     }
@@ -296,7 +327,7 @@ impl Connector {
         req: &GetTaskMetricsRequest,
     ) -> Result<Vec<ExecutionMetricResult>, ServiceError> {
         match self.locate_job(&req.resource_meta).await? {
-            (rt, Ok(m)) => report::task_metrics::of_job(&rt, &m, req).await,
+            (rt, Ok(m)) => report::task_metrics::of_job(&rt, &m.as_task(), req).await,
             (_, Err(p)) => Err(ServiceError::Unavailable(p.message)),
         }
     }

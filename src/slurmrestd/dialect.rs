@@ -12,7 +12,7 @@ use super::ApiVersion;
 use super::caller::Caller;
 use super::error::ClientError;
 use super::job_description::JobDescription;
-use super::types::{Diag, JobId, JobInfo, JobUsage, Partition, Ping, ServerInfo, States};
+use super::types::{Diag, JobId, JobInfo, JobRef, JobUsage, Partition, Ping, ServerInfo, States};
 use super::users::UserRecord;
 
 /// The filters of slurmdbd's `GET jobs/` this client uses.
@@ -82,7 +82,7 @@ pub(crate) trait Dialect: Send + Sync {
     fn cancel<'a>(
         &'a self,
         c: Caller<'a>,
-        id: JobId,
+        target: JobRef,
         signal: Option<&'a str>,
     ) -> BoxFuture<'a, Result<Vec<i32>, ClientError>>;
 

@@ -34,6 +34,6 @@ pub use job_description::JobDescription;
 pub use retry::RetryPolicy;
 pub use types::{
     ArrayMembership, BaseState, CancelOutcome, Diag, ElementState, ExitCode, JobId, JobInfo,
-    JobState, JobUsage, Partition, Ping, ServerInfo, SlurmError, States, Tres,
+    JobRef, JobState, JobUsage, Partition, Ping, ServerInfo, SlurmError, States, Tres,
 };
 pub use version::ApiVersion;

@@ -24,6 +24,29 @@ impl FromStr for JobId {
     }
 }
 
+/// What a cancel addresses: a job, or one element of a job array (`<array id>_<index>`, the
+/// form slurmrestd's `DELETE job/{job_id}` takes; its updates refuse it, recorded on 24.11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct JobRef {
+    pub id: JobId,
+    pub element: Option<u32>,
+}
+
+impl From<JobId> for JobRef {
+    fn from(id: JobId) -> JobRef {
+        JobRef { id, element: None }
+    }
+}
+
+impl fmt::Display for JobRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.element {
+            Some(i) => write!(f, "{}_{i}", self.id),
+            None => write!(f, "{}", self.id),
+        }
+    }
+}
+
 /// The base state of a job, the first entry of slurmrestd's state array.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum BaseState {

@@ -289,12 +289,8 @@ pub(super) fn apply_record(e: &mut Entry, info: &JobInfo) {
     if let Some(name) = info.exit_code.as_ref().and_then(|c| c.signal_name.clone()) {
         x.signal = Some(name);
     }
-    if let Some(k) = info
-        .comment
-        .as_deref()
-        .and_then(crate::render::key_from_comment)
-        .or_else(|| crate::render::key_from_job_name(&info.name))
-    {
+    let element = info.array.as_ref().and_then(|a| a.task_id);
+    if let Some(k) = crate::render::key_of_record(info.comment.as_deref(), &info.name, element) {
         x.key = Some(k.into());
     }
 }

@@ -145,6 +145,15 @@ pub(super) async fn job_delete(
     req: axum::extract::Request,
 ) -> Response {
     let client = client_source(req.headers(), ext_addr(req.extensions()).as_ref());
+    // `<array id>_<index>`: one element of an array (recorded on 24.11 and 26.05:
+    // `*_coalesce-array-held-delete-element*`); ranges (`_[8-9]`) are refused like any garbage.
+    let (id, element) = match id.split_once('_') {
+        Some((a, i)) => match i.parse::<u32>() {
+            Ok(i) => (a.to_string(), Some(i)),
+            Err(_) => return rfc_error(&st, sv, &client, "parameters", "op_handler_job", false),
+        },
+        None => (id, None),
+    };
     let jid = match path_id(&st, sv, &client, &id) {
         Ok(j) => j,
         Err(r) => return r,
@@ -162,7 +171,7 @@ pub(super) async fn job_delete(
         Ok(c) => c,
         Err(r) => return r,
     };
-    let outcome = st.sched.cancel(jid, signal, &ctx.user);
+    let outcome = st.sched.cancel(jid, element, signal, &ctx.user);
     if !sv.api.delete_has_status() {
         // v0.0.40/41: the same 200 whatever happened (recorded: running, finished, unknown).
         return json_resp(

@@ -5,14 +5,18 @@ use super::*;
 
 impl Scheduler {
     /// `DELETE job/{id}[?signal=]`: SIGKILL/SIGTERM (default) cancel; other signals are only
-    /// delivered. An array's id cancels all its tasks.
-    pub fn cancel(&self, id: u32, signal: i32, user: &str) -> CancelResult {
+    /// delivered. An array's id cancels all its tasks; `element` only that one of them.
+    pub fn cancel(&self, id: u32, element: Option<u32>, signal: i32, user: &str) -> CancelResult {
         let mut c = self.lock();
         let t = now();
         let ids: Vec<u32> = c
             .jobs
             .values()
-            .filter(|j| j.id == id || j.array.as_ref().is_some_and(|a| a.array_job_id == id))
+            .filter(|j| match (element, &j.array) {
+                (Some(i), Some(a)) => a.array_job_id == id && a.task_id == i,
+                (Some(_), None) => false,
+                (None, a) => j.id == id || a.as_ref().is_some_and(|a| a.array_job_id == id),
+            })
             .map(|j| j.id)
             .collect();
         if ids.is_empty() {

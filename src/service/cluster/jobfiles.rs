@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use futures::future::BoxFuture;
 
-use crate::slurmrestd::JobId;
+use crate::slurmrestd::{JobId, JobRef};
 use crate::staging::{self, Staging, retention};
 use crate::tracker::ExitMarkers;
 
@@ -29,6 +29,8 @@ struct Files {
     ended_at: Option<SystemTime>,
     /// A job array: its id and indices (each element has its own logs and marker).
     array: Option<(u32, Vec<u32>)>,
+    /// An element of a coalesced array: it also leaves the script it ran (`<job>.sh`).
+    element: bool,
 }
 
 impl Files {
@@ -54,6 +56,9 @@ impl Files {
                 })
                 .collect(),
         };
+        if self.element {
+            p.push(format!("{}/{}.sh", self.dir, self.job));
+        }
         p.push(layout.outputs_dir());
         p.retain(|x| !x.is_empty());
         p.dedup();
@@ -63,7 +68,8 @@ impl Files {
 
 pub struct Registry {
     staging: Arc<dyn Staging>,
-    jobs: Mutex<HashMap<JobId, Files>>,
+    /// By job, or by element of a coalesced array (each its own task, with its own files).
+    jobs: Mutex<HashMap<JobRef, Files>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -84,11 +90,14 @@ fn files(meta: &ResourceMeta) -> Option<Files> {
         stdout: meta.stdout.clone(),
         stderr: meta.stderr.clone(),
         ended_at: None,
+        // A coalesced array's element is a task with files of its own, not an array's.
         array: meta
             .array_indices()
             .ok()
             .flatten()
+            .filter(|_| meta.element.is_none())
             .map(|i| (meta.job_id.0, i)),
+        element: meta.element.is_some(),
     })
 }
 
@@ -109,7 +118,7 @@ impl Registry {
     /// retention off the job is forgotten (nothing will remove its files, nor read its marker).
     pub fn ended(&self, meta: &ResourceMeta, retention: Option<Duration>) {
         if retention.is_none() {
-            self.jobs.lock().unwrap().remove(&meta.job_id);
+            self.jobs.lock().unwrap().remove(&meta.target());
             return;
         }
         self.with(meta, |f| {
@@ -121,7 +130,7 @@ impl Registry {
     /// every poll: a known job costs one map lookup, no allocation).
     fn with(&self, meta: &ResourceMeta, f: impl FnOnce(&mut Files)) {
         let mut jobs = self.jobs.lock().unwrap();
-        let entry = match jobs.entry(meta.job_id) {
+        let entry = match jobs.entry(meta.target()) {
             std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
             std::collections::hash_map::Entry::Vacant(v) => match files(meta) {
                 Some(new) => v.insert(new),
@@ -203,7 +212,7 @@ impl ExitMarkers for Registry {
         id: JobId,
     ) -> BoxFuture<'_, Result<Option<staging::exit_marker::ExitMarker>, String>> {
         Box::pin(async move {
-            let (dir, job) = match self.jobs.lock().unwrap().get(&id) {
+            let (dir, job) = match self.jobs.lock().unwrap().get(&JobRef::from(id)) {
                 Some(f) => (f.dir.clone(), f.job.clone()),
                 None => return Ok(None),
             };
@@ -219,7 +228,7 @@ impl ExitMarkers for Registry {
         index: u32,
     ) -> BoxFuture<'_, Result<Option<staging::exit_marker::ExitMarker>, String>> {
         Box::pin(async move {
-            let path = match self.jobs.lock().unwrap().get(&array) {
+            let path = match self.jobs.lock().unwrap().get(&JobRef::from(array)) {
                 Some(f) if f.array.is_some() => staging::element_path(
                     &staging::JobFiles::new(&f.dir, &f.job).element_marker(),
                     array.0,

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use crate::config::{AuthConfig, ClusterConfig, Secret};
 use crate::render::RenderConfig;
-use crate::slurmrestd::{Auth, Client, ClientConfig, ClientError, JobId};
+use crate::slurmrestd::{Auth, Client, ClientConfig, ClientError, JobRef};
 use crate::staging::{OutputBlob, Staging, Transfer};
 use crate::tracker::{SlurmApi, Tracker, TrackerConfig};
 
@@ -35,7 +35,8 @@ use crate::service::wire::meta::ResourceMeta;
 /// once no GetTask has read it for the deployment's `terminal_ttl` (the tracker forgets the
 /// finished job after as long); a GetTask after that starts a new transfer of the same files:
 /// idempotent, only slower.
-pub type Transfers = Background<JobId, Arc<Transfer<Vec<OutputBlob>>>>;
+/// By job, or by element of a coalesced array (each element a task with its own outputs).
+pub type Transfers = Background<JobRef, Arc<Transfer<Vec<OutputBlob>>>>;
 
 /// The request timeout of submits (and their check and release): they run in their own task,
 /// bound by no RPC deadline, so they wait out slurmrestd's BACKOFF retries under slurmctld's
@@ -50,6 +51,8 @@ pub struct ClusterRuntime {
     pub render: RenderConfig,
     /// This process's state of each execution (`submit/execution.rs`: one entry, one expiry).
     pub executions: Executions,
+    /// CreateTasks waiting for their coalescing window (`submit/coalesce.rs`).
+    pub batches: crate::service::submit::batches::Batches,
     /// The cluster's jobs by execution key: who already has a job, who won a race.
     pub(crate) index: Index,
     /// How many submits run at once (`pacing.rs`).
@@ -169,6 +172,7 @@ impl ClusterRuntime {
             staging,
             render,
             executions: Executions::new(terminal_ttl),
+            batches: Default::default(),
             index: Index::default(),
             transfers: Background::new(terminal_ttl),
             job_files: None,

@@ -38,7 +38,7 @@ pub async fn enforce_requeue_budget(
     tracing::warn!(cluster = %rt.cfg.name, job_id = %m.job_id, restarts, budget, "requeue budget spent; cancelling the job");
     if let Err(e) = rt
         .client_as(m.slurm_user.as_deref())
-        .cancel(m.job_id, None)
+        .cancel(m.target(), None)
         .await
     {
         tracing::warn!(cluster = %rt.cfg.name, job_id = %m.job_id, error = %e, "cancelling a job past its requeue budget failed; retried at the next GetTask");

@@ -92,3 +92,18 @@ async fn gang_reason(
             .push_str(&format!("\nwaiting for all its nodes, reason: {r}"));
     }
 }
+
+/// Element `index`'s own snapshot of a coalesced array's (`snap`): the element is the task.
+/// Before the tracker knows the array's elements, the array's (pending) state without them.
+pub fn element_of(mut snap: JobSnapshot, index: u32) -> JobSnapshot {
+    let elements = std::mem::take(&mut snap.elements);
+    match elements.into_iter().find(|e| e.index == index) {
+        Some(e) => {
+            let mut own = e.snapshot;
+            // The cluster's health is the array's, whichever element it is.
+            own.unreachable = own.unreachable.or(snap.unreachable);
+            own
+        }
+        None => snap,
+    }
+}

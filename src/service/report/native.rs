@@ -34,7 +34,7 @@ pub async fn apply(
     {
         let source = native_result::Source::for_prefix(prefix, rt.staging.as_ref());
         match probes
-            .decision(&meta.cluster, meta.job_id, prefix, source)
+            .decision(&meta.cluster, meta.target(), prefix, source)
             .await
         {
             Some(d) if completed || d.from_error_doc => {

@@ -21,7 +21,7 @@ use prost::Message;
 
 use crate::proto::core::task_execution::Phase;
 use crate::proto::core::{ErrorDocument, container_error, execution_error};
-use crate::slurmrestd::JobId;
+use crate::slurmrestd::JobRef;
 use crate::staging::{self, Staging};
 
 use crate::service::background::{self, Background, Work};
@@ -244,7 +244,7 @@ impl Probe {
 
 /// Reads in flight and decided, per (cluster, job); a decided one is dropped after
 /// [`KEEP_DECIDED`] without a GetTask reading it.
-pub struct Probes(Background<(String, JobId), Probe>);
+pub struct Probes(Background<(String, JobRef), Probe>);
 
 impl Default for Probes {
     fn default() -> Self {
@@ -266,10 +266,11 @@ impl Probes {
     pub async fn decision(
         &self,
         cluster: &str,
-        job: JobId,
+        job: impl Into<JobRef>,
         prefix: &str,
         source: Source,
     ) -> Option<Decision> {
+        let job: JobRef = job.into();
         let probe = self
             .0
             .start_or_join((cluster.to_string(), job), |p| match p {
@@ -291,6 +292,7 @@ impl Probes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::slurmrestd::JobId;
 
     // Written by the official `flyteidl2` Python package (what `a0` uses), see the fixtures' README.
     // Read at run time, not embedded: the container build context leaves tests/ out.

@@ -67,7 +67,7 @@ pub fn apply(
                 ));
             }
             (staging_backend, _) => {
-                let transfer = rt.transfers.start_or_join(meta.job_id, |running| {
+                let transfer = rt.transfers.start_or_join(meta.target(), |running| {
                     if running.is_some() {
                         return None;
                     }
@@ -87,7 +87,7 @@ pub fn apply(
                         });
                     Some(std::sync::Arc::new(staging::outputs::start(
                         backend,
-                        meta.job_id.to_string(),
+                        meta.target().to_string(),
                         decl.clone(),
                         c,
                     )))
@@ -97,7 +97,7 @@ pub fn apply(
                     None => {
                         v.phase = Phase::Running;
                         v.message = staging::outputs::pending_message(
-                            &meta.job_id.to_string(),
+                            &meta.target().to_string(),
                             &decl,
                             progress,
                         );

@@ -34,7 +34,7 @@ use crate::service::ServiceError;
 use crate::service::cluster::ClusterRuntime;
 use crate::service::wire::meta::{self, ResourceMeta};
 
-use super::execution::{Progress, Submitted};
+use super::execution::{Placement, Progress, Submitted};
 use super::once::{SubmitError, SubmitFailure};
 use super::pacing::Pace;
 
@@ -46,8 +46,7 @@ pub const TAKE_OVER_AFTER: Duration = Duration::from_secs(300);
 /// (Flyte's next attempt starts afresh).
 pub const GIVE_UP_AFTER: Duration = Duration::from_secs(900);
 
-/// What happens when a paced submit produced its job: the service's bookkeeping.
-pub type OnDone = Box<dyn FnOnce(&ResourceMeta, Submitted) + Send>;
+pub use super::execution::OnDone;
 
 /// Starts (or joins) the paced submit of `key`; `template` is the task's meta without its
 /// job id, completed and remembered when the job exists.
@@ -60,43 +59,80 @@ pub fn submit_paced(
     on_done: OnDone,
 ) -> watch::Receiver<Progress> {
     rt.executions.submit_or_join(key, || {
-    let (tx, rx) = watch::channel(Progress::Waiting {
+        let (tx, rx) = watch::channel(waiting());
+        tokio::spawn(run_single(
+            rt.clone(),
+            key.to_string(),
+            job.clone(),
+            client,
+            template,
+            on_done,
+            tx,
+        ));
+        rx
+    })
+}
+
+/// Where a submit begins.
+pub fn waiting() -> Progress {
+    Progress::Waiting {
         tries: 0,
         last_error: None,
         outage: false,
-    });
-    let rt = rt.clone();
-    let (key, job) = (key.to_string(), job.clone());
-    tokio::spawn(async move {
-        let outcome = paced_loop(&rt, &key, &job, &client, &tx).await;
-        let progress = match outcome {
-            Ok(s) => {
-                let mut m = template;
-                m.job_id = s.job_id();
-                rt.executions.set_job(&key, m.clone());
-                if rt.executions.is_withdrawn(&key) {
-                    // DeleteTask came while the submit was in flight: the job goes.
-                    tracing::info!(cluster = %rt.cfg.name, key, job_id = %m.job_id, "task deleted while its submit was in flight; cancelling the job");
-                    if let Err(e) = client.cancel(m.job_id, None).await {
-                        tracing::error!(cluster = %rt.cfg.name, key, job_id = %m.job_id, error = %e, "cannot cancel the job of a deleted task: `scancel {}`", m.job_id);
-                    }
+    }
+}
+
+/// The paced submit of one execution as a job of its own, to its end (sent on `tx`).
+pub async fn run_single(
+    rt: Arc<ClusterRuntime>,
+    key: String,
+    job: JobDescription,
+    client: Client,
+    template: ResourceMeta,
+    on_done: OnDone,
+    tx: watch::Sender<Progress>,
+) {
+    let outcome = paced_loop(&rt, &key, &job, &client, &tx).await;
+    let progress = settle(&rt, &key, &client, template, on_done, outcome).await;
+    let _ = tx.send(progress);
+}
+
+/// What a submit's outcome makes of the execution: its job remembered (and cancelled if the
+/// task was deleted meanwhile), the service's bookkeeping done; the progress to send.
+pub async fn settle(
+    rt: &ClusterRuntime,
+    key: &str,
+    client: &Client,
+    template: ResourceMeta,
+    on_done: OnDone,
+    outcome: Result<Submitted, Option<SubmitFailure>>,
+) -> Progress {
+    match outcome {
+        Ok(s) => {
+            let mut m = template;
+            let p = s.placement();
+            m.place(p.job_id, p.element.map(|e| (e.index, e.of)));
+            rt.executions.set_job(key, m.clone());
+            if rt.executions.is_withdrawn(key) {
+                // DeleteTask came while the submit was in flight: the job (element) goes.
+                let target = m.target();
+                tracing::info!(cluster = %rt.cfg.name, key, job = %target, "task deleted while its submit was in flight; cancelling the job");
+                if let Err(e) = client.cancel(target, None).await {
+                    tracing::error!(cluster = %rt.cfg.name, key, job = %target, error = %e, "cannot cancel the job of a deleted task: `scancel {target}`");
                 }
-                on_done(&m, s);
-                Progress::Done(s)
             }
-            Err(None) => Progress::Withdrawn,
-            Err(Some(f)) => {
-                tracing::warn!(cluster = %rt.cfg.name, key, what = %f.what, error = %f.error, "submit failed");
-                Progress::Failed {
-                    message: format!("{}: {}", f.what, f.error),
-                    transient: f.error.is_transient(),
-                }
+            on_done(&m, s);
+            Progress::Done(s)
+        }
+        Err(None) => Progress::Withdrawn,
+        Err(Some(f)) => {
+            tracing::warn!(cluster = %rt.cfg.name, key, what = %f.what, error = %f.error, "submit failed");
+            Progress::Failed {
+                message: format!("{}: {}", f.what, f.error),
+                transient: f.error.is_transient(),
             }
-        };
-        let _ = tx.send(progress);
-    });
-    rx
-    })
+        }
+    }
 }
 
 /// Paced tries of `submit_once` until one settles; `Err(None)`: withdrawn before a submit.
@@ -146,13 +182,13 @@ async fn paced_loop(
 }
 
 /// The key's job on the cluster, by a check at most `fresh` old (GetTask of a deferred meta
-/// another replica accepted): `(job, still held for its check)`.
+/// another replica accepted): `(job or element, still held for its check)`.
 #[allow(clippy::result_large_err)]
 pub async fn find(
     rt: &ClusterRuntime,
     key: &str,
     fresh: Duration,
-) -> Result<Option<(crate::slurmrestd::JobId, bool)>, ClientError> {
+) -> Result<Option<(Placement, bool)>, ClientError> {
     // Bounded: GetTask has 10 s, and the index may be busy with a submit's check (whose
     // listing has the submit's long timeout), which this waits for.
     let look = rt
@@ -164,7 +200,7 @@ pub async fn find(
             cluster: rt.cfg.name.clone(),
             operation: "the lookup of this deferred submit's job",
         })??;
-    Ok(w.map(|w| (w.job_id, w.awaiting_release)))
+    Ok(w.map(|w| (w.placement(), w.awaiting_release)))
 }
 
 /// A DeleteTask's mark that `key` must never run: its job submitted held, with the key but
@@ -193,7 +229,7 @@ pub async fn tombstone(
         .await?;
     if let Some(w) = winner.filter(|w| w.job_id != id) {
         tracing::info!(cluster = %rt.cfg.name, key, job_id = %w.job_id, "a submit of the deleted task was already on its way; cancelling its job");
-        client.cancel(w.job_id, None).await?;
+        client.cancel(w.placement().target(), None).await?;
     }
     tracing::info!(cluster = %rt.cfg.name, key, job_id = %id, "deleted before its job existed: left a cancelled tombstone job so that no late submit runs");
     Ok(())
@@ -348,8 +384,8 @@ pub async fn resolve(
         }
         Some(Progress::Done(_)) | None => {}
     }
-    let resolved = |mut m: ResourceMeta, job_id| {
-        m.job_id = job_id;
+    let resolved = |mut m: ResourceMeta, p: Placement| {
+        m.place(p.job_id, p.element.map(|e| (e.index, e.of)));
         m.deferred = None;
         rt.track(&m);
         rt.executions.set_job(&d.key, m.clone());
@@ -357,7 +393,7 @@ pub async fn resolve(
     };
     // Another replica accepted it (or this process restarted): the cluster knows.
     match find(rt, &d.key, FIND_FRESH).await {
-        Ok(Some((job_id, false))) => Ok(resolved(m, job_id)),
+        Ok(Some((p, false))) => Ok(resolved(m, p)),
         Ok(found) => {
             // Without accounting, a job that already ran and left slurmctld is in no
             // listing: its exit-status marker names it. Without this, such a meta would say
@@ -367,7 +403,7 @@ pub async fn resolve(
                     Ok(Some(job_id)) => {
                         tracing::info!(cluster = %rt.cfg.name, key = %d.key, job_id = %job_id, "a deferred submit's job already ran and left slurmctld: found by its exit-status marker");
                         rt.index.note(&d.key, job_id, false).await;
-                        return Ok(resolved(m, job_id));
+                        return Ok(resolved(m, Placement::job(job_id)));
                     }
                     Ok(None) => {}
                     Err(e) => {
@@ -431,7 +467,7 @@ pub async fn delete_unsubmitted(
         Some(Progress::Done(_)) | None => {
             if let Some(known) = rt.executions.job(&d.key) {
                 rt.client_as(known.slurm_user.as_deref())
-                    .cancel(known.job_id, None)
+                    .cancel(known.target(), None)
                     .await?;
             } else {
                 tombstone(rt, &d.key, &d.job, m.slurm_user.as_deref()).await?;
@@ -445,7 +481,7 @@ pub async fn delete_unsubmitted(
 /// What one submit try says about the cluster's pace. An unreachable slurmctld (slurmrestd's 502
 /// with error 1800) or slurmrestd is an outage, tested before `throttled`, which a 502 would
 /// otherwise match.
-fn pace_of(r: &Result<Submitted, SubmitFailure>) -> Pace {
+pub(super) fn pace_of<T>(r: &Result<T, SubmitFailure>) -> Pace {
     match r {
         Err(SubmitFailure {
             error: SubmitError::Slurm(e),

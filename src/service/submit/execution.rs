@@ -19,27 +19,35 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use crate::slurmrestd::JobId;
+use crate::slurmrestd::JobRef;
+
+pub use super::idempotency::Placement;
 
 use crate::service::wire::meta::ResourceMeta;
+
+/// What happens when a paced submit produced its job: the service's bookkeeping.
+pub type OnDone = Box<dyn FnOnce(&ResourceMeta, Submitted) + Send>;
 
 /// How CreateTask's submit came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Submitted {
-    /// This call submitted the execution's job.
-    Fresh(JobId),
+    /// This call submitted the execution's job (or the coalesced array it is an element of).
+    Fresh(Placement),
     /// The cluster already had it (a retried CreateTask, a restart, another replica).
-    Adopted(JobId),
+    Adopted(Placement),
     /// Another replica submitted the same execution at the same time and its job is older:
     /// ours was cancelled before it ran.
-    LostRace { winner: JobId, cancelled: JobId },
+    LostRace {
+        winner: Placement,
+        cancelled: JobRef,
+    },
 }
 
 impl Submitted {
-    /// The execution's one job.
-    pub fn job_id(self) -> JobId {
+    /// The execution's one job, or its element of a coalesced array.
+    pub fn placement(self) -> Placement {
         match self {
-            Submitted::Fresh(id) | Submitted::Adopted(id) => id,
+            Submitted::Fresh(p) | Submitted::Adopted(p) => p,
             Submitted::LostRace { winner, .. } => winner,
         }
     }

@@ -14,6 +14,8 @@
 //! Imports `cluster`, `wire` and `background`; never `report` or `rpc`. `execution`,
 //! `idempotency`, `pacing` and `gate` are state `cluster` keeps, so they import no `cluster`.
 
+pub(crate) mod batches;
+pub(crate) mod coalesce;
 pub(crate) mod deferred;
 pub(crate) mod execution;
 pub(crate) mod gate;

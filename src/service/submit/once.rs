@@ -7,7 +7,7 @@
 //! Safe to repeat after any failure: a held job left behind is found and released by the next.
 
 use crate::service::cluster::ClusterRuntime;
-use crate::service::submit::execution::Submitted;
+use crate::service::submit::execution::{Placement, Submitted};
 use crate::service::submit::idempotency::{Winner, awaiting_comment};
 use crate::slurmrestd::{Client, ClientError, JobDescription, JobId};
 use std::time::Instant;
@@ -25,6 +25,9 @@ pub struct SubmitFailure {
 pub enum SubmitError {
     #[error(transparent)]
     Slurm(#[from] ClientError),
+    /// The batch's job array could not be made (a bug: its members had one shape).
+    #[error("{0}")]
+    Coalesce(String),
     /// On a cluster without accounting, the exit-status marker that may name the execution's
     /// finished job could not be read: whether it already ran is unknown, so nothing is
     /// submitted until it can be read (retried like a hiccup of slurmrestd).
@@ -43,6 +46,7 @@ impl SubmitError {
         match self {
             SubmitError::Slurm(e) => e.is_transient(),
             SubmitError::Marker { .. } => true,
+            SubmitError::Coalesce(_) => false,
         }
     }
 }
@@ -79,7 +83,7 @@ pub async fn submit_once(
         })?;
     if let Some(w) = existing {
         finish_check(rt, key, w, job, client, keep_held).await?;
-        return Ok(Submitted::Adopted(w.job_id));
+        return Ok(Submitted::Adopted(w.placement()));
     }
     // Without accounting, a job that ran and left slurmctld is in no listing: its marker
     // names it (a CreateTask retried after its job ended, a deferred submit taken over).
@@ -94,7 +98,7 @@ pub async fn submit_once(
     if let Some(id) = ran {
         tracing::info!(cluster, key, job_id = %id, "this execution's job already ran and left slurmctld (its exit-status marker names it): answering with it");
         rt.index.note(key, id, false).await;
-        return Ok(Submitted::Adopted(id));
+        return Ok(Submitted::Adopted(Placement::job(id)));
     }
 
     let mut held = job.clone();
@@ -135,10 +139,11 @@ pub async fn submit_once(
         // Ours, and held by us whatever the listing showed of it.
         let ours = Winner {
             job_id: mine,
+            element: None,
             awaiting_release: true,
         };
         finish_check(rt, key, ours, job, client, keep_held).await?;
-        return Ok(Submitted::Fresh(mine));
+        return Ok(Submitted::Fresh(Placement::job(mine)));
     }
     // Another replica's job for this execution is older: ours steps back before it ran.
     tracing::info!(cluster, key, job_id = %mine, winner = %winner.job_id, "another replica submitted this execution first; cancelling our held duplicate");
@@ -148,8 +153,8 @@ pub async fn submit_once(
     }
     finish_check(rt, key, winner, job, client, keep_held).await?;
     Ok(Submitted::LostRace {
-        winner: winner.job_id,
-        cancelled: mine,
+        winner: winner.placement(),
+        cancelled: mine.into(),
     })
 }
 
@@ -165,6 +170,23 @@ async fn finish_check(
 ) -> Result<(), SubmitFailure> {
     if !w.awaiting_release {
         return Ok(());
+    }
+    if w.element.is_some() {
+        // A coalesced array whose replica died before settling it: settled as a whole (each
+        // element against its own key's jobs), then released.
+        return super::coalesce::settle_orphan(rt, w.job_id, client)
+            .await
+            .map_err(|error| {
+                rt.executions.mark_uncertain(key);
+                SubmitFailure {
+                    what: format!(
+                        "job array {} is on the cluster, held for its duplicate check, and \
+                         settling it failed; a retried CreateTask settles it",
+                        w.job_id
+                    ),
+                    error,
+                }
+            });
     }
     match client
         .release(w.job_id, job.comment.as_deref(), keep_held)

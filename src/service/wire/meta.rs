@@ -58,6 +58,11 @@ pub struct ResourceMeta {
     /// job that is not an array, and in metas written before arrays were supported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub array: Option<String>,
+    /// This task is element `element` of the job array `job_id` (`array` its indices), which
+    /// the connector made of several tasks' jobs (`submit/coalesce`): the element is the task;
+    /// `stdout`/`stderr`/`job_name` are its own. Absent for every other meta.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub element: Option<u32>,
     /// The Slurm user the job runs as, when an identity rule chose one (issue 15): cancels,
     /// accounting lookups and a taken-over submit act as this user, from any replica or after a
     /// restart. Absent: the cluster's deployment user (every meta written before identities).
@@ -133,7 +138,36 @@ impl ResourceMeta {
             requeue_budget: None,
             slurm_user: None,
             array: None,
+            element: None,
             deferred: None,
+        }
+    }
+
+    /// Where the task's job is: `job_id`, or element `index` of the coalesced array `job_id`
+    /// of `of` elements.
+    pub fn place(&mut self, job_id: JobId, element: Option<(u32, u32)>) {
+        self.job_id = job_id;
+        if let Some((index, of)) = element {
+            self.element = Some(index);
+            self.array = Some(format!("0-{}", of.saturating_sub(1)));
+        }
+    }
+
+    /// The task as a job of its own: an element of a coalesced array without the array's
+    /// indices (its logs, outputs and state are its own); any other meta as it is.
+    pub fn as_task(&self) -> ResourceMeta {
+        let mut m = self.clone();
+        if m.element.is_some() {
+            m.array = None;
+        }
+        m
+    }
+
+    /// What a cancel of this task addresses: its job, or its element of a coalesced array.
+    pub fn target(&self) -> crate::slurmrestd::JobRef {
+        crate::slurmrestd::JobRef {
+            id: self.job_id,
+            element: self.element,
         }
     }
 

@@ -22,7 +22,7 @@ use super::dialect::{DbJobsFilter, Dialect};
 use super::errno;
 use super::error::ClientError;
 use super::types::{
-    CancelOutcome, Diag, JobId, JobInfo, JobState, JobUsage, Partition, Ping, States,
+    CancelOutcome, Diag, JobId, JobInfo, JobRef, JobState, JobUsage, Partition, Ping, States,
 };
 use super::{ApiVersion, JobDescription};
 
@@ -240,11 +240,11 @@ impl Client {
     /// cancel, so there they come back as `Cancelled`.)
     pub async fn cancel(
         &self,
-        id: JobId,
+        target: impl Into<JobRef>,
         signal: Option<&str>,
     ) -> Result<CancelOutcome, ClientError> {
         let d = self.current().await?;
-        let codes = match d.cancel(self.caller(), id, signal).await {
+        let codes = match d.cancel(self.caller(), target.into(), signal).await {
             Ok(codes) => codes,
             Err(e) if classify::is_unknown_job(&e) => return Ok(CancelOutcome::Unknown),
             Err(e) => return Err(e),

@@ -34,8 +34,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::render::{key_from_comment, key_from_job_name};
-use crate::slurmrestd::{BaseState, Client, ClientError, JobId, JobInfo};
+use crate::render::{key_of_record, packed_keys_all};
+use crate::slurmrestd::{BaseState, Client, ClientError, JobId, JobInfo, JobRef};
 
 use accounting::Walk;
 #[cfg(test)]
@@ -82,6 +82,63 @@ pub struct Seen {
     pub awaiting_release: bool,
     /// When this process first saw it.
     pub since: Instant,
+    /// The key is one element of a coalesced job array (the job is the array's id).
+    pub element: Option<Element>,
+}
+
+/// One element of a coalesced job array (`service/submit/coalesce`): index `index` of the
+/// array `0-(of-1)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Element {
+    pub index: u32,
+    pub of: u32,
+}
+
+/// Where an execution runs: a job, or one element of a coalesced array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement {
+    pub job_id: JobId,
+    pub element: Option<Element>,
+}
+
+impl Placement {
+    pub fn job(job_id: JobId) -> Placement {
+        Placement {
+            job_id,
+            element: None,
+        }
+    }
+
+    /// What a cancel of this execution addresses.
+    pub fn target(self) -> JobRef {
+        JobRef {
+            id: self.job_id,
+            element: self.element.map(|e| e.index),
+        }
+    }
+}
+
+impl std::fmt::Display for Placement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.target().fmt(f)
+    }
+}
+
+/// The keys a job carries: one execution's, or each element's of a coalesced array.
+#[derive(Debug, Clone)]
+enum Keys {
+    One(Arc<str>),
+    Elements(Arc<[Arc<str>]>),
+}
+
+impl Keys {
+    fn iter(&self) -> impl Iterator<Item = &Arc<str>> {
+        let (one, many) = match self {
+            Keys::One(k) => (Some(k), &[][..]),
+            Keys::Elements(ks) => (None, &ks[..]),
+        };
+        one.into_iter().chain(many.iter())
+    }
 }
 
 /// The index of one cluster's Flyte jobs by key.
@@ -97,9 +154,9 @@ struct State {
     /// Every job slurmctld had at the last listing or check with a lower id than this is known:
     /// in `keyed` if it carries a key. Ids grow, so a check only reads the jobs above.
     resolved_below: u32,
-    /// The keyed jobs: id → key (a check looks a job up by id, not through every key). The key's
-    /// text is shared with `by_key`.
-    keyed: HashMap<JobId, Arc<str>>,
+    /// The keyed jobs: id → key, or keys for a coalesced array (a check looks a job up by id,
+    /// not through every key). The keys' text is shared with `by_key`.
+    keyed: HashMap<JobId, Keys>,
     /// Unix time the last slurmdbd query began (the next asks from a little before it), and
     /// when.
     accounting_since: Option<(i64, Instant)>,
@@ -177,8 +234,19 @@ fn shared_key(by_key: &HashMap<Arc<str>, Jobs>, key: &str) -> Arc<str> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Winner {
     pub job_id: JobId,
+    /// The key's element, when its job is a coalesced array.
+    pub element: Option<Element>,
     /// Still held for the duplicate check when last listed: whoever answers with it releases it.
     pub awaiting_release: bool,
+}
+
+impl Winner {
+    pub fn placement(self) -> Placement {
+        Placement {
+            job_id: self.job_id,
+            element: self.element,
+        }
+    }
 }
 
 impl Index {
@@ -288,12 +356,66 @@ impl Index {
     pub async fn note(&self, key: &str, job_id: JobId, awaiting_release: bool) {
         let mut st = self.state.lock().await;
         let key = shared_key(&st.by_key, key);
-        st.keyed.insert(job_id, key.clone());
+        st.keyed.insert(job_id, Keys::One(key.clone()));
         let seen = Seen {
             awaiting_release,
             since: Instant::now(),
+            element: None,
         };
         st.by_key.entry(key).or_default().put(job_id, seen, true);
+    }
+
+    /// Records a coalesced array this process submitted: `keys[i]` is element `i`'s.
+    pub async fn note_array(&self, keys: &[&str], job_id: JobId, awaiting_release: bool) {
+        let mut st = self.state.lock().await;
+        st.put_array(keys, job_id, awaiting_release, true);
+    }
+
+    /// Whether element `element` is, for `key`, the lowest job in the index (after a check that
+    /// knows every job below `job_id`): several keys settle against one check.
+    pub async fn winner_now(&self, key: &str) -> Option<Winner> {
+        self.state.lock().await.winner(key)
+    }
+
+    /// Takes a check begun after `after` that knows every job below `mine` (see
+    /// [`Index::refresh_after`]), for many keys at once.
+    #[allow(clippy::result_large_err)]
+    pub async fn check_after(
+        &self,
+        client: &Client,
+        cluster: &str,
+        user: Option<&str>,
+        after: Instant,
+        mine: JobId,
+    ) -> Result<(), ClientError> {
+        let mut st = self.state.lock().await;
+        match st.listed_at {
+            None => st.list(client, cluster, user).await,
+            Some(t) if t < after || st.resolved_below <= mine.0 => {
+                st.check(client, cluster, user, Some(mine)).await
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Looks up many keys against one index (taken first if it never was): each key's lowest job.
+    #[allow(clippy::result_large_err)]
+    pub async fn lookup_many(
+        &self,
+        client: &Client,
+        cluster: &str,
+        user: Option<&str>,
+        keys: &[&str],
+        retake: bool,
+    ) -> Result<Vec<Option<Winner>>, ClientError> {
+        let after = retake.then(Instant::now);
+        let mut st = self.state.lock().await;
+        match (st.listed_at, after) {
+            (None, _) => st.list(client, cluster, user).await?,
+            (Some(t), Some(after)) if t < after => st.check(client, cluster, user, None).await?,
+            _ => {}
+        }
+        Ok(keys.iter().map(|k| st.winner(k)).collect())
     }
 }
 
@@ -304,8 +426,39 @@ impl State {
             .and_then(Jobs::lowest)
             .map(|(id, s)| Winner {
                 job_id: *id,
+                element: s.element,
                 awaiting_release: s.awaiting_release,
             })
+    }
+
+    /// Records array `job_id`'s keys, `keys[i]` element `i`'s (`replace`: a record of
+    /// slurmctld's, the current truth; slurmdbd's only adds).
+    fn put_array<K: AsRef<str>>(
+        &mut self,
+        keys: &[K],
+        job_id: JobId,
+        awaiting_release: bool,
+        replace: bool,
+    ) {
+        let of = keys.len() as u32;
+        let shared: Vec<Arc<str>> = keys
+            .iter()
+            .map(|k| shared_key(&self.by_key, k.as_ref()))
+            .collect();
+        for (i, key) in shared.iter().enumerate() {
+            let jobs = self.by_key.entry(key.clone()).or_default();
+            let since = jobs.get(&job_id).map_or_else(Instant::now, |s| s.since);
+            let seen = Seen {
+                awaiting_release,
+                since,
+                element: Some(Element {
+                    index: i as u32,
+                    of,
+                }),
+            };
+            jobs.put(job_id, seen, replace);
+        }
+        self.keyed.insert(job_id, Keys::Elements(shared.into()));
     }
 
     /// The full listing: every job's record from slurmctld, and slurmdbd's of the last week.
@@ -364,28 +517,26 @@ impl State {
         // A keyed job that is not pending now no longer waits for its release; one held for its
         // check for longer than ABANDONED_AFTER never will be released (see there).
         let mut abandoned = Vec::new();
+        let abandon_after = self.abandoned_after.unwrap_or(ABANDONED_AFTER);
         for (id, state) in &states {
-            if state.base == BaseState::Pending {
-                if let Some((key, seen)) = self.keyed.get(id).and_then(|key| {
-                    self.by_key
-                        .get_mut(key)
-                        .and_then(|jobs| jobs.get_mut(id))
-                        .map(|seen| (key, seen))
-                }) && seen.awaiting_release
-                    && seen.since.elapsed() >= self.abandoned_after.unwrap_or(ABANDONED_AFTER)
-                {
-                    seen.awaiting_release = false;
-                    abandoned.push((*id, key.clone()));
-                }
+            let Some(keys) = self.keyed.get(id) else {
                 continue;
+            };
+            let pending = state.base == BaseState::Pending;
+            let mut gave_up = None;
+            for key in keys.iter() {
+                let Some(seen) = self.by_key.get_mut(key).and_then(|jobs| jobs.get_mut(id)) else {
+                    continue;
+                };
+                if !pending {
+                    seen.awaiting_release = false;
+                } else if seen.awaiting_release && seen.since.elapsed() >= abandon_after {
+                    seen.awaiting_release = false;
+                    gave_up.get_or_insert_with(|| key.clone());
+                }
             }
-            if let Some(seen) = self
-                .keyed
-                .get(id)
-                .and_then(|key| self.by_key.get_mut(key))
-                .and_then(|jobs| jobs.get_mut(id))
-            {
-                seen.awaiting_release = false;
+            if let Some(key) = gave_up {
+                abandoned.push((*id, key));
             }
         }
         for (id, key) in abandoned {
@@ -398,9 +549,12 @@ impl State {
                 Ok(_) => continue,
                 Err(e) => {
                     tracing::debug!(cluster, key = &*key, job_id = %id, error = %e, "record of a job held past the abandon age not read; asked again at the next check");
-                    if let Some(seen) = self.by_key.get_mut(&key).and_then(|jobs| jobs.get_mut(&id))
-                    {
-                        seen.awaiting_release = true;
+                    for key in self.keyed.get(&id).into_iter().flat_map(Keys::iter) {
+                        if let Some(seen) =
+                            self.by_key.get_mut(key).and_then(|jobs| jobs.get_mut(&id))
+                        {
+                            seen.awaiting_release = true;
+                        }
                     }
                     continue;
                 }
@@ -435,17 +589,23 @@ impl State {
     /// known now), so it is logged with the command.
     async fn cancel_strays(&mut self, client: &Client, cluster: &str, live: &[JobInfo]) {
         for j in live.iter().filter(|j| awaiting_release(j)) {
-            let Some(key) = job_key(j) else { continue };
-            let beaten = self.by_key.get(key).is_some_and(|jobs| {
-                jobs.iter()
-                    .any(|(id, seen)| *id < j.job_id && !seen.awaiting_release)
-            });
-            if !beaten {
-                continue;
-            }
-            tracing::warn!(cluster, key, job_id = %j.job_id, "a held duplicate whose replica never settled it: cancelling it (a lower job of its execution runs)");
-            if let Err(e) = client.cancel(j.job_id, None).await {
-                tracing::error!(cluster, key, job_id = %j.job_id, error = %e, "cannot cancel a held duplicate; it never starts (held) but stays queued: `scancel {}`", j.job_id);
+            for (key, element) in job_keys(j) {
+                let beaten = self.by_key.get(key.as_str()).is_some_and(|jobs| {
+                    jobs.iter()
+                        .any(|(id, seen)| *id < j.job_id && !seen.awaiting_release)
+                });
+                if !beaten {
+                    continue;
+                }
+                // Of a coalesced array, only that element: the others may be their keys' jobs.
+                let target = JobRef {
+                    id: j.job_id,
+                    element,
+                };
+                tracing::warn!(cluster, key, job = %target, "a held duplicate whose replica never settled it: cancelling it (a lower job of its execution runs)");
+                if let Err(e) = client.cancel(target, None).await {
+                    tracing::error!(cluster, key, job = %target, error = %e, "cannot cancel a held duplicate; it never starts (held) but stays queued: `scancel {target}`");
+                }
             }
         }
     }
@@ -490,14 +650,42 @@ impl State {
             .map(|j| (j, true))
             .chain(gone.iter().map(|j| (j, false)))
         {
+            if let Some(keys) = j.comment.as_deref().and_then(packed_keys_all) {
+                // A coalesced array: every key is the array's (by its id), whichever element
+                // this record is (its pending remainder, or an element that started under an
+                // id of its own).
+                n += 1;
+                let array = j.array.as_ref().map_or(j.job_id, |a| a.array_job_id);
+                let element_started = j.array.as_ref().is_some_and(|a| a.task_id.is_some());
+                if element_started {
+                    // Only its own element's state is in this record; the array's keys are
+                    // known from the array's (or are added now, not yet awaiting anything).
+                    if !self.keyed.contains_key(&array) {
+                        self.put_array(&keys, array, false, false);
+                    }
+                    let index = j.array.as_ref().and_then(|a| a.task_id).unwrap_or(0);
+                    if let Some(seen) = keys
+                        .get(index as usize)
+                        .and_then(|k| self.by_key.get_mut(k.as_str()))
+                        .and_then(|jobs| jobs.get_mut(&array))
+                        && live
+                    {
+                        seen.awaiting_release = false;
+                    }
+                } else {
+                    self.put_array(&keys, array, awaiting_release(j), live);
+                }
+                continue;
+            }
             let Some(key) = job_key(j) else { continue };
             n += 1;
             let mut seen = Seen {
                 awaiting_release: awaiting_release(j),
                 since: Instant::now(),
+                element: None,
             };
-            let key = shared_key(&self.by_key, key);
-            self.keyed.insert(j.job_id, key.clone());
+            let key = shared_key(&self.by_key, &key);
+            self.keyed.insert(j.job_id, Keys::One(key.clone()));
             let jobs = self.by_key.entry(key).or_default();
             if live && let Some(before) = jobs.get(&j.job_id) {
                 seen.since = before.since;
@@ -509,16 +697,36 @@ impl State {
     }
 }
 
-/// The key a job carries: in its comment, or (slurmdbd keeps comments only with
-/// AccountingStoreFlags=job_comment) at the end of its name.
-fn job_key(j: &JobInfo) -> Option<&str> {
-    j.comment
-        .as_deref()
-        .and_then(key_from_comment)
-        .or_else(|| key_from_job_name(&j.name))
+/// The key a job carries that is no coalesced array: at the end of its name (or in the
+/// comment of connectors before 0.27; slurmdbd keeps comments only with
+/// AccountingStoreFlags=job_comment, names always).
+fn job_key(j: &JobInfo) -> Option<String> {
+    key_of_record(j.comment.as_deref(), &j.name, None)
 }
 
-fn awaiting_release(j: &JobInfo) -> bool {
+/// Every key a record carries, with the array element each stands for: a coalesced array's
+/// (its pending remainder: every element; a started element: its own), else its one key.
+fn job_keys(j: &JobInfo) -> Vec<(String, Option<u32>)> {
+    match j.comment.as_deref().and_then(packed_keys_all) {
+        Some(keys) => match j.array.as_ref().and_then(|a| a.task_id) {
+            Some(i) => keys
+                .into_iter()
+                .nth(i as usize)
+                .map(|k| (k, Some(i)))
+                .into_iter()
+                .collect(),
+            None => keys
+                .into_iter()
+                .enumerate()
+                .map(|(i, k)| (k, Some(i as u32)))
+                .collect(),
+        },
+        None => job_key(j).map(|k| (k, None)).into_iter().collect(),
+    }
+}
+
+/// Held by its submitter and marked: its duplicate check has not released it yet.
+pub(crate) fn awaiting_release(j: &JobInfo) -> bool {
     j.state.base == BaseState::Pending
         // A pending record's reason carries slurmctld's description after it when there is one
         // (`JobHeldUser (launch failed requeued held)`): the bare name decides.

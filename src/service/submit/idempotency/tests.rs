@@ -54,9 +54,9 @@ async fn a_job_held_for_its_check_past_the_abandon_age_is_cancelled() {
     };
     // Submitted held and marked, and its replica never came back.
     let held = client
-        .submit(&job(awaiting_comment(Some(
-            &crate::render::naming::comment(key, None),
-        ))))
+        .submit(&job(awaiting_comment(Some(&String::from(
+            "the task's own comment",
+        )))))
         .await
         .unwrap();
     let index = held_at_first_look(&client, key, held).await;
@@ -93,7 +93,7 @@ async fn a_job_held_for_its_check_past_the_abandon_age_is_cancelled() {
 async fn a_released_array_pending_past_the_abandon_age_is_kept() {
     let (mock, client) = mock_cluster().await;
     let key = "0123456789abcdef";
-    let comment = crate::render::naming::comment(key, None);
+    let comment = String::from("the task's own comment");
     let held = client
         .submit(&JobDescription {
             name: format!("flyte-t-{key}"),
@@ -195,7 +195,7 @@ async fn jobs_that_left_slurmctld_are_forgotten_past_the_horizon() {
         script: "#!/bin/bash\nsleep 600\n".into(),
         current_working_directory: "/tmp".into(),
         environment: vec![("PATH".into(), "/usr/bin:/bin".into())],
-        comment: Some(crate::render::naming::comment(key, None)),
+        comment: Some(String::from("the task's own comment")),
         hold: Some(true),
         ..Default::default()
     };

@@ -169,11 +169,11 @@ impl Dialect for Api {
     fn cancel<'a>(
         &'a self,
         c: Caller<'a>,
-        id: JobId,
+        target: JobRef,
         signal: Option<&'a str>,
     ) -> BoxFuture<'a, Result<Vec<i32>, ClientError>> {
         Box::pin(async move {
-            let id = id.to_string();
+            let id = target.to_string();
             let resp = self
                 .call(c, "cancel", Idempotency::Idempotent, |a| {
                     a.slurm_delete_job(&id, None, signal)

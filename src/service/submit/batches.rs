@@ -1,0 +1,94 @@
+//! The open batches of one cluster: CreateTasks waiting, for at most the coalescing window, to
+//! be submitted with others of their array shape as one job array (`coalesce.rs` runs them).
+//! State `cluster` keeps, so it imports no `cluster`.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use tokio::sync::watch;
+
+use crate::service::wire::meta::ResourceMeta;
+use crate::slurmrestd::{Client, JobDescription};
+
+use super::execution::{OnDone, Progress};
+
+/// One CreateTask in a batch: what its own submit would have had.
+pub struct Member {
+    pub key: String,
+    pub job: JobDescription,
+    pub client: Client,
+    pub template: ResourceMeta,
+    pub on_done: OnDone,
+    pub tx: watch::Sender<Progress>,
+}
+
+/// What adding a member did.
+pub enum Added {
+    /// It opened a batch: the caller starts its window.
+    Opened,
+    /// It joined an open batch.
+    Joined,
+    /// It filled the batch, taken out here: the caller submits it now. `true`: the member did
+    /// not fit and opened the next batch (whose window the caller starts too).
+    Full(Vec<Member>, bool),
+}
+
+#[derive(Default)]
+struct Batch {
+    members: Vec<Member>,
+    script_bytes: usize,
+}
+
+/// Open batches by array shape.
+#[derive(Default)]
+pub struct Batches {
+    open: Mutex<HashMap<String, Batch>>,
+}
+
+impl Batches {
+    /// Adds `m` to the batch of `shape`, which holds at most `cap` members and scripts of at
+    /// most `max_script` bytes together (a member that would pass it goes into a new batch,
+    /// and the full one is returned).
+    pub fn add(&self, shape: &str, m: Member, cap: usize, max_script: usize) -> Added {
+        let mut open = self.open.lock().unwrap();
+        let len = m.job.script.len();
+        let batch = open.entry(shape.to_string()).or_default();
+        if !batch.members.is_empty() && batch.script_bytes + len > max_script {
+            let full = std::mem::take(batch);
+            batch.script_bytes = len;
+            batch.members.push(m);
+            return Added::Full(full.members, true);
+        }
+        batch.script_bytes += len;
+        batch.members.push(m);
+        if batch.members.len() >= cap {
+            let full = open.remove(shape).expect("just added");
+            return Added::Full(full.members, false);
+        }
+        if batch.members.len() == 1 {
+            Added::Opened
+        } else {
+            Added::Joined
+        }
+    }
+
+    /// The batch of `shape`, taken out (its window ended).
+    pub fn take(&self, shape: &str) -> Vec<Member> {
+        self.open
+            .lock()
+            .unwrap()
+            .remove(shape)
+            .map(|b| b.members)
+            .unwrap_or_default()
+    }
+
+    /// How many CreateTasks wait in open batches (a gauge).
+    pub fn waiting(&self) -> usize {
+        self.open
+            .lock()
+            .unwrap()
+            .values()
+            .map(|b| b.members.len())
+            .sum()
+    }
+}

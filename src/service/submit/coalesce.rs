@@ -1,0 +1,403 @@
+//! Fan-out as job arrays: CreateTasks of one array shape that arrive within the coalescing
+//! window (`FLYTE_SLURM_COALESCE_WINDOW`) are submitted as one job array, each task one element.
+//!
+//! A `flyte.map` of N elements is N CreateTasks at once; one job each cost slurmctld a held
+//! submit, a share of a check and a release per task. A batch costs those once: one held submit
+//! of the array (its comment packs every element's key, `render::naming::keys_comment`), one
+//! check, one release. Once-only holds per element, with the protocol of `idempotency/` at the
+//! array's granularity: the array is submitted held; the check that follows knows every job
+//! below it; for each key, the lowest job carrying it wins (an array's id carries all its
+//! keys). An element whose key has a lower job elsewhere (another replica's) is cancelled
+//! (`scancel <array>_<index>`, held, so it never started) and its task answered with that job;
+//! then the array is released. A replica that dies between submit and release leaves the array
+//! held and marked; whoever next meets one of its keys settles it the same way
+//! ([`settle_orphan`]).
+//!
+//! The window never waits to fill: a batch goes out when its window ends or when it is full
+//! (snakemake-executor-plugin-slurm #473 deadlocked waiting for more jobs). Full: slurmctld's
+//! `MaxArraySize` (default 1001, so 1000 elements), the keys its comment can hold
+//! (`COMMENT_MAX`), and the scripts it can hold (`render::coalesce::MAX_SCRIPT_BYTES`). Not
+//! coalesced (`render::coalesce::shape`, and [`coalescible`]): arrays, dependencies, holds,
+//! multi-node and clustered tasks, retries (attempt > 0: its own job, as Nextflow does), tasks
+//! with their own credentials, clusters without accounting (a coalesced element that left
+//! slurmctld is found in slurmdbd's records only).
+//!
+//! A batch that fails to submit hands each task to the single path (`deferred::run_single`),
+//! which retries it as a job of its own; a submit that may have been made is marked uncertain
+//! first, so the single path looks for the array before submitting.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::render::coalesce::{self as shape_of, MAX_SCRIPT_BYTES, Member as Element_};
+use crate::render::{COMMENT_MAX, PACKED_KEY_LEN, keys_comment, packed_keys_all};
+use crate::service::cluster::ClusterRuntime;
+use crate::service::wire::meta::ResourceMeta;
+use crate::slurmrestd::{Client, JobDescription, JobId, JobRef};
+
+use super::batches::{Added, Member};
+use super::deferred::{self, OnDone};
+use super::execution::{Progress, Submitted};
+use super::idempotency::{AWAITING_CHECK, Element, Placement, awaiting_comment, awaiting_release};
+use super::once::{SubmitError, SubmitFailure};
+
+/// slurmctld's default `MaxArraySize` (indices 0 to 1000 exclusive of the bound).
+pub const MAX_ARRAY_ELEMENTS: usize = 1000;
+
+/// Whether a CreateTask may be coalesced beyond its job's shape: not a retry, not clustered,
+/// not with its own credentials, and on a cluster with accounting.
+pub fn coalescible(attempt: u32, ranks: bool, own_credentials: bool) -> bool {
+    attempt == 0 && !ranks && !own_credentials
+}
+
+/// Puts the execution's submit in its shape's batch; `None` when its job cannot be an element
+/// (the caller submits it alone).
+#[allow(clippy::too_many_arguments)]
+pub fn submit_coalesced(
+    rt: &Arc<ClusterRuntime>,
+    window: Duration,
+    key: &str,
+    job: &JobDescription,
+    slurm_user: Option<&str>,
+    client: Client,
+    template: ResourceMeta,
+    on_done: OnDone,
+) -> Result<watch::Receiver<Progress>, (Client, ResourceMeta, OnDone)> {
+    let Some(shape) = shape_of::shape(job) else {
+        return Err((client, template, on_done));
+    };
+    // The same sbatch also needs the same submitter.
+    let shape = format!("{}\n{shape}", slurm_user.unwrap_or_default());
+    let cap = cap_for(job.comment.as_deref());
+    if cap < 2 {
+        // The task's own comment leaves no room for the keys of a batch.
+        return Err((client, template, on_done));
+    }
+    Ok(rt.executions.submit_or_join(key, || {
+        let (tx, rx) = watch::channel(deferred::waiting());
+        let member = Member {
+            key: key.to_string(),
+            job: job.clone(),
+            client,
+            template,
+            on_done,
+            tx,
+        };
+        let window_of = |rt: &Arc<ClusterRuntime>| {
+            let (rt, shape) = (rt.clone(), shape.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(window).await;
+                let batch = rt.batches.take(&shape);
+                if !batch.is_empty() {
+                    run_batch(rt, batch).await;
+                }
+            });
+        };
+        match rt
+            .batches
+            .add(&shape, member, cap, MAX_SCRIPT_BYTES * 9 / 10)
+        {
+            Added::Opened => window_of(rt),
+            Added::Joined => {}
+            Added::Full(batch, opened_next) => {
+                tokio::spawn(run_batch(rt.clone(), batch));
+                if opened_next {
+                    window_of(rt);
+                }
+            }
+        }
+        rx
+    }))
+}
+
+/// How many elements a batch of jobs with the tasks' own `comment` holds: its keys must fit in
+/// the array's comment beside it and the mark of the check.
+fn cap_for(comment: Option<&str>) -> usize {
+    let fixed = crate::render::naming::COMMENT_KEYS_PREFIX.len()
+        + comment.map_or(0, |c| c.len() + 1)
+        + AWAITING_CHECK.len();
+    (COMMENT_MAX.saturating_sub(fixed) / PACKED_KEY_LEN).min(MAX_ARRAY_ELEMENTS)
+}
+
+/// Submits one batch, and answers each of its tasks.
+async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>) {
+    let cluster = rt.cfg.name.clone();
+    let mut batch = Vec::with_capacity(members.len());
+    for m in members {
+        if rt.executions.is_withdrawn(&m.key) {
+            let _ = m.tx.send(Progress::Withdrawn);
+        } else {
+            batch.push(m);
+        }
+    }
+    // Keys that already have a job (a retried CreateTask, another replica's) take the single
+    // path, which adopts (and if need be releases) it.
+    let keys: Vec<&str> = batch.iter().map(|m| m.key.as_str()).collect();
+    let retake = keys.iter().any(|k| rt.executions.is_uncertain(k));
+    let known = rt
+        .index
+        .lookup_many(&rt.submit_client, &cluster, rt.index_user(), &keys, retake)
+        .await;
+    let (batch, alone): (Vec<Member>, Vec<Member>) = match known {
+        Ok(found) => {
+            let mut found = found.into_iter();
+            batch
+                .into_iter()
+                .partition(|_| found.next().flatten().is_none())
+        }
+        Err(e) => {
+            tracing::info!(cluster, error = %e, "cannot look up a batch's executions; submitting them one by one");
+            (Vec::new(), batch)
+        }
+    };
+    for m in alone {
+        single(&rt, m);
+    }
+    if batch.len() < 2 {
+        for m in batch {
+            single(&rt, m);
+        }
+        return;
+    }
+    let permit = rt.pacer.acquire().await;
+    let Some(_submitting) = rt.submits.enter() else {
+        // Shutting down: as a single submit does, this batch stays unmade here.
+        drop(permit);
+        tracing::info!(
+            cluster,
+            elements = batch.len(),
+            "shutting down: not beginning this batch"
+        );
+        return;
+    };
+    let began = Instant::now();
+    // What the submit reads, apart from the answers (which are not `Sync`).
+    let (elements, answers): (Vec<_>, Vec<_>) = batch
+        .into_iter()
+        .map(|m| ((m.key, m.job, m.client), (m.template, m.on_done, m.tx)))
+        .unzip();
+    let r = submit_array(&rt, &elements).await;
+    permit.done(deferred::pace_of(&r));
+    let ok = r.is_ok();
+    match &r {
+        Ok(outcomes) => {
+            tracing::info!(cluster, elements = elements.len(), job_id = %outcomes.first().map(|s| s.placement().job_id).unwrap_or(JobId(0)), took_ms = began.elapsed().as_millis() as u64, "submitted a batch of tasks as one job array");
+        }
+        Err(f) => {
+            tracing::warn!(cluster, elements = elements.len(), what = %f.what, error = %f.error, "a batch did not settle as one job array; submitting its tasks one by one");
+        }
+    }
+    let outcomes = r.unwrap_or_default();
+    for (i, ((key, job, client), (template, on_done, tx))) in
+        elements.into_iter().zip(answers).enumerate()
+    {
+        if ok {
+            let s = outcomes[i];
+            let progress = deferred::settle(&rt, &key, &client, template, on_done, Ok(s)).await;
+            let _ = tx.send(progress);
+        } else {
+            let m = Member {
+                key,
+                job,
+                client,
+                template,
+                on_done,
+                tx,
+            };
+            single(&rt, m);
+        }
+    }
+}
+
+/// A member's submit as a job of its own.
+fn single(rt: &Arc<ClusterRuntime>, m: Member) {
+    tokio::spawn(deferred::run_single(
+        rt.clone(),
+        m.key,
+        m.job,
+        m.client,
+        m.template,
+        m.on_done,
+        m.tx,
+    ));
+}
+
+/// The held submit of the batch's array, the check, each element settled against its key's
+/// jobs, the release. Element `i` is `batch[i]`.
+async fn submit_array(
+    rt: &ClusterRuntime,
+    batch: &[(String, JobDescription, Client)],
+) -> Result<Vec<Submitted>, SubmitFailure> {
+    let cluster = rt.cfg.name.as_str();
+    let user = rt.index_user();
+    let keys: Vec<&str> = batch.iter().map(|(k, _, _)| k.as_str()).collect();
+    let first = &batch[0].1;
+    let comment = keys_comment(&keys, first.comment.as_deref());
+    let members: Vec<Element_> = batch
+        .iter()
+        .map(|(key, job, _)| Element_ { key, job })
+        .collect();
+    let mut array = shape_of::array_job(&members, &array_name(&first.name), comment.clone())
+        .map_err(|e| SubmitFailure {
+            what: "making the batch's job array".into(),
+            error: SubmitError::Coalesce(e.to_string()),
+        })?;
+    array.hold = Some(true);
+    array.comment = Some(awaiting_comment(Some(&comment)));
+    let client = &batch[0].2;
+    let uncertain = |what: String, error: SubmitError| {
+        for k in &keys {
+            rt.executions.mark_uncertain(k);
+        }
+        SubmitFailure { what, error }
+    };
+    let mine = match client.submit(&array).await {
+        Ok(id) => id,
+        Err(error) if error.never_sent() => {
+            return Err(SubmitFailure {
+                what: "submitting the batch's job array".into(),
+                error: error.into(),
+            });
+        }
+        Err(error) => {
+            return Err(uncertain(
+                "submitting the batch's job array".into(),
+                error.into(),
+            ));
+        }
+    };
+    let after = Instant::now();
+    rt.index.note_array(&keys, mine, true).await;
+    rt.index
+        .check_after(&rt.submit_client, cluster, user, after, mine)
+        .await
+        .map_err(|e| {
+            uncertain(
+                format!("job array {mine} was submitted held, but the check that no other replica submitted its tasks failed; it stays held until a retried CreateTask checks again"),
+                e.into(),
+            )
+        })?;
+    let of = keys.len() as u32;
+    let mut outcomes = Vec::with_capacity(keys.len());
+    let mut won = 0;
+    for (i, k) in keys.iter().enumerate() {
+        let element = Element {
+            index: i as u32,
+            of,
+        };
+        let w = rt.index.winner_now(k).await.expect("noted above");
+        if w.job_id == mine {
+            won += 1;
+            outcomes.push(Submitted::Fresh(Placement {
+                job_id: mine,
+                element: Some(element),
+            }));
+            continue;
+        }
+        // Another replica's job for this execution is older: our element steps back before
+        // it ran (held).
+        let ours = JobRef {
+            id: mine,
+            element: Some(element.index),
+        };
+        tracing::info!(cluster, key = k, job = %ours, winner = %w.placement(), "another replica submitted this execution first; cancelling our held element");
+        if let Err(e) = client.cancel(ours, None).await {
+            tracing::error!(cluster, key = k, job = %ours, error = %e, "cannot cancel our held duplicate element; it never starts (held) but stays queued: `scancel {ours}`");
+        }
+        outcomes.push(Submitted::LostRace {
+            winner: w.placement(),
+            cancelled: ours,
+        });
+    }
+    if won > 0 {
+        client.release(mine, Some(&comment), false).await.map_err(|e| {
+            uncertain(
+                format!("job array {mine} is on the cluster, held for the duplicate check, and releasing it failed; a retried CreateTask releases it"),
+                e.into(),
+            )
+        })?;
+    }
+    rt.index.note_array(&keys, mine, false).await;
+    Ok(outcomes)
+}
+
+/// The array's name: its tasks' (`flyte-<task>-<key>`) without a key, so no execution's key
+/// is read from it (`naming::key_from_job_name`).
+fn array_name(element: &str) -> String {
+    match element.rsplit_once('-') {
+        Some((task, _key)) => format!("{task}-array"),
+        None => format!("{element}-array"),
+    }
+}
+
+/// Settles a coalesced array its replica left held (it died between submit and release): each
+/// element against its key's jobs (the lower job wins; ours is cancelled), then the release.
+/// Any replica may do it, as often as it likes: every step is idempotent.
+pub async fn settle_orphan(
+    rt: &ClusterRuntime,
+    array: JobId,
+    client: &Client,
+) -> Result<(), SubmitError> {
+    let cluster = rt.cfg.name.as_str();
+    let Some(record) = rt.submit_client.job(array).await? else {
+        return Ok(());
+    };
+    let Some(keys) = record.comment.as_deref().and_then(packed_keys_all) else {
+        return Ok(());
+    };
+    if !awaiting_release(&record) {
+        return Ok(());
+    }
+    rt.index
+        .check_after(
+            &rt.submit_client,
+            cluster,
+            rt.index_user(),
+            Instant::now(),
+            array,
+        )
+        .await?;
+    for (i, k) in keys.iter().enumerate() {
+        let lost = rt
+            .index
+            .winner_now(k)
+            .await
+            .is_some_and(|w| w.job_id != array);
+        if lost {
+            let ours = JobRef {
+                id: array,
+                element: Some(i as u32),
+            };
+            tracing::info!(cluster, key = %k, job = %ours, "settling a held job array another replica left: this element's execution has an older job; cancelling the element");
+            client.cancel(ours, None).await?;
+        }
+    }
+    let comment = record
+        .comment
+        .as_deref()
+        .map(|c| c.strip_suffix(AWAITING_CHECK).unwrap_or(c));
+    tracing::info!(cluster, job_id = %array, "settled a held job array another replica left; releasing it");
+    client.release(array, comment, false).await?;
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    rt.index.note_array(&refs, array, false).await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_holds_what_the_comment_can() {
+        // 1024 - "flyte-keys=" (11) - the mark (43) = 970 → 88 keys of 11.
+        assert_eq!(cap_for(None), 88);
+        assert_eq!(cap_for(Some(&"c".repeat(109))), 78);
+        assert_eq!(cap_for(Some(&"c".repeat(2000))), 0);
+        assert_eq!(
+            array_name("flyte-prep-0123456789abcdef"),
+            "flyte-prep-array"
+        );
+    }
+}

@@ -1,0 +1,221 @@
+//! Fan-out as job arrays (`FLYTE_SLURM_COALESCE_WINDOW`), through the whole service in front of
+//! mock-slurmrestd (which runs every element as real Slurm does): a burst of CreateTasks of one
+//! shape is one held submit, one release; every task is its own element with its own phase,
+//! logs and exit status; DeleteTask cancels only its element; a retried CreateTask finds its
+//! element; a retry (attempt 1) goes out alone.
+
+mod common;
+use common::RequestExt;
+use common::drill;
+
+use std::time::Duration;
+
+use mock_slurmrestd::{MockConfig, MockServer};
+use slurm_connector::config::{AuthConfig, ClusterConfig, Secret};
+use slurm_connector::proto::core::task_execution::Phase;
+use slurm_connector::service::{Decoded, ResourceMeta, decode_meta};
+
+use drill::{Grpc, Server, create, get, request};
+
+const KEY: &[u8] = b"service-coalesce-test-key-0123456789a";
+const POLL: Duration = Duration::from_millis(100);
+
+struct Env {
+    mock: mock_slurmrestd::MockHandle,
+    server: Server,
+    c: Grpc,
+    dir: std::path::PathBuf,
+}
+
+async fn env(tag: &str) -> Env {
+    let dir = std::env::temp_dir().join(format!("svc-coalesce-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let jobs = dir.join("jobs");
+    std::fs::create_dir_all(&jobs).unwrap();
+    let mock = MockServer::start(
+        MockConfig {
+            jwt_key: KEY.to_vec(),
+            nodes: 2,
+            cpus: 8,
+            minute: Duration::from_millis(300),
+            kill_wait: Duration::from_millis(200),
+            ..MockConfig::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let token = mock.mint_token("flyte", Duration::from_secs(3600));
+    let cluster = ClusterConfig {
+        name: "mock".into(),
+        restd_url: url::Url::parse(&mock.url()).unwrap(),
+        api_version: None,
+        username: None,
+        auth: Some(AuthConfig::Token(Secret::new(token))),
+        working_dir: Some(jobs.display().to_string()),
+        shared_mounts: vec![(jobs.display().to_string(), jobs.clone())],
+        default_partition: None,
+        ssh_hosts: Vec::new(),
+        stager_url: None,
+        stager_token_file: None,
+        identities: Default::default(),
+        ca_file: None,
+        images: Default::default(),
+    };
+    let mut d = common::mock::deployment(cluster, POLL);
+    d.coalesce_window = Some(Duration::from_millis(200));
+    let server = Server::start(d).await;
+    let c = server.client().await;
+    Env {
+        mock,
+        server,
+        c,
+        dir,
+    }
+}
+
+fn meta_of(meta: &[u8]) -> ResourceMeta {
+    match decode_meta(meta).unwrap() {
+        Decoded::Ours(m) => m,
+        Decoded::Python { .. } => panic!(),
+    }
+}
+
+async fn wait_terminal(c: &mut Grpc, meta: &[u8]) -> slurm_connector::proto::connector::Resource {
+    for _ in 0..300 {
+        let r = get(c, meta).await.0.expect("GetTask never fails");
+        if drill::phase(r.phase).is_terminal() {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no terminal phase within 30 s");
+}
+
+/// Each element prints its own run name (its own environment) and element `run-3` fails.
+const SCRIPT: &str = "#!/bin/bash\necho \"ran $FLYTE_INTERNAL_EXECUTION_ID\"\n\
+    if [ \"$FLYTE_INTERNAL_EXECUTION_ID\" = run-3 ]; then echo \"run-3 broke\" >&2; exit 3; fi\n\
+    sleep 0.5\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_one_shape_is_one_array_and_every_element_is_its_own_task() {
+    let Env {
+        mock,
+        server,
+        c,
+        dir,
+    } = env("burst").await;
+    let n = 12;
+    let creates = (0..n).map(|i| {
+        let mut c = c.clone();
+        async move {
+            create(&mut c, request(0, SCRIPT).run_name(&format!("run-{i}")))
+                .await
+                .unwrap()
+        }
+    });
+    let metas: Vec<Vec<u8>> = futures::future::join_all(creates).await;
+    let ms: Vec<ResourceMeta> = metas.iter().map(|m| meta_of(m)).collect();
+    let array = ms[0].job_id;
+    assert_ne!(array.0, 0, "answered with its job, not deferred");
+    let mut indices: Vec<u32> = ms
+        .iter()
+        .map(|m| {
+            assert_eq!(m.job_id, array, "one array for the burst");
+            assert_eq!(m.array.as_deref(), Some(&*format!("0-{}", n - 1)));
+            m.element.expect("each task is an element")
+        })
+        .collect();
+    indices.sort();
+    assert_eq!(indices, (0..n as u32).collect::<Vec<_>>());
+    assert_eq!(mock.stats().count("submit"), 1, "one submit for {n} tasks");
+
+    // A retried CreateTask of one element finds it.
+    let mut c2 = c.clone();
+    let again = create(&mut c2, request(0, SCRIPT).run_name("run-5"))
+        .await
+        .unwrap();
+    let again = meta_of(&again);
+    let five = ms.iter().find(|m| m.job_name == again.job_name).unwrap();
+    assert_eq!((again.job_id, again.element), (five.job_id, five.element));
+    assert_eq!(mock.stats().count("submit"), 1, "nothing submitted again");
+
+    for (meta, m) in metas.iter().zip(&ms) {
+        let mut c = c.clone();
+        let r = wait_terminal(&mut c, meta).await;
+        let run = m.job_name.clone();
+        let out = std::fs::read_to_string(&m.stdout).unwrap_or_default();
+        let own = out
+            .trim()
+            .strip_prefix("ran ")
+            .unwrap_or_default()
+            .to_string();
+        assert!(own.starts_with("run-"), "{run}: {out:?}");
+        if own == "run-3" {
+            assert_eq!(r.phase, Phase::RetryableFailed as i32, "{}", r.message);
+            assert!(
+                r.message.contains("run-3 broke"),
+                "its own stderr tail: {}",
+                r.message
+            );
+        } else {
+            assert_eq!(r.phase, Phase::Succeeded as i32, "{own}: {}", r.message);
+        }
+    }
+    server.stop().await;
+    mock.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_one_element_leaves_the_others_and_a_retry_goes_alone() {
+    let Env {
+        mock,
+        server,
+        c,
+        dir,
+    } = env("delete").await;
+    let long = "#!/bin/bash\nsleep 3\n";
+    let creates = (0..3).map(|i| {
+        let mut c = c.clone();
+        async move {
+            create(&mut c, request(0, long).run_name(&format!("del-{i}")))
+                .await
+                .unwrap()
+        }
+    });
+    let metas: Vec<Vec<u8>> = futures::future::join_all(creates).await;
+    let ms: Vec<ResourceMeta> = metas.iter().map(|m| meta_of(m)).collect();
+    assert!(
+        ms.iter()
+            .all(|m| m.job_id == ms[0].job_id && m.element.is_some())
+    );
+    let mut c1 = c.clone();
+    let mut del = tonic::Request::new(slurm_connector::proto::connector::DeleteTaskRequest {
+        resource_meta: metas[1].clone(),
+        ..Default::default()
+    });
+    del.set_timeout(Duration::from_secs(10));
+    c1.delete_task(del).await.unwrap();
+    let r = wait_terminal(&mut c1, &metas[1]).await;
+    assert_eq!(r.phase, Phase::Aborted as i32, "{}", r.message);
+    for i in [0, 2] {
+        let r = wait_terminal(&mut c1, &metas[i]).await;
+        assert_eq!(
+            r.phase,
+            Phase::Succeeded as i32,
+            "element {i}: {}",
+            r.message
+        );
+    }
+    // A retry is a job of its own.
+    let retry = create(&mut c1, request(1, long).run_name("del-1"))
+        .await
+        .unwrap();
+    let retry = meta_of(&retry);
+    assert_eq!(retry.element, None);
+    assert_ne!(retry.job_id, ms[0].job_id);
+    server.stop().await;
+    mock.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
