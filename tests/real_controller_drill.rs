@@ -33,7 +33,6 @@ use common::fleet::{Counts, Fleet, create, follow};
 use common::skip::{Tier, skip};
 use slurm_connector::proto::connector::CreateTaskRequest;
 use slurm_connector::proto::core::task_execution::Phase;
-use slurm_connector::render::{key_from_comment, key_from_job_name};
 use slurm_connector::slurmrestd::{ApiVersion, BaseState, JobInfo};
 use tokio::sync::Mutex;
 
@@ -109,16 +108,15 @@ async fn records_by_key(
     );
     let (mut live, mut cancelled, mut seen) = (HashMap::new(), 0, HashSet::new());
     for j in records {
-        let Some(k) = j
-            .comment
-            .as_deref()
-            .and_then(key_from_comment)
-            .or_else(|| key_from_job_name(&j.name))
-        else {
+        let Some(k) = slurm_connector::render::key_of_record(
+            j.comment.as_deref(),
+            &j.name,
+            j.array.as_ref().and_then(|a| a.task_id),
+        ) else {
             continue;
         };
         // slurmctld's record first: it is the newer of the two.
-        if !keys.contains(k) || !seen.insert(j.job_id) {
+        if !keys.contains(&k) || !seen.insert(j.job_id) {
             continue;
         }
         if j.state.base == BaseState::Cancelled {

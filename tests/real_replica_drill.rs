@@ -34,7 +34,6 @@ use common::fleet::{Counts, Fleet, create, follow, from_transport, unreachable};
 use common::free_port;
 use slurm_connector::proto::connector::CreateTaskRequest;
 use slurm_connector::proto::core::task_execution::Phase;
-use slurm_connector::render::key_from_comment;
 use slurm_connector::slurmrestd::BaseState;
 use tokio::sync::Mutex;
 
@@ -204,15 +203,14 @@ async fn rolled_and_killed_replicas_lose_and_duplicate_nothing() {
     }
     let mut seen = HashSet::new();
     for j in records {
-        let Some(k) = j
-            .comment
-            .as_deref()
-            .and_then(key_from_comment)
-            .or_else(|| slurm_connector::render::key_from_job_name(&j.name))
-        else {
+        let Some(k) = slurm_connector::render::key_of_record(
+            j.comment.as_deref(),
+            &j.name,
+            j.array.as_ref().and_then(|a| a.task_id),
+        ) else {
             continue;
         };
-        if !keys.contains(k) || !seen.insert(j.job_id) {
+        if !keys.contains(&k) || !seen.insert(j.job_id) {
             continue;
         }
         if j.state.base == BaseState::Cancelled {

@@ -31,7 +31,7 @@ use futures::StreamExt;
 
 use slurm_connector::proto::connector::CreateTaskRequest;
 use slurm_connector::proto::core::task_execution::Phase;
-use slurm_connector::render::key_from_comment;
+use slurm_connector::render::key_of_record;
 use slurm_connector::slurmrestd::{BaseState, JobId, JobInfo};
 
 fn job_id(meta: &[u8]) -> JobId {
@@ -55,10 +55,13 @@ async fn phase(g: &mut Grpc, meta: &[u8]) -> Phase {
 async fn jobs_of(c: &support::Cluster, keys: &[String]) -> HashMap<String, Vec<JobInfo>> {
     let mut m: HashMap<String, Vec<JobInfo>> = HashMap::new();
     for j in c.user_client().jobs().await.expect("jobs") {
-        if let Some(k) = j.comment.as_deref().and_then(key_from_comment)
-            && keys.iter().any(|want| want == k)
+        if let Some(k) = key_of_record(
+            j.comment.as_deref(),
+            &j.name,
+            j.array.as_ref().and_then(|a| a.task_id),
+        ) && keys.contains(&k)
         {
-            m.entry(k.to_string()).or_default().push(j);
+            m.entry(k).or_default().push(j);
         }
     }
     m

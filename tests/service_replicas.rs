@@ -19,7 +19,7 @@ use std::time::Duration;
 use common::drill::{self, Grpc, Mock, Server, create, delete_req, get, job_id, request};
 use mock_slurmrestd::FaultConfig;
 use slurm_connector::proto::core::task_execution::Phase;
-use slurm_connector::render::key_from_comment;
+use slurm_connector::render::key_of_record;
 use slurm_connector::slurmrestd::{Auth, BaseState, Client, ClientConfig, JobInfo, Secret};
 
 /// Every job slurmctld (the mock) has, as slurmrestd lists them.
@@ -38,12 +38,9 @@ async fn cluster_jobs(mock: &Mock) -> Vec<JobInfo> {
 async fn by_key(mock: &Mock) -> HashMap<String, Vec<JobInfo>> {
     let mut m: HashMap<String, Vec<JobInfo>> = HashMap::new();
     for j in cluster_jobs(mock).await {
-        let key = j
-            .comment
-            .as_deref()
-            .and_then(key_from_comment)
-            .expect("every job carries its key")
-            .to_string();
+        let element = j.array.as_ref().and_then(|a| a.task_id);
+        let key = key_of_record(j.comment.as_deref(), &j.name, element)
+            .expect("every job carries its key");
         m.entry(key).or_default().push(j);
     }
     m

@@ -23,14 +23,15 @@ async fn jobs_by_key(
 ) -> BTreeMap<String, Vec<JobId>> {
     let mut m: BTreeMap<String, Vec<JobId>> = BTreeMap::new();
     for j in raw.jobs().await.expect("jobs") {
-        let Some(key) = j
-            .comment
-            .as_deref()
-            .and_then(slurm_connector::render::key_from_comment)
-        else {
+        let Some(key) = slurm_connector::render::key_of_record(
+            j.comment.as_deref(),
+            &j.name,
+            j.array.as_ref().and_then(|a| a.task_id),
+        ) else {
             continue;
         };
-        if keys.contains(key) && j.state.base != slurm_connector::slurmrestd::BaseState::Cancelled {
+        if keys.contains(&key) && j.state.base != slurm_connector::slurmrestd::BaseState::Cancelled
+        {
             m.entry(key.to_string()).or_default().push(j.job_id);
         }
     }

@@ -252,9 +252,8 @@ mod tests {
         let tricky = "it's \"$HOME\" `x`";
         let scripts = [
             "#!/bin/bash\necho \"out $FLYTE_INPUT_X $0\"\necho err >&2\nexit 3\n".to_string(),
-            format!(
-                "#!/bin/bash -e\nprintf '%s\\n' \"$FLYTE_INPUT_X\"\ncat <<'FLYTE_SLURM_ELEMENT_1_END'\nliteral $x\nFLYTE_SLURM_ELEMENT_1_END\n"
-            ),
+            "#!/bin/bash -e\nprintf '%s\\n' \"$FLYTE_INPUT_X\"\ncat <<'FLYTE_SLURM_ELEMENT_1_END'\nliteral $x\nFLYTE_SLURM_ELEMENT_1_END\n"
+            .to_string(),
             "#!/usr/bin/env python3\nimport os\nprint('py', os.environ['FLYTE_INPUT_X'])\n"
                 .to_string(),
         ];

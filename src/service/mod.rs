@@ -143,33 +143,17 @@ impl Connector {
             None => rt.submit_client_as(task.slurm_user.as_deref()),
         };
         let on_done = self.on_submitted(&rt, Some(api_version), task.rendered.job_name.clone());
-        let progress = match self.deployment.coalesce_window {
-            Some(window)
-                if coalesce::coalescible(
-                    spec.exec.attempt,
-                    task.rendered.ranks || spec.task_type == render::TaskType::Clustered,
-                    token.is_some(),
-                ) && !rt.index.without_accounting().await =>
-            {
-                let user = task.slurm_user.as_deref();
-                match coalesce::submit_coalesced(
-                    &rt,
-                    window,
-                    key,
-                    job,
-                    user,
-                    client,
-                    meta.clone(),
-                    on_done,
-                ) {
-                    Ok(progress) => progress,
-                    Err((client, meta, on_done)) => {
-                        deferred::submit_paced(&rt, key, job, client, meta, on_done)
-                    }
-                }
-            }
-            _ => deferred::submit_paced(&rt, key, job, client, meta.clone(), on_done),
-        };
+        let progress = self
+            .start_submit(
+                &rt,
+                &spec,
+                &task,
+                token.is_some(),
+                client,
+                meta.clone(),
+                on_done,
+            )
+            .await;
         self.metrics.pacing(&rt.cfg.name, rt.pacer.view());
         match deferred::settled_within(progress, self.deployment.submit_wait).await? {
             Progress::Waiting { .. } => {
@@ -181,6 +165,40 @@ impl Connector {
                 Ok(deferred::deferred_meta(meta, key, job, token.is_some(), closing).encode())
             }
             settled => deferred::answer(&rt, key, settled),
+        }
+    }
+
+    /// Starts (or joins) the execution's submit: in its batch when coalescing is on and the task
+    /// can be an array element (`submit/coalesce.rs`), else as a job of its own.
+    #[allow(clippy::too_many_arguments)]
+    async fn start_submit(
+        &self,
+        rt: &Arc<ClusterRuntime>,
+        spec: &render::TaskSpec,
+        task: &submit::prepare::Prepared,
+        own_credentials: bool,
+        client: crate::slurmrestd::Client,
+        meta: ResourceMeta,
+        on_done: deferred::OnDone,
+    ) -> tokio::sync::watch::Receiver<Progress> {
+        let (key, job) = (&task.rendered.key, &task.rendered.job);
+        let batch = match self.deployment.coalesce_window {
+            Some(window)
+                if coalesce::coalescible(
+                    spec.exec.attempt,
+                    task.rendered.ranks || spec.task_type == render::TaskType::Clustered,
+                    own_credentials,
+                ) && !rt.index.without_accounting().await =>
+            {
+                coalesce::batch_of(job, task.slurm_user.as_deref()).map(|b| (window, b))
+            }
+            _ => None,
+        };
+        match batch {
+            Some((window, batch)) => {
+                coalesce::submit_coalesced(rt, window, key, job, batch, client, meta, on_done)
+            }
+            None => deferred::submit_paced(rt, key, job, client, meta, on_done),
         }
     }
 

@@ -235,13 +235,10 @@ pub async fn jobs_per_key(mock: &Mock) -> HashMap<String, Vec<u32>> {
     .unwrap();
     let mut m: HashMap<String, Vec<u32>> = HashMap::new();
     for j in client.jobs().await.expect("list the mock's jobs") {
-        let key = j
-            .comment
-            .as_deref()
-            .and_then(slurm_connector::render::key_from_comment)
-            .or_else(|| slurm_connector::render::key_from_job_name(&j.name));
+        let element = j.array.as_ref().and_then(|a| a.task_id);
+        let key = slurm_connector::render::key_of_record(j.comment.as_deref(), &j.name, element);
         if let Some(k) = key {
-            m.entry(k.to_string()).or_default().push(j.job_id.0);
+            m.entry(k).or_default().push(j.job_id.0);
         }
     }
     m

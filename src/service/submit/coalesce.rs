@@ -11,7 +11,7 @@
 //! (`scancel <array>_<index>`, held, so it never started) and its task answered with that job;
 //! then the array is released. A replica that dies between submit and release leaves the array
 //! held and marked; whoever next meets one of its keys settles it the same way
-//! ([`settle_orphan`]).
+//! (`once::settle_orphan`).
 //!
 //! The window never waits to fill: a batch goes out when its window ends or when it is full
 //! (snakemake-executor-plugin-slurm #473 deadlocked waiting for more jobs). Full: slurmctld's
@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::render::coalesce::{self as shape_of, MAX_SCRIPT_BYTES, Member as Element_};
-use crate::render::{COMMENT_MAX, PACKED_KEY_LEN, keys_comment, packed_keys_all};
+use crate::render::{COMMENT_MAX, PACKED_KEY_LEN, keys_comment};
 use crate::service::cluster::ClusterRuntime;
 use crate::service::wire::meta::ResourceMeta;
 use crate::slurmrestd::{Client, JobDescription, JobId, JobRef};
@@ -40,7 +40,7 @@ use crate::slurmrestd::{Client, JobDescription, JobId, JobRef};
 use super::batches::{Added, Member};
 use super::deferred::{self, OnDone};
 use super::execution::{Progress, Submitted};
-use super::idempotency::{AWAITING_CHECK, Element, Placement, awaiting_comment, awaiting_release};
+use super::idempotency::{AWAITING_CHECK, Element, Placement, awaiting_comment};
 use super::once::{SubmitError, SubmitFailure};
 
 /// slurmctld's default `MaxArraySize` (indices 0 to 1000 exclusive of the bound).
@@ -52,30 +52,38 @@ pub fn coalescible(attempt: u32, ranks: bool, own_credentials: bool) -> bool {
     attempt == 0 && !ranks && !own_credentials
 }
 
-/// Puts the execution's submit in its shape's batch; `None` when its job cannot be an element
-/// (the caller submits it alone).
+/// The batch a job goes into: its shape (with its submitter: one sbatch has one) and how many
+/// elements such a batch holds; `None` when the job cannot be an element (it is submitted
+/// alone).
+pub struct BatchOf {
+    shape: String,
+    cap: usize,
+}
+
+pub fn batch_of(job: &JobDescription, slurm_user: Option<&str>) -> Option<BatchOf> {
+    let shape = shape_of::shape(job)?;
+    let cap = cap_for(job.comment.as_deref());
+    // Below 2: the task's own comment leaves no room for the keys of a batch.
+    (cap >= 2).then(|| BatchOf {
+        shape: format!("{}\n{shape}", slurm_user.unwrap_or_default()),
+        cap,
+    })
+}
+
+/// Puts the execution's submit in its batch (see [`batch_of`]).
 #[allow(clippy::too_many_arguments)]
 pub fn submit_coalesced(
     rt: &Arc<ClusterRuntime>,
     window: Duration,
     key: &str,
     job: &JobDescription,
-    slurm_user: Option<&str>,
+    batch: BatchOf,
     client: Client,
     template: ResourceMeta,
     on_done: OnDone,
-) -> Result<watch::Receiver<Progress>, (Client, ResourceMeta, OnDone)> {
-    let Some(shape) = shape_of::shape(job) else {
-        return Err((client, template, on_done));
-    };
-    // The same sbatch also needs the same submitter.
-    let shape = format!("{}\n{shape}", slurm_user.unwrap_or_default());
-    let cap = cap_for(job.comment.as_deref());
-    if cap < 2 {
-        // The task's own comment leaves no room for the keys of a batch.
-        return Err((client, template, on_done));
-    }
-    Ok(rt.executions.submit_or_join(key, || {
+) -> watch::Receiver<Progress> {
+    let BatchOf { shape, cap } = batch;
+    rt.executions.submit_or_join(key, || {
         let (tx, rx) = watch::channel(deferred::waiting());
         let member = Member {
             key: key.to_string(),
@@ -109,7 +117,7 @@ pub fn submit_coalesced(
             }
         }
         rx
-    }))
+    })
 }
 
 /// How many elements a batch of jobs with the tasks' own `comment` holds: its keys must fit in
@@ -330,59 +338,6 @@ fn array_name(element: &str) -> String {
         Some((task, _key)) => format!("{task}-array"),
         None => format!("{element}-array"),
     }
-}
-
-/// Settles a coalesced array its replica left held (it died between submit and release): each
-/// element against its key's jobs (the lower job wins; ours is cancelled), then the release.
-/// Any replica may do it, as often as it likes: every step is idempotent.
-pub async fn settle_orphan(
-    rt: &ClusterRuntime,
-    array: JobId,
-    client: &Client,
-) -> Result<(), SubmitError> {
-    let cluster = rt.cfg.name.as_str();
-    let Some(record) = rt.submit_client.job(array).await? else {
-        return Ok(());
-    };
-    let Some(keys) = record.comment.as_deref().and_then(packed_keys_all) else {
-        return Ok(());
-    };
-    if !awaiting_release(&record) {
-        return Ok(());
-    }
-    rt.index
-        .check_after(
-            &rt.submit_client,
-            cluster,
-            rt.index_user(),
-            Instant::now(),
-            array,
-        )
-        .await?;
-    for (i, k) in keys.iter().enumerate() {
-        let lost = rt
-            .index
-            .winner_now(k)
-            .await
-            .is_some_and(|w| w.job_id != array);
-        if lost {
-            let ours = JobRef {
-                id: array,
-                element: Some(i as u32),
-            };
-            tracing::info!(cluster, key = %k, job = %ours, "settling a held job array another replica left: this element's execution has an older job; cancelling the element");
-            client.cancel(ours, None).await?;
-        }
-    }
-    let comment = record
-        .comment
-        .as_deref()
-        .map(|c| c.strip_suffix(AWAITING_CHECK).unwrap_or(c));
-    tracing::info!(cluster, job_id = %array, "settled a held job array another replica left; releasing it");
-    client.release(array, comment, false).await?;
-    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-    rt.index.note_array(&refs, array, false).await;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -6,10 +6,13 @@
 //! the protocol is in `idempotency/`), and releases the winner, restoring the task's comment.
 //! Safe to repeat after any failure: a held job left behind is found and released by the next.
 
+use crate::render::packed_keys_all;
 use crate::service::cluster::ClusterRuntime;
 use crate::service::submit::execution::{Placement, Submitted};
-use crate::service::submit::idempotency::{Winner, awaiting_comment};
-use crate::slurmrestd::{Client, ClientError, JobDescription, JobId};
+use crate::service::submit::idempotency::{
+    AWAITING_CHECK, Winner, awaiting_comment, awaiting_release,
+};
+use crate::slurmrestd::{Client, ClientError, JobDescription, JobId, JobRef};
 use std::time::Instant;
 
 /// A step of [`submit_once`] that failed.
@@ -174,19 +177,17 @@ async fn finish_check(
     if w.element.is_some() {
         // A coalesced array whose replica died before settling it: settled as a whole (each
         // element against its own key's jobs), then released.
-        return super::coalesce::settle_orphan(rt, w.job_id, client)
-            .await
-            .map_err(|error| {
-                rt.executions.mark_uncertain(key);
-                SubmitFailure {
-                    what: format!(
-                        "job array {} is on the cluster, held for its duplicate check, and \
+        return settle_orphan(rt, w.job_id, client).await.map_err(|error| {
+            rt.executions.mark_uncertain(key);
+            SubmitFailure {
+                what: format!(
+                    "job array {} is on the cluster, held for its duplicate check, and \
                          settling it failed; a retried CreateTask settles it",
-                        w.job_id
-                    ),
-                    error,
-                }
-            });
+                    w.job_id
+                ),
+                error,
+            }
+        });
     }
     match client
         .release(w.job_id, job.comment.as_deref(), keep_held)
@@ -235,4 +236,57 @@ pub(crate) async fn job_by_marker(
             source,
         }),
     }
+}
+
+/// Settles a coalesced array its replica left held (it died between submit and release): each
+/// element against its key's jobs (the lower job wins; ours is cancelled), then the release.
+/// Any replica may do it, as often as it likes: every step is idempotent.
+pub async fn settle_orphan(
+    rt: &ClusterRuntime,
+    array: JobId,
+    client: &Client,
+) -> Result<(), SubmitError> {
+    let cluster = rt.cfg.name.as_str();
+    let Some(record) = rt.submit_client.job(array).await? else {
+        return Ok(());
+    };
+    let Some(keys) = record.comment.as_deref().and_then(packed_keys_all) else {
+        return Ok(());
+    };
+    if !awaiting_release(&record) {
+        return Ok(());
+    }
+    rt.index
+        .check_after(
+            &rt.submit_client,
+            cluster,
+            rt.index_user(),
+            Instant::now(),
+            array,
+        )
+        .await?;
+    for (i, k) in keys.iter().enumerate() {
+        let lost = rt
+            .index
+            .winner_now(k)
+            .await
+            .is_some_and(|w| w.job_id != array);
+        if lost {
+            let ours = JobRef {
+                id: array,
+                element: Some(i as u32),
+            };
+            tracing::info!(cluster, key = %k, job = %ours, "settling a held job array another replica left: this element's execution has an older job; cancelling the element");
+            client.cancel(ours, None).await?;
+        }
+    }
+    let comment = record
+        .comment
+        .as_deref()
+        .map(|c| c.strip_suffix(AWAITING_CHECK).unwrap_or(c));
+    tracing::info!(cluster, job_id = %array, "settled a held job array another replica left; releasing it");
+    client.release(array, comment, false).await?;
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    rt.index.note_array(&refs, array, false).await;
+    Ok(())
 }
