@@ -83,7 +83,7 @@ EOF
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=$host
 AccountingStoragePort=$DBD_PORT
-AccountingStoreFlags=job_script,job_env
+AccountingStoreFlags=job_comment,job_script,job_env
 EOF
 		fi
 	} >"$ROOT/etc/slurm/slurm.conf"
