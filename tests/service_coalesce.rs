@@ -151,6 +151,12 @@ async fn a_burst_of_one_shape_is_one_array_and_every_element_is_its_own_task() {
             .unwrap_or_default()
             .to_string();
         assert!(own.starts_with("run-"), "{run}: {out:?}");
+        let named = format!("Slurm job {}_{}", m.job_id, m.element.unwrap());
+        assert!(
+            r.message.contains(&named),
+            "names the array and its element: {}",
+            r.message
+        );
         if own == "run-3" {
             assert_eq!(r.phase, Phase::RetryableFailed as i32, "{}", r.message);
             assert!(

@@ -370,8 +370,26 @@ pub async fn run(
     }
     if !deployment.clusters.is_empty() {
         checks.extend(check_port(&deployment, listen_of_serve()));
+        checks.push(coalescing(&deployment));
     }
     Ok(print(&checks))
+}
+
+/// The coalescing settings (`FLYTE_SLURM_COALESCE_WINDOW`) and the limits a batch keeps to.
+pub fn coalescing(d: &DeploymentConfig) -> Check {
+    let detail = match d.coalesce_window {
+        None => "off (FLYTE_SLURM_COALESCE_WINDOW): every task is a job of its own".to_string(),
+        Some(w) => format!(
+            "window {}ms: tasks of one shape arriving within it are one job array, at most {} \
+             elements (the keys a 1024-byte comment holds; slurmctld's MaxArraySize default \
+             1001) and {} MiB of script; only on clusters with slurmdbd, which must keep \
+             comments (AccountingStoreFlags=job_comment) for elements that left slurmctld",
+            w.as_millis(),
+            crate::service::coalesce_cap(None),
+            crate::render::coalesce::MAX_SCRIPT_BYTES * 9 / 10 / (1024 * 1024),
+        ),
+    };
+    check("-", "coalescing", Ok(detail))
 }
 
 /// Where `serve` listens, as this process can know it: `FLYTE_SLURM_LISTEN`, else `serve`'s

@@ -37,6 +37,7 @@ pub use error::ServiceError;
 pub use rpc::metrics::Metrics;
 pub use rpc::serve::{ServeError, ServeOptions, serve, serve_with};
 pub use rpc::tls::{RELOAD_EVERY as TLS_RELOAD_EVERY, ServerTls, TlsError};
+pub use submit::coalesce::cap_for as coalesce_cap;
 pub use submit::idempotency::AWAITING_CHECK;
 pub use submit::identity::check_at_start as check_identities;
 pub use submit::prepare::{Prepared, prepare};

@@ -290,9 +290,15 @@ pub fn message(meta: &ResourceMeta, s: &JobSnapshot) -> String {
     let mut m = headline(meta, s)
         .map(|h| format!("{h}\n"))
         .unwrap_or_default();
+    let job = match meta.element {
+        // A coalesced array's element: what `squeue` shows (`<array>_<index>`), and its own id
+        // once it started.
+        Some(i) if s.job_id != meta.job_id => format!("{}_{i} (job {})", meta.job_id, s.job_id),
+        Some(i) => format!("{}_{i}", meta.job_id),
+        None => meta.job_id.to_string(),
+    };
     m.push_str(&format!(
-        "Slurm job {} is {}",
-        meta.job_id,
+        "Slurm job {job} is {}",
         s.state.as_deref().unwrap_or("not known yet")
     ));
     if let Some(ec) = &s.exit_code {

@@ -80,6 +80,12 @@ pub struct Metrics {
     pub submit_limit: Family<ClusterLabels, Gauge>,
     /// Answers that showed slurmctld throttling (late, timed out, 5xx), since start.
     pub submits_throttled: Family<ClusterLabels, Gauge>,
+    /// Coalescing (`service/submit/coalesce.rs`): job arrays submitted for batches, the tasks
+    /// they carry, the seconds those tasks waited for their batch, and those waiting now.
+    pub coalesced_arrays: Family<ClusterLabels, Counter>,
+    pub coalesced_elements: Family<ClusterLabels, Counter>,
+    pub coalesce_wait: Family<ClusterLabels, Counter<f64, std::sync::atomic::AtomicU64>>,
+    pub coalesce_waiting: Family<ClusterLabels, Gauge>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -106,6 +112,10 @@ impl Metrics {
             submits_waiting: Family::default(),
             submit_limit: Family::default(),
             submits_throttled: Family::default(),
+            coalesced_arrays: Family::default(),
+            coalesced_elements: Family::default(),
+            coalesce_wait: Family::default(),
+            coalesce_waiting: Family::default(),
             registry: Registry::default(),
         };
         m.build_info
@@ -155,6 +165,26 @@ impl Metrics {
             "slurm_connector_state_entries",
             "Entries of the connector's maps by execution (executions) and by job (index_jobs: the duplicate check's index)",
             m.state_entries.clone(),
+        );
+        registry.register(
+            "slurm_connector_coalesced_arrays",
+            "Job arrays submitted for batches of coalesced CreateTasks",
+            m.coalesced_arrays.clone(),
+        );
+        registry.register(
+            "slurm_connector_coalesced_elements",
+            "CreateTasks submitted as elements of coalesced job arrays (divided by coalesced_arrays: the mean batch)",
+            m.coalesced_elements.clone(),
+        );
+        registry.register(
+            "slurm_connector_coalesce_wait_seconds",
+            "Seconds coalesced CreateTasks waited for their batch to be submitted, summed (divided by coalesced_elements: the mean wait)",
+            m.coalesce_wait.clone(),
+        );
+        registry.register(
+            "slurm_connector_coalesce_waiting",
+            "CreateTasks waiting in open batches for their coalescing window",
+            m.coalesce_waiting.clone(),
         );
         registry.register(
             "slurm_connector_poll_tick_seconds",

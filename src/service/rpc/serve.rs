@@ -188,6 +188,7 @@ pub async fn serve_with(
         background.push(tokio::spawn(async move {
             let label = ClusterLabels { cluster: rt.cfg.name.clone() };
             let mut last_refreshes = 0u64;
+            let mut last_batches = crate::service::submit::batches::Totals::default();
             let mut tick = tokio::time::interval(interval);
             tokio::pin!(stop);
             loop {
@@ -207,6 +208,12 @@ pub async fn serve_with(
                         let r = rt.client.token_refreshes();
                         mm.token_refreshes.get_or_create(&label).inc_by(r.saturating_sub(last_refreshes));
                         last_refreshes = r;
+                        let b = rt.batches.totals();
+                        mm.coalesced_arrays.get_or_create(&label).inc_by(b.arrays - last_batches.arrays);
+                        mm.coalesced_elements.get_or_create(&label).inc_by(b.elements - last_batches.elements);
+                        mm.coalesce_wait.get_or_create(&label).inc_by(b.wait_seconds - last_batches.wait_seconds);
+                        mm.coalesce_waiting.get_or_create(&label).set(rt.batches.waiting() as i64);
+                        last_batches = b;
                     }
                 }
             }

@@ -15,6 +15,8 @@ use super::execution::{OnDone, Progress};
 /// One CreateTask in a batch: what its own submit would have had.
 pub struct Member {
     pub key: String,
+    /// When its CreateTask put it in the batch.
+    pub since: std::time::Instant,
     pub job: JobDescription,
     pub client: Client,
     pub template: ResourceMeta,
@@ -39,10 +41,20 @@ struct Batch {
     script_bytes: usize,
 }
 
-/// Open batches by array shape.
+/// Open batches by array shape, and what came of the batches so far (for the metrics).
 #[derive(Default)]
 pub struct Batches {
     open: Mutex<HashMap<String, Batch>>,
+    totals: Mutex<Totals>,
+}
+
+/// Since start: arrays submitted for batches, the tasks they carried, and the seconds those
+/// tasks waited for their batch (from their CreateTask to the batch's submit).
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct Totals {
+    pub arrays: u64,
+    pub elements: u64,
+    pub wait_seconds: f64,
 }
 
 impl Batches {
@@ -80,6 +92,21 @@ impl Batches {
             .remove(shape)
             .map(|b| b.members)
             .unwrap_or_default()
+    }
+
+    /// A batch of `members` went out as one array.
+    pub fn submitted(&self, members: &[std::time::Instant]) {
+        let mut t = self.totals.lock().unwrap();
+        t.arrays += 1;
+        t.elements += members.len() as u64;
+        t.wait_seconds += members
+            .iter()
+            .map(|s| s.elapsed().as_secs_f64())
+            .sum::<f64>();
+    }
+
+    pub fn totals(&self) -> Totals {
+        *self.totals.lock().unwrap()
     }
 
     /// How many CreateTasks wait in open batches (a gauge).

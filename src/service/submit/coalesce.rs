@@ -87,6 +87,7 @@ pub fn submit_coalesced(
         let (tx, rx) = watch::channel(deferred::waiting());
         let member = Member {
             key: key.to_string(),
+            since: Instant::now(),
             job: job.clone(),
             client,
             template,
@@ -122,7 +123,7 @@ pub fn submit_coalesced(
 
 /// How many elements a batch of jobs with the tasks' own `comment` holds: its keys must fit in
 /// the array's comment beside it and the mark of the check.
-fn cap_for(comment: Option<&str>) -> usize {
+pub fn cap_for(comment: Option<&str>) -> usize {
     let fixed = crate::render::naming::COMMENT_KEYS_PREFIX.len()
         + comment.map_or(0, |c| c.len() + 1)
         + AWAITING_CHECK.len();
@@ -181,6 +182,7 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>) {
         return;
     };
     let began = Instant::now();
+    let since: Vec<Instant> = batch.iter().map(|m| m.since).collect();
     // What the submit reads, apart from the answers (which are not `Sync`).
     let (elements, answers): (Vec<_>, Vec<_>) = batch
         .into_iter()
@@ -189,6 +191,9 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>) {
     let r = submit_array(&rt, &elements).await;
     permit.done(deferred::pace_of(&r));
     let ok = r.is_ok();
+    if ok {
+        rt.batches.submitted(&since);
+    }
     match &r {
         Ok(outcomes) => {
             tracing::info!(cluster, elements = elements.len(), job_id = %outcomes.first().map(|s| s.placement().job_id).unwrap_or(JobId(0)), took_ms = began.elapsed().as_millis() as u64, "submitted a batch of tasks as one job array");
@@ -208,6 +213,7 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>) {
         } else {
             let m = Member {
                 key,
+                since: Instant::now(),
                 job,
                 client,
                 template,
