@@ -10,67 +10,50 @@ use common::drill;
 
 use std::time::Duration;
 
-use mock_slurmrestd::{MockConfig, MockServer};
-use slurm_connector::config::{AuthConfig, ClusterConfig, Secret};
+use common::mock::Mock;
+use mock_slurmrestd::MockConfig;
 use slurm_connector::proto::core::task_execution::Phase;
 use slurm_connector::service::{Decoded, ResourceMeta, decode_meta};
+use slurm_connector::slurmrestd::ApiVersion;
 
 use drill::{Grpc, Server, create, get, request};
 
-const KEY: &[u8] = b"service-coalesce-test-key-0123456789a";
 const POLL: Duration = Duration::from_millis(100);
 
 struct Env {
-    mock: mock_slurmrestd::MockHandle,
+    mock: Mock,
     server: Server,
     c: Grpc,
-    dir: std::path::PathBuf,
 }
 
-async fn env(tag: &str) -> Env {
-    let dir = std::env::temp_dir().join(format!("svc-coalesce-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let jobs = dir.join("jobs");
-    std::fs::create_dir_all(&jobs).unwrap();
-    let mock = MockServer::start(
+/// The mock (two 8-CPU nodes, a fast "minute"), its jobs folder mounted as the cluster's shared
+/// filesystem, the connector coalescing with a 200 ms window; `api_version` pinned if given.
+async fn env(tag: &str, api_version: Option<ApiVersion>) -> Env {
+    let mock = Mock::start_with(
+        tag,
         MockConfig {
-            jwt_key: KEY.to_vec(),
             nodes: 2,
             cpus: 8,
             minute: Duration::from_millis(300),
-            kill_wait: Duration::from_millis(200),
-            ..MockConfig::default()
+            ..Mock::config()
         },
-        "127.0.0.1:0".parse().unwrap(),
     )
-    .await
-    .unwrap();
-    let token = mock.mint_token("flyte", Duration::from_secs(3600));
-    let cluster = ClusterConfig {
-        name: "mock".into(),
-        restd_url: url::Url::parse(&mock.url()).unwrap(),
-        api_version: None,
-        username: None,
-        auth: Some(AuthConfig::Token(Secret::new(token))),
-        working_dir: Some(jobs.display().to_string()),
-        shared_mounts: vec![(jobs.display().to_string(), jobs.clone())],
-        default_partition: None,
-        ssh_hosts: Vec::new(),
-        stager_url: None,
-        stager_token_file: None,
-        identities: Default::default(),
-        ca_file: None,
-        images: Default::default(),
-    };
+    .await;
+    let mut cluster = mock.cluster(mock.static_auth(), None);
+    let jobs = mock.jobs();
+    cluster.shared_mounts = vec![(jobs.display().to_string(), jobs)];
+    cluster.api_version = api_version;
     let mut d = common::mock::deployment(cluster, POLL);
     d.coalesce_window = Some(Duration::from_millis(200));
     let server = Server::start(d).await;
     let c = server.client().await;
-    Env {
-        mock,
-        server,
-        c,
-        dir,
+    Env { mock, server, c }
+}
+
+impl Env {
+    async fn stop(self) {
+        self.server.stop().await;
+        self.mock.stop().await;
     }
 }
 
@@ -99,12 +82,8 @@ const SCRIPT: &str = "#!/bin/bash\necho \"ran $FLYTE_INTERNAL_EXECUTION_ID\"\n\
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_of_one_shape_is_one_array_and_every_element_is_its_own_task() {
-    let Env {
-        mock,
-        server,
-        c,
-        dir,
-    } = env("burst").await;
+    let env = env("burst", None).await;
+    let (mock, c) = (&env.mock.handle, env.c.clone());
     let n = 12;
     let creates = (0..n).map(|i| {
         let mut c = c.clone();
@@ -168,19 +147,13 @@ async fn a_burst_of_one_shape_is_one_array_and_every_element_is_its_own_task() {
             assert_eq!(r.phase, Phase::Succeeded as i32, "{own}: {}", r.message);
         }
     }
-    server.stop().await;
-    mock.shutdown().await;
-    let _ = std::fs::remove_dir_all(&dir);
+    env.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_one_element_leaves_the_others_and_a_retry_goes_alone() {
-    let Env {
-        mock,
-        server,
-        c,
-        dir,
-    } = env("delete").await;
+    let env = env("delete", None).await;
+    let c = env.c.clone();
     let long = "#!/bin/bash\nsleep 3\n";
     let creates = (0..3).map(|i| {
         let mut c = c.clone();
@@ -221,7 +194,31 @@ async fn deleting_one_element_leaves_the_others_and_a_retry_goes_alone() {
     let retry = meta_of(&retry);
     assert_eq!(retry.element, None);
     assert_ne!(retry.job_id, ms[0].job_id);
-    server.stop().await;
-    mock.shutdown().await;
-    let _ = std::fs::remove_dir_all(&dir);
+    env.stop().await;
+}
+
+/// The other disagreement with sbatch (issue 27): `--cores-per-socket` on a cluster whose chosen
+/// version (v0.0.42 here, as 24.11's) lacks `cores_per_socket` goes through a version it also
+/// serves that has it (v0.0.40), instead of being refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_the_chosen_version_cannot_express_goes_through_one_that_can() {
+    let env = env("version", Some(ApiVersion::V0042)).await;
+    let mut c = env.c.clone();
+    let before = env.mock.handle.stats().count_version("v0.0.40");
+    let script = "#!/bin/bash\n#SBATCH --cores-per-socket=2\ntrue\n";
+    // Attempt 1: a job of its own (coalescing is not what this is about).
+    let meta = create(&mut c, request(1, script).run_name("cps"))
+        .await
+        .unwrap();
+    let m = meta_of(&meta);
+    assert_ne!(m.job_id.0, 0);
+    let stats = env.mock.handle.stats();
+    assert!(
+        stats.count_version("v0.0.40") > before,
+        "submitted through v0.0.40: {:?}",
+        stats.api_versions
+    );
+    let r = wait_terminal(&mut c, &meta).await;
+    assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
+    env.stop().await;
 }

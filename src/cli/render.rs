@@ -56,7 +56,8 @@ pub fn run(
     let api_version = api_version
         .or(cluster.api_version)
         .unwrap_or(DEFAULT_API_VERSION);
-    let task = prepare(&deployment, &cluster, &req, &spec, api_version, false)
+    // Offline: no other version the cluster serves is known, so none is fallen back to.
+    let task = prepare(&deployment, &cluster, &req, &spec, api_version, &[], false)
         .map_err(|e| RenderCliError::Refused(e.to_string()))?;
     let rendered = task.rendered;
     let body = crate::slurmrestd::convert::submit_body_json(api_version, &rendered.job)

@@ -119,6 +119,7 @@ impl Connector {
             req,
             &spec,
             api_version,
+            &rt.client.served_versions(),
             token.is_some(),
         )?;
         if let Some(image) = &task.rendered.staged_image {

@@ -231,6 +231,11 @@ impl Profile {
 /// A batch job as the connector wants it submitted.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct JobDescription {
+    /// Submit through this API version rather than the client's: the cluster serves it, and
+    /// the client's cannot express the job (`--cores-per-socket` on 24.11's v0.0.42, which its
+    /// v0.0.40 has). `None`: the client's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submit_version: Option<super::ApiVersion>,
     pub name: String,
     pub script: String,
     /// Absolute path on the cluster (slurmrestd requires it).

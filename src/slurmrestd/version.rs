@@ -87,6 +87,20 @@ pub fn supported_list() -> String {
         .join(", ")
 }
 
+/// As its name (`"v0.0.40"`): a job description carries it in a deferred `resource_meta`.
+impl serde::Serialize for ApiVersion {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ApiVersion {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 impl FromStr for ApiVersion {
     type Err = UnknownApiVersion;
 

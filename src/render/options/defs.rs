@@ -180,7 +180,7 @@ pub static OPTIONS: &[OptSpec] = &[
         None,
         R,
         yes(m(
-            "comment (after the connector's idempotency key)",
+            "comment (the task's own; a coalesced array's after its elements' keys)",
             |o, t| {
                 t.applied.user_comment = text(o)?;
                 Ok(())

@@ -22,14 +22,18 @@ pub struct Prepared {
     pub slurm_user: Option<String>,
 }
 
-/// The decisions above for `spec` (made from `req`) on `cluster`, rendered for `api_version`.
-/// `own_token`: the task brings its own slurmrestd token (a connection secret).
+/// The decisions above for `spec` (made from `req`) on `cluster`, rendered for `api_version`;
+/// a job that version cannot express (a field it lacks) is rendered for the newest of `served`
+/// (the other versions the cluster serves) that can, and submitted through it
+/// (`JobDescription::submit_version`). `own_token`: the task brings its own slurmrestd token
+/// (a connection secret).
 pub fn prepare(
     deployment: &DeploymentConfig,
     cluster: &ClusterConfig,
     req: &CreateTaskRequest,
     spec: &TaskSpec,
     api_version: ApiVersion,
+    served: &[ApiVersion],
     own_token: bool,
 ) -> Result<Prepared, ServiceError> {
     let who = identity::requester(req, &spec.exec.project, &spec.exec.domain);
@@ -60,8 +64,14 @@ pub fn prepare(
         working_dir,
         ..defaults
     };
-    let mut rendered =
-        render::render(spec, &render_cfg).map_err(|e| ServiceError::Invalid(e.to_string()))?;
+    let mut rendered = match render::render(spec, &render_cfg) {
+        Ok(r) => r,
+        Err(e @ render::RenderError::NotInApiVersion { .. }) => {
+            render_in_another_version(spec, &render_cfg, served, &cluster.name)
+                .ok_or_else(|| ServiceError::Invalid(e.to_string()))?
+        }
+        Err(e) => return Err(ServiceError::Invalid(e.to_string())),
+    };
     if let RunAs::Rule(rule) = &run_as {
         identity::admit(&cluster.name, rule, &mut rendered.job)?;
     }
@@ -69,4 +79,28 @@ pub fn prepare(
         rendered,
         slurm_user,
     })
+}
+
+/// The job rendered for the newest version of `served` (other than the one it was refused
+/// for) that can express it, marked to be submitted through that version; `None` when none can.
+fn render_in_another_version(
+    spec: &TaskSpec,
+    cfg: &render::RenderConfig,
+    served: &[ApiVersion],
+    cluster: &str,
+) -> Option<render::Rendered> {
+    served
+        .iter()
+        .rev()
+        .filter(|v| **v != cfg.api_version)
+        .find_map(|v| {
+            let other = render::RenderConfig {
+                api_version: *v,
+                ..cfg.clone()
+            };
+            let mut r = render::render(spec, &other).ok()?;
+            tracing::info!(cluster, api_version = %cfg.api_version, submit_version = %v, job_name = %r.job_name, "the cluster's API version cannot express this job and another version it serves can: submitting it through that one");
+            r.job.submit_version = Some(*v);
+            Some(r)
+        })
 }

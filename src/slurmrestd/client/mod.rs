@@ -101,6 +101,7 @@ impl Client {
             tokens: Arc::new(TokenSource::new(cfg.auth.clone())),
             version: Arc::new(VersionState {
                 chosen: RwLock::new(None),
+                served: RwLock::new(Vec::new()),
                 stale: AtomicBool::new(false),
                 negotiating: tokio::sync::Mutex::new(()),
             }),
@@ -122,6 +123,12 @@ impl Client {
         self.tokens.refreshes()
     }
 
+    /// Every version of ours the cluster served at the last negotiation, oldest first (empty
+    /// before the first).
+    pub fn served_versions(&self) -> Vec<ApiVersion> {
+        self.version.served.read().expect("version lock").clone()
+    }
+
     /// The version calls use now; `None` before the first negotiation.
     pub fn api_version(&self) -> Option<ApiVersion> {
         *self.version.chosen.read().expect("version lock")
@@ -130,7 +137,15 @@ impl Client {
     /// Submit one batch job. A 200 without `job_id` is a failure (slurmrestd's way of saying a
     /// field had the wrong type: no job was created). Never retried once it may have been sent.
     pub async fn submit(&self, job: &JobDescription) -> Result<JobId, ClientError> {
-        let d = self.current().await?;
+        let d = match job.submit_version {
+            // Rendered for another version the cluster serves (the chosen one lacks a field
+            // the job needs): that version's dialect, negotiated or not.
+            Some(v) if self.api_version() != Some(v) => {
+                self.current().await?;
+                self.dialects.get(v)
+            }
+            _ => self.current().await?,
+        };
         let (id, warnings) = d.submit(self.caller(), job).await?;
         match id {
             Some(id) => {

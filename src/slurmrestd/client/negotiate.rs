@@ -45,6 +45,9 @@ impl Negotiated {
 /// The version in use and whether it must be looked for again.
 pub(super) struct VersionState {
     pub(super) chosen: RwLock<Option<ApiVersion>>,
+    /// Every version of ours the cluster served at the last negotiation, oldest first: a job
+    /// the chosen one cannot express may go through another (`JobDescription::submit_version`).
+    pub(super) served: RwLock<Vec<ApiVersion>>,
     /// Set when slurmrestd was unreachable or stopped serving the chosen version's paths: it may
     /// come back upgraded, so the next call negotiates again.
     pub(super) stale: AtomicBool,
@@ -114,6 +117,7 @@ impl Client {
             .write()
             .expect("version lock")
             .replace(chosen);
+        *self.version.served.write().expect("version lock") = served.clone();
         self.version.stale.store(false, Ordering::Relaxed);
         if before != Some(chosen) {
             tracing::info!(
