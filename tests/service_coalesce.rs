@@ -222,3 +222,70 @@ async fn a_job_the_chosen_version_cannot_express_goes_through_one_that_can() {
     assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
     env.stop().await;
 }
+
+/// Two replicas coalescing the same burst at once (Flyte's backend retrying each CreateTask on
+/// the other): each execution runs once, and both replicas answer it with the same element.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_coalescing_the_same_burst_run_each_execution_once() {
+    let env = env("replicas", None).await;
+    let mut d = common::mock::deployment(
+        {
+            let mut c = env.mock.cluster(env.mock.static_auth(), None);
+            let jobs = env.mock.jobs();
+            c.shared_mounts = vec![(jobs.display().to_string(), jobs)];
+            c
+        },
+        POLL,
+    );
+    d.coalesce_window = Some(Duration::from_millis(200));
+    let other = Server::start(d).await;
+    let c2 = other.client().await;
+    let counts = env.mock.jobs();
+    let script = format!(
+        "#!/bin/bash\necho ran >> {}/\"$FLYTE_INTERNAL_EXECUTION_ID\".count\nsleep 0.3\n",
+        counts.display()
+    );
+    let n = 10;
+    let both = (0..n).flat_map(|i| {
+        [env.c.clone(), c2.clone()].map(|c| {
+            let script = script.clone();
+            async move {
+                let mut c = c;
+                let run = format!("twice-{i}");
+                let meta = create(&mut c, request(0, &script).run_name(&run))
+                    .await
+                    .unwrap();
+                (run, meta)
+            }
+        })
+    });
+    let answers: Vec<(String, Vec<u8>)> = futures::future::join_all(both).await;
+    let mut c = env.c.clone();
+    for pair in answers.chunks(2) {
+        let (a, b) = (meta_of(&pair[0].1), meta_of(&pair[1].1));
+        assert_eq!(
+            (a.job_id, a.element),
+            (b.job_id, b.element),
+            "{}: both replicas answer with the one element",
+            pair[0].0
+        );
+        let r = wait_terminal(&mut c, &pair[0].1).await;
+        assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
+    }
+    // Both windows end together, so both replicas usually submit an array (3 of 4 runs
+    // measured): the check then settles each element against the other array's.
+    // Give any duplicate the time to run, then count.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for i in 0..n {
+        let f = counts.join(format!("twice-{i}.count"));
+        let ran = std::fs::read_to_string(&f).unwrap_or_default();
+        assert_eq!(
+            ran.lines().count(),
+            1,
+            "twice-{i} ran {} times",
+            ran.lines().count()
+        );
+    }
+    other.stop().await;
+    env.stop().await;
+}

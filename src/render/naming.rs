@@ -226,6 +226,36 @@ mod tests {
         assert_eq!(key_from_comment("nightly"), None);
     }
 
+    /// COMMENT_MAX is what slurmctld enforces (recorded on 24.11 and 26.05, v0.0.40-44): a
+    /// comment of 1024 bytes is taken whole, one of 1025 refused with error 2012.
+    #[test]
+    fn the_comment_limit_is_slurmctlds() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/slurmrestd");
+        for prefix in ["24.11_v0.0.40", "24.11_v0.0.42", "26.05_v0.0.44"] {
+            let read = |n: usize| -> serde_json::Value {
+                let f = format!("{dir}/{prefix}_coalesce-comment-{n}-submit.json");
+                serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap()
+            };
+            let ok = read(COMMENT_MAX);
+            assert_eq!(
+                ok["request"]["body"]["job"]["comment"]
+                    .as_str()
+                    .unwrap()
+                    .len(),
+                COMMENT_MAX
+            );
+            assert!(
+                ok["response"]["body"]["job_id"].as_u64().is_some(),
+                "{prefix}: {ok}"
+            );
+            let refused = read(COMMENT_MAX + 1);
+            assert_eq!(
+                refused["response"]["body"]["errors"][0]["error_number"], 2012,
+                "{prefix}: {refused}"
+            );
+        }
+    }
+
     #[test]
     fn a_coalesced_arrays_keys_come_back_by_index() {
         let keys: Vec<String> = (0..90)
