@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
@@ -35,10 +36,34 @@ pub enum Added {
     Full(Vec<Member>, bool),
 }
 
-#[derive(Default)]
 struct Batch {
     members: Vec<Member>,
     script_bytes: usize,
+    /// When its first and its latest member came.
+    opened: Instant,
+    latest: Instant,
+}
+
+impl Default for Batch {
+    fn default() -> Batch {
+        let now = Instant::now();
+        Batch {
+            members: Vec::new(),
+            script_bytes: 0,
+            opened: now,
+            latest: now,
+        }
+    }
+}
+
+/// Whether a batch's time has come.
+pub enum Due {
+    /// Its window ended, or no member came for the quiet gap: taken out, to submit now.
+    Now(Vec<Member>),
+    /// Not yet: look again after this long.
+    After(Duration),
+    /// No open batch of this shape (submitted when it filled up).
+    Gone,
 }
 
 /// Open batches by array shape, and what came of the batches so far (for the metrics).
@@ -65,6 +90,7 @@ impl Batches {
         let mut open = self.open.lock().unwrap();
         let len = m.job.script.len();
         let batch = open.entry(shape.to_string()).or_default();
+        batch.latest = Instant::now();
         if !batch.members.is_empty() && batch.script_bytes + len > max_script {
             let full = std::mem::take(batch);
             batch.script_bytes = len;
@@ -84,14 +110,23 @@ impl Batches {
         }
     }
 
-    /// The batch of `shape`, taken out (its window ended).
-    pub fn take(&self, shape: &str) -> Vec<Member> {
-        self.open
-            .lock()
-            .unwrap()
-            .remove(shape)
-            .map(|b| b.members)
-            .unwrap_or_default()
+    /// The batch of `shape` if its time has come: `window` after its first member, or `quiet`
+    /// after its latest (the CreateTasks of a burst arrive together: once none came for a
+    /// moment, waiting out the window only delays them all).
+    pub fn due(&self, shape: &str, window: Duration, quiet: Duration) -> Due {
+        let mut open = self.open.lock().unwrap();
+        let Some(b) = open.get(shape) else {
+            return Due::Gone;
+        };
+        let (to_window, to_quiet) = (
+            window.saturating_sub(b.opened.elapsed()),
+            quiet.saturating_sub(b.latest.elapsed()),
+        );
+        if to_window.is_zero() || to_quiet.is_zero() {
+            Due::Now(open.remove(shape).expect("present").members)
+        } else {
+            Due::After(to_window.min(to_quiet))
+        }
     }
 
     /// A batch of `members` went out as one array.
