@@ -252,7 +252,10 @@ async fn replicas_racing_on_the_same_executions_leave_one_job_each() {
             );
         }
         assert!(
-            !s.comment.as_deref().unwrap().contains("slurm-connector"),
+            !s.comment
+                .as_deref()
+                .unwrap_or_default()
+                .contains("slurm-connector"),
             "the mark is gone after the release: {:?}",
             s.comment
         );

@@ -206,10 +206,19 @@ async fn a_job_the_chosen_version_cannot_express_goes_through_one_that_can() {
     let mut c = env.c.clone();
     let before = env.mock.handle.stats().count_version("v0.0.40");
     let script = "#!/bin/bash\n#SBATCH --cores-per-socket=2\ntrue\n";
-    // Attempt 1: a job of its own (coalescing is not what this is about).
-    let meta = create(&mut c, request(1, script).run_name("cps"))
-        .await
-        .unwrap();
+    // Attempt 1: a job of its own (coalescing is not what this is about). Without the
+    // fixture's `--comment`: the release must remove the check's mark all the same.
+    let mut req = request(1, script).run_name("cps");
+    let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
+    let Some(prost_types::value::Kind::StructValue(opts)) = custom
+        .fields
+        .get_mut("sbatch_options")
+        .and_then(|v| v.kind.as_mut())
+    else {
+        panic!("the fixture has sbatch_options")
+    };
+    assert!(opts.fields.remove("comment").is_some());
+    let meta = create(&mut c, req).await.unwrap();
     let m = meta_of(&meta);
     assert_ne!(m.job_id.0, 0);
     let stats = env.mock.handle.stats();
@@ -220,6 +229,21 @@ async fn a_job_the_chosen_version_cannot_express_goes_through_one_that_can() {
     );
     let r = wait_terminal(&mut c, &meta).await;
     assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
+    // Released, its mark removed though the task has no comment of its own.
+    let client =
+        slurm_connector::slurmrestd::Client::new(slurm_connector::slurmrestd::ClientConfig::new(
+            "mock",
+            url::Url::parse(&env.mock.handle.url()).unwrap(),
+            slurm_connector::slurmrestd::Auth::Static {
+                token: slurm_connector::slurmrestd::Secret::new(env.mock.token()),
+            },
+        ))
+        .unwrap();
+    let job = client.job(m.job_id).await.unwrap().expect("still listed");
+    assert!(
+        !job.comment.unwrap_or_default().contains("slurm-connector"),
+        "the check's mark is gone"
+    );
     env.stop().await;
 }
 

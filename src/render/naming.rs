@@ -146,6 +146,15 @@ pub fn key_of_record(comment: Option<&str>, name: &str, element: Option<u32>) ->
         .map(str::to_string)
 }
 
+/// The name of a coalesced job array of tasks named `element` (`flyte-<task>-<key>`): the
+/// task's without a key (`flyte-<task>-array`), so no execution's key is read from it.
+pub fn array_name(element: &str) -> String {
+    match element.rsplit_once('-') {
+        Some((task, _key)) => format!("{task}-array"),
+        None => format!("{element}-array"),
+    }
+}
+
 /// The key at the end of a name written by [`job_name`].
 pub fn key_from_job_name(name: &str) -> Option<&str> {
     let key = name.strip_prefix("flyte-")?.rsplit('-').next()?;
@@ -224,6 +233,9 @@ mod tests {
         );
         assert_eq!(key_from_comment("flyte-key=0123456789abcdef"), Some(key));
         assert_eq!(key_from_comment("nightly"), None);
+        let array = array_name("flyte-prep-0123456789abcdef");
+        assert_eq!(array, "flyte-prep-array");
+        assert_eq!(key_from_job_name(&array), None);
     }
 
     /// COMMENT_MAX is what slurmctld enforces (recorded on 24.11 and 26.05, v0.0.40-44): a

@@ -29,8 +29,9 @@ struct Files {
     ended_at: Option<SystemTime>,
     /// A job array: its id and indices (each element has its own logs and marker).
     array: Option<(u32, Vec<u32>)>,
-    /// An element of a coalesced array: it also leaves the script it ran (`<job>.sh`).
-    element: bool,
+    /// An element of a coalesced array (the array's id, its index): it also leaves the script
+    /// it ran (`<job>.sh`) and the array's own logs of it.
+    element: Option<(u32, u32)>,
 }
 
 impl Files {
@@ -56,8 +57,14 @@ impl Files {
                 })
                 .collect(),
         };
-        if self.element {
+        if let Some((array, index)) = self.element {
+            // The script it ran, and the array's own logs of this element (what Slurm wrote
+            // before the element's script took over its output).
             p.push(format!("{}/{}.sh", self.dir, self.job));
+            let name = crate::render::naming::array_name(&self.job);
+            for ext in ["out", "err"] {
+                p.push(format!("{}/{name}_{array}_{index}.{ext}", self.dir));
+            }
         }
         p.push(layout.outputs_dir());
         p.retain(|x| !x.is_empty());
@@ -97,7 +104,7 @@ fn files(meta: &ResourceMeta) -> Option<Files> {
             .flatten()
             .filter(|_| meta.element.is_none())
             .map(|i| (meta.job_id.0, i)),
-        element: meta.element.is_some(),
+        element: meta.element.map(|i| (meta.job_id.0, i)),
     })
 }
 

@@ -268,11 +268,15 @@ async fn submit_array(
         .iter()
         .map(|(key, job, _)| Element_ { key, job })
         .collect();
-    let mut array = shape_of::array_job(&members, &array_name(&first.name), comment.clone())
-        .map_err(|e| SubmitFailure {
-            what: "making the batch's job array".into(),
-            error: SubmitError::Coalesce(e.to_string()),
-        })?;
+    let mut array = shape_of::array_job(
+        &members,
+        &crate::render::naming::array_name(&first.name),
+        comment.clone(),
+    )
+    .map_err(|e| SubmitFailure {
+        what: "making the batch's job array".into(),
+        error: SubmitError::Coalesce(e.to_string()),
+    })?;
     array.hold = Some(true);
     array.comment = Some(awaiting_comment(Some(&comment)));
     let client = &batch[0].2;
@@ -352,15 +356,6 @@ async fn submit_array(
     Ok(outcomes)
 }
 
-/// The array's name: its tasks' (`flyte-<task>-<key>`) without a key, so no execution's key
-/// is read from it (`naming::key_from_job_name`).
-fn array_name(element: &str) -> String {
-    match element.rsplit_once('-') {
-        Some((task, _key)) => format!("{task}-array"),
-        None => format!("{element}-array"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -371,9 +366,5 @@ mod tests {
         assert_eq!(cap_for(None), 88);
         assert_eq!(cap_for(Some(&"c".repeat(109))), 78);
         assert_eq!(cap_for(Some(&"c".repeat(2000))), 0);
-        assert_eq!(
-            array_name("flyte-prep-0123456789abcdef"),
-            "flyte-prep-array"
-        );
     }
 }

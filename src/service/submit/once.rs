@@ -190,7 +190,13 @@ async fn finish_check(
         });
     }
     match client
-        .release(w.job_id, job.comment.as_deref(), keep_held)
+        // Always a comment: without one of its own, the release must still remove the mark
+        // (an update without `comment` leaves it).
+        .release(
+            w.job_id,
+            Some(job.comment.as_deref().unwrap_or("")),
+            keep_held,
+        )
         .await
     {
         Ok(_) => {
