@@ -16,7 +16,7 @@ use slurm_connector::proto::connector::{GetTaskLogsRequest, Resource, get_task_l
 use slurm_connector::proto::core::task_execution::Phase;
 use slurm_connector::service::{Decoded, decode_meta as decode};
 
-use drill::{Grpc, Server, create, deployment, get, job_id, request};
+use drill::{Grpc, Server, create, deployment, get, job_id, request, wait_terminal};
 
 const KEY: &[u8] = b"service-arrays-test-key-0123456789abcd";
 const POLL: Duration = Duration::from_millis(100);
@@ -82,17 +82,6 @@ impl Env {
         self.mock.shutdown().await;
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-async fn wait_terminal(c: &mut Grpc, meta: &[u8]) -> Resource {
-    for _ in 0..300 {
-        let r = get(c, meta).await.0.expect("GetTask never fails");
-        if drill::phase(r.phase).is_terminal() {
-            return r;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("no terminal phase within 30 s");
 }
 
 fn info(r: &Resource, key: &str) -> Option<prost_types::value::Kind> {
@@ -169,7 +158,7 @@ async fn an_array_with_a_failed_element_is_that_elements_failure_naming_its_inde
     let m = meta_of(&meta);
     assert_eq!(m.array.as_deref(), Some("0-4%3"));
     assert!(m.stderr.ends_with("_%A_%a.err"), "{}", m.stderr);
-    let r = wait_terminal(&mut c, &meta).await;
+    let r = wait_terminal(&mut c, &meta, 30).await;
     assert_eq!(r.phase, Phase::RetryableFailed as i32, "{}", r.message);
     let first = r.message.lines().next().unwrap();
     assert!(
@@ -368,7 +357,7 @@ async fn delete_task_cancels_every_element_of_an_array() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     e.c.delete_task(drill::delete_req(&meta)).await.unwrap();
-    let r = wait_terminal(&mut e.c, &meta).await;
+    let r = wait_terminal(&mut e.c, &meta, 30).await;
     assert_eq!(r.phase, Phase::Aborted as i32, "{}", r.message);
     // Running and pending elements alike.
     assert_eq!(element_states(&r), ["CANCELLED"; 4], "{}", r.message);
@@ -393,7 +382,7 @@ async fn a_retried_create_task_finds_the_array_it_submitted() {
     let retried = create(&mut e.c, request(0, script)).await.unwrap();
     assert_eq!(job_id(&retried), job_id(&first), "the same array");
     assert_eq!(e.mock.stats().count("submit"), 1, "submitted once");
-    let r = wait_terminal(&mut e.c, &retried).await;
+    let r = wait_terminal(&mut e.c, &retried, 30).await;
     assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
     assert_eq!(element_states(&r), ["COMPLETED"; 3]);
     e.stop().await;
@@ -416,7 +405,7 @@ async fn an_arrays_outputs_are_uploaded_once_every_element_succeeded() {
         .attempt(0);
     req.output_prefix = format!("file://{}", store.display());
     let meta = create(&mut e.c, req).await.unwrap();
-    let r = wait_terminal(&mut e.c, &meta).await;
+    let r = wait_terminal(&mut e.c, &meta, 30).await;
     assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
     let outputs = r
         .outputs

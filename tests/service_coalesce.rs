@@ -16,7 +16,7 @@ use slurm_connector::proto::core::task_execution::Phase;
 use slurm_connector::service::{Decoded, ResourceMeta, decode_meta};
 use slurm_connector::slurmrestd::ApiVersion;
 
-use drill::{Grpc, Server, create, get, request};
+use drill::{Grpc, Server, create, request, wait_terminal};
 
 const POLL: Duration = Duration::from_millis(100);
 
@@ -62,17 +62,6 @@ fn meta_of(meta: &[u8]) -> ResourceMeta {
         Decoded::Ours(m) => m,
         Decoded::Python { .. } => panic!(),
     }
-}
-
-async fn wait_terminal(c: &mut Grpc, meta: &[u8]) -> slurm_connector::proto::connector::Resource {
-    for _ in 0..300 {
-        let r = get(c, meta).await.0.expect("GetTask never fails");
-        if drill::phase(r.phase).is_terminal() {
-            return r;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("no terminal phase within 30 s");
 }
 
 /// Each element prints its own run name (its own environment) and element `run-3` fails.
@@ -121,7 +110,7 @@ async fn a_burst_of_one_shape_is_one_array_and_every_element_is_its_own_task() {
 
     for (meta, m) in metas.iter().zip(&ms) {
         let mut c = c.clone();
-        let r = wait_terminal(&mut c, meta).await;
+        let r = wait_terminal(&mut c, meta, 30).await;
         let run = m.job_name.clone();
         let out = std::fs::read_to_string(&m.stdout).unwrap_or_default();
         let own = out
@@ -176,10 +165,10 @@ async fn deleting_one_element_leaves_the_others_and_a_retry_goes_alone() {
     });
     del.set_timeout(Duration::from_secs(10));
     c1.delete_task(del).await.unwrap();
-    let r = wait_terminal(&mut c1, &metas[1]).await;
+    let r = wait_terminal(&mut c1, &metas[1], 30).await;
     assert_eq!(r.phase, Phase::Aborted as i32, "{}", r.message);
     for i in [0, 2] {
-        let r = wait_terminal(&mut c1, &metas[i]).await;
+        let r = wait_terminal(&mut c1, &metas[i], 30).await;
         assert_eq!(
             r.phase,
             Phase::Succeeded as i32,
@@ -227,7 +216,7 @@ async fn a_job_the_chosen_version_cannot_express_goes_through_one_that_can() {
         "submitted through v0.0.40: {:?}",
         stats.api_versions
     );
-    let r = wait_terminal(&mut c, &meta).await;
+    let r = wait_terminal(&mut c, &meta, 30).await;
     assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
     // Released, its mark removed though the task has no comment of its own.
     let client =
@@ -293,7 +282,7 @@ async fn two_replicas_coalescing_the_same_burst_run_each_execution_once() {
             "{}: both replicas answer with the one element",
             pair[0].0
         );
-        let r = wait_terminal(&mut c, &pair[0].1).await;
+        let r = wait_terminal(&mut c, &pair[0].1, 30).await;
         assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
     }
     // Both windows end together, so both replicas usually submit an array (3 of 4 runs

@@ -14,7 +14,7 @@ use slurm_connector::config::{AuthConfig, ClusterConfig, Secret};
 use slurm_connector::proto::connector::Resource;
 use slurm_connector::proto::core::task_execution::Phase;
 
-use drill::{Grpc, Server, create, deployment, get, job_id, request};
+use drill::{Grpc, Server, create, deployment, job_id, request, wait_terminal};
 
 const KEY: &[u8] = b"service-failures-test-key-0123456789ab";
 
@@ -53,17 +53,6 @@ async fn env(
     (mock, server, client, dir)
 }
 
-async fn wait_terminal(c: &mut Grpc, meta: &[u8]) -> Resource {
-    for _ in 0..200 {
-        let r = get(c, meta).await.0.expect("GetTask never fails");
-        if drill::phase(r.phase).is_terminal() {
-            return r;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("no terminal phase within 20 s");
-}
-
 fn info(r: &Resource, key: &str) -> Option<prost_types::value::Kind> {
     r.custom_info
         .as_ref()
@@ -85,7 +74,7 @@ async fn the_users_failures_are_retryable_and_say_what_happened_first() {
         .await
         .unwrap();
     let id = job_id(&meta);
-    let r = wait_terminal(&mut c, &meta).await;
+    let r = wait_terminal(&mut c, &meta, 20).await;
     assert_eq!(r.phase, Phase::RetryableFailed as i32, "{}", r.message);
     let first = r.message.lines().next().unwrap();
     assert!(
@@ -120,7 +109,7 @@ async fn the_users_failures_are_retryable_and_say_what_happened_first() {
     .await
     .unwrap();
     let id = job_id(&meta);
-    let r = wait_terminal(&mut c, &meta).await;
+    let r = wait_terminal(&mut c, &meta, 20).await;
     assert_eq!(r.phase, Phase::RetryableFailed as i32, "{}", r.message);
     assert!(
         r.message
@@ -137,7 +126,7 @@ async fn the_users_failures_are_retryable_and_say_what_happened_first() {
         .unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     c.delete_task(drill::delete_req(&meta)).await.unwrap();
-    let r = wait_terminal(&mut c, &meta).await;
+    let r = wait_terminal(&mut c, &meta, 20).await;
     assert_eq!(r.phase, Phase::Aborted as i32, "{}", r.message);
     assert!(r.message.starts_with("Slurm job "), "{}", r.message);
     assert!(

@@ -404,3 +404,19 @@ pub fn rejections(m: &Mock) -> u64 {
         })
         .sum()
 }
+
+/// GetTask every 100 ms until the task is terminal; panics after `secs` seconds.
+pub async fn wait_terminal(
+    c: &mut Grpc,
+    meta: &[u8],
+    secs: u64,
+) -> slurm_connector::proto::connector::Resource {
+    for _ in 0..secs * 10 {
+        let r = get(c, meta).await.0.expect("GetTask never fails");
+        if phase(r.phase).is_terminal() {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no terminal phase within {secs} s");
+}

@@ -47,6 +47,7 @@ pub fn fleet_env() -> Vec<(&'static str, String)> {
         "FLYTE_SLURM_WORKING_DIR",
         "FLYTE_SLURM_SHARED_MOUNTS",
         "FLYTE_SLURM_API_VERSION",
+        "FLYTE_SLURM_COALESCE_WINDOW",
     ]
     .into_iter()
     .filter_map(|k| var(k).map(|v| (k, v)))
