@@ -1,0 +1,191 @@
+//! What the index holds: per key, the jobs carrying it (`Jobs`, with what was `Seen` of each:
+//! awaiting its release, an element of a coalesced array); per job, its key or keys (`Keys`);
+//! and how a job record's keys are read.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::render::{key_of_record, packed_keys_all};
+use crate::slurmrestd::{BaseState, JobId, JobInfo, JobRef};
+
+use super::{AWAITING_CHECK, HELD_BY_USER};
+
+/// One job carrying a key, as the last listing saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seen {
+    /// Still held for the duplicate check (its replica may be gone before releasing it).
+    pub awaiting_release: bool,
+    /// When this process first saw it.
+    pub since: Instant,
+    /// The key is one element of a coalesced job array (the job is the array's id).
+    pub element: Option<Element>,
+}
+
+/// One element of a coalesced job array (`service/submit/coalesce`): index `index` of the
+/// array `0-(of-1)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Element {
+    pub index: u32,
+    pub of: u32,
+}
+
+/// Where an execution runs: a job, or one element of a coalesced array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement {
+    pub job_id: JobId,
+    pub element: Option<Element>,
+}
+
+impl Placement {
+    pub fn job(job_id: JobId) -> Placement {
+        Placement {
+            job_id,
+            element: None,
+        }
+    }
+
+    /// What a cancel of this execution addresses.
+    pub fn target(self) -> JobRef {
+        JobRef {
+            id: self.job_id,
+            element: self.element.map(|e| e.index),
+        }
+    }
+}
+
+impl std::fmt::Display for Placement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.target().fmt(f)
+    }
+}
+
+/// The keys a job carries: one execution's, or each element's of a coalesced array.
+#[derive(Debug, Clone)]
+pub(super) enum Keys {
+    One(Arc<str>),
+    Elements(Arc<[Arc<str>]>),
+}
+
+impl Keys {
+    pub(super) fn iter(&self) -> impl Iterator<Item = &Arc<str>> {
+        let (one, many) = match self {
+            Keys::One(k) => (Some(k), &[][..]),
+            Keys::Elements(ks) => (None, &ks[..]),
+        };
+        one.into_iter().chain(many.iter())
+    }
+}
+
+/// The jobs carrying one key, lowest id first. Almost always one: a `Vec` holds it in 32 bytes
+/// where a `BTreeMap` allocated a whole node (~350), which made most of the index's memory.
+#[derive(Debug, Default)]
+pub(super) struct Jobs(Vec<(JobId, Seen)>);
+
+impl Jobs {
+    pub(super) fn lowest(&self) -> Option<&(JobId, Seen)> {
+        self.0.first()
+    }
+
+    pub(super) fn get(&self, id: &JobId) -> Option<&Seen> {
+        self.0.iter().find(|(j, _)| j == id).map(|(_, s)| s)
+    }
+
+    pub(super) fn get_mut(&mut self, id: &JobId) -> Option<&mut Seen> {
+        self.0.iter_mut().find(|(j, _)| j == id).map(|(_, s)| s)
+    }
+
+    /// Sets `id`'s entry (`replace`: even when it has one).
+    pub(super) fn put(&mut self, id: JobId, seen: Seen, replace: bool) {
+        match self.0.binary_search_by_key(&id, |(j, _)| *j) {
+            Ok(i) if replace => self.0[i].1 = seen,
+            Ok(_) => {}
+            Err(i) => self.0.insert(i, (id, seen)),
+        }
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = &(JobId, Seen)> {
+        self.0.iter()
+    }
+
+    pub(super) fn retain(&mut self, mut keep: impl FnMut(&JobId, &Seen) -> bool) {
+        self.0.retain(|(j, s)| keep(j, s));
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// The key's shared text: the one `by_key` holds, else a new one.
+pub(super) fn shared_key(by_key: &HashMap<Arc<str>, Jobs>, key: &str) -> Arc<str> {
+    by_key
+        .get_key_value(key)
+        .map(|(k, _)| k.clone())
+        .unwrap_or_else(|| Arc::from(key))
+}
+
+/// What a settled key came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Winner {
+    pub job_id: JobId,
+    /// The key's element, when its job is a coalesced array.
+    pub element: Option<Element>,
+    /// Still held for the duplicate check when last listed: whoever answers with it releases it.
+    pub awaiting_release: bool,
+}
+
+impl Winner {
+    pub fn placement(self) -> Placement {
+        Placement {
+            job_id: self.job_id,
+            element: self.element,
+        }
+    }
+}
+
+/// The key a job carries that is no coalesced array: at the end of its name (or in the
+/// comment of connectors before 0.27; slurmdbd keeps comments only with
+/// AccountingStoreFlags=job_comment, names always).
+pub(super) fn job_key(j: &JobInfo) -> Option<String> {
+    key_of_record(j.comment.as_deref(), &j.name, None)
+}
+
+/// Every key a record carries, with the array element each stands for: a coalesced array's
+/// (its pending remainder: every element; a started element: its own), else its one key.
+pub(super) fn job_keys(j: &JobInfo) -> Vec<(String, Option<u32>)> {
+    match j.comment.as_deref().and_then(packed_keys_all) {
+        Some(keys) => match j.array.as_ref().and_then(|a| a.task_id) {
+            Some(i) => keys
+                .into_iter()
+                .nth(i as usize)
+                .map(|k| (k, Some(i)))
+                .into_iter()
+                .collect(),
+            None => keys
+                .into_iter()
+                .enumerate()
+                .map(|(i, k)| (k, Some(i as u32)))
+                .collect(),
+        },
+        None => job_key(j).map(|k| (k, None)).into_iter().collect(),
+    }
+}
+
+/// Held by its submitter and marked: its duplicate check has not released it yet.
+pub(crate) fn awaiting_release(j: &JobInfo) -> bool {
+    j.state.base == BaseState::Pending
+        // A pending record's reason carries slurmctld's description after it when there is one
+        // (`JobHeldUser (launch failed requeued held)`): the bare name decides.
+        && j.reason
+            .as_deref()
+            .is_some_and(|r| r.split(" (").next() == Some(HELD_BY_USER))
+        && j.comment
+            .as_deref()
+            .is_some_and(|c| c.ends_with(AWAITING_CHECK))
+}
+
+/// The comment a job is submitted with for the check: its own, marked.
+pub fn awaiting_comment(comment: Option<&str>) -> String {
+    format!("{}{AWAITING_CHECK}", comment.unwrap_or_default())
+}
