@@ -386,7 +386,7 @@ pub fn coalescing(d: &DeploymentConfig) -> Check {
              comments (AccountingStoreFlags=job_comment) for elements that left slurmctld",
             w.as_millis(),
             crate::service::coalesce_cap(None),
-            crate::render::coalesce::MAX_SCRIPT_BYTES * 9 / 10 / (1024 * 1024),
+            crate::render::coalesce::BATCH_SCRIPT_BYTES / (1024 * 1024),
         ),
     };
     check("-", "coalescing", Ok(detail))

@@ -24,6 +24,10 @@ use super::shell::quote;
 /// 4 MB): a batch's script stays below it.
 pub const MAX_SCRIPT_BYTES: usize = 4 * 1024 * 1024;
 
+/// What the scripts of one batch may add up to: 90 % of [`MAX_SCRIPT_BYTES`] (the dispatch
+/// around them, and a margin).
+pub const BATCH_SCRIPT_BYTES: usize = MAX_SCRIPT_BYTES / 10 * 9;
+
 /// An element script longer than this is not coalesced: the array's script repeats each
 /// element's, and a few such would fill [`MAX_SCRIPT_BYTES`].
 pub const MAX_ELEMENT_SCRIPT_BYTES: usize = 256 * 1024;

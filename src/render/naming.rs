@@ -1,6 +1,7 @@
 //! Job names and the idempotency key. The key is derived only from who the execution is, so a
-//! CreateTask retried after a timeout finds the job the first attempt submitted (by name prefix
-//! or by the key in the job's comment) instead of submitting a second one.
+//! CreateTask retried after a timeout finds the job the first attempt submitted (by the key at the
+//! end of its name, or, for a coalesced job array, in its comment) instead of submitting a second
+//! one.
 
 use sha2::{Digest, Sha256};
 

@@ -190,7 +190,7 @@ impl Connector {
                     spec.exec.attempt,
                     task.rendered.ranks || spec.task_type == render::TaskType::Clustered,
                     own_credentials,
-                ) && !rt.index.without_accounting().await =>
+                ) && !rt.index.without_accounting() =>
             {
                 coalesce::batch_of(job, task.slurm_user.as_deref()).map(|b| (window, b))
             }

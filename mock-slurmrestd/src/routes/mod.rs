@@ -356,6 +356,35 @@ pub(crate) fn comma_query(sv: Served) -> Response {
     }
 }
 
+/// Validate a `{id}` path segment: comma list / not a number answer like the real one.
+pub(crate) fn path_id(st: &AppState, sv: Served, client: &str, id: &str) -> Result<u32, Response> {
+    if id.contains(',') {
+        return Err(comma_path(sv));
+    }
+    id.parse::<u32>()
+        .map_err(|_| rfc_error(st, sv, client, "parameters", "op_handler_job", false))
+}
+
+/// A `{id}` path segment that may name one element of an array, `<array id>_<index>` (DELETE
+/// takes it: recorded on 24.11 and 26.05, `*_coalesce-array-held-delete-element*`); ranges
+/// (`_[8-9]`) are refused like any garbage.
+pub(crate) fn path_element(
+    st: &AppState,
+    sv: Served,
+    client: &str,
+    id: &str,
+) -> Result<(u32, Option<u32>), Response> {
+    match id.split_once('_') {
+        Some((a, i)) => {
+            let i = i
+                .parse::<u32>()
+                .map_err(|_| rfc_error(st, sv, client, "parameters", "op_handler_job", false))?;
+            Ok((path_id(st, sv, client, a)?, Some(i)))
+        }
+        None => Ok((path_id(st, sv, client, id)?, None)),
+    }
+}
+
 pub(crate) fn rfc_error(
     st: &AppState,
     sv: Served,

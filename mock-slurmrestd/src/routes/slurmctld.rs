@@ -64,15 +64,6 @@ pub(super) async fn submit(
     }
 }
 
-/// Validate a `{id}` path segment: comma list / not a number answer like the real one.
-fn path_id(st: &AppState, sv: Served, client: &str, id: &str) -> Result<u32, Response> {
-    if id.contains(',') {
-        return Err(comma_path(sv));
-    }
-    id.parse::<u32>()
-        .map_err(|_| rfc_error(st, sv, client, "parameters", "op_handler_job", false))
-}
-
 pub(super) async fn job_get(
     State(st): State<AppState>,
     Extension(sv): Extension<Served>,
@@ -145,17 +136,8 @@ pub(super) async fn job_delete(
     req: axum::extract::Request,
 ) -> Response {
     let client = client_source(req.headers(), ext_addr(req.extensions()).as_ref());
-    // `<array id>_<index>`: one element of an array (recorded on 24.11 and 26.05:
-    // `*_coalesce-array-held-delete-element*`); ranges (`_[8-9]`) are refused like any garbage.
-    let (id, element) = match id.split_once('_') {
-        Some((a, i)) => match i.parse::<u32>() {
-            Ok(i) => (a.to_string(), Some(i)),
-            Err(_) => return rfc_error(&st, sv, &client, "parameters", "op_handler_job", false),
-        },
-        None => (id, None),
-    };
-    let jid = match path_id(&st, sv, &client, &id) {
-        Ok(j) => j,
+    let (jid, element) = match path_element(&st, sv, &client, &id) {
+        Ok(t) => t,
         Err(r) => return r,
     };
     let mut signal = libc::SIGTERM;

@@ -7,6 +7,7 @@
 //!   reads from slurmdbd);
 //! - `transfers` ([`Transfers`]) and the tracker's jobs: `terminal_ttl` after the job ended and
 //!   was last read;
+//! - `batches` (`submit/batches.rs`): CreateTasks for at most the coalescing window (2 s);
 //! - `users`: one client per Slurm user a task ran as (the users the identity rules name);
 //! - `job_files` (`cluster/jobfiles.rs`): until its files are removed (retention), or, without
 //!   retention, the job's end.

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use crate::render::coalesce::{self as shape_of, MAX_SCRIPT_BYTES, Member as Element_};
+use crate::render::coalesce::{self as shape_of, BATCH_SCRIPT_BYTES, Member as ArrayMember};
 use crate::render::{COMMENT_MAX, PACKED_KEY_LEN, keys_comment};
 use crate::service::cluster::ClusterRuntime;
 use crate::service::wire::meta::ResourceMeta;
@@ -110,10 +110,7 @@ pub fn submit_coalesced(
                 }
             });
         };
-        match rt
-            .batches
-            .add(&shape, member, cap, MAX_SCRIPT_BYTES * 9 / 10)
-        {
+        match rt.batches.add(&shape, member, cap, BATCH_SCRIPT_BYTES) {
             Added::Opened => window_of(rt),
             Added::Joined => {}
             Added::Full(batch, opened_next) => {
@@ -264,9 +261,9 @@ async fn submit_array(
     let keys: Vec<&str> = batch.iter().map(|(k, _, _)| k.as_str()).collect();
     let first = &batch[0].1;
     let comment = keys_comment(&keys, first.comment.as_deref());
-    let members: Vec<Element_> = batch
+    let members: Vec<ArrayMember> = batch
         .iter()
-        .map(|(key, job, _)| Element_ { key, job })
+        .map(|(key, job, _)| ArrayMember { key, job })
         .collect();
     let mut array = shape_of::array_job(
         &members,

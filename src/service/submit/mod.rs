@@ -7,6 +7,8 @@
 //!   progress, its job, withdrawn, uncertain), with one expiry.
 //! - `once`: the held submit, the duplicate check and the release: one job per execution
 //!   across retries, restarts and replicas; `idempotency/`: the cluster's jobs by key it reads.
+//! - `coalesce`: CreateTasks of one shape within the window as one job array, each an element
+//!   (`batches`: the open batches, state `cluster` keeps).
 //! - `pacing`: how many submits run at once. `deferred`: submits that outlive their
 //!   CreateTask, takeover and tombstones. `handoff`: the deferred answer while shutting down.
 //!   `gate`: admission while draining. `staged_image`: a task's image staged on the cluster.

@@ -227,7 +227,7 @@ pub(crate) async fn job_by_marker(
     rt: &ClusterRuntime,
     job: &JobDescription,
 ) -> Result<Option<JobId>, SubmitError> {
-    if job.array.is_some() || !rt.index.without_accounting().await {
+    if job.array.is_some() || !rt.index.without_accounting() {
         return Ok(None);
     }
     let Some(staging) = &rt.staging else {

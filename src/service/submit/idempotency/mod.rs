@@ -1,8 +1,8 @@
 //! At most one job per execution on a cluster, across retries, restarts and replicas, with Slurm
 //! as the only shared state (no database).
 //!
-//! Each job carries its execution's key (in its comment and at the end of its name, see
-//! `render::naming`). A CreateTask:
+//! Each job carries its execution's key at the end of its name (a coalesced job array: every
+//! element's, packed in its comment; see `render::naming`). A CreateTask:
 //! 1. looks the key up in this process's index of the cluster's jobs (taken on the first call,
 //!    again when a submit's outcome was uncertain): a job found is adopted;
 //! 2. otherwise submits the job **held** (priority 0: slurmctld will not start it);
@@ -82,6 +82,10 @@ pub const AWAITING_CHECK: &str = " [held by slurm-connector: duplicate check]";
 #[derive(Default)]
 pub struct Index {
     state: tokio::sync::Mutex<State>,
+    /// `State::no_accounting` as the last listing or check left it, readable while one runs
+    /// (CreateTask asks it before choosing its submit path, and must not wait for a week's walk
+    /// through slurmdbd to end).
+    no_accounting: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
@@ -143,8 +147,37 @@ impl Index {
 
     /// slurmdbd was found absent: the index sees slurmctld's jobs only, so a job that left it
     /// is known by what it left behind (its exit-status marker).
-    pub async fn without_accounting(&self) -> bool {
-        self.state.lock().await.no_accounting
+    pub fn without_accounting(&self) -> bool {
+        self.no_accounting
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The index, taken first if it never was, else checked again if its last check began
+    /// before `after` or does not know every job below `mine` (only those are read: a job
+    /// above `mine` cannot win against it).
+    #[allow(clippy::result_large_err)]
+    async fn fresh(
+        &self,
+        client: &Client,
+        cluster: &str,
+        user: Option<&str>,
+        after: Option<Instant>,
+        mine: Option<JobId>,
+    ) -> Result<tokio::sync::MutexGuard<'_, State>, ClientError> {
+        let mut st = self.state.lock().await;
+        match st.listed_at {
+            None => st.list(client, cluster, user).await?,
+            Some(t)
+                if after.is_some_and(|a| t < a)
+                    || mine.is_some_and(|m| st.resolved_below <= m.0) =>
+            {
+                st.check(client, cluster, user, mine).await?
+            }
+            _ => {}
+        }
+        self.no_accounting
+            .store(st.no_accounting, std::sync::atomic::Ordering::Relaxed);
+        Ok(st)
     }
 
     /// The lowest job with `key` in the current index; takes the index first if it never was
@@ -193,14 +226,9 @@ impl Index {
         after: Instant,
         mine: JobId,
     ) -> Result<Option<Winner>, ClientError> {
-        let mut st = self.state.lock().await;
-        match st.listed_at {
-            None => st.list(client, cluster, user).await?,
-            Some(t) if t < after || st.resolved_below <= mine.0 => {
-                st.check(client, cluster, user, Some(mine)).await?
-            }
-            _ => {}
-        }
+        let st = self
+            .fresh(client, cluster, user, Some(after), Some(mine))
+            .await?;
         Ok(st.winner(key))
     }
 
@@ -213,12 +241,7 @@ impl Index {
         key: &str,
         after: Option<Instant>,
     ) -> Result<Option<Winner>, ClientError> {
-        let mut st = self.state.lock().await;
-        match (st.listed_at, after) {
-            (None, _) => st.list(client, cluster, user).await?,
-            (Some(t), Some(after)) if t < after => st.check(client, cluster, user, None).await?,
-            _ => {}
-        }
+        let st = self.fresh(client, cluster, user, after, None).await?;
         Ok(st.winner(key))
     }
 
@@ -241,8 +264,8 @@ impl Index {
         st.put_array(keys, job_id, awaiting_release, true);
     }
 
-    /// Whether element `element` is, for `key`, the lowest job in the index (after a check that
-    /// knows every job below `job_id`): several keys settle against one check.
+    /// The lowest job with `key` in the index as it is (after [`Index::check_after`]: several
+    /// keys settle against one check).
     pub async fn winner_now(&self, key: &str) -> Option<Winner> {
         self.state.lock().await.winner(key)
     }
@@ -258,14 +281,9 @@ impl Index {
         after: Instant,
         mine: JobId,
     ) -> Result<(), ClientError> {
-        let mut st = self.state.lock().await;
-        match st.listed_at {
-            None => st.list(client, cluster, user).await,
-            Some(t) if t < after || st.resolved_below <= mine.0 => {
-                st.check(client, cluster, user, Some(mine)).await
-            }
-            _ => Ok(()),
-        }
+        self.fresh(client, cluster, user, Some(after), Some(mine))
+            .await
+            .map(drop)
     }
 
     /// Looks up many keys against one index (taken first if it never was): each key's lowest job.
@@ -279,12 +297,7 @@ impl Index {
         retake: bool,
     ) -> Result<Vec<Option<Winner>>, ClientError> {
         let after = retake.then(Instant::now);
-        let mut st = self.state.lock().await;
-        match (st.listed_at, after) {
-            (None, _) => st.list(client, cluster, user).await?,
-            (Some(t), Some(after)) if t < after => st.check(client, cluster, user, None).await?,
-            _ => {}
-        }
+        let st = self.fresh(client, cluster, user, after, None).await?;
         Ok(keys.iter().map(|k| st.winner(k)).collect())
     }
 }
