@@ -90,7 +90,7 @@ def code_metrics() -> dict[str, str]:
     """Every metric src/ registers, as {name: counter|gauge|histogram}: the Metrics struct's field
     types joined with `registry.register("name", "help", m.field.clone())`."""
     src = (REPO / "src" / "service" / "rpc" / "metrics.rs").read_text()
-    kinds = {f: k.lower() for f, k in re.findall(r"pub (\w+): Family<\w+, (Counter|Gauge|Histogram)>", src)}
+    kinds = {f: k.lower() for f, k in re.findall(r"pub (\w+): Family<\w+, (Counter|Gauge|Histogram)(?:<[^<>]*>)?>", src)}
     regs = re.findall(r'\.register\(\s*"(\w+)",\s*"(?:[^"\\]|\\.)*",\s*m\.(\w+)\.clone\(\)', src)
     if not regs or any(f not in kinds for _, f in regs):
         raise SystemExit("src/service/rpc/metrics.rs: could not read the registered metrics and their types (update validate_chart.py)")
