@@ -69,6 +69,15 @@ OPERATIONS = [
     ("/slurmdb/{v}/user/{{name}}", "get"),
 ]
 
+# Operations only some versions have, kept where the upstream spec has them. Each version's module
+# says whether it has them (src/slurmrestd/convert/shapes.rs), so the seam compiles against each.
+OPTIONAL_OPERATIONS = [
+    # slurmctld's configuration (v0.0.45+): the limits a coalesced job array keeps to
+    # (MaxArraySize, max_script_size) and whether slurmdbd keeps job comments
+    # (src/service/submit/coalesce.rs).
+    ("/slurm/{v}/conf", "get"),
+]
+
 # Fix 8: (path template, method, parameter) taken as repeated `name=value` pairs.
 REPEATED_QUERY = [
     ("/slurm/{v}/jobs/state/", "get", "job_id"),
@@ -82,6 +91,8 @@ KEPT_QUERY = {
     ("/slurm/{v}/jobs/state/", "get"): ["job_id"],
     # The others (`with_deleted`, `with_coords`, `with_wckeys`) are filters nobody sets.
     ("/slurmdb/{v}/user/{{name}}", "get"): ["with_assocs"],
+    # `update_time` asks for the configuration only if it changed: read once, it never did.
+    ("/slurm/{v}/conf", "get"): [],
 }
 
 # Fix 13: (unversioned schema name) -> the properties kept. Schemas not listed keep all of theirs.
@@ -105,6 +116,11 @@ KEPT_PROPERTIES = {
     # slurmdbd's user record (GET slurmdb user/{name}); `wckeys` and `coordinators` would pull in
     # the wckey and coordinator schemas for fields nothing reads.
     "user": ["name", "administrator_level", "associations", "default"],
+    # slurm.conf through GET conf (v0.0.45+), of its ~220 keys.
+    "slurm_conf": [
+        "MaxArraySize", "AccountingStoreFlags", "AccountingStorageType", "SchedulerParameters",
+    ],
+    "openapi_conf_resp": ["slurm_conf", "meta", "errors", "warnings"],
     "stats_msg": [
         "jobs_submitted", "jobs_running", "jobs_pending", "server_thread_count",
         "rpcs_by_message_type",
@@ -275,6 +291,11 @@ def trim(spec, version):
         # Path-level parameters (e.g. job_id) travel with the path.
         if "parameters" in spec["paths"][path]:
             paths[path]["parameters"] = spec["paths"][path]["parameters"]
+    for template, method in OPTIONAL_OPERATIONS:
+        path = template.format(v=version)
+        op = spec["paths"].get(path, {}).get(method)
+        if op is not None:
+            paths.setdefault(path, {})[method] = json.loads(json.dumps(op))
 
     schemas_in = json.loads(json.dumps(spec["components"]["schemas"]))
     for name, keep in KEPT_PROPERTIES.items():
@@ -311,6 +332,8 @@ def trim(spec, version):
         param["schema"] = {"type": "array", "items": {"type": "string"}}
 
     for (template, method), names in KEPT_QUERY.items():
+        if (template, method) in OPTIONAL_OPERATIONS and template.format(v=version) not in paths:
+            continue
         op = paths[template.format(v=version)][method]
         by_name = {p["name"]: p for p in op.get("parameters", []) if p.get("in") == "query"}
         missing = [n for n in names if n not in by_name]

@@ -6,8 +6,9 @@ mod common;
 
 use common::{Recorded, serving};
 use slurm_connector::cli::check::check_cluster;
-use slurm_connector::config::{AuthConfig, ClusterConfig};
+use slurm_connector::config::{AuthConfig, ClusterConfig, Coalesce};
 use slurm_connector::slurmrestd::{ApiVersion, Secret};
+use std::time::Duration;
 use wiremock::Mock;
 use wiremock::matchers::{method, path};
 
@@ -27,7 +28,12 @@ const SLURM_2611: &[&str] = &["v0.0.43", "v0.0.44", "v0.0.45", "v0.0.46"];
 #[tokio::test]
 async fn a_pinned_version_the_cluster_lacks_is_the_version_row_not_the_token_row() {
     let server = serving("26.11rc1", SLURM_2611).await;
-    let rows = check_cluster(&cluster(&server.uri(), Some(ApiVersion::V0042)), None).await;
+    let rows = check_cluster(
+        &cluster(&server.uri(), Some(ApiVersion::V0042)),
+        None,
+        Coalesce::Auto,
+    )
+    .await;
     let row = |what: &str| rows.iter().find(|r| r.what == what);
     assert!(row("slurmrestd reachable").unwrap().ok, "{rows:#?}");
     let v = row("API version").expect("a version row");
@@ -53,7 +59,7 @@ async fn the_chosen_version_and_why_then_the_token() {
         .respond_with(Recorded::load("26.11rc1_v0.0.46_jobs-state-one").response())
         .mount(&server)
         .await;
-    let rows = check_cluster(&cluster(&server.uri(), None), None).await;
+    let rows = check_cluster(&cluster(&server.uri(), None), None, Coalesce::Auto).await;
     let v = rows.iter().find(|r| r.what == "API version").unwrap();
     assert!(v.ok, "{rows:#?}");
     assert!(
@@ -80,7 +86,7 @@ async fn accounting_is_checked_and_its_absence_is_said_not_failed() {
         )
         .await;
         let cluster = env.cluster(env.static_auth(), Some("flyte"));
-        let rows = check_cluster(&cluster, None).await;
+        let rows = check_cluster(&cluster, None, Coalesce::Auto).await;
         let acct = rows
             .iter()
             .find(|r| r.what == "accounting (slurmdbd)")
@@ -109,7 +115,12 @@ async fn an_unreachable_slurmrestd_names_the_prerequisite() {
         .local_addr()
         .unwrap()
         .port();
-    let rows = check_cluster(&cluster(&format!("http://127.0.0.1:{port}"), None), None).await;
+    let rows = check_cluster(
+        &cluster(&format!("http://127.0.0.1:{port}"), None),
+        None,
+        Coalesce::Auto,
+    )
+    .await;
     assert_eq!(rows.len(), 1, "{rows:#?}");
     assert!(!rows[0].ok);
     assert!(
@@ -163,4 +174,70 @@ fn identity_rules_on_an_open_port_are_a_cross() {
         .find(|r| r.what == "TLS on the gRPC port")
         .unwrap();
     assert!(!tls.ok && tls.detail.contains("tls.crt"), "{tls:?}");
+}
+
+/// slurm.conf as Slurm 26.05's slurmrestd shows it (`GET conf`, v0.0.45, recorded while the dev
+/// cluster's AccountingStoreFlags lacked job_comment): the default does not coalesce and says
+/// why; a window set anyway is a ✗; `max_script_size=` in SchedulerParameters (the second
+/// recording) bounds a batch's scripts. A version without `GET conf` sends no request for it.
+#[tokio::test]
+async fn coalescing_follows_the_clusters_slurm_conf() {
+    use slurm_connector::cli::check::coalescing;
+    let server = serving("26.05", &["v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"]).await;
+    let client = common::replay_client(&server, "hpc", 1);
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.45/conf"))
+        .respond_with(Recorded::load("26.05_v0.0.45_coalesce-conf-get").response())
+        .expect(1)
+        .mount(&server)
+        .await;
+    let conf = client.conf().await.unwrap().expect("v0.0.45 has GET conf");
+    assert_eq!(conf.max_array_size, Some(1001));
+    assert_eq!(conf.accounting_store_flags, ["job_script", "job_env"]);
+    assert!(!conf.keeps_job_comments());
+    assert_eq!(conf.max_script_size(), 4 * 1024 * 1024);
+
+    let auto = coalescing("hpc", Coalesce::Auto, Ok(Some(conf.clone())));
+    assert!(auto.ok, "{auto:?}");
+    assert!(
+        auto.detail.starts_with("off (auto") && auto.detail.contains("job_comment"),
+        "{}",
+        auto.detail
+    );
+    let set = coalescing(
+        "hpc",
+        Coalesce::Window(Duration::from_millis(300)),
+        Ok(Some(conf)),
+    );
+    assert!(
+        !set.ok && set.detail.contains("would run its task again"),
+        "{set:?}"
+    );
+    server.verify().await;
+
+    let server = serving("26.05", &["v0.0.45"]).await;
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.45/conf"))
+        .respond_with(Recorded::load("26.05_v0.0.45_coalesce-conf-get-max-script-size").response())
+        .mount(&server)
+        .await;
+    let conf = common::replay_client(&server, "hpc", 1)
+        .conf()
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(conf.max_script_size(), 1048576);
+
+    // 24.11: no version with GET conf, no request.
+    let server = serving("24.11", &["v0.0.40", "v0.0.41", "v0.0.42"]).await;
+    Mock::given(method("GET"))
+        .and(wiremock::matchers::path_regex("/conf$"))
+        .respond_with(wiremock::ResponseTemplate::new(404))
+        .expect(0)
+        .mount(&server)
+        .await;
+    let client = common::replay_client(&server, "hpc", 1);
+    assert_eq!(client.conf().await.unwrap(), None);
+    let row = coalescing("hpc", Coalesce::Auto, Ok(None));
+    assert!(row.ok && row.detail.contains("v0.0.45"), "{row:?}");
 }

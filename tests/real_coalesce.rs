@@ -5,7 +5,9 @@
 //!   with its own environment; one element exiting 3 is the only RETRYABLE_FAILED, its message
 //!   its own stderr; a retried CreateTask of an element finds it; the retry of the failed one
 //!   (attempt 1) is a job of its own;
-//! - DeleteTask of one element leaves the others running.
+//! - DeleteTask of one element leaves the others running;
+//! - the default (`auto`) coalesces where slurmrestd shows slurm.conf keeping job comments;
+//! - elements are found after their array left slurmctld, by a connector that never saw them.
 //!
 //! Skipped (with the reason) when the dev-cluster environment is not exported.
 
@@ -51,7 +53,7 @@ const SCRIPT: &str = "#!/bin/bash\n#SBATCH --time=2\n\
 async fn a_map_of_200_is_a_few_arrays_and_every_element_is_its_own_task() {
     let Some(c) = support::cluster() else { return };
     let mut d = deployment(&c, 3);
-    d.coalesce_window = Some(WINDOW);
+    d.coalesce = slurm_connector::config::Coalesce::Window(WINDOW);
     let server = Server::start(d).await;
     let g = server.client().await;
     let n = 200;
@@ -172,7 +174,7 @@ async fn a_map_of_200_is_a_few_arrays_and_every_element_is_its_own_task() {
 async fn deleting_one_element_leaves_the_others_running() {
     let Some(c) = support::cluster() else { return };
     let mut d = deployment(&c, 3);
-    d.coalesce_window = Some(WINDOW);
+    d.coalesce = slurm_connector::config::Coalesce::Window(WINDOW);
     let server = Server::start(d).await;
     let g = server.client().await;
     let script = "#!/bin/bash\n#SBATCH --time=2\nsleep 25\n";
@@ -228,6 +230,124 @@ async fn deleting_one_element_leaves_the_others_running() {
         );
     }
     server.stop().await;
+}
+
+/// The default (`auto`): a release whose slurmrestd shows slurm.conf (`GET conf`, v0.0.45: 26.05
+/// and later), on a dev cluster that keeps job comments, coalesces a burst of one shape; 24.11
+/// (no `GET conf`) leaves every task a job of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_coalesces_where_slurm_conf_shows_job_comments() {
+    let Some(c) = support::cluster() else { return };
+    let d = deployment(&c, 3);
+    assert_eq!(d.coalesce, slurm_connector::config::Coalesce::Auto);
+    let shows_conf = !c.release.starts_with("24.");
+    let server = Server::start(d).await;
+    let g = server.client().await;
+    let ms: Vec<ResourceMeta> = futures::future::join_all((0..8).map(|i| {
+        let mut g = g.clone();
+        async move {
+            meta_of(
+                &g.create_task(request(&format!("auto-{i}"), SCRIPT))
+                    .await
+                    .unwrap()
+                    .into_inner()
+                    .resource_meta,
+            )
+        }
+    }))
+    .await;
+    let jobs: BTreeSet<u32> = ms.iter().map(|m| m.job_id.0).collect();
+    if shows_conf && c.accounting {
+        assert!(
+            ms.iter().all(|m| m.element.is_some()) && jobs.len() <= 2,
+            "Slurm {}: a burst of 8 in at most 2 arrays: {ms:?}",
+            c.release
+        );
+    } else {
+        assert!(
+            ms.iter().all(|m| m.element.is_none()) && jobs.len() == 8,
+            "Slurm {}: 8 jobs of their own: {ms:?}",
+            c.release
+        );
+    }
+    server.stop().await;
+}
+
+/// Elements found after their array left slurmctld, by a connector that never saw them (a new
+/// replica, a restart): GetTask answers from slurmdbd's records, and a CreateTask retried for
+/// one element finds it by its key in slurmdbd's copy of the array's comment, never submitting
+/// it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elements_are_found_after_they_left_slurmctld() {
+    let Some(c) = support::cluster() else { return };
+    if !c.accounting {
+        return; // without slurmdbd nothing coalesces
+    }
+    let mut d = deployment(&c, 3);
+    d.coalesce = slurm_connector::config::Coalesce::Window(WINDOW);
+    let server = Server::start(d.clone()).await;
+    let g = server.client().await;
+    let reqs: Vec<CreateTaskRequest> = (0..4)
+        .map(|i| request(&format!("aged-{i}"), SCRIPT))
+        .collect();
+    let metas: Vec<Vec<u8>> = futures::future::join_all(reqs.iter().cloned().map(|r| {
+        let mut g = g.clone();
+        async move { g.create_task(r).await.unwrap().into_inner().resource_meta }
+    }))
+    .await;
+    let ms: Vec<ResourceMeta> = metas.iter().map(|m| meta_of(m)).collect();
+    let array = ms[0].job_id;
+    assert!(
+        ms.iter().all(|m| m.job_id == array && m.element.is_some()),
+        "one array: {ms:?}"
+    );
+    for raw in &metas {
+        let mut g = g.clone();
+        let r = poll_until(&mut g, raw, 180, terminal, |_| {}).await;
+        assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
+    }
+    server.stop().await;
+
+    // Gone from slurmctld (MinJobAge, then its purge): slurmdbd alone knows the elements.
+    let client = c.client(c.minted(&c.user), Some(&c.user));
+    let start = std::time::Instant::now();
+    loop {
+        let listed = client.states(&[array]).await.map(|s| s.len()).unwrap_or(0);
+        if listed == 0 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(240),
+            "array {array} still in slurmctld after 240 s ({listed} entries)"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+
+    let fresh = Server::start(d).await;
+    let mut g = fresh.client().await;
+    for (raw, m) in metas.iter().zip(&ms) {
+        let r = poll_until(&mut g, raw, 60, terminal, |_| {}).await;
+        assert_eq!(
+            r.phase,
+            Phase::Succeeded as i32,
+            "element {:?} from slurmdbd: {}",
+            m.element,
+            r.message
+        );
+    }
+    let again = meta_of(
+        &g.create_task(reqs[2].clone())
+            .await
+            .unwrap()
+            .into_inner()
+            .resource_meta,
+    );
+    assert_eq!(
+        (again.job_id, again.element),
+        (ms[2].job_id, ms[2].element),
+        "the retried CreateTask found its element in slurmdbd"
+    );
+    fresh.stop().await;
 }
 
 fn drill_terminal(phase: i32) -> bool {

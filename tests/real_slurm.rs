@@ -408,14 +408,24 @@ async fn check_names_the_missing_prerequisite() {
             .clone()
     };
 
-    let rows = check_cluster(&cluster(&c.user, &c.key_file), None).await;
+    let rows = check_cluster(
+        &cluster(&c.user, &c.key_file),
+        None,
+        slurm_connector::config::Coalesce::Auto,
+    )
+    .await;
     assert!(rows.iter().all(|r| r.ok), "{rows:#?}");
     let acct = row(&rows, "accounting (slurmdbd)");
     if c.accounting {
         assert_eq!(acct.detail, "slurmdbd answers");
         assert!(row(&rows, "job user known").detail.starts_with(&c.user));
 
-        let rows = check_cluster(&cluster("nosuchuser", &c.key_file), None).await;
+        let rows = check_cluster(
+            &cluster("nosuchuser", &c.key_file),
+            None,
+            slurm_connector::config::Coalesce::Auto,
+        )
+        .await;
         let user = row(&rows, "job user known");
         assert!(
             !user.ok && user.detail.contains("does not exist") && user.detail.contains("sacctmgr"),
@@ -430,7 +440,12 @@ async fn check_names_the_missing_prerequisite() {
     std::fs::create_dir_all(&dir).unwrap();
     let key = dir.join("jwt_hs256.key");
     std::fs::write(&key, rand::random::<[u8; 32]>()).unwrap();
-    let rows = check_cluster(&cluster(&c.user, &key), None).await;
+    let rows = check_cluster(
+        &cluster(&c.user, &key),
+        None,
+        slurm_connector::config::Coalesce::Auto,
+    )
+    .await;
     let token = row(&rows, "token accepted");
     assert!(
         !token.ok && token.detail.contains("AuthAltTypes=auth/jwt"),

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use common::mock::Mock;
 use mock_slurmrestd::MockConfig;
+use slurm_connector::proto::connector::CreateTaskRequest;
 use slurm_connector::proto::core::task_execution::Phase;
 use slurm_connector::service::{Decoded, ResourceMeta, decode_meta};
 use slurm_connector::slurmrestd::ApiVersion;
@@ -44,7 +45,7 @@ async fn env(tag: &str, api_version: Option<ApiVersion>) -> Env {
     cluster.shared_mounts = vec![(jobs.display().to_string(), jobs)];
     cluster.api_version = api_version;
     let mut d = common::mock::deployment(cluster, POLL);
-    d.coalesce_window = Some(Duration::from_millis(200));
+    d.coalesce = slurm_connector::config::Coalesce::Window(Duration::from_millis(200));
     let server = Server::start(d).await;
     let c = server.client().await;
     Env { mock, server, c }
@@ -62,6 +63,28 @@ fn meta_of(meta: &[u8]) -> ResourceMeta {
         Decoded::Ours(m) => m,
         Decoded::Python { .. } => panic!(),
     }
+}
+
+/// With `sbatch_options: {no-coalesce: true}`.
+fn no_coalesce(mut req: CreateTaskRequest) -> CreateTaskRequest {
+    use prost_types::value::Kind;
+    let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
+    let opts = custom
+        .fields
+        .entry("sbatch_options".into())
+        .or_insert(prost_types::Value {
+            kind: Some(Kind::StructValue(Default::default())),
+        });
+    let Some(Kind::StructValue(o)) = &mut opts.kind else {
+        panic!("sbatch_options is not a Struct: {opts:?}")
+    };
+    o.fields.insert(
+        "no-coalesce".into(),
+        prost_types::Value {
+            kind: Some(Kind::BoolValue(true)),
+        },
+    );
+    req
 }
 
 /// Each element prints its own run name (its own environment) and element `run-3` fails.
@@ -107,6 +130,21 @@ async fn a_burst_of_one_shape_is_one_array_and_every_element_is_its_own_task() {
     let five = ms.iter().find(|m| m.job_name == again.job_name).unwrap();
     assert_eq!((again.job_id, again.element), (five.job_id, five.element));
     assert_eq!(mock.stats().count("submit"), 1, "nothing submitted again");
+
+    // Tasks that opt out (`sbatch_options: {no-coalesce: true}`) are jobs of their own, even in
+    // a burst of one shape.
+    let alone = (0..3).map(|i| {
+        let mut c = c.clone();
+        async move {
+            let req = no_coalesce(request(0, SCRIPT).run_name(&format!("alone-{i}")));
+            meta_of(&create(&mut c, req).await.unwrap())
+        }
+    });
+    let alone: Vec<ResourceMeta> = futures::future::join_all(alone).await;
+    let ids: std::collections::BTreeSet<_> = alone.iter().map(|m| m.job_id).collect();
+    assert!(alone.iter().all(|m| m.element.is_none() && m.job_id.0 != 0));
+    assert_eq!(ids.len(), 3, "three jobs: {alone:?}");
+    assert_eq!(mock.stats().count("submit"), 4, "one submit each");
 
     for (meta, m) in metas.iter().zip(&ms) {
         let mut c = c.clone();
@@ -250,7 +288,7 @@ async fn two_replicas_coalescing_the_same_burst_run_each_execution_once() {
         },
         POLL,
     );
-    d.coalesce_window = Some(Duration::from_millis(200));
+    d.coalesce = slurm_connector::config::Coalesce::Window(Duration::from_millis(200));
     let other = Server::start(d).await;
     let c2 = other.client().await;
     let counts = env.mock.jobs();

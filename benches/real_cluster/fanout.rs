@@ -1,8 +1,10 @@
 //! The `fanout` section of benches/real_cluster.rs: a map task's fan-out as Flyte's backend sends
 //! it (`FANOUT_TASKS` CreateTasks of jobs pending for an hour, each its own execution, 50 in flight, 10 s deadline each), then GetTask
 //! until every task has its job; errors, deferred answers, duplicates, slurmctld RPCs per task, and
-//! raw slurmrestd submits of the same bodies at the same concurrency. With
-//! `FLYTE_SLURM_COALESCE_WINDOW` set, the connector coalesces them into job arrays.
+//! raw slurmrestd submits of the same bodies at the same concurrency. The connector coalesces them
+//! into job arrays as `FLYTE_SLURM_COALESCE_WINDOW` says (`auto` by default: where slurmrestd
+//! shows slurm.conf keeping job comments, Slurm 26.05+ on the dev cluster; `off` for the
+//! one-job-per-task path).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -70,7 +72,7 @@ pub async fn fanout() {
     // Pending for an hour (`--begin`), so the shared machine runs nothing; not `--hold`, which
     // a task may set for itself and which is then never coalesced.
     let script = "#!/bin/bash\n#SBATCH --begin=now+1hour\ntrue\n";
-    let coalesce = std::env::var("FLYTE_SLURM_COALESCE_WINDOW").unwrap_or_else(|_| "off".into());
+    let coalesce = std::env::var("FLYTE_SLURM_COALESCE_WINDOW").unwrap_or_else(|_| "auto".into());
     println!("coalescing: {coalesce} (FLYTE_SLURM_COALESCE_WINDOW)");
     cluster_exec(&["sdiag", "--reset"]);
     let t0 = Instant::now();

@@ -5,9 +5,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::config::{ClusterConfig, DeploymentConfig};
-use crate::service::client_auth;
-use crate::slurmrestd::{Client, ClientConfig, ClientError, RetryPolicy};
+use crate::config::{ClusterConfig, Coalesce, DeploymentConfig};
+use crate::service::{Coalescing, client_auth};
+use crate::slurmrestd::{Client, ClientConfig, ClientError, ClusterConf, RetryPolicy};
 use crate::staging::settings::StagingSettings;
 
 /// One line of the table.
@@ -34,7 +34,11 @@ fn check(cluster: &str, what: &'static str, result: Result<String, String>) -> C
 
 /// Runs every check of one cluster; later checks are skipped (✗ with the reason) once slurmrestd
 /// cannot be reached, since they would only repeat that error.
-pub async fn check_cluster(c: &ClusterConfig, output_prefix: Option<&str>) -> Vec<Check> {
+pub async fn check_cluster(
+    c: &ClusterConfig,
+    output_prefix: Option<&str>,
+    coalesce: Coalesce,
+) -> Vec<Check> {
     let name = c.name.as_str();
     let mut out = Vec::new();
     let client = client_auth(c).map_err(|e| e.to_string()).and_then(|auth| {
@@ -152,6 +156,9 @@ pub async fn check_cluster(c: &ClusterConfig, output_prefix: Option<&str>) -> Ve
             Err(e) => Err(e.to_string()),
         },
     ));
+    if coalesce != Coalesce::Off {
+        out.push(coalescing(name, coalesce, client.conf().await));
+    }
     out.push(check(
         name,
         "working directory via staging",
@@ -366,30 +373,49 @@ pub async fn run(
         });
     }
     for c in deployment.clusters.values() {
-        checks.extend(check_cluster(c, output_prefix).await);
+        checks.extend(check_cluster(c, output_prefix, deployment.coalesce).await);
     }
     if !deployment.clusters.is_empty() {
         checks.extend(check_port(&deployment, listen_of_serve()));
-        checks.push(coalescing(&deployment));
+        if deployment.coalesce == Coalesce::Off {
+            checks.push(check(
+                "-",
+                "coalescing",
+                Ok("off (FLYTE_SLURM_COALESCE_WINDOW=off): every task is a job of its own".into()),
+            ));
+        }
     }
     Ok(print(&checks))
 }
 
-/// The coalescing settings (`FLYTE_SLURM_COALESCE_WINDOW`) and the limits a batch keeps to.
-pub fn coalescing(d: &DeploymentConfig) -> Check {
-    let detail = match d.coalesce_window {
-        None => "off (FLYTE_SLURM_COALESCE_WINDOW): every task is a job of its own".to_string(),
-        Some(w) => format!(
-            "window {}ms: tasks of one shape arriving within it are one job array, at most {} \
-             elements (the keys a 1024-byte comment holds; slurmctld's MaxArraySize default \
-             1001) and {} MiB of script; only on clusters with slurmdbd, which must keep \
-             comments (AccountingStoreFlags=job_comment) for elements that left slurmctld",
-            w.as_millis(),
-            crate::service::coalesce_cap(None),
-            crate::render::coalesce::BATCH_SCRIPT_BYTES / (1024 * 1024),
-        ),
+/// The `coalescing` line of a cluster: what the connector decides with the setting and the
+/// cluster's slurm.conf (`service::Coalescing`, the same decision `serve` makes), and the limits
+/// a batch keeps to. A window the operator set on a cluster whose slurm.conf shows no job
+/// comments kept fails: elements that left slurmctld could run twice.
+pub fn coalescing(
+    name: &str,
+    setting: Coalesce,
+    conf: Result<Option<ClusterConf>, ClientError>,
+) -> Check {
+    let (decided, unread) = match conf {
+        Ok(conf) => (Coalescing::decide(setting, conf.as_ref()), None),
+        Err(e) => (Coalescing::decide(setting, None), Some(e)),
     };
-    check("-", "coalescing", Ok(detail))
+    let mut detail = decided.describe(crate::service::coalesce_cap(None));
+    if let Some(e) = unread {
+        detail.push_str(&format!(
+            " (slurm.conf not readable through slurmrestd: {e})"
+        ));
+    }
+    check(
+        name,
+        "coalescing",
+        if decided.at_risk {
+            Err(detail)
+        } else {
+            Ok(detail)
+        },
+    )
 }
 
 /// Where `serve` listens, as this process can know it: `FLYTE_SLURM_LISTEN`, else `serve`'s

@@ -68,7 +68,7 @@ pub(super) fn apply(
             .map_err(|p| ConfigError::invalid("FLYTE_SLURM_SUBMIT_WAIT", &v, p))?;
     }
     if let Some(v) = var("FLYTE_SLURM_COALESCE_WINDOW") {
-        cfg.coalesce_window = units::parse_coalesce_window(&v)
+        cfg.coalesce = units::parse_coalesce(&v)
             .map_err(|p| ConfigError::invalid("FLYTE_SLURM_COALESCE_WINDOW", &v, p))?;
     }
     if let Some(v) = var("FLYTE_SLURM_SUBMITS_IN_FLIGHT") {

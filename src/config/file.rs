@@ -121,8 +121,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<DeploymentConfig, ConfigE
             super::units::parse_submit_wait(v).map_err(|p| bad("submit_wait", p.to_string()))?;
     }
     if let Some(v) = &f.coalesce_window {
-        cfg.coalesce_window =
-            super::units::parse_coalesce_window(v).map_err(|p| bad("coalesce_window", p))?;
+        cfg.coalesce = super::units::parse_coalesce(v).map_err(|p| bad("coalesce_window", p))?;
     }
     if let Some(v) = f.submits_in_flight {
         cfg.submits_in_flight = super::units::parse_in_flight(&v.to_string())

@@ -125,10 +125,9 @@ pub struct DeploymentConfig {
     /// `resource_meta` while the submit goes on (`FLYTE_SLURM_SUBMIT_WAIT`, default 5 s; at most
     /// 9 s, under the backend's 10 s deadline). See `service/submit/deferred.rs`.
     pub submit_wait: Duration,
-    /// CreateTasks of one array shape arriving within this window are submitted as one job
-    /// array (`FLYTE_SLURM_COALESCE_WINDOW`, e.g. `50ms`; `None`: off, the default;
-    /// `service/submit/coalesce.rs`). At most [`MAX_COALESCE_WINDOW`].
-    pub coalesce_window: Option<Duration>,
+    /// Whether CreateTasks of one array shape arriving close together are submitted as one job
+    /// array (`FLYTE_SLURM_COALESCE_WINDOW`; `service/submit/coalesce.rs`).
+    pub coalesce: Coalesce,
     /// Submits one cluster runs at once at most (`FLYTE_SLURM_SUBMITS_IN_FLIGHT`, default 8);
     /// fewer while slurmctld throttles (`service/submit/pacing.rs`).
     pub submits_in_flight: usize,
@@ -179,6 +178,27 @@ pub const DEFAULT_REQUEUE_BUDGET: u32 = 3;
 pub const DEFAULT_SUBMIT_WAIT: Duration = Duration::from_secs(5);
 /// The longest `FLYTE_SLURM_SUBMIT_WAIT`: CreateTask must answer within the backend's 10 s.
 pub const MAX_SUBMIT_WAIT: Duration = Duration::from_secs(9);
+/// Coalescing (`FLYTE_SLURM_COALESCE_WINDOW`): CreateTasks of one shape that arrive within a
+/// window become one job array. Decided per cluster, once, with its slurm.conf
+/// (`service::Coalescing::decide`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Coalesce {
+    /// `off`: every task is a job of its own.
+    Off,
+    /// The default (`auto`): on, with [`DEFAULT_COALESCE_WINDOW`], on each cluster whose
+    /// slurm.conf shows slurmdbd keeping job comments (read through slurmrestd's `GET conf`,
+    /// v0.0.45+: what finds an element by its key once it left slurmctld); off elsewhere.
+    #[default]
+    Auto,
+    /// A duration: on with this window on every cluster with accounting; the operator vouches
+    /// that slurmdbd keeps job comments where slurmrestd cannot show it.
+    Window(Duration),
+}
+
+/// The window of [`Coalesce::Auto`]: a `flyte.map`'s CreateTasks arrive within milliseconds
+/// of each other, and a batch goes out once none joined it for a tenth of the window
+/// (BENCHMARKS.md, "Fan-out as job arrays").
+pub const DEFAULT_COALESCE_WINDOW: Duration = Duration::from_millis(100);
 /// The longest coalescing window: a CreateTask waits for its batch's window before its submit
 /// begins, and must still answer well inside the backend's 10 s.
 pub const MAX_COALESCE_WINDOW: Duration = Duration::from_secs(2);
@@ -252,7 +272,7 @@ impl DeploymentConfig {
             terminal_ttl: DEFAULT_TERMINAL_TTL,
             requeue_budget: DEFAULT_REQUEUE_BUDGET,
             submit_wait: DEFAULT_SUBMIT_WAIT,
-            coalesce_window: None,
+            coalesce: Coalesce::Auto,
             submits_in_flight: DEFAULT_SUBMITS_IN_FLIGHT,
             allow_task_credentials: false,
             upload_max_bytes: UploadLimit::Bytes(DEFAULT_UPLOAD_MAX_BYTES),

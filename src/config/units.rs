@@ -249,21 +249,27 @@ pub fn parse_retention(value: &str) -> Result<Option<Duration>, String> {
     }
 }
 
-/// `FLYTE_SLURM_COALESCE_WINDOW`: `off` (or 0), or a duration up to
+/// `FLYTE_SLURM_COALESCE_WINDOW`: `auto` (the default), `off` (or 0), or a duration up to
 /// [`super::MAX_COALESCE_WINDOW`].
-pub fn parse_coalesce_window(value: &str) -> Result<Option<Duration>, String> {
-    if matches!(value.trim(), "off" | "none" | "") {
-        return Ok(None);
+pub fn parse_coalesce(value: &str) -> Result<super::Coalesce, String> {
+    match value.trim() {
+        "auto" | "" => return Ok(super::Coalesce::Auto),
+        "off" | "none" => return Ok(super::Coalesce::Off),
+        _ => {}
     }
-    let d = parse_duration(value)?;
+    let d = parse_duration(value).map_err(|e| format!("{e}, or auto"))?;
     if d > super::MAX_COALESCE_WINDOW {
         return Err(format!(
             "must be at most {}ms: each CreateTask of a batch waits for the window before its \
-             submit begins; use e.g. 50ms",
+             submit begins; use e.g. 100ms, auto or off",
             super::MAX_COALESCE_WINDOW.as_millis()
         ));
     }
-    Ok((!d.is_zero()).then_some(d))
+    Ok(if d.is_zero() {
+        super::Coalesce::Off
+    } else {
+        super::Coalesce::Window(d)
+    })
 }
 
 /// `FLYTE_SLURM_SUBMIT_WAIT`: a duration from 0 (CreateTask never waits: every submit is
@@ -291,6 +297,23 @@ pub fn parse_in_flight(value: &str) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn coalescing_is_auto_off_or_a_window() {
+        use super::super::Coalesce;
+        assert_eq!(parse_coalesce("auto"), Ok(Coalesce::Auto));
+        assert_eq!(parse_coalesce(""), Ok(Coalesce::Auto));
+        assert_eq!(parse_coalesce("off"), Ok(Coalesce::Off));
+        assert_eq!(parse_coalesce("0"), Ok(Coalesce::Off));
+        assert_eq!(
+            parse_coalesce("150ms"),
+            Ok(Coalesce::Window(Duration::from_millis(150)))
+        );
+        let e = parse_coalesce("3s").unwrap_err();
+        assert!(e.contains("at most 2000ms"), "{e}");
+        let e = parse_coalesce("soon").unwrap_err();
+        assert!(e.contains("auto"), "{e}");
+    }
 
     #[test]
     fn sizes() {

@@ -85,7 +85,15 @@ pub struct SlurmCustom {
     pub output_upload: UploadMode,
     /// `connection` keys other than the SSH-era ones, for the service to interpret.
     pub connection: BTreeMap<String, Value>,
+    /// `sbatch_options: {no-coalesce: true}`: the task is always a job of its own, never an
+    /// element of a coalesced job array (`FLYTE_SLURM_COALESCE_WINDOW`).
+    pub no_coalesce: bool,
 }
+
+/// The one `sbatch_options` key that is the connector's, not sbatch's: the task's opt-out of
+/// coalescing. Kept in `sbatch_options` because that is the only free-form per-task map the
+/// published plugin writes.
+pub const NO_COALESCE: &str = "no-coalesce";
 
 /// A Struct number as sbatch would read it: integral floats without a fraction.
 pub fn number_text(n: &serde_json::Number) -> String {
@@ -194,6 +202,20 @@ pub fn parse(custom: &Value) -> Result<SlurmCustom, RenderError> {
                 let mut entries: Vec<(String, OptValue)> = Vec::new();
                 for (k, v) in object(value, "sbatch_options")?.into_iter().flatten() {
                     let field = format!("sbatch_options.{k}");
+                    if k == NO_COALESCE {
+                        out.no_coalesce = match v {
+                            Value::Bool(b) => *b,
+                            Value::Null => false,
+                            _ => {
+                                return Err(RenderError::config(
+                                    field,
+                                    "must be true (submit this task as a job of its own, never \
+                                     in a coalesced job array) or false",
+                                ));
+                            }
+                        };
+                        continue;
+                    }
                     match v {
                         Value::Null | Value::Bool(false) => {
                             tracing::debug!(option = %k, "sbatch option set to false/null: not passed");
@@ -326,6 +348,23 @@ mod tests {
             ]
         );
         assert_eq!(c.connection.keys().collect::<Vec<_>>(), vec!["cluster"]);
+    }
+
+    #[test]
+    fn no_coalesce_is_the_connectors_and_never_reaches_sbatch() {
+        let c = parse(&json!({"sbatch_options": {"no-coalesce": true, "nice": 1.0}})).unwrap();
+        assert!(c.no_coalesce);
+        assert_eq!(
+            c.sbatch_options,
+            vec![("nice".into(), OptValue::Value("1".into()))]
+        );
+        let c = parse(&json!({"sbatch_options": {"no-coalesce": false}})).unwrap();
+        assert!(!c.no_coalesce && c.sbatch_options.is_empty());
+        let e = parse(&json!({"sbatch_options": {"no-coalesce": "yes"}})).unwrap_err();
+        assert!(
+            e.to_string().contains("sbatch_options.no-coalesce") && e.to_string().contains("true"),
+            "{e}"
+        );
     }
 
     #[test]

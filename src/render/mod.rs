@@ -67,6 +67,8 @@ pub struct Rendered {
     pub max_restarts: Option<u32>,
     /// A native task's image mapped to a pre-staged file (the service checks that it exists).
     pub staged_image: Option<StagedImage>,
+    /// The task opted out of coalescing (`sbatch_options: {no-coalesce: true}`).
+    pub no_coalesce: bool,
 }
 
 /// Renders with the current time (only `--begin`/`--deadline` read it).
@@ -346,6 +348,7 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
         ranks,
         max_restarts: clustered.map(|c| c.max_restarts).filter(|n| *n > 0),
         staged_image,
+        no_coalesce: custom.no_coalesce,
     })
 }
 

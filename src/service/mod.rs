@@ -38,6 +38,7 @@ pub use rpc::metrics::Metrics;
 pub use rpc::serve::{ServeError, ServeOptions, serve, serve_with};
 pub use rpc::tls::{RELOAD_EVERY as TLS_RELOAD_EVERY, ServerTls, TlsError};
 pub use submit::coalesce::cap_for as coalesce_cap;
+pub use submit::coalesce_settings::{Coalescing, Limits as ArrayLimits};
 pub use submit::idempotency::AWAITING_CHECK;
 pub use submit::identity::check_at_start as check_identities;
 pub use submit::prepare::{Prepared, prepare};
@@ -184,15 +185,18 @@ impl Connector {
         on_done: deferred::OnDone,
     ) -> tokio::sync::watch::Receiver<Progress> {
         let (key, job) = (&task.rendered.key, &task.rendered.job);
-        let batch = match self.deployment.coalesce_window {
+        let coalescing = rt.coalescing(self.deployment.coalesce).await;
+        let batch = match coalescing.window {
             Some(window)
                 if coalesce::coalescible(
                     spec.exec.attempt,
                     task.rendered.ranks || spec.task_type == render::TaskType::Clustered,
                     own_credentials,
+                    task.rendered.no_coalesce,
                 ) && !rt.index.without_accounting() =>
             {
-                coalesce::batch_of(job, task.slurm_user.as_deref()).map(|b| (window, b))
+                coalesce::batch_of(job, task.slurm_user.as_deref(), coalescing.limits)
+                    .map(|b| (window, b))
             }
             _ => None,
         };

@@ -12,7 +12,9 @@ use super::ApiVersion;
 use super::caller::Caller;
 use super::error::ClientError;
 use super::job_description::JobDescription;
-use super::types::{Diag, JobId, JobInfo, JobRef, JobUsage, Partition, Ping, ServerInfo, States};
+use super::types::{
+    ClusterConf, Diag, JobId, JobInfo, JobRef, JobUsage, Partition, Ping, ServerInfo, States,
+};
 use super::users::UserRecord;
 
 /// The filters of slurmdbd's `GET jobs/` this client uses.
@@ -126,6 +128,11 @@ pub(crate) trait Dialect: Send + Sync {
 
     /// slurmctld's statistics.
     fn diag<'a>(&'a self, c: Caller<'a>) -> BoxFuture<'a, Result<Diag, ClientError>>;
+
+    /// What the connector reads of slurm.conf (`GET conf`); `None`, without a request, in a
+    /// version that has no such path (before v0.0.45).
+    fn conf<'a>(&'a self, c: Caller<'a>)
+    -> BoxFuture<'a, Result<Option<ClusterConf>, ClientError>>;
 
     fn partitions<'a>(
         &'a self,

@@ -33,7 +33,7 @@ pub use error::ClientError;
 pub use job_description::JobDescription;
 pub use retry::RetryPolicy;
 pub use types::{
-    ArrayMembership, BaseState, CancelOutcome, Diag, ElementState, ExitCode, JobId, JobInfo,
-    JobRef, JobState, JobUsage, Partition, Ping, ServerInfo, SlurmError, States, Tres,
+    ArrayMembership, BaseState, CancelOutcome, ClusterConf, Diag, ElementState, ExitCode, JobId,
+    JobInfo, JobRef, JobState, JobUsage, Partition, Ping, ServerInfo, SlurmError, States, Tres,
 };
 pub use version::ApiVersion;

@@ -316,6 +316,52 @@ pub struct Diag {
     pub rpcs_by_message: Vec<(String, i64)>,
 }
 
+/// What the connector reads of slurm.conf (`GET conf`, v0.0.45+; recorded:
+/// `tests/fixtures/slurmrestd/26.05_v0.0.45_coalesce-conf-get*`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClusterConf {
+    /// `MaxArraySize`: array indices run from 0 to one below it.
+    pub max_array_size: Option<u32>,
+    /// `AccountingStoreFlags` (`job_comment`, `job_script`, ...).
+    pub accounting_store_flags: Vec<String>,
+    /// `AccountingStorageType` (`accounting_storage/slurmdbd`, or `.../none`).
+    pub accounting_storage_type: Option<String>,
+    /// `SchedulerParameters`, one `name[=value]` each (`max_script_size=1048576`).
+    pub scheduler_parameters: Vec<String>,
+}
+
+impl ClusterConf {
+    /// slurmctld's default `max_script_size` (4 MiB), when `SchedulerParameters` sets none.
+    pub const DEFAULT_MAX_SCRIPT_SIZE: u64 = 4 * 1024 * 1024;
+
+    /// The most elements one array may have (`MaxArraySize` - 1 indices from 0).
+    pub fn max_array_elements(&self) -> Option<usize> {
+        self.max_array_size
+            .map(|n| usize::try_from(n.saturating_sub(1)).unwrap_or(usize::MAX))
+    }
+
+    /// The largest batch script slurmctld accepts: `max_script_size=` of `SchedulerParameters`
+    /// (slurm.conf has no key of its own for it), else the 4 MiB default.
+    pub fn max_script_size(&self) -> u64 {
+        self.scheduler_parameters
+            .iter()
+            .find_map(|p| p.strip_prefix("max_script_size=")?.trim().parse().ok())
+            .unwrap_or(Self::DEFAULT_MAX_SCRIPT_SIZE)
+    }
+
+    /// Whether slurmdbd keeps job comments (`AccountingStoreFlags=job_comment`) and there is a
+    /// slurmdbd: what finds a coalesced element by its key once it left slurmctld.
+    pub fn keeps_job_comments(&self) -> bool {
+        self.accounting_storage_type
+            .as_deref()
+            .is_some_and(|t| t.ends_with("/slurmdbd"))
+            && self
+                .accounting_store_flags
+                .iter()
+                .any(|f| f == "job_comment")
+    }
+}
+
 /// A partition's name and state, for preflight checks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Partition {

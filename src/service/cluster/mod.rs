@@ -20,13 +20,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::config::{AuthConfig, ClusterConfig, Secret};
+use crate::config::{AuthConfig, ClusterConfig, Coalesce, Secret};
 use crate::render::RenderConfig;
 use crate::slurmrestd::{Auth, Client, ClientConfig, ClientError, JobRef};
 use crate::staging::{OutputBlob, Staging, Transfer};
 use crate::tracker::{SlurmApi, Tracker, TrackerConfig};
 
 use crate::service::background::Background;
+use crate::service::submit::coalesce_settings::Coalescing;
 use crate::service::submit::execution::Executions;
 use crate::service::submit::idempotency::Index;
 use crate::service::submit::pacing::Pacer;
@@ -54,6 +55,9 @@ pub struct ClusterRuntime {
     pub executions: Executions,
     /// CreateTasks waiting for their coalescing window (`submit/coalesce.rs`).
     pub batches: crate::service::submit::batches::Batches,
+    /// Whether this cluster coalesces, decided the first time a CreateTask asks
+    /// ([`ClusterRuntime::coalescing`]).
+    coalescing: tokio::sync::OnceCell<Coalescing>,
     /// The cluster's jobs by execution key: who already has a job, who won a race.
     pub(crate) index: Index,
     /// How many submits run at once (`pacing.rs`).
@@ -174,11 +178,44 @@ impl ClusterRuntime {
             render,
             executions: Executions::new(terminal_ttl),
             batches: Default::default(),
+            coalescing: tokio::sync::OnceCell::new(),
             index: Index::default(),
             transfers: Background::new(terminal_ttl),
             job_files: None,
             submits: crate::service::submit::gate::Gate::default(),
             users: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether this cluster coalesces, and its arrays' limits: decided once from `setting` and
+    /// slurm.conf (one `GET conf` where slurmrestd has it), and logged. A transient error is
+    /// not kept: this CreateTask goes without slurm.conf, the next one asks again.
+    pub async fn coalescing(&self, setting: Coalesce) -> Coalescing {
+        if setting == Coalesce::Off {
+            return Coalescing::decide(setting, None);
+        }
+        let read = self
+            .coalescing
+            .get_or_try_init(|| async {
+                let conf = match self.client.conf().await {
+                    Ok(conf) => conf,
+                    Err(e) if e.is_transient() => return Err(e),
+                    Err(e) => {
+                        tracing::warn!(cluster = %self.cfg.name, error = %e, "slurm.conf not readable through slurmrestd (GET conf): coalescing decided without it");
+                        None
+                    }
+                };
+                let c = Coalescing::decide(setting, conf.as_ref());
+                tracing::info!(cluster = %self.cfg.name, coalescing = %c.why, max_elements = c.limits.max_elements, script_bytes = c.limits.script_bytes, "coalescing decided");
+                Ok(c)
+            })
+            .await;
+        match read {
+            Ok(c) => c.clone(),
+            Err(e) => {
+                tracing::debug!(cluster = %self.cfg.name, error = %e, "slurm.conf not read now; asked again with the next CreateTask");
+                Coalescing::decide(setting, None)
+            }
         }
     }
 

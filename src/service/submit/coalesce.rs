@@ -15,12 +15,14 @@
 //!
 //! The window never waits to fill: a batch goes out when its window ends, when no CreateTask
 //! joined it for a tenth of the window (`quiet_gap`: a burst has arrived), or when it is full
-//! (snakemake-executor-plugin-slurm #473 deadlocked waiting for more jobs). Full: slurmctld's
-//! `MaxArraySize` (default 1001, so 1000 elements), the keys its comment can hold
-//! (`COMMENT_MAX`), and the scripts it can hold (`render::coalesce::MAX_SCRIPT_BYTES`). Not
+//! (snakemake-executor-plugin-slurm #473 deadlocked waiting for more jobs). Full: the keys its
+//! comment can hold (`COMMENT_MAX`), slurmctld's `MaxArraySize` and the scripts it can hold
+//! (`max_script_size`), both from slurm.conf where slurmrestd shows it, else Slurm's defaults
+//! (`coalesce_settings.rs`, which also decides whether the cluster coalesces at all). Not
 //! coalesced (`render::coalesce::shape`, and [`coalescible`]): arrays, dependencies, holds,
 //! multi-node and clustered tasks, retries (attempt > 0: its own job, as Nextflow does), tasks
-//! with their own credentials, clusters without accounting (a coalesced element that left
+//! with their own credentials, tasks that opt out (`sbatch_options: {no-coalesce: true}`),
+//! clusters without accounting (a coalesced element that left
 //! slurmctld is found in slurmdbd's records only).
 //!
 //! A batch that fails to submit hands each task to the single path (`deferred::run_single`),
@@ -32,25 +34,24 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use crate::render::coalesce::{self as shape_of, BATCH_SCRIPT_BYTES, Member as ArrayMember};
+use crate::render::coalesce::{self as shape_of, Member as ArrayMember};
 use crate::render::{COMMENT_MAX, PACKED_KEY_LEN, keys_comment};
 use crate::service::cluster::ClusterRuntime;
 use crate::service::wire::meta::ResourceMeta;
 use crate::slurmrestd::{Client, JobDescription, JobId, JobRef};
 
 use super::batches::{Added, Due, Member};
+use super::coalesce_settings::{Limits, MAX_ARRAY_ELEMENTS};
 use super::deferred::{self, OnDone};
 use super::execution::{Progress, Submitted};
 use super::idempotency::{AWAITING_CHECK, Element, Placement, awaiting_comment};
 use super::once::{SubmitError, SubmitFailure};
 
-/// slurmctld's default `MaxArraySize` (indices 0 to 1000 exclusive of the bound).
-pub const MAX_ARRAY_ELEMENTS: usize = 1000;
-
 /// Whether a CreateTask may be coalesced beyond its job's shape: not a retry, not clustered,
-/// not with its own credentials, and on a cluster with accounting.
-pub fn coalescible(attempt: u32, ranks: bool, own_credentials: bool) -> bool {
-    attempt == 0 && !ranks && !own_credentials
+/// not with its own credentials, not opted out (`sbatch_options: {no-coalesce: true}`); the
+/// caller also asks for a cluster with accounting.
+pub fn coalescible(attempt: u32, ranks: bool, own_credentials: bool, opted_out: bool) -> bool {
+    attempt == 0 && !ranks && !own_credentials && !opted_out
 }
 
 /// The batch a job goes into: its shape (with its submitter: one sbatch has one) and how many
@@ -59,15 +60,17 @@ pub fn coalescible(attempt: u32, ranks: bool, own_credentials: bool) -> bool {
 pub struct BatchOf {
     shape: String,
     cap: usize,
+    script_bytes: usize,
 }
 
-pub fn batch_of(job: &JobDescription, slurm_user: Option<&str>) -> Option<BatchOf> {
+pub fn batch_of(job: &JobDescription, slurm_user: Option<&str>, limits: Limits) -> Option<BatchOf> {
     let shape = shape_of::shape(job)?;
-    let cap = cap_for(job.comment.as_deref());
-    // Below 2: the task's own comment leaves no room for the keys of a batch.
+    let cap = cap_for(job.comment.as_deref()).min(limits.max_elements);
+    // Below 2: the task's own comment (or MaxArraySize) leaves no room for a batch.
     (cap >= 2).then(|| BatchOf {
         shape: format!("{}\n{shape}", slurm_user.unwrap_or_default()),
         cap,
+        script_bytes: limits.script_bytes,
     })
 }
 
@@ -83,7 +86,11 @@ pub fn submit_coalesced(
     template: ResourceMeta,
     on_done: OnDone,
 ) -> watch::Receiver<Progress> {
-    let BatchOf { shape, cap } = batch;
+    let BatchOf {
+        shape,
+        cap,
+        script_bytes,
+    } = batch;
     rt.executions.submit_or_join(key, || {
         let (tx, rx) = watch::channel(deferred::waiting());
         let member = Member {
@@ -110,7 +117,7 @@ pub fn submit_coalesced(
                 }
             });
         };
-        match rt.batches.add(&shape, member, cap, BATCH_SCRIPT_BYTES) {
+        match rt.batches.add(&shape, member, cap, script_bytes) {
             Added::Opened => window_of(rt),
             Added::Joined => {}
             Added::Full(batch, opened_next) => {

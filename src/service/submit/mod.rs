@@ -8,16 +8,19 @@
 //! - `once`: the held submit, the duplicate check and the release: one job per execution
 //!   across retries, restarts and replicas; `idempotency/`: the cluster's jobs by key it reads.
 //! - `coalesce`: CreateTasks of one shape within the window as one job array, each an element
-//!   (`batches`: the open batches, state `cluster` keeps).
+//!   (`batches`: the open batches, state `cluster` keeps; `coalesce_settings`: whether a cluster
+//!   coalesces and how large its arrays may be, decided once from the setting and slurm.conf).
 //! - `pacing`: how many submits run at once. `deferred`: submits that outlive their
 //!   CreateTask, takeover and tombstones. `handoff`: the deferred answer while shutting down.
 //!   `gate`: admission while draining. `staged_image`: a task's image staged on the cluster.
 //!
 //! Imports `cluster`, `wire` and `background`; never `report` or `rpc`. `execution`,
-//! `idempotency`, `pacing` and `gate` are state `cluster` keeps, so they import no `cluster`.
+//! `idempotency`, `pacing`, `gate`, `batches` and `coalesce_settings` are state `cluster` keeps,
+//! so they import no `cluster`.
 
 pub(crate) mod batches;
 pub(crate) mod coalesce;
+pub(crate) mod coalesce_settings;
 pub(crate) mod deferred;
 pub(crate) mod execution;
 pub(crate) mod gate;

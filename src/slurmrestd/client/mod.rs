@@ -22,7 +22,8 @@ use super::dialect::{DbJobsFilter, Dialect};
 use super::errno;
 use super::error::ClientError;
 use super::types::{
-    CancelOutcome, Diag, JobId, JobInfo, JobRef, JobState, JobUsage, Partition, Ping, States,
+    CancelOutcome, ClusterConf, Diag, JobId, JobInfo, JobRef, JobState, JobUsage, Partition, Ping,
+    States,
 };
 use super::{ApiVersion, JobDescription};
 
@@ -420,6 +421,18 @@ impl Client {
     pub async fn diag(&self) -> Result<Diag, ClientError> {
         let d = self.current().await?;
         d.diag(self.caller()).await
+    }
+
+    /// What the connector reads of slurm.conf, through the newest version the cluster serves
+    /// that has `GET conf` (v0.0.45+, whichever version calls use); `None` when none does.
+    pub async fn conf(&self) -> Result<Option<ClusterConf>, ClientError> {
+        self.current().await?;
+        for v in self.served_versions().into_iter().rev() {
+            if let Some(conf) = self.dialects.get(v).conf(self.caller()).await? {
+                return Ok(Some(conf));
+            }
+        }
+        Ok(None)
     }
 
     pub async fn partitions(&self) -> Result<Vec<Partition>, ClientError> {

@@ -131,6 +131,57 @@ macro_rules! job_desc_since_v0042 {
     };
 }
 
+/// v0.0.40-44: no `GET conf` (recorded: a text/plain 404 on 24.11 v0.0.42 and 26.05 v0.0.44).
+macro_rules! conf_none {
+    () => {
+        pub(super) async fn conf(
+            _: &Api,
+            _: Caller<'_>,
+        ) -> Result<Option<ClusterConf>, ClientError> {
+            Ok(None)
+        }
+    };
+}
+
+/// v0.0.45+: `GET conf`, slurm.conf as `slurm_conf` (the trim script keeps the keys read here).
+macro_rules! conf_read {
+    () => {
+        impl Envelope for g::OpenapiConfResp {
+            fn errors(&self) -> Vec<SlurmError> {
+                errors_of(&self.errors)
+            }
+            fn warnings(&self) -> Vec<String> {
+                warnings_of(&self.warnings)
+            }
+            fn server(&self) -> ServerInfo {
+                server_of(&self.meta)
+            }
+        }
+
+        pub(super) async fn conf(
+            a: &Api,
+            c: Caller<'_>,
+        ) -> Result<Option<ClusterConf>, ClientError> {
+            let resp = a
+                .call(c, "conf", Idempotency::Idempotent, |a| a.slurm_get_conf())
+                .await?;
+            let s = resp.slurm_conf.as_ref();
+            Ok(Some(ClusterConf {
+                max_array_size: s
+                    .and_then(|s| s.max_array_size)
+                    .and_then(|n| u32::try_from(n).ok()),
+                accounting_store_flags: s
+                    .and_then(|s| s.accounting_store_flags.clone())
+                    .unwrap_or_default(),
+                accounting_storage_type: s.and_then(|s| s.accounting_storage_type.clone()),
+                scheduler_parameters: s
+                    .and_then(|s| s.scheduler_parameters.clone())
+                    .unwrap_or_default(),
+            }))
+        }
+    };
+}
+
 /// One API version's module (`v00NN.rs`): its generated client and types, the seam
 /// (`each_version/`) compiled against them, and `quirks`, what this version does its own way
 /// (mostly the shapes above): `version_module! { v0043, V0043, <quirk items> }`.
@@ -155,20 +206,23 @@ macro_rules! version_module {
 }
 
 /// What every version from v0.0.42 on does alike, said once: they differ only in how the ping
-/// says which controller answered (`ping_pinged(...)` or `ping_responding()`) and whether the job
-/// description has `cores_per_socket` (`with_cores_per_socket` or `without_cores_per_socket`).
+/// says which controller answered (`ping_pinged(...)` or `ping_responding()`), whether the job
+/// description has `cores_per_socket` (`with_cores_per_socket` or `without_cores_per_socket`),
+/// and whether there is `GET conf` (`conf_read` or `conf_none`).
 macro_rules! since_v0042 {
-    ($ping:ident ( $($how:tt)* ), $cores:ident) => {
+    ($ping:ident ( $($how:tt)* ), $cores:ident, $conf:ident) => {
         shapes::cancel_with_status!();
         shapes::$ping!($($how)*);
         shapes::accounting_expanded_paths!();
         shapes::job_desc_since_v0042!($cores);
         shapes::accounting_restarts!();
         shapes::db_jobs!();
+        shapes::$conf!();
     };
 }
 
 pub(super) use {
     accounting_expanded_paths, accounting_restarts, cancel_with_status, cancel_without_status,
-    db_jobs, job_desc_since_v0042, ping_pinged, ping_responding, since_v0042, version_module,
+    conf_none, conf_read, db_jobs, job_desc_since_v0042, ping_pinged, ping_responding, since_v0042,
+    version_module,
 };

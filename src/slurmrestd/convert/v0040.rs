@@ -28,4 +28,5 @@ super::shapes::version_module! {
         None
     }
     shapes::db_jobs!();
+    shapes::conf_none!();
 }

@@ -23,4 +23,5 @@ super::shapes::version_module! {
         None
     }
     shapes::db_jobs!();
+    shapes::conf_none!();
 }

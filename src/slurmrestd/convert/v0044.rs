@@ -3,5 +3,5 @@
 
 super::shapes::version_module! {
     v0044, V0044,
-    shapes::since_v0042!(ping_pinged(|p: &g::ControllerPing| p.primary), without_cores_per_socket);
+    shapes::since_v0042!(ping_pinged(|p: &g::ControllerPing| p.primary), without_cores_per_socket, conf_none);
 }

@@ -3,5 +3,5 @@
 
 super::shapes::version_module! {
     v0045, V0045,
-    shapes::since_v0042!(ping_responding(), with_cores_per_socket);
+    shapes::since_v0042!(ping_responding(), with_cores_per_socket, conf_read);
 }

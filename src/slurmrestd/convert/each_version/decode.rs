@@ -21,8 +21,8 @@ use crate::slurmrestd::dialect::{DbJobsFilter, Dialect, Submitted};
 use crate::slurmrestd::error::ClientError;
 use crate::slurmrestd::job_description::{Limit, Memory};
 use crate::slurmrestd::types::{
-    ArrayMembership, Diag, ElementState, ExitCode, JobId, JobInfo, JobRef, JobState, JobUsage,
-    Partition, Ping, ServerInfo, SlurmError, States, Tres,
+    ArrayMembership, ClusterConf, Diag, ElementState, ExitCode, JobId, JobInfo, JobRef, JobState,
+    JobUsage, Partition, Ping, ServerInfo, SlurmError, States, Tres,
 };
 use crate::slurmrestd::users::UserRecord;
 

@@ -271,6 +271,13 @@ impl Dialect for Api {
         })
     }
 
+    fn conf<'a>(
+        &'a self,
+        c: Caller<'a>,
+    ) -> BoxFuture<'a, Result<Option<ClusterConf>, ClientError>> {
+        Box::pin(quirks::conf(self, c))
+    }
+
     fn partitions<'a>(
         &'a self,
         c: Caller<'a>,
