@@ -224,6 +224,67 @@ async fn deleting_one_element_leaves_the_others_and_a_retry_goes_alone() {
     env.stop().await;
 }
 
+/// DeleteTask of an element still pending: slurmctld drops it without a trace (the mock does as
+/// the recordings show), and its task ends ABORTED all the same, not lost; the others run on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_element_deleted_ends_aborted() {
+    let env = env("delete-pending", None).await;
+    let c = env.c.clone();
+    // Each element takes a whole node (two nodes of 8 CPUs): one of the three waits.
+    let wide = "#!/bin/bash\n#SBATCH --cpus-per-task=8\nsleep 2\n";
+    let creates = (0..3).map(|i| {
+        let mut c = c.clone();
+        async move {
+            create(&mut c, request(0, wide).run_name(&format!("wide-{i}")))
+                .await
+                .unwrap()
+        }
+    });
+    let metas: Vec<Vec<u8>> = futures::future::join_all(creates).await;
+    assert!(metas.iter().all(|m| meta_of(m).element.is_some()));
+    let mut c1 = c.clone();
+    let waiting = 'found: {
+        for _ in 0..100 {
+            let mut phases = Vec::new();
+            for m in &metas {
+                phases.push(drill::get(&mut c1, m).await.0.unwrap().phase);
+            }
+            let running = phases
+                .iter()
+                .filter(|p| **p == Phase::Running as i32)
+                .count();
+            if running == 2
+                && let Some(i) = phases.iter().position(|p| *p == Phase::Queued as i32)
+            {
+                break 'found i;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("never two elements running and one queued");
+    };
+    let mut del = tonic::Request::new(slurm_connector::proto::connector::DeleteTaskRequest {
+        resource_meta: metas[waiting].clone(),
+        ..Default::default()
+    });
+    del.set_timeout(Duration::from_secs(10));
+    c1.delete_task(del).await.unwrap();
+    let r = wait_terminal(&mut c1, &metas[waiting], 30).await;
+    assert_eq!(r.phase, Phase::Aborted as i32, "{}", r.message);
+    for (i, m) in metas.iter().enumerate().filter(|(i, _)| *i != waiting) {
+        let r = wait_terminal(&mut c1, m, 30).await;
+        assert_eq!(
+            r.phase,
+            Phase::Succeeded as i32,
+            "element {i}: {}",
+            r.message
+        );
+    }
+    // Still ABORTED once the others ended and the array's record is complete.
+    let r = wait_terminal(&mut c1, &metas[waiting], 5).await;
+    assert_eq!(r.phase, Phase::Aborted as i32, "{}", r.message);
+    env.stop().await;
+}
+
 /// The other disagreement with sbatch (issue 27): `--cores-per-socket` on a cluster whose chosen
 /// version (v0.0.42 here, as 24.11's) lacks `cores_per_socket` goes through a version it also
 /// serves that has it (v0.0.40), instead of being refused.

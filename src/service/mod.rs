@@ -329,7 +329,11 @@ impl Connector {
             .cancel(m.target(), None)
             .await
             .map_err(ServiceError::slurm("cancelling the job"))?;
-        tracing::info!(cluster = %rt.cfg.name, job_id = %m.job_id, ?outcome, "DeleteTask");
+        tracing::info!(cluster = %rt.cfg.name, job_id = %m.job_id, element = ?m.element, ?outcome, "DeleteTask");
+        if let (Some(index), crate::slurmrestd::CancelOutcome::Cancelled) = (m.element, &outcome) {
+            // A pending element leaves no record of its cancel: the tracker keeps it.
+            rt.tracker.element_cancelled_pending(m.job_id, index);
+        }
         // A deleted task ends here even if the backend never asks about it again.
         if let Some(j) = &rt.job_files {
             j.ended(&m, self.deployment.job_files_retention);

@@ -136,6 +136,34 @@ pub(super) fn is_array(e: &Entry) -> bool {
 }
 
 impl Tracker {
+    /// Element `index` of tracked array `array` was cancelled (DeleteTask) while pending:
+    /// slurmctld drops such an element without a trace, in its own listing and in slurmdbd's
+    /// (recorded, `tests/fixtures/slurmrestd/*_coalesce-array-held-delete-element*`), so its end
+    /// is recorded here, as CANCELLED, as a job of its own cancelled while pending would show.
+    /// An element that started has its own record, which says how it ended: left alone.
+    pub fn element_cancelled_pending(&self, array: JobId, index: u32) {
+        let now = self.now_secs();
+        self.with_entry(array, |entry| {
+            let Some(t) = track_mut(entry) else { return };
+            if t.indices.binary_search(&index).is_err() {
+                return;
+            }
+            let el = t
+                .elements
+                .entry(index)
+                .or_insert_with(|| Element::new(array, now));
+            if el.id == array && el.entry.state.base == Base::Pending {
+                el.entry.state = Packed {
+                    base: Base::Cancelled,
+                    flags: 0,
+                };
+                el.entry.known = Known::Seen;
+                el.entry.record_done = true;
+                el.entry.since = now;
+            }
+        });
+    }
+
     /// The tick's part for arrays: their elements from the tick's `states` answer, then the
     /// records of elements that ended, slurmdbd for the ones slurmctld no longer lists, and each
     /// array's aggregate.

@@ -26,6 +26,15 @@ impl Scheduler {
         let mut any = false;
         for jid in ids {
             let job = c.jobs.get_mut(&jid).expect("listed above");
+            if element.is_some() && cancel && job.state == Base::Pending {
+                // Like slurmctld: one pending element cancelled by `<id>_<index>` leaves no
+                // trace, neither in slurmctld nor in slurmdbd (recorded on 24.11 and 26.05,
+                // `*_coalesce-array-held-delete-element`).
+                c.jobs.remove(&jid);
+                c.counters.canceled += 1;
+                any = true;
+                continue;
+            }
             match job.state {
                 Base::Pending if cancel => {
                     // Like slurmctld: a job cancelled while pending "starts" and ends now.
