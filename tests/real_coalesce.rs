@@ -5,6 +5,7 @@
 //!   with its own environment; one element exiting 3 is the only RETRYABLE_FAILED, its message
 //!   its own stderr; a retried CreateTask of an element finds it; the retry of the failed one
 //!   (attempt 1) is a job of its own;
+//! - a map of the plugin's preprocess task: each element's uploaded outputs follow its own inputs;
 //! - DeleteTask of one element leaves the others running;
 //! - the default (`auto`) coalesces where slurmrestd shows slurm.conf keeping job comments;
 //! - elements are found after their array left slurmctld, by a connector that never saw them.
@@ -230,6 +231,111 @@ async fn deleting_one_element_leaves_the_others_running() {
         );
     }
     server.stop().await;
+}
+
+/// The published plugin's preprocess task (typed inputs, declared File and Directory outputs
+/// uploaded by the connector) as element `i` of a map: its own run, its own `n_shards` and
+/// `dataset` inputs, its own `file://` output prefix; no partition/QOS/account and no 2 CPU /
+/// 2G lines (the dev cluster is small).
+fn preprocess_element(i: usize, store: &std::path::Path) -> (CreateTaskRequest, i64) {
+    use slurm_connector::proto::core::{literal, primitive, scalar};
+    let mut req = common::request("script_preprocess.pb");
+    let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
+    custom.fields.remove("sbatch");
+    let Some(prost_types::value::Kind::StringValue(script)) = &custom.fields["script"].kind else {
+        panic!("the fixture has a script")
+    };
+    let script: String = script
+        .lines()
+        .filter(|l| !l.starts_with("#SBATCH --mem") && !l.starts_with("#SBATCH --cpus-per-task"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let mut req = req.script(&script);
+    let shards = (i % 4 + 1) as i64;
+    for nl in &mut req.inputs.as_mut().unwrap().literals {
+        let value = match nl.name.as_str() {
+            "n_shards" => primitive::Value::Integer(shards),
+            "dataset" => primitive::Value::StringValue(format!("ds-{i}")),
+            _ => continue,
+        };
+        nl.value.as_mut().unwrap().value = Some(literal::Value::Scalar(Box::new(
+            slurm_connector::proto::core::Scalar {
+                value: Some(scalar::Value::Primitive(
+                    slurm_connector::proto::core::Primitive { value: Some(value) },
+                )),
+            },
+        )));
+    }
+    common::request::execution_id(&mut req).name = support::unique(&format!("map-io-{i}"));
+    req.output_prefix = format!("file://{}/{i}", store.display());
+    (req, shards)
+}
+
+/// A map whose every element has its own inputs and its own declared outputs (the issue's
+/// measure: "each with its own input and its own declared File output"): coalesced, and each
+/// element's outputs, uploaded by the connector, match its own inputs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_elements_outputs_follow_its_own_inputs() {
+    use slurm_connector::proto::core::{literal, scalar};
+    let Some(c) = support::cluster() else { return };
+    if !c.accounting {
+        return; // without slurmdbd nothing coalesces
+    }
+    let store = std::env::temp_dir().join(support::unique("map-io-store"));
+    std::fs::create_dir_all(&store).unwrap();
+    let mut d = deployment(&c, 3);
+    d.coalesce = slurm_connector::config::Coalesce::Window(WINDOW);
+    let server = Server::start(d).await;
+    let g = server.client().await;
+    let n = 20;
+    let created: Vec<(usize, i64, Vec<u8>)> = futures::stream::iter(0..n)
+        .map(|i| {
+            let mut g = g.clone();
+            let (req, shards) = preprocess_element(i, &store);
+            async move {
+                let meta = g
+                    .create_task(req)
+                    .await
+                    .unwrap_or_else(|e| panic!("CreateTask {i}: {e}"))
+                    .into_inner()
+                    .resource_meta;
+                (i, shards, meta)
+            }
+        })
+        .buffer_unordered(n)
+        .collect()
+        .await;
+    let arrays: BTreeSet<u32> = created.iter().map(|(_, _, m)| meta_of(m).job_id.0).collect();
+    assert!(
+        created.iter().all(|(_, _, m)| meta_of(m).element.is_some()) && arrays.len() <= 2,
+        "{n} elements in at most 2 arrays: {arrays:?}"
+    );
+    for (i, shards, meta) in &created {
+        let mut g = g.clone();
+        let r = poll_until(&mut g, meta, 300, terminal, |_| {}).await;
+        assert_eq!(r.phase, Phase::Succeeded as i32, "element {i}: {}", r.message);
+        let outs = r.outputs.as_ref().expect("outputs");
+        let uri = |name: &str| -> String {
+            let nl = outs.literals.iter().find(|l| l.name == name).unwrap();
+            match &nl.value.as_ref().unwrap().value {
+                Some(literal::Value::Scalar(s)) => match &s.value {
+                    Some(scalar::Value::Blob(b)) => b.uri.clone(),
+                    other => panic!("{name}: {other:?}"),
+                },
+                other => panic!("{name}: {other:?}"),
+            }
+        };
+        let local = |u: String| std::path::PathBuf::from(u.strip_prefix("file://").unwrap());
+        assert_eq!(
+            std::fs::read_to_string(local(uri("stats"))).unwrap(),
+            format!("{{\"rows\": {shards}}}\n"),
+            "element {i}'s stats follow its own n_shards"
+        );
+        let files = std::fs::read_dir(local(uri("shards"))).unwrap().count() as i64;
+        assert_eq!(files, *shards, "element {i}'s shards");
+    }
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&store);
 }
 
 /// The default (`auto`): a release whose slurmrestd shows slurm.conf (`GET conf`, v0.0.45: 26.05
