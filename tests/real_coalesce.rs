@@ -7,6 +7,7 @@
 //!   (attempt 1) is a job of its own;
 //! - a map of the plugin's preprocess task: each element's uploaded outputs follow its own inputs;
 //! - DeleteTask of one element leaves the others running;
+//! - a map under slurmctld's rate limiting is answered at once, each task its element;
 //! - the default (`auto`) coalesces where slurmrestd shows slurm.conf keeping job comments;
 //! - elements are found after their array left slurmctld, by a connector that never saw them.
 //!
@@ -305,7 +306,10 @@ async fn every_elements_outputs_follow_its_own_inputs() {
         .buffer_unordered(n)
         .collect()
         .await;
-    let arrays: BTreeSet<u32> = created.iter().map(|(_, _, m)| meta_of(m).job_id.0).collect();
+    let arrays: BTreeSet<u32> = created
+        .iter()
+        .map(|(_, _, m)| meta_of(m).job_id.0)
+        .collect();
     assert!(
         created.iter().all(|(_, _, m)| meta_of(m).element.is_some()) && arrays.len() <= 2,
         "{n} elements in at most 2 arrays: {arrays:?}"
@@ -313,7 +317,12 @@ async fn every_elements_outputs_follow_its_own_inputs() {
     for (i, shards, meta) in &created {
         let mut g = g.clone();
         let r = poll_until(&mut g, meta, 300, terminal, |_| {}).await;
-        assert_eq!(r.phase, Phase::Succeeded as i32, "element {i}: {}", r.message);
+        assert_eq!(
+            r.phase,
+            Phase::Succeeded as i32,
+            "element {i}: {}",
+            r.message
+        );
         let outs = r.outputs.as_ref().expect("outputs");
         let uri = |name: &str| -> String {
             let nl = outs.literals.iter().find(|l| l.name == name).unwrap();
@@ -336,6 +345,67 @@ async fn every_elements_outputs_follow_its_own_inputs() {
     }
     server.stop().await;
     let _ = std::fs::remove_dir_all(&store);
+}
+
+/// A map under slurmctld's rate limiting (`dev-cluster --rate-limit`: 30 RPCs, then 2 a second,
+/// per user): coalesced, its 100 CreateTasks at 50 in flight cost a handful of RPCs, so none
+/// fails, none is deferred, and each is answered with its element. (CI runs it in the
+/// `--rate-limit` stanza: `cargo test --test real_coalesce throttled`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_map_is_coalesced_and_answered_at_once() {
+    let Some(c) = support::cluster() else { return };
+    if !c.rate_limited("real_coalesce").await {
+        return;
+    }
+    let mut d = deployment(&c, 3);
+    d.coalesce = slurm_connector::config::Coalesce::Window(WINDOW);
+    let server = Server::start(d).await;
+    let g = server.client().await;
+    // Pending for an hour: nothing runs on the shared machine; cancelled at the end.
+    let script = "#!/bin/bash\n#SBATCH --begin=now+1hour\ntrue\n";
+    let n = 100;
+    let began = std::time::Instant::now();
+    let metas: Vec<Result<Vec<u8>, tonic::Status>> = futures::stream::iter(0..n)
+        .map(|i| {
+            let mut g = g.clone();
+            async move {
+                let mut r = tonic::Request::new(request(&format!("rl-{i}"), script));
+                r.set_timeout(Duration::from_secs(10));
+                g.create_task(r).await.map(|r| r.into_inner().resource_meta)
+            }
+        })
+        .buffer_unordered(50)
+        .collect()
+        .await;
+    let answered = began.elapsed();
+    let metas: Vec<ResourceMeta> = metas
+        .into_iter()
+        .map(|m| meta_of(&m.expect("no CreateTask fails under the rate limit")))
+        .collect();
+    let arrays: BTreeSet<u32> = metas.iter().map(|m| m.job_id.0).collect();
+    assert!(
+        metas
+            .iter()
+            .all(|m| m.deferred.is_none() && m.element.is_some()),
+        "every CreateTask answered with its element, none deferred: {metas:?}"
+    );
+    assert!(
+        arrays.len() <= 2 * n / 50,
+        "{} arrays: {arrays:?}",
+        arrays.len()
+    );
+    eprintln!(
+        "throttled map: {n} CreateTasks answered in {:.1}s as {} arrays",
+        answered.as_secs_f64(),
+        arrays.len()
+    );
+    let client = c.user_client();
+    for a in arrays {
+        let _ = client
+            .cancel(slurm_connector::slurmrestd::JobId(a), None)
+            .await;
+    }
+    server.stop().await;
 }
 
 /// The default (`auto`): a release whose slurmrestd shows slurm.conf (`GET conf`, v0.0.45: 26.05

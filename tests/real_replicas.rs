@@ -14,7 +14,6 @@
 
 mod common;
 use common::server::{Grpc, Server};
-use common::skip::{Tier, skip};
 
 #[path = "real_slurm/support.rs"]
 #[allow(dead_code)]
@@ -289,31 +288,10 @@ async fn replicas_racing_on_the_same_executions_leave_one_job_each() {
     }
 }
 
-/// Whether slurmctld rate-limits RPCs (`SlurmctldParameters=rl_enable`, `dev-cluster
-/// --rate-limit`); when not, the test skips (a failure where CI requires the tier).
-async fn rate_limited(c: &support::Cluster) -> bool {
-    let config = c.dev_cluster(&["exec", "scontrol", "show", "config"]).await;
-    let on = config
-        .lines()
-        .any(|l| l.starts_with("SlurmctldParameters") && l.contains("rl_enable"));
-    if !on {
-        skip(
-            Tier::RateLimit,
-            format!(
-                "slurmctld of the dev cluster does not rate-limit (no rl_enable); run \
-                 `deploy/dev-cluster/dev-cluster --release {} --rate-limit run cargo test --test \
-                 real_replicas throttled`",
-                c.release
-            ),
-        );
-    }
-    on
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttled_fan_out_is_paced_with_no_failure_and_one_job_each() {
     let Some(c) = support::cluster() else { return };
-    if !rate_limited(&c).await {
+    if !c.rate_limited("real_replicas").await {
         return;
     }
     // 30 × ~3.5 RPCs is past the bucket's 30 within a second or two: most submits wait.

@@ -152,6 +152,31 @@ impl Cluster {
         self.client(self.minted(&self.user), Some(&self.user))
     }
 
+    /// Whether slurmctld rate-limits RPCs (`SlurmctldParameters=rl_enable`, `dev-cluster
+    /// --rate-limit`); when not, the test (of binary `test`) skips (a failure where CI requires
+    /// the tier).
+    #[allow(dead_code)] // real_replicas and real_coalesce ask
+    pub async fn rate_limited(&self, test: &str) -> bool {
+        let config = self
+            .dev_cluster(&["exec", "scontrol", "show", "config"])
+            .await;
+        let on = config
+            .lines()
+            .any(|l| l.starts_with("SlurmctldParameters") && l.contains("rl_enable"));
+        if !on {
+            crate::common::skip::skip(
+                crate::common::skip::Tier::RateLimit,
+                format!(
+                    "slurmctld of the dev cluster does not rate-limit (no rl_enable); run \
+                     `deploy/dev-cluster/dev-cluster --release {} --rate-limit run cargo test \
+                     --test {test} throttled`",
+                    self.release
+                ),
+            );
+        }
+        on
+    }
+
     /// Runs `dev-cluster <args>` for this cluster and returns its stdout.
     pub async fn dev_cluster(&self, args: &[&str]) -> String {
         let out = crate::common::output_within(
