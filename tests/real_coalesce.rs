@@ -71,7 +71,8 @@ async fn a_map_of_200_is_a_few_arrays_and_every_element_is_its_own_task() {
         })
         .collect();
     let retry_of_fail = reqs[7].1.clone();
-    let again = reqs[42].clone();
+    let by_run: std::collections::HashMap<String, CreateTaskRequest> =
+        reqs.iter().cloned().collect();
     let created: Vec<(String, Vec<u8>)> = futures::stream::iter(reqs.drain(..))
         .map(|(run, req)| {
             let mut g = g.clone();
@@ -92,12 +93,25 @@ async fn a_map_of_200_is_a_few_arrays_and_every_element_is_its_own_task() {
         .into_iter()
         .map(|(run, raw)| (run, meta_of(&raw), raw))
         .collect();
-    let arrays: BTreeSet<u32> = metas.iter().map(|(_, m, _)| m.job_id.0).collect();
+    // A CreateTask that reaches the connector just after its batch went out, with none after it
+    // within the quiet gap, goes out as a job of its own (a batch of one costs slurmctld what a
+    // job does); on a loaded machine the gRPC arrivals of a round of 50 can straggle so. And a
+    // submit slower than the submit wait is answered deferred (job 0), found by GetTask later.
+    // Both are right answers; what the map must show is that nearly all of it coalesced.
+    let arrays: BTreeSet<u32> = metas
+        .iter()
+        .filter(|(_, m, _)| m.element.is_some())
+        .map(|(_, m, _)| m.job_id.0)
+        .collect();
+    let not_elements: Vec<(&String, &ResourceMeta)> = metas
+        .iter()
+        .filter(|(_, m, _)| m.element.is_none())
+        .map(|(run, m, _)| (run, m))
+        .collect();
     assert!(
-        metas
-            .iter()
-            .all(|(_, m, _)| m.element.is_some() && m.job_id.0 != 0),
-        "every task an element of a submitted array"
+        not_elements.len() <= n / 10,
+        "at most {} of {n} tasks outside an array (stragglers, deferred): {not_elements:?}",
+        n / 10
     );
     // Goal: at most one submit per 50 elements (issue 27); twice that is allowed for a loaded
     // machine whose CreateTasks straggle past the window.
@@ -106,22 +120,26 @@ async fn a_map_of_200_is_a_few_arrays_and_every_element_is_its_own_task() {
         "{} arrays for {n} elements: {arrays:?}",
         arrays.len()
     );
-    eprintln!("{n} elements in {} job arrays: {arrays:?}", arrays.len());
+    eprintln!(
+        "{n} tasks: {} job arrays {arrays:?}, {} outside an array",
+        arrays.len(),
+        not_elements.len()
+    );
 
     // A retried CreateTask finds its element.
+    let (again_run, first, _) = metas
+        .iter()
+        .find(|(run, m, _)| m.element.is_some() && !run.contains("-fail-"))
+        .expect("an element");
     let mut g2 = g.clone();
     let found = meta_of(
-        &g2.create_task(again.1)
+        &g2.create_task(by_run[again_run].clone())
             .await
             .unwrap()
             .into_inner()
             .resource_meta,
     );
-    let first = metas.iter().find(|(run, _, _)| *run == again.0).unwrap();
-    assert_eq!(
-        (found.job_id, found.element),
-        (first.1.job_id, first.1.element)
-    );
+    assert_eq!((found.job_id, found.element), (first.job_id, first.element));
 
     // Followed 50 at a time, as the backend polls its tasks.
     let ends: Vec<_> = futures::stream::iter(&metas)
@@ -382,12 +400,22 @@ async fn a_throttled_map_is_coalesced_and_answered_at_once() {
         .into_iter()
         .map(|m| meta_of(&m.expect("no CreateTask fails under the rate limit")))
         .collect();
-    let arrays: BTreeSet<u32> = metas.iter().map(|m| m.job_id.0).collect();
+    let jobs: BTreeSet<u32> = metas.iter().map(|m| m.job_id.0).collect();
+    let arrays: BTreeSet<u32> = metas
+        .iter()
+        .filter(|m| m.element.is_some())
+        .map(|m| m.job_id.0)
+        .collect();
+    // None deferred: the map's few RPCs fit the bucket. A straggler that reached the connector
+    // after its batch went out is a job of its own (see the map of 200 above): a few at most.
     assert!(
-        metas
-            .iter()
-            .all(|m| m.deferred.is_none() && m.element.is_some()),
-        "every CreateTask answered with its element, none deferred: {metas:?}"
+        metas.iter().all(|m| m.deferred.is_none()),
+        "every CreateTask answered with its job, none deferred: {metas:?}"
+    );
+    let alone = metas.iter().filter(|m| m.element.is_none()).count();
+    assert!(
+        alone <= n / 10,
+        "{alone} of {n} outside an array: {metas:?}"
     );
     assert!(
         arrays.len() <= 2 * n / 50,
@@ -400,9 +428,9 @@ async fn a_throttled_map_is_coalesced_and_answered_at_once() {
         arrays.len()
     );
     let client = c.user_client();
-    for a in arrays {
+    for j in jobs {
         let _ = client
-            .cancel(slurm_connector::slurmrestd::JobId(a), None)
+            .cancel(slurm_connector::slurmrestd::JobId(j), None)
             .await;
     }
     server.stop().await;

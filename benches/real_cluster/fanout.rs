@@ -1,5 +1,8 @@
 //! The `fanout` section of benches/real_cluster.rs: a map task's fan-out as Flyte's backend sends
-//! it (`FANOUT_TASKS` CreateTasks of jobs pending for an hour, each its own execution, 50 in flight, 10 s deadline each), then GetTask
+//! it (`FANOUT_TASKS` CreateTasks of jobs pending for an hour, each its own execution,
+//! `FANOUT_IN_FLIGHT` at once (50 by default, the measure; a `flyte.map` with its default
+//! concurrency 0 sends every element, bounded by the backend's 512 reconciles), 10 s deadline
+//! each), then GetTask
 //! until every task has its job; errors, deferred answers, duplicates, slurmctld RPCs per task, and
 //! raw slurmrestd submits of the same bodies at the same concurrency. The connector coalesces them
 //! into job arrays as `FLYTE_SLURM_COALESCE_WINDOW` says (`auto` by default: where slurmrestd
@@ -17,7 +20,8 @@ use slurm_connector::slurmrestd::{Client, JobId};
 use crate::common::get_req;
 use crate::support::*;
 
-const FANOUT_IN_FLIGHT: usize = 50;
+/// CreateTasks (and raw submits) at once unless `FANOUT_IN_FLIGHT` says otherwise.
+const DEFAULT_IN_FLIGHT: usize = 50;
 
 /// Execution key → live job ids, from slurmctld's records, for the keys of this run.
 async fn jobs_by_key(
@@ -61,8 +65,12 @@ pub async fn fanout() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1000);
+    let in_flight: usize = std::env::var("FANOUT_IN_FLIGHT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(DEFAULT_IN_FLIGHT);
     println!(
-        "== fanout (real slurmrestd): {n} CreateTasks of held jobs, {FANOUT_IN_FLIGHT} in flight, 10 s deadline each"
+        "== fanout (real slurmrestd): {n} CreateTasks of held jobs, {in_flight} in flight, 10 s deadline each"
     );
     RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let conn = start().await;
@@ -88,7 +96,7 @@ pub async fn fanout() {
                 )
             }
         })
-        .buffer_unordered(FANOUT_IN_FLIGHT)
+        .buffer_unordered(in_flight)
         .collect()
         .await;
     let answered = t0.elapsed();
@@ -195,7 +203,7 @@ pub async fn fanout() {
                     .expect("render");
             async move { raw.submit(&rendered.job).await.map_err(|e| e.to_string()) }
         })
-        .buffer_unordered(FANOUT_IN_FLIGHT)
+        .buffer_unordered(in_flight)
         .collect()
         .await;
     let raw_took = t1.elapsed();
