@@ -131,8 +131,9 @@ fn quote_path(path: &str) -> proc_macro2::TokenStream {
     path.parse().expect("a Rust path")
 }
 
-/// Compiles the flyteidl2 connector subset in `proto/` (server and client stubs) into one
-/// include file, `flyteidl2.rs`, that `src/proto.rs` pulls in with its nested package modules.
+/// Compiles the flyteidl2 connector subset and Flyte 1's agent protocol in `proto/` (server and
+/// client stubs) into one include file, `flyteidl2.rs`, that `src/proto.rs` pulls in with its
+/// nested package modules (`flyteidl2::…` and `flyteidl::…`).
 fn compile_protos() {
     // protoc comes from a crate so a build never depends on a system protoc being installed.
     // SAFETY: build scripts are single-threaded; nothing else reads the environment concurrently.
@@ -149,6 +150,8 @@ fn compile_protos() {
     let protos = [
         std::path::PathBuf::from("proto/flyteidl2/connector/service.proto"),
         std::path::PathBuf::from("proto/flyteidl2/connector/connector.proto"),
+        // Flyte 1's agent protocol (flyteidl 1.16), served beside Flyte 2's (`service/flyte1/`).
+        std::path::PathBuf::from("proto/flyteidl/service/agent.proto"),
     ];
     println!("cargo:rerun-if-changed=proto");
     tonic_prost_build::configure()

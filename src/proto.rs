@@ -1,7 +1,9 @@
-//! The flyteidl2 connector protocol subset, generated from `proto/` by `build.rs`.
+//! The flyteidl2 connector protocol subset and Flyte 1's agent protocol (flyteidl 1.16),
+//! generated from `proto/` by `build.rs`.
 //!
 //! Modules follow the protobuf packages: `proto::flyteidl2::connector`, `::core`, `::task`,
-//! `::logs::dataplane`. Re-exports below are the names the rest of the crate uses most.
+//! `::logs::dataplane`; Flyte 1's are `proto::flyteidl::admin`, `::core`, `::service`
+//! (re-exported as [`flyte1`]). Re-exports below are the names the rest of the crate uses most.
 
 #![allow(clippy::all, clippy::pedantic, missing_docs)]
 
@@ -15,6 +17,12 @@ pub use flyteidl2::connector;
 pub use flyteidl2::core;
 pub use flyteidl2::logs;
 pub use flyteidl2::task;
+
+/// Flyte 1 (flytekit + flytepropeller): `flyteidl.admin` (the agent messages), `flyteidl.core`,
+/// `flyteidl.service` (AsyncAgentService, AgentMetadataService).
+pub mod flyte1 {
+    pub use super::flyteidl::{admin, core, service};
+}
 
 impl core::task_execution::Phase {
     /// Whether a task in this phase is done: Flyte stops polling it and never sees it change.
