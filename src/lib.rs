@@ -1,4 +1,5 @@
-//! slurm-connector: runs Flyte 2 tasks on Slurm through slurmrestd (REST + JWT), no SSH.
+//! slurm-connector: runs Flyte 2 and Flyte 1 tasks on Slurm through slurmrestd (REST + JWT), no
+//! SSH.
 //!
 //! # How a task flows
 //!
@@ -7,7 +8,9 @@
 //! ```
 //!
 //! 1. **request** — Flyte's backend calls the gRPC service ([`service`], over the protocol
-//!    subset in [`proto`]); [`service::task_spec`] turns the request into a [`render::TaskSpec`],
+//!    subset in [`proto`]: Flyte 2's connector service, or Flyte 1's agent service on the same
+//!    port); each protocol's request becomes one [`service::TaskRequest`] at its seam, around a
+//!    [`render::TaskSpec`] ([`service::task_spec`] for Flyte 2),
 //!    and [`config`] says which cluster, credentials and working directory the deployment has.
 //! 2. **render** — [`render`] makes the slurmrestd job description: the `#SBATCH` lines and the
 //!    task config's options, the environment (`FLYTE_INPUT_*`, `FLYTE_OUTPUT_*`), the script with
@@ -52,6 +55,7 @@
 //!         ..ExecutionIdentity::default()
 //!     },
 //!     env_vars: Default::default(),
+//!     script_args: Vec::new(),
 //! };
 //! let cfg = RenderConfig {
 //!     working_dir: Some("/shared/flyte/jobs".into()),

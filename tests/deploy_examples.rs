@@ -62,6 +62,7 @@ fn example_spec() -> TaskSpec {
             ("RUN_NAME".to_string(), "r1".to_string()),
             ("ACTION_NAME".to_string(), "a0".to_string()),
         ]),
+        script_args: Vec::new(),
     }
 }
 

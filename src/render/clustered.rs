@@ -321,6 +321,7 @@ mod tests {
                 attempt: 0,
             },
             env_vars: Default::default(),
+            script_args: Vec::new(),
         };
         let cfg = RenderConfig {
             working_dir: Some("/w".into()),

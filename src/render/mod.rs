@@ -125,7 +125,22 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
     let key = idempotency_key(&spec.exec);
     let job_name = naming::job_name(&spec.task_name, &key);
 
+    // A Flyte 1 `slurm_fn` task's script, made from its `script` and entrypoint.
+    let function_script: String;
     let (directives, user_script) = match spec.task_type {
+        TaskType::Function => {
+            let entrypoint: Vec<String> = spec
+                .container
+                .iter()
+                .flat_map(|c| c.command.iter().chain(c.args.iter()))
+                .cloned()
+                .collect();
+            function_script = script::function_script(custom.script.as_deref(), &entrypoint)?;
+            (
+                directives::parse_script(&function_script)?,
+                Some(function_script.as_str()),
+            )
+        }
         TaskType::SlurmScript => {
             let s = custom
                 .script
@@ -214,7 +229,7 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
         }
     }
     envb.identity(&spec.exec)?;
-    if spec.task_type.is_native() {
+    if spec.task_type.in_container() {
         envb.native_defaults(&spec.exec, &spec.output_prefix)?;
     }
     for (k, v) in &spec.env_vars {
@@ -242,7 +257,8 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
         spec.exec.attempt
     );
 
-    let ranks = spec.task_type.is_native() && multi_rank(&job);
+    // A `slurm_fn` entrypoint runs once, in the batch script, as the published plugin runs it.
+    let ranks = spec.task_type.in_container() && multi_rank(&job);
     // Every shell script leaves `<working_dir>/<job>.exit` (`<job>_<index>.exit` for each
     // element of an array; see `marker`).
     let mut declared_outputs = Vec::new();
@@ -278,6 +294,25 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
                 &cfg.module_init_scripts,
                 &mkdirs,
                 &marker,
+                &spec.script_args,
+            )?
+        }
+        TaskType::Function => {
+            // pyflyte-execute writes `<prefix>/outputs.pb` and does not create a local prefix.
+            let mkdirs: Vec<String> = spec
+                .output_prefix
+                .strip_prefix("file://")
+                .map(|p| vec![p.to_string()])
+                .unwrap_or_default();
+            script::script_task(
+                user_script.expect("function tasks have a script"),
+                directives.first_command_line,
+                &header,
+                &custom.modules,
+                &cfg.module_init_scripts,
+                &mkdirs,
+                &marker,
+                &[],
             )?
         }
         TaskType::Slurm | TaskType::Clustered => {

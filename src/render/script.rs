@@ -247,6 +247,36 @@ pub fn native(p: &NativeParts) -> Result<String, RenderError> {
     Ok(s)
 }
 
+/// Where a Flyte 1 `slurm_fn` task's `script` runs the task (flytekitplugins-slurm's placeholder).
+pub const TASK_FN: &str = "{task.fn}";
+
+/// A Flyte 1 `slurm_fn` task's batch script: its `script` with [`TASK_FN`] replaced by the
+/// entrypoint, or the entrypoint alone under `#!/bin/bash -i` as the published plugin writes it
+/// (an interactive bash reads `~/.bashrc`, where a cluster's users set up the Python that has
+/// flytekit). Every word is quoted and empty ones are kept: the plugin's `" ".join(args)` lost
+/// them, so `--prev-checkpoint ""` swallowed the flag after it.
+pub fn function_script(script: Option<&str>, entrypoint: &[String]) -> Result<String, RenderError> {
+    if entrypoint.is_empty() {
+        return Err(RenderError::Container(
+            "the task template's container has no args to run (a slurm_fn task runs its \
+             `pyflyte-execute ...` entrypoint)"
+                .into(),
+        ));
+    }
+    let command = join(entrypoint)?;
+    match script.filter(|s| !s.trim().is_empty()) {
+        None => Ok(format!("#!/bin/bash -i\n{command}\n")),
+        Some(s) if s.contains(TASK_FN) => Ok(s.replace(TASK_FN, &command)),
+        Some(_) => Err(RenderError::config(
+            "script",
+            format!(
+                "has no `{TASK_FN}`, so the task's function would never run; put `{TASK_FN}` on the \
+                 line where it should run, or remove `script`"
+            ),
+        )),
+    }
+}
+
 /// The interpreter named by a shebang line is a POSIX-style shell we can add lines for.
 fn is_shell_shebang(first_line: &str) -> bool {
     let Some(rest) = first_line.strip_prefix("#!") else {
@@ -269,6 +299,7 @@ fn is_shell_shebang(first_line: &str) -> bool {
 /// Script task: the user's script as written, with what the connector needs inserted after its
 /// leading comment/directive block (so the block stays readable by sbatch, and nothing runs
 /// before the user's own shebang takes effect): USER/HOME, modules, output folders.
+#[allow(clippy::too_many_arguments)]
 pub fn script_task(
     user_script: &str,
     first_command_line: usize,
@@ -277,6 +308,7 @@ pub fn script_task(
     module_init_scripts: &[String],
     mkdirs: &[String],
     exit_marker: &str,
+    args: &[String],
 ) -> Result<String, RenderError> {
     if user_script.contains('\0') {
         return Err(RenderError::config("script", "contains a NUL byte"));
@@ -285,6 +317,22 @@ pub fn script_task(
     let has_shebang = lines.first().is_some_and(|l| l.starts_with("#!"));
     let shell = !has_shebang || is_shell_shebang(lines[0]);
     let mut preamble = String::from(header);
+    if !args.is_empty() {
+        if !shell {
+            return Err(RenderError::config(
+                "batch_script_args",
+                format!(
+                    "the script's interpreter `{}` is not a shell, and slurmrestd takes a script body \
+                     without arguments, so the connector passes them with `set --`, which only a shell \
+                     reads; use a bash script that execs your program with \"$@\"",
+                    lines[0].trim_start_matches("#!").trim()
+                ),
+            ));
+        }
+        // Before the marker's block, which runs the script again as its grandchild with "$@":
+        // the arguments `sbatch script ARGS` would have given it, in both shells.
+        preamble.push_str(&format!("set -- {}\n", join(args)?));
+    }
     if shell {
         // First, so the child (the task's script as written) starts right after it.
         preamble.push_str(&super::marker::preamble(exit_marker)?);
@@ -366,7 +414,17 @@ mod tests {
     #[test]
     fn script_preamble_goes_after_the_leading_block() {
         let s = "#!/bin/bash\n#SBATCH -t 5\n# note\necho hi\n";
-        let out = script_task(s, 3, "", &[], &[], &["/w/j.outputs".into()], "/w/j.exit").unwrap();
+        let out = script_task(
+            s,
+            3,
+            "",
+            &[],
+            &[],
+            &["/w/j.outputs".into()],
+            "/w/j.exit",
+            &[],
+        )
+        .unwrap();
         assert!(
             out.starts_with(
                 "#!/bin/bash\n#SBATCH -t 5\n# note\n# slurm-connector: exit-status marker"
@@ -380,10 +438,43 @@ mod tests {
     fn non_shell_script_kept_verbatim_or_refused() {
         let py = "#!/usr/bin/env python3\nprint(1)\n";
         assert_eq!(
-            script_task(py, 1, "", &[], &[], &[], "/w/j.exit").unwrap(),
+            script_task(py, 1, "", &[], &[], &[], "/w/j.exit", &[]).unwrap(),
             py
         );
-        assert!(script_task(py, 1, "", &["x".into()], &[], &[], "/w/j.exit").is_err());
+        assert!(script_task(py, 1, "", &["x".into()], &[], &[], "/w/j.exit", &[]).is_err());
+    }
+
+    #[test]
+    fn a_function_task_runs_its_entrypoint_where_the_script_says() {
+        let entry: Vec<String> = ["pyflyte-execute", "--prev-checkpoint", "", "--x", "a b"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let cmd = "pyflyte-execute --prev-checkpoint '' --x 'a b'";
+        assert_eq!(
+            function_script(Some("#!/bin/bash\nsource env\n{task.fn}\n"), &entry).unwrap(),
+            format!("#!/bin/bash\nsource env\n{cmd}\n")
+        );
+        assert_eq!(
+            function_script(None, &entry).unwrap(),
+            format!("#!/bin/bash -i\n{cmd}\n"),
+            "the published plugin's default script"
+        );
+        let e = function_script(Some("#!/bin/bash\necho hi\n"), &entry).unwrap_err();
+        assert!(e.to_string().contains("{task.fn}"), "{e}");
+        assert!(function_script(None, &[]).is_err());
+    }
+
+    #[test]
+    fn script_arguments_are_set_before_the_marker_reruns_the_script() {
+        let s = "#!/bin/bash\necho \"$1\"\n";
+        let args = ["--tag".to_string(), "run one".to_string()];
+        let out = script_task(s, 1, "", &[], &[], &[], "/w/j.exit", &args).unwrap();
+        let set = out.find("set -- --tag 'run one'\n").expect(&out);
+        assert!(set < out.find("exit-status marker").unwrap(), "{out}");
+        let py = "#!/usr/bin/env python3\nprint(1)\n";
+        let e = script_task(py, 1, "", &[], &[], &[], "/w/j.exit", &args).unwrap_err();
+        assert!(e.to_string().contains("batch_script_args"), "{e}");
     }
 
     #[test]

@@ -14,6 +14,11 @@ pub enum TaskType {
     /// Flyte's `clustered-task` (`flyte.clustered.ClusteredTaskEnvironment`): a native task over
     /// `replicas` nodes × `nproc_per_node` ranks (`super::clustered`).
     Clustered,
+    /// Flyte 1's `slurm_fn` (flytekitplugins-slurm's `SlurmFunctionTask`): the template's
+    /// entrypoint (`pyflyte-execute ...`) run by the batch script in the cluster's own Python
+    /// environment, no container, where the task's `script` says `{task.fn}`. Only the Flyte 1
+    /// service makes it (`service/wire/flyte1.rs`): the Flyte 2 protocol has no such type.
+    Function,
 }
 
 impl TaskType {
@@ -27,8 +32,16 @@ impl TaskType {
         }
     }
 
-    /// The template's container runs Flyte's entrypoint, which writes outputs.pb / error.pb.
+    /// The task runs Flyte's entrypoint, which writes outputs.pb / error.pb at its prefix.
     pub fn is_native(self) -> bool {
+        matches!(
+            self,
+            TaskType::Slurm | TaskType::Clustered | TaskType::Function
+        )
+    }
+
+    /// The entrypoint runs in the template's container (Pyxis or Apptainer).
+    pub fn in_container(self) -> bool {
         matches!(self, TaskType::Slurm | TaskType::Clustered)
     }
 }
@@ -110,6 +123,9 @@ pub struct TaskSpec {
     pub exec: ExecutionIdentity,
     /// `TaskExecutionMetadata.environment_variables` (carries `RUN_NAME`, `ACTION_NAME`, ...).
     pub env_vars: BTreeMap<String, String>,
+    /// Arguments the script is run with (`$1`, `$2`, ...): a Flyte 1 `slurm` task's
+    /// `batch_script_args`, as `sbatch script ARGS` passes them. Empty for every Flyte 2 task.
+    pub script_args: Vec<String>,
 }
 
 impl TaskSpec {

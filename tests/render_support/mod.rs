@@ -144,6 +144,7 @@ pub fn task_spec(req: &Value) -> TaskSpec {
         output_prefix: s(&req["outputPrefix"]),
         exec,
         env_vars,
+        script_args: Vec::new(),
     }
 }
 
