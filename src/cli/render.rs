@@ -37,9 +37,24 @@ pub fn run(
     config_file: Option<&Path>,
     api_version: Option<ApiVersion>,
 ) -> Result<String, RenderCliError> {
-    let req = request::load(request_file)?;
-    let spec =
-        crate::service::task_spec(&req).map_err(|e| RenderCliError::Refused(e.to_string()))?;
+    let mut task_request = match request::load_any(request_file)? {
+        request::Loaded::Flyte2(req) => crate::service::flyte2_request(&req)
+            .map_err(|e| RenderCliError::Refused(e.to_string()))?,
+        request::Loaded::Flyte1(req) => crate::service::flyte1_request(&req)
+            .map_err(|e| RenderCliError::Refused(e.to_string()))?,
+    };
+    if let Some(path) = task_request.script_file.take() {
+        // CreateTask reads it through the cluster's staging; offline, this machine's copy
+        // (where the cluster's filesystem is mounted) is the one there is.
+        let script = std::fs::read_to_string(&path).map_err(|e| {
+            RenderCliError::Refused(format!(
+                "batch_script_path `{path}`: cannot read it here ({e}); render reads the script \
+                 locally, so run it where the cluster's shared filesystem is mounted"
+            ))
+        })?;
+        crate::service::set_script(&mut task_request.spec, script);
+    }
+    let spec = &task_request.spec;
     let deployment = DeploymentConfig::load(config_file)?;
     let cluster = if deployment.clusters.is_empty() {
         // What `serve` would use with its embedded default (the URL does not matter here).
@@ -57,8 +72,15 @@ pub fn run(
         .or(cluster.api_version)
         .unwrap_or(DEFAULT_API_VERSION);
     // Offline: no other version the cluster serves is known, so none is fallen back to.
-    let task = prepare(&deployment, &cluster, &req, &spec, api_version, &[], false)
-        .map_err(|e| RenderCliError::Refused(e.to_string()))?;
+    let task = prepare(
+        &deployment,
+        &cluster,
+        &task_request,
+        api_version,
+        &[],
+        false,
+    )
+    .map_err(|e| RenderCliError::Refused(e.to_string()))?;
     let rendered = task.rendered;
     let body = crate::slurmrestd::convert::submit_body_json(api_version, &rendered.job)
         .map_err(|e| RenderCliError::Refused(e.to_string()))?;

@@ -32,40 +32,95 @@ pub enum RequestError {
     OutputSyntax(String),
 }
 
-/// Read a CreateTaskRequest: binary protobuf (`.pb`, or anything not ending in `.json`) or
-/// protobuf JSON (`.json`, as `MessageToJson` writes it — the fixtures' readable form).
-pub fn load(path: &Path) -> Result<CreateTaskRequest, RequestError> {
+/// A CreateTaskRequest of either protocol.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Loaded {
+    /// Flyte 2's (`flyteidl2.connector`), as flyte and flyteplugins-slurm make it.
+    Flyte2(CreateTaskRequest),
+    /// Flyte 1's (`flyteidl.admin`), as flytekit and flytekitplugins-slurm make it.
+    Flyte1(crate::proto::flyte1::admin::CreateTaskRequest),
+}
+
+/// Read a CreateTaskRequest of either Flyte. The two messages share their field numbers (Flyte
+/// 2's descends from Flyte 1's), so the bytes alone do not say which; the task config does:
+/// flytekitplugins-slurm always writes `ssh_config` and `sbatch_config`, which the Flyte 2
+/// plugin never does (it writes `connection` and `sbatch`/`sbatch_options`).
+pub fn load_any(path: &Path) -> Result<Loaded, RequestError> {
     let shown = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|source| RequestError::Read {
         path: shown.clone(),
         source,
     })?;
-    if path.extension().is_some_and(|e| e == "json") {
-        from_json(&bytes).map_err(|detail| RequestError::DecodeJson {
-            path: shown,
-            detail,
-        })
+    let json = path.extension().is_some_and(|e| e == "json");
+    let flyte1 = || -> Result<Loaded, RequestError> {
+        let r = if json {
+            from_json_as(&bytes, "flyteidl.admin.CreateTaskRequest").map_err(|detail| {
+                RequestError::DecodeJson {
+                    path: shown.clone(),
+                    detail,
+                }
+            })?
+        } else {
+            crate::proto::flyte1::admin::CreateTaskRequest::decode(bytes.as_slice()).map_err(
+                |e| RequestError::DecodePb {
+                    path: shown.clone(),
+                    detail: e.to_string(),
+                },
+            )?
+        };
+        Ok(Loaded::Flyte1(r))
+    };
+    // Flyte 1's JSON inputs are a map where Flyte 2's are a list: a Flyte 1 file fails here.
+    let v2 = if json {
+        from_json(&bytes)
     } else {
-        CreateTaskRequest::decode(bytes.as_slice()).map_err(|e| RequestError::DecodePb {
-            path: shown,
-            detail: e.to_string(),
-        })
+        CreateTaskRequest::decode(bytes.as_slice()).map_err(|e| e.to_string())
+    };
+    match v2 {
+        Ok(r) if !is_flyte1(&r) => Ok(Loaded::Flyte2(r)),
+        Ok(_) => flyte1(),
+        Err(detail) => flyte1().map_err(|_| {
+            if json {
+                RequestError::DecodeJson {
+                    path: shown.clone(),
+                    detail,
+                }
+            } else {
+                RequestError::DecodePb {
+                    path: shown.clone(),
+                    detail,
+                }
+            }
+        }),
     }
+}
+
+/// The task config flytekitplugins-slurm (Flyte 1) writes.
+fn is_flyte1(r: &CreateTaskRequest) -> bool {
+    r.template
+        .as_ref()
+        .and_then(|t| t.custom.as_ref())
+        .is_some_and(|c| {
+            c.fields.contains_key("ssh_config") || c.fields.contains_key("sbatch_config")
+        })
 }
 
 /// Protobuf JSON → CreateTaskRequest. prost has no JSON mapping of its own; prost-reflect reads
 /// the canonical one (camelCase names, int64 as strings, enums by name) from the descriptors.
 pub fn from_json(bytes: &[u8]) -> Result<CreateTaskRequest, String> {
+    from_json_as(bytes, "flyteidl2.connector.CreateTaskRequest")
+}
+
+fn from_json_as<M: Message + Default>(bytes: &[u8], name: &str) -> Result<M, String> {
     let pool = prost_reflect::DescriptorPool::decode(DESCRIPTORS).map_err(|e| e.to_string())?;
     let desc = pool
-        .get_message_by_name("flyteidl2.connector.CreateTaskRequest")
-        .ok_or("CreateTaskRequest is missing from the compiled descriptors")?;
+        .get_message_by_name(name)
+        .ok_or_else(|| format!("{name} is missing from the compiled descriptors"))?;
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let msg =
         prost_reflect::DynamicMessage::deserialize(desc, &mut de).map_err(|e| e.to_string())?;
     de.end().map_err(|e| e.to_string())?;
-    msg.transcode_to::<CreateTaskRequest>()
-        .map_err(|e| e.to_string())
+    msg.transcode_to::<M>().map_err(|e| e.to_string())
 }
 
 /// A value given on the command line, typed the way a user means it.
@@ -256,21 +311,30 @@ pub fn script_request(t: &ScriptTask) -> Result<CreateTaskRequest, RequestError>
 mod tests {
     use super::*;
 
+    /// Each Flyte's fixtures, binary and JSON, are read as that Flyte's request, the same both ways.
     #[test]
-    fn json_and_binary_fixtures_decode_to_the_same_request() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/requests");
-        let mut n = 0;
-        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
-            let pb = entry.path();
-            if pb.extension().is_none_or(|e| e != "pb") {
-                continue;
+    fn json_and_binary_fixtures_decode_to_the_same_request_of_their_flyte() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        for (folder, flyte1, at_least) in [("requests", false, 6), ("flyte1", true, 4)] {
+            let mut n = 0;
+            for entry in std::fs::read_dir(root.join(folder)).unwrap().flatten() {
+                let pb = entry.path();
+                if pb.extension().is_none_or(|e| e != "pb") {
+                    continue;
+                }
+                let from_pb = load_any(&pb).unwrap();
+                let from_json = load_any(&pb.with_extension("json")).unwrap();
+                assert_eq!(from_pb, from_json, "{}", pb.display());
+                assert_eq!(
+                    matches!(from_pb, Loaded::Flyte1(_)),
+                    flyte1,
+                    "{}",
+                    pb.display()
+                );
+                n += 1;
             }
-            let from_pb = load(&pb).unwrap();
-            let from_json = load(&pb.with_extension("json")).unwrap();
-            assert_eq!(from_pb, from_json, "{}", pb.display());
-            n += 1;
+            assert!(n >= at_least, "{folder}: {n}");
         }
-        assert!(n >= 6);
     }
 
     #[test]

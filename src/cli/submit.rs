@@ -10,10 +10,10 @@ use tonic::transport::Channel;
 use super::request::{self, ScriptTask};
 use crate::proto::connector::async_connector_service_client::AsyncConnectorServiceClient;
 use crate::proto::connector::{
-    CreateTaskRequest, DeleteTaskRequest, GetTaskLogsRequest, GetTaskRequest, TaskCategory,
-    get_task_logs_response,
+    DeleteTaskRequest, GetTaskLogsRequest, GetTaskRequest, TaskCategory, get_task_logs_response,
 };
 use crate::proto::core::task_execution::Phase;
+use crate::proto::flyte1::service::async_agent_service_client::AsyncAgentServiceClient;
 
 #[derive(Debug, clap::Args)]
 pub struct SubmitArgs {
@@ -89,13 +89,16 @@ fn rpc(name: &'static str) -> impl Fn(tonic::Status) -> SubmitError {
     move |status| SubmitError::Rpc { rpc: name, status }
 }
 
-fn build_request(args: &SubmitArgs) -> Result<CreateTaskRequest, SubmitError> {
+fn build_request(args: &SubmitArgs) -> Result<request::Loaded, SubmitError> {
     if let Some(path) = &args.request {
-        let mut req = request::load(path)?;
+        let mut loaded = request::load_any(path)?;
         if let Some(p) = &args.output_prefix {
-            req.output_prefix = p.clone();
+            match &mut loaded {
+                request::Loaded::Flyte2(r) => r.output_prefix = p.clone(),
+                request::Loaded::Flyte1(r) => r.output_prefix = p.clone(),
+            }
         }
-        return Ok(req);
+        return Ok(loaded);
     }
     let path = args.script.as_ref().expect("clap: script or --request");
     let script = std::fs::read_to_string(path).map_err(|source| SubmitError::Script {
@@ -121,18 +124,20 @@ fn build_request(args: &SubmitArgs) -> Result<CreateTaskRequest, SubmitError> {
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "script".into());
-    Ok(request::script_request(&ScriptTask {
-        script,
-        name,
-        inputs: args.inputs.clone(),
-        outputs: args.outputs.clone(),
-        partition: args.partition.clone(),
-        sbatch_options,
-        output_prefix,
-        project: "cli".into(),
-        domain: "development".into(),
-        run_name,
-    })?)
+    Ok(request::Loaded::Flyte2(request::script_request(
+        &ScriptTask {
+            script,
+            name,
+            inputs: args.inputs.clone(),
+            outputs: args.outputs.clone(),
+            partition: args.partition.clone(),
+            sbatch_options,
+            output_prefix,
+            project: "cli".into(),
+            domain: "development".into(),
+            run_name,
+        },
+    )?))
 }
 
 fn phase_name(p: i32) -> &'static str {
@@ -143,16 +148,19 @@ fn phase_name(p: i32) -> &'static str {
 
 /// Run the command; the exit code is 0 only when the task SUCCEEDED (or was detached).
 async fn connect(url: &str) -> Result<AsyncConnectorServiceClient<Channel>, SubmitError> {
+    Ok(AsyncConnectorServiceClient::new(client_channel(url).await?))
+}
+
+async fn client_channel(url: &str) -> Result<Channel, SubmitError> {
     let connect_err = |e: &dyn std::fmt::Display| SubmitError::Connect {
         url: url.to_string(),
         detail: e.to_string(),
     };
-    let channel = Channel::from_shared(url.to_string())
+    Channel::from_shared(url.to_string())
         .map_err(|e| connect_err(&e))?
         .connect()
         .await
-        .map_err(|e| connect_err(&e))?;
-    Ok(AsyncConnectorServiceClient::new(channel))
+        .map_err(|e| connect_err(&e))
 }
 
 /// `--cancel META`: DeleteTask for a detached task. The task type is not in our resource_meta,
@@ -184,32 +192,50 @@ pub async fn run(args: SubmitArgs) -> Result<u8, SubmitError> {
     if let Some(meta) = &args.cancel {
         return cancel(&args, meta).await;
     }
-    let mut req = build_request(&args)?;
-    // A native task: what the backend does before CreateTask (templates, inputs.pb).
-    let mounts = match std::env::var(crate::staging::confine::SHARED_MOUNTS_VAR) {
-        Ok(spec) if !spec.trim().is_empty() => Some(
-            crate::staging::Roots::parse(&spec)
-                .map_err(|e| super::native_inputs::NativeInputsError::Mounts(e.to_string()))?,
-        ),
-        _ => None,
+    let loaded = build_request(&args)?;
+    let (task_type, output_prefix) = match &loaded {
+        request::Loaded::Flyte2(r) => (r.template.as_ref().map(|t| &t.r#type), &r.output_prefix),
+        request::Loaded::Flyte1(r) => (r.template.as_ref().map(|t| &t.r#type), &r.output_prefix),
     };
-    if let Some(at) = super::native_inputs::prepare(&mut req, mounts.as_ref()).await? {
-        println!("inputs.pb written to {at}");
-    }
-    let task_type = req
-        .template
-        .as_ref()
-        .map(|t| t.r#type.clone())
-        .unwrap_or_default();
-    let output_prefix = req.output_prefix.clone();
+    let (task_type, output_prefix) = (
+        task_type.cloned().unwrap_or_default(),
+        output_prefix.clone(),
+    );
     let mut client = connect(&args.connector).await?;
     let started = Instant::now();
-    let meta = client
-        .create_task(req)
-        .await
-        .map_err(rpc("CreateTask"))?
-        .into_inner()
-        .resource_meta;
+    let meta = match loaded {
+        request::Loaded::Flyte2(mut req) => {
+            // A native task: what the backend does before CreateTask (templates, inputs.pb).
+            let mounts = match std::env::var(crate::staging::confine::SHARED_MOUNTS_VAR) {
+                Ok(spec) if !spec.trim().is_empty() => {
+                    Some(crate::staging::Roots::parse(&spec).map_err(|e| {
+                        super::native_inputs::NativeInputsError::Mounts(e.to_string())
+                    })?)
+                }
+                _ => None,
+            };
+            if let Some(at) = super::native_inputs::prepare(&mut req, mounts.as_ref()).await? {
+                println!("inputs.pb written to {at}");
+            }
+            client
+                .create_task(req)
+                .await
+                .map_err(rpc("CreateTask"))?
+                .into_inner()
+                .resource_meta
+        }
+        // Flyte 1's CreateTask goes to its own service (the request as propeller renders it);
+        // the task it answers with is the same service's, so GetTask, the logs and DeleteTask
+        // below go through the Flyte 2 one.
+        request::Loaded::Flyte1(req) => {
+            AsyncAgentServiceClient::new(client_channel(&args.connector).await?)
+                .create_task(req)
+                .await
+                .map_err(rpc("CreateTask"))?
+                .into_inner()
+                .resource_meta
+        }
+    };
     let shown = String::from_utf8_lossy(&meta).into_owned();
     println!("created: {shown}");
     if args.detach {

@@ -42,7 +42,13 @@ pub use submit::coalesce_settings::{Coalescing, Limits as ArrayLimits};
 pub use submit::idempotency::AWAITING_CHECK;
 pub use submit::identity::check_at_start as check_identities;
 pub use submit::prepare::{Prepared, prepare};
-pub use wire::convert::task_spec;
+pub use submit::script_file::set_script;
+pub use wire::TaskRequest;
+pub use wire::convert::{request as flyte2_request, task_spec};
+pub use wire::flyte1::{
+    Flyte1Error, TASK_TYPES as FLYTE1_TASK_TYPES, request as flyte1_request,
+    resource as flyte1_resource,
+};
 pub use wire::meta::{Decoded, DeferredSubmit, ResourceMeta, decode as decode_meta};
 
 use crate::config::DeploymentConfig;
@@ -57,7 +63,7 @@ use report::native_result;
 use rpc::metrics;
 use submit::deferred::{self, Pending};
 use submit::execution::{Progress, Submitted};
-use submit::{coalesce, gate, handoff, staged_image};
+use submit::{coalesce, gate, handoff, script_file, staged_image};
 use wire::{convert, meta};
 
 pub struct Connector {
@@ -99,26 +105,37 @@ impl Connector {
     /// execution (run, action, attempt), answering within `submit_wait` with the job or a
     /// deferred meta (`submit/deferred.rs`).
     pub async fn create(&self, req: &CreateTaskRequest) -> Result<Vec<u8>, ServiceError> {
+        let request = convert::request(req).map_err(|e| ServiceError::Invalid(e.to_string()))?;
+        self.create_task(request).await
+    }
+
+    /// CreateTask of either protocol, from its [`TaskRequest`].
+    pub async fn create_task(&self, mut request: TaskRequest) -> Result<Vec<u8>, ServiceError> {
         // Held to the end: a shutdown waits for this call. `None`: shutting down, the execution
         // is handed to another replica below (`submit/handoff.rs`).
         let in_flight = self.drain.enter();
-        let spec = convert::task_spec(req).map_err(|e| ServiceError::Invalid(e.to_string()))?;
         let cfg = self
             .deployment
-            .select_cluster(spec.requested_cluster(), spec.requested_host())
+            .select_cluster(
+                request.spec.requested_cluster(),
+                request.spec.requested_host(),
+            )
             .map_err(ServiceError::Invalid)?;
         let rt = self.cluster(&cfg.name)?.clone();
-        let secrets = req.connection.as_ref().map(|c| c.secrets.clone());
         let token = self
             .deployment
-            .task_credential(&secrets.unwrap_or_default())
+            .task_credential(&request.secrets)
             .map_err(ServiceError::Invalid)?;
+        if let Some(path) = request.script_file.take() {
+            let script = script_file::read(&rt.cfg.name, rt.staging.as_deref(), &path).await?;
+            script_file::set_script(&mut request.spec, script);
+        }
+        let spec = &request.spec;
         let api_version = api_version_of(&rt).await?;
         let task = submit::prepare::prepare(
             &self.deployment,
             &rt.cfg,
-            req,
-            &spec,
+            &request,
             api_version,
             &rt.client.served_versions(),
             token.is_some(),
@@ -127,7 +144,7 @@ impl Connector {
             staged_image::check(&rt.cfg.name, rt.staging.as_deref(), image).await?;
         }
         let (key, job) = (&task.rendered.key, &task.rendered.job);
-        let meta = self.meta_of(&rt, req, &spec, &task);
+        let meta = self.meta_of(&rt, &request, &task);
         let lock = rt.executions.lock(key);
         let _one_at_a_time = lock.lock().await;
         if let Some(m) = rt.executions.job(key) {
@@ -149,7 +166,7 @@ impl Connector {
         let progress = self
             .start_submit(
                 &rt,
-                &spec,
+                spec,
                 &task,
                 token.is_some(),
                 client,
@@ -212,25 +229,25 @@ impl Connector {
     fn meta_of(
         &self,
         rt: &ClusterRuntime,
-        req: &CreateTaskRequest,
-        spec: &render::TaskSpec,
+        request: &TaskRequest,
         task: &submit::prepare::Prepared,
     ) -> ResourceMeta {
         let rendered = &task.rendered;
         let mut m = resource_meta(&rt.cfg.name, JobId(0), rendered);
-        if spec.task_type.is_native() {
-            m.native_prefix = Some(req.output_prefix.clone());
+        if request.spec.task_type.is_native() {
+            m.native_prefix = Some(request.spec.output_prefix.clone());
         }
         m.ranks = rendered.ranks;
         m.slurm_user = task.slurm_user.clone();
         // A clustered task's failure_policy.max_restarts: how often the gang may start over
         // after the cluster failed it (Slurm requeues the whole allocation).
-        m.requeue_budget = Some(rendered.max_restarts.unwrap_or_else(|| {
-            requeue_budget(
-                req.task_execution_metadata.as_ref(),
-                self.deployment.requeue_budget,
-            )
-        }));
+        m.requeue_budget = Some(
+            rendered.max_restarts.unwrap_or(
+                request
+                    .interruptions_allowed
+                    .unwrap_or(self.deployment.requeue_budget),
+            ),
+        );
         m
     }
 
@@ -420,20 +437,6 @@ async fn api_version_of(rt: &ClusterRuntime) -> Result<ApiVersion, ServiceError>
     }
 }
 
-/// The requeue budget of a task: an interruptible task says how many interruptions it accepts
-/// (`interruptible_failure_threshold`, when above zero); any other task gets the deployment's.
-pub fn requeue_budget(
-    tem: Option<&crate::proto::connector::TaskExecutionMetadata>,
-    deployment: u32,
-) -> u32 {
-    match tem {
-        Some(t) if t.interruptible && t.interruptible_failure_threshold > 0 => {
-            t.interruptible_failure_threshold as u32
-        }
-        _ => deployment,
-    }
-}
-
 fn cluster_label(rt: &ClusterRuntime) -> metrics::ClusterLabels {
     metrics::ClusterLabels {
         cluster: rt.cfg.name.clone(),
@@ -455,24 +458,5 @@ pub fn resource_meta(cluster: &str, job_id: JobId, r: &render::Rendered) -> Reso
             r.stdout_path.clone(),
             r.stderr_path.clone(),
         )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::proto::connector::TaskExecutionMetadata;
-
-    #[test]
-    fn interruptible_tasks_bring_their_own_requeue_budget() {
-        let mut t = TaskExecutionMetadata::default();
-        assert_eq!(requeue_budget(None, 3), 3);
-        assert_eq!(requeue_budget(Some(&t), 3), 3);
-        t.interruptible_failure_threshold = 7;
-        assert_eq!(requeue_budget(Some(&t), 3), 3, "not interruptible");
-        t.interruptible = true;
-        assert_eq!(requeue_budget(Some(&t), 3), 7);
-        t.interruptible_failure_threshold = 0;
-        assert_eq!(requeue_budget(Some(&t), 3), 3, "no threshold given");
     }
 }

@@ -1,4 +1,5 @@
-//! The tonic services: AsyncConnectorService and ConnectorMetadataService.
+//! The tonic services of Flyte 2: AsyncConnectorService and ConnectorMetadataService
+//! (Flyte 1's, over the same [`Grpc`], are in `flyte1.rs`).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -56,7 +57,7 @@ fn category(c: Option<&TaskCategory>) -> String {
 impl Grpc {
     /// The one place an operation's outcome becomes the wire's: its `Status`, counted in the
     /// per-RPC metrics (latency, code) under the task type.
-    fn finish<T>(
+    pub(super) fn finish<T>(
         &self,
         task_type: &str,
         op: &str,

@@ -3,6 +3,8 @@
 //!
 //! - `grpc`: `flyteidl2.connector.AsyncConnectorService` and `ConnectorMetadataService`, each
 //!   handler a call into the `Connector` and its error mapped to a `Status` once.
+//! - `flyte1`: Flyte 1's `flyteidl.service.AsyncAgentService` and `AgentMetadataService` on the
+//!   same port, over the same `Connector` (its messages converted in `wire/flyte1.rs`).
 //! - `serve`: the listeners (gRPC, `/metrics`, `/healthz`), the per-cluster background tasks,
 //!   the drain on SIGTERM.
 //! - `tls`: the server's certificate, reloaded when its files change.
@@ -10,6 +12,7 @@
 //!
 //! May import everything in `service`; nothing in `service` but `mod.rs` imports it.
 
+pub(crate) mod flyte1;
 pub(crate) mod grpc;
 pub mod metrics;
 pub(crate) mod serve;

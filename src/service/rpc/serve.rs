@@ -13,6 +13,8 @@ use tokio::sync::watch;
 use crate::config::DeploymentConfig;
 use crate::proto::connector::async_connector_service_server::AsyncConnectorServiceServer;
 use crate::proto::connector::connector_metadata_service_server::ConnectorMetadataServiceServer;
+use crate::proto::flyte1::service::agent_metadata_service_server::AgentMetadataServiceServer;
+use crate::proto::flyte1::service::async_agent_service_server::AsyncAgentServiceServer;
 use crate::tracker::TrackerConfig;
 
 use super::grpc::Grpc;
@@ -261,7 +263,10 @@ pub async fn serve_with(
         stopped(stop_rx.clone()),
     ));
     let addr = grpc_listener.local_addr().ok();
-    tracing::info!(?addr, "serving flyteidl2.connector.AsyncConnectorService");
+    tracing::info!(
+        ?addr,
+        "serving flyteidl2.connector.AsyncConnectorService (Flyte 2) and flyteidl.service.AsyncAgentService (Flyte 1)"
+    );
     // The server stops accepting only once the CreateTasks in flight are done (below): until
     // then it keeps answering, so health checks see NOT_SERVING and new CreateTasks get their
     // hand-off instead of a refused connection.
@@ -277,7 +282,10 @@ pub async fn serve_with(
         .add_service(health_service)
         .add_service(reflection)
         .add_service(AsyncConnectorServiceServer::new(grpc.clone()))
-        .add_service(ConnectorMetadataServiceServer::new(grpc));
+        .add_service(ConnectorMetadataServiceServer::new(grpc.clone()))
+        // Flyte 1's agent protocol beside it: one deployment serves both Flytes.
+        .add_service(AsyncAgentServiceServer::new(grpc.clone()))
+        .add_service(AgentMetadataServiceServer::new(grpc));
     let stop_accepting_rx = async move {
         let _ = accepting_stopped.await;
     };
@@ -385,10 +393,12 @@ fn joined(
 }
 
 /// The names grpc.health.v1 answers for: the server as a whole and each service.
-const HEALTH_SERVICES: [&str; 3] = [
+const HEALTH_SERVICES: [&str; 5] = [
     "",
     "flyteidl2.connector.AsyncConnectorService",
     "flyteidl2.connector.ConnectorMetadataService",
+    "flyteidl.service.AsyncAgentService",
+    "flyteidl.service.AgentMetadataService",
 ];
 
 /// How long the background loops get to stop once the server has (at least; more when the drain

@@ -7,7 +7,6 @@
 //! the task asked (first-class `sbatch` fields, `sbatch_options`).
 
 use crate::config::identity::{Identities, IdentityRule, Matched, Requester};
-use crate::proto::connector::CreateTaskRequest;
 use crate::slurmrestd::JobDescription;
 use crate::slurmrestd::job_description::Limit;
 
@@ -62,27 +61,6 @@ pub enum Refusal {
         rule: String,
         user: String,
     },
-}
-
-/// The request's matchers: project and domain from the execution id; the service account and
-/// execution identity from `task_execution_metadata.identity` (what the backend copies from the
-/// task's security context), the service account also from `k8s_service_account`.
-pub fn requester(req: &CreateTaskRequest, project: &str, domain: &str) -> Requester {
-    let tem = req.task_execution_metadata.as_ref();
-    let identity = tem.and_then(|t| t.identity.as_ref());
-    let service_account = identity
-        .map(|i| i.k8s_service_account.clone())
-        .filter(|s| !s.is_empty())
-        .or_else(|| tem.map(|t| t.k8s_service_account.clone()))
-        .unwrap_or_default();
-    Requester {
-        project: project.to_string(),
-        domain: domain.to_string(),
-        service_account,
-        execution_identity: identity
-            .map(|i| i.execution_identity.clone())
-            .unwrap_or_default(),
-    }
 }
 
 fn describe(r: &Requester) -> String {

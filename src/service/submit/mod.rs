@@ -13,6 +13,7 @@
 //! - `pacing`: how many submits run at once. `deferred`: submits that outlive their
 //!   CreateTask, takeover and tombstones. `handoff`: the deferred answer while shutting down.
 //!   `gate`: admission while draining. `staged_image`: a task's image staged on the cluster.
+//!   `script_file`: a Flyte 1 `slurm` task's script on the cluster, read before rendering.
 //!
 //! Imports `cluster`, `wire` and `background`; never `report` or `rpc`. `execution`,
 //! `idempotency`, `pacing`, `gate`, `batches` and `coalesce_settings` are state `cluster` keeps,
@@ -30,4 +31,5 @@ pub mod identity;
 pub(crate) mod once;
 pub(crate) mod pacing;
 pub mod prepare;
+pub(crate) mod script_file;
 pub(crate) mod staged_image;

@@ -5,10 +5,10 @@
 //! (account, limits).
 
 use crate::config::{ClusterConfig, DeploymentConfig, TASK_TOKEN_SECRET};
-use crate::proto::connector::CreateTaskRequest;
 use crate::render::{self, Rendered, TaskSpec};
 use crate::service::cluster::render_config;
 use crate::service::error::ServiceError;
+use crate::service::wire::TaskRequest;
 use crate::slurmrestd::ApiVersion;
 
 use super::identity::{self, RunAs};
@@ -22,7 +22,7 @@ pub struct Prepared {
     pub slurm_user: Option<String>,
 }
 
-/// The decisions above for `spec` (made from `req`) on `cluster`, rendered for `api_version`;
+/// The decisions above for `request` (either protocol's) on `cluster`, rendered for `api_version`;
 /// a job that version cannot express (a field it lacks) is rendered for the newest of `served`
 /// (the other versions the cluster serves) that can, and submitted through it
 /// (`JobDescription::submit_version`). `own_token`: the task brings its own slurmrestd token
@@ -30,13 +30,13 @@ pub struct Prepared {
 pub fn prepare(
     deployment: &DeploymentConfig,
     cluster: &ClusterConfig,
-    req: &CreateTaskRequest,
-    spec: &TaskSpec,
+    request: &TaskRequest,
     api_version: ApiVersion,
     served: &[ApiVersion],
     own_token: bool,
 ) -> Result<Prepared, ServiceError> {
-    let who = identity::requester(req, &spec.exec.project, &spec.exec.domain);
+    let spec = &request.spec;
+    let who = request.requester();
     let run_as = identity::decide(&cluster.name, &cluster.identities, &who)?;
     if let RunAs::Rule(rule) = &run_as {
         identity::check_no_chosen_user(&cluster.name, &spec.custom, rule)?;

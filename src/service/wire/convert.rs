@@ -10,6 +10,8 @@ use crate::render::{
     ContainerSpec, ExecutionIdentity, InputValue, InterfaceKind, TaskSpec, TaskType,
 };
 
+use super::TaskRequest;
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConvertError {
     #[error("CreateTaskRequest has no `template`")]
@@ -24,6 +26,35 @@ pub enum ConvertError {
     NoExecutionId,
 }
 
+/// A Flyte 2 CreateTaskRequest as the service's [`TaskRequest`].
+pub fn request(req: &CreateTaskRequest) -> Result<TaskRequest, ConvertError> {
+    let spec = task_spec(req)?;
+    let tem = req.task_execution_metadata.as_ref();
+    let identity = tem.and_then(|t| t.identity.as_ref());
+    Ok(TaskRequest {
+        spec,
+        secrets: req
+            .connection
+            .as_ref()
+            .map(|c| c.secrets.clone())
+            .unwrap_or_default(),
+        service_account: identity
+            .map(|i| i.k8s_service_account.clone())
+            .filter(|s| !s.is_empty())
+            .or_else(|| tem.map(|t| t.k8s_service_account.clone()))
+            .unwrap_or_default(),
+        execution_identity: identity
+            .map(|i| i.execution_identity.clone())
+            .unwrap_or_default(),
+        interruptions_allowed: tem.and_then(|t| {
+            (t.interruptible && t.interruptible_failure_threshold > 0)
+                .then_some(t.interruptible_failure_threshold as u32)
+        }),
+        script_file: None,
+    })
+}
+
+/// The renderer's part of a Flyte 2 CreateTaskRequest.
 pub fn task_spec(req: &CreateTaskRequest) -> Result<TaskSpec, ConvertError> {
     let t = req.template.as_ref().ok_or(ConvertError::NoTemplate)?;
     let task_type = TaskType::from_template_type(&t.r#type)
@@ -103,6 +134,7 @@ pub fn task_spec(req: &CreateTaskRequest) -> Result<TaskSpec, ConvertError> {
         output_prefix: req.output_prefix.clone(),
         exec,
         env_vars,
+        script_args: Vec::new(),
     })
 }
 
@@ -191,4 +223,37 @@ fn gpu_count(r: &core::Resources) -> Option<u32> {
             .and_then(|e| e.value.trim().parse::<u32>().ok())
     };
     find(&r.limits).or_else(|| find(&r.requests))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::connector::TaskExecutionMetadata;
+    use crate::proto::core::{NodeExecutionIdentifier, TaskExecutionIdentifier};
+
+    #[test]
+    fn interruptible_tasks_bring_their_own_requeue_budget() {
+        let with = |interruptible: bool, threshold: i32| {
+            let req = CreateTaskRequest {
+                template: Some(core::TaskTemplate {
+                    r#type: "slurm_script".into(),
+                    ..Default::default()
+                }),
+                task_execution_metadata: Some(TaskExecutionMetadata {
+                    task_execution_id: Some(TaskExecutionIdentifier {
+                        node_execution_id: Some(NodeExecutionIdentifier::default()),
+                        ..Default::default()
+                    }),
+                    interruptible,
+                    interruptible_failure_threshold: threshold,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            request(&req).unwrap().interruptions_allowed
+        };
+        assert_eq!(with(false, 7), None, "not interruptible");
+        assert_eq!(with(true, 0), None, "no threshold given");
+        assert_eq!(with(true, 7), Some(7));
+    }
 }

@@ -1,0 +1,180 @@
+//! Flyte 1's agent protocol on the same port: `flyteidl.service.AsyncAgentService` and
+//! `AgentMetadataService` (flyteidl 1.16), for flytepropeller's agent plugin. Each handler
+//! converts at the seam (`wire/flyte1.rs`) and calls the same [`Connector`](crate::service::Connector)
+//! operation the Flyte 2 handler calls, so both protocols share the tracker, staging, identity
+//! rules, replicas protocol, failure classes and metrics (counted under the task type).
+
+use std::pin::Pin;
+use std::time::Instant;
+
+use tonic::{Request, Response, Status};
+
+use crate::proto::connector as v2;
+use crate::proto::flyte1::admin::{
+    CreateTaskRequest, CreateTaskResponse, DeleteTaskRequest, DeleteTaskResponse, GetAgentRequest,
+    GetAgentResponse, GetTaskLogsRequest, GetTaskLogsResponse, GetTaskLogsResponseBody,
+    GetTaskMetricsRequest, GetTaskMetricsResponse, GetTaskRequest, GetTaskResponse,
+    ListAgentsRequest, ListAgentsResponse, LogLine, LogLineOriginator, TaskCategory,
+    get_task_logs_response,
+};
+use crate::proto::flyte1::core::ExecutionMetricResult;
+use crate::proto::flyte1::service::agent_metadata_service_server::AgentMetadataService;
+use crate::proto::flyte1::service::async_agent_service_server::AsyncAgentService;
+use crate::service::ServiceError;
+use crate::service::wire::flyte1;
+
+use super::grpc::{CONNECTOR_NAME, Grpc};
+
+fn category(c: Option<&TaskCategory>) -> String {
+    c.map(|c| c.name.clone())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+type LogStream = Pin<Box<dyn futures::Stream<Item = Result<GetTaskLogsResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl AsyncAgentService for Grpc {
+    async fn create_task(
+        &self,
+        req: Request<CreateTaskRequest>,
+    ) -> Result<Response<CreateTaskResponse>, Status> {
+        let started = Instant::now();
+        let req = req.into_inner();
+        let task_type = req
+            .template
+            .as_ref()
+            .map(|t| t.r#type.clone())
+            .unwrap_or_default();
+        let r = match flyte1::request(&req) {
+            Ok(request) => self.0.create_task(request).await,
+            Err(e) => Err(ServiceError::Invalid(e.to_string())),
+        };
+        let r = self.finish(&task_type, "create", started, r);
+        if let Err(s) = &r {
+            tracing::warn!(task_type, code = ?s.code(), message = s.message(), "CreateTask (Flyte 1) failed");
+        }
+        r.map(|meta| {
+            Response::new(CreateTaskResponse {
+                resource_meta: meta,
+            })
+        })
+    }
+
+    async fn get_task(
+        &self,
+        req: Request<GetTaskRequest>,
+    ) -> Result<Response<GetTaskResponse>, Status> {
+        let started = Instant::now();
+        let req = req.into_inner();
+        let task_type = category(req.task_category.as_ref());
+        let r = self.0.get(&req.resource_meta).await;
+        let r = self.finish(&task_type, "get", started, r);
+        r.map(|resource| {
+            Response::new(GetTaskResponse {
+                resource: Some(flyte1::resource(resource)),
+            })
+        })
+    }
+
+    async fn delete_task(
+        &self,
+        req: Request<DeleteTaskRequest>,
+    ) -> Result<Response<DeleteTaskResponse>, Status> {
+        let started = Instant::now();
+        let req = req.into_inner();
+        let task_type = category(req.task_category.as_ref());
+        // Flyte 1's request has no connection: the job's own user cancels it.
+        let r = self.0.delete(&req.resource_meta, &Default::default()).await;
+        let r = self.finish(&task_type, "delete", started, r);
+        r.map(|()| Response::new(DeleteTaskResponse {}))
+    }
+
+    async fn get_task_metrics(
+        &self,
+        req: Request<GetTaskMetricsRequest>,
+    ) -> Result<Response<GetTaskMetricsResponse>, Status> {
+        let started = Instant::now();
+        let req = req.into_inner();
+        let task_type = category(req.task_category.as_ref());
+        let v2_req = v2::GetTaskMetricsRequest {
+            resource_meta: req.resource_meta,
+            queries: req.queries,
+            start_time: req.start_time,
+            end_time: req.end_time,
+            step: req.step,
+            task_category: None,
+        };
+        let r = self.0.task_metrics(&v2_req).await;
+        let r = self.finish(&task_type, "get_metrics", started, r);
+        r.map(|results| {
+            Response::new(GetTaskMetricsResponse {
+                results: results
+                    .into_iter()
+                    .map(|m| ExecutionMetricResult {
+                        metric: m.metric,
+                        data: m.data,
+                    })
+                    .collect(),
+            })
+        })
+    }
+
+    type GetTaskLogsStream = LogStream;
+
+    async fn get_task_logs(
+        &self,
+        req: Request<GetTaskLogsRequest>,
+    ) -> Result<Response<LogStream>, Status> {
+        let started = Instant::now();
+        let req = req.into_inner();
+        let task_type = category(req.task_category.as_ref());
+        let r = self.0.logs(&req.resource_meta, req.lines).await;
+        let lines = self.finish(&task_type, "get_logs", started, r)?;
+        #[allow(deprecated)]
+        let body = GetTaskLogsResponse {
+            part: Some(get_task_logs_response::Part::Body(
+                GetTaskLogsResponseBody {
+                    results: lines.clone(),
+                    structured_lines: lines
+                        .into_iter()
+                        .map(|message| LogLine {
+                            timestamp: None,
+                            message,
+                            originator: LogLineOriginator::User as i32,
+                        })
+                        .collect(),
+                },
+            )),
+        };
+        let stream = futures::stream::iter(vec![Ok(body)]);
+        Ok(Response::new(Box::pin(stream) as LogStream))
+    }
+}
+
+#[tonic::async_trait]
+impl AgentMetadataService for Grpc {
+    async fn get_agent(
+        &self,
+        req: Request<GetAgentRequest>,
+    ) -> Result<Response<GetAgentResponse>, Status> {
+        if req.get_ref().name != CONNECTOR_NAME {
+            return Err(Status::not_found(format!(
+                "no agent named `{}`; this server has `{CONNECTOR_NAME}`",
+                req.get_ref().name
+            )));
+        }
+        Ok(Response::new(GetAgentResponse {
+            agent: Some(flyte1::agent(CONNECTOR_NAME)),
+        }))
+    }
+
+    async fn list_agents(
+        &self,
+        _req: Request<ListAgentsRequest>,
+    ) -> Result<Response<ListAgentsResponse>, Status> {
+        Ok(Response::new(ListAgentsResponse {
+            agents: vec![flyte1::agent(CONNECTOR_NAME)],
+        }))
+    }
+}
