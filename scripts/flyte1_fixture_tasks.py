@@ -24,6 +24,21 @@ def plain(n: int) -> int:
     return n + 1
 
 
+# With plain's interface, for the real tier (tests/real_flyte1.rs runs them with plain's request):
+# a task that raises, and one that runs until it is cancelled. No fixture is made of them.
+@task(task_config=SlurmFunctionConfig(ssh_config=SSH, sbatch_config={}))
+def boom(n: int) -> int:
+    raise ValueError(f"boom {n}")
+
+
+@task(task_config=SlurmFunctionConfig(ssh_config=SSH, sbatch_config={}))
+def sleepy(n: int) -> int:
+    import time
+
+    time.sleep(600)
+    return n
+
+
 script_task = SlurmTask(
     name="run_script",
     task_config=SlurmScriptConfig(

@@ -40,6 +40,8 @@ pub enum Tier {
     /// `stunnel4` (Debian's package) and `openssl` on PATH: a TLS terminator in front of the dev
     /// cluster's slurmrestd (tests/real_identity/tls.rs).
     Tls,
+    /// The dev cluster with Flyte 1's Python (`dev-cluster flyte1`: flytekit in the chroot).
+    Flyte1,
     /// `SLURM_CONNECTOR_PYTHON`: a python with flyteidl2 and grpcio.
     Python,
     /// `moto_server` on PATH (`pip install 'moto[server]'`).
@@ -49,7 +51,7 @@ pub enum Tier {
 }
 
 impl Tier {
-    pub const ALL: [Tier; 14] = [
+    pub const ALL: [Tier; 15] = [
         Tier::Cluster,
         Tier::Accounting,
         Tier::NoAccounting,
@@ -61,6 +63,7 @@ impl Tier {
         Tier::TwoClusters,
         Tier::ControllerDrills,
         Tier::Tls,
+        Tier::Flyte1,
         Tier::Python,
         Tier::S3,
         Tier::OpenapiUpstream,
@@ -79,6 +82,7 @@ impl Tier {
             Tier::TwoClusters => "two-clusters",
             Tier::ControllerDrills => "controller-drills",
             Tier::Tls => "tls",
+            Tier::Flyte1 => "flyte1",
             Tier::Python => "python",
             Tier::S3 => "s3",
             Tier::OpenapiUpstream => "openapi-upstream",
