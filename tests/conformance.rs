@@ -227,3 +227,62 @@ action = "deny"
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Flyte 1 through the official flyteidl 1.16 stubs (tests/conformance/conformance_flyte1.py):
+/// ListAgents, CreateTask/GetTask/GetTaskLogs/DeleteTask of `slurm_fn` and `slurm`, a missing
+/// script refused, a cancel mid-run. `data/shared` is the embedded cluster's shared filesystem.
+fn run_flyte1_script(py: &Path, port: u16, script_dir: &str, host_dir: &str, partition: &str) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(py)
+        .arg(root.join("tests/conformance/conformance_flyte1.py"))
+        .args(["--address", &format!("127.0.0.1:{port}")])
+        .args([
+            "--fixtures",
+            root.join("tests/fixtures/flyte1").to_str().unwrap(),
+        ])
+        .args(["--script-dir", script_dir, "--host-script-dir", host_dir])
+        .args(["--partition", partition])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "Flyte 1 conformance failed:\n{stdout}"
+    );
+    let last = stdout.lines().last().unwrap_or("");
+    assert!(
+        last.ends_with(" 0 failed") && !last.starts_with("0 passed"),
+        "{last}"
+    );
+}
+
+#[test]
+fn official_flyte1_stubs_against_the_embedded_default() {
+    let Some(py) = python() else { return };
+    let (_serve, port, data) = serve(&[], true);
+    let dir = data.join("shared/flyte1-conformance");
+    let dir = dir.to_str().unwrap();
+    run_flyte1_script(&py, port, dir, dir, "");
+    let _ = std::fs::remove_dir_all(data);
+}
+
+#[test]
+fn official_flyte1_stubs_against_the_real_dev_cluster() {
+    let Some(py) = python() else { return };
+    let Some(root) = std::env::var_os("SLURM_DEV_CLUSTER_ROOT") else {
+        skip(
+            Tier::Cluster,
+            "no dev cluster environment (eval \"$(deploy/dev-cluster/dev-cluster env)\")",
+        );
+        return;
+    };
+    if std::env::var_os("FLYTE_SLURM_RESTD_URL").is_none() {
+        skip(Tier::Cluster, "FLYTE_SLURM_RESTD_URL is not set");
+        return;
+    }
+    let (_serve, port, _data) = serve(&[], false);
+    let dir = "/shared/flyte/flyte1-conformance";
+    let host = PathBuf::from(root).join(dir.trim_start_matches('/'));
+    run_flyte1_script(&py, port, dir, host.to_str().unwrap(), "debug");
+}
