@@ -136,6 +136,19 @@ def main() -> None:
         (OUT / f"{name}.pb").write_bytes(req.SerializeToString(deterministic=True))
         (OUT / f"{name}.json").write_text(json_format.MessageToJson(req, sort_keys=True) + "\n")
         print(f"{OUT / name}.pb: {req.template.type}, {len(req.SerializeToString())} bytes")
+    # The resource_meta the plugin's own agents answer CreateTask with (a task in flight when a
+    # site swaps the SSH agent for the connector): its `SlurmJobMetadata`, encoded by flytekit.
+    from flytekitplugins.slurm.function.connector import SlurmJobMetadata as FunctionMeta
+    from flytekitplugins.slurm.script.connector import SlurmJobMetadata as ScriptMeta
+
+    ssh = {"host": "login.hpc.example.org", "username": "alice"}
+    metas = {
+        "meta_slurm_fn": FunctionMeta(job_id="4242", ssh_config=ssh),
+        "meta_slurm": ScriptMeta(job_id="4243", ssh_config=ssh, outputs={}),
+    }
+    for name, meta in metas.items():
+        (OUT / f"{name}.bin").write_bytes(meta.encode())
+        print(f"{OUT / name}.bin: {meta.encode().decode()}")
 
 
 if __name__ == "__main__":

@@ -204,6 +204,17 @@ struct PythonMeta {
     declared_outputs: BTreeMap<String, DeclaredOutput>,
 }
 
+/// A Python plugin's `job_id` (sbatch's output, a string; a number is taken too).
+fn python_job_id(v: &serde_json::Value) -> Result<JobId, MetaError> {
+    match v {
+        serde_json::Value::String(s) => s.trim().parse::<JobId>().ok(),
+        serde_json::Value::Number(n) => n.as_u64().and_then(|n| u32::try_from(n).ok()).map(JobId),
+        _ => None,
+    }
+    .filter(|id| id.0 != 0)
+    .ok_or_else(|| MetaError::Field(format!("`job_id` {v} is not a Slurm job id")))
+}
+
 pub fn decode(bytes: &[u8]) -> Result<Decoded, MetaError> {
     let v: serde_json::Value =
         serde_json::from_slice(bytes).map_err(|e| MetaError::NotJson(e.to_string()))?;
@@ -228,18 +239,24 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, MetaError> {
         }
         return Ok(Decoded::Ours(m));
     }
+    // flytekitplugins-slurm's (Flyte 1) `SlurmJobMetadata(job_id, ssh_config[, outputs])`: a task
+    // its SSH agent started, asked about once the connector serves Flyte 1. Its host picks the
+    // cluster as the Flyte 2 plugin's does; it names no files (the plugin left sbatch's defaults).
+    if let Some(host) = v
+        .get("ssh_config")
+        .and_then(|s| s.get("host"))
+        .and_then(|h| h.as_str())
+    {
+        let job_id = python_job_id(v.get("job_id").unwrap_or(&serde_json::Value::Null))?;
+        return Ok(Decoded::Python {
+            host: host.to_string(),
+            meta: ResourceMeta::new("", job_id, String::new(), String::new(), String::new()),
+        });
+    }
     if v.get("host").is_some() {
         let p: PythonMeta =
             serde_json::from_value(v).map_err(|e| MetaError::Field(e.to_string()))?;
-        let job_id = match &p.job_id {
-            serde_json::Value::String(s) => s.trim().parse::<JobId>().ok(),
-            serde_json::Value::Number(n) => {
-                n.as_u64().and_then(|n| u32::try_from(n).ok()).map(JobId)
-            }
-            _ => None,
-        }
-        .filter(|id| id.0 != 0)
-        .ok_or_else(|| MetaError::Field(format!("`job_id` {} is not a Slurm job id", p.job_id)))?;
+        let job_id = python_job_id(&p.job_id)?;
         let outputs = p.declared_outputs;
         return Ok(Decoded::Python {
             host: p.host,
@@ -256,7 +273,7 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, MetaError> {
         });
     }
     Err(MetaError::Field(
-        "neither this connector's (`v`, `cluster`, `job_id`) nor the Slurm plugin's (`job_id`, `host`) fields".into(),
+        "neither this connector's (`v`, `cluster`, `job_id`) nor the Slurm plugins' (`job_id` with `host`, or with `ssh_config.host` for Flyte 1) fields".into(),
     ))
 }
 
@@ -325,6 +342,26 @@ mod tests {
         assert!(!String::from_utf8(old.encode()).unwrap().contains("array"));
         m.array = Some("9-1".into());
         assert!(m.array_indices().unwrap_err().to_string().contains("9-1"));
+    }
+
+    /// flytekitplugins-slurm's metas, encoded by flytekit 1.16.31 (scripts/make-flyte1-fixtures.py).
+    #[test]
+    fn flyte1_plugin_meta_is_read() {
+        for (name, id) in [("meta_slurm_fn", 4242), ("meta_slurm", 4243)] {
+            let path = format!(
+                "{}/tests/fixtures/flyte1/{name}.bin",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            let Decoded::Python { host, meta } = decode(&std::fs::read(path).unwrap()).unwrap()
+            else {
+                panic!("{name}")
+            };
+            assert_eq!(host, "login.hpc.example.org");
+            assert_eq!(meta.job_id, JobId(id));
+            assert!(meta.outputs.is_empty());
+        }
+        let e = decode(br#"{"job_id": "x", "ssh_config": {"host": "h"}}"#).unwrap_err();
+        assert!(e.to_string().contains("job_id"), "{e}");
     }
 
     #[test]
