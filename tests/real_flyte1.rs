@@ -144,7 +144,9 @@ fn function_request(c: &Cluster, w: &Work, fixture_name: &str, run: &str) -> Cre
         t.target.as_mut()
     {
         for a in &mut k.args {
-            *a = a.replace(FIXTURE_PREFIX, &prefix).replace(FIXTURE_RAW, &raw);
+            *a = a
+                .replace(FIXTURE_PREFIX, &prefix)
+                .replace(FIXTURE_RAW, &raw);
         }
     }
     set_custom(
@@ -181,7 +183,13 @@ fn category(t: &str) -> Option<TaskCategory> {
     })
 }
 
-async fn wait(c: &mut Agent, meta: &[u8], t: &str, secs: u64, done: impl Fn(i32) -> bool) -> Resource {
+async fn wait(
+    c: &mut Agent,
+    meta: &[u8],
+    t: &str,
+    secs: u64,
+    done: impl Fn(i32) -> bool,
+) -> Resource {
     let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
         let r = c
