@@ -29,6 +29,7 @@ mod common;
 use common::skip::{Tier, skip};
 
 #[path = "real_apptainer/support.rs"]
+#[allow(unused_imports)]
 mod support;
 use support::{JOB_UID, Serve, free_port, serve_on};
 

@@ -362,6 +362,70 @@ impl Tracker {
         }
     }
 
+    /// Arrays whose id slurmctld now lists as a plain job: it crashed after the array was
+    /// submitted, restarted from a state saved before, lost the array and gave its id to a later
+    /// submit (seen in CI's crash drill on 26.05, tests/real_controller_drill.rs: array 2762 of
+    /// two elements, then single job 2762). Its elements still under the array's id (those that
+    /// never started under their own) will never be listed again: they are lost now, their record
+    /// the other job's, so GetTask says so at once (`service::report::own_job`: the element's
+    /// own exit marker if it ran, else the cluster's failure, retried by Flyte) instead of
+    /// waiting `lost_after` while its task's follower waits.
+    pub(super) async fn arrays_given_away(&self, arrays: &[JobId]) {
+        // Those with an element left to lose: each array's id is looked up once.
+        let arrays: Vec<JobId> = {
+            let jobs = self.jobs.lock().unwrap();
+            arrays
+                .iter()
+                .copied()
+                .filter(|m| {
+                    jobs.get(m).and_then(track).is_some_and(|t| {
+                        t.indices.iter().any(|i| {
+                            t.elements.get(i).is_none_or(|el| {
+                                el.id == *m
+                                    && el.entry.known != Known::Lost
+                                    && !el.entry.record_done
+                                    && !el.entry.state.is_terminal()
+                            })
+                        })
+                    })
+                })
+                .collect()
+        };
+        for m in &arrays {
+            let info = match self.api.job(*m).await {
+                Ok(Some(info)) if info.array.is_none() => info,
+                // Still an array (a race with the listing), or gone again: next tick says.
+                Ok(_) => continue,
+                Err(err) => {
+                    tracing::debug!(cluster = %self.cluster, job_id = %m, error = %err, "record of a job listed under an array's id not fetched; retried next tick");
+                    continue;
+                }
+            };
+            let theirs = crate::render::key_of_record(info.comment.as_deref(), &info.name, None)
+                .unwrap_or_else(|| info.name.clone());
+            let now = self.now_secs();
+            let mut lost = Vec::new();
+            self.with_entry(*m, |entry| {
+                let Some(t) = track_mut(entry) else { return };
+                for i in t.indices.clone() {
+                    let el = t.elements.entry(i).or_insert_with(|| Element::new(*m, now));
+                    let ended = el.entry.record_done || el.entry.state.is_terminal();
+                    if el.id != *m || ended || el.entry.known == Known::Lost {
+                        continue;
+                    }
+                    el.entry.known = Known::Lost;
+                    el.entry.since = now;
+                    el.entry.extra.get_or_insert_with(Default::default).key =
+                        Some(theirs.as_str().into());
+                    lost.push(i);
+                }
+            });
+            if !lost.is_empty() {
+                tracing::warn!(cluster = %self.cluster, array = %m, indices = ?lost, job_name = %info.name, "slurmctld lists the array's id as another job: it lost the array (a restart from an older state save); its elements are lost");
+            }
+        }
+    }
+
     /// Elements slurmctld no longer lists: slurmdbd, one request for all these arrays (their
     /// ids bring every element). An element neither knows for `lost_after` is lost.
     async fn resolve_missing_elements(&self, arrays: &[JobId]) {

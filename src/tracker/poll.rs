@@ -108,6 +108,16 @@ impl Tracker {
             }
         }
         if !arrays.is_empty() {
+            // jobs/state lists an array's elements as `<id>_<index>`, never as a plain `<id>`: a
+            // tracked array's id answered as a plain job is another job's now.
+            let given_away: Vec<JobId> = arrays
+                .iter()
+                .copied()
+                .filter(|m| states.contains_key(m))
+                .collect();
+            if !given_away.is_empty() {
+                self.arrays_given_away(&given_away).await;
+            }
             self.refresh_arrays(&arrays, &elements).await;
         }
         if !missing.is_empty() {

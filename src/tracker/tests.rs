@@ -27,6 +27,8 @@ mod arrays {
     #[derive(Default)]
     struct Scripted {
         elements: Mutex<Vec<ElementState>>,
+        /// Plain jobs jobs/state lists (`<id>`, not `<id>_<index>`).
+        plain: Mutex<HashMap<JobId, JobState>>,
         /// Records by the element's own id (slurmctld's `job/{id}`).
         records: Mutex<HashMap<JobId, JobInfo>>,
         /// slurmdbd's records by own id.
@@ -79,12 +81,8 @@ mod arrays {
         ) -> BoxFuture<'a, Result<States, ClientError>> {
             *self.states_calls.lock().unwrap() += 1;
             let elements = self.elements.lock().unwrap().clone();
-            Box::pin(async move {
-                Ok(States {
-                    jobs: HashMap::new(),
-                    elements,
-                })
-            })
+            let jobs = self.plain.lock().unwrap().clone();
+            Box::pin(async move { Ok(States { jobs, elements }) })
         }
         fn job(&self, id: JobId) -> BoxFuture<'_, Result<Option<JobInfo>, ClientError>> {
             self.job_calls.lock().unwrap().push(id);
@@ -264,6 +262,62 @@ mod arrays {
         // Two user failures: the lowest index is the array's.
         assert_eq!(s.class, Some(FailureClass::User));
         assert_eq!(s.state.as_deref(), Some("OUT_OF_MEMORY"));
+    }
+
+    /// slurmctld crashed after an array was submitted, restarted from an older state save and
+    /// gave the array's id to a later single job (CI's crash drill on 26.05): the elements still
+    /// under that id are lost at once, their record that job's key (GetTask then reports the
+    /// task's own marker or the cluster's failure), not pending until `lost_after`; an element
+    /// that had started under its own id keeps being followed there.
+    #[tokio::test]
+    async fn an_array_whose_id_slurmctld_gave_away_is_lost_at_once() {
+        let (api, t) = tracker();
+        t.track_array(JobId(2762), &[0, 1, 2]);
+        set_records(&api, &[record(2763, 2762, 2, "RUNNING", 0)]);
+        api.answer(&[
+            (2762, 0, "PENDING"),
+            (2762, 1, "PENDING"),
+            (2763, 2, "RUNNING"),
+        ]);
+        t.tick().await;
+        assert_eq!(t.status(JobId(2762)).await.phase, Phase::Running);
+        // The restarted slurmctld: 2762 is another execution's plain job; 2763 still runs.
+        api.answer(&[(2763, 2, "RUNNING")]);
+        let other = JobState::from_strings(["RUNNING"]);
+        api.plain.lock().unwrap().insert(JobId(2762), other.clone());
+        set_records(
+            &api,
+            &[JobInfo::new(
+                JobId(2762),
+                "flyte-other-0123456789abcdef",
+                other,
+            )],
+        );
+        t.tick().await;
+        let s = t.status(JobId(2762)).await;
+        let by_index: Vec<(u32, Option<&str>, bool)> = s
+            .elements
+            .iter()
+            .map(|e| {
+                (
+                    e.index,
+                    e.snapshot.key.as_deref(),
+                    e.snapshot.phase.is_terminal(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            by_index,
+            [
+                (0, Some("0123456789abcdef"), true),
+                (1, Some("0123456789abcdef"), true),
+                (2, None, false)
+            ]
+        );
+        // Asked once: the lost elements are not looked up again.
+        api.job_calls.lock().unwrap().clear();
+        t.tick().await;
+        assert!(!api.job_calls.lock().unwrap().contains(&JobId(2762)));
     }
 
     /// Slurm requeues an element (it stays under its own id, pending again; recorded as

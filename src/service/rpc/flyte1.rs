@@ -23,12 +23,10 @@ use crate::proto::flyte1::service::async_agent_service_server::AsyncAgentService
 use crate::service::ServiceError;
 use crate::service::wire::flyte1;
 
-use super::grpc::{CONNECTOR_NAME, Grpc};
+use super::grpc::{CONNECTOR_NAME, Grpc, check_name, task_type_label};
 
 fn category(c: Option<&TaskCategory>) -> String {
-    c.map(|c| c.name.clone())
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| "unknown".into())
+    task_type_label(c.map(|c| c.name.as_str()))
 }
 
 type LogStream = Pin<Box<dyn futures::Stream<Item = Result<GetTaskLogsResponse, Status>> + Send>>;
@@ -158,12 +156,7 @@ impl AgentMetadataService for Grpc {
         &self,
         req: Request<GetAgentRequest>,
     ) -> Result<Response<GetAgentResponse>, Status> {
-        if req.get_ref().name != CONNECTOR_NAME {
-            return Err(Status::not_found(format!(
-                "no agent named `{}`; this server has `{CONNECTOR_NAME}`",
-                req.get_ref().name
-            )));
-        }
+        check_name(&req.get_ref().name, "agent")?;
         Ok(Response::new(GetAgentResponse {
             agent: Some(flyte1::agent(CONNECTOR_NAME)),
         }))

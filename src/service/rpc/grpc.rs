@@ -49,9 +49,24 @@ pub fn connector(clustered: bool) -> Connector {
 pub struct Grpc(pub Arc<State>);
 
 fn category(c: Option<&TaskCategory>) -> String {
-    c.map(|c| c.name.clone())
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| "unknown".into())
+    task_type_label(c.map(|c| c.name.as_str()))
+}
+
+/// The task type a request's category names, as the per-RPC metrics label it (both protocols).
+pub(super) fn task_type_label(name: Option<&str>) -> String {
+    name.filter(|n| !n.is_empty())
+        .unwrap_or("unknown")
+        .to_string()
+}
+
+/// GetConnector / GetAgent: this server has one, [`CONNECTOR_NAME`]; another name is NOT_FOUND.
+pub(super) fn check_name(asked: &str, what: &str) -> Result<(), Status> {
+    if asked == CONNECTOR_NAME {
+        return Ok(());
+    }
+    Err(Status::not_found(format!(
+        "no {what} named `{asked}`; this server has `{CONNECTOR_NAME}`"
+    )))
 }
 
 impl Grpc {
@@ -189,12 +204,7 @@ impl ConnectorMetadataService for Grpc {
         &self,
         req: Request<GetConnectorRequest>,
     ) -> Result<Response<GetConnectorResponse>, Status> {
-        if req.get_ref().name != CONNECTOR_NAME {
-            return Err(Status::not_found(format!(
-                "no connector named `{}`; this server has `{CONNECTOR_NAME}`",
-                req.get_ref().name
-            )));
-        }
+        check_name(&req.get_ref().name, "connector")?;
         Ok(Response::new(GetConnectorResponse {
             connector: Some(connector(self.0.deployment.clustered.enabled)),
         }))

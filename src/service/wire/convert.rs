@@ -1,16 +1,12 @@
 //! `CreateTaskRequest` (protobuf) → the renderer's [`TaskSpec`]. Only shape, no policy: what a
 //! task may or may not do is the renderer's and the config's business.
 
-use std::collections::BTreeMap;
-
 use crate::proto::connector::CreateTaskRequest;
 use crate::proto::core::{self, literal, literal_type, primitive, scalar};
 use crate::proto::struct_to_json;
-use crate::render::{
-    ContainerSpec, ExecutionIdentity, InputValue, InterfaceKind, TaskSpec, TaskType,
-};
+use crate::render::{ContainerSpec, InputValue, InterfaceKind, TaskSpec, TaskType};
 
-use super::TaskRequest;
+use super::{Metadata, TaskRequest};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConvertError {
@@ -28,30 +24,17 @@ pub enum ConvertError {
 
 /// A Flyte 2 CreateTaskRequest as the service's [`TaskRequest`].
 pub fn request(req: &CreateTaskRequest) -> Result<TaskRequest, ConvertError> {
-    let spec = task_spec(req)?;
-    let tem = req.task_execution_metadata.as_ref();
-    let identity = tem.and_then(|t| t.identity.as_ref());
-    Ok(TaskRequest {
-        spec,
-        secrets: req
-            .connection
+    Ok(TaskRequest::with_metadata(
+        task_spec(req)?,
+        req.connection
             .as_ref()
             .map(|c| c.secrets.clone())
             .unwrap_or_default(),
-        service_account: identity
-            .map(|i| i.k8s_service_account.clone())
-            .filter(|s| !s.is_empty())
-            .or_else(|| tem.map(|t| t.k8s_service_account.clone()))
-            .unwrap_or_default(),
-        execution_identity: identity
-            .map(|i| i.execution_identity.clone())
-            .unwrap_or_default(),
-        interruptions_allowed: tem.and_then(|t| {
-            (t.interruptible && t.interruptible_failure_threshold > 0)
-                .then_some(t.interruptible_failure_threshold as u32)
-        }),
-        script_file: None,
-    })
+        req.task_execution_metadata
+            .as_ref()
+            .map(|t| t as &dyn Metadata),
+        None,
+    ))
 }
 
 /// The renderer's part of a Flyte 2 CreateTaskRequest.
@@ -99,27 +82,10 @@ pub fn task_spec(req: &CreateTaskRequest) -> Result<TaskSpec, ConvertError> {
         })
         .unwrap_or_default();
     let tem = req.task_execution_metadata.as_ref();
-    let tid = tem
-        .and_then(|m| m.task_execution_id.as_ref())
+    let exec = tem
+        .and_then(|m| m.execution())
         .ok_or(ConvertError::NoExecutionId)?;
-    let node = tid.node_execution_id.as_ref();
-    let wf = node.and_then(|n| n.execution_id.as_ref());
-    let exec = ExecutionIdentity {
-        org: wf.map(|w| w.org.clone()).unwrap_or_default(),
-        project: wf.map(|w| w.project.clone()).unwrap_or_default(),
-        domain: wf.map(|w| w.domain.clone()).unwrap_or_default(),
-        run_name: wf.map(|w| w.name.clone()).unwrap_or_default(),
-        action_name: node.map(|n| n.node_id.clone()).unwrap_or_default(),
-        attempt: tid.retry_attempt,
-    };
-    let env_vars: BTreeMap<String, String> = tem
-        .map(|m| {
-            m.environment_variables
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect()
-        })
-        .unwrap_or_default();
+    let env_vars = tem.map(|m| m.environment()).unwrap_or_default();
     Ok(TaskSpec {
         task_type,
         task_name: t.id.as_ref().map(|i| i.name.clone()).unwrap_or_default(),

@@ -23,9 +23,9 @@ use serde_json::{Map, Value};
 
 use crate::proto::flyte1::{admin, core as core1};
 use crate::proto::{connector, core as core2, struct_to_json, task as task2};
-use crate::render::{ContainerSpec, ExecutionIdentity, TaskSpec, TaskType};
+use crate::render::{ContainerSpec, TaskSpec, TaskType};
 
-use super::TaskRequest;
+use super::{Metadata, TaskRequest};
 
 /// Flyte 1's `slurm_fn`: flytekitplugins-slurm's `SlurmFunctionTask`.
 pub const FUNCTION_TASK_TYPE: &str = "slurm_fn";
@@ -165,20 +165,10 @@ pub fn request(req: &admin::CreateTaskRequest) -> Result<TaskRequest, Flyte1Erro
     }
 
     let tem = req.task_execution_metadata.as_ref();
-    let tid = tem
-        .and_then(|m| m.task_execution_id.as_ref())
-        .ok_or(Flyte1Error::NoExecutionId)?;
-    let node = tid.node_execution_id.as_ref();
-    let wf = node.and_then(|n| n.execution_id.as_ref());
     // Flyte 1's retry is a new attempt: a new key, a new job (never the previous attempt's).
-    let exec = ExecutionIdentity {
-        org: wf.map(|w| w.org.clone()).unwrap_or_default(),
-        project: wf.map(|w| w.project.clone()).unwrap_or_default(),
-        domain: wf.map(|w| w.domain.clone()).unwrap_or_default(),
-        run_name: wf.map(|w| w.name.clone()).unwrap_or_default(),
-        action_name: node.map(|n| n.node_id.clone()).unwrap_or_default(),
-        attempt: tid.retry_attempt,
-    };
+    let exec = tem
+        .and_then(|m| m.execution())
+        .ok_or(Flyte1Error::NoExecutionId)?;
     let container = t.target.as_ref().and_then(|target| match target {
         core1::task_template::Target::Container(c) => Some(ContainerSpec {
             image: c.image.clone(),
@@ -193,39 +183,27 @@ pub fn request(req: &admin::CreateTaskRequest) -> Result<TaskRequest, Flyte1Erro
         }),
         _ => None,
     });
-    let identity = tem.and_then(|t| t.identity.as_ref());
-    Ok(TaskRequest {
-        spec: TaskSpec {
-            task_type,
-            task_name: t.id.as_ref().map(|i| i.name.clone()).unwrap_or_default(),
-            custom: Value::Object(v2),
-            // pyflyte-execute reads its inputs itself, and a script on the cluster takes its
-            // arguments, not the task's inputs: the plugin passes neither to the job.
-            container,
-            inputs: Vec::new(),
-            outputs: Vec::new(),
-            output_prefix: req.output_prefix.clone(),
-            exec,
-            env_vars: tem
-                .map(|m| m.environment_variables.clone().into_iter().collect())
-                .unwrap_or_default(),
-            script_args,
-        },
-        secrets: Default::default(),
-        service_account: identity
-            .map(|i| i.k8s_service_account.clone())
-            .filter(|s| !s.is_empty())
-            .or_else(|| tem.map(|t| t.k8s_service_account.clone()))
-            .unwrap_or_default(),
-        execution_identity: identity
-            .map(|i| i.execution_identity.clone())
-            .unwrap_or_default(),
-        interruptions_allowed: tem.and_then(|t| {
-            (t.interruptible && t.interruptible_failure_threshold > 0)
-                .then_some(t.interruptible_failure_threshold as u32)
-        }),
+    let spec = TaskSpec {
+        task_type,
+        task_name: t.id.as_ref().map(|i| i.name.clone()).unwrap_or_default(),
+        custom: Value::Object(v2),
+        // pyflyte-execute reads its inputs itself, and a script on the cluster takes its
+        // arguments, not the task's inputs: the plugin passes neither to the job.
+        container,
+        inputs: Vec::new(),
+        outputs: Vec::new(),
+        output_prefix: req.output_prefix.clone(),
+        exec,
+        env_vars: tem.map(|m| m.environment()).unwrap_or_default(),
+        script_args,
+    };
+    // Flyte 1's request has no connection (no per-task secrets).
+    Ok(TaskRequest::with_metadata(
+        spec,
+        Default::default(),
+        tem.map(|t| t as &dyn Metadata),
         script_file,
-    })
+    ))
 }
 
 /// `sbatch_config` (`{option: value}`, each `--option value` on the plugin's sbatch command line)

@@ -10,10 +10,10 @@ pub mod convert;
 pub mod flyte1;
 pub mod meta;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::config::identity::Requester;
-use crate::render::TaskSpec;
+use crate::render::{ExecutionIdentity, TaskSpec};
 
 /// One CreateTask, whichever protocol brought it: all that CreateTask decides with (the
 /// identity rules, the cluster, the credentials, the requeue budget) besides the renderer's
@@ -47,6 +47,85 @@ impl TaskRequest {
             domain: self.spec.exec.domain.clone(),
             service_account: self.service_account.clone(),
             execution_identity: self.execution_identity.clone(),
+        }
+    }
+}
+
+/// What CreateTask reads from a `TaskExecutionMetadata`. Flyte 2's message descends from Flyte 1's
+/// and keeps its fields, but the two are distinct Rust types: one body, implemented for both by
+/// [`read_metadata!`], so the protocols cannot drift apart in how they are read.
+pub(super) trait Metadata {
+    /// Run, action and attempt (`None` without `task_execution_id`).
+    fn execution(&self) -> Option<ExecutionIdentity>;
+    /// `identity.k8s_service_account`, else `k8s_service_account`.
+    fn service_account(&self) -> String;
+    fn execution_identity(&self) -> String;
+    /// `interruptible_failure_threshold` of an interruptible task, when above zero.
+    fn interruptions_allowed(&self) -> Option<u32>;
+    fn environment(&self) -> BTreeMap<String, String>;
+}
+
+macro_rules! read_metadata {
+    ($t:ty) => {
+        impl $crate::service::wire::Metadata for $t {
+            fn execution(&self) -> Option<$crate::render::ExecutionIdentity> {
+                let tid = self.task_execution_id.as_ref()?;
+                let node = tid.node_execution_id.as_ref();
+                let wf = node.and_then(|n| n.execution_id.as_ref());
+                Some($crate::render::ExecutionIdentity {
+                    org: wf.map(|w| w.org.clone()).unwrap_or_default(),
+                    project: wf.map(|w| w.project.clone()).unwrap_or_default(),
+                    domain: wf.map(|w| w.domain.clone()).unwrap_or_default(),
+                    run_name: wf.map(|w| w.name.clone()).unwrap_or_default(),
+                    action_name: node.map(|n| n.node_id.clone()).unwrap_or_default(),
+                    attempt: tid.retry_attempt,
+                })
+            }
+            fn service_account(&self) -> String {
+                self.identity
+                    .as_ref()
+                    .map(|i| i.k8s_service_account.clone())
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| self.k8s_service_account.clone())
+            }
+            fn execution_identity(&self) -> String {
+                self.identity
+                    .as_ref()
+                    .map(|i| i.execution_identity.clone())
+                    .unwrap_or_default()
+            }
+            fn interruptions_allowed(&self) -> Option<u32> {
+                (self.interruptible && self.interruptible_failure_threshold > 0)
+                    .then_some(self.interruptible_failure_threshold as u32)
+            }
+            fn environment(&self) -> std::collections::BTreeMap<String, String> {
+                self.environment_variables
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            }
+        }
+    };
+}
+
+read_metadata!(crate::proto::connector::TaskExecutionMetadata);
+read_metadata!(crate::proto::flyte1::admin::TaskExecutionMetadata);
+
+impl TaskRequest {
+    /// The request around `spec`, with what its metadata says (none: the defaults).
+    pub(super) fn with_metadata(
+        spec: TaskSpec,
+        secrets: HashMap<String, String>,
+        tem: Option<&dyn Metadata>,
+        script_file: Option<String>,
+    ) -> TaskRequest {
+        TaskRequest {
+            spec,
+            secrets,
+            service_account: tem.map(|t| t.service_account()).unwrap_or_default(),
+            execution_identity: tem.map(|t| t.execution_identity()).unwrap_or_default(),
+            interruptions_allowed: tem.and_then(|t| t.interruptions_allowed()),
+            script_file,
         }
     }
 }
