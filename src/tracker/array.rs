@@ -401,28 +401,33 @@ impl Tracker {
                     continue;
                 }
             };
-            let theirs = crate::render::key_of_record(info.comment.as_deref(), &info.name, None)
-                .unwrap_or_else(|| info.name.clone());
             let now = self.now_secs();
-            let mut lost = Vec::new();
-            self.with_entry(*m, |entry| {
-                let Some(t) = track_mut(entry) else { return };
-                for i in t.indices.clone() {
-                    let el = t.elements.entry(i).or_insert_with(|| Element::new(*m, now));
-                    let ended = el.entry.record_done || el.entry.state.is_terminal();
-                    if el.id != *m || ended || el.entry.known == Known::Lost {
-                        continue;
-                    }
-                    el.entry.known = Known::Lost;
-                    el.entry.since = now;
-                    el.entry.extra.get_or_insert_with(Default::default).key =
-                        Some(theirs.as_str().into());
-                    lost.push(i);
-                }
-            });
-            if !lost.is_empty() {
-                tracing::warn!(cluster = %self.cluster, array = %m, indices = ?lost, job_name = %info.name, "slurmctld lists the array's id as another job: it lost the array (a restart from an older state save); its elements are lost");
+            let mut jobs = self.jobs.lock().unwrap();
+            if let Some(t) = jobs.get_mut(m).and_then(track_mut) {
+                self.lose_elements_under(*m, t, &info, now);
             }
+        }
+    }
+
+    /// The elements of array `m` still under its id, lost: `other`, a job that is no array, has
+    /// the id now (its key is their record's, for `service::report::own_job`).
+    fn lose_elements_under(&self, m: JobId, t: &mut ArrayTrack, other: &JobInfo, now: u32) {
+        let theirs = crate::render::key_of_record(other.comment.as_deref(), &other.name, None)
+            .unwrap_or_else(|| other.name.clone());
+        let mut lost = Vec::new();
+        for i in t.indices.clone() {
+            let el = t.elements.entry(i).or_insert_with(|| Element::new(m, now));
+            let ended = el.entry.record_done || el.entry.state.is_terminal();
+            if el.id != m || ended || el.entry.known == Known::Lost {
+                continue;
+            }
+            el.entry.known = Known::Lost;
+            el.entry.since = now;
+            el.entry.extra.get_or_insert_with(Default::default).key = Some(theirs.as_str().into());
+            lost.push(i);
+        }
+        if !lost.is_empty() {
+            tracing::warn!(cluster = %self.cluster, array = %m, indices = ?lost, job_name = %other.name, "the array's id is another job's (slurmctld lost the array in a restart from an older state save): its elements under that id are lost");
         }
     }
 
@@ -447,6 +452,11 @@ impl Tracker {
                 let Some(t) = jobs.get_mut(m).and_then(track_mut) else {
                     continue;
                 };
+                // slurmdbd's record under the array's id is no array: the id was given away,
+                // and that job left slurmctld before a tick saw it there.
+                if let Some(other) = found.get(m).filter(|r| r.array.is_none()) {
+                    self.lose_elements_under(*m, t, other, now);
+                }
                 for info in found
                     .values()
                     .filter(|r| r.array.is_some_and(|a| a.array_job_id == *m))

@@ -320,6 +320,34 @@ mod arrays {
         assert!(!api.job_calls.lock().unwrap().contains(&JobId(2762)));
     }
 
+    /// The same, when the job that took the array's id ended and left slurmctld before a tick
+    /// saw it: slurmdbd's record under the array's id is no array.
+    #[tokio::test]
+    async fn an_array_whose_id_only_slurmdbd_shows_given_away_is_lost() {
+        let (api, t) = tracker();
+        t.track_array(JobId(2762), &[0, 1]);
+        api.answer(&[(2762, 0, "PENDING"), (2762, 1, "PENDING")]);
+        t.tick().await;
+        api.answer(&[]);
+        api.accounting.lock().unwrap().insert(
+            JobId(2762),
+            JobInfo::new(
+                JobId(2762),
+                "flyte-other-0123456789abcdef",
+                JobState::from_strings(["COMPLETED"]),
+            ),
+        );
+        t.tick().await;
+        let s = t.status(JobId(2762)).await;
+        assert!(s.phase.is_terminal(), "{s:?}");
+        assert!(
+            s.elements
+                .iter()
+                .all(|e| e.snapshot.key.as_deref() == Some("0123456789abcdef")),
+            "{s:?}"
+        );
+    }
+
     /// Slurm requeues an element (it stays under its own id, pending again; recorded as
     /// `arrays-requeued-*`): its record is fetched for the restart count, which the array's
     /// snapshot reports while it is live.
