@@ -365,12 +365,24 @@ impl Tracker {
     /// Arrays whose id slurmctld now lists as a plain job: it crashed after the array was
     /// submitted, restarted from a state saved before, lost the array and gave its id to a later
     /// submit (seen in CI's crash drill on 26.05, tests/real_controller_drill.rs: array 2762 of
-    /// two elements, then single job 2762). Its elements still under the array's id (those that
-    /// never started under their own) will never be listed again: they are lost now, their record
-    /// the other job's, so GetTask says so at once (`service::report::own_job`: the element's
-    /// own exit marker if it ran, else the cluster's failure, retried by Flyte) instead of
-    /// waiting `lost_after` while its task's follower waits.
-    pub(super) async fn arrays_given_away(&self, arrays: &[JobId]) {
+    /// two elements, then single job 2762). Its elements this tick does not list (pending under
+    /// the array's id, or started under an id of their own that went with the crash too) will
+    /// never be listed again: they are lost now, their record the other job's, so GetTask says so
+    /// at once (`service::report::own_job`: the element's own exit marker if it ran, else the
+    /// cluster's failure, retried by Flyte) instead of waiting `lost_after` while its task's
+    /// follower waits. An element started before slurmctld's last state save is still listed,
+    /// under its own id, and followed there.
+    pub(super) async fn arrays_given_away(&self, arrays: &[JobId], elements: &[ElementState]) {
+        let listed: HashSet<(JobId, u32)> = elements.iter().map(|e| (e.id, e.index)).collect();
+        let unlisted = |i: u32, el: Option<&Element>, m: JobId| match el {
+            None => !listed.contains(&(m, i)),
+            Some(el) => {
+                !listed.contains(&(el.id, i))
+                    && el.entry.known != Known::Lost
+                    && !el.entry.record_done
+                    && !el.entry.state.is_terminal()
+            }
+        };
         // Those with an element left to lose: each array's id is looked up once.
         let arrays: Vec<JobId> = {
             let jobs = self.jobs.lock().unwrap();
@@ -379,14 +391,9 @@ impl Tracker {
                 .copied()
                 .filter(|m| {
                     jobs.get(m).and_then(track).is_some_and(|t| {
-                        t.indices.iter().any(|i| {
-                            t.elements.get(i).is_none_or(|el| {
-                                el.id == *m
-                                    && el.entry.known != Known::Lost
-                                    && !el.entry.record_done
-                                    && !el.entry.state.is_terminal()
-                            })
-                        })
+                        t.indices
+                            .iter()
+                            .any(|i| unlisted(*i, t.elements.get(i), *m))
                     })
                 })
                 .collect()
@@ -404,21 +411,28 @@ impl Tracker {
             let now = self.now_secs();
             let mut jobs = self.jobs.lock().unwrap();
             if let Some(t) = jobs.get_mut(m).and_then(track_mut) {
-                self.lose_elements_under(*m, t, &info, now);
+                self.lose_elements(*m, t, &info, now, |i, el| listed.contains(&(el.id, i)));
             }
         }
     }
 
-    /// The elements of array `m` still under its id, lost: `other`, a job that is no array, has
-    /// the id now (its key is their record's, for `service::report::own_job`).
-    fn lose_elements_under(&self, m: JobId, t: &mut ArrayTrack, other: &JobInfo, now: u32) {
+    /// The elements of array `m` that are not `alive`, lost: `other`, a job that is no array,
+    /// has the array's id now (its key is their record's, for `service::report::own_job`).
+    fn lose_elements(
+        &self,
+        m: JobId,
+        t: &mut ArrayTrack,
+        other: &JobInfo,
+        now: u32,
+        alive: impl Fn(u32, &Element) -> bool,
+    ) {
         let theirs = crate::render::key_of_record(other.comment.as_deref(), &other.name, None)
             .unwrap_or_else(|| other.name.clone());
         let mut lost = Vec::new();
         for i in t.indices.clone() {
             let el = t.elements.entry(i).or_insert_with(|| Element::new(m, now));
             let ended = el.entry.record_done || el.entry.state.is_terminal();
-            if el.id != m || ended || el.entry.known == Known::Lost {
+            if alive(i, el) || ended || el.entry.known == Known::Lost {
                 continue;
             }
             el.entry.known = Known::Lost;
@@ -455,7 +469,8 @@ impl Tracker {
                 // slurmdbd's record under the array's id is no array: the id was given away,
                 // and that job left slurmctld before a tick saw it there.
                 if let Some(other) = found.get(m).filter(|r| r.array.is_none()) {
-                    self.lose_elements_under(*m, t, other, now);
+                    // Those this tick listed are alive; the others are missing.
+                    self.lose_elements(*m, t, other, now, |_, el| el.entry.known == Known::Seen);
                 }
                 for info in found
                     .values()

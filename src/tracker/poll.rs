@@ -116,7 +116,7 @@ impl Tracker {
                 .filter(|m| states.contains_key(m))
                 .collect();
             if !given_away.is_empty() {
-                self.arrays_given_away(&given_away).await;
+                self.arrays_given_away(&given_away, &elements).await;
             }
             self.refresh_arrays(&arrays, &elements).await;
         }

@@ -272,16 +272,24 @@ mod arrays {
     #[tokio::test]
     async fn an_array_whose_id_slurmctld_gave_away_is_lost_at_once() {
         let (api, t) = tracker();
-        t.track_array(JobId(2762), &[0, 1, 2]);
-        set_records(&api, &[record(2763, 2762, 2, "RUNNING", 0)]);
+        t.track_array(JobId(2762), &[0, 1, 2, 3]);
+        set_records(
+            &api,
+            &[
+                record(2763, 2762, 2, "RUNNING", 0),
+                record(2764, 2762, 3, "RUNNING", 0),
+            ],
+        );
         api.answer(&[
             (2762, 0, "PENDING"),
             (2762, 1, "PENDING"),
             (2763, 2, "RUNNING"),
+            (2764, 3, "RUNNING"),
         ]);
         t.tick().await;
         assert_eq!(t.status(JobId(2762)).await.phase, Phase::Running);
-        // The restarted slurmctld: 2762 is another execution's plain job; 2763 still runs.
+        // The restarted slurmctld: 2762 is another execution's plain job; 2763 (started before
+        // its last state save) still runs; 2764 went with the crash.
         api.answer(&[(2763, 2, "RUNNING")]);
         let other = JobState::from_strings(["RUNNING"]);
         api.plain.lock().unwrap().insert(JobId(2762), other.clone());
@@ -311,7 +319,8 @@ mod arrays {
             [
                 (0, Some("0123456789abcdef"), true),
                 (1, Some("0123456789abcdef"), true),
-                (2, None, false)
+                (2, None, false),
+                (3, Some("0123456789abcdef"), true)
             ]
         );
         // Asked once: the lost elements are not looked up again.
