@@ -29,7 +29,6 @@ use common::emulator;
 use common::free_port;
 use common::skip::{Tier, skip};
 
-use object_store::ObjectStoreExt;
 use slurm_connector::staging::transfer::TransferCtl;
 use slurm_connector::staging::{StagingError, objstore};
 
