@@ -337,7 +337,12 @@ async fn object_store_writable(prefix: &str) -> Result<String, String> {
     dest.store
         .put(&dest.path, bytes::Bytes::from_static(b"check").into())
         .await
-        .map_err(|e| format!("cannot write {probe}: {e}"))?;
+        .map_err(|e| {
+            format!(
+                "cannot write {probe}: {}",
+                crate::staging::objstore::redact(&e)
+            )
+        })?;
     let _ = dest.store.delete(&dest.path).await;
     Ok(prefix.to_string())
 }

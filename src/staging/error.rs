@@ -28,9 +28,24 @@ pub enum StagingError {
     #[error("object store URI {uri:?} is not usable: {reason}")]
     BadUri { uri: String, reason: String },
 
-    #[error("object store {uri}: {source}")]
+    // The store's own message, with the query strings of the URLs it quotes removed: an Azure SAS
+    // token or a signed URL travels there, and this message reaches task failures and logs.
+    #[error("object store {uri}: {}", super::objstore::redact(source))]
     Store {
         uri: String,
+        #[source]
+        source: object_store::Error,
+    },
+
+    /// A write found no bucket (S3, GCS) or container (Azure) at the destination: named as such,
+    /// since the store's own message is "not found" about the object being written.
+    #[error(
+        "object store {uri}: bucket or container '{bucket}' does not exist (or these credentials \
+         cannot see it): create it, or fix the output prefix"
+    )]
+    NoBucket {
+        uri: String,
+        bucket: String,
         #[source]
         source: object_store::Error,
     },

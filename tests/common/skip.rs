@@ -5,7 +5,7 @@
 //! environment would go green having tested nothing. `SLURM_CONNECTOR_REQUIRE_REAL` says which
 //! tiers the environment provides, and a skip of one of those panics with the reason instead:
 //! - `1` or `all`: every tier;
-//! - a comma-separated list of tier names (`cluster,accounting,python,s3`): those tiers, as
+//! - a comma-separated list of tier names (`cluster,accounting,python,s3,gcs,azure`): those tiers, as
 //!   `.ci/run` sets it per test invocation (the 24.11 run has no apptainer, the no-accounting
 //!   run only runs its own test);
 //! - unset or empty: nothing is required (a developer's machine).
@@ -46,12 +46,17 @@ pub enum Tier {
     Python,
     /// `moto_server` on PATH (`pip install 'moto[server]'`).
     S3,
+    /// `gcp-storage-emulator` on PATH (`pip install gcp-storage-emulator`): tests/staging_gcs.rs.
+    Gcs,
+    /// `azurite-blob` on PATH (`npm install azurite`, its `node_modules/.bin`):
+    /// tests/staging_azure.rs.
+    Azure,
     /// The full upstream OpenAPI spec the committed one is trimmed from.
     OpenapiUpstream,
 }
 
 impl Tier {
-    pub const ALL: [Tier; 15] = [
+    pub const ALL: [Tier; 17] = [
         Tier::Cluster,
         Tier::Accounting,
         Tier::NoAccounting,
@@ -66,6 +71,8 @@ impl Tier {
         Tier::Flyte1,
         Tier::Python,
         Tier::S3,
+        Tier::Gcs,
+        Tier::Azure,
         Tier::OpenapiUpstream,
     ];
 
@@ -85,6 +92,8 @@ impl Tier {
             Tier::Flyte1 => "flyte1",
             Tier::Python => "python",
             Tier::S3 => "s3",
+            Tier::Gcs => "gcs",
+            Tier::Azure => "azure",
             Tier::OpenapiUpstream => "openapi-upstream",
         }
     }

@@ -186,11 +186,15 @@ impl Source {
                                 err.uri, r.meta.size
                             ));
                         }
-                        let bytes = r.bytes().await.map_err(|e| format!("{}: {e}", err.uri))?;
+                        let bytes = r.bytes().await.map_err(|e| {
+                            format!("{}: {}", err.uri, staging::objstore::redact(&e))
+                        })?;
                         return Ok(Found::Error(bytes.to_vec()));
                     }
                     Err(object_store::Error::NotFound { .. }) => {}
-                    Err(e) => return Err(format!("{}: {e}", err.uri)),
+                    Err(e) => {
+                        return Err(format!("{}: {}", err.uri, staging::objstore::redact(&e)));
+                    }
                 }
                 let out =
                     staging::objstore::open(&staging::objstore::join_uri(prefix, OUTPUTS_FILE))
