@@ -30,7 +30,7 @@ pub enum StagingError {
 
     // The store's own message, with the query strings of the URLs it quotes removed: an Azure SAS
     // token or a signed URL travels there, and this message reaches task failures and logs.
-    #[error("object store {uri}: {}", super::objstore::redact(source))]
+    #[error("object store {uri}: {}", redact(source))]
     Store {
         uri: String,
         #[source]
@@ -108,6 +108,18 @@ fn unreadable_hint(e: &io::Error) -> &'static str {
     } else {
         ""
     }
+}
+
+/// `e`'s message with the query string of every URL in it replaced: `object_store` quotes the
+/// request URL in its errors, and for Azure with `AZURE_STORAGE_SAS_KEY` (or a signed URL) the
+/// query is a credential. Every message that shows a store error goes through here.
+pub fn redact(e: &dyn std::fmt::Display) -> String {
+    static QUERY: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r#"(https?://[^\s?#"'<>]*)\?[^\s#"'<>]*"#).expect("valid regex")
+    });
+    QUERY
+        .replace_all(&e.to_string(), "$1?<query redacted>")
+        .into_owned()
 }
 
 #[cfg(test)]

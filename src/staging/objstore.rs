@@ -166,17 +166,9 @@ pub fn bucket_of(uri: &str) -> Option<String> {
     url.host_str().map(str::to_string)
 }
 
-/// `e`'s message with the query string of every URL in it replaced: `object_store` quotes the
-/// request URL in its errors, and for Azure with `AZURE_STORAGE_SAS_KEY` (or a signed URL) the
-/// query is a credential. Every message that shows a store error goes through here.
-pub fn redact(e: &dyn std::fmt::Display) -> String {
-    static QUERY: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r#"(https?://[^\s?#"'<>]*)\?[^\s#"'<>]*"#).expect("valid regex")
-    });
-    QUERY
-        .replace_all(&e.to_string(), "$1?<query redacted>")
-        .into_owned()
-}
+// `redact` lives with the error type that shows store errors (error.rs); re-exported for the
+// callers that print a store's error themselves.
+pub use super::error::redact;
 
 /// Stream `reader` (expected `size` bytes) to `dest`. Small files go in one PUT; larger ones as
 /// a multipart upload with at most [`MAX_PARTS_IN_FLIGHT`] parts in flight. On cancel the
