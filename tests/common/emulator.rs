@@ -1,7 +1,7 @@
-//! Local object-store emulators the staging tests start on a loopback port (moto for S3 is
-//! started by tests/staging_s3.rs itself; Azurite and gcp-storage-emulator here), and the output
-//! round trip they all run through the production code path (`outputs::start` on both staging
-//! backends, `objstore::open`/`upload_reader` underneath, as for s3://).
+//! Local object-store emulators the staging tests start on a loopback port (moto's S3 server,
+//! which also serves GCS's XML API, and Azurite), and the output round trip they all run through
+//! the production code path (`outputs::start` on both staging backends,
+//! `objstore::open`/`upload_reader` underneath).
 //!
 //! `.ci/run` installs the emulators and puts them on PATH; a test that cannot find its emulator
 //! skips through `common::skip`, which fails instead when CI requires the tier.
@@ -64,6 +64,37 @@ pub async fn start(name: &str, exe: &Path, args: &[String], endpoint: &str) -> E
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     emulator
+}
+
+/// moto's standalone server (`moto_server`, from `pip install 'moto[server]'`) on `endpoint`'s
+/// port, with an empty bucket `bucket` made through its S3 API (object_store creates none).
+pub async fn moto(exe: &Path, port: u16, bucket: &str) -> Emulator {
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let args = ["-H", "127.0.0.1", "-p", &port.to_string()].map(String::from);
+    let moto = start("moto", exe, &args, &endpoint).await;
+    let created = reqwest::Client::new()
+        .put(format!("{endpoint}/{bucket}"))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        created.status().is_success(),
+        "create bucket {bucket}: {}",
+        created.status()
+    );
+    moto
+}
+
+/// The `ETag` of the object at `<endpoint>/<key>` on an S3-style server (moto checks no
+/// signature on a HEAD); a multipart upload's ends in `-<parts>`.
+pub async fn etag(endpoint: &str, key: &str) -> String {
+    let head = reqwest::Client::new()
+        .head(format!("{endpoint}/{key}"))
+        .send()
+        .await
+        .unwrap();
+    assert!(head.status().is_success(), "HEAD {key}: {}", head.status());
+    head.headers()["etag"].to_str().unwrap().to_string()
 }
 
 /// 20 MiB: above `objstore::PART_SIZE` (8 MiB), so `upload_reader` sends it as a multipart upload

@@ -7,7 +7,7 @@
 //! - `fleet`: several real `serve` processes and a backend-like client (the real-tier drills);
 //! - `identity`: identity rules as the tests write them;
 //! - `staging`: the staging tests' folders, roots and stager;
-//! - `emulator`: object-store emulators (Azurite, gcp-storage-emulator) and the output round trip;
+//! - `emulator`: object-store emulators (moto, Azurite) and the output round trip;
 //! - `skip`: the one way a test skips for a missing environment (a failure where CI requires it);
 //! - `tls`: a throwaway CA and the certificates it signs (openssl CLI);
 //! - here: recorded real slurmrestd exchanges, free ports and folders, commands run with a bound.

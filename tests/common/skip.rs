@@ -46,7 +46,8 @@ pub enum Tier {
     Python,
     /// `moto_server` on PATH (`pip install 'moto[server]'`).
     S3,
-    /// `gcp-storage-emulator` on PATH (`pip install gcp-storage-emulator`): tests/staging_gcs.rs.
+    /// `moto_server` on PATH, serving GCS's XML API to object_store's gs:// client:
+    /// tests/staging_gcs.rs.
     Gcs,
     /// `azurite-blob` on PATH (`npm install azurite`, its `node_modules/.bin`):
     /// tests/staging_azure.rs.
