@@ -2,7 +2,10 @@
 fixtures scripts/make-flyte1-fixtures.py makes (tests/fixtures/flyte1/)."""
 
 from flytekit import task
-from flytekitplugins.slurm import SlurmFunctionConfig, SlurmScriptConfig, SlurmTask
+from flytekit.extras.tasks.shell import OutputLocation
+from flytekit.types.directory import FlyteDirectory
+from flytekit.types.file import FlyteFile
+from flytekitplugins.slurm import SlurmConfig, SlurmFunctionConfig, SlurmScriptConfig, SlurmShellTask, SlurmTask
 
 # Ignored by the connector (it reaches Slurm through slurmrestd), kept as users write it.
 SSH = {"host": "login.hpc.example.org", "username": "alice"}
@@ -49,4 +52,26 @@ script_task = SlurmTask(
         batch_script_args=["--epochs", "3", "--tag", "run one"],
         sbatch_config={"partition": "debug", "time": "00:05:00", "output": "/home/alice/jobs/out.txt"},
     ),
+)
+
+
+# A script written inline, its inputs and outputs placed by the plugin's `{inputs.x}` /
+# `{outputs.y}` (Python format syntax: a shell's braces doubled). flytekit cannot register it as
+# it stands (scripts/make-flyte1-fixtures.py says how its fixture is made).
+shell_task = SlurmShellTask(
+    name="shell_report",
+    task_config=SlurmConfig(ssh_config=SSH, sbatch_config={"partition": "debug", "time": "00:05:00"}),
+    script="""#!/bin/bash
+#SBATCH --time=2
+set -euo pipefail
+echo greeting {inputs.greeting}, {inputs.n} shards, home "${{HOME:-none}}"
+printf '%s x%s\\n' {inputs.greeting} {inputs.n} > {outputs.report}
+mkdir -p {outputs.shards}
+for i in $(seq 1 {inputs.n}); do echo "shard $i" > {outputs.shards}/part-$i.txt; done
+""",
+    inputs={"greeting": str, "n": int},
+    output_locs=[
+        OutputLocation(var="report", var_type=FlyteFile, location="/home/alice/results/{inputs.greeting}.txt"),
+        OutputLocation(var="shards", var_type=FlyteDirectory, location="/home/alice/results/shards-{inputs.n}"),
+    ],
 )

@@ -13,6 +13,12 @@ the request around them as propeller's agent/connector plugin builds it
   `buildTaskExecutionMetadata`: the task execution id (with its retry attempt), namespace,
   labels, annotations, service account, environment variables, identity.
 
+`SlurmShellTask` cannot be registered as flytekit makes it: its `custom` holds Python types
+(`python_input_types`) and `OutputLocation` objects (`output_locs`), which the Struct conversion
+refuses ("Object of type type is not JSON serializable"). Its fixture is the template flytekit
+makes with those two values written as JSON (`jsonable_shell_custom`): type names, and each
+location as `{"var", "var_type", "location"}` — the form the connector reads.
+
 Writes `<name>.pb` (the serialized `flyteidl.admin.CreateTaskRequest`) and `<name>.json` (the same
 as JSON, for reading) into tests/fixtures/flyte1/. Run in a Python 3.11/3.12 venv (flytekit
 1.16 requires Python < 3.13):
@@ -43,7 +49,7 @@ from google.protobuf import json_format  # noqa: E402
 # The tasks live in a module of their own, as a user's would: pyflyte-execute's `task-module`
 # argument names it, and a real-tier run imports it on the cluster.
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from flyte1_fixture_tasks import mean, plain, script_task  # noqa: E402
+from flyte1_fixture_tasks import mean, plain, script_task, shell_task  # noqa: E402
 
 OUT = pathlib.Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "flyte1"
 
@@ -102,8 +108,22 @@ def render(args: list[str], attempt: int) -> list[str]:
     return out
 
 
+def jsonable_shell_custom(custom: dict) -> dict:
+    """A SlurmShellTask's custom with its Python objects written as JSON (module doc)."""
+    out = dict(custom)
+    out["python_input_types"] = {k: t.__name__ for k, t in (custom["python_input_types"] or {}).items()}
+    out["output_locs"] = [
+        {"var": o.var, "var_type": o.var_type.__name__, "location": str(o.location)}
+        for o in custom["output_locs"]
+    ]
+    return out
+
+
 def request(entity, name: str, inputs: dict, attempt: int = 0) -> agent_pb2.CreateTaskRequest:
-    template = get_serializable({}, SETTINGS, entity).template.to_flyte_idl()
+    model = get_serializable({}, SETTINGS, entity).template
+    if "output_locs" in model.custom:
+        model._custom = jsonable_shell_custom(model.custom)
+    template = model.to_flyte_idl()
     if template.HasField("container"):
         rendered = render(list(template.container.args), attempt)
         del template.container.args[:]
@@ -131,6 +151,7 @@ def main() -> None:
         "slurm_fn_plain": request(plain, "slurm_fn_plain", {"n": 41}),
         "slurm_fn_retry": request(plain, "slurm_fn_retry", {"n": 41}, attempt=1),
         "slurm_script_path": request(script_task, "slurm_script_path", {}),
+        "slurm_shell": request(shell_task, "slurm_shell", {"greeting": "hello world", "n": 3}),
     }
     for name, req in made.items():
         (OUT / f"{name}.pb").write_bytes(req.SerializeToString(deterministic=True))

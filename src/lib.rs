@@ -56,6 +56,7 @@
 //!     },
 //!     env_vars: Default::default(),
 //!     script_args: Vec::new(),
+//!     shell_template: None,
 //! };
 //! let cfg = RenderConfig {
 //!     working_dir: Some("/shared/flyte/jobs".into()),

@@ -63,6 +63,7 @@ fn example_spec() -> TaskSpec {
             ("ACTION_NAME".to_string(), "a0".to_string()),
         ]),
         script_args: Vec::new(),
+        shell_template: None,
     }
 }
 

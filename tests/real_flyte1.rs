@@ -10,6 +10,9 @@
 //! sudo deploy/dev-cluster/dev-cluster up && sudo deploy/dev-cluster/dev-cluster flyte1
 //! sudo deploy/dev-cluster/dev-cluster --min-job-age 5 run cargo test --test real_flyte1
 //! ```
+//! A `slurm` task with an inline script (`SlurmShellTask`) runs its script filled in from its
+//! inputs and output locations; its outputs come back as File and Directory literals.
+//!
 //! Skips with a reason unless a dev cluster's environment with `SLURM_DEV_CLUSTER_FLYTE1_VENV`
 //! is exported.
 
@@ -348,6 +351,87 @@ async fn slurm_runs_a_script_file_with_its_arguments_and_refuses_a_missing_one()
         e.message()
     );
     let _ = std::fs::remove_dir_all(&w.host);
+}
+
+/// The blob URI of output `name` of a SUCCEEDED Resource.
+fn blob_uri(r: &Resource, name: &str) -> String {
+    let l = &r.outputs.as_ref().expect("outputs").literals[name];
+    match l.value.as_ref() {
+        Some(literal::Value::Scalar(s)) => match s.value.as_ref() {
+            Some(scalar::Value::Blob(b)) => b.uri.clone(),
+            other => panic!("{name}: not a blob: {other:?}"),
+        },
+        other => panic!("{name}: not a scalar: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shell_task_fills_in_its_script_and_returns_its_outputs_as_files() {
+    let Some(c) = cluster() else { return };
+    let (_serve, mut agent) = serve("f1shell").await;
+    let w = work(&c, "shell");
+    let results = w.host.join("results");
+    std::fs::create_dir_all(&results).unwrap();
+    chown(&results, Some(JOB_UID), Some(JOB_UID)).unwrap();
+    let store = common::fresh_dir("real-flyte1-shell-store");
+    let relocated = |req: &mut CreateTaskRequest, to: &str| {
+        let t = req.template.as_mut().unwrap();
+        let mut custom = slurm_connector::proto::struct_to_json(t.custom.as_ref().unwrap());
+        for loc in custom["output_locs"].as_array_mut().unwrap() {
+            let l = loc["location"]
+                .as_str()
+                .unwrap()
+                .replace("/home/alice/results", to);
+            loc["location"] = l.into();
+        }
+        t.custom = Some(slurm_connector::proto::json_to_struct(&custom));
+    };
+    let mut req = fixture("slurm_shell");
+    relocated(&mut req, &format!("{}/results", w.cluster));
+    req.output_prefix = format!("file://{}", store.display());
+    rename(&mut req, &run_name("shell"));
+    let meta = create(&mut agent, req.clone()).await;
+    let r = wait(&mut agent, &meta, "slurm", 300, terminal).await;
+    assert_eq!(r.phase, SUCCEEDED, "{}", r.message);
+    // Written by the job where the filled-in script said (a space in the input kept in the path),
+    // uploaded under the output prefix, returned as File and Directory literals.
+    assert_eq!(
+        std::fs::read_to_string(results.join("hello world.txt")).unwrap(),
+        "hello world x3\n"
+    );
+    assert_eq!(
+        blob_uri(&r, "report"),
+        format!("file://{}/report", store.display())
+    );
+    assert_eq!(
+        std::fs::read_to_string(store.join("report")).unwrap(),
+        "hello world x3\n"
+    );
+    assert_eq!(
+        blob_uri(&r, "shards"),
+        format!("file://{}/shards", store.display())
+    );
+    for i in 1..=3 {
+        assert_eq!(
+            std::fs::read_to_string(store.join(format!("shards/part-{i}.txt"))).unwrap(),
+            format!("shard {i}\n")
+        );
+    }
+
+    // A location outside the connector's staging roots: refused at CreateTask, naming the output.
+    let mut outside = fixture("slurm_shell");
+    relocated(&mut outside, "/etc/flyte1-results");
+    outside.output_prefix = req.output_prefix.clone();
+    rename(&mut outside, &run_name("outside"));
+    let e = agent.create_task(outside).await.expect_err("refused");
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+    assert!(
+        e.message().contains("output_locs `report`"),
+        "{}",
+        e.message()
+    );
+    let _ = std::fs::remove_dir_all(&w.host);
+    let _ = std::fs::remove_dir_all(&store);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

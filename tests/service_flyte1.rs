@@ -6,6 +6,9 @@
 //!   reads the outputs itself), `error.pb` → FAILED with the task's own message;
 //! - `slurm`: the script file on the cluster run with its arguments and its `#SBATCH` lines; a
 //!   missing file refused at CreateTask, naming `batch_script_path`;
+//! - `slurm` with an inline script (`SlurmShellTask`): the script filled in from the inputs and
+//!   output locations, its outputs uploaded from where it wrote them and returned as File and
+//!   Directory literals; a location outside the staging roots refused at CreateTask;
 //! - DeleteTask → ABORTED; a retry is a new job; ListAgents names both task types.
 
 mod common;
@@ -331,6 +334,100 @@ async fn slurm_runs_the_script_file_with_its_arguments_and_refuses_a_missing_one
     assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
     assert!(
         e.message().contains("batch_script_path") && e.message().contains("nope.sh"),
+        "{}",
+        e.message()
+    );
+    server.stop().await;
+    env.stop().await;
+}
+
+/// The fixture's shell task with its output locations under `dir` and its outputs uploaded under
+/// `prefix` (a file:// store), a distinct execution.
+fn shell_request(run: &str, dir: &Path, prefix: &Path) -> CreateTaskRequest {
+    let mut req = fixture("slurm_shell");
+    without_partition(&mut req);
+    let t = req.template.as_mut().unwrap();
+    let mut custom = slurm_connector::proto::struct_to_json(t.custom.as_ref().unwrap());
+    for loc in custom["output_locs"].as_array_mut().unwrap() {
+        let l = loc["location"].as_str().unwrap().to_string();
+        loc["location"] = l
+            .replace("/home/alice/results", &dir.display().to_string())
+            .into();
+    }
+    t.custom = Some(slurm_connector::proto::json_to_struct(&custom));
+    rename(&mut req, run);
+    req.output_prefix = format!("file://{}", prefix.display());
+    req
+}
+
+/// The blob URI of output `name` in a SUCCEEDED Resource.
+fn blob_uri(r: &Resource, name: &str) -> String {
+    use slurm_connector::proto::flyte1::core::{literal, scalar};
+    let l = &r.outputs.as_ref().expect("outputs").literals[name];
+    match l.value.as_ref() {
+        Some(literal::Value::Scalar(s)) => match s.value.as_ref() {
+            Some(scalar::Value::Blob(b)) => b.uri.clone(),
+            other => panic!("{name}: not a blob: {other:?}"),
+        },
+        other => panic!("{name}: not a scalar: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shell_task_runs_its_filled_in_script_and_returns_its_outputs_as_files() {
+    let (env, server) = start("flyte1-shell").await;
+    let mut c = agent(&server).await;
+    let results = env.jobs().join("results");
+    std::fs::create_dir_all(&results).unwrap();
+    let store = common::fresh_dir("flyte1-shell-store");
+
+    let req = shell_request("f1shell", &results, &store);
+    let meta = c
+        .create_task(req.clone())
+        .await
+        .expect("CreateTask")
+        .into_inner()
+        .resource_meta;
+    let r = wait(&mut c, &meta, "slurm", terminal).await;
+    assert_eq!(r.phase, SUCCEEDED, "{}", r.message);
+    let out = logs(&mut c, &meta, "slurm").await;
+    assert!(
+        out.contains("greeting hello world, 3 shards, home"),
+        "the script ran with its inputs: {out}"
+    );
+    // Each output where the script wrote it (a string input with a space kept whole in the path),
+    // uploaded under the output prefix and returned as Flyte 1 File / Directory literals.
+    assert_eq!(
+        std::fs::read_to_string(results.join("hello world.txt")).unwrap(),
+        "hello world x3\n"
+    );
+    let report = blob_uri(&r, "report");
+    assert_eq!(report, format!("file://{}/report", store.display()));
+    assert_eq!(
+        std::fs::read_to_string(store.join("report")).unwrap(),
+        "hello world x3\n"
+    );
+    assert_eq!(
+        blob_uri(&r, "shards"),
+        format!("file://{}/shards", store.display())
+    );
+    for i in 1..=3 {
+        assert_eq!(
+            std::fs::read_to_string(store.join(format!("shards/part-{i}.txt"))).unwrap(),
+            format!("shard {i}\n")
+        );
+    }
+
+    // A location the connector may not read (outside its staging roots): refused at CreateTask,
+    // naming the output; nothing submitted.
+    let outside = common::fresh_dir("flyte1-shell-outside");
+    let e = c
+        .create_task(shell_request("f1outside", &outside, &store))
+        .await
+        .expect_err("refused");
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+    assert!(
+        e.message().contains("output_locs `report`") && e.message().contains("staging roots"),
         "{}",
         e.message()
     );

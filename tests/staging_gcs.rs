@@ -19,6 +19,7 @@
 //!   no XML multipart; object_store's own CI runs a patched build of it for that reason
 //!   (fsouza/fake-gcs-server#1164), which no registry carries.
 //! - `cloudbox` (PyPI) serves the JSON API only.
+//!
 //! moto's S3 server answers that API as object_store expects (ETags, multipart, ListObjectsV2)
 //! and ignores the bearer token, so what runs here is the gs:// code path end to end: URI to
 //! bucket and key, the client configured from the environment, every upload and read of

@@ -322,6 +322,7 @@ mod tests {
             },
             env_vars: Default::default(),
             script_args: Vec::new(),
+            shell_template: None,
         };
         let cfg = RenderConfig {
             working_dir: Some("/w".into()),

@@ -29,6 +29,7 @@ pub mod ranks;
 pub mod script;
 pub mod shell;
 pub mod spec;
+pub mod template;
 
 use std::collections::BTreeMap;
 
@@ -41,7 +42,7 @@ pub use naming::{
 };
 pub use spec::{
     CLUSTERED_TASK_TYPE, ContainerSpec, ExecutionIdentity, InputValue, InterfaceKind, RenderConfig,
-    TaskSpec, TaskType,
+    ShellTemplate, TaskSpec, TaskType,
 };
 
 pub use crate::config::images::{ImageMap, StagedImage};
@@ -127,6 +128,15 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
 
     // A Flyte 1 `slurm_fn` task's script, made from its `script` and entrypoint.
     let function_script: String;
+    // A Flyte 1 `SlurmShellTask`'s script and output locations, filled in from its inputs.
+    let shell = match &spec.shell_template {
+        Some(t) => Some(template::fill(
+            custom.script.as_deref().unwrap_or_default(),
+            t,
+            &spec.inputs,
+        )?),
+        None => None,
+    };
     let (directives, user_script) = match spec.task_type {
         TaskType::Function => {
             let entrypoint: Vec<String> = spec
@@ -149,6 +159,7 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
                 .ok_or_else(|| {
                     RenderError::config("script", "a slurm_script task needs a non-empty script")
                 })?;
+            let s = shell.as_ref().map_or(s, |f| f.script.as_str());
             (directives::parse_script(s)?, Some(s))
         }
         TaskType::Slurm | TaskType::Clustered => {
@@ -267,6 +278,12 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
         TaskType::SlurmScript => {
             envb.inputs(&spec.inputs)?;
             declared_outputs = outputs(spec, &custom, &files)?;
+            // A shell task's outputs are read where its script wrote them.
+            for (name, path) in shell.iter().flat_map(|f| &f.outputs) {
+                if let Some(o) = declared_outputs.iter_mut().find(|o| &o.name == name) {
+                    o.written_to = path.clone();
+                }
+            }
             let mut seen = BTreeMap::new();
             for o in &declared_outputs {
                 let var = crate::staging::outputs::output_env_name(&o.name);

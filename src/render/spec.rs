@@ -126,6 +126,19 @@ pub struct TaskSpec {
     /// Arguments the script is run with (`$1`, `$2`, ...): a Flyte 1 `slurm` task's
     /// `batch_script_args`, as `sbatch script ARGS` passes them. Empty for every Flyte 2 task.
     pub script_args: Vec<String>,
+    /// A Flyte 1 `SlurmShellTask`: its `script` is a template the connector fills in
+    /// (render/template.rs). `None` for every other task.
+    pub shell_template: Option<ShellTemplate>,
+}
+
+/// Flyte 1's `SlurmShellTask` (flytekitplugins-slurm): the task's `script` is a Python format
+/// string whose `{inputs.x}` and `{outputs.y}` are filled in before it is submitted, as the
+/// plugin's agent did, and each output is read from a path on the cluster the task chose.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ShellTemplate {
+    /// `output_locs`: each output's path on the cluster, itself a template over the inputs
+    /// (`/scratch/{inputs.name}.csv`), in the order the task lists them.
+    pub output_locations: Vec<(String, String)>,
 }
 
 impl TaskSpec {

@@ -63,7 +63,7 @@ use report::native_result;
 use rpc::metrics;
 use submit::deferred::{self, Pending};
 use submit::execution::{Progress, Submitted};
-use submit::{coalesce, gate, handoff, script_file, staged_image};
+use submit::{coalesce, gate, handoff, output_locations, script_file, staged_image};
 use wire::{convert, meta};
 
 pub struct Connector {
@@ -142,6 +142,14 @@ impl Connector {
         )?;
         if let Some(image) = &task.rendered.staged_image {
             staged_image::check(&rt.cfg.name, rt.staging.as_deref(), image).await?;
+        }
+        if spec.shell_template.is_some() {
+            output_locations::check(
+                &rt.cfg.name,
+                rt.staging.as_deref(),
+                &task.rendered.declared_outputs,
+            )
+            .await?;
         }
         let (key, job) = (&task.rendered.key, &task.rendered.job);
         let meta = self.meta_of(&rt, &request, &task);

@@ -145,6 +145,7 @@ pub fn task_spec(req: &Value) -> TaskSpec {
         exec,
         env_vars,
         script_args: Vec::new(),
+        shell_template: None,
     }
 }
 

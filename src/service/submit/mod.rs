@@ -14,6 +14,7 @@
 //!   CreateTask, takeover and tombstones. `handoff`: the deferred answer while shutting down.
 //!   `gate`: admission while draining. `staged_image`: a task's image staged on the cluster.
 //!   `script_file`: a Flyte 1 `slurm` task's script on the cluster, read before rendering.
+//!   `output_locations`: a Flyte 1 shell task's output paths, checked readable before submitting.
 //!
 //! Imports `cluster`, `wire` and `background`; never `report` or `rpc`. `execution`,
 //! `idempotency`, `pacing`, `gate`, `batches` and `coalesce_settings` are state `cluster` keeps,
@@ -29,6 +30,7 @@ pub(crate) mod handoff;
 pub(crate) mod idempotency;
 pub mod identity;
 pub(crate) mod once;
+pub(crate) mod output_locations;
 pub(crate) mod pacing;
 pub mod prepare;
 pub(crate) mod script_file;

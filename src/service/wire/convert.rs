@@ -101,10 +101,11 @@ pub fn task_spec(req: &CreateTaskRequest) -> Result<TaskSpec, ConvertError> {
         exec,
         env_vars,
         script_args: Vec::new(),
+        shell_template: None,
     })
 }
 
-fn input_value(l: Option<&core::Literal>) -> InputValue {
+pub(super) fn input_value(l: Option<&core::Literal>) -> InputValue {
     let unsupported = |t: &str| InputValue::Unsupported {
         type_name: t.to_string(),
     };
@@ -149,7 +150,7 @@ fn input_value(l: Option<&core::Literal>) -> InputValue {
     }
 }
 
-fn interface_kind(t: Option<&core::LiteralType>) -> InterfaceKind {
+pub(super) fn interface_kind(t: Option<&core::LiteralType>) -> InterfaceKind {
     match t.and_then(|t| t.r#type.as_ref()) {
         Some(literal_type::Type::Blob(b)) => {
             if b.dimensionality == core::blob_type::BlobDimensionality::Multipart as i32 {

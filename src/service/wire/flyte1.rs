@@ -9,6 +9,13 @@
 //!   `pyflyte-execute ...` run by the batch script where `script` says `{task.fn}`.
 //! - `slurm` (`SlurmTask`) → a `slurm_script` task whose script is the file at
 //!   `batch_script_path` (read through staging by the service), run with `batch_script_args`.
+//! - `slurm` with an inline `script` (`SlurmShellTask`) → a `slurm_script` task whose script is a
+//!   template over its inputs and `output_locs` ([`crate::render::template`]), its File/Dir
+//!   outputs read where the script wrote them and uploaded like a Flyte 2 script task's.
+//!   flytekit cannot register one (its `custom` holds Python types and `OutputLocation`
+//!   objects), so the JSON form is this connector's: `python_input_types` `{name: "type"}`
+//!   (informational: the interface types the inputs) and `output_locs`
+//!   `[{"var", "location", "var_type"?}]`, as `scripts/make-flyte1-fixtures.py` writes them.
 //!
 //! `sbatch_config` is sbatch's command line in the plugin, so it becomes `sbatch_options` (checked
 //! option by option like every task's); the options the connector owns (`job-name`, `output`,
@@ -23,9 +30,9 @@ use serde_json::{Map, Value};
 
 use crate::proto::flyte1::{admin, core as core1};
 use crate::proto::{connector, core as core2, struct_to_json, task as task2};
-use crate::render::{ContainerSpec, TaskSpec, TaskType};
+use crate::render::{ContainerSpec, InputValue, InterfaceKind, ShellTemplate, TaskSpec, TaskType};
 
-use super::{Metadata, TaskRequest};
+use super::{Metadata, TaskRequest, convert};
 
 /// Flyte 1's `slurm_fn`: flytekitplugins-slurm's `SlurmFunctionTask`.
 pub const FUNCTION_TASK_TYPE: &str = "slurm_fn";
@@ -42,6 +49,16 @@ const SCRIPT_KEYS: &[&str] = &[
     "batch_script_path",
     "batch_script_args",
 ];
+const SHELL_KEYS: &[&str] = &[
+    "ssh_config",
+    "sbatch_config",
+    "batch_script_args",
+    "script",
+    "python_input_types",
+    "output_locs",
+];
+/// The script the plugin's `SlurmShellTask` refuses ("write the user-defined batch script").
+const DUMMY_SCRIPT: &str = "#!/bin/bash";
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum Flyte1Error {
@@ -77,28 +94,30 @@ pub fn request(req: &admin::CreateTaskRequest) -> Result<TaskRequest, Flyte1Erro
         Value::Null => Map::new(),
         _ => return Err(custom_err("custom", "must be a JSON object")),
     };
-    let (task_type, keys) = match t.r#type.as_str() {
-        FUNCTION_TASK_TYPE => (TaskType::Function, FUNCTION_KEYS),
-        SCRIPT_TASK_TYPE => (TaskType::SlurmScript, SCRIPT_KEYS),
+    // `SlurmTask` and `SlurmShellTask` share the task type; the shell task has the script inline.
+    let shell_task =
+        t.r#type == SCRIPT_TASK_TYPE && custom.get("script").is_some_and(|v| !v.is_null());
+    let (task_type, keys, what) = match t.r#type.as_str() {
+        FUNCTION_TASK_TYPE => (TaskType::Function, FUNCTION_KEYS, "a `slurm_fn` task"),
+        SCRIPT_TASK_TYPE if shell_task => (
+            TaskType::SlurmScript,
+            SHELL_KEYS,
+            "a `slurm` task with an inline script (SlurmShellTask)",
+        ),
+        SCRIPT_TASK_TYPE => (
+            TaskType::SlurmScript,
+            SCRIPT_KEYS,
+            "a `slurm` task (SlurmTask)",
+        ),
         other => return Err(Flyte1Error::TaskType(other.to_string())),
     };
     if let Some(k) = custom.keys().find(|k| !keys.contains(&k.as_str())) {
-        let shell_task = t.r#type == SCRIPT_TASK_TYPE
-            && ["script", "python_input_types", "output_locs"].contains(&k.as_str());
         return Err(custom_err(
             k,
-            if shell_task {
-                "a SlurmShellTask's inline script is not served (its config holds Python types, which \
-                 flytekit cannot register); put the script in a file on the cluster and use \
-                 SlurmTask(batch_script_path=...), or a Flyte 2 slurm_script task"
-                    .to_string()
-            } else {
-                format!(
-                    "not a key flytekitplugins-slurm writes for a `{}` task (it writes {}); remove it",
-                    t.r#type,
-                    keys.join(", ")
-                )
-            },
+            format!(
+                "not a key flytekitplugins-slurm writes for {what} (it writes {}); remove it",
+                keys.join(", ")
+            ),
         ));
     }
 
@@ -117,7 +136,47 @@ pub fn request(req: &admin::CreateTaskRequest) -> Result<TaskRequest, Flyte1Erro
     v2.insert("sbatch_options".into(), sbatch_options(&custom)?);
     let mut script_file = None;
     let mut script_args = Vec::new();
+    let mut inputs = Vec::new();
+    let mut outputs = Vec::new();
+    let mut shell_template = None;
     match task_type {
+        _ if shell_task => {
+            let script = custom
+                .get("script")
+                .and_then(Value::as_str)
+                .ok_or_else(|| custom_err("script", "must be a string"))?;
+            if script.trim().is_empty() || script.trim() == DUMMY_SCRIPT {
+                return Err(custom_err(
+                    "script",
+                    "is empty; write the batch script (SlurmShellTask(script=...))",
+                ));
+            }
+            v2.insert("script".into(), Value::String(script.to_string()));
+            inputs = literal_inputs(req.inputs.as_ref());
+            outputs = interface_outputs(t);
+            check_input_types(&custom, &inputs)?;
+            let locations = output_locations(&custom, &outputs)?;
+            v2.insert(
+                "outputs".into(),
+                Value::Object(
+                    outputs
+                        .iter()
+                        .map(|(name, kind)| {
+                            let kind = if *kind == InterfaceKind::Dir {
+                                "directory"
+                            } else {
+                                "file"
+                            };
+                            (name.clone(), Value::String(kind.into()))
+                        })
+                        .collect(),
+                ),
+            );
+            shell_template = Some(ShellTemplate {
+                output_locations: locations,
+            });
+            script_args = batch_script_args(&custom)?;
+        }
         TaskType::Function => {
             if let Some(s) = custom.get("script").filter(|v| !v.is_null()) {
                 let s = s
@@ -147,20 +206,7 @@ pub fn request(req: &admin::CreateTaskRequest) -> Result<TaskRequest, Flyte1Erro
                 ));
             }
             script_file = Some(path.to_string());
-            script_args = match custom.get("batch_script_args") {
-                None | Some(Value::Null) => Vec::new(),
-                Some(Value::Array(a)) => a
-                    .iter()
-                    .map(|v| {
-                        scalar_text(v).ok_or_else(|| {
-                            custom_err("batch_script_args", "must be a list of strings")
-                        })
-                    })
-                    .collect::<Result<_, _>>()?,
-                Some(_) => {
-                    return Err(custom_err("batch_script_args", "must be a list of strings"));
-                }
-            };
+            script_args = batch_script_args(&custom)?;
         }
     }
 
@@ -188,14 +234,16 @@ pub fn request(req: &admin::CreateTaskRequest) -> Result<TaskRequest, Flyte1Erro
         task_name: t.id.as_ref().map(|i| i.name.clone()).unwrap_or_default(),
         custom: Value::Object(v2),
         // pyflyte-execute reads its inputs itself, and a script on the cluster takes its
-        // arguments, not the task's inputs: the plugin passes neither to the job.
+        // arguments, not the task's inputs: the plugin passes neither to the job. A shell task's
+        // script is filled in from them.
         container,
-        inputs: Vec::new(),
-        outputs: Vec::new(),
+        inputs,
+        outputs,
         output_prefix: req.output_prefix.clone(),
         exec,
         env_vars: tem.map(|m| m.environment()).unwrap_or_default(),
         script_args,
+        shell_template,
     };
     // Flyte 1's request has no connection (no per-task secrets).
     Ok(TaskRequest::with_metadata(
@@ -204,6 +252,147 @@ pub fn request(req: &admin::CreateTaskRequest) -> Result<TaskRequest, Flyte1Erro
         tem.map(|t| t as &dyn Metadata),
         script_file,
     ))
+}
+
+/// `batch_script_args`: the script's `$1..`.
+fn batch_script_args(custom: &Map<String, Value>) -> Result<Vec<String>, Flyte1Error> {
+    match custom.get("batch_script_args") {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| {
+                scalar_text(v)
+                    .ok_or_else(|| custom_err("batch_script_args", "must be a list of strings"))
+            })
+            .collect(),
+        Some(_) => Err(custom_err("batch_script_args", "must be a list of strings")),
+    }
+}
+
+/// The request's inputs as the renderer reads them, sorted by name (propeller builds the map
+/// from a Go map: its order is random). Flyte 1's literals are Flyte 2's (same fields), so each
+/// crosses by its protobuf bytes, as the outputs do back.
+fn literal_inputs(inputs: Option<&core1::LiteralMap>) -> Vec<(String, InputValue)> {
+    let mut out: Vec<(String, InputValue)> = inputs
+        .iter()
+        .flat_map(|m| m.literals.iter())
+        .map(|(name, l)| {
+            let v2 = core2::Literal::decode(l.encode_to_vec().as_slice()).ok();
+            (name.clone(), convert::input_value(v2.as_ref()))
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// The interface's outputs, in name order.
+fn interface_outputs(t: &core1::TaskTemplate) -> Vec<(String, InterfaceKind)> {
+    let mut out: Vec<(String, InterfaceKind)> = t
+        .interface
+        .iter()
+        .flat_map(|i| i.outputs.iter())
+        .flat_map(|m| m.variables.iter())
+        .map(|(name, var)| {
+            let ty = var
+                .r#type
+                .as_ref()
+                .and_then(|ty| core2::LiteralType::decode(ty.encode_to_vec().as_slice()).ok());
+            (name.clone(), convert::interface_kind(ty.as_ref()))
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// `python_input_types` names the task's inputs (the interface types them; the names are
+/// checked so a stale config is not silently half-used).
+fn check_input_types(
+    custom: &Map<String, Value>,
+    inputs: &[(String, InputValue)],
+) -> Result<(), Flyte1Error> {
+    match custom.get("python_input_types") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::Object(m)) => match m.keys().find(|k| !inputs.iter().any(|(n, _)| n == *k)) {
+            Some(k) => Err(custom_err(
+                &format!("python_input_types.{k}"),
+                "the request has no such input; the task's inputs are its interface's",
+            )),
+            None => Ok(()),
+        },
+        Some(_) => Err(custom_err(
+            "python_input_types",
+            "must be a map of input name to type name",
+        )),
+    }
+}
+
+/// `output_locs` as `(output, location template)`: one per File/Dir output of the interface,
+/// each output located once.
+fn output_locations(
+    custom: &Map<String, Value>,
+    outputs: &[(String, InterfaceKind)],
+) -> Result<Vec<(String, String)>, Flyte1Error> {
+    let shape = "must be a list of {\"var\": NAME, \"location\": PATH}";
+    let locs = match custom.get("output_locs") {
+        None | Some(Value::Null) => &Vec::new(),
+        Some(Value::Array(a)) => a,
+        Some(_) => return Err(custom_err("output_locs", shape)),
+    };
+    let mut out: Vec<(String, String)> = Vec::new();
+    for (i, loc) in locs.iter().enumerate() {
+        let field = format!("output_locs[{i}]");
+        let text = |key: &str| {
+            loc.get(key)
+                .and_then(Value::as_str)
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| custom_err(&format!("{field}.{key}"), "must be a non-empty string"))
+        };
+        let (var, location) = (text("var")?, text("location")?);
+        if let Some(k) = loc.as_object().and_then(|o| {
+            o.keys()
+                .find(|k| !["var", "location", "var_type"].contains(&k.as_str()))
+        }) {
+            return Err(custom_err(
+                &format!("{field}.{k}"),
+                "an output location has `var`, `location` and `var_type`; remove it",
+            ));
+        }
+        match outputs.iter().find(|(n, _)| n == var) {
+            Some((_, InterfaceKind::File | InterfaceKind::Dir)) => {}
+            Some((_, InterfaceKind::Other(ty))) => {
+                return Err(custom_err(
+                    &format!("{field}.var"),
+                    format!(
+                        "output `{var}` is a {ty}; a shell task's outputs are files and \
+                         directories (FlyteFile, FlyteDirectory)"
+                    ),
+                ));
+            }
+            None => {
+                return Err(custom_err(
+                    &format!("{field}.var"),
+                    format!("the task interface has no output `{var}`"),
+                ));
+            }
+        }
+        if out.iter().any(|(n, _)| n == var) {
+            return Err(custom_err(
+                &format!("{field}.var"),
+                format!("output `{var}` is located twice"),
+            ));
+        }
+        out.push((var.to_string(), location.to_string()));
+    }
+    if let Some((name, _)) = outputs
+        .iter()
+        .find(|(n, _)| !out.iter().any(|(m, _)| m == n))
+    {
+        return Err(custom_err(
+            "output_locs",
+            format!("the task interface's output `{name}` has no location; add one"),
+        ));
+    }
+    Ok(out)
 }
 
 /// `sbatch_config` (`{option: value}`, each `--option value` on the plugin's sbatch command line)
@@ -380,6 +569,140 @@ mod tests {
     }
 
     #[test]
+    fn a_shell_task_renders_its_script_filled_in_and_reads_its_outputs_where_it_wrote_them() {
+        let r = request(&fixture("slurm_shell")).unwrap();
+        assert_eq!(r.spec.task_type, TaskType::SlurmScript);
+        assert!(r.script_file.is_none());
+        assert_eq!(
+            r.spec.inputs,
+            vec![
+                ("greeting".into(), InputValue::Str("hello world".into())),
+                ("n".into(), InputValue::Int(3)),
+            ]
+        );
+        assert_eq!(
+            r.spec.shell_template.as_ref().unwrap().output_locations,
+            vec![
+                (
+                    "report".into(),
+                    "/home/alice/results/{inputs.greeting}.txt".into()
+                ),
+                (
+                    "shards".into(),
+                    "/home/alice/results/shards-{inputs.n}".into()
+                ),
+            ]
+        );
+        let cfg = crate::render::RenderConfig {
+            working_dir: Some("/home/alice/flyte".into()),
+            ..Default::default()
+        };
+        let rendered = crate::render::render(&r.spec, &cfg).unwrap();
+        let script = &rendered.job.script;
+        assert!(
+            script.contains("echo greeting 'hello world', 3 shards, home \"${HOME:-none}\"\n"),
+            "{script}"
+        );
+        assert!(
+            script.contains("> '/home/alice/results/hello world.txt'\n"),
+            "{script}"
+        );
+        assert!(
+            script.contains("mkdir -p /home/alice/results/shards-3\n"),
+            "{script}"
+        );
+        // The script's `#SBATCH --time=2` read, and sbatch_config's `time` over it, as on the
+        // agent's `sbatch --time 00:05:00 SCRIPT` command line.
+        assert_eq!(
+            rendered.job.time_limit,
+            Some(crate::slurmrestd::job_description::Limit::Finite(5))
+        );
+        let outs: Vec<(&str, &str, &str)> = rendered
+            .declared_outputs
+            .iter()
+            .map(|o| (o.name.as_str(), o.written_to.as_str(), o.uri.as_str()))
+            .collect();
+        let prefix =
+            "s3://my-s3-bucket/metadata/propeller/flytesnacks-development-f1fixture01/n0/data/0";
+        assert_eq!(
+            outs,
+            vec![
+                (
+                    "report",
+                    "/home/alice/results/hello world.txt",
+                    &*format!("{prefix}/report")
+                ),
+                (
+                    "shards",
+                    "/home/alice/results/shards-3",
+                    &*format!("{prefix}/shards")
+                ),
+            ]
+        );
+        assert_eq!(
+            rendered.declared_outputs[1].kind,
+            crate::render::OutputKind::Dir
+        );
+    }
+
+    #[test]
+    fn a_shell_task_config_that_does_not_fit_its_interface_is_refused_by_name() {
+        let with = |edit: &dyn Fn(&mut serde_json::Map<String, Value>)| {
+            let mut req = fixture("slurm_shell");
+            let t = req.template.as_mut().unwrap();
+            let mut custom = match struct_to_json(t.custom.as_ref().unwrap()) {
+                Value::Object(m) => m,
+                _ => unreachable!(),
+            };
+            edit(&mut custom);
+            t.custom = Some(crate::proto::json_to_struct(&Value::Object(custom)));
+            request(&req).unwrap_err().to_string()
+        };
+        for (edit, want) in [
+            (
+                Box::new(|c: &mut serde_json::Map<String, Value>| {
+                    c["output_locs"].as_array_mut().unwrap().pop();
+                }) as Box<dyn Fn(&mut serde_json::Map<String, Value>)>,
+                "`output_locs`: the task interface's output `shards` has no location",
+            ),
+            (
+                Box::new(|c| c["output_locs"][0]["var"] = "nope".into()),
+                "`output_locs[0].var`: the task interface has no output `nope`",
+            ),
+            (
+                Box::new(|c| c["output_locs"][1]["var"] = "report".into()),
+                "output `report` is located twice",
+            ),
+            (
+                Box::new(|c| c["output_locs"][0]["where"] = "x".into()),
+                "`output_locs[0].where`",
+            ),
+            (
+                Box::new(|c| c["output_locs"][0]["location"] = "".into()),
+                "`output_locs[0].location`: must be a non-empty string",
+            ),
+            (
+                Box::new(|c| c["python_input_types"]["epochs"] = "int".into()),
+                "`python_input_types.epochs`: the request has no such input",
+            ),
+            (
+                Box::new(|c| c["script"] = "#!/bin/bash\n".into()),
+                "`script`: is empty",
+            ),
+            (
+                Box::new(|c| {
+                    c.insert("batch_script_path".into(), "/x.sh".into());
+                }),
+                "`batch_script_path`: not a key flytekitplugins-slurm writes for a `slurm` task \
+                 with an inline script",
+            ),
+        ] {
+            let e = with(&*edit);
+            assert!(e.contains(want), "want {want}: {e}");
+        }
+    }
+
+    #[test]
     fn what_the_plugin_never_writes_is_refused_by_name() {
         let with = |key: &str, v: prost_types::Value| {
             let mut req = fixture("slurm_script_path");
@@ -392,7 +715,7 @@ mod tests {
         };
         let e = with("output_locs", s("x"));
         assert!(
-            e.contains("output_locs") && e.contains("SlurmShellTask"),
+            e.contains("`output_locs`") && e.contains("a `slurm` task (SlurmTask)"),
             "{e}"
         );
         let e = with("sbatch", s("x"));
