@@ -26,17 +26,15 @@ use slurm_connector::proto::flyte1::admin::{
 };
 use slurm_connector::proto::flyte1::core::{LiteralMap, literal, primitive, scalar};
 use slurm_connector::proto::flyte1::service::async_agent_service_client::AsyncAgentServiceClient;
-use tonic::transport::Channel;
 
 mod common;
+use common::flyte1::{Agent, create, fixture, relocate_outputs, rename};
 use common::skip::{Tier, skip};
 
 #[path = "real_apptainer/support.rs"]
 #[allow(unused_imports)]
 mod support;
 use support::{JOB_UID, Serve, free_port, serve_on};
-
-type Agent = AsyncAgentServiceClient<Channel>;
 
 /// flyteidl's TaskExecution.Phase values.
 const RUNNING: i32 = 2;
@@ -100,11 +98,6 @@ fn work(c: &Cluster, tag: &str) -> Work {
     Work { cluster, host }
 }
 
-fn fixture(name: &str) -> CreateTaskRequest {
-    let path = common::fixture_dir().join(format!("flyte1/{name}.pb"));
-    CreateTaskRequest::decode(std::fs::read(&path).unwrap().as_slice()).unwrap()
-}
-
 fn run_name(tag: &str) -> String {
     let n = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -122,18 +115,6 @@ fn set_custom(req: &mut CreateTaskRequest, key: &str, value: &str) {
             kind: Some(prost_types::value::Kind::StringValue(value.into())),
         },
     );
-}
-
-fn rename(req: &mut CreateTaskRequest, run: &str) {
-    let tid = req
-        .task_execution_metadata
-        .as_mut()
-        .unwrap()
-        .task_execution_id
-        .as_mut()
-        .unwrap();
-    let node = tid.node_execution_id.as_mut().unwrap();
-    node.execution_id.as_mut().unwrap().name = run.to_string();
 }
 
 /// The `slurm_fn` fixture as propeller would send it for a run whose prefixes are in `w`: its
@@ -222,14 +203,6 @@ async fn wait(
 
 fn terminal(p: i32) -> bool {
     [SUCCEEDED, ABORTED, FAILED, RETRYABLE_FAILED].contains(&p)
-}
-
-async fn create(c: &mut Agent, req: CreateTaskRequest) -> Vec<u8> {
-    c.create_task(req)
-        .await
-        .expect("CreateTask")
-        .into_inner()
-        .resource_meta
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -353,18 +326,6 @@ async fn slurm_runs_a_script_file_with_its_arguments_and_refuses_a_missing_one()
     let _ = std::fs::remove_dir_all(&w.host);
 }
 
-/// The blob URI of output `name` of a SUCCEEDED Resource.
-fn blob_uri(r: &Resource, name: &str) -> String {
-    let l = &r.outputs.as_ref().expect("outputs").literals[name];
-    match l.value.as_ref() {
-        Some(literal::Value::Scalar(s)) => match s.value.as_ref() {
-            Some(scalar::Value::Blob(b)) => b.uri.clone(),
-            other => panic!("{name}: not a blob: {other:?}"),
-        },
-        other => panic!("{name}: not a scalar: {other:?}"),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shell_task_fills_in_its_script_and_returns_its_outputs_as_files() {
     let Some(c) = cluster() else { return };
@@ -374,53 +335,18 @@ async fn a_shell_task_fills_in_its_script_and_returns_its_outputs_as_files() {
     std::fs::create_dir_all(&results).unwrap();
     chown(&results, Some(JOB_UID), Some(JOB_UID)).unwrap();
     let store = common::fresh_dir("real-flyte1-shell-store");
-    let relocated = |req: &mut CreateTaskRequest, to: &str| {
-        let t = req.template.as_mut().unwrap();
-        let mut custom = slurm_connector::proto::struct_to_json(t.custom.as_ref().unwrap());
-        for loc in custom["output_locs"].as_array_mut().unwrap() {
-            let l = loc["location"]
-                .as_str()
-                .unwrap()
-                .replace("/home/alice/results", to);
-            loc["location"] = l.into();
-        }
-        t.custom = Some(slurm_connector::proto::json_to_struct(&custom));
-    };
     let mut req = fixture("slurm_shell");
-    relocated(&mut req, &format!("{}/results", w.cluster));
+    relocate_outputs(&mut req, &format!("{}/results", w.cluster));
     req.output_prefix = format!("file://{}", store.display());
     rename(&mut req, &run_name("shell"));
     let meta = create(&mut agent, req.clone()).await;
     let r = wait(&mut agent, &meta, "slurm", 300, terminal).await;
     assert_eq!(r.phase, SUCCEEDED, "{}", r.message);
-    // Written by the job where the filled-in script said (a space in the input kept in the path),
-    // uploaded under the output prefix, returned as File and Directory literals.
-    assert_eq!(
-        std::fs::read_to_string(results.join("hello world.txt")).unwrap(),
-        "hello world x3\n"
-    );
-    assert_eq!(
-        blob_uri(&r, "report"),
-        format!("file://{}/report", store.display())
-    );
-    assert_eq!(
-        std::fs::read_to_string(store.join("report")).unwrap(),
-        "hello world x3\n"
-    );
-    assert_eq!(
-        blob_uri(&r, "shards"),
-        format!("file://{}/shards", store.display())
-    );
-    for i in 1..=3 {
-        assert_eq!(
-            std::fs::read_to_string(store.join(format!("shards/part-{i}.txt"))).unwrap(),
-            format!("shard {i}\n")
-        );
-    }
+    common::flyte1::assert_shell_outputs(&r, &results, &store);
 
     // A location outside the connector's staging roots: refused at CreateTask, naming the output.
     let mut outside = fixture("slurm_shell");
-    relocated(&mut outside, "/etc/flyte1-results");
+    relocate_outputs(&mut outside, "/etc/flyte1-results");
     outside.output_prefix = req.output_prefix.clone();
     rename(&mut outside, &run_name("outside"));
     let e = agent.create_task(outside).await.expect_err("refused");

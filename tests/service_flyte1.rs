@@ -12,6 +12,7 @@
 //! - DeleteTask → ABORTED; a retry is a new job; ListAgents names both task types.
 
 mod common;
+use common::flyte1::{Agent, create, fixture, relocate_outputs, rename};
 use common::mock::Mock;
 use common::server::Server;
 
@@ -25,9 +26,6 @@ use slurm_connector::proto::flyte1::admin::{
 };
 use slurm_connector::proto::flyte1::service::agent_metadata_service_client::AgentMetadataServiceClient;
 use slurm_connector::proto::flyte1::service::async_agent_service_client::AsyncAgentServiceClient;
-use tonic::transport::Channel;
-
-type Agent = AsyncAgentServiceClient<Channel>;
 
 /// TaskExecution.Phase of flyteidl 1 (the same values as Flyte 2's).
 const RUNNING: i32 = 2;
@@ -35,12 +33,6 @@ const SUCCEEDED: i32 = 3;
 const ABORTED: i32 = 4;
 const FAILED: i32 = 5;
 const RETRYABLE_FAILED: i32 = 8;
-
-fn fixture(name: &str) -> CreateTaskRequest {
-    let path = common::fixture_dir().join(format!("flyte1/{name}.pb"));
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    CreateTaskRequest::decode(bytes.as_slice()).expect("a flyteidl.admin.CreateTaskRequest")
-}
 
 fn set_custom(req: &mut CreateTaskRequest, key: &str, value: prost_types::Value) {
     let t = req.template.as_mut().unwrap();
@@ -85,18 +77,6 @@ fn function_request(run: &str, args: &[&str], prefix: &Path) -> CreateTaskReques
     rename(&mut req, run);
     req.output_prefix = format!("file://{}", prefix.display());
     req
-}
-
-fn rename(req: &mut CreateTaskRequest, run: &str) {
-    let tem = req.task_execution_metadata.as_mut().unwrap();
-    let tid = tem.task_execution_id.as_mut().unwrap();
-    tid.node_execution_id
-        .as_mut()
-        .unwrap()
-        .execution_id
-        .as_mut()
-        .unwrap()
-        .name = run.to_string();
 }
 
 fn category(name: &str) -> Option<TaskCategory> {
@@ -206,12 +186,7 @@ async fn slurm_fn_runs_its_entrypoint_and_reports_outputs_and_its_own_failure() 
         ],
         &ok,
     );
-    let meta = c
-        .create_task(req.clone())
-        .await
-        .expect("CreateTask")
-        .into_inner()
-        .resource_meta;
+    let meta = create(&mut c, req.clone()).await;
     let r = wait(&mut c, &meta, "slurm_fn", terminal).await;
     assert_eq!(r.phase, SUCCEEDED, "{}", r.message);
     assert!(
@@ -308,12 +283,7 @@ async fn slurm_runs_the_script_file_with_its_arguments_and_refuses_a_missing_one
         string(&script.display().to_string()),
     );
     rename(&mut req, "f1script");
-    let meta = c
-        .create_task(req.clone())
-        .await
-        .expect("CreateTask")
-        .into_inner()
-        .resource_meta;
+    let meta = create(&mut c, req.clone()).await;
     let r = wait(&mut c, &meta, "slurm", terminal).await;
     assert_eq!(r.phase, SUCCEEDED, "{}", r.message);
     let out = logs(&mut c, &meta, "slurm").await;
@@ -346,31 +316,10 @@ async fn slurm_runs_the_script_file_with_its_arguments_and_refuses_a_missing_one
 fn shell_request(run: &str, dir: &Path, prefix: &Path) -> CreateTaskRequest {
     let mut req = fixture("slurm_shell");
     without_partition(&mut req);
-    let t = req.template.as_mut().unwrap();
-    let mut custom = slurm_connector::proto::struct_to_json(t.custom.as_ref().unwrap());
-    for loc in custom["output_locs"].as_array_mut().unwrap() {
-        let l = loc["location"].as_str().unwrap().to_string();
-        loc["location"] = l
-            .replace("/home/alice/results", &dir.display().to_string())
-            .into();
-    }
-    t.custom = Some(slurm_connector::proto::json_to_struct(&custom));
+    relocate_outputs(&mut req, &dir.display().to_string());
     rename(&mut req, run);
     req.output_prefix = format!("file://{}", prefix.display());
     req
-}
-
-/// The blob URI of output `name` in a SUCCEEDED Resource.
-fn blob_uri(r: &Resource, name: &str) -> String {
-    use slurm_connector::proto::flyte1::core::{literal, scalar};
-    let l = &r.outputs.as_ref().expect("outputs").literals[name];
-    match l.value.as_ref() {
-        Some(literal::Value::Scalar(s)) => match s.value.as_ref() {
-            Some(scalar::Value::Blob(b)) => b.uri.clone(),
-            other => panic!("{name}: not a blob: {other:?}"),
-        },
-        other => panic!("{name}: not a scalar: {other:?}"),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -382,12 +331,7 @@ async fn a_shell_task_runs_its_filled_in_script_and_returns_its_outputs_as_files
     let store = common::fresh_dir("flyte1-shell-store");
 
     let req = shell_request("f1shell", &results, &store);
-    let meta = c
-        .create_task(req.clone())
-        .await
-        .expect("CreateTask")
-        .into_inner()
-        .resource_meta;
+    let meta = create(&mut c, req.clone()).await;
     let r = wait(&mut c, &meta, "slurm", terminal).await;
     assert_eq!(r.phase, SUCCEEDED, "{}", r.message);
     let out = logs(&mut c, &meta, "slurm").await;
@@ -395,28 +339,7 @@ async fn a_shell_task_runs_its_filled_in_script_and_returns_its_outputs_as_files
         out.contains("greeting hello world, 3 shards, home"),
         "the script ran with its inputs: {out}"
     );
-    // Each output where the script wrote it (a string input with a space kept whole in the path),
-    // uploaded under the output prefix and returned as Flyte 1 File / Directory literals.
-    assert_eq!(
-        std::fs::read_to_string(results.join("hello world.txt")).unwrap(),
-        "hello world x3\n"
-    );
-    let report = blob_uri(&r, "report");
-    assert_eq!(report, format!("file://{}/report", store.display()));
-    assert_eq!(
-        std::fs::read_to_string(store.join("report")).unwrap(),
-        "hello world x3\n"
-    );
-    assert_eq!(
-        blob_uri(&r, "shards"),
-        format!("file://{}/shards", store.display())
-    );
-    for i in 1..=3 {
-        assert_eq!(
-            std::fs::read_to_string(store.join(format!("shards/part-{i}.txt"))).unwrap(),
-            format!("shard {i}\n")
-        );
-    }
+    common::flyte1::assert_shell_outputs(&r, &results, &store);
 
     // A location the connector may not read (outside its staging roots): refused at CreateTask,
     // naming the output; nothing submitted.

@@ -2,6 +2,7 @@
 //! `#[path = "../tests/common/mod.rs"] mod common;` in a bench; each uses part of it):
 //! - `mock`: an in-process mock-slurmrestd and the deployment pointing at it;
 //! - `request`: the real CreateTaskRequest fixtures, what tests change in them, `get_req`;
+//! - `flyte1`: the same for Flyte 1's requests (flytekitplugins-slurm's);
 //! - `server`: the connector in-process (`serve_with`) and a gRPC client;
 //! - `drill`: the harness of the fault drills;
 //! - `fleet`: several real `serve` processes and a backend-like client (the real-tier drills);
@@ -16,6 +17,7 @@
 pub mod drill;
 pub mod emulator;
 pub mod fleet;
+pub mod flyte1;
 pub mod identity;
 pub mod mock;
 pub mod request;
