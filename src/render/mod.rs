@@ -295,10 +295,13 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
                 }
                 envb.set(&var, &o.written_to, "the declared outputs")?;
             }
-            let mkdirs: Vec<String> = if declared_outputs
-                .iter()
-                .any(|o| o.upload == UploadMode::Connector)
-            {
+            // The job's outputs folder, when an output is written there (a shell task's are
+            // where its script says).
+            let mkdirs: Vec<String> = if declared_outputs.iter().any(|o| {
+                o.upload == UploadMode::Connector
+                    && o.written_to
+                        .starts_with(&format!("{}/", files.outputs_dir()))
+            }) {
                 vec![files.outputs_dir()]
             } else {
                 Vec::new()

@@ -15,6 +15,9 @@
 //! longer lists are read from slurmdbd (the array's id brings them all), in the tick's one
 //! slurmdbd request; the records of elements that just ended come from one `job/{array id}`.
 //!
+//! An array whose id a restarted slurmctld gave to another job is lost at once
+//! (`array_given_away.rs`).
+//!
 //! The aggregate: running while any element is not finished; once all are, SUCCEEDED when all
 //! completed, else the state of the worst element (failure class: permanent, then the task's
 //! code, then the cluster's; a cancelled element makes the task ABORTED when none failed).
@@ -61,7 +64,7 @@ fn rank(class: Option<FailureClass>, base: Base) -> u8 {
 }
 
 impl Element {
-    fn new(id: JobId, now: u32) -> Element {
+    pub(super) fn new(id: JobId, now: u32) -> Element {
         Element {
             id,
             entry: Entry {
@@ -100,11 +103,11 @@ impl Element {
     }
 }
 
-fn track(e: &Entry) -> Option<&ArrayTrack> {
+pub(super) fn track(e: &Entry) -> Option<&ArrayTrack> {
     e.extra.as_deref()?.array.as_deref()
 }
 
-fn track_mut(e: &mut Entry) -> Option<&mut ArrayTrack> {
+pub(super) fn track_mut(e: &mut Entry) -> Option<&mut ArrayTrack> {
     e.extra.as_deref_mut()?.array.as_deref_mut()
 }
 
@@ -359,89 +362,6 @@ impl Tracker {
             if let Some(e) = jobs.get_mut(m) {
                 aggregate(e, now, unknown_after);
             }
-        }
-    }
-
-    /// Arrays whose id slurmctld now lists as a plain job: it crashed after the array was
-    /// submitted, restarted from a state saved before, lost the array and gave its id to a later
-    /// submit (seen in CI's crash drill on 26.05, tests/real_controller_drill.rs: array 2762 of
-    /// two elements, then single job 2762). Its elements this tick does not list (pending under
-    /// the array's id, or started under an id of their own that went with the crash too) will
-    /// never be listed again: they are lost now, their record the other job's, so GetTask says so
-    /// at once (`service::report::own_job`: the element's own exit marker if it ran, else the
-    /// cluster's failure, retried by Flyte) instead of waiting `lost_after` while its task's
-    /// follower waits. An element started before slurmctld's last state save is still listed,
-    /// under its own id, and followed there.
-    pub(super) async fn arrays_given_away(&self, arrays: &[JobId], elements: &[ElementState]) {
-        let listed: HashSet<(JobId, u32)> = elements.iter().map(|e| (e.id, e.index)).collect();
-        let unlisted = |i: u32, el: Option<&Element>, m: JobId| match el {
-            None => !listed.contains(&(m, i)),
-            Some(el) => {
-                !listed.contains(&(el.id, i))
-                    && el.entry.known != Known::Lost
-                    && !el.entry.record_done
-                    && !el.entry.state.is_terminal()
-            }
-        };
-        // Those with an element left to lose: each array's id is looked up once.
-        let arrays: Vec<JobId> = {
-            let jobs = self.jobs.lock().unwrap();
-            arrays
-                .iter()
-                .copied()
-                .filter(|m| {
-                    jobs.get(m).and_then(track).is_some_and(|t| {
-                        t.indices
-                            .iter()
-                            .any(|i| unlisted(*i, t.elements.get(i), *m))
-                    })
-                })
-                .collect()
-        };
-        for m in &arrays {
-            let info = match self.api.job(*m).await {
-                Ok(Some(info)) if info.array.is_none() => info,
-                // Still an array (a race with the listing), or gone again: next tick says.
-                Ok(_) => continue,
-                Err(err) => {
-                    tracing::debug!(cluster = %self.cluster, job_id = %m, error = %err, "record of a job listed under an array's id not fetched; retried next tick");
-                    continue;
-                }
-            };
-            let now = self.now_secs();
-            let mut jobs = self.jobs.lock().unwrap();
-            if let Some(t) = jobs.get_mut(m).and_then(track_mut) {
-                self.lose_elements(*m, t, &info, now, |i, el| listed.contains(&(el.id, i)));
-            }
-        }
-    }
-
-    /// The elements of array `m` that are not `alive`, lost: `other`, a job that is no array,
-    /// has the array's id now (its key is their record's, for `service::report::own_job`).
-    fn lose_elements(
-        &self,
-        m: JobId,
-        t: &mut ArrayTrack,
-        other: &JobInfo,
-        now: u32,
-        alive: impl Fn(u32, &Element) -> bool,
-    ) {
-        let theirs = crate::render::key_of_record(other.comment.as_deref(), &other.name, None)
-            .unwrap_or_else(|| other.name.clone());
-        let mut lost = Vec::new();
-        for i in t.indices.clone() {
-            let el = t.elements.entry(i).or_insert_with(|| Element::new(m, now));
-            let ended = el.entry.record_done || el.entry.state.is_terminal();
-            if alive(i, el) || ended || el.entry.known == Known::Lost {
-                continue;
-            }
-            el.entry.known = Known::Lost;
-            el.entry.since = now;
-            el.entry.extra.get_or_insert_with(Default::default).key = Some(theirs.as_str().into());
-            lost.push(i);
-        }
-        if !lost.is_empty() {
-            tracing::warn!(cluster = %self.cluster, array = %m, indices = ?lost, job_name = %other.name, "the array's id is another job's (slurmctld lost the array in a restart from an older state save): its elements under that id are lost");
         }
     }
 

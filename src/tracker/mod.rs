@@ -20,10 +20,12 @@
 //! Files: this one holds the cache and GetTask's entry point ([`Tracker::status`]); `poll` the
 //! poll loop; `resolve` adoption, slurmdbd, markers and terminal records; `snapshot` what a
 //! cached entry reports; `state` the packed Slurm state and the phase map; `api` the injected
-//! Slurm and marker readers.
+//! Slurm and marker readers; `array` job arrays (one entry, its elements inside);
+//! `array_given_away` an array whose id a restarted slurmctld gave to another job.
 
 mod api;
 mod array;
+mod array_given_away;
 mod poll;
 mod resolve;
 mod snapshot;

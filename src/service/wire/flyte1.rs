@@ -611,6 +611,10 @@ mod tests {
             script.contains("mkdir -p /home/alice/results/shards-3\n"),
             "{script}"
         );
+        assert!(
+            !script.contains(".outputs"),
+            "no job outputs folder: the outputs are where the script writes them: {script}"
+        );
         // The script's `#SBATCH --time=2` read, and sbatch_config's `time` over it, as on the
         // agent's `sbatch --time 00:05:00 SCRIPT` command line.
         assert_eq!(

@@ -1,0 +1,95 @@
+//! A job array whose id slurmctld gave to another job: slurmctld crashed after the array was
+//! submitted, restarted from a state saved before it, lost the array and gave its id to a later
+//! submit (seen in CI's crash drill on 26.05, tests/real_controller_drill.rs: array 2762 of two
+//! elements, then single job 2762). Its elements that are no longer listed will never be again;
+//! they are lost at once, their record the other job's, so GetTask says so (its own exit marker
+//! if the element ran, else the cluster's failure, retried by Flyte) instead of after
+//! `lost_after`. The arrays themselves are tracked in `array.rs`.
+
+use std::collections::HashSet;
+
+use crate::slurmrestd::{ElementState, JobId, JobInfo};
+
+use super::array::{ArrayTrack, Element, track, track_mut};
+use super::{Known, Tracker};
+
+impl Tracker {
+    /// Arrays whose id slurmctld now lists as a plain job (module doc). Their elements this tick
+    /// does not list (pending under the array's id, or started under an id of their own that
+    /// went with the crash too) are lost now, their record the other job's
+    /// (`service::report::own_job` reads it), while its task's follower would otherwise wait
+    /// `lost_after`. An element started before slurmctld's last state save is still listed,
+    /// under its own id, and followed there.
+    pub(super) async fn arrays_given_away(&self, arrays: &[JobId], elements: &[ElementState]) {
+        let listed: HashSet<(JobId, u32)> = elements.iter().map(|e| (e.id, e.index)).collect();
+        let unlisted = |i: u32, el: Option<&Element>, m: JobId| match el {
+            None => !listed.contains(&(m, i)),
+            Some(el) => {
+                !listed.contains(&(el.id, i))
+                    && el.entry.known != Known::Lost
+                    && !el.entry.record_done
+                    && !el.entry.state.is_terminal()
+            }
+        };
+        // Those with an element left to lose: each array's id is looked up once.
+        let arrays: Vec<JobId> = {
+            let jobs = self.jobs.lock().unwrap();
+            arrays
+                .iter()
+                .copied()
+                .filter(|m| {
+                    jobs.get(m).and_then(track).is_some_and(|t| {
+                        t.indices
+                            .iter()
+                            .any(|i| unlisted(*i, t.elements.get(i), *m))
+                    })
+                })
+                .collect()
+        };
+        for m in &arrays {
+            let info = match self.api.job(*m).await {
+                Ok(Some(info)) if info.array.is_none() => info,
+                // Still an array (a race with the listing), or gone again: next tick says.
+                Ok(_) => continue,
+                Err(err) => {
+                    tracing::debug!(cluster = %self.cluster, job_id = %m, error = %err, "record of a job listed under an array's id not fetched; retried next tick");
+                    continue;
+                }
+            };
+            let now = self.now_secs();
+            let mut jobs = self.jobs.lock().unwrap();
+            if let Some(t) = jobs.get_mut(m).and_then(track_mut) {
+                self.lose_elements(*m, t, &info, now, |i, el| listed.contains(&(el.id, i)));
+            }
+        }
+    }
+
+    /// The elements of array `m` that are not `alive`, lost: `other`, a job that is no array,
+    /// has the array's id now (its key is their record's, for `service::report::own_job`).
+    pub(super) fn lose_elements(
+        &self,
+        m: JobId,
+        t: &mut ArrayTrack,
+        other: &JobInfo,
+        now: u32,
+        alive: impl Fn(u32, &Element) -> bool,
+    ) {
+        let theirs = crate::render::key_of_record(other.comment.as_deref(), &other.name, None)
+            .unwrap_or_else(|| other.name.clone());
+        let mut lost = Vec::new();
+        for i in t.indices.clone() {
+            let el = t.elements.entry(i).or_insert_with(|| Element::new(m, now));
+            let ended = el.entry.record_done || el.entry.state.is_terminal();
+            if alive(i, el) || ended || el.entry.known == Known::Lost {
+                continue;
+            }
+            el.entry.known = Known::Lost;
+            el.entry.since = now;
+            el.entry.extra.get_or_insert_with(Default::default).key = Some(theirs.as_str().into());
+            lost.push(i);
+        }
+        if !lost.is_empty() {
+            tracing::warn!(cluster = %self.cluster, array = %m, indices = ?lost, job_name = %other.name, "the array's id is another job's (slurmctld lost the array in a restart from an older state save): its elements under that id are lost");
+        }
+    }
+}
