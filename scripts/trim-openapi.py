@@ -23,12 +23,12 @@ and applies the fixes progenitor needs (see openapi/README.md and ../shared/desi
      arrays with `explode: true`, so the generated client sends one `name=value` per id.
 
 And three that give every version's generated module the same type and method names, so the one
-conversion seam (src/slurmrestd/convert/) is written once and compiled against each version:
+conversion seam (crates/slurmrestd/src/convert/) is written once and compiled against each version:
   9. enums become plain strings, their values kept beside them as `x-slurm-enum`. Releases of one
      parser add and remove values, so a typed enum turns one new job state into an undecodable
      job list; and v0.0.43+ inline the enums that v0.0.40-42 reference, which gives the generated
      types different names per version. What the connector sends is checked against `x-slurm-enum`
-     by a test instead (src/slurmrestd/convert/, `sent_enum_values_exist_in_every_version`).
+     by a test instead (crates/slurmrestd/src/convert/, `sent_enum_values_exist_in_every_version`).
  10. references to anything but an object (enum lists, arrays, scalars) are replaced by the schema
      they point to, so a field has one Rust type whether a version names its schema or inlines it.
  12. slurmdb's `GET jobs/` and `GET user/{name}`, and `GET jobs/state/`, keep only the query
@@ -70,7 +70,7 @@ OPERATIONS = [
 ]
 
 # Operations only some versions have, kept where the upstream spec has them. Each version's module
-# says whether it has them (src/slurmrestd/convert/shapes.rs), so the seam compiles against each.
+# says whether it has them (crates/slurmrestd/src/convert/shapes.rs), so the seam compiles against each.
 OPTIONAL_OPERATIONS = [
     # slurmctld's configuration (v0.0.45+): the limits a coalesced job array keeps to
     # (MaxArraySize, max_script_size) and whether slurmdbd keeps job comments

@@ -1,7 +1,7 @@
 //! What this binary is: its version, the commit it was built from and the slurmrestd API
 //! versions it speaks. `--version` prints it and the `slurm_connector_build_info` metric carries
 //! it, so an operator can tell replicas (and an image from its source) apart. A leaf: build.rs
-//! sets the values, nothing here imports the rest of the crate.
+//! sets the hash, the slurmrestd crate the versions; nothing here imports the rest of the crate.
 
 /// The crate's version (`Cargo.toml`).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -11,18 +11,15 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub const GIT_HASH: &str = env!("SLURM_CONNECTOR_GIT_HASH");
 
 /// The slurmrestd data_parser versions the connector speaks, comma-separated, oldest first (as
-/// `slurmrestd::ApiVersion::ALL`; build.rs's list, which a test there checks against it).
-pub const API_VERSIONS: &str = env!("SLURM_CONNECTOR_API_VERSIONS");
+/// `slurmrestd::ApiVersion::ALL`: the slurmrestd crate's build.rs list, checked against it there).
+pub const API_VERSIONS: &str = slurm_connector_slurmrestd::API_VERSIONS;
 
 /// `--version`'s text after the program name: `0.1.0 (git 0123abcd4567; slurmrestd v0.0.40,…)`.
-pub const LONG_VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (git ",
-    env!("SLURM_CONNECTOR_GIT_HASH"),
-    "; slurmrestd ",
-    env!("SLURM_CONNECTOR_API_VERSIONS"),
-    ")"
-);
+/// Made once at first use: the versions come from another crate, so `concat!` cannot join them.
+pub fn long_version() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| format!("{VERSION} (git {GIT_HASH}; slurmrestd {API_VERSIONS})"))
+}
 
 #[cfg(test)]
 mod tests {
@@ -44,7 +41,7 @@ mod tests {
                 || (GIT_HASH.len() >= 7 && GIT_HASH.chars().all(|c| c.is_ascii_hexdigit())),
             "{GIT_HASH}"
         );
-        assert!(LONG_VERSION.starts_with(VERSION));
-        assert!(LONG_VERSION.contains(GIT_HASH) && LONG_VERSION.contains(API_VERSIONS));
+        assert!(long_version().starts_with(VERSION));
+        assert!(long_version().contains(GIT_HASH) && long_version().contains(API_VERSIONS));
     }
 }

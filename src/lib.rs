@@ -71,16 +71,22 @@
 //! ```
 //!
 //! Dependencies between the modules go one way, without cycles: each uses only modules before it
-//! in `build_info`, `proto`, `slurmrestd`, `domain`, `config`, `staging`, `render`, `tracker`,
-//! `service`, `cli` (`tests/layering.rs` fails when one imports a later one).
+//! in `build_info`, `domain`, `config`, `staging`, `render`, `tracker`, `service`, `cli`
+//! (`tests/layering.rs` fails when one imports a later one).
+//!
+//! Below all of them, [`proto`] and [`slurmrestd`] are crates of their own (`crates/`: the
+//! generated code and the transport around it), re-exported here under those names; Cargo keeps
+//! them from importing anything of this crate.
 
 pub mod build_info;
+/// Flyte's protocols (generated), a crate of its own: `crates/proto`.
+pub use slurm_connector_proto as proto;
+/// The slurmrestd transport and its generated clients, a crate of its own: `crates/slurmrestd`.
+pub use slurm_connector_slurmrestd as slurmrestd;
 pub mod cli;
 pub mod config;
 pub mod domain;
-pub mod proto;
 pub mod render;
 pub mod service;
-pub mod slurmrestd;
 pub mod staging;
 pub mod tracker;

@@ -11,7 +11,7 @@ use slurm_connector::staging::{Roots, stager};
 #[derive(Parser)]
 #[command(
     name = "slurm-connector",
-    version = slurm_connector::build_info::LONG_VERSION,
+    version = slurm_connector::build_info::long_version(),
     about = "Runs Flyte 2 tasks on Slurm through slurmrestd (REST + JWT), no SSH"
 )]
 struct Cli {

@@ -112,7 +112,7 @@ fn operations(spec: &serde_json::Value) -> Vec<(String, Vec<String>)> {
 }
 
 /// Operations only some versions have, and the first version with each (the trim script's
-/// `OPTIONAL_OPERATIONS`; `src/slurmrestd/convert/shapes.rs` says which versions' modules use them).
+/// `OPTIONAL_OPERATIONS`; `crates/slurmrestd/src/convert/shapes.rs` says which versions' modules use them).
 const OPTIONAL: &[(&str, &str)] = &[("slurm_get_conf", "v0.0.45")];
 
 #[test]

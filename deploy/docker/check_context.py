@@ -69,11 +69,13 @@ def main() -> int:
             for m in re.finditer(r'include_(?:str|bytes)!\(\s*"([^"]+)"', f.read_text()):
                 if not (f.parent / m.group(1)).exists():
                     problems.append(f"{f.relative_to(ctx)} embeds {m.group(1)}, left out of the context")
-        # Paths build.rs reads, relative to the workspace root.
-        build = (ctx / "build.rs").read_text() if (ctx / "build.rs").exists() else ""
-        for m in re.finditer(r'"((?:openapi|proto)/[^"{}]*)"', build):
-            if not (ctx / m.group(1)).exists():
-                problems.append(f"build.rs reads {m.group(1)}, left out of the context")
+        # Paths each build script reads (the root's and crates/*'s), relative to its own folder.
+        for script in [ctx / "build.rs", *sorted(ctx.glob("crates/*/build.rs"))]:
+            if not script.exists():
+                continue
+            for m in re.finditer(r'"((?:\.\./)*(?:openapi|proto)/?[^"{}]*)"', script.read_text()):
+                if not (script.parent / m.group(1)).exists():
+                    problems.append(f"{script.relative_to(ctx)} reads {m.group(1)}, left out of the context")
         size = sum(p.stat().st_size for p in ctx.rglob("*") if p.is_file())
     for p in problems:
         print("  - " + p)

@@ -150,7 +150,7 @@ fn a_recorded_user_reads_its_accounts_and_an_unknown_one_is_none() {
         let carol = users(&carol_file, "carol", None).unwrap();
         assert_eq!(
             carol,
-            crate::slurmrestd::users::UserRecord {
+            crate::users::UserRecord {
                 name: "carol".into(),
                 admin_level: "None".into(),
                 accounts: vec!["chem".into(), "physics".into()],
@@ -180,12 +180,7 @@ fn cancel_outcomes_by_version() {
     for r in case("delete-finished") {
         let codes = cancel_codes(&r);
         if r.version >= ApiVersion::V0042 {
-            assert_eq!(
-                codes,
-                vec![crate::slurmrestd::errno::ALREADY_DONE],
-                "{}",
-                r.file
-            );
+            assert_eq!(codes, vec![crate::errno::ALREADY_DONE], "{}", r.file);
         } else {
             assert!(codes.is_empty(), "{}", r.file);
         }

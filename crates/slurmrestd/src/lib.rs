@@ -37,3 +37,7 @@ pub use types::{
     JobInfo, JobRef, JobState, JobUsage, Partition, Ping, ServerInfo, SlurmError, States, Tres,
 };
 pub use version::ApiVersion;
+
+/// The data_parser versions this crate has a client for, comma-separated, oldest first (build.rs's
+/// list, which a test in `convert/tests` checks names every [`ApiVersion`]).
+pub const API_VERSIONS: &str = env!("SLURMRESTD_API_VERSIONS");

@@ -172,7 +172,7 @@ fn mebibytes(v: &str) -> Option<i64> {
 /// what is sent.
 pub fn submit_body_json(
     version: ApiVersion,
-    job: &crate::slurmrestd::JobDescription,
+    job: &crate::JobDescription,
 ) -> Result<serde_json::Value, Unexpressible> {
     macro_rules! body {
         ($($v:ident => $m:ident),*) => {

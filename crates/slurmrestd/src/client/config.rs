@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use url::Url;
 
-use crate::slurmrestd::ApiVersion;
-use crate::slurmrestd::auth::Auth;
-use crate::slurmrestd::retry::RetryPolicy;
+use crate::ApiVersion;
+use crate::auth::Auth;
+use crate::retry::RetryPolicy;
 
 /// Default number of ids per `jobs/state` request: ~16 bytes each keeps the URL near 6 KiB,
 /// under the 8 KiB many proxies allow.

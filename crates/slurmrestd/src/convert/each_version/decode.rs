@@ -14,17 +14,17 @@ use super::{
     Envelope, Saturate, Unexpressible, no_val, non_empty, parse_tres_str, reason, reason_described,
     secs, state_of,
 };
-use crate::slurmrestd::ApiVersion;
-use crate::slurmrestd::JobDescription;
-use crate::slurmrestd::caller::{Caller, Idempotency};
-use crate::slurmrestd::dialect::{DbJobsFilter, Dialect, Submitted};
-use crate::slurmrestd::error::ClientError;
-use crate::slurmrestd::job_description::{Limit, Memory};
-use crate::slurmrestd::types::{
+use crate::ApiVersion;
+use crate::JobDescription;
+use crate::caller::{Caller, Idempotency};
+use crate::dialect::{DbJobsFilter, Dialect, Submitted};
+use crate::error::ClientError;
+use crate::job_description::{Limit, Memory};
+use crate::types::{
     ArrayMembership, ClusterConf, Diag, ElementState, ExitCode, JobId, JobInfo, JobRef, JobState,
     JobUsage, Partition, Ping, ServerInfo, SlurmError, States, Tres,
 };
-use crate::slurmrestd::users::UserRecord;
+use crate::users::UserRecord;
 
 /// This module's version.
 pub(crate) const VERSION: ApiVersion = quirks::VERSION;
@@ -140,7 +140,7 @@ pub(crate) fn job_info(j: &g::JobInfo) -> Option<JobInfo> {
     let state = state_of(j.job_state.as_ref());
     // A pending job's reason with slurmctld's detail (which nodes, who held it); a finished
     // job's reason stays the bare name (`RaisedSignal`), which classification reads.
-    let reason = if state.base == crate::slurmrestd::BaseState::Pending {
+    let reason = if state.base == crate::BaseState::Pending {
         reason_described(&j.state_reason, &j.state_description)
     } else {
         reason(&j.state_reason)

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use super::{Client, ClientConfig, Dialects};
-use crate::slurmrestd::ApiVersion;
-use crate::slurmrestd::convert;
-use crate::slurmrestd::dialect::Dialect;
+use crate::ApiVersion;
+use crate::convert;
+use crate::dialect::Dialect;
 
 impl Client {
     pub(super) fn http(

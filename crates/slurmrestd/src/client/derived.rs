@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Client;
-use crate::slurmrestd::auth::{Auth, TokenSource};
-use crate::slurmrestd::error::ClientError;
+use crate::auth::{Auth, TokenSource};
+use crate::error::ClientError;
 
 impl Client {
     /// The same cluster with other credentials (a task's own token): shares the negotiated

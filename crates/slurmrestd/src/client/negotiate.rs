@@ -5,12 +5,12 @@ use std::sync::RwLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::Client;
-use crate::slurmrestd::ApiVersion;
-use crate::slurmrestd::caller::is_unknown_path;
-use crate::slurmrestd::dialect::Dialect;
-use crate::slurmrestd::error::ClientError;
-use crate::slurmrestd::transport;
-use crate::slurmrestd::types::ServerInfo;
+use crate::ApiVersion;
+use crate::caller::is_unknown_path;
+use crate::dialect::Dialect;
+use crate::error::ClientError;
+use crate::transport;
+use crate::types::ServerInfo;
 
 /// What negotiation found on a cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::*;
-use crate::slurmrestd::JobDescription;
-use crate::slurmrestd::job_description::{JobFlag, MemBindType, Shared};
-use crate::slurmrestd::types::{BaseState, JobId};
+use crate::JobDescription;
+use crate::job_description::{JobFlag, MemBindType, Shared};
+use crate::types::{BaseState, JobId};
 
 /// Runs `$body` with `$m` naming the recording's version module (its conversions, and its
 /// generated types as `$m::g`).
@@ -55,7 +55,7 @@ macro_rules! per_version {
 /// Decodes a recorded body through its version's generated type, as the client would.
 macro_rules! decode_in {
     ($m:ident, $op:expr, $body:expr) => {{
-        use crate::slurmrestd::generated::$m::types as g;
+        use crate::generated::$m::types as g;
         match $op {
             Op::Submit => decode_as::<g::OpenapiJobSubmitResponse>($body).map(|_| ()),
             Op::States => decode_as::<g::OpenapiJobStateResp>($body).map(|_| ()),
@@ -85,7 +85,7 @@ struct Recording {
 }
 
 fn recordings() -> Vec<Recording> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/slurmrestd");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/slurmrestd");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .flatten()
@@ -168,27 +168,27 @@ fn decode(r: &Recording, op: Op) -> Result<(), String> {
     }
 }
 
-fn job_infos(r: &Recording) -> Vec<crate::slurmrestd::JobInfo> {
+fn job_infos(r: &Recording) -> Vec<crate::JobInfo> {
     per_version!(r.version, m => {
         let resp: m::g::OpenapiJobInfoResp = decode_as(&r.body).unwrap();
         resp.jobs.iter().flatten().filter_map(m::job_info).collect()
     })
 }
 
-fn accounting(r: &Recording) -> Vec<crate::slurmrestd::JobInfo> {
+fn accounting(r: &Recording) -> Vec<crate::JobInfo> {
     per_version!(r.version, m => {
         let resp: m::g::OpenapiSlurmdbdJobsResp = decode_as(&r.body).unwrap();
         resp.jobs.iter().flatten().filter_map(m::accounting_job).collect()
     })
 }
 
-fn states(r: &Recording) -> Vec<(JobId, crate::slurmrestd::JobState)> {
+fn states(r: &Recording) -> Vec<(JobId, crate::JobState)> {
     let mut plain: Vec<_> = all_states(r).jobs.into_iter().collect();
     plain.sort_by_key(|(id, _)| *id);
     plain
 }
 
-fn all_states(r: &Recording) -> crate::slurmrestd::States {
+fn all_states(r: &Recording) -> crate::States {
     per_version!(r.version, m => {
         let resp: m::g::OpenapiJobStateResp = decode_as(&r.body).unwrap();
         m::states_of(resp.jobs.iter().flatten().filter_map(m::state_entry))
@@ -202,7 +202,7 @@ fn cancel_codes(r: &Recording) -> Vec<i32> {
     })
 }
 
-fn pings(r: &Recording) -> Vec<crate::slurmrestd::Ping> {
+fn pings(r: &Recording) -> Vec<crate::Ping> {
     per_version!(r.version, m => {
         let resp: m::g::OpenapiPingArrayResp = decode_as(&r.body).unwrap();
         resp.pings.iter().flatten().map(m::ping).collect()

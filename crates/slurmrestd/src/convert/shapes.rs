@@ -90,7 +90,7 @@ macro_rules! db_jobs {
     () => {
         pub(super) fn db_jobs<'a>(
             a: &'a api::Client,
-            f: &crate::slurmrestd::dialect::DbJobsFilter<'a>,
+            f: &crate::dialect::DbJobsFilter<'a>,
         ) -> impl Future<
             Output = Result<
                 ResponseValue<g::OpenapiSlurmdbdJobsResp>,
@@ -187,7 +187,7 @@ macro_rules! conf_read {
 /// (mostly the shapes above): `version_module! { v0043, V0043, <quirk items> }`.
 macro_rules! version_module {
     ($generated:ident, $version:ident, $($quirk:item)*) => {
-        pub(crate) use crate::slurmrestd::generated::$generated as api;
+        pub(crate) use crate::generated::$generated as api;
         pub(crate) use api::types as g;
 
         include!("each_version/decode.rs");
@@ -196,7 +196,7 @@ macro_rules! version_module {
 
         mod quirks {
             use super::*;
-            use crate::slurmrestd::convert::shapes;
+            use crate::convert::shapes;
 
             pub(super) const VERSION: ApiVersion = ApiVersion::$version;
 
