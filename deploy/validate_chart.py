@@ -23,6 +23,13 @@ What it checks, and why:
   too). The uid each container runs as (its own, else the pod's) is not 0.
 - The opt-in PrometheusRule (shape checked here: no published schema) and Grafana dashboard use
   only metrics src/service/rpc/metrics.rs registers, and the dashboard shows each of them.
+- Flyte's own charts, pinned (deploy/flyte/charts/: flyte-core v1.16.8 for Flyte 1, flyte-binary
+  v2.0.43 for Flyte 2), rendered with deploy/flyte/'s values files beside this chart's defaults:
+  the backend workload (flytepropeller; flyte-binary's backend) mounts the ConfigMap that routes
+  the Slurm task types and is admitted to the gRPC port by the NetworkPolicy, Flyte's other pods are
+  not, and that routing sends every Slurm task type to the plugin the connector serves
+  (agent-service for Flyte 1, connector-service for Flyte 2) with the headless Service as endpoint,
+  round_robin and a deadline above the connector's CreateTask wait.
 - Values that must be refused are refused, with a message naming the key.
 - The checks themselves fail on known-bad manifests (a self-test), so a silent checker cannot pass.
 Exit status: 0 when everything passed, 1 otherwise.
@@ -552,45 +559,244 @@ def check_docs(env_names: set[str], file_keys: tuple[set[str], set[str]]) -> lis
     return errs
 
 
-# Flyte's connector plugin default (flyteplugins/go/tasks/plugins/webapi/connector/config.go,
-# DefaultConnector.DefaultServiceConfig, flyteorg/flyte v2.0.43). A `connectors` entry does not
-# inherit it, so values-connector.yaml repeats it: without it gRPC picks one pod (pick_first).
-FLYTE_DEFAULT_SERVICE_CONFIG = {"loadBalancingConfig": [{"round_robin": {}}]}
+# ---------------------------------------------------------------------------------------------
+# Flyte's own charts (deploy/flyte/charts/, pinned) rendered with deploy/flyte/'s values files,
+# beside this chart: does the backend reach the connector, and is it routed there properly?
+
+FLYTE_DIR = REPO / "deploy" / "flyte"
+# The gRPC service config both Flyte plugins use by default (Flyte 2: connector/config.go
+# DefaultConnector.DefaultServiceConfig at v2.0.43; Flyte 1: agent/config.go DefaultAgent at
+# v1.16.8). An entry under `connectors` / `agents` inherits nothing from the default entry, so the
+# values files repeat it: without it gRPC picks one pod (pick_first).
+ROUND_ROBIN = {"loadBalancingConfig": [{"round_robin": {}}]}
+# CreateTask waits this long for its submit before answering deferred (FLYTE_SLURM_SUBMIT_WAIT's
+# default, src/config): a deadline at or below it cuts CreateTasks that are still waiting.
+SUBMIT_WAIT_SECONDS = 5
+FLYTE_BACKENDS = [
+    {"name": "Flyte 2, flyte-binary v2.0.43", "chart": "charts/flyte-binary-v2.0.43/flyte-binary", "values": "values-flyte2-binary.yaml",
+     # the backend workload (the one process that runs the plugin): the chart's fullname
+     "backend": ("Deployment", "flyte-flyte-binary"),
+     "plugin": "connector-service", "deployments": "connectors", "routing": "connectorForTaskTypes",
+     "task_types": ["slurm", "slurm_script"]},
+    {"name": "Flyte 1, flyte-core v1.16.8", "chart": "charts/flyte-core-v1.16.8/flyte-core", "values": "values-flyte1-core.yaml",
+     "backend": ("Deployment", "flytepropeller"),
+     # Flyte 1.15+'s connector-service speaks flyteidl.service.AsyncConnectorService, which the
+     # connector does not serve: the Slurm types must go to the agent plugin.
+     "plugin": "agent-service", "deployments": "agents", "routing": "agentForTaskTypes",
+     "task_types": ["slurm_fn", "slurm"], "unserved_plugins": ["connector-service"]},
+]
+FLYTE_RELEASE, FLYTE_NAMESPACE = "flyte", "flyte"
 
 
-def check_flyte_values() -> list[str]:
-    """The Flyte values snippet must enable the connector plugin, route both task types to a
-    defined connector, and point it at the Service the chart creates (default release in flyte)."""
-    path = REPO / "deploy" / "flyte" / "values-connector.yaml"
-    try:
-        cfg = yaml.safe_load(path.read_text())["configuration"]["inline"]
-        tp = cfg["tasks"]["task-plugins"]
-        cs = cfg["plugins"]["connector-service"]
-    except (KeyError, TypeError, yaml.YAMLError) as e:
-        return [f"{path.name}: missing configuration.inline.tasks/plugins ({e})"]
-    errs = []
-    if "connector-service" not in tp.get("enabled-plugins", []):
-        errs.append("connector-service is not in enabled-plugins")
-    for t in ("slurm", "slurm_script"):
-        if tp.get("default-for-task-types", {}).get(t) != "connector-service":
-            errs.append(f"default-for-task-types.{t} is not connector-service")
-        cid = cs.get("connectorForTaskTypes", {}).get(t)
-        dep = cs.get("connectors", {}).get(cid)
-        if not dep:
-            errs.append(f"connectorForTaskTypes.{t} names {cid!r}, which is not under connectors")
+def selector_matches(sel: dict | None, labels: dict) -> bool:
+    """Kubernetes LabelSelector semantics (an absent selector is handled by the caller)."""
+    for k, v in (sel.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for e in sel.get("matchExpressions") or []:
+        op, key, vals = e.get("operator"), e.get("key"), e.get("values") or []
+        if (op == "In" and labels.get(key) not in vals) or (op == "NotIn" and key in labels and labels[key] in vals) \
+                or (op == "Exists" and key not in labels) or (op == "DoesNotExist" and key in labels):
+            return False
+    return True
+
+
+def grpc_admits(np: dict, grpc_port: int, namespace: str, pod_labels: dict) -> bool:
+    """Does the connector's NetworkPolicy admit a pod with these labels in this namespace to the
+    gRPC port? (namespace labels: what Kubernetes sets on every namespace.)"""
+    ns_labels = {"kubernetes.io/metadata.name": namespace}
+    own_ns = np["metadata"].get("namespace", "flyte")
+    for rule in np["spec"].get("ingress", []):
+        ports = [p.get("port") for p in rule.get("ports", [])]
+        if ports and grpc_port not in ports and "grpc" not in ports:
             continue
-        want = "dns:///slurm-connector-headless.flyte.svc.cluster.local:8000"
-        if dep.get("endpoint") != want:
-            errs.append(f"connector {cid} endpoint {dep.get('endpoint')!r} is not the chart's headless Service {want} (round_robin over the pods)")
+        if not rule.get("from"):
+            return True
+        for peer in rule["from"]:
+            if "ipBlock" in peer:
+                continue
+            nss = peer.get("namespaceSelector")
+            in_ns = selector_matches(nss, ns_labels) if nss is not None else namespace == own_ns
+            pods = peer.get("podSelector")
+            if in_ns and (pods is None or selector_matches(pods, pod_labels)):
+                return True
+    return False
+
+
+def workloads(docs: list[dict]) -> list[tuple[str, str, dict, dict]]:
+    """(kind, name, pod labels, pod spec) of every workload and pod template."""
+    out = []
+    for d in docs:
+        if d.get("kind") in ("Deployment", "StatefulSet", "DaemonSet"):
+            t = d["spec"]["template"]
+        elif d.get("kind") == "PodTemplate":
+            t = d["template"]
+        else:
+            continue
+        out.append((d["kind"], d["metadata"]["name"], t.get("metadata", {}).get("labels", {}), t.get("spec", {})))
+    return out
+
+
+def deep_merge(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def flyte_configs(docs: list[dict]) -> dict[str, dict]:
+    """Each ConfigMap's YAML files merged in name order, as Flyte's config loader reads a folder."""
+    out = {}
+    for cm in by_kind(docs, "ConfigMap"):
+        merged: dict = {}
+        for key in sorted(cm.get("data") or {}):
+            if key.endswith((".yaml", ".yml")):
+                try:
+                    doc = yaml.safe_load(cm["data"][key])
+                except yaml.YAMLError:
+                    continue
+                if isinstance(doc, dict):
+                    merged = deep_merge(merged, doc)
+        out[cm["metadata"]["name"]] = merged
+    return out
+
+
+def mounted_configmaps(spec: dict) -> set[str]:
+    names = set()
+    for v in spec.get("volumes", []):
+        if "configMap" in v:
+            names.add(v["configMap"].get("name"))
+        for src in v.get("projected", {}).get("sources", []):
+            if "configMap" in src:
+                names.add(src["configMap"].get("name"))
+    return names
+
+
+def go_duration_seconds(text) -> float | None:
+    """A Go duration as Flyte's config reads it (`10s`, `1m30s`, `500ms`)."""
+    parts = re.findall(r"([0-9.]+)(ms|s|m|h)", str(text or ""))
+    if not parts or "".join(n + u for n, u in parts) != str(text):
+        return None
+    return sum(float(n) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[u] for n, u in parts)
+
+
+def check_flyte_backend(spec: dict, flyte_docs: list[dict], namespace: str, connector_docs: list[dict]) -> list[str]:
+    """The Flyte chart, rendered with its values file: the backend's pods reach the connector
+    through its NetworkPolicy (and Flyte's other pods do not), and the backend's configuration
+    routes every Slurm task type to the connector's headless Service with round_robin and a deadline."""
+    errs: list[str] = []
+    np = by_kind(connector_docs, "NetworkPolicy")[0]
+    grpc = [p["containerPort"] for p in pod_of(connector_docs)["containers"][0]["ports"] if p["name"] == "grpc"][0]
+    headless = [s for s in by_kind(connector_docs, "Service") if s["spec"].get("clusterIP") == "None"][0]
+    want_endpoint = f"dns:///{headless['metadata']['name']}.{namespace}.svc.cluster.local:{grpc}"
+    # Which ConfigMap routes the task types, and which workloads read it.
+    configs = flyte_configs(flyte_docs)
+    routing = {n: c for n, c in configs.items() if isinstance(c.get("plugins"), dict) and spec["plugin"] in c["plugins"]}
+    if len(routing) != 1:
+        return [f"{len(routing)} rendered ConfigMaps configure plugins.{spec['plugin']} (want one): is the values file in the block the chart renders?"]
+    cm_name, cfg = next(iter(routing.items()))
+    kind, name = spec["backend"]
+    backend = [w for w in workloads(flyte_docs) if (w[0], w[1]) == (kind, name)]
+    if not backend:
+        errs.append(f"no {kind} {name} rendered (the backend workload)")
+    for k, n, labels, pod in backend:
+        if cm_name not in mounted_configmaps(pod):
+            errs.append(f"{k} {n} does not mount ConfigMap {cm_name}: the routing never reaches the backend")
+        if not grpc_admits(np, grpc, namespace, labels):
+            errs.append(f"the connector's NetworkPolicy does not admit {k} {n} (namespace {namespace}, labels {labels}) to the gRPC port {grpc}: every call would time out")
+    for k, n, labels, pod in workloads(flyte_docs):
+        if (k, n) != (kind, name) and grpc_admits(np, grpc, namespace, labels):
+            errs.append(f"the connector's NetworkPolicy admits {k} {n} ({labels}), which is not the backend that calls connectors")
+    # The routing itself.
+    tp = (cfg.get("tasks") or {}).get("task-plugins") or {}
+    plugin = cfg["plugins"][spec["plugin"]] or {}
+    if spec["plugin"] not in (tp.get("enabled-plugins") or []):
+        errs.append(f"{cm_name}: {spec['plugin']} is not in tasks.task-plugins.enabled-plugins {tp.get('enabled-plugins')}")
+    for t in spec["task_types"]:
+        got = (tp.get("default-for-task-types") or {}).get(t)
+        if got != spec["plugin"]:
+            hint = " (it speaks flyteidl.service.AsyncConnectorService, which slurm-connector does not serve: UNIMPLEMENTED)" if got in spec.get("unserved_plugins", []) else ""
+            errs.append(f"{cm_name}: default-for-task-types.{t} is {got!r}, not {spec['plugin']}{hint}")
+        cid = (plugin.get(spec["routing"]) or {}).get(t)
+        dep = (plugin.get(spec["deployments"]) or {}).get(cid) if cid else None
+        if not dep:
+            errs.append(f"{cm_name}: plugins.{spec['plugin']}.{spec['routing']}.{t} names {cid!r}, which is not under {spec['deployments']}")
+            continue
+        what = f"{cm_name}: plugins.{spec['plugin']}.{spec['deployments']}.{cid}"
+        if dep.get("endpoint") != want_endpoint:
+            errs.append(f"{what}: endpoint {dep.get('endpoint')!r} is not the connector's headless Service {want_endpoint} (round_robin needs every pod's address)")
         try:
             sc = json.loads(dep.get("defaultServiceConfig") or "null")
         except json.JSONDecodeError as e:
             sc = f"invalid JSON: {e}"
-        if sc != FLYTE_DEFAULT_SERVICE_CONFIG:
-            errs.append(f"connector {cid}: defaultServiceConfig {sc!r} is not Flyte's default {FLYTE_DEFAULT_SERVICE_CONFIG!r}")
+        if sc != ROUND_ROBIN:
+            errs.append(f"{what}: defaultServiceConfig {sc!r} is not {ROUND_ROBIN!r} (without it gRPC sends every call to one pod)")
+        timeouts = {"default": dep.get("defaultTimeout"), **{op: v for op, v in (dep.get("timeouts") or {}).items()}}
+        secs = go_duration_seconds(timeouts["default"])
+        if secs is None:
+            errs.append(f"{what}: no defaultTimeout (got {timeouts['default']!r}): the plugin then sets no deadline on any call")
+        elif not SUBMIT_WAIT_SECONDS < secs <= 60:
+            errs.append(f"{what}: defaultTimeout {timeouts['default']} is not above the connector's {SUBMIT_WAIT_SECONDS}s CreateTask wait (and at most 60s)")
         if dep.get("insecure") is not True:
-            errs.append(f"connector {cid}: insecure must be true (the Service is plaintext gRPC)")
+            errs.append(f"{what}: insecure must be true (the chart's gRPC port is plaintext without tls.existingSecret)")
     return errs
+
+
+def flyte_self_test(spec: dict, flyte_docs: list[dict], connector_docs: list[dict]) -> tuple[list[str], int]:
+    """Each mutation of a good Flyte render breaks one property; check_flyte_backend must say so."""
+    kind, name = spec["backend"]
+
+    def pod_labels(d):
+        return [w for w in workloads(d) if (w[0], w[1]) == (kind, name)][0][2]
+
+    def routing(d, edit):
+        for cm in by_kind(d, "ConfigMap"):
+            for key, text in (cm.get("data") or {}).items():
+                if key.endswith(".yaml") and f"{spec['plugin']}:" in text and "plugins:" in text:
+                    doc = yaml.safe_load(text)
+                    if isinstance(doc, dict) and spec["plugin"] in (doc.get("plugins") or {}):
+                        edit(doc)
+                        cm["data"][key] = yaml.safe_dump(doc)
+                        return
+        raise KeyError("no routing ConfigMap")
+
+    def dep(doc):
+        p = doc["plugins"][spec["plugin"]]
+        return p[spec["deployments"]][p[spec["routing"]][spec["task_types"][0]]]
+
+    t0 = spec["task_types"][0]
+    mutations = {
+        "backend pod relabelled": lambda d: pod_labels(d).update({"app.kubernetes.io/name": "flyte-backend"}),
+        "backend not mounting the routing config": lambda d: [w[3].update(volumes=[]) for w in workloads(d) if (w[0], w[1]) == (kind, name)],
+        "the policy admitting another Flyte pod": lambda d: [w[2].update(pod_labels(d)) for w in workloads(d) if (w[0], w[1]) != (kind, name)][:1],
+        "no defaultTimeout": lambda d: routing(d, lambda doc: dep(doc).pop("defaultTimeout")),
+        "defaultTimeout below the CreateTask wait": lambda d: routing(d, lambda doc: dep(doc).update(defaultTimeout="3s")),
+        "pick_first": lambda d: routing(d, lambda doc: dep(doc).update(defaultServiceConfig='{"loadBalancingConfig": [{"pick_first":{}}]}')),
+        "endpoint on the ClusterIP Service": lambda d: routing(d, lambda doc: dep(doc).update(endpoint="dns:///slurm-connector.flyte.svc.cluster.local:8000")),
+        "plugin not enabled": lambda d: routing(d, lambda doc: doc["tasks"]["task-plugins"]["enabled-plugins"].remove(spec["plugin"])),
+        f"{t0} routed to another plugin": lambda d: routing(d, lambda doc: doc["tasks"]["task-plugins"]["default-for-task-types"].update({t0: spec.get("unserved_plugins", ["container"])[0]})),
+        f"{t0} to an undefined deployment": lambda d: routing(d, lambda doc: doc["plugins"][spec["plugin"]][spec["routing"]].update({t0: "nope"})),
+    }
+    problems = []
+    for what, mutate in mutations.items():
+        docs = copy.deepcopy(flyte_docs)
+        try:
+            mutate(docs)
+        except (IndexError, KeyError, ValueError) as e:
+            problems.append(f"self-test {what!r}: the reference render lacks what the mutation changes ({e})")
+            continue
+        if not check_flyte_backend(spec, docs, FLYTE_NAMESPACE, connector_docs):
+            problems.append(f"self-test {what!r}: the checks did not notice")
+    # Flyte installed in another namespace than the policy's default selects.
+    n = len(mutations) + 1
+    if not check_flyte_backend(spec, flyte_docs, "flyte-prod", connector_docs):
+        problems.append("self-test 'backend in another namespace': the checks did not notice")
+    return problems, n
+
+
+def render_flyte(helm, spec: dict) -> list[dict]:
+    values = yaml.safe_load((FLYTE_DIR / spec["values"]).read_text())
+    return render_chart(helm, FLYTE_DIR / spec["chart"], values, FLYTE_RELEASE, FLYTE_NAMESPACE)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -598,8 +804,12 @@ def check_flyte_values() -> list[str]:
 
 
 def render(helm, values: dict) -> list[dict]:
-    with helm.Chart.load(str(CHART)) as chart:
-        out = chart.render(values, name="slurm-connector", namespace="flyte", is_install=True)
+    return render_chart(helm, CHART, values, "slurm-connector", "flyte")
+
+
+def render_chart(helm, path: Path, values: dict, name: str, namespace: str) -> list[dict]:
+    with helm.Chart.load(str(path)) as chart:
+        out = chart.render(values, name=name, namespace=namespace, is_install=True)
     docs = []
     for path, text in sorted(out.items()):
         if path.endswith("NOTES.txt"):
@@ -776,19 +986,23 @@ def np_ingress(docs):
 
 FLYTE_BINARY_PEER = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "flyte"}},
                      "podSelector": {"matchLabels": {"app.kubernetes.io/name": "flyte-binary", "app.kubernetes.io/component": "flyte-binary"}}}
+FLYTEPROPELLER_PEER = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "flyte"}},
+                       "podSelector": {"matchLabels": {"app.kubernetes.io/name": "flytepropeller"}}}
+DEFAULT_FLYTE_PEERS = [FLYTE_BINARY_PEER, FLYTEPROPELLER_PEER]
 # Renders of the ingress, TLS and log values and what each must produce.
 INGRESS = [
-    ("defaults: NetworkPolicy, gRPC from flyte-binary's backend pod in namespace flyte, metrics from namespace monitoring, Ingress only; the connector told so",
+    ("defaults: NetworkPolicy, gRPC from flyte-binary's backend pod and flyte-core's flytepropeller in namespace flyte, metrics from namespace monitoring, Ingress only; the connector told so",
      {}, lambda d: [
-         np_ingress(d)[0] == {"from": [FLYTE_BINARY_PEER], "ports": [{"port": 8000, "protocol": "TCP"}]},
+         np_ingress(d)[0] == {"from": DEFAULT_FLYTE_PEERS, "ports": [{"port": 8000, "protocol": "TCP"}]},
          np_ingress(d)[1] == {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}], "ports": [{"port": 9090, "protocol": "TCP"}]},
          len(np_ingress(d)) == 2,
          by_kind(d, "NetworkPolicy")[0]["spec"]["policyTypes"] == ["Ingress"],
-         env_of(d).get("FLYTE_SLURM_INGRESS_POLICY") == "NetworkPolicy slurm-connector: gRPC port 8000 from namespace flyte, pods app.kubernetes.io/component=flyte-binary,app.kubernetes.io/name=flyte-binary",
+         env_of(d).get("FLYTE_SLURM_INGRESS_POLICY") == "NetworkPolicy slurm-connector: gRPC port 8000 from namespace flyte, pods app.kubernetes.io/component=flyte-binary,app.kubernetes.io/name=flyte-binary or pods app.kubernetes.io/name=flytepropeller",
      ]),
-    ("a selector replaces the default whole (Helm would merge a default map key by key)",
+    ("a selector replaces the default whole, both backends' peers (Helm would merge a default map key by key)",
      {"networkPolicy": {"flyte": {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "flyte"}}}}},
      lambda d: [np_ingress(d)[0]["from"][0]["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "flyte"}},
+                len(np_ingress(d)[0]["from"]) == 1,
                 np_ingress(d)[0]["from"][0]["namespaceSelector"] == FLYTE_BINARY_PEER["namespaceSelector"]]),
     ("networkPolicy.flyte.podSelector: {} admits every pod of the selected namespaces (no podSelector rendered)",
      {"networkPolicy": {"flyte": {"podSelector": {}}}},
@@ -887,8 +1101,8 @@ def expect_identity_rules(docs: list[dict]) -> list[str]:
     errs = []
     if not by_kind(docs, "NetworkPolicy"):
         errs.append("no NetworkPolicy rendered beside identity rules")
-    elif np_ingress(docs)[0]["from"] != [FLYTE_BINARY_PEER]:
-        errs.append(f"gRPC admitted from {np_ingress(docs)[0]['from']}, not the flyte-binary default")
+    elif np_ingress(docs)[0]["from"] != DEFAULT_FLYTE_PEERS:
+        errs.append(f"gRPC admitted from {np_ingress(docs)[0]['from']}, not the default (flyte-binary and flytepropeller)")
     if not env_of(docs).get("FLYTE_SLURM_INGRESS_POLICY", "").startswith("NetworkPolicy slurm-connector: gRPC port 8000 from namespace flyte"):
         errs.append(f"FLYTE_SLURM_INGRESS_POLICY is {env_of(docs).get('FLYTE_SLURM_INGRESS_POLICY')!r}")
     return errs
@@ -1097,8 +1311,19 @@ def main() -> int:
     errs = check_docs(env_names, file_keys)
     report(not errs, "docs/configuration.md documents every FLYTE_SLURM_* variable and clusters-file key in src/", errs)
 
-    errs = check_flyte_values()
-    report(not errs, "deploy/flyte/values-connector.yaml routes slurm and slurm_script to the chart's Service", errs)
+    connector_default = render(helm, BASE)
+    for spec in FLYTE_BACKENDS:
+        what = f"{spec['name']} (deploy/flyte/{spec['values']}) with this chart's defaults"
+        try:
+            flyte_docs = render_flyte(helm, spec)
+        except helm.HelmError as e:
+            report(False, f"{what}: helm template", [str(e)])
+            continue
+        errs = check_flyte_backend(spec, flyte_docs, FLYTE_NAMESPACE, connector_default)
+        report(not errs, f"{what}: {spec['backend'][0]} {spec['backend'][1]} admitted by the NetworkPolicy (no other Flyte pod is); "
+               f"{', '.join(spec['task_types'])} → {spec['plugin']} → the headless Service, round_robin, a deadline", errs)
+        problems, n = flyte_self_test(spec, flyte_docs, connector_default)
+        report(not problems, f"self-test: each of {n} broken {spec['name']} renders is caught", problems)
 
     if reference is None:
         report(False, "self-test", ["no ci values file renders a ConfigMap and a ServiceAccount to mutate"])
