@@ -238,8 +238,29 @@ Refuse values that would deploy a connector that cannot work, naming the key and
 {{- end }}
 {{- /* Identity rules are sound only while nothing but Flyte's backend reaches the gRPC port. */}}
 {{- $np := $v.networkPolicy }}
-{{- if and (not $np.enabled) (not $np.acknowledgeOpen) (or (contains "identities" $v.clustersFile.content) $v.clustersFile.existingConfigMap) }}
-{{- fail (printf "networkPolicy.enabled=false while the clusters file may hold identity rules (%s): the connector picks the Slurm user a job runs as from the request, so without a policy any pod of the cluster that reaches the gRPC port could run jobs as the users the rules map to. Keep networkPolicy.enabled=true (adapt networkPolicy.flyte.namespaceSelector / podSelector to your Flyte), or, only if you restrict ingress to the gRPC port by other means (a service mesh's authorization policy, a namespace of its own with a default-deny policy), set networkPolicy.acknowledgeOpen=true" (ternary (printf "clustersFile.existingConfigMap=%s, which the chart cannot read" $v.clustersFile.existingConfigMap) "clustersFile.content mentions identities" (ne $v.clustersFile.existingConfigMap ""))) }}
+{{- /* Every way a clusters file can reach the connector that the chart cannot read: an existing
+ConfigMap, `--config` in the arguments, FLYTE_SLURM_CONFIG in extraEnv. */}}
+{{- $unread := list }}
+{{- with $v.clustersFile.existingConfigMap }}
+{{- $unread = append $unread (printf "clustersFile.existingConfigMap=%s, which the chart cannot read" .) }}
+{{- end }}
+{{- range $key, $args := dict "connector.args" $v.connector.args "connector.extraArgs" $v.connector.extraArgs }}
+{{- range $args }}
+{{- if regexMatch "^--config(=|$)" (toString .) }}
+{{- $unread = append $unread (printf "%s passes --config, a clusters file the chart cannot read" $key) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- range $v.connector.extraEnv }}
+{{- if eq .name "FLYTE_SLURM_CONFIG" }}
+{{- $unread = append $unread "connector.extraEnv sets FLYTE_SLURM_CONFIG, a clusters file the chart cannot read" }}
+{{- end }}
+{{- end }}
+{{- if contains "identities" $v.clustersFile.content }}
+{{- $unread = append $unread "clustersFile.content mentions identities" }}
+{{- end }}
+{{- if and (not $np.enabled) (not $np.acknowledgeOpen) $unread }}
+{{- fail (printf "networkPolicy.enabled=false while the clusters file may hold identity rules (%s): the connector picks the Slurm user a job runs as from the request, so without a policy any pod of the cluster that reaches the gRPC port could run jobs as the users the rules map to. Keep networkPolicy.enabled=true (adapt networkPolicy.flyte.namespaceSelector / podSelector to your Flyte), or, only if you restrict ingress to the gRPC port by other means (a service mesh's authorization policy, a namespace of its own with a default-deny policy), set networkPolicy.acknowledgeOpen=true" (join "; " $unread)) }}
 {{- end }}
 {{- if $np.enabled }}
 {{- $sel := include "slurm-connector.npSelectors" . | fromYaml }}
@@ -292,4 +313,21 @@ Refuse values that would deploy a connector that cannot work, naming the key and
 {{- define "slurm-connector.probe" -}}
 {{- $p := omit (deepCopy .probe) "grpc" "httpGet" "tcpSocket" "exec" }}
 {{- toYaml (merge $p .handler) }}
+{{- end }}
+
+{{/*
+The digest put in a pod annotation for a ConfigMap or Secret the pod reads at start only, so a
+change rolls the pods: the value given (dict key "given"), else the object's data as the chart can
+read it at install/upgrade (`lookup`: the live object; empty under `helm template` and dry runs),
+else "" (no annotation). Args: dict "root" . "kind" "ConfigMap"|"Secret" "name" NAME "given" VALUE.
+*/}}
+{{- define "slurm-connector.checksumOf" -}}
+{{- if .given }}
+{{- .given }}
+{{- else if .name }}
+{{- $obj := lookup "v1" .kind .root.Release.Namespace .name }}
+{{- if $obj }}
+{{- $obj.data | default dict | toJson | sha256sum | trunc 16 }}
+{{- end }}
+{{- end }}
 {{- end }}
