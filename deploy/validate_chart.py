@@ -131,6 +131,25 @@ def promql_metrics(expr: str) -> set[str]:
     return names
 
 
+@functools.cache
+def code_operations() -> set[str]:
+    """The `operation` label values src/ can produce: the string literals of the slurmrestd client
+    (its calls' names) and of the gRPC edge (`create`, `get`, ...)."""
+    names: set[str] = set()
+    for d in (REPO / "src" / "slurmrestd", REPO / "src" / "service" / "rpc"):
+        for f in d.rglob("*.rs"):
+            names.update(re.findall(r'"([a-z][a-z_]*)"', f.read_text()))
+    return names
+
+
+def promql_operations(expr: str) -> set[str]:
+    """The values an expression's `operation` matchers name (alternatives of a regex split)."""
+    out = set()
+    for m in re.finditer(r'\boperation\s*(?:=~|!~|!=|=)\s*"([^"]*)"', expr):
+        out |= {v for v in m.group(1).split("|") if v}
+    return out
+
+
 def doc_anchors(path: Path) -> set[str]:
     """GitHub's anchors of a Markdown file's headings."""
     return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
@@ -165,6 +184,9 @@ def check_observability(docs: list[dict]) -> list[str]:
                         errs.append(f"{what}: expr selects no metric: {r['expr']}")
                     if unknown:
                         errs.append(f"{what}: expr uses {sorted(unknown)}, which src/ does not export")
+                    ops = promql_operations(r["expr"]) - code_operations()
+                    if ops:
+                        errs.append(f"{what}: expr matches operation {sorted(ops)}, which src/ never labels a request with")
                 if not re.fullmatch(r"[0-9]+[smhdwy]", str(r.get("for", ""))):
                     errs.append(f"{what}: for {r.get('for')!r} is not a duration")
                 if r.get("labels", {}).get("severity") not in ("critical", "warning", "info"):
@@ -173,11 +195,19 @@ def check_observability(docs: list[dict]) -> list[str]:
                 for k in ("summary", "description"):
                     if not ann.get(k):
                         errs.append(f"{what}: no annotations.{k}")
+                # One runbook per alert: the section of docs/operations.md named after it.
                 m = re.match(r"docs/operations\.md#([\w-]+)", ann.get("runbook", ""))
                 if not m or m.group(1) not in anchors:
                     errs.append(f"{what}: annotations.runbook {ann.get('runbook')!r} is not a section of docs/operations.md")
+                elif m.group(1) != str(r.get("alert", "")).lower():
+                    errs.append(f"{what}: annotations.runbook {ann.get('runbook')!r} is not the alert's own section #{str(r.get('alert', '')).lower()}")
+                if "runbook_url" in ann and (not m or not ann["runbook_url"].endswith("#" + m.group(1))):
+                    errs.append(f"{what}: runbook_url {ann['runbook_url']!r} does not point at the runbook section")
                 if "runbook_url" in ann and not re.match(r"https?://[^#]+#[\w-]+$", ann["runbook_url"]):
                     errs.append(f"{what}: runbook_url {ann['runbook_url']!r} is not a URL with a section")
+        names = [r.get("alert") for g in groups for r in (g.get("rules") or [])]
+        if len(names) != len(set(names)):
+            errs.append(f"PrometheusRule: alert names repeat: {names}")
     for cm in by_kind(docs, "ConfigMap"):
         for key, text in cm.get("data", {}).items():
             if not key.endswith(".json"):
@@ -1088,8 +1118,19 @@ def expect_observability(docs: list[dict]) -> list[str]:
     """Both opt-ins render: a PrometheusRule with an alert per docs/operations.md item, a dashboard."""
     errs = []
     rules = [r for pr in by_kind(docs, "PrometheusRule") for g in pr["spec"]["groups"] for r in g["rules"]]
-    if len(rules) < 5:
-        errs.append(f"want the 5 alerts docs/operations.md describes, got {[r.get('alert') for r in rules]}")
+    want = {"SlurmConnectorDown", "SlurmConnectorReplicasMissing", "SlurmConnectorGetTaskFailing", "SlurmConnectorCreateTaskFailing",
+            "SlurmConnectorSlurmrestdUnreachable", "SlurmConnectorSlurmctldErrors", "SlurmConnectorSlurmdbdUnavailable",
+            "SlurmConnectorCredentialRejected", "SlurmConnectorPollSlow", "SlurmConnectorSubmitsThrottled"}
+    if {r.get("alert") for r in rules} != want:
+        errs.append(f"want the {len(want)} alerts docs/operations.md describes, got {sorted(r.get('alert') for r in rules)}")
+    target = 'namespace="flyte",job="slurm-connector"'
+    if [r["expr"] for r in rules if r["alert"] == "SlurmConnectorDown"] != [f"absent(slurm_connector_build_info{{{target}}})"]:
+        errs.append(f"SlurmConnectorDown does not select this release's series ({target})")
+    for r in rules:
+        if r["alert"] in ("SlurmConnectorSlurmrestdUnreachable", "SlurmConnectorSlurmctldErrors") and "unless on (namespace, cluster)" not in r["expr"]:
+            errs.append(f"{r['alert']} does not exclude throttling (it would fire on slurmctld's rate limiting)")
+        if r["alert"] == "SlurmConnectorSlurmctldErrors" and 'operation!~"accounting_job|' not in r["expr"]:
+            errs.append("SlurmConnectorSlurmctldErrors does not exclude slurmdbd's operations (it would fire on slurmdbd down)")
     if any(r["labels"].get("team") != "hpc" or not r["annotations"].get("runbook_url") for r in rules):
         errs.append("prometheusRule.alertLabels / runbookBaseUrl did not reach every alert")
     dash = [cm for cm in by_kind(docs, "ConfigMap") if cm["metadata"]["labels"].get("grafana_dashboard") == "1"]
@@ -1150,14 +1191,14 @@ CASE_EXPECT = {
     "grpc-tls-values.yaml": ("TLS files from the Secret, /healthz probes on the metrics port, JSON logs, selectors replaced whole", expect_grpc_tls),
     "quickstart-values.yaml": ("containers run as uid 1000 (podSecurityContext), listen and probe on 8000", expect_quickstart),
     "custom-ports-values.yaml": ("ports 8443/9464/9191 reach args, container ports, probes, Services, stager URL", expect_custom_ports),
-    "observability-values.yaml": ("PrometheusRule (5 alerts, labels, runbook URLs) and Grafana dashboard ConfigMap render", expect_observability),
+    "observability-values.yaml": ("PrometheusRule (10 alerts, labels, runbook URLs) and Grafana dashboard ConfigMap render", expect_observability),
 }
 
 
 def observability_self_test(good: list[dict]) -> tuple[list[str], int]:
     """The metric-name and shape checks notice a drifted alert or panel."""
-    def rule(d):
-        return by_kind(d, "PrometheusRule")[0]["spec"]["groups"][0]["rules"][0]
+    def rule(d, i=0):
+        return by_kind(d, "PrometheusRule")[0]["spec"]["groups"][0]["rules"][i]
 
     def dashboard(d):
         cm = [c for c in by_kind(d, "ConfigMap") if "slurm-connector.json" in c.get("data", {})][0]
@@ -1169,10 +1210,14 @@ def observability_self_test(good: list[dict]) -> tuple[list[str], int]:
 
     mutations = {
         "alert on a metric src/ lacks": lambda d: rule(d).update(expr="rate(slurm_connector_jobs_failed_total[5m]) > 0"),
-        "counter without _total": lambda d: rule(d).update(expr=rule(d)["expr"].replace("requests_total", "requests")),
+        "counter without _total": lambda d: rule(d, 2).update(expr=rule(d, 2)["expr"].replace("failure_total", "failure")),
         "alert without severity": lambda d: rule(d)["labels"].pop("severity"),
         "alert without description": lambda d: rule(d)["annotations"].pop("description"),
         "runbook to a missing section": lambda d: rule(d)["annotations"].update(runbook="docs/operations.md#no-such-section"),
+        "two alerts sharing one runbook section": lambda d: rule(d, 1)["annotations"].update(runbook=rule(d)["annotations"]["runbook"]),
+        "runbook_url to another section": lambda d: rule(d)["annotations"].update(runbook_url=rule(d, 1)["annotations"]["runbook_url"]),
+        "alert on an operation src/ never labels": lambda d: rule(d, 6).update(expr=rule(d, 6)["expr"].replace("accounting_jobs_since", "accounting_since")),
+        "alert name repeated": lambda d: rule(d, 1).update(alert=rule(d)["alert"]),
         "rule group without rules": lambda d: by_kind(d, "PrometheusRule")[0]["spec"]["groups"][0].update(rules=[]),
         "panel on a renamed metric": renamed_panel_metric,
         "dashboard without the sidecar label": lambda d: dashboard(d)["metadata"]["labels"].pop("grafana_dashboard"),
