@@ -228,6 +228,19 @@ def check_observability(docs: list[dict]) -> list[str]:
                 used |= names
                 if names - series:
                     errs.append(f"dashboard {key}: query uses {sorted(names - series)}, which src/ does not export: {e}")
+            # The namespace / instance variables exist and every metric a query selects is narrowed
+            # by both, so one release (and one pod) can be picked where several are scraped.
+            tvars = {v.get("name"): v for v in dash.get("templating", {}).get("list", [])}
+            for var in ("namespace", "instance"):
+                if var not in tvars or tvars[var].get("type") != "query" or "slurm_connector_build_info" not in str(tvars[var].get("query")):
+                    errs.append(f"dashboard {key}: no ${var} variable (a query over slurm_connector_build_info)")
+            for e in exprs:
+                for name in promql_metrics(e):
+                    for m in re.finditer(re.escape(name) + r"(\{[^}]*\})?", e):
+                        sel = m.group(1) or ""
+                        if 'namespace=~"$namespace"' not in sel or 'instance=~"$instance"' not in sel:
+                            errs.append(f"dashboard {key}: {name} is not narrowed to $namespace and $instance: {e}")
+                            break
             # Every metric the connector exports has a panel.
             for name in code_metrics():
                 if not any(u == name or u.startswith(name + "_") for u in used):
@@ -1221,6 +1234,9 @@ def observability_self_test(good: list[dict]) -> tuple[list[str], int]:
         "rule group without rules": lambda d: by_kind(d, "PrometheusRule")[0]["spec"]["groups"][0].update(rules=[]),
         "panel on a renamed metric": renamed_panel_metric,
         "dashboard without the sidecar label": lambda d: dashboard(d)["metadata"]["labels"].pop("grafana_dashboard"),
+        "a query not narrowed to $instance": lambda d: dashboard(d)["data"].update({"slurm-connector.json": dashboard(d)["data"]["slurm-connector.json"].replace(
+            'slurm_connector_tracked_jobs{namespace=~\\"$namespace\\", instance=~\\"$instance\\"}', 'slurm_connector_tracked_jobs{namespace=~\\"$namespace\\"}', 1)}),
+        "no $namespace variable": lambda d: dashboard(d)["data"].update({"slurm-connector.json": dashboard(d)["data"]["slurm-connector.json"].replace('"name": "namespace"', '"name": "ns"', 1)}),
     }
     return mutants_caught(good, mutations, check_observability)
 
