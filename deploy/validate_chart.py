@@ -843,6 +843,116 @@ def render_flyte(helm, spec: dict) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------------------------
+# The quick start names only what exists: chart values, `slurm-connector` subcommands and flags
+# (read from the clap definitions in src/, not by running the binary), and repository paths.
+
+QUICKSTART = REPO / "docs" / "quickstart-kubernetes.md"
+
+
+def clap_flags(block: str) -> set[str]:
+    """The long flags of a clap derive block: each `#[arg(...long...)]` and the field after it."""
+    flags = set()
+    for m in re.finditer(r"#\[arg\((.*?)\)\]\s*(?:///[^\n]*\n\s*)*(?:pub\s+)?(\w+)\s*:", block, re.S):
+        attrs, field = m.group(1), m.group(2)
+        named = re.search(r'\blong\s*=\s*"([a-z0-9-]+)"', attrs)
+        if named:
+            flags.add(named.group(1))
+        elif re.search(r"\blong\b", attrs):
+            flags.add(field.replace("_", "-"))
+    return flags
+
+
+@functools.cache
+def cli_surface() -> dict[str, set[str]]:
+    """{subcommand: its long flags} from src/main.rs's `enum Command` (a variant wrapping an args
+    struct is read from that struct in src/cli/), plus "" for the top level."""
+    main = (REPO / "src" / "main.rs").read_text()
+    start = main.index("enum Command {")
+    body = main[start:main.index("\n}\n", start)]
+    variants = list(re.finditer(r"^    ([A-Z]\w*)\s*(?:\{|\(([\w:]+)\))", body, re.M))
+    out: dict[str, set[str]] = {"": {"help", "version"}}
+    for i, v in enumerate(variants):
+        name = re.sub(r"(?<!^)([A-Z])", r"-\1", v.group(1)).lower()
+        if v.group(2):
+            struct = v.group(2).split("::")[-1]
+            module = v.group(2).split("::")[-2] if "::" in v.group(2) else None
+            src = (REPO / "src" / "cli" / f"{module}.rs").read_text() if module else main
+            m = re.search(r"struct " + struct + r" \{(.*?)\n\}", src, re.S)
+            region = m.group(1) if m else ""
+        else:
+            region = body[v.end():variants[i + 1].start() if i + 1 < len(variants) else len(body)]
+        out[name] = clap_flags(region) | {"help"}
+    if "serve" not in out or "listen" not in out["serve"] or "output-prefix" not in out.get("check", set()):
+        raise SystemExit(f"src/main.rs: could not read the CLI's subcommands and flags (update validate_chart.py): {out}")
+    return out
+
+
+def chart_value_exists(values, path: str) -> bool:
+    """As tests/docs_names.rs: below a list, an empty map or a scalar anything is accepted."""
+    node = values
+    for seg in path.split("."):
+        key = seg.split("[")[0]
+        if not isinstance(node, dict) or not node:
+            return True
+        if key not in node:
+            return False
+        node = node[key]
+        if "[" in seg:
+            return True
+    return True
+
+
+def check_quickstart(text: str) -> list[str]:
+    """Every chart value (`a.b` under a values.yaml top key, or after --set), every
+    `slurm-connector SUB --flag`, and every repository path the quick start names exists."""
+    errs: list[str] = []
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    cli = cli_surface()
+    joined = text.replace("\\\n", " ")
+    for n, line in enumerate(joined.splitlines(), 1):
+        names = re.findall(r"`([A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z0-9_\[\]]+)+)(?:[=:][^`]*)?`", line)
+        names += re.findall(r"--set(?:-string|-file)?[ =]([A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z0-9_\[\]]+)+)=", line)
+        for name in names:
+            top = re.split(r"[.\[]", name)[0]
+            if top in values and not re.search(r"\.(crt|key|pem|toml|yaml|yml|json|md|sh|py)$", name) \
+                    and not chart_value_exists(values, name):
+                errs.append(f"{QUICKSTART.name}:{n}: chart value {name} is not in values.yaml")
+        for m in re.finditer(r"\bslurm-connector\s+([a-z][a-z-]*|--[a-z-]+)([^|;&`\n]*)", line):
+            sub, rest = m.group(1), m.group(2)
+            if sub.startswith("--"):
+                sub, rest = "", sub + rest
+            elif sub not in cli:
+                if sub in ("check", "serve", "render", "submit", "stager") or re.match(r"^\s*--", rest):
+                    errs.append(f"{QUICKSTART.name}:{n}: slurm-connector has no subcommand {sub}")
+                continue
+            for f in re.findall(r"(?:^|\s)--([a-z][a-z0-9-]*)", rest):
+                if f not in cli[sub]:
+                    errs.append(f"{QUICKSTART.name}:{n}: slurm-connector {sub or ''} has no flag --{f}".replace("  ", " "))
+        for path in re.findall(r"(?<![\w/.])((?:deploy|docs|src|tests|scripts)/[\w./-]*\w)", line):
+            if "kubectl" in line and re.fullmatch(r"deploy/[\w-]+", path) and not (REPO / path).is_dir():
+                continue  # kubectl's deploy/NAME, a Deployment
+            if not (REPO / path).exists():
+                errs.append(f"{QUICKSTART.name}:{n}: {path} does not exist")
+    return errs
+
+
+def quickstart_self_test() -> tuple[list[str], int]:
+    """check_quickstart flags a made-up name of each kind."""
+    bad = {
+        "a misspelt chart value": "Set `cluster.workDir` to the directory.",
+        "a made-up --set key": "helm install x --set auth.token=abc",
+        "a flag check lacks": "kubectl exec ... -- slurm-connector check --port 8000",
+        "a subcommand that does not exist": "slurm-connector preflight --output-prefix s3://b",
+        "a renamed values file": "helm upgrade flyte flyteorg/flyte-binary -f deploy/flyte/values-connector.yaml",
+    }
+    problems = [f"self-test {what!r}: not flagged" for what, text in bad.items() if not check_quickstart(text)]
+    good = "`cluster.workingDir`, --set cluster.restdUrl=http://x, `slurm-connector check --output-prefix s3://b`"
+    if check_quickstart(good):
+        problems.append(f"self-test: a correct line is flagged: {check_quickstart(good)}")
+    return problems, len(bad) + 1
+
+
+# ---------------------------------------------------------------------------------------------
 # Driving Helm and the schema validator.
 
 
@@ -1404,6 +1514,13 @@ def main() -> int:
                f"{', '.join(spec['task_types'])} → {spec['plugin']} → the headless Service, round_robin, a deadline", errs)
         problems, n = flyte_self_test(spec, flyte_docs, connector_default)
         report(not problems, f"self-test: each of {n} broken {spec['name']} renders is caught", problems)
+
+    errs = check_quickstart(QUICKSTART.read_text())
+    surface = cli_surface()
+    report(not errs, f"docs/quickstart-kubernetes.md names only chart values, paths and `slurm-connector` flags that exist "
+           f"({len(surface) - 1} subcommands, {sum(map(len, surface.values()))} flags read from src/)", errs)
+    problems, n = quickstart_self_test()
+    report(not problems, f"self-test: each of {n} made-up quick-start names is flagged (and a correct line is not)", problems)
 
     if reference is None:
         report(False, "self-test", ["no ci values file renders a ConfigMap and a ServiceAccount to mutate"])
