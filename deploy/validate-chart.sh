@@ -4,7 +4,9 @@
 #      the helm-python-sdk wheel) with every deploy/helm/slurm-connector/ci/*-values.yaml, each
 #      manifest checked against Kubernetes' OpenAPI schemas (kubernetes-validate, strict) plus the
 #      project's own checks (deploy/validate_chart.py: non-root, probes, ports, mounts, env names
-#      and clusters-file keys read from src/, refusals of bad values, a self-test of the checks);
+#      and clusters-file keys read from src/, refusals of bad values, a self-test of the checks),
+#      and Flyte's own charts (deploy/flyte/charts/, pinned) rendered with deploy/flyte/'s values
+#      files: the backend's pods pass the NetworkPolicy, the Slurm task types reach the connector;
 #   2. the Dockerfile: hadolint;
 #   3. the Docker build context: the files Dockerfile.dockerignore keeps are enough for Cargo;
 #   4. deploy/token-renewer/*.sh: shellcheck (it runs as root on a Slurm host, handling a token).

@@ -23,6 +23,13 @@ What it checks, and why:
   too). The uid each container runs as (its own, else the pod's) is not 0.
 - The opt-in PrometheusRule (shape checked here: no published schema) and Grafana dashboard use
   only metrics src/service/rpc/metrics.rs registers, and the dashboard shows each of them.
+- Flyte's own charts, pinned (deploy/flyte/charts/: flyte-core v1.16.8 for Flyte 1, flyte-binary
+  v2.0.43 for Flyte 2), rendered with deploy/flyte/'s values files beside this chart's defaults:
+  the backend workload (flytepropeller; flyte-binary's backend) mounts the ConfigMap that routes
+  the Slurm task types and is admitted to the gRPC port by the NetworkPolicy, Flyte's other pods are
+  not, and that routing sends every Slurm task type to the plugin the connector serves
+  (agent-service for Flyte 1, connector-service for Flyte 2) with the headless Service as endpoint,
+  round_robin and a deadline above the connector's CreateTask wait.
 - Values that must be refused are refused, with a message naming the key.
 - The checks themselves fail on known-bad manifests (a self-test), so a silent checker cannot pass.
 Exit status: 0 when everything passed, 1 otherwise.
@@ -124,6 +131,25 @@ def promql_metrics(expr: str) -> set[str]:
     return names
 
 
+@functools.cache
+def code_operations() -> set[str]:
+    """The `operation` label values src/ can produce: the string literals of the slurmrestd client
+    (its calls' names) and of the gRPC edge (`create`, `get`, ...)."""
+    names: set[str] = set()
+    for d in (REPO / "src" / "slurmrestd", REPO / "src" / "service" / "rpc"):
+        for f in d.rglob("*.rs"):
+            names.update(re.findall(r'"([a-z][a-z_]*)"', f.read_text()))
+    return names
+
+
+def promql_operations(expr: str) -> set[str]:
+    """The values an expression's `operation` matchers name (alternatives of a regex split)."""
+    out = set()
+    for m in re.finditer(r'\boperation\s*(?:=~|!~|!=|=)\s*"([^"]*)"', expr):
+        out |= {v for v in m.group(1).split("|") if v}
+    return out
+
+
 def doc_anchors(path: Path) -> set[str]:
     """GitHub's anchors of a Markdown file's headings."""
     return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
@@ -158,6 +184,9 @@ def check_observability(docs: list[dict]) -> list[str]:
                         errs.append(f"{what}: expr selects no metric: {r['expr']}")
                     if unknown:
                         errs.append(f"{what}: expr uses {sorted(unknown)}, which src/ does not export")
+                    ops = promql_operations(r["expr"]) - code_operations()
+                    if ops:
+                        errs.append(f"{what}: expr matches operation {sorted(ops)}, which src/ never labels a request with")
                 if not re.fullmatch(r"[0-9]+[smhdwy]", str(r.get("for", ""))):
                     errs.append(f"{what}: for {r.get('for')!r} is not a duration")
                 if r.get("labels", {}).get("severity") not in ("critical", "warning", "info"):
@@ -166,11 +195,19 @@ def check_observability(docs: list[dict]) -> list[str]:
                 for k in ("summary", "description"):
                     if not ann.get(k):
                         errs.append(f"{what}: no annotations.{k}")
+                # One runbook per alert: the section of docs/operations.md named after it.
                 m = re.match(r"docs/operations\.md#([\w-]+)", ann.get("runbook", ""))
                 if not m or m.group(1) not in anchors:
                     errs.append(f"{what}: annotations.runbook {ann.get('runbook')!r} is not a section of docs/operations.md")
+                elif m.group(1) != str(r.get("alert", "")).lower():
+                    errs.append(f"{what}: annotations.runbook {ann.get('runbook')!r} is not the alert's own section #{str(r.get('alert', '')).lower()}")
+                if "runbook_url" in ann and (not m or not ann["runbook_url"].endswith("#" + m.group(1))):
+                    errs.append(f"{what}: runbook_url {ann['runbook_url']!r} does not point at the runbook section")
                 if "runbook_url" in ann and not re.match(r"https?://[^#]+#[\w-]+$", ann["runbook_url"]):
                     errs.append(f"{what}: runbook_url {ann['runbook_url']!r} is not a URL with a section")
+        names = [r.get("alert") for g in groups for r in (g.get("rules") or [])]
+        if len(names) != len(set(names)):
+            errs.append(f"PrometheusRule: alert names repeat: {names}")
     for cm in by_kind(docs, "ConfigMap"):
         for key, text in cm.get("data", {}).items():
             if not key.endswith(".json"):
@@ -191,6 +228,19 @@ def check_observability(docs: list[dict]) -> list[str]:
                 used |= names
                 if names - series:
                     errs.append(f"dashboard {key}: query uses {sorted(names - series)}, which src/ does not export: {e}")
+            # The namespace / instance variables exist and every metric a query selects is narrowed
+            # by both, so one release (and one pod) can be picked where several are scraped.
+            tvars = {v.get("name"): v for v in dash.get("templating", {}).get("list", [])}
+            for var in ("namespace", "instance"):
+                if var not in tvars or tvars[var].get("type") != "query" or "slurm_connector_build_info" not in str(tvars[var].get("query")):
+                    errs.append(f"dashboard {key}: no ${var} variable (a query over slurm_connector_build_info)")
+            for e in exprs:
+                for name in promql_metrics(e):
+                    for m in re.finditer(re.escape(name) + r"(\{[^}]*\})?", e):
+                        sel = m.group(1) or ""
+                        if 'namespace=~"$namespace"' not in sel or 'instance=~"$instance"' not in sel:
+                            errs.append(f"dashboard {key}: {name} is not narrowed to $namespace and $instance: {e}")
+                            break
             # Every metric the connector exports has a panel.
             for name in code_metrics():
                 if not any(u == name or u.startswith(name + "_") for u in used):
@@ -552,45 +602,354 @@ def check_docs(env_names: set[str], file_keys: tuple[set[str], set[str]]) -> lis
     return errs
 
 
-# Flyte's connector plugin default (flyteplugins/go/tasks/plugins/webapi/connector/config.go,
-# DefaultConnector.DefaultServiceConfig, flyteorg/flyte v2.0.43). A `connectors` entry does not
-# inherit it, so values-connector.yaml repeats it: without it gRPC picks one pod (pick_first).
-FLYTE_DEFAULT_SERVICE_CONFIG = {"loadBalancingConfig": [{"round_robin": {}}]}
+# ---------------------------------------------------------------------------------------------
+# Flyte's own charts (deploy/flyte/charts/, pinned) rendered with deploy/flyte/'s values files,
+# beside this chart: does the backend reach the connector, and is it routed there properly?
+
+FLYTE_DIR = REPO / "deploy" / "flyte"
+# The gRPC service config both Flyte plugins use by default (Flyte 2: connector/config.go
+# DefaultConnector.DefaultServiceConfig at v2.0.43; Flyte 1: agent/config.go DefaultAgent at
+# v1.16.8). An entry under `connectors` / `agents` inherits nothing from the default entry, so the
+# values files repeat it: without it gRPC picks one pod (pick_first).
+ROUND_ROBIN = {"loadBalancingConfig": [{"round_robin": {}}]}
+# CreateTask waits this long for its submit before answering deferred (FLYTE_SLURM_SUBMIT_WAIT's
+# default, src/config): a deadline at or below it cuts CreateTasks that are still waiting.
+SUBMIT_WAIT_SECONDS = 5
+FLYTE_BACKENDS = [
+    {"name": "Flyte 2, flyte-binary v2.0.43", "chart": "charts/flyte-binary-v2.0.43/flyte-binary", "values": "values-flyte2-binary.yaml",
+     # the backend workload (the one process that runs the plugin): the chart's fullname
+     "backend": ("Deployment", "flyte-flyte-binary"),
+     "plugin": "connector-service", "deployments": "connectors", "routing": "connectorForTaskTypes",
+     "task_types": ["slurm", "slurm_script"]},
+    {"name": "Flyte 1, flyte-core v1.16.8", "chart": "charts/flyte-core-v1.16.8/flyte-core", "values": "values-flyte1-core.yaml",
+     "backend": ("Deployment", "flytepropeller"),
+     # Flyte 1.15+'s connector-service speaks flyteidl.service.AsyncConnectorService, which the
+     # connector does not serve: the Slurm types must go to the agent plugin.
+     "plugin": "agent-service", "deployments": "agents", "routing": "agentForTaskTypes",
+     "task_types": ["slurm_fn", "slurm"], "unserved_plugins": ["connector-service"]},
+]
+FLYTE_RELEASE, FLYTE_NAMESPACE = "flyte", "flyte"
 
 
-def check_flyte_values() -> list[str]:
-    """The Flyte values snippet must enable the connector plugin, route both task types to a
-    defined connector, and point it at the Service the chart creates (default release in flyte)."""
-    path = REPO / "deploy" / "flyte" / "values-connector.yaml"
-    try:
-        cfg = yaml.safe_load(path.read_text())["configuration"]["inline"]
-        tp = cfg["tasks"]["task-plugins"]
-        cs = cfg["plugins"]["connector-service"]
-    except (KeyError, TypeError, yaml.YAMLError) as e:
-        return [f"{path.name}: missing configuration.inline.tasks/plugins ({e})"]
-    errs = []
-    if "connector-service" not in tp.get("enabled-plugins", []):
-        errs.append("connector-service is not in enabled-plugins")
-    for t in ("slurm", "slurm_script"):
-        if tp.get("default-for-task-types", {}).get(t) != "connector-service":
-            errs.append(f"default-for-task-types.{t} is not connector-service")
-        cid = cs.get("connectorForTaskTypes", {}).get(t)
-        dep = cs.get("connectors", {}).get(cid)
-        if not dep:
-            errs.append(f"connectorForTaskTypes.{t} names {cid!r}, which is not under connectors")
+def selector_matches(sel: dict | None, labels: dict) -> bool:
+    """Kubernetes LabelSelector semantics (an absent selector is handled by the caller)."""
+    for k, v in (sel.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for e in sel.get("matchExpressions") or []:
+        op, key, vals = e.get("operator"), e.get("key"), e.get("values") or []
+        if (op == "In" and labels.get(key) not in vals) or (op == "NotIn" and key in labels and labels[key] in vals) \
+                or (op == "Exists" and key not in labels) or (op == "DoesNotExist" and key in labels):
+            return False
+    return True
+
+
+def grpc_admits(np: dict, grpc_port: int, namespace: str, pod_labels: dict) -> bool:
+    """Does the connector's NetworkPolicy admit a pod with these labels in this namespace to the
+    gRPC port? (namespace labels: what Kubernetes sets on every namespace.)"""
+    ns_labels = {"kubernetes.io/metadata.name": namespace}
+    own_ns = np["metadata"].get("namespace", "flyte")
+    for rule in np["spec"].get("ingress", []):
+        ports = [p.get("port") for p in rule.get("ports", [])]
+        if ports and grpc_port not in ports and "grpc" not in ports:
             continue
-        want = "dns:///slurm-connector-headless.flyte.svc.cluster.local:8000"
-        if dep.get("endpoint") != want:
-            errs.append(f"connector {cid} endpoint {dep.get('endpoint')!r} is not the chart's headless Service {want} (round_robin over the pods)")
+        if not rule.get("from"):
+            return True
+        for peer in rule["from"]:
+            if "ipBlock" in peer:
+                continue
+            nss = peer.get("namespaceSelector")
+            in_ns = selector_matches(nss, ns_labels) if nss is not None else namespace == own_ns
+            pods = peer.get("podSelector")
+            if in_ns and (pods is None or selector_matches(pods, pod_labels)):
+                return True
+    return False
+
+
+def workloads(docs: list[dict]) -> list[tuple[str, str, dict, dict]]:
+    """(kind, name, pod labels, pod spec) of every workload and pod template."""
+    out = []
+    for d in docs:
+        if d.get("kind") in ("Deployment", "StatefulSet", "DaemonSet"):
+            t = d["spec"]["template"]
+        elif d.get("kind") == "PodTemplate":
+            t = d["template"]
+        else:
+            continue
+        out.append((d["kind"], d["metadata"]["name"], t.get("metadata", {}).get("labels", {}), t.get("spec", {})))
+    return out
+
+
+def deep_merge(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def flyte_configs(docs: list[dict]) -> dict[str, dict]:
+    """Each ConfigMap's YAML files merged in name order, as Flyte's config loader reads a folder."""
+    out = {}
+    for cm in by_kind(docs, "ConfigMap"):
+        merged: dict = {}
+        for key in sorted(cm.get("data") or {}):
+            if key.endswith((".yaml", ".yml")):
+                try:
+                    doc = yaml.safe_load(cm["data"][key])
+                except yaml.YAMLError:
+                    continue
+                if isinstance(doc, dict):
+                    merged = deep_merge(merged, doc)
+        out[cm["metadata"]["name"]] = merged
+    return out
+
+
+def mounted_configmaps(spec: dict) -> set[str]:
+    names = set()
+    for v in spec.get("volumes", []):
+        if "configMap" in v:
+            names.add(v["configMap"].get("name"))
+        for src in v.get("projected", {}).get("sources", []):
+            if "configMap" in src:
+                names.add(src["configMap"].get("name"))
+    return names
+
+
+def go_duration_seconds(text) -> float | None:
+    """A Go duration as Flyte's config reads it (`10s`, `1m30s`, `500ms`)."""
+    parts = re.findall(r"([0-9.]+)(ms|s|m|h)", str(text or ""))
+    if not parts or "".join(n + u for n, u in parts) != str(text):
+        return None
+    return sum(float(n) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[u] for n, u in parts)
+
+
+def check_flyte_backend(spec: dict, flyte_docs: list[dict], namespace: str, connector_docs: list[dict]) -> list[str]:
+    """The Flyte chart, rendered with its values file: the backend's pods reach the connector
+    through its NetworkPolicy (and Flyte's other pods do not), and the backend's configuration
+    routes every Slurm task type to the connector's headless Service with round_robin and a deadline."""
+    errs: list[str] = []
+    np = by_kind(connector_docs, "NetworkPolicy")[0]
+    grpc = [p["containerPort"] for p in pod_of(connector_docs)["containers"][0]["ports"] if p["name"] == "grpc"][0]
+    headless = [s for s in by_kind(connector_docs, "Service") if s["spec"].get("clusterIP") == "None"][0]
+    want_endpoint = f"dns:///{headless['metadata']['name']}.{namespace}.svc.cluster.local:{grpc}"
+    # Which ConfigMap routes the task types, and which workloads read it.
+    configs = flyte_configs(flyte_docs)
+    routing = {n: c for n, c in configs.items() if isinstance(c.get("plugins"), dict) and spec["plugin"] in c["plugins"]}
+    if len(routing) != 1:
+        return [f"{len(routing)} rendered ConfigMaps configure plugins.{spec['plugin']} (want one): is the values file in the block the chart renders?"]
+    cm_name, cfg = next(iter(routing.items()))
+    kind, name = spec["backend"]
+    backend = [w for w in workloads(flyte_docs) if (w[0], w[1]) == (kind, name)]
+    if not backend:
+        errs.append(f"no {kind} {name} rendered (the backend workload)")
+    for k, n, labels, pod in backend:
+        if cm_name not in mounted_configmaps(pod):
+            errs.append(f"{k} {n} does not mount ConfigMap {cm_name}: the routing never reaches the backend")
+        if not grpc_admits(np, grpc, namespace, labels):
+            errs.append(f"the connector's NetworkPolicy does not admit {k} {n} (namespace {namespace}, labels {labels}) to the gRPC port {grpc}: every call would time out")
+    for k, n, labels, pod in workloads(flyte_docs):
+        if (k, n) != (kind, name) and grpc_admits(np, grpc, namespace, labels):
+            errs.append(f"the connector's NetworkPolicy admits {k} {n} ({labels}), which is not the backend that calls connectors")
+    # The routing itself.
+    tp = (cfg.get("tasks") or {}).get("task-plugins") or {}
+    plugin = cfg["plugins"][spec["plugin"]] or {}
+    if spec["plugin"] not in (tp.get("enabled-plugins") or []):
+        errs.append(f"{cm_name}: {spec['plugin']} is not in tasks.task-plugins.enabled-plugins {tp.get('enabled-plugins')}")
+    for t in spec["task_types"]:
+        got = (tp.get("default-for-task-types") or {}).get(t)
+        if got != spec["plugin"]:
+            hint = " (it speaks flyteidl.service.AsyncConnectorService, which slurm-connector does not serve: UNIMPLEMENTED)" if got in spec.get("unserved_plugins", []) else ""
+            errs.append(f"{cm_name}: default-for-task-types.{t} is {got!r}, not {spec['plugin']}{hint}")
+        cid = (plugin.get(spec["routing"]) or {}).get(t)
+        dep = (plugin.get(spec["deployments"]) or {}).get(cid) if cid else None
+        if not dep:
+            errs.append(f"{cm_name}: plugins.{spec['plugin']}.{spec['routing']}.{t} names {cid!r}, which is not under {spec['deployments']}")
+            continue
+        what = f"{cm_name}: plugins.{spec['plugin']}.{spec['deployments']}.{cid}"
+        if dep.get("endpoint") != want_endpoint:
+            errs.append(f"{what}: endpoint {dep.get('endpoint')!r} is not the connector's headless Service {want_endpoint} (round_robin needs every pod's address)")
         try:
             sc = json.loads(dep.get("defaultServiceConfig") or "null")
         except json.JSONDecodeError as e:
             sc = f"invalid JSON: {e}"
-        if sc != FLYTE_DEFAULT_SERVICE_CONFIG:
-            errs.append(f"connector {cid}: defaultServiceConfig {sc!r} is not Flyte's default {FLYTE_DEFAULT_SERVICE_CONFIG!r}")
+        if sc != ROUND_ROBIN:
+            errs.append(f"{what}: defaultServiceConfig {sc!r} is not {ROUND_ROBIN!r} (without it gRPC sends every call to one pod)")
+        timeouts = {"default": dep.get("defaultTimeout"), **{op: v for op, v in (dep.get("timeouts") or {}).items()}}
+        secs = go_duration_seconds(timeouts["default"])
+        if secs is None:
+            errs.append(f"{what}: no defaultTimeout (got {timeouts['default']!r}): the plugin then sets no deadline on any call")
+        elif not SUBMIT_WAIT_SECONDS < secs <= 60:
+            errs.append(f"{what}: defaultTimeout {timeouts['default']} is not above the connector's {SUBMIT_WAIT_SECONDS}s CreateTask wait (and at most 60s)")
         if dep.get("insecure") is not True:
-            errs.append(f"connector {cid}: insecure must be true (the Service is plaintext gRPC)")
+            errs.append(f"{what}: insecure must be true (the chart's gRPC port is plaintext without tls.existingSecret)")
     return errs
+
+
+def flyte_self_test(spec: dict, flyte_docs: list[dict], connector_docs: list[dict]) -> tuple[list[str], int]:
+    """Each mutation of a good Flyte render breaks one property; check_flyte_backend must say so."""
+    kind, name = spec["backend"]
+
+    def pod_labels(d):
+        return [w for w in workloads(d) if (w[0], w[1]) == (kind, name)][0][2]
+
+    def routing(d, edit):
+        for cm in by_kind(d, "ConfigMap"):
+            for key, text in (cm.get("data") or {}).items():
+                if key.endswith(".yaml") and f"{spec['plugin']}:" in text and "plugins:" in text:
+                    doc = yaml.safe_load(text)
+                    if isinstance(doc, dict) and spec["plugin"] in (doc.get("plugins") or {}):
+                        edit(doc)
+                        cm["data"][key] = yaml.safe_dump(doc)
+                        return
+        raise KeyError("no routing ConfigMap")
+
+    def dep(doc):
+        p = doc["plugins"][spec["plugin"]]
+        return p[spec["deployments"]][p[spec["routing"]][spec["task_types"][0]]]
+
+    t0 = spec["task_types"][0]
+    mutations = {
+        "backend pod relabelled": lambda d: pod_labels(d).update({"app.kubernetes.io/name": "flyte-backend"}),
+        "backend not mounting the routing config": lambda d: [w[3].update(volumes=[]) for w in workloads(d) if (w[0], w[1]) == (kind, name)],
+        "the policy admitting another Flyte pod": lambda d: [w[2].update(pod_labels(d)) for w in workloads(d) if (w[0], w[1]) != (kind, name)][:1],
+        "no defaultTimeout": lambda d: routing(d, lambda doc: dep(doc).pop("defaultTimeout")),
+        "defaultTimeout below the CreateTask wait": lambda d: routing(d, lambda doc: dep(doc).update(defaultTimeout="3s")),
+        "pick_first": lambda d: routing(d, lambda doc: dep(doc).update(defaultServiceConfig='{"loadBalancingConfig": [{"pick_first":{}}]}')),
+        "endpoint on the ClusterIP Service": lambda d: routing(d, lambda doc: dep(doc).update(endpoint="dns:///slurm-connector.flyte.svc.cluster.local:8000")),
+        "plugin not enabled": lambda d: routing(d, lambda doc: doc["tasks"]["task-plugins"]["enabled-plugins"].remove(spec["plugin"])),
+        f"{t0} routed to another plugin": lambda d: routing(d, lambda doc: doc["tasks"]["task-plugins"]["default-for-task-types"].update({t0: spec.get("unserved_plugins", ["container"])[0]})),
+        f"{t0} to an undefined deployment": lambda d: routing(d, lambda doc: doc["plugins"][spec["plugin"]][spec["routing"]].update({t0: "nope"})),
+    }
+    problems = []
+    for what, mutate in mutations.items():
+        docs = copy.deepcopy(flyte_docs)
+        try:
+            mutate(docs)
+        except (IndexError, KeyError, ValueError) as e:
+            problems.append(f"self-test {what!r}: the reference render lacks what the mutation changes ({e})")
+            continue
+        if not check_flyte_backend(spec, docs, FLYTE_NAMESPACE, connector_docs):
+            problems.append(f"self-test {what!r}: the checks did not notice")
+    # Flyte installed in another namespace than the policy's default selects.
+    n = len(mutations) + 1
+    if not check_flyte_backend(spec, flyte_docs, "flyte-prod", connector_docs):
+        problems.append("self-test 'backend in another namespace': the checks did not notice")
+    return problems, n
+
+
+def render_flyte(helm, spec: dict) -> list[dict]:
+    values = yaml.safe_load((FLYTE_DIR / spec["values"]).read_text())
+    return render_chart(helm, FLYTE_DIR / spec["chart"], values, FLYTE_RELEASE, FLYTE_NAMESPACE)
+
+
+# ---------------------------------------------------------------------------------------------
+# The quick start names only what exists: chart values, `slurm-connector` subcommands and flags
+# (read from the clap definitions in src/, not by running the binary), and repository paths.
+
+QUICKSTART = REPO / "docs" / "quickstart-kubernetes.md"
+
+
+def clap_flags(block: str) -> set[str]:
+    """The long flags of a clap derive block: each `#[arg(...long...)]` and the field after it."""
+    flags = set()
+    for m in re.finditer(r"#\[arg\((.*?)\)\]\s*(?:///[^\n]*\n\s*)*(?:pub\s+)?(\w+)\s*:", block, re.S):
+        attrs, field = m.group(1), m.group(2)
+        named = re.search(r'\blong\s*=\s*"([a-z0-9-]+)"', attrs)
+        if named:
+            flags.add(named.group(1))
+        elif re.search(r"\blong\b", attrs):
+            flags.add(field.replace("_", "-"))
+    return flags
+
+
+@functools.cache
+def cli_surface() -> dict[str, set[str]]:
+    """{subcommand: its long flags} from src/main.rs's `enum Command` (a variant wrapping an args
+    struct is read from that struct in src/cli/), plus "" for the top level."""
+    main = (REPO / "src" / "main.rs").read_text()
+    start = main.index("enum Command {")
+    body = main[start:main.index("\n}\n", start)]
+    variants = list(re.finditer(r"^    ([A-Z]\w*)\s*(?:\{|\(([\w:]+)\))", body, re.M))
+    out: dict[str, set[str]] = {"": {"help", "version"}}
+    for i, v in enumerate(variants):
+        name = re.sub(r"(?<!^)([A-Z])", r"-\1", v.group(1)).lower()
+        if v.group(2):
+            struct = v.group(2).split("::")[-1]
+            module = v.group(2).split("::")[-2] if "::" in v.group(2) else None
+            src = (REPO / "src" / "cli" / f"{module}.rs").read_text() if module else main
+            m = re.search(r"struct " + struct + r" \{(.*?)\n\}", src, re.S)
+            region = m.group(1) if m else ""
+        else:
+            region = body[v.end():variants[i + 1].start() if i + 1 < len(variants) else len(body)]
+        out[name] = clap_flags(region) | {"help"}
+    if "serve" not in out or "listen" not in out["serve"] or "output-prefix" not in out.get("check", set()):
+        raise SystemExit(f"src/main.rs: could not read the CLI's subcommands and flags (update validate_chart.py): {out}")
+    return out
+
+
+def chart_value_exists(values, path: str) -> bool:
+    """As tests/docs_names.rs: below a list, an empty map or a scalar anything is accepted."""
+    node = values
+    for seg in path.split("."):
+        key = seg.split("[")[0]
+        if not isinstance(node, dict) or not node:
+            return True
+        if key not in node:
+            return False
+        node = node[key]
+        if "[" in seg:
+            return True
+    return True
+
+
+def check_quickstart(text: str) -> list[str]:
+    """Every chart value (`a.b` under a values.yaml top key, or after --set), every
+    `slurm-connector SUB --flag`, and every repository path the quick start names exists."""
+    errs: list[str] = []
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    cli = cli_surface()
+    joined = text.replace("\\\n", " ")
+    for n, line in enumerate(joined.splitlines(), 1):
+        names = re.findall(r"`([A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z0-9_\[\]]+)+)(?:[=:][^`]*)?`", line)
+        names += re.findall(r"--set(?:-string|-file)?[ =]([A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z0-9_\[\]]+)+)=", line)
+        for name in names:
+            top = re.split(r"[.\[]", name)[0]
+            if top in values and not re.search(r"\.(crt|key|pem|toml|yaml|yml|json|md|sh|py)$", name) \
+                    and not chart_value_exists(values, name):
+                errs.append(f"{QUICKSTART.name}:{n}: chart value {name} is not in values.yaml")
+        for m in re.finditer(r"\bslurm-connector\s+([a-z][a-z-]*|--[a-z-]+)([^|;&`\n]*)", line):
+            sub, rest = m.group(1), m.group(2)
+            if sub.startswith("--"):
+                sub, rest = "", sub + rest
+            elif sub not in cli:
+                if sub in ("check", "serve", "render", "submit", "stager") or re.match(r"^\s*--", rest):
+                    errs.append(f"{QUICKSTART.name}:{n}: slurm-connector has no subcommand {sub}")
+                continue
+            for f in re.findall(r"(?:^|\s)--([a-z][a-z0-9-]*)", rest):
+                if f not in cli[sub]:
+                    errs.append(f"{QUICKSTART.name}:{n}: slurm-connector {sub or ''} has no flag --{f}".replace("  ", " "))
+        for path in re.findall(r"(?<![\w/.])((?:deploy|docs|src|tests|scripts)/[\w./-]*\w)", line):
+            if "kubectl" in line and re.fullmatch(r"deploy/[\w-]+", path) and not (REPO / path).is_dir():
+                continue  # kubectl's deploy/NAME, a Deployment
+            if not (REPO / path).exists():
+                errs.append(f"{QUICKSTART.name}:{n}: {path} does not exist")
+    return errs
+
+
+def quickstart_self_test() -> tuple[list[str], int]:
+    """check_quickstart flags a made-up name of each kind."""
+    bad = {
+        "a misspelt chart value": "Set `cluster.workDir` to the directory.",
+        "a made-up --set key": "helm install x --set auth.token=abc",
+        "a flag check lacks": "kubectl exec ... -- slurm-connector check --port 8000",
+        "a subcommand that does not exist": "slurm-connector preflight --output-prefix s3://b",
+        "a renamed values file": "helm upgrade flyte flyteorg/flyte-binary -f deploy/flyte/values-connector.yaml",
+    }
+    problems = [f"self-test {what!r}: not flagged" for what, text in bad.items() if not check_quickstart(text)]
+    good = "`cluster.workingDir`, --set cluster.restdUrl=http://x, `slurm-connector check --output-prefix s3://b`"
+    if check_quickstart(good):
+        problems.append(f"self-test: a correct line is flagged: {check_quickstart(good)}")
+    return problems, len(bad) + 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -598,8 +957,12 @@ def check_flyte_values() -> list[str]:
 
 
 def render(helm, values: dict) -> list[dict]:
-    with helm.Chart.load(str(CHART)) as chart:
-        out = chart.render(values, name="slurm-connector", namespace="flyte", is_install=True)
+    return render_chart(helm, CHART, values, "slurm-connector", "flyte")
+
+
+def render_chart(helm, path: Path, values: dict, name: str, namespace: str) -> list[dict]:
+    with helm.Chart.load(str(path)) as chart:
+        out = chart.render(values, name=name, namespace=namespace, is_install=True)
     docs = []
     for path, text in sorted(out.items()):
         if path.endswith("NOTES.txt"):
@@ -687,6 +1050,16 @@ MUST_FAIL = [
     ("an unreadable clusters ConfigMap with the NetworkPolicy off", {"auth": {"mode": "none"}, "cluster": {"name": "hpc1"},
                                                                     "clustersFile": {"existingConfigMap": "hpc-clusters"}, "networkPolicy": {"enabled": False}},
      ["networkPolicy.enabled=false", "clustersFile.existingConfigMap=hpc-clusters", "networkPolicy.acknowledgeOpen=true"]),
+    # A clusters file the chart cannot read can hold identity rules too (values.yaml suggests --config in extraArgs).
+    ("--config in connector.extraArgs with the NetworkPolicy off", {**BASE_NONE, "networkPolicy": {"enabled": False},
+                                                                    "connector": {"extraArgs": ["--config", "/etc/x/clusters.toml"]}},
+     ["networkPolicy.enabled=false", "connector.extraArgs passes --config", "networkPolicy.acknowledgeOpen=true"]),
+    ("--config= in connector.args with the NetworkPolicy off", {**BASE_NONE, "networkPolicy": {"enabled": False},
+                                                               "connector": {"args": ["serve", "--config=/etc/x/clusters.toml"]}},
+     ["networkPolicy.enabled=false", "connector.args passes --config"]),
+    ("FLYTE_SLURM_CONFIG in connector.extraEnv with the NetworkPolicy off", {**BASE_NONE, "networkPolicy": {"enabled": False},
+                                                                           "connector": {"extraEnv": [{"name": "FLYTE_SLURM_CONFIG", "value": "/etc/x/clusters.toml"}]}},
+     ["networkPolicy.enabled=false", "connector.extraEnv sets FLYTE_SLURM_CONFIG"]),
     ("NetworkPolicy admitting every pod (both flyte selectors empty)", {**BASE_NONE, "networkPolicy": {"flyte": {"namespaceSelector": {}, "podSelector": {}}}},
      ["networkPolicy.flyte", "admits every pod"]),
     ("FLYTE_SLURM_INGRESS_POLICY in extraEnv beside the chart's", {**BASE_NONE, "connector": {"extraEnv": [{"name": "FLYTE_SLURM_INGRESS_POLICY", "value": "mesh"}]}},
@@ -764,6 +1137,15 @@ AVAILABILITY = [
     ("clustersFile.existingConfigMapChecksum is the pod's checksum/clusters annotation",
      {"clustersFile": {"existingConfigMap": "hpc-clusters", "existingConfigMapChecksum": "0123abcd4567ef89"}},
      lambda d: [by_kind(d, "Deployment")[0]["spec"]["template"]["metadata"]["annotations"].get("checksum/clusters") == "0123abcd4567ef89"]),
+    ("slurmrestdCA.existingConfigMapChecksum is the pod's checksum/slurmrestd-ca annotation (the CA is read at start only)",
+     {"slurmrestdCA": {"existingConfigMap": "site-ca", "existingConfigMapChecksum": "fedcba9876543210"}},
+     lambda d: [by_kind(d, "Deployment")[0]["spec"]["template"]["metadata"]["annotations"].get("checksum/slurmrestd-ca") == "fedcba9876543210"]),
+    ("stager.tokenSecretChecksum is the pod's checksum/stager-token annotation (the token is read at start only)",
+     {"stager": {"url": "http://dtn1:8090", "tokenSecret": "stager-token", "tokenSecretChecksum": "00ff00ff00ff00ff"}},
+     lambda d: [by_kind(d, "Deployment")[0]["spec"]["template"]["metadata"]["annotations"].get("checksum/stager-token") == "00ff00ff00ff00ff"]),
+    ("under helm template (no cluster to look up): no CA or stager-token checksum without a value, no empty annotation",
+     {"slurmrestdCA": {"existingConfigMap": "site-ca"}, "stager": {"url": "http://dtn1:8090", "tokenSecret": "stager-token"}},
+     lambda d: [not {"checksum/slurmrestd-ca", "checksum/stager-token"} & set(by_kind(d, "Deployment")[0]["spec"]["template"]["metadata"]["annotations"])]),
     ("clustersFile.content: checksum/clusters follows the content",
      {"clustersFile": {"content": 'poll_interval = "5s"\n'}},
      lambda d: [len(by_kind(d, "Deployment")[0]["spec"]["template"]["metadata"]["annotations"].get("checksum/clusters", "")) == 16]),
@@ -776,19 +1158,23 @@ def np_ingress(docs):
 
 FLYTE_BINARY_PEER = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "flyte"}},
                      "podSelector": {"matchLabels": {"app.kubernetes.io/name": "flyte-binary", "app.kubernetes.io/component": "flyte-binary"}}}
+FLYTEPROPELLER_PEER = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "flyte"}},
+                       "podSelector": {"matchLabels": {"app.kubernetes.io/name": "flytepropeller"}}}
+DEFAULT_FLYTE_PEERS = [FLYTE_BINARY_PEER, FLYTEPROPELLER_PEER]
 # Renders of the ingress, TLS and log values and what each must produce.
 INGRESS = [
-    ("defaults: NetworkPolicy, gRPC from flyte-binary's backend pod in namespace flyte, metrics from namespace monitoring, Ingress only; the connector told so",
+    ("defaults: NetworkPolicy, gRPC from flyte-binary's backend pod and flyte-core's flytepropeller in namespace flyte, metrics from namespace monitoring, Ingress only; the connector told so",
      {}, lambda d: [
-         np_ingress(d)[0] == {"from": [FLYTE_BINARY_PEER], "ports": [{"port": 8000, "protocol": "TCP"}]},
+         np_ingress(d)[0] == {"from": DEFAULT_FLYTE_PEERS, "ports": [{"port": 8000, "protocol": "TCP"}]},
          np_ingress(d)[1] == {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}], "ports": [{"port": 9090, "protocol": "TCP"}]},
          len(np_ingress(d)) == 2,
          by_kind(d, "NetworkPolicy")[0]["spec"]["policyTypes"] == ["Ingress"],
-         env_of(d).get("FLYTE_SLURM_INGRESS_POLICY") == "NetworkPolicy slurm-connector: gRPC port 8000 from namespace flyte, pods app.kubernetes.io/component=flyte-binary,app.kubernetes.io/name=flyte-binary",
+         env_of(d).get("FLYTE_SLURM_INGRESS_POLICY") == "NetworkPolicy slurm-connector: gRPC port 8000 from namespace flyte, pods app.kubernetes.io/component=flyte-binary,app.kubernetes.io/name=flyte-binary or pods app.kubernetes.io/name=flytepropeller",
      ]),
-    ("a selector replaces the default whole (Helm would merge a default map key by key)",
+    ("a selector replaces the default whole, both backends' peers (Helm would merge a default map key by key)",
      {"networkPolicy": {"flyte": {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "flyte"}}}}},
      lambda d: [np_ingress(d)[0]["from"][0]["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "flyte"}},
+                len(np_ingress(d)[0]["from"]) == 1,
                 np_ingress(d)[0]["from"][0]["namespaceSelector"] == FLYTE_BINARY_PEER["namespaceSelector"]]),
     ("networkPolicy.flyte.podSelector: {} admits every pod of the selected namespaces (no podSelector rendered)",
      {"networkPolicy": {"flyte": {"podSelector": {}}}},
@@ -855,8 +1241,19 @@ def expect_observability(docs: list[dict]) -> list[str]:
     """Both opt-ins render: a PrometheusRule with an alert per docs/operations.md item, a dashboard."""
     errs = []
     rules = [r for pr in by_kind(docs, "PrometheusRule") for g in pr["spec"]["groups"] for r in g["rules"]]
-    if len(rules) < 5:
-        errs.append(f"want the 5 alerts docs/operations.md describes, got {[r.get('alert') for r in rules]}")
+    want = {"SlurmConnectorDown", "SlurmConnectorReplicasMissing", "SlurmConnectorGetTaskFailing", "SlurmConnectorCreateTaskFailing",
+            "SlurmConnectorSlurmrestdUnreachable", "SlurmConnectorSlurmctldErrors", "SlurmConnectorSlurmdbdUnavailable",
+            "SlurmConnectorCredentialRejected", "SlurmConnectorPollSlow", "SlurmConnectorSubmitsThrottled"}
+    if {r.get("alert") for r in rules} != want:
+        errs.append(f"want the {len(want)} alerts docs/operations.md describes, got {sorted(r.get('alert') for r in rules)}")
+    target = 'namespace="flyte",job="slurm-connector"'
+    if [r["expr"] for r in rules if r["alert"] == "SlurmConnectorDown"] != [f"absent(slurm_connector_build_info{{{target}}})"]:
+        errs.append(f"SlurmConnectorDown does not select this release's series ({target})")
+    for r in rules:
+        if r["alert"] in ("SlurmConnectorSlurmrestdUnreachable", "SlurmConnectorSlurmctldErrors") and "unless on (namespace, cluster)" not in r["expr"]:
+            errs.append(f"{r['alert']} does not exclude throttling (it would fire on slurmctld's rate limiting)")
+        if r["alert"] == "SlurmConnectorSlurmctldErrors" and 'operation!~"accounting_job|' not in r["expr"]:
+            errs.append("SlurmConnectorSlurmctldErrors does not exclude slurmdbd's operations (it would fire on slurmdbd down)")
     if any(r["labels"].get("team") != "hpc" or not r["annotations"].get("runbook_url") for r in rules):
         errs.append("prometheusRule.alertLabels / runbookBaseUrl did not reach every alert")
     dash = [cm for cm in by_kind(docs, "ConfigMap") if cm["metadata"]["labels"].get("grafana_dashboard") == "1"]
@@ -887,8 +1284,8 @@ def expect_identity_rules(docs: list[dict]) -> list[str]:
     errs = []
     if not by_kind(docs, "NetworkPolicy"):
         errs.append("no NetworkPolicy rendered beside identity rules")
-    elif np_ingress(docs)[0]["from"] != [FLYTE_BINARY_PEER]:
-        errs.append(f"gRPC admitted from {np_ingress(docs)[0]['from']}, not the flyte-binary default")
+    elif np_ingress(docs)[0]["from"] != DEFAULT_FLYTE_PEERS:
+        errs.append(f"gRPC admitted from {np_ingress(docs)[0]['from']}, not the default (flyte-binary and flytepropeller)")
     if not env_of(docs).get("FLYTE_SLURM_INGRESS_POLICY", "").startswith("NetworkPolicy slurm-connector: gRPC port 8000 from namespace flyte"):
         errs.append(f"FLYTE_SLURM_INGRESS_POLICY is {env_of(docs).get('FLYTE_SLURM_INGRESS_POLICY')!r}")
     return errs
@@ -917,14 +1314,14 @@ CASE_EXPECT = {
     "grpc-tls-values.yaml": ("TLS files from the Secret, /healthz probes on the metrics port, JSON logs, selectors replaced whole", expect_grpc_tls),
     "quickstart-values.yaml": ("containers run as uid 1000 (podSecurityContext), listen and probe on 8000", expect_quickstart),
     "custom-ports-values.yaml": ("ports 8443/9464/9191 reach args, container ports, probes, Services, stager URL", expect_custom_ports),
-    "observability-values.yaml": ("PrometheusRule (5 alerts, labels, runbook URLs) and Grafana dashboard ConfigMap render", expect_observability),
+    "observability-values.yaml": ("PrometheusRule (10 alerts, labels, runbook URLs) and Grafana dashboard ConfigMap render", expect_observability),
 }
 
 
 def observability_self_test(good: list[dict]) -> tuple[list[str], int]:
     """The metric-name and shape checks notice a drifted alert or panel."""
-    def rule(d):
-        return by_kind(d, "PrometheusRule")[0]["spec"]["groups"][0]["rules"][0]
+    def rule(d, i=0):
+        return by_kind(d, "PrometheusRule")[0]["spec"]["groups"][0]["rules"][i]
 
     def dashboard(d):
         cm = [c for c in by_kind(d, "ConfigMap") if "slurm-connector.json" in c.get("data", {})][0]
@@ -936,13 +1333,20 @@ def observability_self_test(good: list[dict]) -> tuple[list[str], int]:
 
     mutations = {
         "alert on a metric src/ lacks": lambda d: rule(d).update(expr="rate(slurm_connector_jobs_failed_total[5m]) > 0"),
-        "counter without _total": lambda d: rule(d).update(expr=rule(d)["expr"].replace("requests_total", "requests")),
+        "counter without _total": lambda d: rule(d, 2).update(expr=rule(d, 2)["expr"].replace("failure_total", "failure")),
         "alert without severity": lambda d: rule(d)["labels"].pop("severity"),
         "alert without description": lambda d: rule(d)["annotations"].pop("description"),
         "runbook to a missing section": lambda d: rule(d)["annotations"].update(runbook="docs/operations.md#no-such-section"),
+        "two alerts sharing one runbook section": lambda d: rule(d, 1)["annotations"].update(runbook=rule(d)["annotations"]["runbook"]),
+        "runbook_url to another section": lambda d: rule(d)["annotations"].update(runbook_url=rule(d, 1)["annotations"]["runbook_url"]),
+        "alert on an operation src/ never labels": lambda d: rule(d, 6).update(expr=rule(d, 6)["expr"].replace("accounting_jobs_since", "accounting_since")),
+        "alert name repeated": lambda d: rule(d, 1).update(alert=rule(d)["alert"]),
         "rule group without rules": lambda d: by_kind(d, "PrometheusRule")[0]["spec"]["groups"][0].update(rules=[]),
         "panel on a renamed metric": renamed_panel_metric,
         "dashboard without the sidecar label": lambda d: dashboard(d)["metadata"]["labels"].pop("grafana_dashboard"),
+        "a query not narrowed to $instance": lambda d: dashboard(d)["data"].update({"slurm-connector.json": dashboard(d)["data"]["slurm-connector.json"].replace(
+            'slurm_connector_tracked_jobs{namespace=~\\"$namespace\\", instance=~\\"$instance\\"}', 'slurm_connector_tracked_jobs{namespace=~\\"$namespace\\"}', 1)}),
+        "no $namespace variable": lambda d: dashboard(d)["data"].update({"slurm-connector.json": dashboard(d)["data"]["slurm-connector.json"].replace('"name": "namespace"', '"name": "ns"', 1)}),
     }
     return mutants_caught(good, mutations, check_observability)
 
@@ -1097,8 +1501,26 @@ def main() -> int:
     errs = check_docs(env_names, file_keys)
     report(not errs, "docs/configuration.md documents every FLYTE_SLURM_* variable and clusters-file key in src/", errs)
 
-    errs = check_flyte_values()
-    report(not errs, "deploy/flyte/values-connector.yaml routes slurm and slurm_script to the chart's Service", errs)
+    connector_default = render(helm, BASE)
+    for spec in FLYTE_BACKENDS:
+        what = f"{spec['name']} (deploy/flyte/{spec['values']}) with this chart's defaults"
+        try:
+            flyte_docs = render_flyte(helm, spec)
+        except helm.HelmError as e:
+            report(False, f"{what}: helm template", [str(e)])
+            continue
+        errs = check_flyte_backend(spec, flyte_docs, FLYTE_NAMESPACE, connector_default)
+        report(not errs, f"{what}: {spec['backend'][0]} {spec['backend'][1]} admitted by the NetworkPolicy (no other Flyte pod is); "
+               f"{', '.join(spec['task_types'])} → {spec['plugin']} → the headless Service, round_robin, a deadline", errs)
+        problems, n = flyte_self_test(spec, flyte_docs, connector_default)
+        report(not problems, f"self-test: each of {n} broken {spec['name']} renders is caught", problems)
+
+    errs = check_quickstart(QUICKSTART.read_text())
+    surface = cli_surface()
+    report(not errs, f"docs/quickstart-kubernetes.md names only chart values, paths and `slurm-connector` flags that exist "
+           f"({len(surface) - 1} subcommands, {sum(map(len, surface.values()))} flags read from src/)", errs)
+    problems, n = quickstart_self_test()
+    report(not problems, f"self-test: each of {n} made-up quick-start names is flagged (and a correct line is not)", problems)
 
     if reference is None:
         report(False, "self-test", ["no ci values file renders a ConfigMap and a ServiceAccount to mutate"])

@@ -3,7 +3,7 @@
 The task is the published plugin's `SlurmScriptTask`, unchanged: no host, user or SSH key in it —
 slurm-connector takes the cluster's address and credentials from its own deployment
 (FLYTE_SLURM_RESTD_URL, FLYTE_SLURM_JWT_KEY_FILE, ...). Route the task type `slurm_script` to
-slurm-connector in the Flyte backend (deploy/flyte/values-connector.yaml).
+slurm-connector in the Flyte backend (deploy/flyte/values-flyte2-binary.yaml).
 
 Run it with the Flyte 2 SDK against a backend whose connector points at the dev cluster:
     pip install flyte flyteplugins-slurm

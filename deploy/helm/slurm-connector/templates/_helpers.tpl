@@ -90,20 +90,31 @@ app.kubernetes.io/component: connector
 {{- end }}
 
 {{/*
-The NetworkPolicy's selectors: each value as given, or when null the chart's default (Flyte 2's
-flyte-binary chart in namespace flyte; Prometheus in namespace monitoring). Defaults live here, not
-in values.yaml, because Helm merges a user's map into a default map key by key.
+The NetworkPolicy's selectors: each value as given, or when null the chart's default. Defaults live
+here, not in values.yaml, because Helm merges a user's map into a default map key by key.
+- flyteNamespaces: namespace flyte.
+- flytePods: a LIST of pod selectors, one NetworkPolicy peer each. Default: the pods that call
+  connectors in Flyte's two backend charts, Flyte 2's flyte-binary (its backend pod, not its
+  console) and Flyte 1's flyte-core (flytepropeller; with flytepropeller.manager the pods the
+  manager starts carry the same label). A podSelector given replaces both.
+- metricsNamespaces: namespace monitoring; metricsPods: every pod there.
 */}}
 {{- define "slurm-connector.npSelectors" -}}
 {{- $np := .Values.networkPolicy }}
 {{- $defaults := dict
   "flyteNamespaces" (dict "matchLabels" (dict "kubernetes.io/metadata.name" "flyte"))
-  "flytePods" (dict "matchLabels" (dict "app.kubernetes.io/name" "flyte-binary" "app.kubernetes.io/component" "flyte-binary"))
+  "flytePods" (list
+    (dict "matchLabels" (dict "app.kubernetes.io/name" "flyte-binary" "app.kubernetes.io/component" "flyte-binary"))
+    (dict "matchLabels" (dict "app.kubernetes.io/name" "flytepropeller")))
   "metricsNamespaces" (dict "matchLabels" (dict "kubernetes.io/metadata.name" "monitoring"))
   "metricsPods" (dict) }}
+{{- $givenPods := $np.flyte.podSelector }}
+{{- if not (kindIs "invalid" $givenPods) }}
+{{- $givenPods = list $givenPods }}
+{{- end }}
 {{- $given := dict
   "flyteNamespaces" $np.flyte.namespaceSelector
-  "flytePods" $np.flyte.podSelector
+  "flytePods" $givenPods
   "metricsNamespaces" $np.metrics.namespaceSelector
   "metricsPods" $np.metrics.podSelector }}
 {{- $out := dict }}
@@ -116,7 +127,7 @@ in values.yaml, because Helm merges a user's map into a default map key by key.
 
 {{/*
 FLYTE_SLURM_INGRESS_POLICY: what the rendered NetworkPolicy admits to the gRPC port, e.g.
-`NetworkPolicy slurm-connector: gRPC port 8000 from namespace flyte, pods app.kubernetes.io/component=flyte-binary,app.kubernetes.io/name=flyte-binary`.
+`NetworkPolicy slurm-connector: gRPC port 8000 from namespace flyte, pods app.kubernetes.io/component=flyte-binary,app.kubernetes.io/name=flyte-binary or pods app.kubernetes.io/name=flytepropeller`.
 */}}
 {{- define "slurm-connector.ingressPolicy" -}}
 {{- $np := .Values.networkPolicy }}
@@ -124,7 +135,6 @@ FLYTE_SLURM_INGRESS_POLICY: what the rendered NetworkPolicy admits to the gRPC p
 {{- $ns := $sel.flyteNamespaces }}
 {{- $nsLabels := $ns.matchLabels | default dict }}
 {{- $nsText := include "slurm-connector.selectorText" $ns }}
-{{- $podText := include "slurm-connector.selectorText" $sel.flytePods }}
 {{- $from := "" }}
 {{- if and (eq (len $nsLabels) 1) (hasKey $nsLabels "kubernetes.io/metadata.name") (not $ns.matchExpressions) }}
 {{- $from = printf "namespace %s" (index $nsLabels "kubernetes.io/metadata.name") }}
@@ -133,8 +143,12 @@ FLYTE_SLURM_INGRESS_POLICY: what the rendered NetworkPolicy admits to the gRPC p
 {{- else }}
 {{- $from = "every namespace" }}
 {{- end }}
-{{- $pods := ternary (printf "pods %s" $podText) "every pod" (ne $podText "") }}
-{{- printf "NetworkPolicy %s: gRPC port %d from %s, %s" (include "slurm-connector.fullname" .) (int .Values.connector.grpcPort) $from $pods }}
+{{- $pods := list }}
+{{- range $sel.flytePods }}
+{{- $podText := include "slurm-connector.selectorText" . }}
+{{- $pods = append $pods (ternary (printf "pods %s" $podText) "every pod" (ne $podText "")) }}
+{{- end }}
+{{- printf "NetworkPolicy %s: gRPC port %d from %s, %s" (include "slurm-connector.fullname" .) (int .Values.connector.grpcPort) $from (join " or " $pods) }}
 {{- with $np.extraIngress }}
 {{- printf "; plus %d rule(s) from networkPolicy.extraIngress" (len .) }}
 {{- end }}
@@ -224,13 +238,36 @@ Refuse values that would deploy a connector that cannot work, naming the key and
 {{- end }}
 {{- /* Identity rules are sound only while nothing but Flyte's backend reaches the gRPC port. */}}
 {{- $np := $v.networkPolicy }}
-{{- if and (not $np.enabled) (not $np.acknowledgeOpen) (or (contains "identities" $v.clustersFile.content) $v.clustersFile.existingConfigMap) }}
-{{- fail (printf "networkPolicy.enabled=false while the clusters file may hold identity rules (%s): the connector picks the Slurm user a job runs as from the request, so without a policy any pod of the cluster that reaches the gRPC port could run jobs as the users the rules map to. Keep networkPolicy.enabled=true (adapt networkPolicy.flyte.namespaceSelector / podSelector to your Flyte), or, only if you restrict ingress to the gRPC port by other means (a service mesh's authorization policy, a namespace of its own with a default-deny policy), set networkPolicy.acknowledgeOpen=true" (ternary (printf "clustersFile.existingConfigMap=%s, which the chart cannot read" $v.clustersFile.existingConfigMap) "clustersFile.content mentions identities" (ne $v.clustersFile.existingConfigMap ""))) }}
+{{- /* Every way a clusters file can reach the connector that the chart cannot read: an existing
+ConfigMap, `--config` in the arguments, FLYTE_SLURM_CONFIG in extraEnv. */}}
+{{- $unread := list }}
+{{- with $v.clustersFile.existingConfigMap }}
+{{- $unread = append $unread (printf "clustersFile.existingConfigMap=%s, which the chart cannot read" .) }}
+{{- end }}
+{{- range $key, $args := dict "connector.args" $v.connector.args "connector.extraArgs" $v.connector.extraArgs }}
+{{- range $args }}
+{{- if regexMatch "^--config(=|$)" (toString .) }}
+{{- $unread = append $unread (printf "%s passes --config, a clusters file the chart cannot read" $key) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- range $v.connector.extraEnv }}
+{{- if eq .name "FLYTE_SLURM_CONFIG" }}
+{{- $unread = append $unread "connector.extraEnv sets FLYTE_SLURM_CONFIG, a clusters file the chart cannot read" }}
+{{- end }}
+{{- end }}
+{{- if contains "identities" $v.clustersFile.content }}
+{{- $unread = append $unread "clustersFile.content mentions identities" }}
+{{- end }}
+{{- if and (not $np.enabled) (not $np.acknowledgeOpen) $unread }}
+{{- fail (printf "networkPolicy.enabled=false while the clusters file may hold identity rules (%s): the connector picks the Slurm user a job runs as from the request, so without a policy any pod of the cluster that reaches the gRPC port could run jobs as the users the rules map to. Keep networkPolicy.enabled=true (adapt networkPolicy.flyte.namespaceSelector / podSelector to your Flyte), or, only if you restrict ingress to the gRPC port by other means (a service mesh's authorization policy, a namespace of its own with a default-deny policy), set networkPolicy.acknowledgeOpen=true" (join "; " $unread)) }}
 {{- end }}
 {{- if $np.enabled }}
 {{- $sel := include "slurm-connector.npSelectors" . | fromYaml }}
-{{- if not (or (include "slurm-connector.selectorText" $sel.flyteNamespaces) (include "slurm-connector.selectorText" $sel.flytePods)) }}
-{{- fail "networkPolicy.flyte: namespaceSelector and podSelector are both empty, which admits every pod of every namespace to the gRPC port (no restriction at all); select Flyte's backend, e.g. namespaceSelector.matchLabels kubernetes.io/metadata.name: flyte and podSelector.matchLabels app.kubernetes.io/name: flyte-binary" }}
+{{- range $sel.flytePods }}
+{{- if not (or (include "slurm-connector.selectorText" $sel.flyteNamespaces) (include "slurm-connector.selectorText" .)) }}
+{{- fail "networkPolicy.flyte: namespaceSelector and podSelector are both empty, which admits every pod of every namespace to the gRPC port (no restriction at all); select Flyte's backend, e.g. namespaceSelector.matchLabels kubernetes.io/metadata.name: flyte and podSelector.matchLabels app.kubernetes.io/name: flyte-binary (Flyte 2) or flytepropeller (Flyte 1's flyte-core)" }}
+{{- end }}
 {{- end }}
 {{- range $v.connector.extraEnv }}
 {{- if eq .name "FLYTE_SLURM_INGRESS_POLICY" }}
@@ -276,4 +313,21 @@ Refuse values that would deploy a connector that cannot work, naming the key and
 {{- define "slurm-connector.probe" -}}
 {{- $p := omit (deepCopy .probe) "grpc" "httpGet" "tcpSocket" "exec" }}
 {{- toYaml (merge $p .handler) }}
+{{- end }}
+
+{{/*
+The digest put in a pod annotation for a ConfigMap or Secret the pod reads at start only, so a
+change rolls the pods: the value given (dict key "given"), else the object's data as the chart can
+read it at install/upgrade (`lookup`: the live object; empty under `helm template` and dry runs),
+else "" (no annotation). Args: dict "root" . "kind" "ConfigMap"|"Secret" "name" NAME "given" VALUE.
+*/}}
+{{- define "slurm-connector.checksumOf" -}}
+{{- if .given }}
+{{- .given }}
+{{- else if .name }}
+{{- $obj := lookup "v1" .kind .root.Release.Namespace .name }}
+{{- if $obj }}
+{{- $obj.data | default dict | toJson | sha256sum | trunc 16 }}
+{{- end }}
+{{- end }}
 {{- end }}
