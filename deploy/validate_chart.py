@@ -70,9 +70,9 @@ JWT_LIKE = re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.")
 
 
 def code_env_vars() -> set[str]:
-    """Every FLYTE_SLURM_* name that appears as a string literal in src/."""
+    """Every FLYTE_SLURM_* name that appears as a string literal in src/ or crates/."""
     names: set[str] = set()
-    for f in (REPO / "src").rglob("*.rs"):
+    for f in [*(REPO / "src").rglob("*.rs"), *(REPO / "crates").rglob("*.rs")]:
         names.update(re.findall(r'"(FLYTE_SLURM_[A-Z0-9_]+)"', f.read_text()))
     if not names:
         raise SystemExit("found no FLYTE_SLURM_* literal in src/: is the checkout complete?")
@@ -136,7 +136,7 @@ def code_operations() -> set[str]:
     """The `operation` label values src/ can produce: the string literals of the slurmrestd client
     (its calls' names) and of the gRPC edge (`create`, `get`, ...)."""
     names: set[str] = set()
-    for d in (REPO / "src" / "slurmrestd", REPO / "src" / "service" / "rpc"):
+    for d in (REPO / "crates" / "slurmrestd" / "src", REPO / "src" / "service" / "rpc"):
         for f in d.rglob("*.rs"):
             names.update(re.findall(r'"([a-z][a-z_]*)"', f.read_text()))
     return names
