@@ -1,4 +1,4 @@
-//! `slurm-connector`: the Flyte 2 connector for Slurm (see `--help`).
+//! `slurm-connector`: the Flyte 2 connector (and Flyte 1 agent) for Slurm (see `--help`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -12,7 +12,7 @@ use slurm_connector::staging::{Roots, stager};
 #[command(
     name = "slurm-connector",
     version = slurm_connector::build_info::long_version(),
-    about = "Runs Flyte 2 tasks on Slurm through slurmrestd (REST + JWT), no SSH"
+    about = "Runs Flyte 2 and Flyte 1 tasks on Slurm through slurmrestd (REST + JWT), no SSH"
 )]
 struct Cli {
     #[command(subcommand)]
