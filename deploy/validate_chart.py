@@ -888,7 +888,7 @@ def cli_surface() -> dict[str, set[str]]:
 
 
 def chart_value_exists(values, path: str) -> bool:
-    """As tests/docs_names.rs: below a list, an empty map or a scalar anything is accepted."""
+    """As tests/it/docs_names.rs: below a list, an empty map or a scalar anything is accepted."""
     node = values
     for seg in path.split("."):
         key = seg.split("[")[0]

@@ -2,7 +2,7 @@
 """Turn a full upstream slurmrestd OpenAPI spec into the trimmed spec the client is generated from.
 
 Why a script and not a hand-edited file: the spec must be reproducible from any Slurm's
-`slurmrestd --generate-openapi-spec` output, and a test (tests/openapi_spec.rs) fails when the
+`slurmrestd --generate-openapi-spec` output, and a test (tests/it/openapi_spec.rs) fails when the
 committed spec is not exactly what this script produces from the upstream file.
 
 It keeps only the operations the connector uses (plus every schema they reference, transitively)

@@ -72,7 +72,7 @@
 //!
 //! Dependencies between the modules go one way, without cycles: each uses only modules before it
 //! in `build_info`, `domain`, `config`, `staging`, `render`, `tracker`, `service`, `cli`
-//! (`tests/layering.rs` fails when one imports a later one).
+//! (`tests/it/layering.rs` fails when one imports a later one).
 //!
 //! Below all of them, [`proto`] and [`slurmrestd`] are crates of their own (`crates/`: the
 //! generated code and the transport around it), re-exported here under those names; Cargo keeps

@@ -233,7 +233,7 @@ async fn user_token_files_act_as_each_user() {
 async fn a_task_s_own_token_runs_as_its_user_without_the_deployment_user_name() {
     let Some(c) = cluster() else { return };
     let _one = SERIAL.lock().await;
-    // No rules: the task's own token is allowed (with a rule it is refused: tests/service_identity.rs).
+    // No rules: the task's own token is allowed (with a rule it is refused: tests/it/service_identity.rs).
     let mut d = connector::deployment(&c, 3);
     d.allow_task_credentials = true;
     d.clusters.get_mut(&c.name).unwrap().working_dir = Some("/shared/bob".into());

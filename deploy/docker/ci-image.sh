@@ -246,7 +246,7 @@ say "SIGTERM: exit 0 after $(($(date +%s) - s0))s"
 say "image checks passed ($IMAGE, $(("$("${PODMAN[@]}" image inspect --format '{{.Size}}' "$IMAGE")" / 1000000)) MB)"
 
 # ---- --quickstart: the quick-start's pod against the dev cluster
-# docs/quickstart-kubernetes.md's values (ci/quickstart-values.yaml, which tests/docs_names.rs
+# docs/quickstart-kubernetes.md's values (ci/quickstart-values.yaml, which tests/it/docs_names.rs
 # holds equal to the doc's block) rendered by the chart and its connector container run as
 # Kubernetes would run it (deploy/docker/pod_from_chart.py: args, env, user and groups, read-only
 # root, mounts), then `slurm-connector check` in it, as the doc's `kubectl exec … check` step.

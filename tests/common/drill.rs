@@ -1,4 +1,4 @@
-//! The harness of the fault drills (tests/fault_drills/): an in-process mock-slurmrestd, the
+//! The harness of the fault drills (tests/it/fault_drills/): an in-process mock-slurmrestd, the
 //! connector in-process (`serve_with`) or as the real `slurm-connector serve` child process, a
 //! tonic client that behaves like Flyte's backend (10 s per-RPC deadline, CreateTask retried),
 //! and a phase checker that counts wrong and regressing phases.

@@ -47,10 +47,10 @@ pub enum Tier {
     /// `moto_server` on PATH (`pip install 'moto[server]'`).
     S3,
     /// `moto_server` on PATH, serving GCS's XML API to object_store's gs:// client:
-    /// tests/staging_gcs.rs.
+    /// tests/emulators/staging_gcs.rs.
     Gcs,
     /// `azurite-blob` on PATH (`npm install azurite`, its `node_modules/.bin`):
-    /// tests/staging_azure.rs.
+    /// tests/emulators/staging_azure.rs.
     Azure,
     /// The full upstream OpenAPI spec the committed one is trimmed from.
     OpenapiUpstream,

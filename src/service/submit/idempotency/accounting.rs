@@ -16,7 +16,7 @@ const PAGE_JOBS: f64 = 1000.0;
 /// ...starting with the last minute (later walks: the span the newest page of the last called
 /// for), never under PAGE_MIN_SECS (see `next_span`). An empty page calls for the rest of the walk
 /// at once: a quiet site's first listing is two pages and each later query one, as a slow
-/// slurmdbd is paid per page (tests/fault_drills/slurmdbd.rs); 20 000 jobs a day is about 140
+/// slurmdbd is paid per page (tests/it/fault_drills/slurmdbd.rs); 20 000 jobs a day is about 140
 /// pages once, then one a query. The queries every ACCOUNTING_EVERY are paged too: during a
 /// burst their overlap alone is thousands of jobs.
 const PAGE_FIRST_SECS: i64 = 60;

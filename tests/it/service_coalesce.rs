@@ -1,0 +1,403 @@
+//! Fan-out as job arrays (`FLYTE_SLURM_COALESCE_WINDOW`), through the whole service in front of
+//! mock-slurmrestd (which runs every element as real Slurm does): a burst of CreateTasks of one
+//! shape is one held submit, one release; every task is its own element with its own phase,
+//! logs and exit status; DeleteTask cancels only its element; a retried CreateTask finds its
+//! element; a retry (attempt 1) goes out alone.
+
+use crate::common;
+use common::RequestExt;
+use common::drill;
+
+use std::time::Duration;
+
+use common::mock::Mock;
+use mock_slurmrestd::MockConfig;
+use slurm_connector::proto::connector::CreateTaskRequest;
+use slurm_connector::proto::core::task_execution::Phase;
+use slurm_connector::service::{Decoded, ResourceMeta, decode_meta};
+use slurm_connector::slurmrestd::ApiVersion;
+
+use drill::{Grpc, Server, create, request, wait_terminal};
+
+const POLL: Duration = Duration::from_millis(100);
+
+struct Env {
+    mock: Mock,
+    server: Server,
+    c: Grpc,
+}
+
+/// The mock (two 8-CPU nodes, a fast "minute"), its jobs folder mounted as the cluster's shared
+/// filesystem, the connector coalescing with a 200 ms window; `api_version` pinned if given.
+async fn env(tag: &str, api_version: Option<ApiVersion>) -> Env {
+    let mock = Mock::start_with(
+        tag,
+        MockConfig {
+            nodes: 2,
+            cpus: 8,
+            minute: Duration::from_millis(300),
+            ..Mock::config()
+        },
+    )
+    .await;
+    let mut cluster = mock.cluster(mock.static_auth(), None);
+    let jobs = mock.jobs();
+    cluster.shared_mounts = vec![(jobs.display().to_string(), jobs)];
+    cluster.api_version = api_version;
+    let mut d = common::mock::deployment(cluster, POLL);
+    d.coalesce = slurm_connector::config::Coalesce::Window(Duration::from_millis(200));
+    let server = Server::start(d).await;
+    let c = server.client().await;
+    Env { mock, server, c }
+}
+
+impl Env {
+    async fn stop(self) {
+        self.server.stop().await;
+        self.mock.stop().await;
+    }
+}
+
+fn meta_of(meta: &[u8]) -> ResourceMeta {
+    match decode_meta(meta).unwrap() {
+        Decoded::Ours(m) => m,
+        Decoded::Python { .. } => panic!(),
+    }
+}
+
+/// With `sbatch_options: {no-coalesce: true}`.
+fn no_coalesce(mut req: CreateTaskRequest) -> CreateTaskRequest {
+    use prost_types::value::Kind;
+    let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
+    let opts = custom
+        .fields
+        .entry("sbatch_options".into())
+        .or_insert(prost_types::Value {
+            kind: Some(Kind::StructValue(Default::default())),
+        });
+    let Some(Kind::StructValue(o)) = &mut opts.kind else {
+        panic!("sbatch_options is not a Struct: {opts:?}")
+    };
+    o.fields.insert(
+        "no-coalesce".into(),
+        prost_types::Value {
+            kind: Some(Kind::BoolValue(true)),
+        },
+    );
+    req
+}
+
+/// Each element prints its own run name (its own environment) and element `run-3` fails.
+const SCRIPT: &str = "#!/bin/bash\necho \"ran $FLYTE_INTERNAL_EXECUTION_ID\"\n\
+    if [ \"$FLYTE_INTERNAL_EXECUTION_ID\" = run-3 ]; then echo \"run-3 broke\" >&2; exit 3; fi\n\
+    sleep 0.5\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_one_shape_is_one_array_and_every_element_is_its_own_task() {
+    let env = env("burst", None).await;
+    let (mock, c) = (&env.mock.handle, env.c.clone());
+    let n = 12;
+    let creates = (0..n).map(|i| {
+        let mut c = c.clone();
+        async move {
+            create(&mut c, request(0, SCRIPT).run_name(&format!("run-{i}")))
+                .await
+                .unwrap()
+        }
+    });
+    let metas: Vec<Vec<u8>> = futures::future::join_all(creates).await;
+    let ms: Vec<ResourceMeta> = metas.iter().map(|m| meta_of(m)).collect();
+    let array = ms[0].job_id;
+    assert_ne!(array.0, 0, "answered with its job, not deferred");
+    let mut indices: Vec<u32> = ms
+        .iter()
+        .map(|m| {
+            assert_eq!(m.job_id, array, "one array for the burst");
+            assert_eq!(m.array.as_deref(), Some(&*format!("0-{}", n - 1)));
+            m.element.expect("each task is an element")
+        })
+        .collect();
+    indices.sort();
+    assert_eq!(indices, (0..n as u32).collect::<Vec<_>>());
+    assert_eq!(mock.stats().count("submit"), 1, "one submit for {n} tasks");
+
+    // A retried CreateTask of one element finds it.
+    let mut c2 = c.clone();
+    let again = create(&mut c2, request(0, SCRIPT).run_name("run-5"))
+        .await
+        .unwrap();
+    let again = meta_of(&again);
+    let five = ms.iter().find(|m| m.job_name == again.job_name).unwrap();
+    assert_eq!((again.job_id, again.element), (five.job_id, five.element));
+    assert_eq!(mock.stats().count("submit"), 1, "nothing submitted again");
+
+    // Tasks that opt out (`sbatch_options: {no-coalesce: true}`) are jobs of their own, even in
+    // a burst of one shape.
+    let alone = (0..3).map(|i| {
+        let mut c = c.clone();
+        async move {
+            let req = no_coalesce(request(0, SCRIPT).run_name(&format!("alone-{i}")));
+            meta_of(&create(&mut c, req).await.unwrap())
+        }
+    });
+    let alone: Vec<ResourceMeta> = futures::future::join_all(alone).await;
+    let ids: std::collections::BTreeSet<_> = alone.iter().map(|m| m.job_id).collect();
+    assert!(alone.iter().all(|m| m.element.is_none() && m.job_id.0 != 0));
+    assert_eq!(ids.len(), 3, "three jobs: {alone:?}");
+    assert_eq!(mock.stats().count("submit"), 4, "one submit each");
+
+    for (meta, m) in metas.iter().zip(&ms) {
+        let mut c = c.clone();
+        let r = wait_terminal(&mut c, meta, 30).await;
+        let run = m.job_name.clone();
+        let out = std::fs::read_to_string(&m.stdout).unwrap_or_default();
+        let own = out
+            .trim()
+            .strip_prefix("ran ")
+            .unwrap_or_default()
+            .to_string();
+        assert!(own.starts_with("run-"), "{run}: {out:?}");
+        let named = format!("Slurm job {}_{}", m.job_id, m.element.unwrap());
+        assert!(
+            r.message.contains(&named),
+            "names the array and its element: {}",
+            r.message
+        );
+        if own == "run-3" {
+            assert_eq!(r.phase, Phase::RetryableFailed as i32, "{}", r.message);
+            assert!(
+                r.message.contains("run-3 broke"),
+                "its own stderr tail: {}",
+                r.message
+            );
+        } else {
+            assert_eq!(r.phase, Phase::Succeeded as i32, "{own}: {}", r.message);
+        }
+    }
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_one_element_leaves_the_others_and_a_retry_goes_alone() {
+    let env = env("delete", None).await;
+    let c = env.c.clone();
+    let long = "#!/bin/bash\nsleep 3\n";
+    let creates = (0..3).map(|i| {
+        let mut c = c.clone();
+        async move {
+            create(&mut c, request(0, long).run_name(&format!("del-{i}")))
+                .await
+                .unwrap()
+        }
+    });
+    let metas: Vec<Vec<u8>> = futures::future::join_all(creates).await;
+    let ms: Vec<ResourceMeta> = metas.iter().map(|m| meta_of(m)).collect();
+    assert!(
+        ms.iter()
+            .all(|m| m.job_id == ms[0].job_id && m.element.is_some())
+    );
+    let mut c1 = c.clone();
+    let mut del = tonic::Request::new(slurm_connector::proto::connector::DeleteTaskRequest {
+        resource_meta: metas[1].clone(),
+        ..Default::default()
+    });
+    del.set_timeout(Duration::from_secs(10));
+    c1.delete_task(del).await.unwrap();
+    let r = wait_terminal(&mut c1, &metas[1], 30).await;
+    assert_eq!(r.phase, Phase::Aborted as i32, "{}", r.message);
+    for i in [0, 2] {
+        let r = wait_terminal(&mut c1, &metas[i], 30).await;
+        assert_eq!(
+            r.phase,
+            Phase::Succeeded as i32,
+            "element {i}: {}",
+            r.message
+        );
+    }
+    // A retry is a job of its own.
+    let retry = create(&mut c1, request(1, long).run_name("del-1"))
+        .await
+        .unwrap();
+    let retry = meta_of(&retry);
+    assert_eq!(retry.element, None);
+    assert_ne!(retry.job_id, ms[0].job_id);
+    env.stop().await;
+}
+
+/// DeleteTask of an element still pending: slurmctld drops it without a trace (the mock does as
+/// the recordings show), and its task ends ABORTED all the same, not lost; the others run on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_element_deleted_ends_aborted() {
+    let env = env("delete-pending", None).await;
+    let c = env.c.clone();
+    // Each element takes a whole node (two nodes of 8 CPUs): one of the three waits.
+    let wide = "#!/bin/bash\n#SBATCH --cpus-per-task=8\nsleep 2\n";
+    let creates = (0..3).map(|i| {
+        let mut c = c.clone();
+        async move {
+            create(&mut c, request(0, wide).run_name(&format!("wide-{i}")))
+                .await
+                .unwrap()
+        }
+    });
+    let metas: Vec<Vec<u8>> = futures::future::join_all(creates).await;
+    assert!(metas.iter().all(|m| meta_of(m).element.is_some()));
+    let mut c1 = c.clone();
+    let waiting = 'found: {
+        for _ in 0..100 {
+            let mut phases = Vec::new();
+            for m in &metas {
+                phases.push(drill::get(&mut c1, m).await.0.unwrap().phase);
+            }
+            let running = phases
+                .iter()
+                .filter(|p| **p == Phase::Running as i32)
+                .count();
+            if running == 2
+                && let Some(i) = phases.iter().position(|p| *p == Phase::Queued as i32)
+            {
+                break 'found i;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("never two elements running and one queued");
+    };
+    let mut del = tonic::Request::new(slurm_connector::proto::connector::DeleteTaskRequest {
+        resource_meta: metas[waiting].clone(),
+        ..Default::default()
+    });
+    del.set_timeout(Duration::from_secs(10));
+    c1.delete_task(del).await.unwrap();
+    let r = wait_terminal(&mut c1, &metas[waiting], 30).await;
+    assert_eq!(r.phase, Phase::Aborted as i32, "{}", r.message);
+    for (i, m) in metas.iter().enumerate().filter(|(i, _)| *i != waiting) {
+        let r = wait_terminal(&mut c1, m, 30).await;
+        assert_eq!(
+            r.phase,
+            Phase::Succeeded as i32,
+            "element {i}: {}",
+            r.message
+        );
+    }
+    // Still ABORTED once the others ended and the array's record is complete.
+    let r = wait_terminal(&mut c1, &metas[waiting], 5).await;
+    assert_eq!(r.phase, Phase::Aborted as i32, "{}", r.message);
+    env.stop().await;
+}
+
+/// The other disagreement with sbatch (issue 27): `--cores-per-socket` on a cluster whose chosen
+/// version (v0.0.42 here, as 24.11's) lacks `cores_per_socket` goes through a version it also
+/// serves that has it (v0.0.40), instead of being refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_the_chosen_version_cannot_express_goes_through_one_that_can() {
+    let env = env("version", Some(ApiVersion::V0042)).await;
+    let mut c = env.c.clone();
+    let before = env.mock.handle.stats().count_version("v0.0.40");
+    let script = "#!/bin/bash\n#SBATCH --cores-per-socket=2\ntrue\n";
+    // Attempt 1: a job of its own (coalescing is not what this is about). Without the
+    // fixture's `--comment`: the release must remove the check's mark all the same.
+    let mut req = request(1, script).run_name("cps");
+    let custom = req.template.as_mut().unwrap().custom.as_mut().unwrap();
+    let Some(prost_types::value::Kind::StructValue(opts)) = custom
+        .fields
+        .get_mut("sbatch_options")
+        .and_then(|v| v.kind.as_mut())
+    else {
+        panic!("the fixture has sbatch_options")
+    };
+    assert!(opts.fields.remove("comment").is_some());
+    let meta = create(&mut c, req).await.unwrap();
+    let m = meta_of(&meta);
+    assert_ne!(m.job_id.0, 0);
+    let stats = env.mock.handle.stats();
+    assert!(
+        stats.count_version("v0.0.40") > before,
+        "submitted through v0.0.40: {:?}",
+        stats.api_versions
+    );
+    let r = wait_terminal(&mut c, &meta, 30).await;
+    assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
+    // Released, its mark removed though the task has no comment of its own.
+    let client =
+        slurm_connector::slurmrestd::Client::new(slurm_connector::slurmrestd::ClientConfig::new(
+            "mock",
+            url::Url::parse(&env.mock.handle.url()).unwrap(),
+            slurm_connector::slurmrestd::Auth::Static {
+                token: slurm_connector::slurmrestd::Secret::new(env.mock.token()),
+            },
+        ))
+        .unwrap();
+    let job = client.job(m.job_id).await.unwrap().expect("still listed");
+    assert!(
+        !job.comment.unwrap_or_default().contains("slurm-connector"),
+        "the check's mark is gone"
+    );
+    env.stop().await;
+}
+
+/// Two replicas coalescing the same burst at once (Flyte's backend retrying each CreateTask on
+/// the other): each execution runs once, and both replicas answer it with the same element.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_coalescing_the_same_burst_run_each_execution_once() {
+    let env = env("replicas", None).await;
+    let mut d = common::mock::deployment(
+        {
+            let mut c = env.mock.cluster(env.mock.static_auth(), None);
+            let jobs = env.mock.jobs();
+            c.shared_mounts = vec![(jobs.display().to_string(), jobs)];
+            c
+        },
+        POLL,
+    );
+    d.coalesce = slurm_connector::config::Coalesce::Window(Duration::from_millis(200));
+    let other = Server::start(d).await;
+    let c2 = other.client().await;
+    let counts = env.mock.jobs();
+    let script = format!(
+        "#!/bin/bash\necho ran >> {}/\"$FLYTE_INTERNAL_EXECUTION_ID\".count\nsleep 0.3\n",
+        counts.display()
+    );
+    let n = 10;
+    let both = (0..n).flat_map(|i| {
+        [env.c.clone(), c2.clone()].map(|c| {
+            let script = script.clone();
+            async move {
+                let mut c = c;
+                let run = format!("twice-{i}");
+                let meta = create(&mut c, request(0, &script).run_name(&run))
+                    .await
+                    .unwrap();
+                (run, meta)
+            }
+        })
+    });
+    let answers: Vec<(String, Vec<u8>)> = futures::future::join_all(both).await;
+    let mut c = env.c.clone();
+    for pair in answers.chunks(2) {
+        let (a, b) = (meta_of(&pair[0].1), meta_of(&pair[1].1));
+        assert_eq!(
+            (a.job_id, a.element),
+            (b.job_id, b.element),
+            "{}: both replicas answer with the one element",
+            pair[0].0
+        );
+        let r = wait_terminal(&mut c, &pair[0].1, 30).await;
+        assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
+    }
+    // Both windows end together, so both replicas usually submit an array (3 of 4 runs
+    // measured): the check then settles each element against the other array's.
+    // Give any duplicate the time to run, then count.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for i in 0..n {
+        let f = counts.join(format!("twice-{i}.count"));
+        let ran = std::fs::read_to_string(&f).unwrap_or_default();
+        assert_eq!(
+            ran.lines().count(),
+            1,
+            "twice-{i} ran {} times",
+            ran.lines().count()
+        );
+    }
+    other.stop().await;
+    env.stop().await;
+}
