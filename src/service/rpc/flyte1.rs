@@ -5,8 +5,6 @@
 //! rules, replicas protocol, failure classes and metrics (counted under the task type).
 
 use std::pin::Pin;
-use std::time::Instant;
-
 use tonic::{Request, Response, Status};
 
 use crate::proto::connector as v2;
@@ -23,7 +21,8 @@ use crate::proto::flyte1::service::async_agent_service_server::AsyncAgentService
 use crate::service::ServiceError;
 use crate::service::wire::flyte1;
 
-use super::grpc::{CONNECTOR_NAME, Grpc, check_name, task_type_label};
+use super::grpc::Protocol::Flyte1 as F1;
+use super::grpc::{CONNECTOR_NAME, Grpc, Op, check_name, task_type_label};
 
 fn category(c: Option<&TaskCategory>) -> String {
     task_type_label(c.map(|c| c.name.as_str()))
@@ -37,62 +36,54 @@ impl AsyncAgentService for Grpc {
         &self,
         req: Request<CreateTaskRequest>,
     ) -> Result<Response<CreateTaskResponse>, Status> {
-        let started = Instant::now();
         let req = req.into_inner();
         let task_type = req
             .template
             .as_ref()
             .map(|t| t.r#type.clone())
             .unwrap_or_default();
-        let r = match flyte1::request(&req) {
-            Ok(request) => self.0.create_task(request).await,
-            Err(e) => Err(ServiceError::Invalid(e.to_string())),
+        let create = async {
+            let request =
+                flyte1::request(&req).map_err(|e| ServiceError::Invalid(e.to_string()))?;
+            self.0.create_task(request).await
         };
-        let r = self.finish(&task_type, "create", started, r);
-        if let Err(s) = &r {
-            tracing::warn!(task_type, code = ?s.code(), message = s.message(), "CreateTask (Flyte 1) failed");
-        }
-        r.map(|meta| {
-            Response::new(CreateTaskResponse {
-                resource_meta: meta,
-            })
-        })
+        let meta = self.handle(F1, &task_type, Op::Create, create).await?;
+        Ok(Response::new(CreateTaskResponse {
+            resource_meta: meta,
+        }))
     }
 
     async fn get_task(
         &self,
         req: Request<GetTaskRequest>,
     ) -> Result<Response<GetTaskResponse>, Status> {
-        let started = Instant::now();
         let req = req.into_inner();
         let task_type = category(req.task_category.as_ref());
-        let r = self.0.get(&req.resource_meta).await;
-        let r = self.finish(&task_type, "get", started, r);
-        r.map(|resource| {
-            Response::new(GetTaskResponse {
-                resource: Some(flyte1::resource(resource)),
-            })
-        })
+        let resource = self
+            .handle(F1, &task_type, Op::Get, self.0.get(&req.resource_meta))
+            .await?;
+        Ok(Response::new(GetTaskResponse {
+            resource: Some(flyte1::resource(resource)),
+        }))
     }
 
     async fn delete_task(
         &self,
         req: Request<DeleteTaskRequest>,
     ) -> Result<Response<DeleteTaskResponse>, Status> {
-        let started = Instant::now();
         let req = req.into_inner();
         let task_type = category(req.task_category.as_ref());
         // Flyte 1's request has no connection: the job's own user cancels it.
-        let r = self.0.delete(&req.resource_meta, &Default::default()).await;
-        let r = self.finish(&task_type, "delete", started, r);
-        r.map(|()| Response::new(DeleteTaskResponse {}))
+        let no_token = Default::default();
+        let delete = self.0.delete(&req.resource_meta, &no_token);
+        self.handle(F1, &task_type, Op::Delete, delete).await?;
+        Ok(Response::new(DeleteTaskResponse {}))
     }
 
     async fn get_task_metrics(
         &self,
         req: Request<GetTaskMetricsRequest>,
     ) -> Result<Response<GetTaskMetricsResponse>, Status> {
-        let started = Instant::now();
         let req = req.into_inner();
         let task_type = category(req.task_category.as_ref());
         let v2_req = v2::GetTaskMetricsRequest {
@@ -103,19 +94,18 @@ impl AsyncAgentService for Grpc {
             step: req.step,
             task_category: None,
         };
-        let r = self.0.task_metrics(&v2_req).await;
-        let r = self.finish(&task_type, "get_metrics", started, r);
-        r.map(|results| {
-            Response::new(GetTaskMetricsResponse {
-                results: results
-                    .into_iter()
-                    .map(|m| ExecutionMetricResult {
-                        metric: m.metric,
-                        data: m.data,
-                    })
-                    .collect(),
-            })
-        })
+        let results = self
+            .handle(F1, &task_type, Op::Metrics, self.0.task_metrics(&v2_req))
+            .await?;
+        Ok(Response::new(GetTaskMetricsResponse {
+            results: results
+                .into_iter()
+                .map(|m| ExecutionMetricResult {
+                    metric: m.metric,
+                    data: m.data,
+                })
+                .collect(),
+        }))
     }
 
     type GetTaskLogsStream = LogStream;
@@ -124,11 +114,10 @@ impl AsyncAgentService for Grpc {
         &self,
         req: Request<GetTaskLogsRequest>,
     ) -> Result<Response<LogStream>, Status> {
-        let started = Instant::now();
         let req = req.into_inner();
         let task_type = category(req.task_category.as_ref());
-        let r = self.0.logs(&req.resource_meta, req.lines).await;
-        let lines = self.finish(&task_type, "get_logs", started, r)?;
+        let logs = self.0.logs(&req.resource_meta, req.lines);
+        let lines = self.handle(F1, &task_type, Op::Logs, logs).await?;
         #[allow(deprecated)]
         let body = GetTaskLogsResponse {
             part: Some(get_task_logs_response::Part::Body(

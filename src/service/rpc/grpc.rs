@@ -5,6 +5,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
+use Protocol::Flyte2 as F2;
+
 use tonic::{Request, Response, Status};
 
 use crate::proto::connector::async_connector_service_server::AsyncConnectorService;
@@ -69,23 +71,58 @@ pub(super) fn check_name(asked: &str, what: &str) -> Result<(), Status> {
     )))
 }
 
+/// The operations of either protocol, as the per-RPC metrics label them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Op {
+    Create,
+    Get,
+    Delete,
+    Metrics,
+    Logs,
+}
+
+impl Op {
+    fn label(self) -> &'static str {
+        match self {
+            Op::Create => "create",
+            Op::Get => "get",
+            Op::Delete => "delete",
+            Op::Metrics => "get_metrics",
+            Op::Logs => "get_logs",
+        }
+    }
+}
+
+/// Which front end a call came through, for the log line of a failed CreateTask.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Protocol {
+    Flyte2,
+    Flyte1,
+}
+
 impl Grpc {
-    /// The one place an operation's outcome becomes the wire's: its `Status`, counted in the
-    /// per-RPC metrics (latency, code) under the task type.
-    pub(super) fn finish<T>(
+    /// The one place an operation of either protocol meets the wire: timed, its outcome counted
+    /// in the per-RPC metrics (latency, code) under the task type, its error mapped to a `Status`
+    /// once. A failed CreateTask is logged too: it is the call a user's run waits on, and its
+    /// message is all the backend shows. Each handler is then only its conversions.
+    pub(super) async fn handle<T>(
         &self,
+        protocol: Protocol,
         task_type: &str,
-        op: &str,
-        started: Instant,
-        r: Result<T, crate::service::ServiceError>,
+        op: Op,
+        work: impl Future<Output = Result<T, crate::service::ServiceError>>,
     ) -> Result<T, Status> {
-        let r = r.map_err(Status::from);
+        let started = Instant::now();
+        let r = work.await.map_err(Status::from);
         self.0.metrics.observe(
             task_type,
-            op,
+            op.label(),
             started.elapsed(),
             r.as_ref().err().map(|s| s.code()),
         );
+        if let (Op::Create, Err(s)) = (op, &r) {
+            tracing::warn!(task_type, ?protocol, code = ?s.code(), message = s.message(), "CreateTask failed");
+        }
         r
     }
 }
@@ -98,49 +135,38 @@ impl AsyncConnectorService for Grpc {
         &self,
         req: Request<CreateTaskRequest>,
     ) -> Result<Response<CreateTaskResponse>, Status> {
-        let started = Instant::now();
         let req = req.into_inner();
         let task_type = req
             .template
             .as_ref()
             .map(|t| t.r#type.clone())
             .unwrap_or_default();
-        let r = self.finish(&task_type, "create", started, self.0.create(&req).await);
-        if let Err(s) = &r {
-            tracing::warn!(task_type, code = ?s.code(), message = s.message(), "CreateTask failed");
-        }
-        r.map(|meta| {
-            Response::new(CreateTaskResponse {
-                resource_meta: meta,
-            })
-        })
+        let meta = self
+            .handle(F2, &task_type, Op::Create, self.0.create(&req))
+            .await?;
+        Ok(Response::new(CreateTaskResponse {
+            resource_meta: meta,
+        }))
     }
 
     async fn get_task(
         &self,
         req: Request<GetTaskRequest>,
     ) -> Result<Response<GetTaskResponse>, Status> {
-        let started = Instant::now();
         let req = req.into_inner();
         let task_type = category(req.task_category.as_ref());
-        let r = self.finish(
-            &task_type,
-            "get",
-            started,
-            self.0.get(&req.resource_meta).await,
-        );
-        r.map(|resource| {
-            Response::new(GetTaskResponse {
-                resource: Some(resource),
-            })
-        })
+        let resource = self
+            .handle(F2, &task_type, Op::Get, self.0.get(&req.resource_meta))
+            .await?;
+        Ok(Response::new(GetTaskResponse {
+            resource: Some(resource),
+        }))
     }
 
     async fn delete_task(
         &self,
         req: Request<DeleteTaskRequest>,
     ) -> Result<Response<DeleteTaskResponse>, Status> {
-        let started = Instant::now();
         let req = req.into_inner();
         let task_type = category(req.task_category.as_ref());
         let token = req
@@ -148,21 +174,21 @@ impl AsyncConnectorService for Grpc {
             .as_ref()
             .map(|c| c.secrets.clone())
             .unwrap_or_default();
-        let r = self.0.delete(&req.resource_meta, &token).await;
-        let r = self.finish(&task_type, "delete", started, r);
-        r.map(|()| Response::new(DeleteTaskResponse {}))
+        let delete = self.0.delete(&req.resource_meta, &token);
+        self.handle(F2, &task_type, Op::Delete, delete).await?;
+        Ok(Response::new(DeleteTaskResponse {}))
     }
 
     async fn get_task_metrics(
         &self,
         req: Request<GetTaskMetricsRequest>,
     ) -> Result<Response<GetTaskMetricsResponse>, Status> {
-        let started = Instant::now();
         let req = req.into_inner();
         let task_type = category(req.task_category.as_ref());
-        let r = self.0.task_metrics(&req).await;
-        let r = self.finish(&task_type, "get_metrics", started, r);
-        r.map(|results| Response::new(GetTaskMetricsResponse { results }))
+        let results = self
+            .handle(F2, &task_type, Op::Metrics, self.0.task_metrics(&req))
+            .await?;
+        Ok(Response::new(GetTaskMetricsResponse { results }))
     }
 
     type GetTaskLogsStream = LogStream;
@@ -171,12 +197,10 @@ impl AsyncConnectorService for Grpc {
         &self,
         req: Request<GetTaskLogsRequest>,
     ) -> Result<Response<LogStream>, Status> {
-        let started = Instant::now();
         let req = req.into_inner();
         let task_type = category(req.task_category.as_ref());
-        let r = self.0.logs(&req.resource_meta, req.lines).await;
-        let r = self.finish(&task_type, "get_logs", started, r);
-        let lines = r?;
+        let logs = self.0.logs(&req.resource_meta, req.lines);
+        let lines = self.handle(F2, &task_type, Op::Logs, logs).await?;
         let body = GetTaskLogsResponse {
             part: Some(get_task_logs_response::Part::Body(
                 GetTaskLogsResponseBody {
