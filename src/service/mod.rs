@@ -156,7 +156,7 @@ impl Connector {
         let lock = rt.executions.lock(key);
         let _one_at_a_time = lock.lock().await;
         if let Some(m) = rt.executions.job(key) {
-            tracing::info!(cluster = %rt.cfg.name, job_id = %m.job_id, key, "CreateTask repeated: returning the job already submitted");
+            tracing::info!(cluster = %rt.cfg.name, job_id = %m.job_id, key, flyte = %flyte_identity(&request.spec.exec), "CreateTask repeated: returning the job already submitted");
             self.metrics
                 .duplicate_creates
                 .get_or_create(&cluster_label(&rt))
@@ -170,7 +170,12 @@ impl Connector {
             Some(t) => rt.submit_client_for(Some(t)),
             None => rt.submit_client_as(task.slurm_user.as_deref()),
         };
-        let on_done = self.on_submitted(&rt, Some(api_version), task.rendered.job_name.clone());
+        let on_done = self.on_submitted(
+            &rt,
+            Some(api_version),
+            task.rendered.job_name.clone(),
+            Some(flyte_identity(&spec.exec)),
+        );
         let progress = self
             .start_submit(
                 &rt,
@@ -260,12 +265,15 @@ impl Connector {
     }
 
     /// The bookkeeping once a paced submit has its job (run in the submit's own task, which may
-    /// outlive the CreateTask that started it).
+    /// outlive the CreateTask that started it). `flyte`: the execution it is for, when the
+    /// request is at hand (a takeover by GetTask has only the meta), so an operator can find a
+    /// run's jobs in the log (`flyte=project/domain/run/action#attempt`).
     fn on_submitted(
         &self,
         rt: &Arc<ClusterRuntime>,
         api_version: Option<ApiVersion>,
         job_name: String,
+        flyte: Option<String>,
     ) -> deferred::OnDone {
         let (rt, metrics) = (rt.clone(), self.metrics.clone());
         Box::new(move |m: &ResourceMeta, submitted: Submitted| {
@@ -277,7 +285,7 @@ impl Connector {
             rt.track(m);
             if matches!(submitted, Submitted::Fresh(_)) {
                 metrics.submits.get_or_create(&cluster_label(&rt)).inc();
-                tracing::info!(cluster = %rt.cfg.name, api_version = ?api_version, job_id = %job_id, job_name = %job_name, "submitted");
+                tracing::info!(cluster = %rt.cfg.name, api_version = ?api_version, job_id = %job_id, job_name = %job_name, flyte = flyte.as_deref().unwrap_or("-"), "submitted");
             } else {
                 tracing::info!(cluster = %rt.cfg.name, job_id = %job_id, ?submitted, "CreateTask for an execution that already has a job on the cluster: answering with it");
                 metrics
@@ -424,10 +432,19 @@ impl Connector {
         let Some(d) = m.deferred.clone() else {
             return Ok((rt, Ok(m)));
         };
-        let on_done = || self.on_submitted(&rt, rt.client.api_version(), m.job_name.clone());
+        let on_done = || self.on_submitted(&rt, rt.client.api_version(), m.job_name.clone(), None);
         let resolved = deferred::resolve(&rt, m.clone(), &d, on_done).await;
         Ok((rt, resolved))
     }
+}
+
+/// The execution as the log names it: `project/domain/run/action#attempt`, what an operator
+/// greps for to find a Flyte run's Slurm jobs.
+fn flyte_identity(e: &render::ExecutionIdentity) -> String {
+    format!(
+        "{}/{}/{}/{}#{}",
+        e.project, e.domain, e.run_name, e.action_name, e.attempt
+    )
 }
 
 /// The API version to render for: the one the cluster serves (chosen at start, or now when it
