@@ -54,12 +54,19 @@ enum Command {
     },
     /// Preflight the configured cluster(s): reachable, token accepted, API version, partitions,
     /// job files through staging, object store writable. Exits non-zero on any ✗.
+    /// With --connector, instead: a running connector as Flyte's backend reaches it.
     Check {
-        #[arg(long)]
+        #[arg(long, conflicts_with = "connector")]
         config: Option<PathBuf>,
         /// An output prefix to test writing to (e.g. s3://bucket/flyte-outputs).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "connector")]
         output_prefix: Option<String>,
+        /// Check a running connector from here instead (HOST:PORT or http://HOST:PORT, e.g.
+        /// slurm-connector.flyte.svc.cluster.local:8000): gRPC health SERVING and the task types
+        /// of both protocols. Run it in a pod with Flyte's backend's labels to test the
+        /// NetworkPolicy.
+        #[arg(long, value_name = "URL")]
+        connector: Option<String>,
     },
     /// Drive a running connector like Flyte's backend would: create, poll to the end, show logs.
     Submit(cli::submit::SubmitArgs),
@@ -136,8 +143,16 @@ fn run(command: Command) -> Result<u8, Failure> {
                 Ok(0)
             }
             Command::Check {
+                connector: Some(url),
+                ..
+            } => {
+                let rows = cli::check::check_connector(&url).await;
+                Ok(if cli::check::print(&rows) { 0 } else { 1 })
+            }
+            Command::Check {
                 config,
                 output_prefix,
+                connector: None,
             } => match cli::check::run(config.as_deref(), output_prefix.as_deref()).await {
                 Ok(all_good) => Ok(if all_good { 0 } else { 1 }),
                 Err(e) => Err(Failure::setup(e)),

@@ -241,3 +241,64 @@ async fn coalescing_follows_the_clusters_slurm_conf() {
     let row = coalescing("hpc", Coalesce::Auto, Ok(None));
     assert!(row.ok && row.detail.contains("v0.0.45"), "{row:?}");
 }
+
+/// `check --connector`: a running connector, as Flyte's backend meets it — SERVING, and the task
+/// types of both protocols — then the two ways it is not reachable: a refusal (wrong port) and
+/// no answer (what a NetworkPolicy that drops the caller looks like), each naming what to fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_connector_reaches_both_protocols_and_names_why_not() {
+    use slurm_connector::cli::check::check_connector;
+    let mock = common::mock::Mock::start(
+        "check-connector",
+        Duration::from_secs(600),
+        Default::default(),
+    )
+    .await;
+    let server = common::server::Server::start(mock.deployment(Duration::from_millis(200))).await;
+    common::server::connect(server.addr).await;
+    let rows = check_connector(&server.addr.to_string()).await;
+    let row = |rows: &[slurm_connector::cli::check::Check], what: &str| {
+        rows.iter()
+            .find(|r| r.what == what)
+            .unwrap_or_else(|| panic!("no row {what}: {rows:#?}"))
+            .clone()
+    };
+    assert!(rows.iter().all(|r| r.ok), "{rows:#?}");
+    assert!(row(&rows, "gRPC reachable").detail.ends_with("SERVING"));
+    assert_eq!(
+        row(&rows, "Flyte 2 connector service").detail,
+        "task types slurm, slurm_script"
+    );
+    assert_eq!(
+        row(&rows, "Flyte 1 agent service").detail,
+        "task types slurm_fn, slurm"
+    );
+    server.stop().await;
+
+    // Refused: nothing listens there any more.
+    let refused = check_connector(&format!("http://127.0.0.1:{}", common::free_port())).await;
+    assert_eq!(refused.len(), 1, "{refused:#?}");
+    assert!(!refused[0].ok);
+    assert!(
+        refused[0].detail.contains("wrong host or port"),
+        "{refused:#?}"
+    );
+
+    // No answer: a listener that accepts and never speaks HTTP/2, as a dropped connection does.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = silent.local_addr().unwrap();
+    let _held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((s, _)) = silent.accept().await {
+            open.push(s);
+        }
+    });
+    let dropped = check_connector(&addr.to_string()).await;
+    assert_eq!(dropped.len(), 1, "{dropped:#?}");
+    assert!(!dropped[0].ok);
+    assert!(dropped[0].detail.contains("NetworkPolicy"), "{dropped:#?}");
+
+    // TLS is said to be out of its reach, with the tool that can.
+    let tls = check_connector("https://connector.example:8000").await;
+    assert!(!tls[0].ok && tls[0].detail.contains("grpcurl"), "{tls:#?}");
+}
