@@ -402,3 +402,49 @@ async fn delete_aborts_and_list_agents_names_both_task_types() {
     server.stop().await;
     env.stop().await;
 }
+
+/// Flyte >= 1.15's `connector-service` plugin calls `flyteidl.service.AsyncConnectorService`,
+/// which is not served: every method answers UNIMPLEMENTED with what to route to instead, not
+/// tonic's bare "Operation is not implemented".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flyte1_connector_service_is_refused_naming_the_agent_service() {
+    let (_env, server) = start("flyte1-connector-service").await;
+    agent(&server).await; // listening
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", server.addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    for method in ["CreateTask", "GetTask", "DeleteTask"] {
+        let mut grpc = tonic::client::Grpc::new(channel.clone());
+        grpc.ready().await.unwrap();
+        let path = format!("/flyteidl.service.AsyncConnectorService/{method}");
+        let r: Result<tonic::Response<()>, tonic::Status> = grpc
+            .unary(
+                tonic::Request::new(()),
+                path.parse().unwrap(),
+                tonic_prost::ProstCodec::<(), ()>::default(),
+            )
+            .await;
+        let status = r.expect_err("refused");
+        assert_eq!(
+            status.code(),
+            tonic::Code::Unimplemented,
+            "{method}: {status:?}"
+        );
+        assert!(
+            status.message().contains("agent-service")
+                && status.message().contains("AsyncAgentService"),
+            "{method}: {}",
+            status.message()
+        );
+    }
+    // The agent service beside it still answers.
+    let agents = AgentMetadataServiceClient::new(channel)
+        .list_agents(slurm_connector::proto::flyte1::admin::ListAgentsRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(agents.agents.len(), 1);
+    server.stop().await;
+}

@@ -160,3 +160,42 @@ impl AgentMetadataService for Grpc {
         }))
     }
 }
+
+/// Flyte ≥ 1.15's `connector-service` plugin calls `flyteidl.service.AsyncConnectorService`,
+/// whose messages are not the agent protocol's: not served. Without this every call would be a
+/// bare UNIMPLEMENTED that names nothing to fix; with it, the answer says which plugin to route
+/// the task types to instead (`docs/deploy.md`, "Routing Flyte's task types").
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Flyte1ConnectorRefusal;
+
+/// What every call of [`Flyte1ConnectorRefusal`] answers.
+pub(crate) const FLYTE1_CONNECTOR_REFUSAL: &str = "this connector serves Flyte 1 through \
+    flyteidl.service.AsyncAgentService, not AsyncConnectorService: route the task types (slurm_fn, \
+    slurm) to flytepropeller's `agent-service` plugin, not `connector-service` \
+    (deploy/flyte/values-flyte1-core.yaml)";
+
+impl tonic::server::NamedService for Flyte1ConnectorRefusal {
+    const NAME: &'static str = "flyteidl.service.AsyncConnectorService";
+}
+
+impl tonic::codegen::Service<tonic::codegen::http::Request<tonic::body::Body>>
+    for Flyte1ConnectorRefusal
+{
+    type Response = tonic::codegen::http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: tonic::codegen::http::Request<tonic::body::Body>) -> Self::Future {
+        tracing::warn!(path = %req.uri().path(), "Flyte 1 connector-service call refused: route to agent-service");
+        std::future::ready(Ok(
+            Status::unimplemented(FLYTE1_CONNECTOR_REFUSAL).into_http()
+        ))
+    }
+}

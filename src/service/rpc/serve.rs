@@ -285,7 +285,9 @@ pub async fn serve_with(
         .add_service(ConnectorMetadataServiceServer::new(grpc.clone()))
         // Flyte 1's agent protocol beside it: one deployment serves both Flytes.
         .add_service(AsyncAgentServiceServer::new(grpc.clone()))
-        .add_service(AgentMetadataServiceServer::new(grpc));
+        .add_service(AgentMetadataServiceServer::new(grpc))
+        // Flyte >= 1.15's connector-service plugin: refused with what to route to instead.
+        .add_service(super::flyte1::Flyte1ConnectorRefusal);
     let stop_accepting_rx = async move {
         let _ = accepting_stopped.await;
     };
