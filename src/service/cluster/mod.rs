@@ -117,7 +117,36 @@ pub fn client_auth(cfg: &ClusterConfig) -> Result<Auth, BuildError> {
     })
 }
 
+/// What the per-cluster gauges show (`rpc/serve.rs` refreshes them every tick interval), read
+/// here so nothing outside the runtime reaches into its maps for them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Gauges {
+    pub tracked_jobs: usize,
+    pub output_transfers: usize,
+    pub executions: usize,
+    /// `None` while the index is busy (not waited for: a gauge can skip a tick).
+    pub index_jobs: Option<usize>,
+    /// Since start (a counter's total).
+    pub token_refreshes: u64,
+    /// Since start (counters' totals).
+    pub batches: crate::service::submit::batches::Totals,
+    pub batches_waiting: usize,
+}
+
 impl ClusterRuntime {
+    /// The gauges' values now ([`Gauges`]).
+    pub fn gauges(&self) -> Gauges {
+        Gauges {
+            tracked_jobs: self.tracker.len(),
+            output_transfers: self.transfers.len(),
+            executions: self.executions.len(),
+            index_jobs: self.index.size().map(|(jobs, _)| jobs),
+            token_refreshes: self.client.token_refreshes(),
+            batches: self.batches.totals(),
+            batches_waiting: self.batches.waiting(),
+        }
+    }
+
     pub fn build(
         cfg: ClusterConfig,
         tracker_cfg: TrackerConfig,

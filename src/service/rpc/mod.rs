@@ -7,6 +7,7 @@
 //!   same port, over the same `Connector` (its messages converted in `wire/flyte1.rs`).
 //! - `serve`: the listeners (gRPC, `/metrics`, `/healthz`), the per-cluster background tasks,
 //!   the drain on SIGTERM.
+//! - `tasks`: serve's long-running tasks by name, stopped together by one token.
 //! - `tls`: the server's certificate, reloaded when its files change.
 //! - `metrics`: the Prometheus registry.
 //!
@@ -16,4 +17,5 @@ pub(crate) mod flyte1;
 pub(crate) mod grpc;
 pub mod metrics;
 pub(crate) mod serve;
+mod tasks;
 pub(crate) mod tls;

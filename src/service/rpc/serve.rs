@@ -8,7 +8,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 
 use crate::config::DeploymentConfig;
 use crate::proto::connector::async_connector_service_server::AsyncConnectorServiceServer;
@@ -19,6 +18,7 @@ use crate::tracker::TrackerConfig;
 
 use super::grpc::Grpc;
 use super::metrics::{self, ClusterLabels, Metrics, RestLabels, StateLabels};
+use super::tasks::Background;
 use crate::service::Connector;
 use crate::service::cluster::{BuildError, ClusterRuntime};
 
@@ -172,74 +172,35 @@ pub async fn serve_with(
         clusters.insert(name.clone(), Arc::new(rt));
     }
 
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let stopped = |mut rx: watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
-
-    // One poll loop per cluster, plus gauges refreshed on every tick interval.
-    let mut background = Vec::new();
+    // Every long-running task, by name, under one stop signal (`tasks.rs`).
+    let mut background = Background::default();
     for rt in clusters.values() {
-        background.push(tokio::spawn(
-            rt.tracker.clone().run(stopped(stop_rx.clone())),
-        ));
-        let rt = rt.clone();
-        let mm = m.clone();
-        let interval = config.poll_interval;
-        let stop = stopped(stop_rx.clone());
-        background.push(tokio::spawn(async move {
-            let label = ClusterLabels { cluster: rt.cfg.name.clone() };
-            let mut last_refreshes = 0u64;
-            let mut last_batches = crate::service::submit::batches::Totals::default();
-            let mut tick = tokio::time::interval(interval);
-            tokio::pin!(stop);
-            loop {
-                tokio::select! {
-                    _ = &mut stop => return,
-                    _ = tick.tick() => {
-                        mm.tracked_jobs.get_or_create(&label).set(rt.tracker.len() as i64);
-                        mm.output_transfers
-                            .get_or_create(&label)
-                            .set(rt.transfers.len() as i64);
-                        let index_jobs = rt.index.size().map(|(jobs, _)| jobs);
-                        for (state, n) in [("executions", Some(rt.executions.len())), ("index_jobs", index_jobs)] {
-                            let Some(n) = n else { continue };
-                            let labels = StateLabels { cluster: rt.cfg.name.clone(), state: state.into() };
-                            mm.state_entries.get_or_create(&labels).set(n as i64);
-                        }
-                        let r = rt.client.token_refreshes();
-                        mm.token_refreshes.get_or_create(&label).inc_by(r.saturating_sub(last_refreshes));
-                        last_refreshes = r;
-                        let b = rt.batches.totals();
-                        mm.coalesced_arrays.get_or_create(&label).inc_by(b.arrays - last_batches.arrays);
-                        mm.coalesced_elements.get_or_create(&label).inc_by(b.elements - last_batches.elements);
-                        mm.coalesce_wait.get_or_create(&label).inc_by(b.wait_seconds - last_batches.wait_seconds);
-                        mm.coalesce_waiting.get_or_create(&label).set(rt.batches.waiting() as i64);
-                        last_batches = b;
-                    }
-                }
-            }
-        }));
+        let name = &rt.cfg.name;
+        let tracker = rt.tracker.clone();
+        background.spawn(format!("tracker[{name}]"), |stop| tracker.run(stop));
+        let (rt, mm, interval) = (rt.clone(), m.clone(), config.poll_interval);
+        background.spawn(format!("gauges[{name}]"), move |stop| {
+            refresh_gauges(rt, mm, interval, stop)
+        });
     }
-
     // Job-file retention: one sweeper per cluster that can reach its filesystem.
     if let Some(keep) = config.job_files_retention {
         for rt in clusters.values() {
             if let Some(j) = &rt.job_files {
                 tracing::info!(cluster = %rt.cfg.name, keep = ?keep, "removing finished jobs' files after the retention time");
-                background.push(tokio::spawn(j.clone().run_sweeps(
-                    rt.cfg.name.clone(),
-                    keep,
-                    crate::service::cluster::jobfiles::sweep_interval(keep),
-                    stopped(stop_rx.clone()),
-                )));
+                let (j, name) = (j.clone(), rt.cfg.name.clone());
+                let every = crate::service::cluster::jobfiles::sweep_interval(keep);
+                background.spawn(format!("job-file sweeper[{name}]"), move |stop| {
+                    j.run_sweeps(name, keep, every, stop)
+                });
             }
         }
     }
-
     if let Some(tls) = &tls {
-        background.push(tokio::spawn(tls.clone().watch(stopped(stop_rx.clone()))));
+        let tls = tls.clone();
+        background.spawn("certificate reloader", |stop| tls.watch(stop));
     }
+    tracing::info!(tasks = ?background.names(), "background tasks started");
     log_protections(&config, grpc_listener.local_addr().ok(), tls.as_deref());
 
     let grace = config.shutdown_grace;
@@ -260,7 +221,7 @@ pub async fn serve_with(
         m,
         serving.clone(),
         metrics_listener,
-        stopped(stop_rx.clone()),
+        background.stopped(),
     ));
     let addr = grpc_listener.local_addr().ok();
     tracing::info!(
@@ -350,13 +311,8 @@ pub async fn serve_with(
     };
     // The poll loops and sweeps stop at their next turn; one stuck in a slow slurmrestd request
     // is not waited for past the deadline (it would only have refreshed a cache).
-    let _ = stop_tx.send(true);
     let deadline = deadline.max(tokio::time::Instant::now() + BACKGROUND_STOP);
-    for mut b in background {
-        if tokio::time::timeout_at(deadline, &mut b).await.is_err() {
-            b.abort();
-        }
-    }
+    background.stop(deadline).await;
     if let Ok(Ok(Err(e))) = tokio::time::timeout_at(deadline, metrics_task).await {
         return Err(ServeError::Metrics(e));
     }
@@ -364,6 +320,43 @@ pub async fn serve_with(
         tracing::info!("shut down");
     }
     result.map_err(ServeError::from)
+}
+
+/// One cluster's gauges, refreshed every `interval` until `stop`: the runtime's sizes
+/// ([`ClusterRuntime::gauges`]) and the counters' growth since the last turn.
+async fn refresh_gauges(
+    rt: Arc<ClusterRuntime>,
+    mm: Arc<Metrics>,
+    interval: std::time::Duration,
+    stop: impl Future<Output = ()>,
+) {
+    let label = ClusterLabels {
+        cluster: rt.cfg.name.clone(),
+    };
+    let mut last = crate::service::cluster::Gauges::default();
+    let mut tick = tokio::time::interval(interval);
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = &mut stop => return,
+            _ = tick.tick() => {
+                let g = rt.gauges();
+                mm.tracked_jobs.get_or_create(&label).set(g.tracked_jobs as i64);
+                mm.output_transfers.get_or_create(&label).set(g.output_transfers as i64);
+                for (state, n) in [("executions", Some(g.executions)), ("index_jobs", g.index_jobs)] {
+                    let Some(n) = n else { continue };
+                    let labels = StateLabels { cluster: rt.cfg.name.clone(), state: state.into() };
+                    mm.state_entries.get_or_create(&labels).set(n as i64);
+                }
+                mm.token_refreshes.get_or_create(&label).inc_by(g.token_refreshes.saturating_sub(last.token_refreshes));
+                mm.coalesced_arrays.get_or_create(&label).inc_by(g.batches.arrays - last.batches.arrays);
+                mm.coalesced_elements.get_or_create(&label).inc_by(g.batches.elements - last.batches.elements);
+                mm.coalesce_wait.get_or_create(&label).inc_by(g.batches.wait_seconds - last.batches.wait_seconds);
+                mm.coalesce_waiting.get_or_create(&label).set(g.batches_waiting as i64);
+                last = g;
+            }
+        }
+    }
 }
 
 /// Who can reach the gRPC port, said once at start: identity rules decide whom a job runs as
