@@ -50,7 +50,6 @@ pub struct ClusterRuntime {
     pub client: Client,
     pub tracker: Arc<Tracker>,
     pub staging: Option<Arc<dyn Staging>>,
-    pub render: RenderConfig,
     /// This process's state of each execution (`submit/execution.rs`: one entry, one expiry).
     pub executions: Executions,
     /// CreateTasks waiting for their coalescing window (`submit/coalesce.rs`).
@@ -191,7 +190,6 @@ impl ClusterRuntime {
         tracker: Arc<Tracker>,
         staging: Option<Arc<dyn Staging>>,
     ) -> ClusterRuntime {
-        let render = render_config(&cfg);
         let terminal_ttl = tracker.terminal_ttl();
         // Fails only where a client could not be built at all, which `client` was.
         let submit_client = client
@@ -204,7 +202,6 @@ impl ClusterRuntime {
             client,
             tracker,
             staging,
-            render,
             executions: Executions::new(terminal_ttl),
             batches: Default::default(),
             coalescing: tokio::sync::OnceCell::new(),
