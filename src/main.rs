@@ -146,7 +146,7 @@ fn run(command: Command) -> Result<u8, Failure> {
                 connector: Some(url),
                 ..
             } => {
-                let rows = cli::check::check_connector(&url).await;
+                let rows = cli::connector_check::check_connector(&url).await;
                 Ok(if cli::check::print(&rows) { 0 } else { 1 })
             }
             Command::Check {

@@ -3,6 +3,7 @@
 //! runs one, and prints its [`Failure`].
 
 pub mod check;
+pub mod connector_check;
 mod embedded;
 pub mod logging;
 mod native_inputs;

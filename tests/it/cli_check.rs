@@ -247,7 +247,7 @@ async fn coalescing_follows_the_clusters_slurm_conf() {
 /// no answer (what a NetworkPolicy that drops the caller looks like), each naming what to fix.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_connector_reaches_both_protocols_and_names_why_not() {
-    use slurm_connector::cli::check::check_connector;
+    use slurm_connector::cli::connector_check::check_connector;
     let mock = common::mock::Mock::start(
         "check-connector",
         Duration::from_secs(600),

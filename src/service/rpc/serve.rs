@@ -115,92 +115,9 @@ pub async fn serve_with(
         None => None,
     };
     let m = Metrics::new();
-    let tracker_cfg = TrackerConfig {
-        poll_interval: config.poll_interval,
-        terminal_ttl: config.terminal_ttl,
-        ..TrackerConfig::default()
-    };
-    let mut clusters = BTreeMap::new();
-    for (name, c) in &config.clusters {
-        let mm = m.clone();
-        let cluster = name.clone();
-        let observer: crate::slurmrestd::RequestObserver = Arc::new(move |op, version, status| {
-            mm.slurmrestd_requests
-                .get_or_create(&RestLabels {
-                    cluster: cluster.clone(),
-                    operation: op.to_string(),
-                    api_version: version.as_str().to_string(),
-                    status: status
-                        .map(|s| s.to_string())
-                        .unwrap_or_else(|| "none".into()),
-                })
-                .inc();
-        });
-        let mm = m.clone();
-        let tick: crate::tracker::TickObserver = Arc::new(move |cluster, took, _asked| {
-            mm.poll_tick
-                .get_or_create(&ClusterLabels {
-                    cluster: cluster.to_string(),
-                })
-                .observe(took.as_secs_f64());
-        });
-        let rt = ClusterRuntime::build(c.clone(), tracker_cfg.clone(), Some(observer), Some(tick))?;
-        // The API version is chosen now, so a cluster that serves none of ours (or not the pinned
-        // one) stops the start with the versions on each side. An unreachable one does not: it
-        // is chosen at the first call that reaches it.
-        match rt.client.negotiate().await {
-            Ok(n) => {
-                tracing::info!(cluster = %name, api_version = %n.version, release = ?n.server.release, reason = %n.reason(), "slurmrestd API version")
-            }
-            Err(e) if e.is_transient() => {
-                tracing::warn!(cluster = %name, error = %e, "slurmrestd unreachable at start; its API version is chosen when it answers")
-            }
-            Err(e) => {
-                return Err(ServeError::ApiVersion {
-                    cluster: name.clone(),
-                    source: Box::new(e),
-                });
-            }
-        }
-        crate::service::submit::identity::check_at_start(name, &c.identities, &rt.client)
-            .await
-            .map_err(|problem| ServeError::Identity {
-                cluster: name.clone(),
-                problem,
-            })?;
-        tracing::info!(cluster = %name, url = %c.restd_url, staging = rt.staging.is_some(), identity_rules = c.identities.rules.len(), "cluster configured");
-        clusters.insert(name.clone(), Arc::new(rt));
-    }
+    let clusters = build_clusters(&config, &m).await?;
 
-    // Every long-running task, by name, under one stop signal (`tasks.rs`).
-    let mut background = Background::default();
-    for rt in clusters.values() {
-        let name = &rt.cfg.name;
-        let tracker = rt.tracker.clone();
-        background.spawn(format!("tracker[{name}]"), |stop| tracker.run(stop));
-        let (rt, mm, interval) = (rt.clone(), m.clone(), config.poll_interval);
-        background.spawn(format!("gauges[{name}]"), move |stop| {
-            refresh_gauges(rt, mm, interval, stop)
-        });
-    }
-    // Job-file retention: one sweeper per cluster that can reach its filesystem.
-    if let Some(keep) = config.job_files_retention {
-        for rt in clusters.values() {
-            if let Some(j) = &rt.job_files {
-                tracing::info!(cluster = %rt.cfg.name, keep = ?keep, "removing finished jobs' files after the retention time");
-                let (j, name) = (j.clone(), rt.cfg.name.clone());
-                let every = crate::service::cluster::jobfiles::sweep_interval(keep);
-                background.spawn(format!("job-file sweeper[{name}]"), move |stop| {
-                    j.run_sweeps(name, keep, every, stop)
-                });
-            }
-        }
-    }
-    if let Some(tls) = &tls {
-        let tls = tls.clone();
-        background.spawn("certificate reloader", |stop| tls.watch(stop));
-    }
-    tracing::info!(tasks = ?background.names(), "background tasks started");
+    let background = start_background(&config, &clusters, &m, tls.as_ref());
     log_protections(&config, grpc_listener.local_addr().ok(), tls.as_deref());
 
     let grace = config.shutdown_grace;
@@ -232,23 +149,7 @@ pub async fn serve_with(
     // then it keeps answering, so health checks see NOT_SERVING and new CreateTasks get their
     // hand-off instead of a refused connection.
     let (stop_accepting, accepting_stopped) = tokio::sync::oneshot::channel::<()>();
-    // Reflection over the same port (and the same TLS): `grpcurl HOST:8000 list` shows the
-    // connector, metadata and health services without their protos.
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(crate::proto::DESCRIPTORS)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()
-        .map_err(|e| ServeError::Reflection(e.to_string()))?;
-    let router = tonic::transport::Server::builder()
-        .add_service(health_service)
-        .add_service(reflection)
-        .add_service(AsyncConnectorServiceServer::new(grpc.clone()))
-        .add_service(ConnectorMetadataServiceServer::new(grpc.clone()))
-        // Flyte 1's agent protocol beside it: one deployment serves both Flytes.
-        .add_service(AsyncAgentServiceServer::new(grpc.clone()))
-        .add_service(AgentMetadataServiceServer::new(grpc))
-        // Flyte >= 1.15's connector-service plugin: refused with what to route to instead.
-        .add_service(super::flyte1::Flyte1ConnectorRefusal);
+    let router = router(grpc, health_service)?;
     let stop_accepting_rx = async move {
         let _ = accepting_stopped.await;
     };
@@ -320,6 +221,137 @@ pub async fn serve_with(
         tracing::info!("shut down");
     }
     result.map_err(ServeError::from)
+}
+
+/// Each configured cluster's runtime, its API version chosen and its identity rules checked: a
+/// cluster that serves none of our versions, or whose rules name users it lacks, stops the start.
+async fn build_clusters(
+    config: &DeploymentConfig,
+    m: &Arc<Metrics>,
+) -> Result<BTreeMap<String, Arc<ClusterRuntime>>, ServeError> {
+    let tracker_cfg = TrackerConfig {
+        poll_interval: config.poll_interval,
+        terminal_ttl: config.terminal_ttl,
+        ..TrackerConfig::default()
+    };
+    let mut clusters = BTreeMap::new();
+    for (name, c) in &config.clusters {
+        let mm = m.clone();
+        let cluster = name.clone();
+        let observer: crate::slurmrestd::RequestObserver = Arc::new(move |op, version, status| {
+            mm.slurmrestd_requests
+                .get_or_create(&RestLabels {
+                    cluster: cluster.clone(),
+                    operation: op.to_string(),
+                    api_version: version.as_str().to_string(),
+                    status: status
+                        .map(|s| s.to_string())
+                        .unwrap_or_else(|| "none".into()),
+                })
+                .inc();
+        });
+        let mm = m.clone();
+        let tick: crate::tracker::TickObserver = Arc::new(move |cluster, took, _asked| {
+            mm.poll_tick
+                .get_or_create(&ClusterLabels {
+                    cluster: cluster.to_string(),
+                })
+                .observe(took.as_secs_f64());
+        });
+        let rt = ClusterRuntime::build(c.clone(), tracker_cfg.clone(), Some(observer), Some(tick))?;
+        // The API version is chosen now, so a cluster that serves none of ours (or not the pinned
+        // one) stops the start with the versions on each side. An unreachable one does not: it
+        // is chosen at the first call that reaches it.
+        match rt.client.negotiate().await {
+            Ok(n) => {
+                tracing::info!(cluster = %name, api_version = %n.version, release = ?n.server.release, reason = %n.reason(), "slurmrestd API version")
+            }
+            Err(e) if e.is_transient() => {
+                tracing::warn!(cluster = %name, error = %e, "slurmrestd unreachable at start; its API version is chosen when it answers")
+            }
+            Err(e) => {
+                return Err(ServeError::ApiVersion {
+                    cluster: name.clone(),
+                    source: Box::new(e),
+                });
+            }
+        }
+        crate::service::submit::identity::check_at_start(name, &c.identities, &rt.client)
+            .await
+            .map_err(|problem| ServeError::Identity {
+                cluster: name.clone(),
+                problem,
+            })?;
+        tracing::info!(cluster = %name, url = %c.restd_url, staging = rt.staging.is_some(), identity_rules = c.identities.rules.len(), "cluster configured");
+        clusters.insert(name.clone(), Arc::new(rt));
+    }
+    Ok(clusters)
+}
+
+/// The long-running tasks, registered by name (`tasks.rs`): per cluster its poll loop, its
+/// gauges and (with retention) its job-file sweeper; the certificate reloader.
+fn start_background(
+    config: &DeploymentConfig,
+    clusters: &BTreeMap<String, Arc<ClusterRuntime>>,
+    m: &Arc<Metrics>,
+    tls: Option<&Arc<super::tls::ServerTls>>,
+) -> Background {
+    let mut background = Background::default();
+    for rt in clusters.values() {
+        let name = &rt.cfg.name;
+        let tracker = rt.tracker.clone();
+        background.spawn(format!("tracker[{name}]"), |stop| tracker.run(stop));
+        let (rt, mm, interval) = (rt.clone(), m.clone(), config.poll_interval);
+        background.spawn(format!("gauges[{name}]"), move |stop| {
+            refresh_gauges(rt, mm, interval, stop)
+        });
+    }
+    // Job-file retention: one sweeper per cluster that can reach its filesystem.
+    if let Some(keep) = config.job_files_retention {
+        for rt in clusters.values() {
+            if let Some(j) = &rt.job_files {
+                tracing::info!(cluster = %rt.cfg.name, keep = ?keep, "removing finished jobs' files after the retention time");
+                let (j, name) = (j.clone(), rt.cfg.name.clone());
+                let every = crate::service::cluster::jobfiles::sweep_interval(keep);
+                background.spawn(format!("job-file sweeper[{name}]"), move |stop| {
+                    j.run_sweeps(name, keep, every, stop)
+                });
+            }
+        }
+    }
+    if let Some(tls) = tls {
+        let tls = Arc::clone(tls);
+        background.spawn("certificate reloader", |stop| tls.watch(stop));
+    }
+    tracing::info!(tasks = ?background.names(), "background tasks started");
+    background
+}
+
+/// Every service on the gRPC port: both Flytes' protocols, health, reflection, and the refusal
+/// of Flyte 1's connector-service.
+fn router(
+    grpc: Grpc,
+    health_service: tonic_health::pb::health_server::HealthServer<
+        impl tonic_health::pb::health_server::Health,
+    >,
+) -> Result<tonic::transport::server::Router, ServeError> {
+    // Reflection over the same port (and the same TLS): `grpcurl HOST:8000 list` shows the
+    // connector, metadata and health services without their protos.
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(crate::proto::DESCRIPTORS)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .map_err(|e| ServeError::Reflection(e.to_string()))?;
+    Ok(tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_service(AsyncConnectorServiceServer::new(grpc.clone()))
+        .add_service(ConnectorMetadataServiceServer::new(grpc.clone()))
+        // Flyte 1's agent protocol beside it: one deployment serves both Flytes.
+        .add_service(AsyncAgentServiceServer::new(grpc.clone()))
+        .add_service(AgentMetadataServiceServer::new(grpc))
+        // Flyte >= 1.15's connector-service plugin: refused with what to route to instead.
+        .add_service(super::flyte1::Flyte1ConnectorRefusal))
 }
 
 /// One cluster's gauges, refreshed every `interval` until `stop`: the runtime's sizes
