@@ -8,6 +8,15 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+/// Held for a whole test: each sets process-wide variables (`std::env::set_var`, unsound while
+/// another thread reads the environment) before it starts its runtime, so the tests run one at
+/// a time (~10 s in all) and each sets its variables while the others wait here.
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    static ENV: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // A test that panicked held it: the variables it set are overwritten by the next one.
+    ENV.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 mod staging_azure;
 mod staging_gcs;
 mod staging_s3;

@@ -65,6 +65,7 @@ async fn signed(
 
 #[test]
 fn outputs_upload_to_azurite_through_both_backends() {
+    let _alone = crate::alone();
     let Some(exe) = emulator::find_on_path("azurite-blob") else {
         skip(
             Tier::Azure,
@@ -78,7 +79,8 @@ fn outputs_upload_to_azurite_through_both_backends() {
     // object_store reads its Azure settings from the environment, as it will in production:
     // the emulator switch (its well-known account and key, plain http) and where it listens.
     // Set before the runtime (and any other thread) exists.
-    // SAFETY: single-threaded at this point; this test binary has one test.
+    // SAFETY: no other thread of this process reads the environment now: the binary's other
+    // tests wait on `crate::alone()`, and this test's runtime starts below.
     unsafe {
         std::env::set_var("AZURE_STORAGE_USE_EMULATOR", "true");
         std::env::set_var("AZURITE_BLOB_STORAGE_URL", &endpoint);

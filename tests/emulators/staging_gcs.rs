@@ -45,6 +45,7 @@ const TOKEN: &str = "ya29.gcs-test-bearer-token";
 
 #[test]
 fn gs_outputs_upload_through_both_backends() {
+    let _alone = crate::alone();
     let Some(exe) = emulator::find_on_path("moto_server") else {
         skip(
             Tier::Gcs,
@@ -58,7 +59,8 @@ fn gs_outputs_upload_through_both_backends() {
     // object_store reads its GCS settings from the environment, as it will in production: where
     // the API is, a static token (without one object_store asks the metadata server, which is
     // not there), plain http. Set before the runtime (and any other thread) exists.
-    // SAFETY: single-threaded at this point; this test binary has one test.
+    // SAFETY: no other thread of this process reads the environment now: the binary's other
+    // tests wait on `crate::alone()`, and this test's runtime starts below.
     unsafe {
         std::env::set_var("GOOGLE_BASE_URL", &endpoint);
         std::env::set_var("GOOGLE_BEARER_TOKEN", TOKEN);

@@ -14,6 +14,7 @@ use common::skip::{Tier, skip};
 
 #[test]
 fn outputs_upload_to_s3_through_both_backends() {
+    let _alone = crate::alone();
     let Some(exe) = emulator::find_on_path("moto_server") else {
         skip(
             Tier::S3,
@@ -25,7 +26,8 @@ fn outputs_upload_to_s3_through_both_backends() {
     let endpoint = format!("http://127.0.0.1:{port}");
     // object_store reads its S3 settings from the environment, as it will in production. Set
     // before the runtime (and any other thread) exists.
-    // SAFETY: single-threaded at this point; this test binary has one test.
+    // SAFETY: no other thread of this process reads the environment now: the binary's other
+    // tests wait on `crate::alone()`, and this test's runtime starts below.
     unsafe {
         std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
         std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing-secret-key");
