@@ -104,6 +104,18 @@ pub struct ExecutionIdentity {
     pub attempt: u32,
 }
 
+/// `project/domain/run/action#attempt`: how the log names an execution, what an operator greps
+/// for to find a Flyte run's Slurm jobs.
+impl std::fmt::Display for ExecutionIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}/{}/{}/{}#{}",
+            self.project, self.domain, self.run_name, self.action_name, self.attempt
+        )
+    }
+}
+
 /// Everything about one task execution that rendering reads.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskSpec {

@@ -156,7 +156,7 @@ impl Connector {
         let lock = rt.executions.lock(key);
         let _one_at_a_time = lock.lock().await;
         if let Some(m) = rt.executions.job(key) {
-            tracing::info!(cluster = %rt.cfg.name, job_id = %m.job_id, key, flyte = %flyte_identity(&request.spec.exec), "CreateTask repeated: returning the job already submitted");
+            tracing::info!(cluster = %rt.cfg.name, job_id = %m.job_id, key, flyte = %request.spec.exec, "CreateTask repeated: returning the job already submitted");
             self.metrics
                 .duplicate_creates
                 .get_or_create(&cluster_label(&rt))
@@ -174,7 +174,7 @@ impl Connector {
             &rt,
             Some(api_version),
             task.rendered.job_name.clone(),
-            Some(flyte_identity(&spec.exec)),
+            Some(spec.exec.to_string()),
         );
         let progress = self
             .start_submit(
@@ -436,15 +436,6 @@ impl Connector {
         let resolved = deferred::resolve(&rt, m.clone(), &d, on_done).await;
         Ok((rt, resolved))
     }
-}
-
-/// The execution as the log names it: `project/domain/run/action#attempt`, what an operator
-/// greps for to find a Flyte run's Slurm jobs.
-fn flyte_identity(e: &render::ExecutionIdentity) -> String {
-    format!(
-        "{}/{}/{}/{}#{}",
-        e.project, e.domain, e.run_name, e.action_name, e.attempt
-    )
 }
 
 /// The API version to render for: the one the cluster serves (chosen at start, or now when it
