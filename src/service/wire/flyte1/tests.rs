@@ -1,0 +1,320 @@
+//! The Flyte 1 seam on the published plugin's fixtures (flytekitplugins-slurm 1.16.31).
+
+use super::*;
+
+/// A request made by flytekit and flytekitplugins-slurm 1.16.31 (`scripts/make-flyte1-fixtures.py`).
+fn fixture(name: &str) -> admin::CreateTaskRequest {
+    let path = format!(
+        "{}/tests/fixtures/flyte1/{name}.pb",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    admin::CreateTaskRequest::decode(std::fs::read(path).unwrap().as_slice()).unwrap()
+}
+
+#[test]
+fn slurm_fn_becomes_a_function_task_with_its_options_and_identity() {
+    let r = request(&fixture("slurm_fn_script")).unwrap();
+    assert_eq!(r.spec.task_type, TaskType::Function);
+    assert_eq!(r.spec.task_name, "flyte1_fixture_tasks.mean");
+    assert_eq!(
+        (
+            r.spec.exec.project.as_str(),
+            r.spec.exec.domain.as_str(),
+            r.spec.exec.run_name.as_str(),
+            r.spec.exec.action_name.as_str(),
+            r.spec.exec.attempt
+        ),
+        ("flytesnacks", "development", "f1fixture01", "n0", 0)
+    );
+    // job-name is the connector's (the key is in it); the rest are sbatch's.
+    assert_eq!(
+        r.spec.custom["sbatch_options"],
+        serde_json::json!({"partition": "debug", "time": "00:10:00"})
+    );
+    assert_eq!(
+        r.spec.custom["connection"],
+        serde_json::json!({"host": "login.hpc.example.org"}),
+        "ssh_config's host picks the cluster; its username is SSH's and ignored"
+    );
+    assert!(
+        r.spec.custom["script"]
+            .as_str()
+            .unwrap()
+            .contains("{task.fn}")
+    );
+    assert_eq!(r.service_account, "default");
+    assert!(r.script_file.is_none() && r.secrets.is_empty());
+    let args = &r.spec.container.as_ref().unwrap().args;
+    assert!(args.windows(2).any(|w| w == ["--prev-checkpoint", ""]));
+
+    let retry = request(&fixture("slurm_fn_retry")).unwrap();
+    assert_eq!(retry.spec.exec.attempt, 1, "a retry is a new attempt");
+}
+
+#[test]
+fn slurm_names_its_script_file_and_arguments() {
+    let r = request(&fixture("slurm_script_path")).unwrap();
+    assert_eq!(r.spec.task_type, TaskType::SlurmScript);
+    assert_eq!(r.script_file.as_deref(), Some("/home/alice/jobs/train.sh"));
+    assert_eq!(r.spec.script_args, ["--epochs", "3", "--tag", "run one"]);
+    assert_eq!(
+        r.spec.custom["sbatch_options"],
+        serde_json::json!({"partition": "debug", "time": "00:05:00"}),
+        "output is the connector's (GetTaskLogs reads it)"
+    );
+}
+
+#[test]
+fn a_shell_task_renders_its_script_filled_in_and_reads_its_outputs_where_it_wrote_them() {
+    let r = request(&fixture("slurm_shell")).unwrap();
+    assert_eq!(r.spec.task_type, TaskType::SlurmScript);
+    assert!(r.script_file.is_none());
+    assert_eq!(
+        r.spec.inputs,
+        vec![
+            ("greeting".into(), InputValue::Str("hello world".into())),
+            ("n".into(), InputValue::Int(3)),
+        ]
+    );
+    assert_eq!(
+        r.spec.shell_template.as_ref().unwrap().output_locations,
+        vec![
+            (
+                "report".into(),
+                "/home/alice/results/{inputs.greeting}.txt".into()
+            ),
+            (
+                "shards".into(),
+                "/home/alice/results/shards-{inputs.n}".into()
+            ),
+        ]
+    );
+    let cfg = crate::render::RenderConfig {
+        working_dir: Some("/home/alice/flyte".into()),
+        ..Default::default()
+    };
+    let rendered = crate::render::render(&r.spec, &cfg).unwrap();
+    let script = &rendered.job.script;
+    assert!(
+        script.contains("echo greeting 'hello world', 3 shards, home \"${HOME:-none}\"\n"),
+        "{script}"
+    );
+    assert!(
+        script.contains("> '/home/alice/results/hello world.txt'\n"),
+        "{script}"
+    );
+    assert!(
+        script.contains("mkdir -p /home/alice/results/shards-3\n"),
+        "{script}"
+    );
+    assert!(
+        !script.contains(".outputs"),
+        "no job outputs folder: the outputs are where the script writes them: {script}"
+    );
+    // The script's `#SBATCH --time=2` read, and sbatch_config's `time` over it, as on the
+    // agent's `sbatch --time 00:05:00 SCRIPT` command line.
+    assert_eq!(
+        rendered.job.time_limit,
+        Some(crate::slurmrestd::job_description::Limit::Finite(5))
+    );
+    let outs: Vec<(&str, &str, &str)> = rendered
+        .declared_outputs
+        .iter()
+        .map(|o| (o.name.as_str(), o.written_to.as_str(), o.uri.as_str()))
+        .collect();
+    let prefix =
+        "s3://my-s3-bucket/metadata/propeller/flytesnacks-development-f1fixture01/n0/data/0";
+    assert_eq!(
+        outs,
+        vec![
+            (
+                "report",
+                "/home/alice/results/hello world.txt",
+                &*format!("{prefix}/report")
+            ),
+            (
+                "shards",
+                "/home/alice/results/shards-3",
+                &*format!("{prefix}/shards")
+            ),
+        ]
+    );
+    assert_eq!(
+        rendered.declared_outputs[1].kind,
+        crate::render::OutputKind::Dir
+    );
+}
+
+#[test]
+fn a_shell_task_config_that_does_not_fit_its_interface_is_refused_by_name() {
+    let with = |edit: &dyn Fn(&mut serde_json::Map<String, Value>)| {
+        let mut req = fixture("slurm_shell");
+        let t = req.template.as_mut().unwrap();
+        let mut custom = match struct_to_json(t.custom.as_ref().unwrap()) {
+            Value::Object(m) => m,
+            _ => unreachable!(),
+        };
+        edit(&mut custom);
+        t.custom = Some(crate::proto::json_to_struct(&Value::Object(custom)));
+        request(&req).unwrap_err().to_string()
+    };
+    for (edit, want) in [
+        (
+            Box::new(|c: &mut serde_json::Map<String, Value>| {
+                c["output_locs"].as_array_mut().unwrap().pop();
+            }) as Box<dyn Fn(&mut serde_json::Map<String, Value>)>,
+            "`output_locs`: the task interface's output `shards` has no location",
+        ),
+        (
+            Box::new(|c| c["output_locs"][0]["var"] = "nope".into()),
+            "`output_locs[0].var`: the task interface has no output `nope`",
+        ),
+        (
+            Box::new(|c| c["output_locs"][1]["var"] = "report".into()),
+            "output `report` is located twice",
+        ),
+        (
+            Box::new(|c| c["output_locs"][0]["where"] = "x".into()),
+            "`output_locs[0].where`",
+        ),
+        (
+            Box::new(|c| c["output_locs"][0]["location"] = "".into()),
+            "`output_locs[0].location`: must be a non-empty string",
+        ),
+        (
+            Box::new(|c| c["python_input_types"]["epochs"] = "int".into()),
+            "`python_input_types.epochs`: the request has no such input",
+        ),
+        (
+            Box::new(|c| c["script"] = "#!/bin/bash\n".into()),
+            "`script`: is empty",
+        ),
+        (
+            Box::new(|c| {
+                c.insert("batch_script_path".into(), "/x.sh".into());
+            }),
+            "`batch_script_path`: not a key flytekitplugins-slurm writes for a `slurm` task \
+             with an inline script",
+        ),
+    ] {
+        let e = with(&*edit);
+        assert!(e.contains(want), "want {want}: {e}");
+    }
+}
+
+#[test]
+fn what_the_plugin_never_writes_is_refused_by_name() {
+    let with = |key: &str, v: prost_types::Value| {
+        let mut req = fixture("slurm_script_path");
+        let t = req.template.as_mut().unwrap();
+        t.custom.as_mut().unwrap().fields.insert(key.into(), v);
+        request(&req).unwrap_err().to_string()
+    };
+    let s = |t: &str| prost_types::Value {
+        kind: Some(prost_types::value::Kind::StringValue(t.into())),
+    };
+    let e = with("output_locs", s("x"));
+    assert!(
+        e.contains("`output_locs`") && e.contains("a `slurm` task (SlurmTask)"),
+        "{e}"
+    );
+    let e = with("sbatch", s("x"));
+    assert!(
+        e.contains("`sbatch`") && e.contains("batch_script_path"),
+        "{e}"
+    );
+    let e = with("batch_script_path", s("train.sh"));
+    assert!(e.contains("absolute path"), "{e}");
+
+    let mut req = fixture("slurm_fn_plain");
+    req.template.as_mut().unwrap().r#type = "sensor".into();
+    assert_eq!(
+        request(&req).unwrap_err(),
+        Flyte1Error::TaskType("sensor".into())
+    );
+    let mut req = fixture("slurm_fn_plain");
+    req.task_execution_metadata = None;
+    assert_eq!(request(&req).unwrap_err(), Flyte1Error::NoExecutionId);
+}
+
+#[test]
+fn literals_cross_unchanged() {
+    use core2::{
+        Blob, BlobMetadata, BlobType, Literal, Primitive, Scalar, literal, primitive, scalar,
+    };
+    let blob = Literal {
+        value: Some(literal::Value::Scalar(Box::new(Scalar {
+            value: Some(scalar::Value::Blob(Blob {
+                uri: "s3://b/out/model".into(),
+                metadata: Some(BlobMetadata {
+                    r#type: Some(BlobType {
+                        format: String::new(),
+                        dimensionality: 1,
+                    }),
+                }),
+            })),
+        }))),
+        ..Default::default()
+    };
+    let int = Literal {
+        value: Some(literal::Value::Scalar(Box::new(Scalar {
+            value: Some(scalar::Value::Primitive(Primitive {
+                value: Some(primitive::Value::Integer(42)),
+            })),
+        }))),
+        ..Default::default()
+    };
+    let v2 = connector::Resource {
+        outputs: Some(task2::Outputs {
+            literals: vec![
+                task2::NamedLiteral {
+                    name: "model".into(),
+                    value: Some(blob),
+                },
+                task2::NamedLiteral {
+                    name: "n".into(),
+                    value: Some(int),
+                },
+            ],
+        }),
+        message: "done".into(),
+        phase: 3,
+        log_links: vec![core2::TaskLog {
+            uri: "https://logs/1".into(),
+            name: "Slurm".into(),
+            ..Default::default()
+        }],
+        custom_info: None,
+    };
+    let v1 = resource(v2);
+    assert_eq!(v1.phase, 3);
+    assert_eq!(v1.message, "done");
+    assert_eq!(v1.log_links[0].uri, "https://logs/1");
+    let out = v1.outputs.unwrap().literals;
+    let Some(core1::literal::Value::Scalar(s)) = &out["model"].value else {
+        panic!("{out:?}")
+    };
+    let Some(core1::scalar::Value::Blob(b)) = &s.value else {
+        panic!("{s:?}")
+    };
+    assert_eq!(b.uri, "s3://b/out/model");
+    assert_eq!(
+        b.metadata
+            .as_ref()
+            .unwrap()
+            .r#type
+            .as_ref()
+            .unwrap()
+            .dimensionality,
+        1
+    );
+    let Some(core1::literal::Value::Scalar(s)) = &out["n"].value else {
+        panic!("{out:?}")
+    };
+    assert_eq!(
+        s.value,
+        Some(core1::scalar::Value::Primitive(core1::Primitive {
+            value: Some(core1::primitive::Value::Integer(42))
+        }))
+    );
+}
