@@ -1,14 +1,15 @@
 //! The slurmrestd transport: a client generated from slurmrestd's OpenAPI spec at build time
-//! (progenitor, `build.rs`), JWT auth, and a typed facade over our own domain types.
+//! (progenitor, `build.rs`), JWT auth, and a typed facade over our own domain types. A crate of
+//! its own, re-exported by slurm-connector as `slurm_connector::slurmrestd`.
 //!
-//! - [`client`]: the facade the rest of the crate calls (submit, batched states, cancel, ...).
+//! - [`client`]: the facade the connector calls (submit, batched states, cancel, ...).
 //! - [`auth`]: static, file and minted (HS256) tokens; secrets that never print.
 //! - [`types`] and [`JobDescription`]: the domain types, independent of API versions.
 //! - [`convert`]: the one seam where generated types become domain types and back.
 //! - [`transport`], [`retry`], [`error`], `classify`: per-request plumbing, backoff, errors and
 //!   how every kind of answer becomes one.
 //! - `generated`: the generated code, one module per API version; private, so nothing outside
-//!   this module can touch it.
+//!   this crate can touch it.
 //! - [`version`]: the versions spoken, and [`errno`]: the Slurm error numbers acted on.
 
 pub mod auth;
