@@ -194,7 +194,8 @@ async fn a_map_of_200_is_a_few_arrays_and_every_element_is_its_own_task() {
 async fn deleting_one_element_leaves_the_others_running() {
     let Some(c) = support::cluster() else { return };
     let mut d = deployment(&c, 3);
-    d.coalesce = slurm_connector::config::Coalesce::Window(WINDOW);
+    // A longer window than the others: its quiet gap (50 ms) lets a straggler join.
+    d.coalesce = slurm_connector::config::Coalesce::Window(Duration::from_secs(2));
     let server = Server::start(d).await;
     let g = server.client().await;
     let script = "#!/bin/bash\n#SBATCH --time=2\nsleep 25\n";
@@ -210,44 +211,47 @@ async fn deleting_one_element_leaves_the_others_running() {
     }))
     .await;
     let ms: Vec<ResourceMeta> = metas.iter().map(|m| meta_of(m)).collect();
-    assert!(
+    // The three CreateTasks go out together, but on a loaded machine one may reach the
+    // connector after the quiet gap closed the batch (CI failed so once, 2026-12-04, with 26.05
+    // beside 24.11's tier): it is then a job of its own, which is a right answer. What this test
+    // needs is one array of at least two of them, one element of which is cancelled.
+    let in_array = |i: usize| {
         ms.iter()
-            .all(|m| m.job_id == ms[0].job_id && m.element.is_some()),
-        "one array: {ms:?}"
-    );
+            .filter(|m| m.element.is_some() && m.job_id == ms[i].job_id)
+            .count()
+    };
+    let victim = (0..3)
+        .find(|&i| in_array(i) >= 2)
+        .unwrap_or_else(|| panic!("no two of three concurrent CreateTasks in one array: {ms:?}"));
+    let others: Vec<usize> = (0..3).filter(|&i| i != victim).collect();
     let mut g1 = g.clone();
     poll_until(
         &mut g1,
-        &metas[1],
+        &metas[victim],
         120,
         |r| r.phase == Phase::Running as i32,
         |_| {},
     )
     .await;
     g1.delete_task(slurm_connector::proto::connector::DeleteTaskRequest {
-        resource_meta: metas[1].clone(),
+        resource_meta: metas[victim].clone(),
         ..Default::default()
     })
     .await
     .expect("DeleteTask of an element");
-    let r = poll_until(&mut g1, &metas[1], 120, terminal, |_| {}).await;
+    let r = poll_until(&mut g1, &metas[victim], 120, terminal, |_| {}).await;
     assert_eq!(r.phase, Phase::Aborted as i32, "{}", r.message);
-    for i in [0, 2] {
+    for &i in &others {
         let r = get(&mut g1, &metas[i]).await;
         assert!(
             !drill_terminal(r.phase),
-            "element {i} still runs after element 1 was cancelled: {}",
+            "task {i} still runs after element {victim} was cancelled: {}",
             r.message
         );
     }
-    for i in [0, 2] {
+    for &i in &others {
         let r = poll_until(&mut g1, &metas[i], 120, terminal, |_| {}).await;
-        assert_eq!(
-            r.phase,
-            Phase::Succeeded as i32,
-            "element {i}: {}",
-            r.message
-        );
+        assert_eq!(r.phase, Phase::Succeeded as i32, "task {i}: {}", r.message);
     }
     server.stop().await;
 }
