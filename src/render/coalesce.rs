@@ -77,8 +77,9 @@ pub fn array_job(
     // Before an element's script runs (an image that cannot be imported, a node that cannot
     // start it), Slurm writes to the array's own files; each element's are its own after.
     let dir = first.current_working_directory.trim_end_matches('/');
-    job.standard_output = Some(format!("{dir}/{name}_%A_%a.out"));
-    job.standard_error = Some(format!("{dir}/{name}_%A_%a.err"));
+    let logs = super::naming::ARRAY_LOGS;
+    job.standard_output = Some(format!("{dir}/{logs}_%A_%a.out"));
+    job.standard_error = Some(format!("{dir}/{logs}_%A_%a.err"));
     let common: BTreeSet<&(String, String)> = first
         .environment
         .iter()
@@ -287,7 +288,8 @@ mod tests {
         );
         assert_eq!(
             array.standard_output.as_deref(),
-            Some(&*format!("{dir}/flyte-t-map_%A_%a.out"))
+            Some(&*format!("{dir}/flyte-array_%A_%a.out")),
+            "the array's own logs are not named by its elements (naming::ARRAY_LOGS)"
         );
         let script = tmp.join("array.sh");
         std::fs::write(&script, &array.script).unwrap();

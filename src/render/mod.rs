@@ -124,7 +124,7 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
     };
 
     let key = idempotency_key(&spec.exec);
-    let job_name = naming::job_name(&spec.task_name, &key);
+    let job_name = naming::job_name(&spec.exec.run_name, &spec.task_name, &key);
 
     // A Flyte 1 `slurm_fn` task's script, made from its `script` and entrypoint.
     let function_script: String;

@@ -33,12 +33,23 @@ pub fn idempotency_key(id: &ExecutionIdentity) -> String {
 }
 
 /// The short task name: the last dotted component of `TaskTemplate.id.name`
-/// (`pipeline.preprocess` → `preprocess`), limited to `[A-Za-z0-9_-]` (others become `-`) and
-/// 40 characters.
+/// (`pipeline.preprocess` → `preprocess`), [`sanitize`]d to 40 characters (`task` if nothing is
+/// left).
 pub fn sanitize_short_name(task_name: &str) -> String {
     let short = task_name.rsplit('.').next().unwrap_or(task_name);
+    let out = sanitize(short, 40);
+    if out.is_empty() {
+        "task".to_string()
+    } else {
+        out
+    }
+}
+
+/// `s` limited to `[A-Za-z0-9_-]` (others become `-`, runs of `-` one) and `max` characters,
+/// without `-` at either end: what a job name, a file name and a shell word all take as it is.
+fn sanitize(s: &str, max: usize) -> String {
     let mut out = String::new();
-    for c in short.chars() {
+    for c in s.chars() {
         let c = if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
             c
         } else {
@@ -49,21 +60,26 @@ pub fn sanitize_short_name(task_name: &str) -> String {
         }
         out.push(c);
     }
-    let out: String = out.trim_matches('-').chars().take(40).collect();
-    let out = out.trim_end_matches('-').to_string();
-    if out.is_empty() {
-        "task".to_string()
-    } else {
-        out
-    }
+    let out: String = out.trim_matches('-').chars().take(max).collect();
+    out.trim_end_matches('-').to_string()
 }
 
-/// `flyte-<short name>-<key>`: the whole 16-hex key, so the job can be recognised by its name alone
-/// where the comment is not kept (slurmdbd stores comments only with
+/// `flyte-<run>-<short name>-<key>`. The run, so that `squeue`, `sacct` and a grep of the job
+/// files find a Flyte run's jobs (the job name is the one text of a job every Slurm shows and
+/// slurmdbd keeps by default); the whole 16-hex key at the end, so the job can be recognised by
+/// its name alone where the comment is not kept (slurmdbd stores comments only with
 /// `AccountingStoreFlags=job_comment`), and 64 bits make two executions' names collide never in
-/// practice (8 hex would, among ~100k runs of one task).
-pub fn job_name(task_name: &str, key: &str) -> String {
-    format!("flyte-{}-{key}", sanitize_short_name(task_name))
+/// practice (8 hex would, among ~100k runs of one task). The action is not in it: a map's
+/// elements are actions of one run, and the name (without the key) is what its coalesced array
+/// is named by ([`array_name`]). A run name that sanitizes to nothing is left out.
+pub fn job_name(run: &str, task_name: &str, key: &str) -> String {
+    let run = sanitize(run, 40);
+    let task = sanitize_short_name(task_name);
+    if run.is_empty() {
+        format!("flyte-{task}-{key}")
+    } else {
+        format!("flyte-{run}-{task}-{key}")
+    }
 }
 
 /// The comment of a job array made of several executions (`service/submit/coalesce`): their
@@ -147,11 +163,33 @@ pub fn key_of_record(comment: Option<&str>, name: &str, element: Option<u32>) ->
         .map(str::to_string)
 }
 
-/// The name of a coalesced job array of tasks named `element` (`flyte-<task>-<key>`): the
-/// task's without a key (`flyte-<task>-array`), so no execution's key is read from it.
-pub fn array_name(element: &str) -> String {
+/// The name of a coalesced job array whose elements are named `elements` (each
+/// `flyte-<run>-<task>-<key>`): theirs without the key (`flyte-<run>-<task>-array`) when they
+/// share it, as a map's elements do (one run, one task), so `squeue` shows the run of each
+/// element; `flyte-array` for a batch of several runs or tasks of one shape. No execution's
+/// key is read from it.
+pub fn array_name<'a>(elements: impl IntoIterator<Item = &'a str>) -> String {
+    let mut stems = elements
+        .into_iter()
+        .map(|e| e.rsplit_once('-').map_or(e, |(stem, _key)| stem));
+    let first = stems.next().unwrap_or("flyte");
+    if stems.all(|s| s == first) {
+        format!("{first}-array")
+    } else {
+        "flyte-array".to_string()
+    }
+}
+
+/// The file name (before `_<array>_<index>.out`) of what Slurm writes for a coalesced array's
+/// element before the element's own script takes over its output. Not the array's name: that
+/// one depends on all its elements, and an element's files are found from its own meta.
+pub const ARRAY_LOGS: &str = "flyte-array";
+
+/// What [`ARRAY_LOGS`] was until job names carried the run (CHANGELOG, Unreleased): the
+/// array's name, from its first element's name. Its files are still cleaned up after an upgrade.
+pub fn legacy_array_logs(element: &str) -> String {
     match element.rsplit_once('-') {
-        Some((task, _key)) => format!("{task}-array"),
+        Some((stem, _key)) => format!("{stem}-array"),
         None => format!("{element}-array"),
     }
 }
@@ -177,7 +215,8 @@ mod tests {
     #[test]
     fn the_key_comes_back_from_the_name() {
         let key = idempotency_key(&id("r1", 0));
-        let name = job_name("pipeline.preprocess", &key);
+        let name = job_name("r1", "pipeline.preprocess", &key);
+        assert_eq!(name, format!("flyte-r1-preprocess-{key}"));
         assert_eq!(key_from_job_name(&name), Some(key.as_str()));
         assert_eq!(
             key_from_job_name("flyte-x-0abcbbf0"),
@@ -225,8 +264,14 @@ mod tests {
         assert_eq!(sanitize_short_name(&"x".repeat(100)).len(), 40);
         let key = "0123456789abcdef";
         assert_eq!(
-            job_name("ops.nightly", key),
-            "flyte-nightly-0123456789abcdef"
+            job_name("r8k2 run", "ops.nightly", key),
+            "flyte-r8k2-run-nightly-0123456789abcdef",
+            "the run sanitized like the task"
+        );
+        assert_eq!(
+            job_name("", "ops.nightly", key),
+            "flyte-nightly-0123456789abcdef",
+            "no run, no segment"
         );
         assert_eq!(
             key_from_comment("flyte-key=0123456789abcdef nightly run"),
@@ -234,9 +279,25 @@ mod tests {
         );
         assert_eq!(key_from_comment("flyte-key=0123456789abcdef"), Some(key));
         assert_eq!(key_from_comment("nightly"), None);
-        let array = array_name("flyte-prep-0123456789abcdef");
-        assert_eq!(array, "flyte-prep-array");
+        let (a, b) = (
+            "flyte-r1-prep-0123456789abcdef",
+            "flyte-r1-prep-fedcba9876543210",
+        );
+        let array = array_name([a, b]);
+        assert_eq!(
+            array, "flyte-r1-prep-array",
+            "a map's elements: their run and task"
+        );
         assert_eq!(key_from_job_name(&array), None);
+        assert_eq!(
+            array_name([a, "flyte-r2-prep-fedcba9876543210"]),
+            "flyte-array",
+            "two runs in one batch: neither's name"
+        );
+        assert_eq!(
+            legacy_array_logs("flyte-prep-0123456789abcdef"),
+            "flyte-prep-array"
+        );
     }
 
     /// COMMENT_MAX is what slurmctld enforces (recorded on 24.11 and 26.05, v0.0.40-44): a
@@ -293,7 +354,7 @@ mod tests {
         // The array's own record (its pending remainder) is no one element.
         assert_eq!(key_of_record(Some(&c), "flyte-x-map", None), None);
         // A single job: its name; an old connector's job: its comment.
-        let name = job_name("t", &keys[0]);
+        let name = job_name("r1", "t", &keys[0]);
         assert_eq!(
             key_of_record(Some("the task's comment"), &name, None).as_deref(),
             Some(keys[0].as_str())

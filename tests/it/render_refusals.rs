@@ -58,7 +58,11 @@ fn reserved_directives_are_overridden_or_refused() {
     let j = job(&script(
         "#SBATCH -J mine\n#SBATCH -o /home/u/.ssh/authorized_keys\n#SBATCH --chdir=/tmp",
     ));
-    assert!(j["name"].as_str().unwrap().starts_with("flyte-nightly-"));
+    let name = j["name"].as_str().unwrap();
+    assert!(
+        name.starts_with("flyte-") && name.contains("-nightly-") && !name.contains("mine"),
+        "{name}"
+    );
     assert!(
         j["standard_output"]
             .as_str()

@@ -61,9 +61,11 @@ impl Files {
             // The script it ran, and the array's own logs of this element (what Slurm wrote
             // before the element's script took over its output).
             p.push(format!("{}/{}.sh", self.dir, self.job));
-            let name = crate::render::naming::array_name(&self.job);
-            for ext in ["out", "err"] {
-                p.push(format!("{}/{name}_{array}_{index}.{ext}", self.dir));
+            let legacy = crate::render::naming::legacy_array_logs(&self.job);
+            for name in [crate::render::naming::ARRAY_LOGS, &legacy] {
+                for ext in ["out", "err"] {
+                    p.push(format!("{}/{name}_{array}_{index}.{ext}", self.dir));
+                }
             }
         }
         p.push(layout.outputs_dir());

@@ -274,7 +274,7 @@ async fn submit_array(
         .collect();
     let mut array = shape_of::array_job(
         &members,
-        &crate::render::naming::array_name(&first.name),
+        &crate::render::naming::array_name(batch.iter().map(|(_, job, _)| job.name.as_str())),
         comment.clone(),
     )
     .map_err(|e| SubmitFailure {
