@@ -177,6 +177,48 @@ async fn a_burst_of_one_shape_is_one_array_and_every_element_is_its_own_task() {
     env.stop().await;
 }
 
+/// Flyte's backend paces CreateTask (10 a second after a burst of 100): the window follows the
+/// stream, so 30 paced CreateTasks are a few arrays, not 30 jobs, and each is answered within
+/// Flyte 1's 3 s CreateTask deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paced_stream_is_a_few_arrays_each_answered_within_flyte_1s_deadline() {
+    let env = env("paced", None).await;
+    let (mock, c) = (&env.mock.handle, env.c.clone());
+    let n = 30;
+    let start = tokio::time::Instant::now();
+    let creates = (0..n).map(|i| {
+        let mut c = c.clone();
+        async move {
+            // As the backend's token bucket lets them out: one every 100 ms.
+            tokio::time::sleep_until(start + Duration::from_millis(100) * i).await;
+            let sent = tokio::time::Instant::now();
+            let meta = create(&mut c, request(0, SCRIPT).run_name(&format!("paced-{i}")))
+                .await
+                .unwrap();
+            (meta_of(&meta), sent.elapsed())
+        }
+    });
+    let answers: Vec<(ResourceMeta, Duration)> = futures::future::join_all(creates).await;
+    let slowest = answers.iter().map(|(_, d)| *d).max().unwrap();
+    assert!(
+        slowest < Duration::from_secs(3),
+        "a CreateTask took {slowest:?}: past Flyte 1's deadline"
+    );
+    let submits = mock.stats().count("submit");
+    let jobs: std::collections::BTreeSet<u32> = answers.iter().map(|(m, _)| m.job_id.0).collect();
+    // Without following the stream (a 200 ms window closed after 20 ms without an arrival)
+    // each of the 30 was a job of its own.
+    assert!(
+        submits <= 4 && !jobs.contains(&0),
+        "{submits} submits for {n} paced CreateTasks: {jobs:?}"
+    );
+    assert!(
+        answers.iter().filter(|(m, _)| m.element.is_some()).count() >= n as usize - 2,
+        "nearly all are elements of arrays"
+    );
+    env.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_one_element_leaves_the_others_and_a_retry_goes_alone() {
     let env = env("delete", None).await;

@@ -42,6 +42,8 @@ struct Batch {
     /// When its first and its latest member came.
     opened: Instant,
     latest: Instant,
+    /// The gap between its shape's CreateTasks when they come as a paced stream ([`Pace`]).
+    follow: Option<Duration>,
 }
 
 impl Default for Batch {
@@ -52,7 +54,50 @@ impl Default for Batch {
             script_bytes: 0,
             opened: now,
             latest: now,
+            follow: None,
         }
+    }
+}
+
+/// Flyte's backend paces CreateTask (its write limiter: 10 a second, bursts of 100), so a map's
+/// elements after the first hundred come ~100 ms apart: a window of 100 ms, closed when none
+/// came for a tenth of it, would submit each alone (three slurmctld RPCs an element again). So
+/// the pace of each shape's arrivals is kept across its batches, and while they come as a
+/// stream a batch stays open as long as the stream goes on: until no CreateTask came for
+/// two and a half of its gaps ([`FOLLOW_QUIET_HALF_GAPS`]), or for [`FOLLOW_WINDOW`] at most. Each CreateTask still
+/// answers within `submit_wait` (deferred if its batch is still open, found by GetTask after).
+struct Pace {
+    last: Instant,
+    /// The gaps between the latest arrivals, averaged (each new one weighs a quarter); `None`
+    /// after a single arrival or a pause longer than [`FOLLOW_GAP_MAX`].
+    gap: Option<Duration>,
+}
+
+/// Arrivals further apart than this are no stream (2 a second and slower): not followed.
+pub const FOLLOW_GAP_MAX: Duration = Duration::from_millis(500);
+/// How many of a stream's gaps without an arrival end it: the backend's pacing is a token
+/// bucket, so gaps vary; two and a half of them tolerate a late one.
+const FOLLOW_QUIET_HALF_GAPS: u32 = 5;
+/// The longest a followed batch stays open: at Flyte's 10 a second that is ~20 elements an
+/// array (three RPCs for twenty), and with the submit after it within Flyte 1's 3 s CreateTask
+/// deadline.
+pub const FOLLOW_WINDOW: Duration = Duration::from_secs(2);
+/// The longest quiet gap of a followed stream.
+const FOLLOW_QUIET_MAX: Duration = Duration::from_secs(1);
+/// Shapes whose last CreateTask is older than this are forgotten (the map stays bounded).
+const PACE_KEPT: Duration = Duration::from_secs(60);
+
+impl Pace {
+    /// An arrival at `now`: the gap it makes with the last, or none when it follows a pause.
+    fn arrive(&mut self, now: Instant) -> Option<Duration> {
+        let gap = now.saturating_duration_since(self.last);
+        self.last = now;
+        self.gap = if gap > FOLLOW_GAP_MAX {
+            None
+        } else {
+            Some(self.gap.map_or(gap, |g| (g * 3 + gap) / 4))
+        };
+        self.gap
     }
 }
 
@@ -70,6 +115,7 @@ pub enum Due {
 #[derive(Default)]
 pub struct Batches {
     open: Mutex<HashMap<String, Batch>>,
+    paces: Mutex<HashMap<String, Pace>>,
     totals: Mutex<Totals>,
 }
 
@@ -87,10 +133,12 @@ impl Batches {
     /// most `max_script` bytes together (a member that would pass it goes into a new batch,
     /// and the full one is returned).
     pub fn add(&self, shape: &str, m: Member, cap: usize, max_script: usize) -> Added {
+        let follow = self.arrival(shape);
         let mut open = self.open.lock().unwrap();
         let len = m.job.script.len();
         let batch = open.entry(shape.to_string()).or_default();
         batch.latest = Instant::now();
+        batch.follow = follow;
         if !batch.members.is_empty() && batch.script_bytes + len > max_script {
             let full = std::mem::take(batch);
             batch.script_bytes = len;
@@ -110,13 +158,39 @@ impl Batches {
         }
     }
 
+    /// Records a CreateTask of `shape` now: the gap of its stream, if it is one ([`Pace`]).
+    fn arrival(&self, shape: &str) -> Option<Duration> {
+        let now = Instant::now();
+        let mut paces = self.paces.lock().unwrap();
+        if let Some(p) = paces.get_mut(shape) {
+            return p.arrive(now);
+        }
+        paces.retain(|_, p| now.saturating_duration_since(p.last) < PACE_KEPT);
+        paces.insert(
+            shape.to_string(),
+            Pace {
+                last: now,
+                gap: None,
+            },
+        );
+        None
+    }
+
     /// The batch of `shape` if its time has come: `window` after its first member, or `quiet`
     /// after its latest (the CreateTasks of a burst arrive together: once none came for a
-    /// moment, waiting out the window only delays them all).
+    /// moment, waiting out the window only delays them all). A batch of a paced stream
+    /// ([`Pace`]) waits longer, as long as the stream goes on.
     pub fn due(&self, shape: &str, window: Duration, quiet: Duration) -> Due {
         let mut open = self.open.lock().unwrap();
         let Some(b) = open.get(shape) else {
             return Due::Gone;
+        };
+        let (window, quiet) = match b.follow {
+            Some(gap) => (
+                window.max(FOLLOW_WINDOW),
+                (gap * FOLLOW_QUIET_HALF_GAPS / 2).clamp(quiet, FOLLOW_QUIET_MAX.max(quiet)),
+            ),
+            None => (window, quiet),
         };
         let (to_window, to_quiet) = (
             window.saturating_sub(b.opened.elapsed()),
