@@ -409,7 +409,9 @@ async fn create(e: &Env) {
     let conn = Connector::new(d, clusters, Metrics::new());
     // Warm up all paths (the first CreateTask of each indexes the cluster's jobs once).
     c.create_task(base.clone().attempt(100_000)).await.unwrap();
-    conn.create(&base.clone().attempt(100_001)).await.unwrap();
+    conn.create(&base.clone().attempt(100_001), None)
+        .await
+        .unwrap();
     e.mock.handle.reset_stats();
     let (mut ours, mut raw, mut svc) = (Vec::new(), Vec::new(), Vec::new());
     // The three series interleaved, so machine load hits them alike.
@@ -429,7 +431,7 @@ async fn create(e: &Env) {
         ours.push(t.elapsed().as_secs_f64() * 1e6);
         let req = base.clone().attempt(2 * CREATES + i);
         let t = Instant::now();
-        conn.create(&req).await.expect("Connector::create");
+        conn.create(&req, None).await.expect("Connector::create");
         svc.push(t.elapsed().as_secs_f64() * 1e6);
     }
     let s = e.mock.handle.stats();

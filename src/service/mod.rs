@@ -29,6 +29,7 @@ mod wire;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::time::Instant;
 
 // The public surface: what `cli`, the tests and the benches use. The folders stay private, so
 // they can be reshaped without breaking a caller.
@@ -102,15 +103,23 @@ impl Connector {
     }
 
     /// CreateTask: prepare (identity, render, admission), then submit at most once per
-    /// execution (run, action, attempt), answering within `submit_wait` with the job or a
-    /// deferred meta (`submit/deferred.rs`).
-    pub async fn create(&self, req: &CreateTaskRequest) -> Result<Vec<u8>, ServiceError> {
+    /// execution (run, action, attempt), answering within `submit_wait` (and before `answer_by`,
+    /// the caller's deadline) with the job or a deferred meta (`submit/deferred.rs`).
+    pub async fn create(
+        &self,
+        req: &CreateTaskRequest,
+        answer_by: Option<Instant>,
+    ) -> Result<Vec<u8>, ServiceError> {
         let request = convert::request(req).map_err(|e| ServiceError::Invalid(e.to_string()))?;
-        self.create_task(request).await
+        self.create_task(request, answer_by).await
     }
 
     /// CreateTask of either protocol, from its [`TaskRequest`].
-    pub async fn create_task(&self, mut request: TaskRequest) -> Result<Vec<u8>, ServiceError> {
+    pub async fn create_task(
+        &self,
+        mut request: TaskRequest,
+        answer_by: Option<Instant>,
+    ) -> Result<Vec<u8>, ServiceError> {
         // Held to the end: a shutdown waits for this call. `None`: shutting down, the execution
         // is handed to another replica below (`submit/handoff.rs`).
         let in_flight = self.drain.enter();
@@ -188,7 +197,13 @@ impl Connector {
             )
             .await;
         self.metrics.pacing(&rt.cfg.name, rt.pacer.view());
-        match deferred::settled_within(progress, self.deployment.submit_wait).await? {
+        // Within `submit_wait`, and before the caller's deadline (Flyte 1's is 3 s, below the
+        // default wait): a deferred answer in time beats DEADLINE_EXCEEDED and a retried call.
+        let wait = answer_by.map_or(self.deployment.submit_wait, |by| {
+            by.saturating_duration_since(Instant::now())
+                .min(self.deployment.submit_wait)
+        });
+        match deferred::settled_within(progress, wait).await? {
             Progress::Waiting { .. } => {
                 self.metrics
                     .deferred_creates

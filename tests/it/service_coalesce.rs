@@ -219,6 +219,48 @@ async fn a_paced_stream_is_a_few_arrays_each_answered_within_flyte_1s_deadline()
     env.stop().await;
 }
 
+/// A CreateTask whose batch is still open at the caller's deadline (`grpc-timeout`) is answered
+/// in time with a deferred meta, never DEADLINE_EXCEEDED; GetTask finds its element after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_task_is_answered_before_its_deadline_while_its_batch_is_open() {
+    let env = env("deadline", None).await;
+    let c = env.c.clone();
+    let deadline = Duration::from_secs(1);
+    let start = tokio::time::Instant::now();
+    let creates = (0..8u32).map(|i| {
+        let mut c = c.clone();
+        async move {
+            tokio::time::sleep_until(start + Duration::from_millis(100) * i).await;
+            let mut r = tonic::Request::new(request(0, SCRIPT).run_name(&format!("due-{i}")));
+            r.set_timeout(deadline);
+            let sent = tokio::time::Instant::now();
+            let meta = c
+                .create_task(r)
+                .await
+                .unwrap_or_else(|e| panic!("CreateTask {i}: {e}"))
+                .into_inner()
+                .resource_meta;
+            (meta, sent.elapsed())
+        }
+    });
+    let answers: Vec<(Vec<u8>, Duration)> = futures::future::join_all(creates).await;
+    let slowest = answers.iter().map(|(_, d)| *d).max().unwrap();
+    assert!(slowest < deadline, "answered after {slowest:?}");
+    let deferred = answers
+        .iter()
+        .filter(|(m, _)| meta_of(m).job_id.0 == 0)
+        .count();
+    // The batch stays open ~0.95 s (the stream, then its quiet gap): those that came first
+    // cannot have their job within their 0.5 s.
+    assert!(deferred >= 1, "none answered deferred: {slowest:?}");
+    for (meta, _) in &answers {
+        let mut c = c.clone();
+        let r = wait_terminal(&mut c, meta, 30).await;
+        assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
+    }
+    env.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_one_element_leaves_the_others_and_a_retry_goes_alone() {
     let env = env("delete", None).await;

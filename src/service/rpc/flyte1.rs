@@ -22,7 +22,7 @@ use crate::service::ServiceError;
 use crate::service::wire::flyte1;
 
 use super::grpc::Protocol::Flyte1 as F1;
-use super::grpc::{CONNECTOR_NAME, Grpc, Op, check_name, task_type_label};
+use super::grpc::{CONNECTOR_NAME, Grpc, Op, answer_by, check_name, task_type_label};
 
 fn category(c: Option<&TaskCategory>) -> String {
     task_type_label(c.map(|c| c.name.as_str()))
@@ -36,6 +36,7 @@ impl AsyncAgentService for Grpc {
         &self,
         req: Request<CreateTaskRequest>,
     ) -> Result<Response<CreateTaskResponse>, Status> {
+        let by = answer_by(&req);
         let req = req.into_inner();
         let task_type = req
             .template
@@ -45,7 +46,7 @@ impl AsyncAgentService for Grpc {
         let create = async {
             let request =
                 flyte1::request(&req).map_err(|e| ServiceError::Invalid(e.to_string()))?;
-            self.0.create_task(request).await
+            self.0.create_task(request, by).await
         };
         let meta = self.handle(F1, &task_type, Op::Create, create).await?;
         Ok(Response::new(CreateTaskResponse {

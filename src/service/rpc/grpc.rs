@@ -3,7 +3,7 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use Protocol::Flyte2 as F2;
 
@@ -127,6 +127,37 @@ impl Grpc {
     }
 }
 
+/// What CreateTask keeps for the answer's way back from the caller's deadline.
+const ANSWER_MARGIN: Duration = Duration::from_millis(500);
+
+/// When a CreateTask must have its answer on the way: the call's `grpc-timeout` (Flyte 1's
+/// agent client sets 3 s, Flyte 2's 10 s) from its arrival, less [`ANSWER_MARGIN`]; `None`
+/// without one. Read here because tonic enforces the deadline by dropping the handler, which
+/// would turn a slow submit into DEADLINE_EXCEEDED instead of a deferred answer.
+pub(super) fn answer_by<T>(req: &Request<T>) -> Option<Instant> {
+    let timeout = grpc_timeout(req.metadata().get("grpc-timeout")?.to_str().ok()?)?;
+    Some(Instant::now() + timeout.saturating_sub(ANSWER_MARGIN))
+}
+
+/// A `grpc-timeout` value: at most 8 digits and a unit (gRPC over HTTP/2: `H M S m u n`).
+/// tonic parses it only privately (`transport::service::grpc_timeout`).
+fn grpc_timeout(v: &str) -> Option<Duration> {
+    let (n, unit) = v.split_at(v.len().checked_sub(1)?);
+    if n.is_empty() || n.len() > 8 || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = n.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n * 3600),
+        "M" => Duration::from_secs(n * 60),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
 type LogStream = Pin<Box<dyn futures::Stream<Item = Result<GetTaskLogsResponse, Status>> + Send>>;
 
 #[tonic::async_trait]
@@ -135,6 +166,7 @@ impl AsyncConnectorService for Grpc {
         &self,
         req: Request<CreateTaskRequest>,
     ) -> Result<Response<CreateTaskResponse>, Status> {
+        let by = answer_by(&req);
         let req = req.into_inner();
         let task_type = req
             .template
@@ -142,7 +174,7 @@ impl AsyncConnectorService for Grpc {
             .map(|t| t.r#type.clone())
             .unwrap_or_default();
         let meta = self
-            .handle(F2, &task_type, Op::Create, self.0.create(&req))
+            .handle(F2, &task_type, Op::Create, self.0.create(&req, by))
             .await?;
         Ok(Response::new(CreateTaskResponse {
             resource_meta: meta,
@@ -241,5 +273,22 @@ impl ConnectorMetadataService for Grpc {
         Ok(Response::new(ListConnectorsResponse {
             connectors: vec![connector(self.0.deployment.clustered.enabled)],
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::grpc_timeout;
+    use std::time::Duration;
+
+    #[test]
+    fn grpc_timeout_is_read_as_the_protocol_writes_it() {
+        assert_eq!(grpc_timeout("2999m"), Some(Duration::from_millis(2999)));
+        assert_eq!(grpc_timeout("10S"), Some(Duration::from_secs(10)));
+        assert_eq!(grpc_timeout("1H"), Some(Duration::from_secs(3600)));
+        assert_eq!(grpc_timeout("5u"), Some(Duration::from_micros(5)));
+        for bad in ["", "S", "123456789S", "10s", "1.5S", "-1S"] {
+            assert_eq!(grpc_timeout(bad), None, "{bad:?}");
+        }
     }
 }

@@ -68,8 +68,10 @@ impl Default for Batch {
 /// answers within `submit_wait` (deferred if its batch is still open, found by GetTask after).
 struct Pace {
     last: Instant,
-    /// The gaps between the latest arrivals, averaged (each new one weighs a quarter); `None`
-    /// after a single arrival or a pause longer than [`FOLLOW_GAP_MAX`].
+    /// The longest recent gap between arrivals, shrinking by an eighth with each shorter one
+    /// (a decaying maximum, not a mean: a stream's CreateTasks can come bunched, two at once
+    /// then a double gap, and a mean pulled down by the pair would close the batch before the
+    /// next); `None` after a single arrival or a pause longer than [`FOLLOW_GAP_MAX`].
     gap: Option<Duration>,
 }
 
@@ -95,7 +97,7 @@ impl Pace {
         self.gap = if gap > FOLLOW_GAP_MAX {
             None
         } else {
-            Some(self.gap.map_or(gap, |g| (g * 3 + gap) / 4))
+            Some(self.gap.map_or(gap, |g| gap.max(g - g / 8)))
         };
         self.gap
     }
