@@ -69,8 +69,32 @@ pub async fn fanout() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(DEFAULT_IN_FLIGHT);
+    // `FANOUT_PACE=QPS/BURST` (e.g. `10/100`, Flyte's backend's write limiter): CreateTasks let
+    // out by a token bucket, as the backend sends them, instead of a closed loop.
+    let pace: Option<(f64, u32)> = std::env::var("FANOUT_PACE").ok().map(|v| {
+        let (q, b) = v.split_once('/').expect("FANOUT_PACE=QPS/BURST, e.g. 10/100");
+        (
+            q.parse().expect("FANOUT_PACE's QPS"),
+            b.parse().expect("FANOUT_PACE's burst"),
+        )
+    });
+    let deadline = Duration::from_secs(
+        std::env::var("FANOUT_DEADLINE_S")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(10),
+    );
+    let in_flight = if pace.is_some() {
+        n as usize
+    } else {
+        in_flight
+    };
     println!(
-        "== fanout (real slurmrestd): {n} CreateTasks of held jobs, {in_flight} in flight, 10 s deadline each"
+        "== fanout (real slurmrestd): {n} CreateTasks of held jobs, {}, {deadline:?} deadline each",
+        match pace {
+            Some((q, b)) => format!("paced at {q}/s after a burst of {b} (FANOUT_PACE)"),
+            None => format!("{in_flight} in flight"),
+        }
     );
     RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let conn = start().await;
@@ -84,12 +108,17 @@ pub async fn fanout() {
     println!("coalescing: {coalesce} (FLYTE_SLURM_COALESCE_WINDOW)");
     cluster_exec(&["sdiag", "--reset"]);
     let t0 = Instant::now();
+    let start = tokio::time::Instant::now();
     let results: Vec<(u32, Result<Vec<u8>, tonic::Status>)> = futures::stream::iter(0..n)
         .map(|i| {
             let mut c = c.clone();
             async move {
+                if let Some((qps, burst)) = pace {
+                    let after = f64::from(i.saturating_sub(burst)) / qps;
+                    tokio::time::sleep_until(start + Duration::from_secs_f64(after)).await;
+                }
                 let mut r = tonic::Request::new(element(script, i));
-                r.set_timeout(Duration::from_secs(10));
+                r.set_timeout(deadline);
                 (
                     i,
                     c.create_task(r).await.map(|r| r.into_inner().resource_meta),
@@ -100,6 +129,10 @@ pub async fn fanout() {
         .collect()
         .await;
     let answered = t0.elapsed();
+    let last_sent = match pace {
+        Some((qps, burst)) => Duration::from_secs_f64(f64::from(n.saturating_sub(burst)) / qps),
+        None => Duration::ZERO,
+    };
     let errors: Vec<String> = results
         .iter()
         .filter_map(|(i, r)| {
@@ -165,11 +198,12 @@ pub async fn fanout() {
     let dupes = keys.values().filter(|v| v.len() > 1).count();
     let jobs: usize = keys.values().map(|v| v.len()).sum();
     println!(
-        "connector: {n} CreateTasks answered in {:.1}s ({} errors, {deferred} deferred); every task had its job after {:.1}s ({:.1}/s); {} keys with jobs, {jobs} live jobs, {dupes} keys with more than one; GetTask errors {get_errors}, QUEUED 'throttling' answers {throttled_messages}; slurmctld RPCs of the job user {total_rpcs} ({:.2} per task)",
+        "connector: {n} CreateTasks answered in {:.1}s ({} errors, {deferred} deferred); every task had its job after {:.1}s ({:.1}/s; {:.1}s after the last CreateTask was sent); {} keys with jobs, {jobs} live jobs, {dupes} keys with more than one; GetTask errors {get_errors}, QUEUED 'throttling' answers {throttled_messages}; slurmctld RPCs of the job user {total_rpcs} ({:.2} per task)",
         answered.as_secs_f64(),
         errors.len(),
         all_submitted.as_secs_f64(),
         f64::from(n) / all_submitted.as_secs_f64(),
+        all_submitted.saturating_sub(last_sent).as_secs_f64(),
         keys.len(),
         total_rpcs as f64 / f64::from(n),
     );
@@ -226,11 +260,16 @@ pub async fn fanout() {
     conn.task.await.unwrap();
 }
 
-/// Element `i` of a map: its own execution (run name), attempt 0, as Flyte sends a map's
-/// elements.
+/// Element `i` of a map as Flyte sends it: an action of its own (`e<i>`) in the bench's run,
+/// attempt 0.
 fn element(script: &str, i: u32) -> slurm_connector::proto::connector::CreateTaskRequest {
     let mut req = request(script, 0);
-    let exec = crate::common::request::execution_id(&mut req);
-    exec.name = format!("{}-e{i}", exec.name);
+    let node = req
+        .task_execution_metadata
+        .as_mut()
+        .and_then(|m| m.task_execution_id.as_mut())
+        .and_then(|t| t.node_execution_id.as_mut())
+        .expect("the fixture has a node execution id");
+    node.node_id = format!("e{i}");
     req
 }
