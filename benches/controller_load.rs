@@ -154,7 +154,7 @@ async fn arrays(e: &Env) {
             TrackerConfig::default(),
         );
         for id in &ids {
-            tracker.track_array(*id, &indices);
+            tracker.track_array(*id, &indices, None);
         }
         tracker.tick().await;
         let s = tracker.status(ids[0]).await;

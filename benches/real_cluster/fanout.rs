@@ -72,7 +72,9 @@ pub async fn fanout() {
     // `FANOUT_PACE=QPS/BURST` (e.g. `10/100`, Flyte's backend's write limiter): CreateTasks let
     // out by a token bucket, as the backend sends them, instead of a closed loop.
     let pace: Option<(f64, u32)> = std::env::var("FANOUT_PACE").ok().map(|v| {
-        let (q, b) = v.split_once('/').expect("FANOUT_PACE=QPS/BURST, e.g. 10/100");
+        let (q, b) = v
+            .split_once('/')
+            .expect("FANOUT_PACE=QPS/BURST, e.g. 10/100");
         (
             q.parse().expect("FANOUT_PACE's QPS"),
             b.parse().expect("FANOUT_PACE's burst"),

@@ -323,7 +323,11 @@ impl Connector {
         let indices = m
             .array_indices()
             .map_err(|e| ServiceError::Invalid(e.to_string()))?;
-        let mut snap = rt.tracker.status_of(m.job_id, indices.as_deref()).await;
+        let own = render::key_from_job_name(&m.job_name);
+        let mut snap = rt
+            .tracker
+            .status_of(m.job_id, indices.as_deref(), own)
+            .await;
         if let Some(i) = m.element {
             // An element of a coalesced array is the task: its own state, read as a job's.
             snap = report::element_of(snap, i);

@@ -35,6 +35,12 @@ pub(super) struct ArrayTrack {
     /// Every index the array was submitted with, sorted (looked up by binary search).
     pub(super) indices: Vec<u32>,
     pub(super) elements: BTreeMap<u32, Element>,
+    /// The key of the execution whose meta it is tracked for (a script array's task, or one
+    /// element of a coalesced array): a record under the array's id that names it is the
+    /// array's own, however slurmctld lists it (`array_given_away.rs`).
+    pub(super) own: Option<Box<str>>,
+    /// Its own record came back as a plain job: not looked up again for that.
+    pub(super) own_record_plain: bool,
 }
 
 #[derive(Debug)]

@@ -273,17 +273,18 @@ impl Tracker {
         });
     }
 
-    /// Starts tracking a job array just submitted, with the indices it was submitted with.
-    pub fn track_array(&self, id: JobId, indices: &[u32]) {
+    /// Starts tracking a job array just submitted, with the indices it was submitted with, for
+    /// the execution of key `own`.
+    pub fn track_array(&self, id: JobId, indices: &[u32], own: Option<&str>) {
         let since = self.now_secs();
         self.jobs
             .lock()
             .unwrap()
             .entry(id)
-            .or_insert_with(|| Self::array_entry(indices, Known::Seen, since));
+            .or_insert_with(|| Self::array_entry(indices, own, Known::Seen, since));
     }
 
-    fn array_entry(indices: &[u32], known: Known, since: u32) -> Entry {
+    fn array_entry(indices: &[u32], own: Option<&str>, known: Known, since: u32) -> Entry {
         Entry {
             state: Packed {
                 base: Base::Pending,
@@ -301,6 +302,8 @@ impl Tracker {
                         v
                     },
                     elements: Default::default(),
+                    own: own.map(Into::into),
+                    own_record_plain: false,
                 })),
                 ..Default::default()
             })),
@@ -322,12 +325,17 @@ impl Tracker {
     /// GetTask's answer: from the cache; a job never seen is adopted and fetched at once (waiting
     /// at most `adopt_wait`). Never fails: while Slurm cannot be asked, the snapshot says so.
     pub async fn status(&self, id: JobId) -> JobSnapshot {
-        self.status_of(id, None).await
+        self.status_of(id, None, None).await
     }
 
-    /// [`Tracker::status`] of a job array (`array`: the indices it was submitted with), adopted
-    /// as one when it is not tracked yet.
-    pub async fn status_of(&self, id: JobId, array: Option<&[u32]>) -> JobSnapshot {
+    /// [`Tracker::status`] of a job array (`array`: the indices it was submitted with, for the
+    /// execution of key `own`), adopted as one when it is not tracked yet.
+    pub async fn status_of(
+        &self,
+        id: JobId,
+        array: Option<&[u32]>,
+        own: Option<&str>,
+    ) -> JobSnapshot {
         let adopting = {
             let mut jobs = self.jobs.lock().unwrap();
             match jobs.get(&id) {
@@ -338,7 +346,7 @@ impl Tracker {
                     jobs.insert(
                         id,
                         match array {
-                            Some(indices) => Self::array_entry(indices, Known::NotYet, since),
+                            Some(indices) => Self::array_entry(indices, own, Known::NotYet, since),
                             None => Entry {
                                 state: Packed {
                                     base: Base::Pending,

@@ -150,8 +150,8 @@ mod arrays {
     #[tokio::test]
     async fn elements_of_two_arrays_starting_together_are_told_apart_by_their_records() {
         let (api, t) = tracker();
-        t.track_array(JobId(100), &[0, 1]);
-        t.track_array(JobId(200), &[0, 1]);
+        t.track_array(JobId(100), &[0, 1], None);
+        t.track_array(JobId(200), &[0, 1], None);
         api.answer(&[
             (100, 0, "PENDING"),
             (100, 1, "PENDING"),
@@ -241,7 +241,7 @@ mod arrays {
         }
         api.answer(&[(400, 2, "RUNNING")]);
         // GetTask after a restart adopts it; the adopter answers (`run` would, here by hand).
-        let (s, ()) = tokio::join!(t.status_of(JobId(400), Some(&[0, 1, 2])), async {
+        let (s, ()) = tokio::join!(t.status_of(JobId(400), Some(&[0, 1, 2]), None), async {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
             t.adopt_round().await
         });
@@ -272,7 +272,7 @@ mod arrays {
     #[tokio::test]
     async fn an_array_whose_id_slurmctld_gave_away_is_lost_at_once() {
         let (api, t) = tracker();
-        t.track_array(JobId(2762), &[0, 1, 2, 3]);
+        t.track_array(JobId(2762), &[0, 1, 2, 3], None);
         set_records(
             &api,
             &[
@@ -329,12 +329,49 @@ mod arrays {
         assert!(!api.job_calls.lock().unwrap().contains(&JobId(2762)));
     }
 
+    /// slurmctld restarted from an older state save and listed a script array's id as a plain
+    /// job whose record is the array's own (its task's key in the name; CI's crash drill on
+    /// 26.05, array 1182, whose elements then completed): not another job's, so its elements are
+    /// not lost at once (they were reported `[LOST]` before), and the record is read once.
+    #[tokio::test]
+    async fn an_array_listed_as_a_plain_job_with_its_own_record_is_not_given_away() {
+        let (api, t) = tracker();
+        let own = "5594ab6c4ca7a556";
+        t.track_array(JobId(1182), &[0, 1], Some(own));
+        api.answer(&[(1182, 0, "PENDING"), (1182, 1, "PENDING")]);
+        t.tick().await;
+        api.answer(&[]);
+        let plain = JobState::from_strings(["RUNNING"]);
+        api.plain.lock().unwrap().insert(JobId(1182), plain.clone());
+        set_records(
+            &api,
+            &[JobInfo::new(
+                JobId(1182),
+                &format!("flyte-r1-nightly-{own}"),
+                plain,
+            )],
+        );
+        t.tick().await;
+        let s = t.status(JobId(1182)).await;
+        assert!(
+            s.elements.iter().all(|e| !e.snapshot.phase.is_terminal()),
+            "no element lost: {:?}",
+            s.elements
+        );
+        api.job_calls.lock().unwrap().clear();
+        t.tick().await;
+        assert!(
+            !api.job_calls.lock().unwrap().contains(&JobId(1182)),
+            "its own record is not looked up every tick"
+        );
+    }
+
     /// The same, when the job that took the array's id ended and left slurmctld before a tick
     /// saw it: slurmdbd's record under the array's id is no array.
     #[tokio::test]
     async fn an_array_whose_id_only_slurmdbd_shows_given_away_is_lost() {
         let (api, t) = tracker();
-        t.track_array(JobId(2762), &[0, 1]);
+        t.track_array(JobId(2762), &[0, 1], None);
         api.answer(&[(2762, 0, "PENDING"), (2762, 1, "PENDING")]);
         t.tick().await;
         api.answer(&[]);
@@ -363,7 +400,7 @@ mod arrays {
     #[tokio::test]
     async fn a_requeued_element_brings_its_restart_count() {
         let (api, t) = tracker();
-        t.track_array(JobId(2259), &[0, 1]);
+        t.track_array(JobId(2259), &[0, 1], None);
         set_records(&api, &[record(2260, 2259, 0, "RUNNING", 0)]);
         api.answer(&[(2260, 0, "RUNNING"), (2259, 1, "RUNNING")]);
         t.tick().await;
@@ -416,7 +453,7 @@ mod arrays {
             ),
         ] {
             let (api, t) = tracker();
-            t.track_array(JobId(500), &[0, 1, 2]);
+            t.track_array(JobId(500), &[0, 1, 2], None);
             let recs: Vec<JobInfo> = ends
                 .iter()
                 .enumerate()

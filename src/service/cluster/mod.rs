@@ -249,7 +249,11 @@ impl ClusterRuntime {
     pub fn track(&self, m: &ResourceMeta) {
         match m.array_indices() {
             // One array per execution: its id stands for every element.
-            Ok(Some(indices)) => self.tracker.track_array(m.job_id, &indices),
+            Ok(Some(indices)) => self.tracker.track_array(
+                m.job_id,
+                &indices,
+                crate::render::key_from_job_name(&m.job_name),
+            ),
             _ => self.tracker.track(m.job_id),
         }
     }
