@@ -1243,7 +1243,8 @@ def expect_observability(docs: list[dict]) -> list[str]:
     rules = [r for pr in by_kind(docs, "PrometheusRule") for g in pr["spec"]["groups"] for r in g["rules"]]
     want = {"SlurmConnectorDown", "SlurmConnectorReplicasMissing", "SlurmConnectorGetTaskFailing", "SlurmConnectorCreateTaskFailing",
             "SlurmConnectorSlurmrestdUnreachable", "SlurmConnectorSlurmctldErrors", "SlurmConnectorSlurmdbdUnavailable",
-            "SlurmConnectorCredentialRejected", "SlurmConnectorPollSlow", "SlurmConnectorSubmitsThrottled"}
+            "SlurmConnectorCredentialRejected", "SlurmConnectorPollSlow", "SlurmConnectorSubmitsThrottled",
+            "SlurmConnectorInfrastructureFailures", "SlurmConnectorOutputUploadsFailing"}
     if {r.get("alert") for r in rules} != want:
         errs.append(f"want the {len(want)} alerts docs/operations.md describes, got {sorted(r.get('alert') for r in rules)}")
     target = 'namespace="flyte",job="slurm-connector"'
@@ -1314,7 +1315,7 @@ CASE_EXPECT = {
     "grpc-tls-values.yaml": ("TLS files from the Secret, /healthz probes on the metrics port, JSON logs, selectors replaced whole", expect_grpc_tls),
     "quickstart-values.yaml": ("containers run as uid 1000 (podSecurityContext), listen and probe on 8000", expect_quickstart),
     "custom-ports-values.yaml": ("ports 8443/9464/9191 reach args, container ports, probes, Services, stager URL", expect_custom_ports),
-    "observability-values.yaml": ("PrometheusRule (10 alerts, labels, runbook URLs) and Grafana dashboard ConfigMap render", expect_observability),
+    "observability-values.yaml": ("PrometheusRule (12 alerts, labels, runbook URLs) and Grafana dashboard ConfigMap render", expect_observability),
 }
 
 

@@ -37,6 +37,7 @@ mod service_flyte1;
 mod service_identity;
 mod service_images;
 mod service_jobfiles;
+mod service_outcomes;
 mod service_proto;
 mod service_replicas;
 mod service_tls;

@@ -10,11 +10,14 @@
 //! - `batches` (`submit/batches.rs`): CreateTasks for at most the coalescing window (2 s);
 //! - `users`: one client per Slurm user a task ran as (the users the identity rules name);
 //! - `job_files` (`cluster/jobfiles.rs`): until its files are removed (retention), or, without
-//!   retention, the job's end.
+//!   retention, the job's end;
+//! - `tallies` (`cluster/tallies.rs`): the keys of the last 50 000 executions whose outcome was
+//!   counted.
 //!
 //! Imports `wire`, `background` and the state types of `submit/`; see `service/mod.rs`.
 
 pub(crate) mod jobfiles;
+pub(crate) mod tallies;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -69,6 +72,8 @@ pub struct ClusterRuntime {
     pub job_files: Option<Arc<jobfiles::Registry>>,
     /// Submits between their held submit and their release; closed at shutdown (`submit/handoff.rs`).
     pub submits: crate::service::submit::gate::Gate,
+    /// Outcomes and output uploads counted since start, for the metrics (`tallies.rs`).
+    pub tallies: Arc<tallies::Tallies>,
     /// Clients acting as each Slurm user of the identity rules (`client_as`): (calls, submits),
     /// made once so each user's minted token is cached and renewed like the deployment's.
     users: Mutex<HashMap<String, (Client, Client)>>,
@@ -209,6 +214,7 @@ impl ClusterRuntime {
             transfers: Background::new(terminal_ttl),
             job_files: None,
             submits: crate::service::submit::gate::Gate::default(),
+            tallies: Arc::default(),
             users: Mutex::new(HashMap::new()),
         }
     }

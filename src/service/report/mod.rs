@@ -4,7 +4,8 @@
 //! stages, in this order, each in its own file: `own_job` (a job id slurmctld gave away after a
 //! crash), `budget` (Slurm's own requeues), the gang's pending reason (below), `native` (a native
 //! task's result at its output prefix), `outputs` (declared outputs uploaded), `tails` (the
-//! stderr that explains a failure); then `verdict` turns it into the wire's `Resource`.
+//! stderr that explains a failure); then `verdict` turns it into the wire's `Resource`. The
+//! first terminal answer of each execution is counted on the way out (`cluster/tallies.rs`).
 //! `message` writes the plugin's message format; `logs` and `task_metrics` are the other two
 //! reads. Never an RPC error because the cluster or staging hiccupped: that is part of the
 //! message.
@@ -31,12 +32,14 @@ use crate::staging;
 use crate::tracker::JobSnapshot;
 
 use crate::service::cluster::ClusterRuntime;
+use crate::service::cluster::tallies::Outcome;
 use crate::service::wire::meta::ResourceMeta;
 
+use crate::tracker::FailureClass;
 pub use budget::enforce_requeue_budget;
 use verdict::Verdict;
 #[cfg(test)]
-use {crate::tracker::FailureClass, budget::over_budget, own_job::reused_id};
+use {budget::over_budget, own_job::reused_id};
 
 /// How long GetTask waits for a pending multi-node job's record (its pending reason).
 const PENDING_REASON_BUDGET: std::time::Duration = std::time::Duration::from_secs(2);
@@ -60,7 +63,11 @@ pub async fn resource(
 ) -> Resource {
     let snap = match own_job::own_job(rt, meta, snap).await {
         Ok(snap) => snap,
-        Err(lost) => return lost,
+        Err(lost) => {
+            let class = Some(FailureClass::Infrastructure);
+            count_outcome(rt, meta, Phase::of(lost.phase), class, &lost.message);
+            return lost;
+        }
     };
     let mut v = Verdict::of(meta, &snap);
     budget::apply(&mut v, meta, &snap, ctx.requeue_budget);
@@ -68,7 +75,31 @@ pub async fn resource(
     native::apply(&mut v, rt, meta, &snap, ctx.native).await;
     outputs::apply(&mut v, rt, meta, ctx.ceiling);
     tails::apply(&mut v, rt, meta, &snap).await;
+    count_outcome(rt, meta, v.phase, v.class, &v.message);
     v.into_resource(meta, &snap, ctx.log_templates)
+}
+
+/// Counts a terminal answer in the cluster's tallies, once per execution: GetTask is polled and
+/// answers the same terminal phase as often as it is asked (`cluster/tallies.rs` keeps the keys
+/// it counted). The execution's key is in its job name (an element's name is its own); a meta
+/// of the Python plugin has none, and its job id stands for it.
+fn count_outcome(
+    rt: &ClusterRuntime,
+    meta: &ResourceMeta,
+    phase: Phase,
+    class: Option<FailureClass>,
+    message: &str,
+) {
+    let Some(outcome) = Outcome::of(phase, class, message) else {
+        return;
+    };
+    let key = match crate::render::key_from_job_name(&meta.job_name) {
+        Some(k) => k.to_string(),
+        None => format!("job {} element {:?}", meta.job_id, meta.element),
+    };
+    if rt.tallies.outcome(&key, outcome) {
+        tracing::info!(cluster = %meta.cluster, job_id = %meta.job_id, element = ?meta.element, key, phase = outcome.phase, class = outcome.class, reason = outcome.reason, "task outcome");
+    }
 }
 
 /// Why a pending multi-node job waits.

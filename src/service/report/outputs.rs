@@ -5,7 +5,7 @@ use crate::proto::core::task_execution::Phase;
 use crate::proto::core::{self, Blob, BlobMetadata, BlobType, Literal, Scalar};
 use crate::proto::task::{NamedLiteral, Outputs};
 use crate::staging::{
-    self, DeclaredOutput, Dimensionality, OutputBlob, TransferOutcome, UploadMode,
+    self, DeclaredOutput, Dimensionality, OutputBlob, Transfer, TransferOutcome, UploadMode,
 };
 use crate::tracker::FailureClass;
 
@@ -46,6 +46,50 @@ fn blob_literal(b: &OutputBlob) -> NamedLiteral {
     }
 }
 
+/// Starts the upload of `decl`, and counts its result once it settles (`cluster/tallies.rs`):
+/// here, where each attempt starts once, rather than where GetTask reads it (as often as it is
+/// polled). A cancelled upload (DeleteTask) is neither.
+fn start(
+    rt: &ClusterRuntime,
+    meta: &ResourceMeta,
+    staging_backend: Option<std::sync::Arc<dyn staging::Staging>>,
+    decl: Vec<DeclaredOutput>,
+    ceiling: &Result<staging::Ceiling, String>,
+) -> std::sync::Arc<Transfer<Vec<OutputBlob>>> {
+    let backend = staging_backend.unwrap_or_else(|| {
+        // Job uploads only: nothing is read from the cluster's filesystem, so a backend
+        // confined to a root that holds nothing is enough.
+        std::sync::Arc::new(staging::LocalStaging::new(
+            staging::Roots::parse(NO_STAGING_ROOT).expect("a fixed absolute path"),
+        ))
+    });
+    let c = ceiling
+        .clone()
+        .map_err(|message| staging::StagingError::Config {
+            var: "FLYTE_SLURM_CONNECTOR_UPLOAD_MAX_BYTES",
+            message,
+        });
+    let transfer = std::sync::Arc::new(staging::outputs::start(
+        backend,
+        meta.target().to_string(),
+        decl,
+        c,
+    ));
+    let (settled, tallies) = (transfer.clone(), rt.tallies.clone());
+    let (cluster, job) = (meta.cluster.clone(), meta.target());
+    tokio::spawn(async move {
+        match settled.wait().await {
+            TransferOutcome::Succeeded(_) => tallies.upload(true),
+            TransferOutcome::Failed(why) => {
+                tracing::warn!(cluster, job = %job, error = %why, "output upload failed");
+                tallies.upload(false);
+            }
+            TransferOutcome::Cancelled => {}
+        }
+    });
+    transfer
+}
+
 /// Starts (or joins) the upload of a succeeded job's outputs; RUNNING while it goes, FAILED
 /// when an output is missing or cannot be stored.
 pub fn apply(
@@ -71,26 +115,13 @@ pub fn apply(
                     if running.is_some() {
                         return None;
                     }
-                    let backend: std::sync::Arc<dyn staging::Staging> = match staging_backend {
-                        Some(s) => s.clone(),
-                        // Job uploads only: nothing is read from the cluster's filesystem,
-                        // so a backend confined to a root that holds nothing is enough.
-                        None => std::sync::Arc::new(staging::LocalStaging::new(
-                            staging::Roots::parse(NO_STAGING_ROOT).expect("a fixed absolute path"),
-                        )),
-                    };
-                    let c = ceiling
-                        .clone()
-                        .map_err(|message| staging::StagingError::Config {
-                            var: "FLYTE_SLURM_CONNECTOR_UPLOAD_MAX_BYTES",
-                            message,
-                        });
-                    Some(std::sync::Arc::new(staging::outputs::start(
-                        backend,
-                        meta.target().to_string(),
+                    Some(start(
+                        rt,
+                        meta,
+                        staging_backend.clone(),
                         decl.clone(),
-                        c,
-                    )))
+                        ceiling,
+                    ))
                 });
                 let (outcome, progress) = (transfer.outcome(), transfer.progress());
                 match outcome {

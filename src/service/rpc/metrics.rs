@@ -56,6 +56,23 @@ pub struct StateLabels {
     pub state: String,
 }
 
+/// A task's outcome (`cluster/tallies.rs`): every value from a fixed set, so the series stay
+/// bounded.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub cluster: String,
+    pub phase: String,
+    pub class: String,
+    pub reason: String,
+}
+
+/// An output upload's result: `ok` or `failed`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UploadLabels {
+    pub cluster: String,
+    pub result: String,
+}
+
 pub struct Metrics {
     registry: Registry,
     /// One series, set once at start (`crate::build_info`).
@@ -86,6 +103,10 @@ pub struct Metrics {
     pub coalesced_elements: Family<ClusterLabels, Counter>,
     pub coalesce_wait: Family<ClusterLabels, Counter<f64, std::sync::atomic::AtomicU64>>,
     pub coalesce_waiting: Family<ClusterLabels, Gauge>,
+    /// Executions' first terminal GetTask answers, by phase, failure class and status code.
+    pub task_outcomes: Family<OutcomeLabels, Counter>,
+    /// Uploads of declared outputs to object storage, by result.
+    pub output_uploads: Family<UploadLabels, Counter>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -116,6 +137,8 @@ impl Metrics {
             coalesced_elements: Family::default(),
             coalesce_wait: Family::default(),
             coalesce_waiting: Family::default(),
+            task_outcomes: Family::default(),
+            output_uploads: Family::default(),
             registry: Registry::default(),
         };
         m.build_info
@@ -185,6 +208,16 @@ impl Metrics {
             "slurm_connector_coalesce_waiting",
             "CreateTasks waiting in open batches for their coalescing window",
             m.coalesce_waiting.clone(),
+        );
+        registry.register(
+            "slurm_connector_task_outcomes",
+            "Executions' first terminal GetTask answer on this replica, by phase, failure class (user, permanent, infrastructure, none) and the status code the message starts with",
+            m.task_outcomes.clone(),
+        );
+        registry.register(
+            "slurm_connector_output_uploads",
+            "Uploads of executions' declared outputs to object storage, by result (ok, failed), counted when each attempt settles",
+            m.output_uploads.clone(),
         );
         registry.register(
             "slurm_connector_poll_tick_seconds",

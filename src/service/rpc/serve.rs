@@ -17,7 +17,9 @@ use crate::proto::flyte1::service::async_agent_service_server::AsyncAgentService
 use crate::tracker::TrackerConfig;
 
 use super::grpc::Grpc;
-use super::metrics::{self, ClusterLabels, Metrics, RestLabels, StateLabels};
+use super::metrics::{
+    self, ClusterLabels, Metrics, OutcomeLabels, RestLabels, StateLabels, UploadLabels,
+};
 use super::tasks::Background;
 use crate::service::Connector;
 use crate::service::cluster::{BuildError, ClusterRuntime};
@@ -366,6 +368,7 @@ async fn refresh_gauges(
         cluster: rt.cfg.name.clone(),
     };
     let mut last = crate::service::cluster::Gauges::default();
+    let mut tallied = Tallied::default();
     let mut tick = tokio::time::interval(interval);
     tokio::pin!(stop);
     loop {
@@ -385,9 +388,47 @@ async fn refresh_gauges(
                 mm.coalesced_elements.get_or_create(&label).inc_by(g.batches.elements - last.batches.elements);
                 mm.coalesce_wait.get_or_create(&label).inc_by(g.batches.wait_seconds - last.batches.wait_seconds);
                 mm.coalesce_waiting.get_or_create(&label).set(g.batches_waiting as i64);
+                tallied.add_growth(&rt, &mm);
                 last = g;
             }
         }
+    }
+}
+
+/// A cluster's tallies (`cluster/tallies.rs`) as far as they were added to the counters.
+#[derive(Default)]
+struct Tallied {
+    outcomes: BTreeMap<crate::service::cluster::tallies::Outcome, u64>,
+    uploads: crate::service::cluster::tallies::Uploads,
+}
+
+impl Tallied {
+    /// Adds the tallies' growth since the last turn to the outcome and upload counters.
+    fn add_growth(&mut self, rt: &ClusterRuntime, mm: &Metrics) {
+        let cluster = &rt.cfg.name;
+        for (o, n) in rt.tallies.outcomes() {
+            let before = self.outcomes.insert(o, n).unwrap_or(0);
+            let labels = OutcomeLabels {
+                cluster: cluster.clone(),
+                phase: o.phase.into(),
+                class: o.class.into(),
+                reason: o.reason.into(),
+            };
+            mm.task_outcomes.get_or_create(&labels).inc_by(n - before);
+        }
+        let now = rt.tallies.uploads();
+        // Both results exist from the first turn, at 0: `increase()` sees the first failure.
+        for (result, n, before) in [
+            ("ok", now.ok, self.uploads.ok),
+            ("failed", now.failed, self.uploads.failed),
+        ] {
+            let labels = UploadLabels {
+                cluster: cluster.clone(),
+                result: result.into(),
+            };
+            mm.output_uploads.get_or_create(&labels).inc_by(n - before);
+        }
+        self.uploads = now;
     }
 }
 
