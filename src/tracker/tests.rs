@@ -347,7 +347,7 @@ mod arrays {
             &api,
             &[JobInfo::new(
                 JobId(1182),
-                &format!("flyte-r1-nightly-{own}"),
+                format!("flyte-r1-nightly-{own}"),
                 plain,
             )],
         );
