@@ -566,3 +566,111 @@ async fn without_accounting_an_aged_out_job_is_resolved_from_its_marker() {
     );
     c3.stop().await;
 }
+
+/// Live logs on real Slurm: a job writes a timestamped line every 100 ms for 10 s and a reader
+/// follows it with GetTaskLogs' token every 250 ms, as a log viewer would. Every line comes
+/// exactly once and in order, lines come while the job still runs (followed, not read at the
+/// end), and once the job ended and its log was read the token is empty. Prints the delay from
+/// a line written on the compute node to its return (BENCHMARKS.md "Live logs").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_are_followed_live_from_a_running_job() {
+    use slurm_connector::proto::connector::{GetTaskLogsRequest, get_task_logs_response};
+    let Some(c) = support::cluster() else { return };
+    let mounts = support::var("FLYTE_SLURM_SHARED_MOUNTS").unwrap();
+    let dir = Dir(std::env::temp_dir().join(format!("real-staging-logs-{}", unique())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let server = Server::start(deployment(&c, &Backend::Local(&mounts))).await;
+    let mut client = server.client().await;
+    const LINES: u64 = 100;
+    let script = format!(
+        "#!/bin/bash\nfor i in $(seq 0 {}); do echo \"live $i $(date +%s%N)\"; sleep 0.1; done\n\
+         mkdir -p \"$FLYTE_OUTPUT_SHARDS\"\necho a > \"$FLYTE_OUTPUT_SHARDS/a\"\n\
+         echo '{{\"rows\": 1}}' > \"$FLYTE_OUTPUT_STATS\"\n",
+        LINES - 1
+    );
+    let prefix = format!("file://{}/store", dir.0.display());
+    let req = preprocess("logs", Some(&script), &prefix);
+    let meta = client
+        .create_task(req)
+        .await
+        .expect("CreateTask")
+        .into_inner()
+        .resource_meta;
+    let started = Instant::now();
+    let (mut token, mut seen, mut delays_ms) = (String::new(), 0u64, Vec::new());
+    let (mut while_running, mut polls) = (0u64, 0u64);
+    loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "not all lines in 180 s: {seen} seen"
+        );
+        let phase = client
+            .get_task(common::get_req(&meta))
+            .await
+            .unwrap()
+            .into_inner()
+            .resource
+            .unwrap()
+            .phase;
+        let mut stream = client
+            .get_task_logs(GetTaskLogsRequest {
+                resource_meta: meta.clone(),
+                token: token.clone(),
+                ..Default::default()
+            })
+            .await
+            .expect("GetTaskLogs")
+            .into_inner();
+        polls += 1;
+        let mut next = None;
+        while let Some(m) = stream.message().await.unwrap() {
+            match m.part {
+                Some(get_task_logs_response::Part::Header(h)) => next = Some(h.token),
+                Some(get_task_logs_response::Part::Body(b)) => {
+                    let now_ns = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap()
+                        .as_nanos() as i128;
+                    for l in b.lines.iter().filter(|l| l.message.starts_with("live ")) {
+                        let mut w = l.message.split(' ').skip(1);
+                        let i: u64 = w.next().unwrap().parse().unwrap();
+                        let at: i128 = w.next().unwrap().parse().unwrap();
+                        assert_eq!(i, seen, "every line once, in order: {:?}", l.message);
+                        assert_eq!(l.short_pod_name, "stdout");
+                        seen += 1;
+                        // The first page is the tail of what was there already: only lines
+                        // that came on later pages measure following.
+                        if !token.is_empty() {
+                            delays_ms.push(((now_ns - at) / 1_000_000) as u64);
+                        }
+                        if phase == Phase::Running as i32 {
+                            while_running += 1;
+                        }
+                    }
+                }
+                None => {}
+            }
+        }
+        token = next.expect("a header with the next token comes first");
+        if token.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(seen, LINES, "all lines, then an empty token");
+    assert!(
+        while_running > LINES / 2,
+        "{while_running} of {LINES} lines came while the job ran: not followed live"
+    );
+    delays_ms.sort_unstable();
+    let pct = |p: usize| delays_ms[(delays_ms.len() * p / 100).min(delays_ms.len() - 1)];
+    println!(
+        "live logs: {} lines followed over {polls} polls every 250 ms; delay from the line written \
+         on the compute node to GetTaskLogs' answer: p50 {} ms, p95 {} ms, max {} ms",
+        delays_ms.len(),
+        pct(50),
+        pct(95),
+        delays_ms.last().unwrap()
+    );
+    server.stop().await;
+}

@@ -2,7 +2,8 @@
 //! the size — parts are streamed, never the whole file. Prints the numbers; asserts a bound.
 //! Both paths: the staging backends into a `file://` store (a kernel copy), and the streamed
 //! multipart upload that remote stores (S3, GCS, Azure) get, forced here into the same store.
-//! `STAGING_MEMORY_BYTES` overrides the size (default 1 GiB).
+//! `STAGING_MEMORY_BYTES` overrides the size (default 1 GiB). First, GetTaskLogs' paging of a
+//! log growing to 105 MB over 1000 polls, through both backends: resident memory stays flat.
 
 mod common;
 use common::staging as support;
@@ -12,6 +13,8 @@ use slurm_connector::staging::outputs::{self, output_uri};
 use slurm_connector::staging::transfer::TransferCtl;
 use slurm_connector::staging::{Ceiling, DeclaredOutput, OutputKind, TransferOutcome, UploadMode};
 use support::{Fixture, peak_rss_kib};
+
+use slurm_connector::staging::logs::{self, LogStream, PageRequest};
 
 /// Against reading the file whole (1 GiB). Measured 2026-12-04: 109-110 MiB peak after the
 /// kernel copy of either backend (11 MiB before any transfer), 127-128 MiB after the streamed
@@ -31,6 +34,7 @@ async fn moving_a_large_output_keeps_memory_bounded() {
     // Sparse source: reading it costs no disk; the destination is really written.
     let src = fx.local("/cluster/shared/big.bin");
     std::fs::File::create(&src).unwrap().set_len(size).unwrap();
+    follow_a_growing_log(&fx).await;
     let before = peak_rss_kib();
     for (name, s) in fx.backends().await {
         let uri = output_uri(&fx.store_uri(name), "big.bin");
@@ -86,4 +90,78 @@ async fn moving_a_large_output_keeps_memory_bounded() {
         peak < PEAK_RSS_BOUND_MIB * 1024,
         "streamed: peak RSS {peak} KiB is above {PEAK_RSS_BOUND_MIB} MiB"
     );
+}
+
+/// Resident memory of this process now (VmRSS), in KiB.
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/self/status")
+}
+
+/// A log growing by 105 kB a poll to 105 MB, followed page by page: resident memory after the
+/// last poll is within a few MiB of what it was after the 100th (a reader that kept or re-read
+/// the log would grow by the log's size).
+async fn follow_a_growing_log(fx: &Fixture) {
+    /// Growth allowed from the 100th poll to the 1000th (the log grows by 94.5 MB meanwhile).
+    const FLAT_MIB: u64 = 8;
+    for (name, s) in fx.backends().await {
+        let path = format!("/cluster/shared/{name}-live.log");
+        fx.write(&path, "");
+        let file = fx.local(&path);
+        let streams = [LogStream {
+            name: "stdout".into(),
+            path: path.clone(),
+        }];
+        let page = |cursor| {
+            logs::page(
+                s.as_ref(),
+                PageRequest {
+                    scope: "1",
+                    streams: &streams,
+                    cursor,
+                    max_lines: 10_000,
+                    ranks: false,
+                    ended: false,
+                },
+            )
+        };
+        let mut cursor = page(None).await.cursor;
+        let mut w = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&file)
+            .unwrap();
+        let mut at_100 = 0;
+        let mut read = 0;
+        for poll in 0..1000u64 {
+            let chunk: String = (0..1000u64)
+                .map(|k| format!("{:<104}\n", poll * 1000 + k))
+                .collect();
+            std::io::Write::write_all(&mut w, chunk.as_bytes()).unwrap();
+            let p = page(Some(cursor)).await;
+            read += p.bytes_read;
+            assert_eq!(p.lines.len(), 1000, "{name}: poll {poll}");
+            cursor = p.cursor;
+            if poll == 99 {
+                at_100 = rss_kib();
+            }
+        }
+        let at_1000 = rss_kib();
+        println!(
+            "staging_memory: {name}: followed a log to {read} bytes over 1000 polls; RSS {} MiB \
+             after 100 polls, {} MiB after 1000 (peak {} MiB)",
+            at_100 / 1024,
+            at_1000 / 1024,
+            peak_rss_kib() / 1024
+        );
+        assert_eq!(read, 105_000_000, "{name}: every byte read once");
+        assert!(
+            at_1000 < at_100 + FLAT_MIB * 1024,
+            "{name}: RSS grew from {at_100} KiB to {at_1000} KiB while following the log"
+        );
+        std::fs::remove_file(&file).unwrap();
+    }
 }

@@ -347,7 +347,7 @@ async fn print_logs(
     while let Ok(Some(msg)) = stream.message().await {
         if let Some(get_task_logs_response::Part::Body(body)) = msg.part {
             for line in body.lines {
-                println!("{}", line.message);
+                println!("[{}] {}", line.short_pod_name, line.message);
             }
         }
     }

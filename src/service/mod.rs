@@ -393,11 +393,26 @@ impl Connector {
         Ok(())
     }
 
-    /// GetTaskLogs: the job's stdout/stderr through staging, or a line saying why there are none.
-    pub async fn logs(&self, raw_meta: &[u8], lines: u64) -> Result<Vec<String>, ServiceError> {
+    /// GetTaskLogs: a page of the job's stdout/stderr through staging after `token`, or a line
+    /// saying why there is none yet.
+    pub async fn logs(
+        &self,
+        raw_meta: &[u8],
+        lines: u64,
+        token: &str,
+    ) -> Result<report::logs::LogPage, ServiceError> {
         match self.locate_job(raw_meta).await? {
-            (rt, Ok(m)) => report::logs::of_job(&rt, &m.as_task(), lines).await,
-            (_, Err(p)) => Ok(vec![p.message]),
+            (rt, Ok(m)) => report::logs::of_job(&rt, &m.as_task(), lines, token).await,
+            // Not submitted yet: nothing to page; the same token comes back, so a reader keeps
+            // its place (empty: it starts at the tail once the job exists).
+            (_, Err(p)) => Ok(report::logs::LogPage {
+                lines: vec![crate::staging::logs::PageLine {
+                    stream: "connector".into(),
+                    text: p.message,
+                    system: true,
+                }],
+                token: token.to_string(),
+            }),
         }
     }
 

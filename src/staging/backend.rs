@@ -45,8 +45,30 @@ pub struct WalkEntry {
 pub const TAIL_MAX_LINES: usize = 10_000;
 /// The most bytes `tail` reads back from the end of a file (lines longer than this are cut).
 pub const TAIL_MAX_BYTES: u64 = 4 * 1024 * 1024;
+/// The most bytes one `read_at` returns: a log page is bounded whatever the file size.
+pub const READ_AT_MAX_BYTES: u64 = 4 * 1024 * 1024;
 /// The most files `walk` lists: a directory output with more is refused, not half-uploaded.
 pub const WALK_MAX_ENTRIES: usize = 200_000;
+
+/// Where [`Staging::read_at`] starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadFrom {
+    /// At this byte offset (past the end: nothing is read, and the chunk says the file's size,
+    /// so a reader can tell a truncated file from one that did not grow).
+    Offset(u64),
+    /// This many bytes before the end (the whole file when it is shorter).
+    End(u64),
+}
+
+/// What [`Staging::read_at`] read: `bytes` start at byte `start` of a file that was `size`
+/// bytes long when it was read (so `start + bytes.len()` is where the next read continues,
+/// and anything written after the read is left for it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chunk {
+    pub start: u64,
+    pub size: u64,
+    pub bytes: Bytes,
+}
 
 pub trait Staging: Send + Sync + std::fmt::Debug {
     /// `None` when the path does not exist.
@@ -55,6 +77,16 @@ pub trait Staging: Send + Sync + std::fmt::Debug {
     /// The last `lines` lines (at most [`TAIL_MAX_LINES`], read from the end of the file with
     /// bounded memory), lossily decoded as UTF-8; `None` when the file does not exist.
     fn tail<'a>(&'a self, path: &'a str, lines: usize) -> BoxFuture<'a, Result<Option<String>>>;
+
+    /// At most `max` bytes (capped at [`READ_AT_MAX_BYTES`]) of a regular file from `from`, in one
+    /// open: a growing log is paged by offset, never read again from its start. `None` when the
+    /// file does not exist.
+    fn read_at<'a>(
+        &'a self,
+        path: &'a str,
+        from: ReadFrom,
+        max: u64,
+    ) -> BoxFuture<'a, Result<Option<Chunk>>>;
 
     /// Every regular file under a directory, recursively, sorted by relative name. A symlink
     /// (file or directory) resolving outside the roots fails the whole walk.

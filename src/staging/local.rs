@@ -18,8 +18,8 @@ use futures::{FutureExt, StreamExt};
 use tokio::io::AsyncReadExt;
 
 use super::backend::{
-    ByteStream, EntryKind, Staging, Stat, TAIL_MAX_BYTES, TAIL_MAX_LINES, WALK_MAX_ENTRIES,
-    WalkEntry,
+    ByteStream, Chunk, EntryKind, READ_AT_MAX_BYTES, ReadFrom, Staging, Stat, TAIL_MAX_BYTES,
+    TAIL_MAX_LINES, WALK_MAX_ENTRIES, WalkEntry,
 };
 use super::confine::{Resolved, Roots, check_inside};
 use super::error::{Result, StagingError};
@@ -169,6 +169,47 @@ fn tail_blocking(roots: &Roots, path: &str, lines: usize) -> Result<Option<Strin
     };
     let mut file = open_confined(&r)?;
     tail_file(&mut file, lines, &r.cluster).map(Some)
+}
+
+/// One open, one seek, one bounded read: the size is the descriptor's, taken before reading, and
+/// the read stops there, so bytes written meanwhile are the next page's.
+pub(crate) fn read_at_file(
+    file: &mut fs::File,
+    from: ReadFrom,
+    max: u64,
+    cluster: &str,
+) -> Result<Chunk> {
+    let io = |e| StagingError::io("read", cluster, e);
+    let size = file.metadata().map_err(io)?.len();
+    let start = match from {
+        ReadFrom::Offset(o) => o.min(size),
+        ReadFrom::End(n) => size.saturating_sub(n),
+    };
+    let n = max.min(READ_AT_MAX_BYTES).min(size - start);
+    let mut buf = vec![0u8; n as usize];
+    file.seek(SeekFrom::Start(start)).map_err(io)?;
+    // The file may have been truncated since the size was read: keep what was there.
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read(&mut buf[got..]).map_err(io)? {
+            0 => break,
+            k => got += k,
+        }
+    }
+    buf.truncate(got);
+    Ok(Chunk {
+        start,
+        size,
+        bytes: buf.into(),
+    })
+}
+
+fn read_at_blocking(roots: &Roots, path: &str, from: ReadFrom, max: u64) -> Result<Option<Chunk>> {
+    let Some(r) = resolve_opt(roots, path)? else {
+        return Ok(None);
+    };
+    let mut file = open_confined(&r)?;
+    read_at_file(&mut file, from, max, &r.cluster).map(Some)
 }
 
 fn walk_blocking(roots: &Roots, path: &str) -> Result<Vec<WalkEntry>> {
@@ -361,6 +402,16 @@ impl Staging for LocalStaging {
     fn tail<'a>(&'a self, path: &'a str, lines: usize) -> BoxFuture<'a, Result<Option<String>>> {
         let (roots, path) = (self.roots.clone(), path.to_string());
         blocking(move || tail_blocking(&roots, &path, lines)).boxed()
+    }
+
+    fn read_at<'a>(
+        &'a self,
+        path: &'a str,
+        from: ReadFrom,
+        max: u64,
+    ) -> BoxFuture<'a, Result<Option<Chunk>>> {
+        let (roots, path) = (self.roots.clone(), path.to_string());
+        blocking(move || read_at_blocking(&roots, &path, from, max)).boxed()
     }
 
     fn walk<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Result<Vec<WalkEntry>>> {

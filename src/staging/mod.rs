@@ -30,7 +30,7 @@ pub mod size;
 pub mod stager;
 pub mod transfer;
 
-pub use backend::{ByteStream, EntryKind, Staging, Stat, WalkEntry};
+pub use backend::{ByteStream, Chunk, EntryKind, ReadFrom, Staging, Stat, WalkEntry};
 pub use confine::{Mount, Roots};
 pub use error::StagingError;
 pub use job_files::{JobFiles, element_path};

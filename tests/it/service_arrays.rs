@@ -216,19 +216,28 @@ async fn an_array_with_a_failed_element_is_that_elements_failure_naming_its_inde
         .await
         .unwrap()
         .into_inner();
-    let first = logs.message().await.unwrap().unwrap();
-    let Some(get_task_logs_response::Part::Body(b)) = first.part else {
-        panic!("body expected")
-    };
-    let text = b.results.join("\n");
+    let mut lines = Vec::new();
+    while let Some(msg) = logs.message().await.unwrap() {
+        if let Some(get_task_logs_response::Part::Body(b)) = msg.part {
+            lines.extend(b.lines);
+        }
+    }
+    // Each element's streams apart, named in the line.
     for i in 0..5 {
         assert!(
-            text.contains(&format!("=== element {i} of job array {id} ===")),
-            "{text}"
+            lines
+                .iter()
+                .any(|l| l.short_pod_name == format!("element {i} stdout")
+                    && l.message == format!("element {i} of {id}")),
+            "{lines:?}"
         );
-        assert!(text.contains(&format!("element {i} of {id}")), "{text}");
     }
-    assert!(text.contains("element 3 broke"), "{text}");
+    assert!(
+        lines.iter().any(
+            |l| l.short_pod_name == "element 3 stderr" && l.message.contains("element 3 broke")
+        ),
+        "{lines:?}"
+    );
     Env {
         mock,
         server,

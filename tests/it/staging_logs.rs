@@ -8,7 +8,7 @@ use std::io::Write;
 use std::time::{Duration, SystemTime};
 
 use slurm_connector::staging::exit_marker;
-use slurm_connector::staging::logs::{self, DEFAULT_LOG_LINES};
+use slurm_connector::staging::logs::{self, Cursor, LogStream, PageRequest};
 use slurm_connector::staging::retention::{FinishedJob, sweep};
 use support::Fixture;
 
@@ -105,44 +105,43 @@ async fn logs_retention_and_exit_markers() {
             None
         );
 
-        let l = logs::task_logs(
-            s.as_ref(),
-            "7",
-            "/cluster/shared/w/j1.out",
-            "/cluster/shared/w/j1.err",
-            DEFAULT_LOG_LINES,
-        )
-        .await;
+        // GetTaskLogs' first page: each stream's tail, named; a missing one says so; a path
+        // outside the roots says why it cannot be read.
+        let streams = [
+            stream("stdout", "/cluster/shared/w/j1.out"),
+            stream("stderr", "/cluster/shared/w/j1.err"),
+            stream("missing", "/cluster/shared/w/j8.out"),
+            stream("outside", "/etc/passwd"),
+        ];
+        let p = logs::page(s.as_ref(), request("7", &streams, None, 500)).await;
+        let of = |name: &str| -> Vec<&str> {
+            p.lines
+                .iter()
+                .filter(|l| l.stream == name)
+                .map(|l| l.text.as_str())
+                .collect()
+        };
+        assert_eq!(of("stdout"), ["hello", "world"], "{name}");
+        assert_eq!(of("stderr").len(), 100, "{name}");
         assert_eq!(
-            l[0],
-            "==> stdout (/cluster/shared/w/j1.out, last 500 lines) <=="
+            of("missing"),
+            ["/cluster/shared/w/j8.out has not been written yet"],
+            "{name}"
         );
-        assert_eq!(&l[1..3], ["hello", "world"]);
-        assert_eq!(
-            l[3],
-            "==> stderr (/cluster/shared/w/j1.err, last 500 lines) <=="
-        );
-        assert_eq!(l.len(), 104, "{name}");
-        let l = logs::task_logs(
-            s.as_ref(),
-            "8",
-            "/cluster/shared/w/j8.out",
-            "/cluster/shared/w/j8.err",
-            500,
-        )
-        .await;
-        assert_eq!(l, vec!["No output yet from Slurm job 8: /cluster/shared/w/j8.out and /cluster/shared/w/j8.err are empty or not written yet.".to_string()]);
-        let l = logs::task_logs(
-            s.as_ref(),
-            "9",
-            "/etc/passwd",
-            "/cluster/shared/w/j8.err",
-            500,
-        )
-        .await;
         assert!(
-            l[0].contains("stdout (/etc/passwd) cannot be read") && l[0].contains("refused"),
-            "{name}: {l:?}"
+            of("outside")[0].contains("/etc/passwd cannot be read")
+                && of("outside")[0].contains("refused"),
+            "{name}: {:?}",
+            p.lines
+        );
+        assert_eq!(
+            p.cursor.offsets,
+            [12, err.len() as u64, 0, 0],
+            "{name}: each stream's end is where the next page starts"
+        );
+        assert_eq!(
+            logs::Cursor::parse(&p.cursor.token(), "7", 4).unwrap(),
+            p.cursor
         );
 
         assert_eq!(
@@ -213,5 +212,235 @@ async fn logs_retention_and_exit_markers() {
             fx.local(&format!("{new}.sh")).exists()
                 && fx.local(&format!("{new}.outputs/model")).exists()
         );
+    }
+}
+
+fn stream(name: &str, path: &str) -> LogStream {
+    LogStream {
+        name: name.into(),
+        path: path.into(),
+    }
+}
+
+fn request<'a>(
+    scope: &'a str,
+    streams: &'a [LogStream],
+    cursor: Option<Cursor>,
+    max_lines: usize,
+) -> PageRequest<'a> {
+    PageRequest {
+        scope,
+        streams,
+        cursor,
+        max_lines,
+        ranks: false,
+        ended: false,
+    }
+}
+
+fn append(fx: &Fixture, cluster: &str, text: &str) {
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(fx.local(cluster))
+        .unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+}
+
+/// A live log followed page by page: the first page is the tail, every later one exactly what
+/// was written since (a line waits for its newline while the job runs), nothing read twice; a
+/// log that starts again (requeue) is said and read from its start; once the job ended a last
+/// line without a newline comes too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_growing_log_is_followed_without_reading_anything_twice() {
+    let fx = Fixture::new("follow");
+    for (name, s) in fx.backends().await {
+        let out = format!("/cluster/shared/{name}/j.out");
+        let err = format!("/cluster/shared/{name}/j.err");
+        let before: String = (0..1000).map(|i| format!("old {i}\n")).collect();
+        fx.write(&out, &before);
+        let streams = [stream("stdout", &out), stream("stderr", &err)];
+        let texts = |p: &logs::Page, stream: &str| -> Vec<String> {
+            p.lines
+                .iter()
+                .filter(|l| l.stream == stream)
+                .map(|l| l.text.clone())
+                .collect()
+        };
+        let p = logs::page(s.as_ref(), request("9", &streams, None, 3)).await;
+        assert_eq!(
+            texts(&p, "stdout"),
+            ["old 997", "old 998", "old 999"],
+            "{name}"
+        );
+        assert_eq!(p.cursor.offsets, [before.len() as u64, 0], "{name}");
+        let mut cursor = p.cursor;
+        let mut read_after_first = 0;
+        // Nothing new: nothing returned, nothing read.
+        let p = logs::page(
+            s.as_ref(),
+            request("9", &streams, Some(cursor.clone()), 500),
+        )
+        .await;
+        assert!(p.lines.is_empty(), "{name}: {:?}", p.lines);
+        assert_eq!(p.bytes_read, 0, "{name}");
+        cursor = p.cursor;
+        // Two lines and half of a third; stderr appears.
+        append(&fx, &out, "new 1\nnew 2\nhal");
+        fx.write(&err, "e1\n");
+        let p = logs::page(
+            s.as_ref(),
+            request("9", &streams, Some(cursor.clone()), 500),
+        )
+        .await;
+        read_after_first += p.bytes_read;
+        assert_eq!(texts(&p, "stdout"), ["new 1", "new 2"], "{name}");
+        assert_eq!(texts(&p, "stderr"), ["e1"], "{name}");
+        cursor = p.cursor;
+        append(&fx, &out, "f\n");
+        let p = logs::page(
+            s.as_ref(),
+            request("9", &streams, Some(cursor.clone()), 500),
+        )
+        .await;
+        read_after_first += p.bytes_read;
+        assert_eq!(texts(&p, "stdout"), ["half"], "{name}");
+        cursor = p.cursor;
+        // `lines` bounds a page; the rest comes on the next.
+        append(&fx, &out, "a\nb\nc\n");
+        let p = logs::page(s.as_ref(), request("9", &streams, Some(cursor.clone()), 2)).await;
+        read_after_first += p.bytes_read;
+        assert_eq!(texts(&p, "stdout"), ["a", "b"], "{name}");
+        let p = logs::page(s.as_ref(), request("9", &streams, Some(p.cursor), 2)).await;
+        read_after_first += p.bytes_read;
+        assert_eq!(texts(&p, "stdout"), ["c"], "{name}");
+        cursor = p.cursor;
+        // What was read since the first page is what was appended, and twice only a half line
+        // (read again once its newline came) and the line a `lines`-bounded page left.
+        let appended = "new 1\nnew 2\nhal".len() + "e1\n".len() + "f\n".len() + "a\nb\nc\n".len();
+        assert_eq!(
+            read_after_first as usize,
+            appended + "hal".len() + "c\n".len(),
+            "{name}"
+        );
+        // A last line without a newline: held while running, shown once ended.
+        append(&fx, &out, "done");
+        let p = logs::page(
+            s.as_ref(),
+            request("9", &streams, Some(cursor.clone()), 500),
+        )
+        .await;
+        assert!(texts(&p, "stdout").is_empty(), "{name}");
+        assert!(!p.drained, "{name}");
+        let mut ended = request("9", &streams, Some(p.cursor), 500);
+        ended.ended = true;
+        let p = logs::page(s.as_ref(), ended).await;
+        assert_eq!(texts(&p, "stdout"), ["done"], "{name}");
+        assert!(p.drained, "{name}: everything read");
+        // The job was requeued and its log starts again.
+        fx.write(&out, "again\n");
+        let q = logs::page(s.as_ref(), request("9", &streams, Some(p.cursor), 500)).await;
+        assert!(
+            q.lines
+                .iter()
+                .any(|l| l.system && l.text.contains("starts again")),
+            "{name}: {:?}",
+            q.lines
+        );
+        let q = logs::page(s.as_ref(), request("9", &streams, Some(q.cursor), 500)).await;
+        assert_eq!(texts(&q, "stdout"), ["again"], "{name}");
+    }
+}
+
+/// The token is ours and the task's: another job's, a wrong stream count or a foreign string is
+/// refused with what to send instead.
+#[test]
+fn a_token_is_checked_against_its_task() {
+    let c = Cursor {
+        scope: "12_3".into(),
+        next: 1,
+        offsets: vec![5, 0],
+    };
+    let t = c.token();
+    assert_eq!(Cursor::parse(&t, "12_3", 2).unwrap(), c);
+    for (token, scope, n, says) in [
+        (t.as_str(), "12_4", 2, "it is for Slurm job 12_3, not 12_4"),
+        (t.as_str(), "12_3", 3, "it has 2 offsets"),
+        ("page-2", "12_3", 2, "not a token this connector wrote"),
+        (
+            "slurm-logs-v1:12_3:0:x,1",
+            "12_3",
+            2,
+            "an offset is not a number",
+        ),
+    ] {
+        let e = Cursor::parse(token, scope, n).unwrap_err();
+        assert!(e.contains(says) && e.contains("`token`"), "{e}");
+    }
+}
+
+/// A multi-rank task's lines, labelled `N: ` by srun, are each rank's stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_rank_of_a_multi_rank_task_is_its_own_stream() {
+    let fx = Fixture::new("ranks");
+    fx.write(
+        "/cluster/shared/r.out",
+        "0: from zero\n1: from one\n 12: twelve\nplain\n",
+    );
+    let s = fx.local_backend();
+    let streams = [stream("stdout", "/cluster/shared/r.out")];
+    let mut req = request("5", &streams, None, 500);
+    req.ranks = true;
+    let p = logs::page(s.as_ref(), req).await;
+    let got: Vec<(&str, &str)> = p
+        .lines
+        .iter()
+        .map(|l| (l.stream.as_str(), l.text.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("stdout rank 0", "from zero"),
+            ("stdout rank 1", "from one"),
+            ("stdout rank 12", "twelve"),
+            ("stdout", "plain"),
+        ]
+    );
+}
+
+/// A growing 100 MiB log followed over 1000 pages: every byte read once (the bytes read equal
+/// the bytes written after the first page), every line returned once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_mib_log_over_a_thousand_polls_is_read_once() {
+    let fx = Fixture::new("follow-big");
+    for (name, s) in fx.backends().await {
+        let out = format!("/cluster/shared/{name}/big.out");
+        fx.write(&out, "");
+        let streams = [stream("stdout", &out)];
+        let p = logs::page(s.as_ref(), request("1", &streams, None, 10_000)).await;
+        let mut cursor = p.cursor;
+        let (mut written, mut read, mut lines) = (0u64, 0u64, 0u64);
+        // 105 kB a poll: 1000 lines of 105 bytes (their number first); 105 MB > 100 MiB in all.
+        for poll in 0..1000u64 {
+            let chunk: String = (0..1000u64)
+                .map(|k| format!("{:<104}\n", poll * 1000 + k))
+                .collect();
+            append(&fx, &out, &chunk);
+            written += chunk.len() as u64;
+            let p = logs::page(s.as_ref(), request("1", &streams, Some(cursor), 10_000)).await;
+            read += p.bytes_read;
+            for l in &p.lines {
+                assert_eq!(l.text.trim_end().parse::<u64>().unwrap(), lines, "{name}");
+                lines += 1;
+            }
+            cursor = p.cursor;
+        }
+        assert_eq!(written, 105_000_000, "{name}");
+        assert_eq!(
+            read, written,
+            "{name}: bytes read == bytes written: none twice"
+        );
+        assert_eq!(lines, 1_000_000, "{name}");
+        println!("staging_logs: {name}: 1000 polls, {written} bytes written, {read} read");
     }
 }

@@ -11,9 +11,9 @@ use crate::proto::connector as v2;
 use crate::proto::flyte1::admin::{
     CreateTaskRequest, CreateTaskResponse, DeleteTaskRequest, DeleteTaskResponse, GetAgentRequest,
     GetAgentResponse, GetTaskLogsRequest, GetTaskLogsResponse, GetTaskLogsResponseBody,
-    GetTaskMetricsRequest, GetTaskMetricsResponse, GetTaskRequest, GetTaskResponse,
-    ListAgentsRequest, ListAgentsResponse, LogLine, LogLineOriginator, TaskCategory,
-    get_task_logs_response,
+    GetTaskLogsResponseHeader, GetTaskMetricsRequest, GetTaskMetricsResponse, GetTaskRequest,
+    GetTaskResponse, ListAgentsRequest, ListAgentsResponse, LogLine, LogLineOriginator,
+    TaskCategory, get_task_logs_response,
 };
 use crate::proto::flyte1::core::ExecutionMetricResult;
 use crate::proto::flyte1::service::agent_metadata_service_server::AgentMetadataService;
@@ -117,25 +117,36 @@ impl AsyncAgentService for Grpc {
     ) -> Result<Response<LogStream>, Status> {
         let req = req.into_inner();
         let task_type = category(req.task_category.as_ref());
-        let logs = self.0.logs(&req.resource_meta, req.lines);
-        let lines = self.handle(F1, &task_type, Op::Logs, logs).await?;
+        let logs = self.0.logs(&req.resource_meta, req.lines, &req.token);
+        let page = self.handle(F1, &task_type, Op::Logs, logs).await?;
+        let header = GetTaskLogsResponse {
+            part: Some(get_task_logs_response::Part::Header(
+                GetTaskLogsResponseHeader { token: page.token },
+            )),
+        };
         #[allow(deprecated)]
         let body = GetTaskLogsResponse {
             part: Some(get_task_logs_response::Part::Body(
                 GetTaskLogsResponseBody {
-                    results: lines.clone(),
-                    structured_lines: lines
+                    results: page.lines.iter().map(|l| l.plain()).collect(),
+                    // Flyte 1's LogLine has no field for the stream: it leads the message.
+                    structured_lines: page
+                        .lines
                         .into_iter()
-                        .map(|message| LogLine {
+                        .map(|l| LogLine {
                             timestamp: None,
-                            message,
-                            originator: LogLineOriginator::User as i32,
+                            message: l.plain(),
+                            originator: if l.system {
+                                LogLineOriginator::System
+                            } else {
+                                LogLineOriginator::User
+                            } as i32,
                         })
                         .collect(),
                 },
             )),
         };
-        let stream = futures::stream::iter(vec![Ok(body)]);
+        let stream = futures::stream::iter(vec![Ok(header), Ok(body)]);
         Ok(Response::new(Box::pin(stream) as LogStream))
     }
 }

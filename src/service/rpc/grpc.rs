@@ -14,9 +14,9 @@ use crate::proto::connector::connector_metadata_service_server::ConnectorMetadat
 use crate::proto::connector::{
     Connector, CreateTaskRequest, CreateTaskResponse, DeleteTaskRequest, DeleteTaskResponse,
     GetConnectorRequest, GetConnectorResponse, GetTaskLogsRequest, GetTaskLogsResponse,
-    GetTaskLogsResponseBody, GetTaskMetricsRequest, GetTaskMetricsResponse, GetTaskRequest,
-    GetTaskResponse, ListConnectorsRequest, ListConnectorsResponse, TaskCategory,
-    get_task_logs_response,
+    GetTaskLogsResponseBody, GetTaskLogsResponseHeader, GetTaskMetricsRequest,
+    GetTaskMetricsResponse, GetTaskRequest, GetTaskResponse, ListConnectorsRequest,
+    ListConnectorsResponse, TaskCategory, get_task_logs_response,
 };
 use crate::proto::logs::dataplane::{LogLine, LogLineOriginator};
 
@@ -231,25 +231,38 @@ impl AsyncConnectorService for Grpc {
     ) -> Result<Response<LogStream>, Status> {
         let req = req.into_inner();
         let task_type = category(req.task_category.as_ref());
-        let logs = self.0.logs(&req.resource_meta, req.lines);
-        let lines = self.handle(F2, &task_type, Op::Logs, logs).await?;
+        let logs = self.0.logs(&req.resource_meta, req.lines, &req.token);
+        let page = self.handle(F2, &task_type, Op::Logs, logs).await?;
+        // The header first (the token for the next page), then the page's lines.
+        let header = GetTaskLogsResponse {
+            part: Some(get_task_logs_response::Part::Header(
+                GetTaskLogsResponseHeader { token: page.token },
+            )),
+        };
         let body = GetTaskLogsResponse {
             part: Some(get_task_logs_response::Part::Body(
                 GetTaskLogsResponseBody {
-                    results: lines.clone(),
-                    lines: lines
+                    results: page.lines.iter().map(|l| l.plain()).collect(),
+                    lines: page
+                        .lines
                         .into_iter()
-                        .map(|message| LogLine {
+                        .map(|l| LogLine {
                             timestamp: None,
-                            message,
-                            originator: LogLineOriginator::User as i32,
-                            short_pod_name: String::new(),
+                            originator: if l.system {
+                                LogLineOriginator::System
+                            } else {
+                                LogLineOriginator::User
+                            } as i32,
+                            // The stream (`stdout`, `element 3 stderr`, `stdout rank 1`): a
+                            // Slurm task has no pod, and this is what tells its lines apart.
+                            short_pod_name: l.stream,
+                            message: l.text,
                         })
                         .collect(),
                 },
             )),
         };
-        let stream = futures::stream::iter(vec![Ok(body)]);
+        let stream = futures::stream::iter(vec![Ok(header), Ok(body)]);
         Ok(Response::new(Box::pin(stream) as LogStream))
     }
 }

@@ -12,8 +12,13 @@ use serde::de::DeserializeOwned;
 use url::Url;
 
 use super::Token;
-use super::wire::{UploadRequest, UploadStarted, UploadState, UploadStatus, WireError};
-use crate::staging::backend::{ByteStream, Staging, Stat, WalkEntry};
+use super::wire::{
+    CHUNK_START_HEADER, FILE_SIZE_HEADER, UploadRequest, UploadStarted, UploadState, UploadStatus,
+    WireError,
+};
+use crate::staging::backend::{
+    ByteStream, Chunk, READ_AT_MAX_BYTES, ReadFrom, Staging, Stat, WalkEntry,
+};
 use crate::staging::error::{Result, StagingError};
 use crate::staging::transfer::TransferCtl;
 
@@ -181,6 +186,57 @@ impl Staging for SidecarStaging {
                     .query(&[("path", path), ("lines", &lines)]),
             )
             .await
+        }
+        .boxed()
+    }
+
+    fn read_at<'a>(
+        &'a self,
+        path: &'a str,
+        from: ReadFrom,
+        max: u64,
+    ) -> BoxFuture<'a, Result<Option<Chunk>>> {
+        async move {
+            let (key, at) = match from {
+                ReadFrom::Offset(o) => ("offset", o),
+                ReadFrom::End(b) => ("back", b),
+            };
+            let resp = self
+                .send(
+                    self.request(Method::GET, "v1/read_at")
+                        .query(&[
+                            ("path", path),
+                            (key, &at.to_string()),
+                            ("max", &max.min(READ_AT_MAX_BYTES).to_string()),
+                        ])
+                        .timeout(CALL_TIMEOUT),
+                )
+                .await?;
+            if resp.status() == reqwest::StatusCode::NO_CONTENT {
+                return Ok(None);
+            }
+            let header = |name: &str| {
+                resp.headers()
+                    .get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .ok_or_else(|| StagingError::Sidecar {
+                        message: format!(
+                            "the stager at {} answered read_at without a numeric {name} header \
+                             (a stager older than this connector? run the same version)",
+                            self.base
+                        ),
+                    })
+            };
+            let (start, size) = (header(CHUNK_START_HEADER)?, header(FILE_SIZE_HEADER)?);
+            let bytes = resp.bytes().await.map_err(|e| StagingError::Sidecar {
+                message: format!(
+                    "reading {path} from the stager at {}: {}",
+                    self.base,
+                    e.without_url()
+                ),
+            })?;
+            Ok(Some(Chunk { start, size, bytes }))
         }
         .boxed()
     }

@@ -1,6 +1,7 @@
 //! The stager's HTTP surface (axum). Routes, all under bearer auth except `/healthz`:
 //! `GET /v1/stat?path=`, `GET /v1/tail?path=&lines=`, `GET /v1/walk?path=`, `GET /v1/read?path=`
-//! (raw bytes, streamed), `POST /v1/remove?path=`, `POST /v1/uploads` `{path, dest}` → `{id}`,
+//! (raw bytes, streamed), `GET /v1/read_at?path=&offset=|back=&max=` (raw bytes with
+//! `x-chunk-start` and `x-file-size`; 204 when the file does not exist), `POST /v1/remove?path=`, `POST /v1/uploads` `{path, dest}` → `{id}`,
 //! `GET /v1/uploads/{id}?wait_ms=` → progress and state (waits up to `wait_ms`, at most 10 s,
 //! for the upload to end: a long poll, so many small files do not each cost a poll interval), `DELETE /v1/uploads/{id}` → cancel.
 
@@ -18,10 +19,10 @@ use axum::routing::{get, post};
 
 use super::Token;
 use super::wire::{
-    ErrorCode, PathQuery, TailQuery, UploadRequest, UploadStarted, UploadState, UploadStatus,
-    WireError,
+    CHUNK_START_HEADER, ErrorCode, FILE_SIZE_HEADER, PathQuery, ReadAtQuery, TailQuery,
+    UploadRequest, UploadStarted, UploadState, UploadStatus, WireError,
 };
-use crate::staging::backend::Staging;
+use crate::staging::backend::{ReadFrom, Staging};
 use crate::staging::confine::Roots;
 use crate::staging::error::StagingError;
 use crate::staging::local::{LocalStaging, upload_confined};
@@ -68,6 +69,7 @@ pub fn router(roots: Roots, token: Token) -> Router {
         .route("/v1/tail", get(tail))
         .route("/v1/walk", get(walk))
         .route("/v1/read", get(read))
+        .route("/v1/read_at", get(read_at))
         .route("/v1/remove", post(remove))
         .route("/v1/uploads", post(start_upload))
         .route("/v1/uploads/{id}", get(upload_status).delete(cancel_upload))
@@ -129,6 +131,34 @@ async fn read(State(st): State<Arc<AppState>>, Query(q): Query<PathQuery>) -> Re
             Body::from_stream(stream),
         )
             .into_response(),
+        Err(e) => wire(e).into_response(),
+    }
+}
+
+async fn read_at(State(st): State<Arc<AppState>>, Query(q): Query<ReadAtQuery>) -> Response {
+    let from = match (q.offset, q.back) {
+        (Some(o), None) => ReadFrom::Offset(o),
+        (None, Some(b)) => ReadFrom::End(b),
+        _ => {
+            return WireError {
+                code: ErrorCode::BadRequest,
+                subject: Some(q.path),
+                detail: "read_at takes exactly one of `offset` and `back`".into(),
+            }
+            .into_response();
+        }
+    };
+    match st.local.read_at(&q.path, from, q.max).await {
+        Ok(Some(c)) => (
+            [
+                (header::CONTENT_TYPE, "application/octet-stream".to_string()),
+                (CHUNK_START_HEADER.parse().unwrap(), c.start.to_string()),
+                (FILE_SIZE_HEADER.parse().unwrap(), c.size.to_string()),
+            ],
+            c.bytes,
+        )
+            .into_response(),
+        Ok(None) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => wire(e).into_response(),
     }
 }

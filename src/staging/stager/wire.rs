@@ -102,6 +102,21 @@ pub struct TailQuery {
     pub lines: usize,
 }
 
+/// `GET /v1/read_at`: exactly one of `offset` and `back` (bytes before the end).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReadAtQuery {
+    pub path: String,
+    #[serde(default)]
+    pub offset: Option<u64>,
+    #[serde(default)]
+    pub back: Option<u64>,
+    pub max: u64,
+}
+
+/// The headers a `read_at` answer carries beside its raw bytes (no base64 on a log page).
+pub const CHUNK_START_HEADER: &str = "x-chunk-start";
+pub const FILE_SIZE_HEADER: &str = "x-file-size";
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct UploadRequest {
     pub path: String,

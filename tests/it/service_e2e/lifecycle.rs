@@ -64,8 +64,14 @@ async fn every_fixture_reaches_a_terminal_phase() {
             .await
             .unwrap()
             .into_inner();
+        // The header (no token: there is nothing to follow), then the body.
         let first = logs.message().await.unwrap().unwrap();
-        let Some(get_task_logs_response::Part::Body(b)) = first.part else {
+        let Some(get_task_logs_response::Part::Header(h)) = first.part else {
+            panic!("header expected first")
+        };
+        assert_eq!(h.token, "");
+        let second = logs.message().await.unwrap().unwrap();
+        let Some(get_task_logs_response::Part::Body(b)) = second.part else {
             panic!("body expected")
         };
         assert!(
