@@ -57,6 +57,7 @@
 //!     env_vars: Default::default(),
 //!     script_args: Vec::new(),
 //!     shell_template: None,
+//!     interruptible: false,
 //! };
 //! let cfg = RenderConfig {
 //!     working_dir: Some("/shared/flyte/jobs".into()),

@@ -506,3 +506,98 @@ async fn a_spent_requeue_budget_cancels_the_job_and_is_retryable() {
     support::wait_base(&c.user_client(), id, BaseState::Cancelled).await;
     server.stop().await;
 }
+
+/// An interruptible task (flyte-sdk's `interruptible=True`, in the template's metadata): the
+/// site's setting sends it to `preemptible-grace`, requeueable and with `--signal=B:USR1@60`.
+/// Preempted by an `urgent` job, Slurm requeues it; it resumes from its last checkpoint (taken
+/// every 10 steps, and on the warning signal when Slurm sends one) and SUCCEEDS as the same job:
+/// no Flyte retry consumed. What Slurm 24.11 did here (recorded in BENCHMARKS.md "Preemption"):
+/// with `PreemptMode=REQUEUE` the partition's GraceTime is not applied (the job is killed at
+/// once, no warning), and the run after the requeue was itself requeued once more when it ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interruptible_task_resumes_from_its_checkpoint_after_preemption() {
+    use slurm_connector::proto::core::task_metadata::InterruptibleValue;
+    let Some(c) = support::cluster() else { return };
+    if !failure_modes(&c).await {
+        return;
+    }
+    let _node = NODE.write().await;
+    let mut d = deployment(&c, 3);
+    d.interruptible.partition = Some("preemptible-grace".into());
+    let server = Server::start(d).await;
+    let mut g = server.client().await;
+    let base = format!("{}/{}", c.workdir, support::unique("ckpt"));
+    let (ckpt, events) = (format!("{base}.ckpt"), format!("{base}.events"));
+    // A step every 0.2 s (`wait` lets the trap run at once), a checkpoint every 10 steps and on
+    // the warning; 300 steps (60 s), longer than the grace time. Every run appends to `events`
+    // (the job's log starts again with each run).
+    let script = format!(
+        "#!/bin/bash\n#SBATCH --cpus-per-task=8\n#SBATCH --time=15\n\
+         step=0; [ -f {ckpt} ] && step=$(cat {ckpt})\n\
+         echo \"run ${{SLURM_RESTART_COUNT:-0}} starts at step $step; warned by \
+         $FLYTE_SLURM_WARNING_SIGNAL $FLYTE_SLURM_WARNING_SECONDS s ahead\" >> {events}\n\
+         trap 'echo $step > {ckpt}; echo \"warned: checkpoint at step $step\" >> {events}' USR1\n\
+         while [ \"$step\" -lt 300 ]; do\n\
+           sleep 0.2 & wait $!; step=$((step+1))\n\
+           [ $((step % 10)) = 0 ] && echo $step > {ckpt}\n\
+         done\n\
+         echo \"done at step $step\" >> {events}\n"
+    );
+    let mut req = request("interruptible", &script);
+    req.template
+        .as_mut()
+        .unwrap()
+        .metadata
+        .get_or_insert_default()
+        .interruptible_value = Some(InterruptibleValue::Interruptible(true));
+    let meta = g.create_task(req).await.unwrap().into_inner().resource_meta;
+    let id = job_of(&mut g, &meta).await;
+    let job = c
+        .user_client()
+        .job(id)
+        .await
+        .expect("the job")
+        .expect("known");
+    assert_eq!(job.partition.as_deref(), Some("preemptible-grace"));
+    let name = info(&get(&mut g, &meta).await, "job_name")
+        .as_str()
+        .unwrap()
+        .to_string();
+    support::wait_base(&c.user_client(), id, BaseState::Running).await;
+    // Some work first.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    preempt(&c, "urgent-interruptible").await;
+    let (r, saw_requeue) = watch_requeue(&c, &mut g, &meta, &name, async |_: &Resource| true).await;
+    eprintln!(
+        "GetTask message:\n{}\ncustom_info: {:?}",
+        r.message, r.custom_info
+    );
+    assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
+    assert!(saw_requeue, "the message never showed the requeue");
+    assert!(
+        info(&r, "requeue_count").as_i64().unwrap() >= 1,
+        "{:?}",
+        r.custom_info
+    );
+    assert_eq!(info(&r, "job_id"), id.0 as i64, "the same job ran again");
+    let log = std::fs::read_to_string(support::local_path(
+        &support::var("FLYTE_SLURM_SHARED_MOUNTS").unwrap(),
+        &events,
+    ))
+    .unwrap();
+    eprintln!("runs:\n{log}\nrequeues: {}", info(&r, "requeue_count"));
+    // A later run started from a checkpoint, not from step 0.
+    let resumed: Vec<u64> = log
+        .lines()
+        .filter(|l| l.starts_with("run ") && !l.starts_with("run 0 "))
+        .filter_map(|l| l.split(" starts at step ").nth(1))
+        .filter_map(|rest| rest.split(';').next()?.parse().ok())
+        .collect();
+    assert!(
+        resumed.iter().any(|s| *s > 0),
+        "no run after the requeue resumed from a checkpoint: {log}"
+    );
+    assert!(log.contains("warned by USR1 60 s ahead"), "{log}");
+    assert!(log.contains("done at step 300"), "{log}");
+    server.stop().await;
+}

@@ -13,6 +13,7 @@ mod error;
 mod file;
 pub mod identity;
 pub mod images;
+pub mod interruptible;
 mod protections;
 pub use protections::Protections;
 pub mod units;
@@ -140,6 +141,8 @@ pub struct DeploymentConfig {
     pub embedded: bool,
     /// `clustered-task` (`FLYTE_SLURM_CLUSTERED_*`, [`clustered`]).
     pub clustered: clustered::ClusteredSite,
+    /// Interruptible tasks (`FLYTE_SLURM_INTERRUPTIBLE_*`, [`interruptible`]).
+    pub interruptible: interruptible::InterruptibleSite,
     /// TLS on the gRPC port: the certificate chain and key files (`tls_cert_file` /
     /// `tls_key_file`, `FLYTE_SLURM_TLS_CERT_FILE` / `FLYTE_SLURM_TLS_KEY_FILE`), re-read when
     /// they change. `None`: plaintext (inside a cluster network, behind the ingress policy).
@@ -243,6 +246,7 @@ impl DeploymentConfig {
         };
         env::apply(&mut cfg, get)?;
         clustered::apply(&mut cfg.clustered, get)?;
+        interruptible::apply(&mut cfg.interruptible, get)?;
         if cfg.clusters.is_empty() {
             cfg.embedded = true;
         } else if !cfg.clusters.contains_key(&cfg.default_cluster) {
@@ -281,6 +285,7 @@ impl DeploymentConfig {
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             embedded: false,
             clustered: Default::default(),
+            interruptible: Default::default(),
             server_tls: None,
             ingress_policy: None,
         }

@@ -45,3 +45,27 @@ impl Default for ClusteredSite {
         }
     }
 }
+
+/// What the site does with an interruptible task (`interruptible=True` in flyte-sdk or flytekit;
+/// `FLYTE_SLURM_INTERRUPTIBLE_*`, read by config's interruptible.rs): where it runs and how it is
+/// warned before Slurm preempts it. Rendering applies it (render/interruptible.rs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterruptibleSite {
+    /// The preemptible partition for interruptible tasks that name none themselves.
+    pub partition: Option<String>,
+    /// The QOS for interruptible tasks that name none themselves (a scavenger QOS).
+    pub qos: Option<String>,
+    /// The warning before the job is killed: `(signal, seconds)`, as sbatch's `--signal=SIG@SECS`
+    /// (the scope, batch shell or steps, follows the task type). `None`: no warning.
+    pub warning: Option<(String, u16)>,
+}
+
+impl Default for InterruptibleSite {
+    fn default() -> Self {
+        InterruptibleSite {
+            partition: None,
+            qos: None,
+            warning: Some(("USR1".into(), 60)),
+        }
+    }
+}

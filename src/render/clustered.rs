@@ -323,6 +323,7 @@ mod tests {
             env_vars: Default::default(),
             script_args: Vec::new(),
             shell_template: None,
+            interruptible: false,
         };
         let cfg = RenderConfig {
             working_dir: Some("/w".into()),

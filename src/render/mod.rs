@@ -21,6 +21,7 @@ mod derive;
 pub mod directives;
 pub mod env;
 pub mod error;
+pub mod interruptible;
 pub mod marker;
 pub mod merge;
 pub mod naming;
@@ -192,6 +193,9 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
         },
         cfg.api_version,
     )?;
+    if spec.interruptible {
+        interruptible::apply(&mut job, &cfg.interruptible, spec.task_type);
+    }
     if job.partition.is_none() {
         job.partition = cfg.default_partition.clone();
     }
@@ -233,6 +237,9 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
     }
     if !envb.contains("PATH") {
         envb.set_base("PATH", spec::DEFAULT_PATH, "the connector default")?;
+    }
+    if spec.interruptible {
+        interruptible::env(&job, &mut envb)?;
     }
     if let Some(c) = &spec.container {
         for (k, v) in &c.env {

@@ -141,6 +141,10 @@ pub struct TaskSpec {
     /// A Flyte 1 `SlurmShellTask`: its `script` is a template the connector fills in
     /// (render/template.rs). `None` for every other task.
     pub shell_template: Option<ShellTemplate>,
+    /// The task may be preempted (`interruptible=True`: `TaskTemplate.metadata.interruptible`,
+    /// where flyte-sdk and flytekit write it, or `TaskExecutionMetadata.interruptible`): it goes
+    /// where the site sends such tasks, is requeued by Slurm and warned before a kill.
+    pub interruptible: bool,
 }
 
 /// Flyte 1's `SlurmShellTask` (flytekitplugins-slurm): the task's `script` is a Python format
@@ -195,6 +199,8 @@ pub struct RenderConfig {
     pub api_version: ApiVersion,
     /// The deployment's settings for `clustered-task` (`FLYTE_SLURM_CLUSTERED_*`).
     pub clustered: super::clustered::ClusteredSite,
+    /// The deployment's settings for interruptible tasks (`FLYTE_SLURM_INTERRUPTIBLE_*`).
+    pub interruptible: crate::domain::site::InterruptibleSite,
     /// The cluster's image mapping (`[[clusters.NAME.images]]`): task images → pre-staged files.
     pub images: crate::config::images::ImageMap,
 }
@@ -227,6 +233,7 @@ impl Default for RenderConfig {
                 .collect(),
             api_version: ApiVersion::V0042,
             clustered: Default::default(),
+            interruptible: Default::default(),
             images: Default::default(),
         }
     }

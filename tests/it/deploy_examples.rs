@@ -64,6 +64,7 @@ fn example_spec() -> TaskSpec {
         ]),
         script_args: Vec::new(),
         shell_template: None,
+        interruptible: false,
     }
 }
 

@@ -25,6 +25,7 @@ mod openapi_spec;
 mod render_convert;
 mod render_docs;
 mod render_golden;
+mod render_interruptible;
 mod render_props;
 mod render_refusals;
 mod render_versions;

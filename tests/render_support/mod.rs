@@ -146,6 +146,7 @@ pub fn task_spec(req: &Value) -> TaskSpec {
         env_vars,
         script_args: Vec::new(),
         shell_template: None,
+        interruptible: false,
     }
 }
 

@@ -62,13 +62,18 @@ EOF
 			# Memory is enforced only when it is a consumable resource: the job's --mem (or
 			# DefMemPerCPU) becomes its limit, and jobacct_gather (sampling every second) kills a
 			# job above it: OUT_OF_MEMORY, without cgroups. Preemption: a job in `urgent`
-			# requeues the `preemptible` jobs whose CPUs it needs (then they are PENDING again).
+			# requeues the `preemptible` jobs whose CPUs it needs (then they are PENDING again);
+			# `preemptible-grace` asks for a 20 s grace time with the job's --signal first
+			# (send_user_signal); 24.11 was seen to kill REQUEUE jobs at once all the same
+			# (interruptible tasks, tests/real_failures.rs).
 			cat <<EOF
 DefMemPerCPU=500
 JobAcctGatherParams=OverMemoryKill
 PreemptType=preempt/partition_prio
 PreemptMode=REQUEUE
+PreemptParameters=send_user_signal
 PartitionName=preemptible Nodes=ALL MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE
+PartitionName=preemptible-grace Nodes=ALL MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE GraceTime=20
 PartitionName=urgent Nodes=ALL MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF
 EOF
 		fi

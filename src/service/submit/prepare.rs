@@ -61,6 +61,7 @@ pub fn prepare(
     let render_cfg = render::RenderConfig {
         api_version,
         clustered: deployment.clustered.clone(),
+        interruptible: deployment.interruptible.clone(),
         working_dir,
         ..defaults
     };

@@ -102,6 +102,10 @@ pub fn task_spec(req: &CreateTaskRequest) -> Result<TaskSpec, ConvertError> {
         env_vars,
         script_args: Vec::new(),
         shell_template: None,
+        interruptible: super::template_interruptible!(
+            t,
+            core::task_metadata::InterruptibleValue::Interruptible
+        ) || tem.is_some_and(|m| m.interruptible()),
     })
 }
 
@@ -222,5 +226,39 @@ mod tests {
         assert_eq!(with(false, 7), None, "not interruptible");
         assert_eq!(with(true, 0), None, "no threshold given");
         assert_eq!(with(true, 7), Some(7));
+    }
+
+    /// flyte-sdk writes `interruptible=True` into the template's metadata, and Flyte 2's backend
+    /// never fills `TaskExecutionMetadata.interruptible`: either makes the task interruptible.
+    #[test]
+    fn interruptible_is_read_from_the_template_or_the_execution() {
+        let with = |template: Option<bool>, execution: bool| {
+            let req = CreateTaskRequest {
+                template: Some(core::TaskTemplate {
+                    r#type: "slurm_script".into(),
+                    metadata: template.map(|i| core::TaskMetadata {
+                        interruptible_value: Some(
+                            core::task_metadata::InterruptibleValue::Interruptible(i),
+                        ),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                task_execution_metadata: Some(TaskExecutionMetadata {
+                    task_execution_id: Some(TaskExecutionIdentifier {
+                        node_execution_id: Some(NodeExecutionIdentifier::default()),
+                        ..Default::default()
+                    }),
+                    interruptible: execution,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            request(&req).unwrap().spec.interruptible
+        };
+        assert!(with(Some(true), false));
+        assert!(with(None, true));
+        assert!(!with(Some(false), false));
+        assert!(!with(None, false));
     }
 }

@@ -244,6 +244,10 @@ pub fn request(req: &admin::CreateTaskRequest) -> Result<TaskRequest, Flyte1Erro
         env_vars: tem.map(|m| m.environment()).unwrap_or_default(),
         script_args,
         shell_template,
+        interruptible: super::template_interruptible!(
+            t,
+            core1::task_metadata::InterruptibleValue::Interruptible
+        ) || tem.is_some_and(|m| m.interruptible()),
     };
     // Flyte 1's request has no connection (no per-task secrets).
     Ok(TaskRequest::with_metadata(

@@ -62,8 +62,25 @@ pub(super) trait Metadata {
     fn execution_identity(&self) -> String;
     /// `interruptible_failure_threshold` of an interruptible task, when above zero.
     fn interruptions_allowed(&self) -> Option<u32>;
+    /// `interruptible` (Flyte 1's propeller fills it from the node; Flyte 2's backend never does,
+    /// so the template's metadata is read too, `template_interruptible`).
+    fn interruptible(&self) -> bool;
     fn environment(&self) -> BTreeMap<String, String>;
 }
+
+/// `TaskTemplate.metadata.interruptible`, where flyte-sdk (`@env.task(interruptible=True)`) and
+/// flytekit (`@task(interruptible=True)`) write it. Flyte 1 and 2 have distinct types with the
+/// same shape, hence a macro.
+macro_rules! template_interruptible {
+    ($template:expr, $oneof:path) => {
+        $template
+            .metadata
+            .as_ref()
+            .and_then(|m| m.interruptible_value.as_ref())
+            .is_some_and(|v| matches!(v, $oneof(true)))
+    };
+}
+pub(super) use template_interruptible;
 
 macro_rules! read_metadata {
     ($t:ty) => {
@@ -97,6 +114,9 @@ macro_rules! read_metadata {
             fn interruptions_allowed(&self) -> Option<u32> {
                 (self.interruptible && self.interruptible_failure_threshold > 0)
                     .then_some(self.interruptible_failure_threshold as u32)
+            }
+            fn interruptible(&self) -> bool {
+                self.interruptible
             }
             fn environment(&self) -> std::collections::BTreeMap<String, String> {
                 self.environment_variables

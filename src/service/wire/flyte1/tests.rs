@@ -318,3 +318,24 @@ fn literals_cross_unchanged() {
         }))
     );
 }
+
+/// flytekit writes `@task(interruptible=True)` into the template's metadata; propeller also
+/// fills the execution's: either makes the task interruptible.
+#[test]
+fn interruptible_is_read_from_the_template_or_the_execution() {
+    let plain = fixture("slurm_fn_script");
+    assert!(!request(&plain).unwrap().spec.interruptible);
+    let mut r = plain.clone();
+    r.template
+        .as_mut()
+        .unwrap()
+        .metadata
+        .get_or_insert_default()
+        .interruptible_value = Some(core1::task_metadata::InterruptibleValue::Interruptible(
+        true,
+    ));
+    assert!(request(&r).unwrap().spec.interruptible);
+    let mut r = plain;
+    r.task_execution_metadata.as_mut().unwrap().interruptible = true;
+    assert!(request(&r).unwrap().spec.interruptible);
+}
