@@ -12,7 +12,7 @@ use slurm_connector::staging::objstore;
 use slurm_connector::staging::outputs::{self, output_uri};
 use slurm_connector::staging::transfer::TransferCtl;
 use slurm_connector::staging::{Ceiling, DeclaredOutput, OutputKind, TransferOutcome, UploadMode};
-use support::{Fixture, peak_rss_kib};
+use support::{Fixture, peak_rss_kib, rss_kib};
 
 use slurm_connector::staging::logs::{self, LogStream, PageRequest};
 
@@ -90,16 +90,6 @@ async fn moving_a_large_output_keeps_memory_bounded() {
         peak < PEAK_RSS_BOUND_MIB * 1024,
         "streamed: peak RSS {peak} KiB is above {PEAK_RSS_BOUND_MIB} MiB"
     );
-}
-
-/// Resident memory of this process now (VmRSS), in KiB.
-fn rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/self/status")
 }
 
 /// A log growing by 105 kB a poll to 105 MB, followed page by page: resident memory after the

@@ -13,18 +13,14 @@
 //! | `FLYTE_SLURM_CLUSTERED_TIME_LIMIT` | the partition's | sbatch `--time` of clustered jobs |
 
 use super::ConfigError;
-use super::env::parse_bool;
+use super::env::{parse_bool, set_value};
 pub use crate::domain::site::ClusteredSite;
 
 pub(super) fn apply(
     site: &mut ClusteredSite,
     get: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(), ConfigError> {
-    let var = |k: &str| {
-        get(k)
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty())
-    };
+    let var = |k: &str| set_value(get, k);
     if let Some(v) = var("FLYTE_SLURM_CLUSTERED_TASKS") {
         site.enabled = parse_bool("FLYTE_SLURM_CLUSTERED_TASKS", &v)?;
     }

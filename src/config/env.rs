@@ -256,6 +256,13 @@ fn auth_from_env(var: &dyn Fn(&str) -> Option<String>) -> Result<Option<AuthConf
     Ok(None)
 }
 
+/// A variable's value, trimmed; `None` when unset or blank (blank means "the default").
+pub(super) fn set_value(get: &dyn Fn(&str) -> Option<String>, var: &str) -> Option<String> {
+    get(var)
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
 pub(super) fn parse_bool(var: &str, v: &str) -> Result<bool, ConfigError> {
     match v.trim().to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" | "on" => Ok(true),

@@ -10,17 +10,14 @@
 //! | `FLYTE_SLURM_INTERRUPTIBLE_SIGNAL` | `USR1@60` | `SIG@SECONDS` before the kill, or `none` |
 
 use super::ConfigError;
+use super::env::set_value;
 pub use crate::domain::site::InterruptibleSite;
 
 pub(super) fn apply(
     site: &mut InterruptibleSite,
     get: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(), ConfigError> {
-    let var = |k: &str| {
-        get(k)
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty())
-    };
+    let var = |k: &str| set_value(get, k);
     for (name, slot) in [
         ("FLYTE_SLURM_INTERRUPTIBLE_PARTITION", &mut site.partition),
         ("FLYTE_SLURM_INTERRUPTIBLE_QOS", &mut site.qos),

@@ -123,10 +123,20 @@ impl Fixture {
 
 /// Peak resident memory of this process so far (VmHWM), in KiB.
 pub fn peak_rss_kib() -> u64 {
+    status_kib("VmHWM")
+}
+
+/// Resident memory of this process now (VmRSS), in KiB.
+#[allow(dead_code)] // staging_memory's log case reads it; other binaries include this file too
+pub fn rss_kib() -> u64 {
+    status_kib("VmRSS")
+}
+
+fn status_kib(field: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM in /proc/self/status")
+        .unwrap_or_else(|| panic!("{field} in /proc/self/status"))
 }
