@@ -216,12 +216,28 @@ async fn an_array_with_a_failed_element_is_that_elements_failure_naming_its_inde
         .await
         .unwrap()
         .into_inner();
-    let mut lines = Vec::new();
+    let (mut lines, mut token) = (Vec::new(), None);
     while let Some(msg) = logs.message().await.unwrap() {
-        if let Some(get_task_logs_response::Part::Body(b)) = msg.part {
-            lines.extend(b.lines);
+        match msg.part {
+            Some(get_task_logs_response::Part::Header(h)) => token = Some(h.token),
+            Some(get_task_logs_response::Part::Body(b)) => lines.extend(b.lines),
+            None => {}
         }
     }
+    // The array ended and every stream was read to its end: nothing more to follow.
+    assert_eq!(token.as_deref(), Some(""), "the header comes first, empty");
+    // A token that is not this job's is refused, naming the field.
+    let e = c
+        .get_task_logs(GetTaskLogsRequest {
+            resource_meta: meta.clone(),
+            token: "slurm-logs-v1:1:0:0".into(),
+            ..Default::default()
+        })
+        .await
+        .err()
+        .expect("a foreign token is refused");
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+    assert!(e.message().contains("`token`"), "{}", e.message());
     // Each element's streams apart, named in the line.
     for i in 0..5 {
         assert!(
