@@ -234,8 +234,7 @@ async fn an_array_with_a_failed_element_is_that_elements_failure_naming_its_inde
             ..Default::default()
         })
         .await
-        .err()
-        .expect("a foreign token is refused");
+        .expect_err("a foreign token is refused");
     assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
     assert!(e.message().contains("`token`"), "{}", e.message());
     // Each element's streams apart, named in the line.

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Json, Path, Query, Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderName, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -152,8 +152,14 @@ async fn read_at(State(st): State<Arc<AppState>>, Query(q): Query<ReadAtQuery>) 
         Ok(Some(c)) => (
             [
                 (header::CONTENT_TYPE, "application/octet-stream".to_string()),
-                (CHUNK_START_HEADER.parse().unwrap(), c.start.to_string()),
-                (FILE_SIZE_HEADER.parse().unwrap(), c.size.to_string()),
+                (
+                    HeaderName::from_static(CHUNK_START_HEADER),
+                    c.start.to_string(),
+                ),
+                (
+                    HeaderName::from_static(FILE_SIZE_HEADER),
+                    c.size.to_string(),
+                ),
             ],
             c.bytes,
         )
