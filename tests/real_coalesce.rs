@@ -150,6 +150,35 @@ async fn a_map_of_200_is_a_few_arrays_and_every_element_is_its_own_task() {
         .buffered(50)
         .collect()
         .await;
+    // Every task's terminal answer carries what it used (issue 39): the map's totals are
+    // sacct's, and the connector read them in one slurmdbd request per tick, none per GetTask.
+    let accounting = accounting_totals(&ends);
+    let ids: BTreeSet<u32> = metas.iter().map(|(_, m, _)| m.job_id.0).collect();
+    let sacct = sacct_totals(&c, &ids).await;
+    eprintln!("accounting of {n} tasks: connector {accounting:?}, sacct {sacct:?}");
+    for (what, ours, theirs) in [
+        ("ElapsedRaw", accounting.0, sacct.0),
+        ("CPUTimeRAW", accounting.1, sacct.1),
+    ] {
+        assert!(
+            (ours - theirs).abs() <= 0.01 * theirs.max(1.0),
+            "{what}: the tasks' accounting sums to {ours}, sacct to {theirs}"
+        );
+    }
+    let reads = server
+        .metric(
+            "slurm_connector_slurmrestd_requests_total",
+            &["operation=\"accounting_usages\""],
+        )
+        .await;
+    let ticks = server
+        .metric("slurm_connector_poll_tick_seconds_count", &[])
+        .await;
+    eprintln!("slurmdbd accounting reads: {reads} over {ticks} poll ticks");
+    assert!(
+        reads >= 1.0 && reads <= ticks,
+        "{reads} accounting reads for {ticks} ticks: at most one a tick, whatever GetTask does"
+    );
     for ((run, m, _), r) in metas.iter().zip(ends) {
         if run.contains("-fail-") {
             assert_eq!(
@@ -188,6 +217,61 @@ async fn a_map_of_200_is_a_few_arrays_and_every_element_is_its_own_task() {
     assert_eq!(m.element, None, "a retry is a job of its own");
     assert!(!arrays.contains(&m.job_id.0));
     server.stop().await;
+}
+
+/// The fields of `custom_info.accounting` with a figure (besides its source and job count).
+fn accounting_fields(r: &slurm_connector::proto::connector::Resource) -> serde_json::Value {
+    let info = slurm_connector::proto::struct_to_json(r.custom_info.as_ref().expect("custom_info"));
+    info.get("accounting")
+        .cloned()
+        .unwrap_or_else(|| panic!("no accounting in {info}: {}", r.message))
+}
+
+/// The tasks' summed `elapsed_seconds` and `cpu_seconds_allocated`, each task carrying at least
+/// six accounting figures and the message line.
+fn accounting_totals(ends: &[slurm_connector::proto::connector::Resource]) -> (f64, f64) {
+    let mut totals = (0.0, 0.0);
+    for r in ends {
+        let a = accounting_fields(r);
+        let figures = a
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(k, v)| !["source", "jobs"].contains(&k.as_str()) && !v.is_null())
+            .count();
+        assert!(figures >= 6, "{figures} accounting figures: {a}");
+        assert!(
+            r.message.contains("Slurm accounting: "),
+            "the message says it: {}",
+            r.message
+        );
+        totals.0 += a["elapsed_seconds"].as_f64().unwrap();
+        totals.1 += a["cpu_seconds_allocated"].as_f64().unwrap();
+    }
+    totals
+}
+
+/// sacct's ElapsedRaw and CPUTimeRAW summed over the jobs (and every element of the arrays)
+/// `ids`, once slurmdbd has them all.
+async fn sacct_totals(c: &support::Cluster, ids: &BTreeSet<u32>) -> (f64, f64) {
+    let list = ids
+        .iter()
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let out = c
+        .dev_cluster(&[
+            "exec", "sacct", "-j", &list, "-X", "-n", "-P", "-o", "JobID,ElapsedRaw,CPUTimeRAW",
+        ])
+        .await;
+    out.lines().fold((0.0, 0.0), |(e, cpu), l| {
+        let f: Vec<&str> = l.split('|').collect();
+        assert_eq!(f.len(), 3, "sacct line {l:?}");
+        (
+            e + f[1].parse::<f64>().unwrap(),
+            cpu + f[2].parse::<f64>().unwrap(),
+        )
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -54,6 +54,10 @@ pub(super) fn apply(
         cfg.terminal_ttl = parse_duration(&v)
             .map_err(|p| ConfigError::invalid("FLYTE_SLURM_TERMINAL_TTL", &v, p))?;
     }
+    if let Some(v) = var("FLYTE_SLURM_ACCOUNTING_WAIT") {
+        cfg.accounting_wait = parse_duration(&v)
+            .map_err(|p| ConfigError::invalid("FLYTE_SLURM_ACCOUNTING_WAIT", &v, p))?;
+    }
     if let Some(v) = var("FLYTE_SLURM_REQUEUE_BUDGET") {
         cfg.requeue_budget = v.trim().parse().map_err(|_| {
             ConfigError::invalid(

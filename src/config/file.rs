@@ -37,6 +37,7 @@ struct FileConfig {
     default_cluster: Option<String>,
     poll_interval: Option<String>,
     terminal_ttl: Option<String>,
+    accounting_wait: Option<String>,
     shutdown_grace: Option<String>,
     requeue_budget: Option<u32>,
     submit_wait: Option<String>,
@@ -107,6 +108,9 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<DeploymentConfig, ConfigE
     }
     if let Some(v) = &f.terminal_ttl {
         cfg.terminal_ttl = parse_duration(v).map_err(|p| bad("terminal_ttl", p))?;
+    }
+    if let Some(v) = &f.accounting_wait {
+        cfg.accounting_wait = parse_duration(v).map_err(|p| bad("accounting_wait", p))?;
     }
     if let Some(v) = &f.shutdown_grace {
         cfg.shutdown_grace = parse_duration(v)

@@ -108,6 +108,9 @@ pub struct DeploymentConfig {
     pub poll_interval: Duration,
     /// How long a finished job stays in the tracker's cache (`FLYTE_SLURM_TERMINAL_TTL`).
     pub terminal_ttl: Duration,
+    /// How long a finished task's accounting is awaited from slurmdbd, its terminal answer held
+    /// back meanwhile (`FLYTE_SLURM_ACCOUNTING_WAIT`; zero: accounting is not read).
+    pub accounting_wait: Duration,
     /// Whether a task may bring its own slurmrestd token in `connection.secrets`
     /// (`FLYTE_SLURM_ALLOW_TASK_CREDENTIALS`, default false).
     pub allow_task_credentials: bool,
@@ -175,6 +178,10 @@ pub const DEFAULT_CLUSTER_NAME: &str = "default";
 // docs/configuration.md quotes them (checked by `docs_quote_the_defaults`).
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(5);
 pub const DEFAULT_TERMINAL_TTL: Duration = Duration::from_secs(3600);
+/// How long a finished task's accounting is awaited from slurmdbd before it is reported
+/// without it (`FLYTE_SLURM_ACCOUNTING_WAIT`): slurmdbd has the record within a tick, so this
+/// only bounds an outage of slurmdbd.
+pub const DEFAULT_ACCOUNTING_WAIT: Duration = Duration::from_secs(60);
 /// Requeues after infrastructure failures a task's job gets by default (issue 18).
 pub const DEFAULT_REQUEUE_BUDGET: u32 = 3;
 /// `FLYTE_SLURM_SUBMIT_WAIT`.
@@ -274,6 +281,7 @@ impl DeploymentConfig {
             default_cluster: DEFAULT_CLUSTER_NAME.to_string(),
             poll_interval: DEFAULT_POLL_INTERVAL,
             terminal_ttl: DEFAULT_TERMINAL_TTL,
+            accounting_wait: DEFAULT_ACCOUNTING_WAIT,
             requeue_budget: DEFAULT_REQUEUE_BUDGET,
             submit_wait: DEFAULT_SUBMIT_WAIT,
             coalesce: Coalesce::Auto,

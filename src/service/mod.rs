@@ -267,6 +267,9 @@ impl Connector {
         }
         m.ranks = rendered.ranks;
         m.slurm_user = task.slurm_user.clone();
+        let exec = &request.spec.exec;
+        m.project = Some(exec.project.clone()).filter(|p| !p.is_empty());
+        m.domain = Some(exec.domain.clone()).filter(|d| !d.is_empty());
         // A clustered task's failure_policy.max_restarts: how often the gang may start over
         // after the cluster failed it (Slurm requeues the whole allocation).
         m.requeue_budget = Some(

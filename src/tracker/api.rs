@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use futures::future::BoxFuture;
 
-use crate::slurmrestd::{Client, ClientError, JobId, JobInfo, JobState, States};
+use crate::slurmrestd::{Client, ClientError, JobId, JobInfo, JobState, JobUsage, States};
 pub use crate::staging::exit_marker::{ExitMarker, MarkerCause};
 
 /// What the tracker needs from one cluster.
@@ -43,6 +43,16 @@ pub trait SlurmApi: Send + Sync + 'static {
         &'a self,
         ids: &'a [JobId],
     ) -> BoxFuture<'a, Result<HashMap<JobId, JobInfo>, ClientError>>;
+
+    /// What many finished jobs used, from slurmdbd in ONE request: each id's newest record
+    /// (unknown ids absent); `None`: the cluster has no accounting. The default has none.
+    fn accounting_usages<'a>(
+        &'a self,
+        ids: &'a [JobId],
+    ) -> BoxFuture<'a, Result<Option<HashMap<JobId, JobUsage>>, ClientError>> {
+        let _ = ids;
+        Box::pin(async { Ok(None) })
+    }
 
     /// Every job slurmctld knows, in ONE request (`GET jobs/`): the reasons of jobs pending
     /// long (`state_reason`, `state_description`), which `jobs/state` does not carry. The
@@ -84,6 +94,13 @@ impl SlurmApi for Client {
 
     fn jobs(&self) -> BoxFuture<'_, Result<Vec<JobInfo>, ClientError>> {
         Box::pin(Client::jobs(self))
+    }
+
+    fn accounting_usages<'a>(
+        &'a self,
+        ids: &'a [JobId],
+    ) -> BoxFuture<'a, Result<Option<HashMap<JobId, JobUsage>>, ClientError>> {
+        Box::pin(Client::accounting_usages(self, ids))
     }
 }
 

@@ -14,6 +14,8 @@
 //!   `unknown_state_after` it is reported FAILED.
 //! - When a job turns terminal its record is fetched once (slurmctld, else slurmdbd) for the
 //!   exit code and reason. Terminal jobs are evicted `terminal_ttl` after they finished.
+//! - What a finished job used comes from slurmdbd, all jobs that finished in one request per
+//!   tick (`accounting`); its snapshot says while that is awaited.
 //! - While slurmrestd is unreachable or erroring, the last known states stay and every snapshot
 //!   says since when the cluster has been unreachable.
 //!
@@ -21,8 +23,10 @@
 //! poll loop; `resolve` adoption, slurmdbd, markers and terminal records; `snapshot` what a
 //! cached entry reports; `state` the packed Slurm state and the phase map; `api` the injected
 //! Slurm and marker readers; `array` job arrays (one entry, its elements inside);
-//! `array_given_away` an array whose id a restarted slurmctld gave to another job.
+//! `array_given_away` an array whose id a restarted slurmctld gave to another job;
+//! `accounting` what finished jobs used.
 
+mod accounting;
 mod api;
 mod array;
 mod array_given_away;
@@ -38,6 +42,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+pub use accounting::Accounting;
 pub use api::{ExitMarker, ExitMarkers, MarkerCause, SlurmApi};
 pub use array::ElementSnapshot;
 pub use resolve::marker_state;
@@ -60,6 +65,9 @@ pub struct TrackerConfig {
     pub pending_detail_after: Duration,
     /// How long GetTask waits for an adoption's first answer.
     pub adopt_wait: Duration,
+    /// How long a finished job's accounting is awaited from slurmdbd (its terminal answer held
+    /// back meanwhile); zero: accounting is not read.
+    pub accounting_wait: Duration,
 }
 
 impl Default for TrackerConfig {
@@ -73,6 +81,7 @@ impl Default for TrackerConfig {
             unknown_state_after: Duration::from_secs(600),
             pending_detail_after: Duration::from_secs(30),
             adopt_wait: Duration::from_secs(4),
+            accounting_wait: crate::config::DEFAULT_ACCOUNTING_WAIT,
         }
     }
 }
@@ -127,6 +136,8 @@ struct Extra {
     /// from an older state save gives a lost job's id to the next submit, and only this tells
     /// that record from the task's own.
     key: Option<Box<str>>,
+    /// What the finished job used, once slurmdbd said (or it was settled that it will not).
+    usage: Option<accounting::UsageSlot>,
 }
 
 /// What GetTask reports for one job.
@@ -154,6 +165,8 @@ pub struct JobSnapshot {
     pub elements: Vec<ElementSnapshot>,
     /// The execution key in the job's record, once a record was read (terminal or requeued).
     pub key: Option<String>,
+    /// What the finished job used (slurmdbd), or why that is not known (yet).
+    pub accounting: Accounting,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -32,6 +32,8 @@ impl Tracker {
         if !ids.is_empty() {
             self.refresh(&ids).await;
         }
+        // After the refresh: jobs that just finished are read in this same tick.
+        self.read_accounting().await;
         self.adopted.notify_waiters();
         if let Some(o) = &self.observer {
             o(&self.cluster, started.elapsed(), ids.len());

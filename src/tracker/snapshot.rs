@@ -4,7 +4,8 @@
 use crate::proto::core::task_execution::Phase;
 use crate::slurmrestd::JobId;
 
-use super::{Entry, FailureClass, JobSnapshot, Known, Tracker};
+use super::accounting::rolled_up;
+use super::{Accounting, Entry, FailureClass, JobSnapshot, Known, Tracker};
 
 impl Tracker {
     pub(super) fn snapshot_unknown(&self, id: JobId) -> JobSnapshot {
@@ -24,6 +25,7 @@ impl Tracker {
             unreachable: self.health.lock().unwrap().unreachable.clone(),
             elements: Vec::new(),
             key: None,
+            accounting: Accounting::None,
         }
     }
 
@@ -108,6 +110,11 @@ impl Tracker {
         // Before the health lock below: that guard lives to the end of the literal, and every
         // element's snapshot takes it too.
         let elements = self.element_snapshots(id, e);
+        let accounting = if super::array::is_array(e) {
+            rolled_up(e.state.is_terminal(), &elements)
+        } else {
+            self.accounting_of(e)
+        };
         JobSnapshot {
             job_id: id,
             phase,
@@ -124,6 +131,7 @@ impl Tracker {
             unreachable: self.health.lock().unwrap().unreachable.clone(),
             elements,
             key: extra.and_then(|x| x.key.as_deref().map(String::from)),
+            accounting,
         }
     }
 

@@ -44,6 +44,26 @@ impl Server {
         connect(self.addr).await
     }
 
+    /// The sum of every series of metric `name` on `/metrics` whose labels contain each of
+    /// `labels` (e.g. `operation="accounting_usages"`); 0 when none is there yet.
+    #[allow(dead_code)] // not every test binary reads metrics
+    pub async fn metric(&self, name: &str, labels: &[&str]) -> f64 {
+        let text = reqwest::get(format!("http://{}/metrics", self.metrics_addr))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .filter(|l| {
+                l.strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+                    && labels.iter().all(|want| l.contains(want))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
     pub async fn stop(mut self) {
         self.stop.take().unwrap().send(()).ok();
         self.task.await.unwrap();

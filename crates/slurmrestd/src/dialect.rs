@@ -110,6 +110,14 @@ pub(crate) trait Dialect: Send + Sync {
         filter: &'a DbJobsFilter<'a>,
     ) -> BoxFuture<'a, Result<Vec<JobInfo>, ClientError>>;
 
+    /// [`Dialect::accounting_jobs`] as usage records (what each job used), in slurmdbd's order.
+    fn accounting_usages<'a>(
+        &'a self,
+        c: Caller<'a>,
+        op: &'static str,
+        filter: &'a DbJobsFilter<'a>,
+    ) -> BoxFuture<'a, Result<Vec<JobUsage>, ClientError>>;
+
     /// slurmdbd's `GET user/{name}?with_assocs`: the user's record, `None` when there is no such
     /// user. (slurmrestd without slurmdb answers its text/plain 404 of unknown paths.)
     fn user<'a>(

@@ -414,6 +414,9 @@ pub struct JobUsage {
     /// The largest resident set of any task of any step, in bytes (slurmdbd's TRESUsageInMax
     /// `mem`; absent without a gather plugin).
     pub max_rss_bytes: Option<u64>,
+    /// Energy its steps consumed, in joules (slurmdbd, and only where the site gathers energy:
+    /// `AcctGatherEnergyType`; `None` otherwise).
+    pub energy_joules: Option<u64>,
     pub allocated: Vec<Tres>,
     /// Where the figures come from: `slurmdbd` or `slurmctld`.
     pub source: &'static str,

@@ -92,6 +92,42 @@ pub struct Uploads {
     pub failed: u64,
 }
 
+/// What tasks used, summed: Slurm's accounting of each task counted with its first terminal
+/// answer (`report/accounting.rs` makes the figures), in the order of [`USAGE_FIGURES`].
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct UsageTotals {
+    /// Tasks whose accounting was counted.
+    pub tasks: u64,
+    pub figures: [f64; USAGE_FIGURES.len()],
+}
+
+/// The summed figures: metric name (after `slurm_connector_task_`) and help.
+pub const USAGE_FIGURES: [(&str, &str); 7] = [
+    ("elapsed_seconds", "Wall-clock seconds tasks' Slurm jobs ran (sacct ElapsedRaw), summed"),
+    (
+        "cpu_allocated_seconds",
+        "CPU-seconds allocated to tasks' jobs (allocated CPUs x elapsed, sacct CPUTimeRAW), summed",
+    ),
+    (
+        "cpu_used_seconds",
+        "CPU-seconds tasks' jobs used (user + system of all steps, sacct TotalCPU), summed; needs a JobAcctGatherType",
+    ),
+    ("node_seconds", "Node-seconds allocated to tasks' jobs (nodes x elapsed), summed"),
+    ("gpu_seconds", "GPU-seconds allocated to tasks' jobs (gres/gpu x elapsed), summed; needs AccountingStorageTRES=gres/gpu"),
+    (
+        "billing_seconds",
+        "Billing units x elapsed seconds of tasks' jobs (what fair share charges: TRESBillingWeights), summed",
+    ),
+    ("energy_joules", "Energy tasks' jobs consumed (sacct ConsumedEnergyRaw), summed; needs an AcctGatherEnergyType"),
+];
+
+/// The labels of what tasks used: the Flyte project and domain (empty when not known).
+pub type UsageKey = (String, String);
+
+/// CPU efficiencies waiting for the metrics' next turn (drained there); bounded so a stalled
+/// turn cannot grow it.
+const EFFICIENCIES_KEPT: usize = 10_000;
+
 #[derive(Default)]
 struct Counted {
     keys: HashSet<String>,
@@ -106,6 +142,8 @@ pub struct Tallies {
     outcomes: Mutex<Counted>,
     uploads_ok: AtomicU64,
     uploads_failed: AtomicU64,
+    usage: Mutex<BTreeMap<UsageKey, UsageTotals>>,
+    efficiencies: Mutex<Vec<(UsageKey, f64)>>,
 }
 
 impl Tallies {
@@ -130,6 +168,38 @@ impl Tallies {
     /// Outcomes counted since start, by labels.
     pub fn outcomes(&self) -> BTreeMap<Outcome, u64> {
         self.outcomes.lock().unwrap().totals.clone()
+    }
+
+    /// Adds a task's accounting (counted once: call it when [`Tallies::outcome`] counted the
+    /// task's terminal answer).
+    pub fn usage(
+        &self,
+        key: UsageKey,
+        figures: [f64; USAGE_FIGURES.len()],
+        cpu_efficiency: Option<f64>,
+    ) {
+        if let Some(e) = cpu_efficiency {
+            let mut q = self.efficiencies.lock().unwrap();
+            if q.len() < EFFICIENCIES_KEPT {
+                q.push((key.clone(), e));
+            }
+        }
+        let mut u = self.usage.lock().unwrap();
+        let t = u.entry(key).or_default();
+        t.tasks += 1;
+        for (sum, f) in t.figures.iter_mut().zip(figures) {
+            *sum += f;
+        }
+    }
+
+    /// What tasks used since start, by project and domain.
+    pub fn usage_totals(&self) -> BTreeMap<UsageKey, UsageTotals> {
+        self.usage.lock().unwrap().clone()
+    }
+
+    /// The CPU efficiencies counted since the last call.
+    pub fn take_efficiencies(&self) -> Vec<(UsageKey, f64)> {
+        std::mem::take(&mut *self.efficiencies.lock().unwrap())
     }
 
     /// One upload attempt settled: its declared outputs are in object storage, or not.

@@ -4,7 +4,9 @@
 //! stages, in this order, each in its own file: `own_job` (a job id slurmctld gave away after a
 //! crash), `budget` (Slurm's own requeues), the gang's pending reason (below), `native` (a native
 //! task's result at its output prefix), `outputs` (declared outputs uploaded), `tails` (the
-//! stderr that explains a failure); then `verdict` turns it into the wire's `Resource`. The
+//! stderr that explains a failure), `accounting` (what the job used, from slurmdbd: a finished
+//! job's answer is held RUNNING until that is read); then `verdict` turns it into the wire's
+//! `Resource`. The
 //! first terminal answer of each execution is counted on the way out (`cluster/tallies.rs`).
 //! `message` writes the plugin's message format; `logs` and `task_metrics` are the other two
 //! reads. Never an RPC error because the cluster or staging hiccupped: that is part of the
@@ -12,6 +14,7 @@
 //!
 //! Imports `cluster`, `wire`, `background` and `error`; never `submit` or `rpc`.
 
+pub(crate) mod accounting;
 pub(crate) mod budget;
 pub(crate) mod logs;
 mod message;
@@ -65,41 +68,69 @@ pub async fn resource(
         Ok(snap) => snap,
         Err(lost) => {
             let class = Some(FailureClass::Infrastructure);
-            count_outcome(rt, meta, Phase::of(lost.phase), class, &lost.message);
+            let _ = count_outcome(rt, meta, Phase::of(lost.phase), class, &lost.message);
             return lost;
         }
     };
+    if accounting::held(&snap) {
+        return held_resource(meta, &snap, ctx.log_templates);
+    }
     let mut v = Verdict::of(meta, &snap);
     budget::apply(&mut v, meta, &snap, ctx.requeue_budget);
     gang_reason(&mut v, rt, meta, &snap).await;
     native::apply(&mut v, rt, meta, &snap, ctx.native).await;
     outputs::apply(&mut v, rt, meta, ctx.ceiling);
     tails::apply(&mut v, rt, meta, &snap).await;
-    count_outcome(rt, meta, v.phase, v.class, &v.message);
-    v.into_resource(meta, &snap, ctx.log_templates)
+    accounting::apply(&mut v, &snap);
+    if count_outcome(rt, meta, v.phase, v.class, &v.message) {
+        accounting::count(rt, meta, &snap);
+    }
+    let mut r = v.into_resource(meta, &snap, ctx.log_templates);
+    accounting::add_custom_info(&mut r, &snap);
+    r
+}
+
+/// GetTask's answer while a finished job's accounting is awaited ([`accounting::held`]): RUNNING,
+/// saying so; the terminal phase comes with the record.
+pub fn held_resource(
+    meta: &ResourceMeta,
+    snap: &JobSnapshot,
+    log_templates: &[staging::logs::LogLinkTemplate],
+) -> Resource {
+    let mut v = Verdict::of(meta, snap);
+    v.message = format!(
+        "Slurm job {} ended ({}); reading what it used from slurmdbd before reporting it",
+        meta.job_id,
+        snap.state.as_deref().unwrap_or("finished"),
+    );
+    v.phase = Phase::Running;
+    v.class = None;
+    v.into_resource(meta, snap, log_templates)
 }
 
 /// Counts a terminal answer in the cluster's tallies, once per execution: GetTask is polled and
 /// answers the same terminal phase as often as it is asked (`cluster/tallies.rs` keeps the keys
 /// it counted). The execution's key is in its job name (an element's name is its own); a meta
-/// of the Python plugin has none, and its job id stands for it.
+/// of the Python plugin has none, and its job id stands for it. `true` when counted now.
 fn count_outcome(
     rt: &ClusterRuntime,
     meta: &ResourceMeta,
     phase: Phase,
     class: Option<FailureClass>,
     message: &str,
-) {
+) -> bool {
     let Some(outcome) = Outcome::of(phase, class, message) else {
-        return;
+        return false;
     };
     let key = match crate::render::key_from_job_name(&meta.job_name) {
         Some(k) => k.to_string(),
         None => format!("job {} element {:?}", meta.job_id, meta.element),
     };
-    if rt.tallies.outcome(&key, outcome) {
+    let counted = rt.tallies.outcome(&key, outcome);
+    if counted {
         tracing::info!(cluster = %meta.cluster, job_id = %meta.job_id, element = ?meta.element, key, phase = outcome.phase, class = outcome.class, reason = outcome.reason, "task outcome");
     }
+    counted
 }
 
 /// Why a pending multi-node job waits.

@@ -25,6 +25,7 @@ fn snap(state: &str, class: Option<FailureClass>) -> JobSnapshot {
         unreachable: None,
         elements: Vec::new(),
         key: None,
+        accounting: crate::tracker::Accounting::None,
     }
 }
 
@@ -313,6 +314,168 @@ fn a_job_waiting_for_an_admin_says_what_the_admin_does() {
         assert!(
             !text.contains("scontrol") && !text.contains("sinfo"),
             "{text}"
+        );
+    }
+}
+
+/// What a finished task used: summed over its jobs, said in the message and custom_info; a
+/// terminal answer held RUNNING while the record is awaited.
+mod accounting_stage {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::service::report::accounting::{Summary, apply, custom_info, held};
+    use crate::service::report::held_resource;
+    use crate::slurmrestd::{JobState, JobUsage, Tres};
+    use crate::tracker::Accounting;
+
+    fn tres(kind: &str, name: &str, count: i64) -> Tres {
+        Tres {
+            kind: kind.into(),
+            name: name.into(),
+            count,
+        }
+    }
+
+    /// The figures of `26.05_v0.0.42_slurmdb-job-get-usage.json` (9 s, 1 CPU, 1 node, billing
+    /// 1, 5.06 s of CPU, 221 MiB peak), plus a GPU and 2 GiB for the derived figures.
+    fn usage(id: u32, elapsed: i64) -> Arc<JobUsage> {
+        Arc::new(JobUsage {
+            job_id: JobId(id),
+            state: JobState::from_strings(["COMPLETED"]),
+            start_time: Some(1_796_018_295),
+            end_time: Some(1_796_018_295 + elapsed),
+            elapsed_secs: Some(elapsed),
+            cpu_total_secs: Some(5.062902),
+            cpu_user_secs: Some(4.000178),
+            cpu_system_secs: Some(1.062724),
+            max_rss_bytes: Some(232_185_856),
+            energy_joules: Some(1200),
+            allocated: vec![
+                tres("cpu", "", 1),
+                tres("mem", "", 2048),
+                tres("node", "", 1),
+                tres("billing", "", 1),
+                tres("gres", "gpu", 1),
+            ],
+            source: "slurmdbd",
+            array: None,
+        })
+    }
+
+    fn finished(accounting: Accounting) -> JobSnapshot {
+        let mut s = snap("COMPLETED", None);
+        s.phase = Phase::Succeeded;
+        s.accounting = accounting;
+        s
+    }
+
+    #[test]
+    fn one_job_gives_sacct_figures_and_the_derived_ones() {
+        let s = Summary::of(&[usage(1, 9)]);
+        assert_eq!(s.elapsed_seconds, 9);
+        assert_eq!((s.cpus, s.nodes, s.gpus, s.billing), (Some(1), Some(1), Some(1), Some(1)));
+        assert_eq!(s.memory_bytes, Some(2 << 30));
+        assert_eq!(s.cpu_seconds_allocated, 9.0);
+        let eff = s.cpu_efficiency().unwrap();
+        assert!((eff - 5.062902 / 9.0).abs() < 1e-9, "{eff}");
+        let mem = s.memory_efficiency().unwrap();
+        assert!((mem - 232_185_856.0 / f64::from(2u32 << 30)).abs() < 1e-9);
+        let j = s.to_json();
+        for k in [
+            "elapsed_seconds",
+            "cpus",
+            "nodes",
+            "gpus",
+            "memory_bytes",
+            "billing",
+            "cpu_seconds_allocated",
+            "cpu_seconds_used",
+            "cpu_efficiency",
+            "max_rss_bytes",
+            "memory_efficiency",
+            "node_hours",
+            "gpu_hours",
+            "billing_seconds",
+            "energy_joules",
+        ] {
+            assert!(j.get(k).is_some_and(|v| !v.is_null()), "{k} in {j}");
+        }
+        assert_eq!(j["cpu_efficiency"], serde_json::json!(0.5625));
+        assert_eq!(
+            s.line(),
+            "Slurm accounting: 9 s elapsed on 1 node × 1 CPU, 1 GPU; CPU time 5.1 s of 9 s \
+             allocated (56 % efficiency); max RSS 221 MiB of 2048 MiB (11 %); 0.003 GPU-hours; \
+             billing 9 × s; 1200 J"
+        );
+    }
+
+    #[test]
+    fn an_array_sums_its_elements_and_keeps_the_largest_peak() {
+        let mut other = (*usage(2, 30)).clone();
+        other.max_rss_bytes = Some(1 << 30);
+        other.allocated[0].count = 4;
+        let s = Summary::of(&[usage(1, 10), Arc::new(other)]);
+        assert_eq!(s.jobs, 2);
+        assert_eq!(s.elapsed_seconds, 40);
+        assert_eq!(s.cpu_seconds_allocated, 10.0 + 4.0 * 30.0);
+        assert_eq!(s.cpus, None, "elements differ: no one allocation to show");
+        assert_eq!(s.nodes, Some(1));
+        assert_eq!(s.max_rss_bytes, Some(1 << 30));
+        assert_eq!(s.node_seconds, 40.0);
+        assert_eq!(s.energy_joules, Some(2400));
+        assert!(s.line().starts_with("Slurm accounting (2 jobs, summed): 40 s elapsed"));
+    }
+
+    #[test]
+    fn without_usage_gathering_the_line_says_what_was_allocated() {
+        let mut u = (*usage(1, 9)).clone();
+        u.cpu_total_secs = None;
+        u.max_rss_bytes = None;
+        u.energy_joules = None;
+        let s = Summary::of(&[Arc::new(u)]);
+        assert_eq!(s.cpu_efficiency(), None);
+        assert!(s.line().contains("9 CPU-seconds allocated"), "{}", s.line());
+        assert!(s.to_json().get("cpu_efficiency").is_none());
+    }
+
+    #[test]
+    fn a_terminal_answer_is_held_running_while_the_record_is_awaited() {
+        let m = meta();
+        let s = finished(Accounting::Awaited);
+        assert!(held(&s));
+        let r = held_resource(&m, &s, &[]);
+        assert_eq!(r.phase, Phase::Running as i32);
+        assert!(r.message.contains("ended (COMPLETED)"), "{}", r.message);
+        assert!(r.message.contains("slurmdbd"), "{}", r.message);
+        // Not held once read, nor when it will not come, nor while the job runs.
+        assert!(!held(&finished(Accounting::Read(vec![usage(1, 9)]))));
+        assert!(!held(&finished(Accounting::Unavailable("x".into()))));
+        let mut running = snap("RUNNING", None);
+        running.accounting = Accounting::Awaited;
+        assert!(!held(&running));
+    }
+
+    #[test]
+    fn the_terminal_answer_carries_the_line_and_custom_info() {
+        let m = meta();
+        let s = finished(Accounting::Read(vec![usage(1, 9)]));
+        let mut v = verdict::Verdict::of(&m, &s);
+        apply(&mut v, &s);
+        assert!(v.message.lines().last().unwrap().starts_with("Slurm accounting: 9 s"), "{}", v.message);
+        let mut r = v.into_resource(&m, &s, &[]);
+        crate::service::report::accounting::add_custom_info(&mut r, &s);
+        let info = crate::proto::struct_to_json(r.custom_info.as_ref().unwrap());
+        assert_eq!(info["accounting"]["elapsed_seconds"], serde_json::json!(9.0));
+        assert_eq!(info["accounting"]["source"], serde_json::json!("slurmdbd"));
+
+        let s = finished(Accounting::Unavailable("the cluster has no accounting".into()));
+        let mut v = verdict::Verdict::of(&m, &s);
+        apply(&mut v, &s);
+        assert!(v.message.ends_with("no Slurm accounting: the cluster has no accounting"));
+        assert_eq!(
+            custom_info(&s).unwrap()["unavailable"],
+            serde_json::json!("the cluster has no accounting")
         );
     }
 }

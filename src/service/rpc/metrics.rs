@@ -66,6 +66,16 @@ pub struct OutcomeLabels {
     pub reason: String,
 }
 
+/// What tasks used (`cluster/tallies.rs`): the Flyte project and domain, a few per site.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UsageLabels {
+    pub cluster: String,
+    pub project: String,
+    pub domain: String,
+}
+
+type FloatCounter = Counter<f64, std::sync::atomic::AtomicU64>;
+
 /// An output upload's result: `ok` or `failed`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct UploadLabels {
@@ -107,6 +117,18 @@ pub struct Metrics {
     pub task_outcomes: Family<OutcomeLabels, Counter>,
     /// Uploads of declared outputs to object storage, by result.
     pub output_uploads: Family<UploadLabels, Counter>,
+    /// What tasks used, from Slurm's accounting: tasks counted, each of
+    /// `tallies::USAGE_FIGURES` summed, and each task's CPU efficiency.
+    pub task_accounted: Family<UsageLabels, Counter>,
+    pub task_usage: [Family<UsageLabels, FloatCounter>; USAGE_FIGURES.len()],
+    pub task_cpu_efficiency: Family<UsageLabels, Histogram>,
+}
+
+use crate::service::cluster::tallies::USAGE_FIGURES;
+
+fn efficiency_histogram() -> Histogram {
+    // 0.05 to 1.0 in steps of 0.05 (seff's percentages; above 1 only with hyper-threads counted).
+    Histogram::new((1..=20).map(|i| f64::from(i) * 0.05))
 }
 
 fn latency_histogram() -> Histogram {
@@ -139,6 +161,9 @@ impl Metrics {
             coalesce_waiting: Family::default(),
             task_outcomes: Family::default(),
             output_uploads: Family::default(),
+            task_accounted: Family::default(),
+            task_usage: Default::default(),
+            task_cpu_efficiency: Family::new_with_constructor(efficiency_histogram),
             registry: Registry::default(),
         };
         m.build_info
@@ -218,6 +243,19 @@ impl Metrics {
             "slurm_connector_output_uploads",
             "Uploads of executions' declared outputs to object storage, by result (ok, failed), counted when each attempt settles",
             m.output_uploads.clone(),
+        );
+        registry.register(
+            "slurm_connector_task_accounted",
+            "Executions whose Slurm accounting (slurmdbd) came with their first terminal GetTask answer, by Flyte project and domain",
+            m.task_accounted.clone(),
+        );
+        for ((name, help), family) in USAGE_FIGURES.iter().zip(&m.task_usage) {
+            registry.register(format!("slurm_connector_task_{name}"), *help, family.clone());
+        }
+        registry.register(
+            "slurm_connector_task_cpu_efficiency",
+            "Each accounted execution's CPU time used over CPU time allocated (seff's CPU efficiency)",
+            m.task_cpu_efficiency.clone(),
         );
         registry.register(
             "slurm_connector_poll_tick_seconds",

@@ -18,7 +18,7 @@ use crate::tracker::TrackerConfig;
 
 use super::grpc::Grpc;
 use super::metrics::{
-    self, ClusterLabels, Metrics, OutcomeLabels, RestLabels, StateLabels, UploadLabels,
+    self, ClusterLabels, Metrics, OutcomeLabels, RestLabels, StateLabels, UploadLabels, UsageLabels,
 };
 use super::tasks::Background;
 use crate::service::Connector;
@@ -234,6 +234,7 @@ async fn build_clusters(
     let tracker_cfg = TrackerConfig {
         poll_interval: config.poll_interval,
         terminal_ttl: config.terminal_ttl,
+        accounting_wait: config.accounting_wait,
         ..TrackerConfig::default()
     };
     let mut clusters = BTreeMap::new();
@@ -400,6 +401,7 @@ async fn refresh_gauges(
 struct Tallied {
     outcomes: BTreeMap<crate::service::cluster::tallies::Outcome, u64>,
     uploads: crate::service::cluster::tallies::Uploads,
+    usage: BTreeMap<crate::service::cluster::tallies::UsageKey, crate::service::cluster::tallies::UsageTotals>,
 }
 
 impl Tallied {
@@ -429,6 +431,24 @@ impl Tallied {
             mm.output_uploads.get_or_create(&labels).inc_by(n - before);
         }
         self.uploads = now;
+        let labels = |(project, domain): &(String, String)| UsageLabels {
+            cluster: cluster.clone(),
+            project: project.clone(),
+            domain: domain.clone(),
+        };
+        for (key, now) in rt.tallies.usage_totals() {
+            let before = self.usage.insert(key.clone(), now).unwrap_or_default();
+            let l = labels(&key);
+            mm.task_accounted
+                .get_or_create(&l)
+                .inc_by(now.tasks - before.tasks);
+            for ((family, n), b) in mm.task_usage.iter().zip(now.figures).zip(before.figures) {
+                family.get_or_create(&l).inc_by(n - b);
+            }
+        }
+        for (key, e) in rt.tallies.take_efficiencies() {
+            mm.task_cpu_efficiency.get_or_create(&labels(&key)).observe(e);
+        }
     }
 }
 

@@ -73,6 +73,13 @@ pub struct ResourceMeta {
     /// (`submit/deferred.rs`). Absent in every other meta.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deferred: Option<Box<DeferredSubmit>>,
+    /// The Flyte project and domain the task ran for: the labels of what tasks used
+    /// (`slurm_connector_task_*` counters). Absent in metas written before them, and for a
+    /// request without an execution id: counted under empty labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
 }
 
 /// What any replica needs to find a deferred submit's job, or to make it when the replica that
@@ -140,6 +147,8 @@ impl ResourceMeta {
             array: None,
             element: None,
             deferred: None,
+            project: None,
+            domain: None,
         }
     }
 

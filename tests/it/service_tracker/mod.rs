@@ -162,6 +162,7 @@ fn cfg() -> TrackerConfig {
         unknown_state_after: Duration::from_secs(3600),
         pending_detail_after: Duration::from_secs(3600),
         adopt_wait: Duration::from_secs(2),
+        accounting_wait: Duration::from_secs(60),
     }
 }
 

@@ -364,6 +364,45 @@ impl Client {
         Ok(out)
     }
 
+    /// What many jobs used, from slurmdbd in one request (chunked like
+    /// [`Client::accounting_jobs`]): each id's newest record (a requeued job's last run, as sacct
+    /// shows it). Only the ids asked for: an array's id also brings its other elements. `None`:
+    /// the cluster has no accounting (slurmrestd serves no slurmdb: HTTP 404).
+    pub async fn accounting_usages(
+        &self,
+        ids: &[JobId],
+    ) -> Result<Option<HashMap<JobId, JobUsage>>, ClientError> {
+        let mut out = HashMap::with_capacity(ids.len());
+        if ids.is_empty() {
+            return Ok(Some(out));
+        }
+        let d = self.current().await?;
+        for chunk in ids.chunks(self.cfg.state_chunk.max(1)) {
+            let steps: Vec<String> = chunk.iter().map(|id| id.to_string()).collect();
+            let asked: std::collections::HashSet<JobId> = chunk.iter().copied().collect();
+            let filter = DbJobsFilter {
+                step: Some(&steps),
+                ..DbJobsFilter::default()
+            };
+            let usages = match d
+                .accounting_usages(self.caller(), "accounting_usages", &filter)
+                .await
+            {
+                Ok(u) => u,
+                Err(ClientError::Http { status: 404, .. }) => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            // slurmdbd's order is oldest first: the newest record of an id is the last.
+            out.extend(
+                usages
+                    .into_iter()
+                    .filter(|u| asked.contains(&u.job_id))
+                    .map(|u| (u.job_id, u)),
+            );
+        }
+        Ok(Some(out))
+    }
+
     /// Accounting records of the jobs active since `since_unix` (optionally one user's), without
     /// their steps. For recognising jobs that already left slurmctld (e.g. when a connector restarts
     /// and the backend retries a CreateTask long after the job ended).

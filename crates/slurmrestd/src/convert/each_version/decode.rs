@@ -315,6 +315,17 @@ pub(crate) fn accounting_usage(j: &g::Job) -> Option<JobUsage> {
         .filter(|t| t.type_.as_deref() == Some("mem"))
         .filter_map(|t| u64::try_from(t.count?).ok())
         .max();
+    // Energy the steps consumed (sacct's ConsumedEnergyRaw: the sum of the steps' TRESUsageOutTot
+    // `energy`, joules). Without an `AcctGatherEnergyType` it is 0 (recorded on 26.05): no figure.
+    let energy_joules: u64 = j
+        .steps
+        .iter()
+        .flatten()
+        .filter_map(|s| s.tres.as_ref()?.consumed.as_ref()?.total.as_ref())
+        .flatten()
+        .filter(|t| t.type_.as_deref() == Some("energy"))
+        .filter_map(|t| u64::try_from(t.count?).ok())
+        .sum();
     Some(JobUsage {
         job_id: job_id(j.job_id)?,
         state: state_of(j.state.as_ref().and_then(|s| s.current.as_ref())),
@@ -328,6 +339,7 @@ pub(crate) fn accounting_usage(j: &g::Job) -> Option<JobUsage> {
         cpu_user_secs: cpu(j, Cpu::User),
         cpu_system_secs: cpu(j, Cpu::System),
         max_rss_bytes,
+        energy_joules: (energy_joules > 0).then_some(energy_joules),
         allocated: j
             .tres
             .as_ref()
@@ -359,6 +371,7 @@ pub(crate) fn controller_usage(j: &g::JobInfo, now: i64) -> Option<JobUsage> {
         cpu_user_secs: None,
         cpu_system_secs: None,
         max_rss_bytes: None,
+        energy_joules: None,
         allocated: j
             .tres_alloc_str
             .as_deref()

@@ -63,6 +63,20 @@ impl Api {
         jobs.reverse();
         Ok(jobs)
     }
+
+    /// slurmdbd's `GET jobs/` with `filter`, in slurmdbd's order (oldest first). The generated
+    /// call takes all of the filters positionally: they are spelt out once, in `quirks::db_jobs`.
+    async fn db_jobs(
+        &self,
+        c: Caller<'_>,
+        op: &'static str,
+        filter: &DbJobsFilter<'_>,
+    ) -> Result<Vec<g::Job>, ClientError> {
+        let resp = self
+            .call(c, op, Idempotency::Idempotent, |a| quirks::db_jobs(a, filter))
+            .await?;
+        Ok(resp.jobs.unwrap_or_default())
+    }
 }
 
 // The operations' documentation is on the trait (`dialect.rs`).
@@ -205,8 +219,6 @@ impl Dialect for Api {
         })
     }
 
-    /// The generated call takes all of the filters positionally: they are spelt out once, in
-    /// `quirks::db_jobs`.
     fn accounting_jobs<'a>(
         &'a self,
         c: Caller<'a>,
@@ -214,17 +226,20 @@ impl Dialect for Api {
         filter: &'a DbJobsFilter<'a>,
     ) -> BoxFuture<'a, Result<Vec<JobInfo>, ClientError>> {
         Box::pin(async move {
-            let resp = self
-                .call(c, op, Idempotency::Idempotent, |a| {
-                    quirks::db_jobs(a, filter)
-                })
-                .await?;
-            Ok(resp
-                .jobs
-                .iter()
-                .flatten()
-                .filter_map(accounting_job)
-                .collect())
+            let records = self.db_jobs(c, op, filter).await?;
+            Ok(records.iter().filter_map(accounting_job).collect())
+        })
+    }
+
+    fn accounting_usages<'a>(
+        &'a self,
+        c: Caller<'a>,
+        op: &'static str,
+        filter: &'a DbJobsFilter<'a>,
+    ) -> BoxFuture<'a, Result<Vec<JobUsage>, ClientError>> {
+        Box::pin(async move {
+            let records = self.db_jobs(c, op, filter).await?;
+            Ok(records.iter().filter_map(accounting_usage).collect())
         })
     }
 
