@@ -101,7 +101,15 @@ def code_metrics() -> dict[str, str]:
     regs = re.findall(r'\.register\(\s*"(\w+)",\s*"(?:[^"\\]|\\.)*",\s*m\.(\w+)\.clone\(\)', src)
     if not regs or any(f not in kinds for _, f in regs):
         raise SystemExit("src/service/rpc/metrics.rs: could not read the registered metrics and their types (update validate_chart.py)")
-    return {name: kinds[f] for name, f in regs}
+    out = {name: kinds[f] for name, f in regs}
+    # The task usage counters are registered in a loop over tallies.rs's USAGE_FIGURES (one
+    # family each, `task_usage`): their names are that table's.
+    tallies = (REPO / "src" / "service" / "cluster" / "tallies.rs").read_text()
+    table = re.search(r"pub const USAGE_FIGURES[^=]*= \[(.*?)\n\];", tallies, re.S)
+    if "m.task_usage" not in src or not table:
+        raise SystemExit("src/service/rpc/metrics.rs: could not read the task usage counters (update validate_chart.py)")
+    out |= {name: "counter" for name in re.findall(r'"(slurm_connector_task_\w+)"', table.group(1))}
+    return out
 
 
 def code_series() -> set[str]:

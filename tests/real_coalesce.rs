@@ -261,7 +261,15 @@ async fn sacct_totals(c: &support::Cluster, ids: &BTreeSet<u32>) -> (f64, f64) {
         .join(",");
     let out = c
         .dev_cluster(&[
-            "exec", "sacct", "-j", &list, "-X", "-n", "-P", "-o", "JobID,ElapsedRaw,CPUTimeRAW",
+            "exec",
+            "sacct",
+            "-j",
+            &list,
+            "-X",
+            "-n",
+            "-P",
+            "-o",
+            "JobID,ElapsedRaw,CPUTimeRAW",
         ])
         .await;
     out.lines().fold((0.0, 0.0), |(e, cpu), l| {

@@ -108,14 +108,21 @@ async fn a_finished_task_carries_its_accounting_equal_to_sacct() {
         .map(|v| v.parse().unwrap())
         .collect();
     assert_eq!(a["elapsed_seconds"].as_f64(), Some(f[0]), "ElapsedRaw: {a}");
-    assert_eq!(a["cpu_seconds_allocated"].as_f64(), Some(f[1]), "CPUTimeRAW: {a}");
+    assert_eq!(
+        a["cpu_seconds_allocated"].as_f64(),
+        Some(f[1]),
+        "CPUTimeRAW: {a}"
+    );
     assert_eq!(a["cpus"].as_f64(), Some(f[2]), "AllocCPUS: {a}");
     let used = a["cpu_seconds_used"].as_f64().expect("cpu_seconds_used");
     assert!(used >= 1.5, "a 3 s busy loop used {used} s: {a}");
     let eff = a["cpu_efficiency"].as_f64().expect("cpu_efficiency");
     assert!(eff > 0.0 && eff <= 1.0, "{eff}");
     let rss = a["max_rss_bytes"].as_f64().expect("max_rss_bytes");
-    assert!(rss >= f64::from(100u32 << 20), "peak RSS {rss} for a 100 MiB buffer");
+    assert!(
+        rss >= f64::from(100u32 << 20),
+        "peak RSS {rss} for a 100 MiB buffer"
+    );
     assert!(a["nodes"].as_f64() == Some(1.0) && a["node_hours"].as_f64().unwrap() > 0.0);
     server.stop().await;
 }

@@ -19,7 +19,7 @@ use std::time::Duration;
 use crate::slurmrestd::{JobId, JobUsage};
 
 use super::array::{track, track_mut};
-use super::{Entry, ElementSnapshot, Known, Tracker};
+use super::{ElementSnapshot, Entry, Known, Tracker};
 
 /// A finished job's accounting as GetTask sees it.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -83,7 +83,10 @@ impl Tracker {
         let ids: Vec<JobId> = wanted.iter().map(|(id, _)| *id).collect();
         // Bounded: the tick waits for it, and a slow slurmdbd must not hold back the states of
         // every other job (a timeout is retried next tick, like an error).
-        let budget = self.cfg.poll_interval.clamp(READ_BUDGET_MIN, READ_BUDGET_MAX);
+        let budget = self
+            .cfg
+            .poll_interval
+            .clamp(READ_BUDGET_MIN, READ_BUDGET_MAX);
         let answer = tokio::time::timeout(budget, self.api.accounting_usages(&ids))
             .await
             .unwrap_or_else(|_| {
@@ -191,14 +194,14 @@ pub(super) fn rolled_up(array_over: bool, elements: &[ElementSnapshot]) -> Accou
     }
 }
 
-/// Ended for good with Slurm's own record of it: what slurmdbd will have accounted. A lost job
+/// Ended, by Slurm's word (slurmctld's or slurmdbd's state; an element's record may come a tick
+/// later than its state, and is not needed here): what slurmdbd will have accounted. A lost job
 /// or one read from its exit marker (no slurmdbd record) has no accounting to wait for, and a
 /// cancelled one was aborted by Flyte (DeleteTask) or by hand: nobody waits for its answer.
 fn finished(e: &Entry) -> bool {
     matches!(e.known, Known::Seen | Known::Missing)
         && e.state.is_terminal()
         && e.state.base != super::Base::Cancelled
-        && e.record_done
 }
 
 fn usage(e: &Entry) -> Option<&UsageSlot> {

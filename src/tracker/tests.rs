@@ -599,7 +599,10 @@ mod accounting {
         }
         finish(&api, 1..=50, "RUNNING");
         t.tick().await;
-        assert!(api.usage_calls.lock().unwrap().is_empty(), "nothing finished yet");
+        assert!(
+            api.usage_calls.lock().unwrap().is_empty(),
+            "nothing finished yet"
+        );
         finish(&api, 1..=50, "COMPLETED");
         {
             let mut u = api.usages.lock().unwrap();
@@ -635,7 +638,11 @@ mod accounting {
         finish(&api, [7], "FAILED");
         t.tick().await;
         let s = t.status(JobId(7)).await;
-        assert!(s.phase.is_terminal(), "the tracker's phase is Slurm's: {:?}", s.phase);
+        assert!(
+            s.phase.is_terminal(),
+            "the tracker's phase is Slurm's: {:?}",
+            s.phase
+        );
         assert_eq!(s.accounting, Accounting::Awaited);
         // The run's record without its end is not the final one.
         let mut open = usage(7, 3, 1, 1.0);
@@ -685,13 +692,20 @@ mod accounting {
         match t.status(JobId(4)).await.accounting {
             Accounting::Unavailable(why) => {
                 assert!(why.contains("no final record"), "{why}");
-                assert!(why.contains("did not answer"), "names slurmdbd's error: {why}");
+                assert!(
+                    why.contains("did not answer"),
+                    "names slurmdbd's error: {why}"
+                );
             }
             other => panic!("{other:?}"),
         }
         let n = api.usage_calls.lock().unwrap().len();
         t.tick().await;
-        assert_eq!(api.usage_calls.lock().unwrap().len(), n, "not asked after the wait");
+        assert_eq!(
+            api.usage_calls.lock().unwrap().len(),
+            n,
+            "not asked after the wait"
+        );
     }
 
     #[tokio::test]

@@ -274,7 +274,7 @@ async fn a_slurmdbd_slower_than_an_rpc_delays_the_first_submit_without_failing_i
     d.submit_wait = Duration::from_millis(500);
     d.accounting_wait = Duration::from_secs(5);
     let servers = vec![Server::start(d).await];
-    let mut c = vec![servers[0].client().await];
+    let mut c = [servers[0].client().await];
     let meta = create(&mut c[0], request(1, "#!/bin/bash\necho slow index\n"))
         .await
         .expect("answered deferred, not failed");

@@ -151,20 +151,10 @@ pub async fn wait_phase(g: &mut Grpc, meta: &[u8], want: Phase) {
 
 /// `slurm_connector_poll_tick_seconds_count` of the cluster, from the connector's /metrics.
 pub async fn ticks(server: &Server, cluster: &str) -> u64 {
-    let text = reqwest::get(format!("http://{}/metrics", server.metrics_addr))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find(|l| {
-            l.starts_with("slurm_connector_poll_tick_seconds_count")
-                && l.contains(&format!("cluster=\"{cluster}\""))
-        })
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|n| n.parse::<f64>().ok())
-        .map_or(0, |n| n as u64)
+    let cluster = format!("cluster=\"{cluster}\"");
+    server
+        .metric("slurm_connector_poll_tick_seconds_count", &[&cluster])
+        .await as u64
 }
 
 /// A token file holding a SlurmUser token (`dev-cluster token slurm`): the privileged mode.

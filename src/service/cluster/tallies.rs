@@ -101,24 +101,36 @@ pub struct UsageTotals {
     pub figures: [f64; USAGE_FIGURES.len()],
 }
 
-/// The summed figures: metric name (after `slurm_connector_task_`) and help.
+/// The summed figures: metric name (whole, so the chart's validation finds it) and help.
 pub const USAGE_FIGURES: [(&str, &str); 7] = [
-    ("elapsed_seconds", "Wall-clock seconds tasks' Slurm jobs ran (sacct ElapsedRaw), summed"),
     (
-        "cpu_allocated_seconds",
+        "slurm_connector_task_elapsed_seconds",
+        "Wall-clock seconds tasks' Slurm jobs ran (sacct ElapsedRaw), summed",
+    ),
+    (
+        "slurm_connector_task_cpu_allocated_seconds",
         "CPU-seconds allocated to tasks' jobs (allocated CPUs x elapsed, sacct CPUTimeRAW), summed",
     ),
     (
-        "cpu_used_seconds",
+        "slurm_connector_task_cpu_used_seconds",
         "CPU-seconds tasks' jobs used (user + system of all steps, sacct TotalCPU), summed; needs a JobAcctGatherType",
     ),
-    ("node_seconds", "Node-seconds allocated to tasks' jobs (nodes x elapsed), summed"),
-    ("gpu_seconds", "GPU-seconds allocated to tasks' jobs (gres/gpu x elapsed), summed; needs AccountingStorageTRES=gres/gpu"),
     (
-        "billing_seconds",
+        "slurm_connector_task_node_seconds",
+        "Node-seconds allocated to tasks' jobs (nodes x elapsed), summed",
+    ),
+    (
+        "slurm_connector_task_gpu_seconds",
+        "GPU-seconds allocated to tasks' jobs (gres/gpu x elapsed), summed; needs AccountingStorageTRES=gres/gpu",
+    ),
+    (
+        "slurm_connector_task_billing_seconds",
         "Billing units x elapsed seconds of tasks' jobs (what fair share charges: TRESBillingWeights), summed",
     ),
-    ("energy_joules", "Energy tasks' jobs consumed (sacct ConsumedEnergyRaw), summed; needs an AcctGatherEnergyType"),
+    (
+        "slurm_connector_task_energy_joules",
+        "Energy tasks' jobs consumed (sacct ConsumedEnergyRaw), summed; needs an AcctGatherEnergyType",
+    ),
 ];
 
 /// The labels of what tasks used: the Flyte project and domain (empty when not known).

@@ -62,7 +62,10 @@ fn uniform(usages: &[Arc<JobUsage>], f: impl Fn(&JobUsage) -> Option<u64>) -> Op
 }
 
 /// The sum of `f` over the jobs that have it; `None` when none has.
-fn sum<T: std::iter::Sum<T>>(usages: &[Arc<JobUsage>], f: impl Fn(&JobUsage) -> Option<T>) -> Option<T> {
+fn sum<T: std::iter::Sum<T>>(
+    usages: &[Arc<JobUsage>],
+    f: impl Fn(&JobUsage) -> Option<T>,
+) -> Option<T> {
     let some: Vec<T> = usages.iter().filter_map(|u| f(u)).collect();
     (!some.is_empty()).then(|| some.into_iter().sum())
 }
@@ -75,7 +78,10 @@ impl Summary {
         };
         Summary {
             jobs: usages.len(),
-            elapsed_seconds: usages.iter().map(|u| u.elapsed_secs.unwrap_or(0).max(0)).sum(),
+            elapsed_seconds: usages
+                .iter()
+                .map(|u| u.elapsed_secs.unwrap_or(0).max(0))
+                .sum(),
             cpus: uniform(usages, |u| alloc(u, "cpu", "")),
             nodes: uniform(usages, |u| alloc(u, "node", "")),
             gpus: uniform(usages, |u| alloc(u, "gres", "gpu")),
@@ -138,12 +144,27 @@ impl Summary {
         put("gpus", self.gpus.map(|v| json!(v)));
         put("memory_bytes", self.memory_bytes.map(|v| json!(v)));
         put("billing", self.billing.map(|v| json!(v)));
-        put("cpu_seconds_allocated", Some(json!(round(self.cpu_seconds_allocated, 3))));
-        put("cpu_seconds_used", self.cpu_seconds_used.map(|v| json!(round(v, 3))));
-        put("cpu_efficiency", self.cpu_efficiency().map(|v| json!(round(v, 4))));
+        put(
+            "cpu_seconds_allocated",
+            Some(json!(round(self.cpu_seconds_allocated, 3))),
+        );
+        put(
+            "cpu_seconds_used",
+            self.cpu_seconds_used.map(|v| json!(round(v, 3))),
+        );
+        put(
+            "cpu_efficiency",
+            self.cpu_efficiency().map(|v| json!(round(v, 4))),
+        );
         put("max_rss_bytes", self.max_rss_bytes.map(|v| json!(v)));
-        put("memory_efficiency", self.memory_efficiency().map(|v| json!(round(v, 4))));
-        put("node_hours", Some(json!(round(self.node_seconds / 3600.0, 6))));
+        put(
+            "memory_efficiency",
+            self.memory_efficiency().map(|v| json!(round(v, 4))),
+        );
+        put(
+            "node_hours",
+            Some(json!(round(self.node_seconds / 3600.0, 6))),
+        );
         put(
             "gpu_hours",
             (self.gpu_seconds > 0.0).then(|| json!(round(self.gpu_seconds / 3600.0, 6))),
@@ -166,11 +187,7 @@ impl Summary {
         };
         let mut alloc = format!("{} s elapsed", self.elapsed_seconds);
         if let (Some(n), Some(c)) = (self.nodes, self.cpus) {
-            alloc.push_str(&format!(
-                " on {n} node{} × {c} CPU{}",
-                plural(n),
-                plural(c)
-            ));
+            alloc.push_str(&format!(" on {n} node{} × {c} CPU{}", plural(n), plural(c)));
         }
         if let Some(g) = self.gpus {
             alloc.push_str(&format!(", {g} GPU{}", plural(g)));
@@ -259,7 +276,10 @@ pub fn custom_info(snap: &JobSnapshot) -> Option<Value> {
 pub fn add_custom_info(r: &mut Resource, snap: &JobSnapshot) {
     if let Some(a) = custom_info(snap) {
         let fields = crate::proto::json_to_struct(&json!({ "accounting": a })).fields;
-        r.custom_info.get_or_insert_with(Default::default).fields.extend(fields);
+        r.custom_info
+            .get_or_insert_with(Default::default)
+            .fields
+            .extend(fields);
     }
 }
 

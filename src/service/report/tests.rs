@@ -374,7 +374,10 @@ mod accounting_stage {
     fn one_job_gives_sacct_figures_and_the_derived_ones() {
         let s = Summary::of(&[usage(1, 9)]);
         assert_eq!(s.elapsed_seconds, 9);
-        assert_eq!((s.cpus, s.nodes, s.gpus, s.billing), (Some(1), Some(1), Some(1), Some(1)));
+        assert_eq!(
+            (s.cpus, s.nodes, s.gpus, s.billing),
+            (Some(1), Some(1), Some(1), Some(1))
+        );
         assert_eq!(s.memory_bytes, Some(2 << 30));
         assert_eq!(s.cpu_seconds_allocated, 9.0);
         let eff = s.cpu_efficiency().unwrap();
@@ -424,7 +427,10 @@ mod accounting_stage {
         assert_eq!(s.max_rss_bytes, Some(1 << 30));
         assert_eq!(s.node_seconds, 40.0);
         assert_eq!(s.energy_joules, Some(2400));
-        assert!(s.line().starts_with("Slurm accounting (2 jobs, summed): 40 s elapsed"));
+        assert!(
+            s.line()
+                .starts_with("Slurm accounting (2 jobs, summed): 40 s elapsed")
+        );
     }
 
     #[test]
@@ -462,17 +468,33 @@ mod accounting_stage {
         let s = finished(Accounting::Read(vec![usage(1, 9)]));
         let mut v = verdict::Verdict::of(&m, &s);
         apply(&mut v, &s);
-        assert!(v.message.lines().last().unwrap().starts_with("Slurm accounting: 9 s"), "{}", v.message);
+        assert!(
+            v.message
+                .lines()
+                .last()
+                .unwrap()
+                .starts_with("Slurm accounting: 9 s"),
+            "{}",
+            v.message
+        );
         let mut r = v.into_resource(&m, &s, &[]);
         crate::service::report::accounting::add_custom_info(&mut r, &s);
         let info = crate::proto::struct_to_json(r.custom_info.as_ref().unwrap());
-        assert_eq!(info["accounting"]["elapsed_seconds"], serde_json::json!(9.0));
+        assert_eq!(
+            info["accounting"]["elapsed_seconds"],
+            serde_json::json!(9.0)
+        );
         assert_eq!(info["accounting"]["source"], serde_json::json!("slurmdbd"));
 
-        let s = finished(Accounting::Unavailable("the cluster has no accounting".into()));
+        let s = finished(Accounting::Unavailable(
+            "the cluster has no accounting".into(),
+        ));
         let mut v = verdict::Verdict::of(&m, &s);
         apply(&mut v, &s);
-        assert!(v.message.ends_with("no Slurm accounting: the cluster has no accounting"));
+        assert!(
+            v.message
+                .ends_with("no Slurm accounting: the cluster has no accounting")
+        );
         assert_eq!(
             custom_info(&s).unwrap()["unavailable"],
             serde_json::json!("the cluster has no accounting")

@@ -250,7 +250,11 @@ impl Metrics {
             m.task_accounted.clone(),
         );
         for ((name, help), family) in USAGE_FIGURES.iter().zip(&m.task_usage) {
-            registry.register(format!("slurm_connector_task_{name}"), *help, family.clone());
+            registry.register(
+                format!("slurm_connector_task_{name}"),
+                *help,
+                family.clone(),
+            );
         }
         registry.register(
             "slurm_connector_task_cpu_efficiency",

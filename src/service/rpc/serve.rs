@@ -401,7 +401,10 @@ async fn refresh_gauges(
 struct Tallied {
     outcomes: BTreeMap<crate::service::cluster::tallies::Outcome, u64>,
     uploads: crate::service::cluster::tallies::Uploads,
-    usage: BTreeMap<crate::service::cluster::tallies::UsageKey, crate::service::cluster::tallies::UsageTotals>,
+    usage: BTreeMap<
+        crate::service::cluster::tallies::UsageKey,
+        crate::service::cluster::tallies::UsageTotals,
+    >,
 }
 
 impl Tallied {
@@ -447,7 +450,9 @@ impl Tallied {
             }
         }
         for (key, e) in rt.tallies.take_efficiencies() {
-            mm.task_cpu_efficiency.get_or_create(&labels(&key)).observe(e);
+            mm.task_cpu_efficiency
+                .get_or_create(&labels(&key))
+                .observe(e);
         }
     }
 }

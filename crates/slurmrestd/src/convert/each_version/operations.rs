@@ -73,7 +73,9 @@ impl Api {
         filter: &DbJobsFilter<'_>,
     ) -> Result<Vec<g::Job>, ClientError> {
         let resp = self
-            .call(c, op, Idempotency::Idempotent, |a| quirks::db_jobs(a, filter))
+            .call(c, op, Idempotency::Idempotent, |a| {
+                quirks::db_jobs(a, filter)
+            })
             .await?;
         Ok(resp.jobs.unwrap_or_default())
     }
