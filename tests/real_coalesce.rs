@@ -174,7 +174,13 @@ async fn a_map_of_200_is_a_few_arrays_and_every_element_is_its_own_task() {
     let ticks = server
         .metric("slurm_connector_poll_tick_seconds_count", &[])
         .await;
-    eprintln!("slurmdbd accounting reads: {reads} over {ticks} poll ticks");
+    let gets = server
+        .metric(
+            "flyte_connector_requests_success_total",
+            &["operation=\"get\""],
+        )
+        .await;
+    eprintln!("slurmdbd accounting reads: {reads} over {ticks} poll ticks and {gets} GetTasks");
     assert!(
         reads >= 1.0 && reads <= ticks,
         "{reads} accounting reads for {ticks} ticks: at most one a tick, whatever GetTask does"

@@ -601,3 +601,207 @@ async fn an_interruptible_task_resumes_from_its_checkpoint_after_preemption() {
     assert!(log.contains("done at step 300"), "{log}");
     server.stop().await;
 }
+
+/// The preemption drill (issue 39): `SLURM_CONNECTOR_PREEMPTION_DRILL=<tasks>` interruptible
+/// tasks (1 CPU each, 150 steps of 0.2 s, a checkpoint every 10 steps and on the warning) on
+/// `preemptible-grace`, while `urgent` jobs take the whole node again and again until at least
+/// two preemptions per task happened. Every task must SUCCEED as its one job, never answering a
+/// failed phase (no Flyte retry), and each run after a requeue must resume from its checkpoint:
+/// the work lost per preemption (the steps the killed run had reached past the step the next run
+/// resumed from) is measured and bounded by the checkpoint interval.
+///
+/// By hand (minutes of Slurm's requeue delays; not in CI):
+/// `SLURM_CONNECTOR_PREEMPTION_DRILL=50 deploy/dev-cluster/dev-cluster --release 26.05
+/// --failure-modes run cargo test --test real_failures -- --nocapture preemption_drill`
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preemption_drill_interruptible_tasks_resume_without_a_retry() {
+    use futures::StreamExt;
+    use slurm_connector::proto::core::task_metadata::InterruptibleValue;
+    let Some(c) = support::cluster() else { return };
+    let Some(tasks) = support::var("SLURM_CONNECTOR_PREEMPTION_DRILL") else {
+        skip(
+            Tier::PreemptionDrill,
+            "the preemption drill runs when asked: SLURM_CONNECTOR_PREEMPTION_DRILL=<tasks> on a \
+             --failure-modes cluster",
+        );
+        return;
+    };
+    let tasks: usize = tasks
+        .parse()
+        .expect("SLURM_CONNECTOR_PREEMPTION_DRILL: a number of tasks");
+    if !failure_modes(&c).await {
+        return;
+    }
+    let _node = NODE.write().await;
+    let started = Instant::now();
+    // A budget no task reaches: the drill measures requeues, not the budget.
+    let mut d = deployment(&c, 1000);
+    d.interruptible.partition = Some("preemptible-grace".into());
+    let server = Server::start(d).await;
+    let g = server.client().await;
+    let tag = support::unique("drill");
+    let dir = format!("{}/{tag}", c.workdir);
+    let local =
+        |p: &str| support::local_path(&support::var("FLYTE_SLURM_SHARED_MOUNTS").unwrap(), p);
+    std::fs::create_dir_all(local(&dir)).unwrap();
+    // `reached`: the last step done, written every step; `ckpt`: the last checkpoint. Each run
+    // logs where it starts and how far the run before it got.
+    let script = |i: usize| {
+        let base = format!("{dir}/t{i}");
+        format!(
+            "#!/bin/bash\n#SBATCH --time=30\n\
+             step=0; [ -f {base}.ckpt ] && step=$(cat {base}.ckpt)\n\
+             reached=0; [ -f {base}.reached ] && reached=$(cat {base}.reached)\n\
+             echo \"run ${{SLURM_RESTART_COUNT:-0}} starts at step $step reached $reached\" >> {base}.events\n\
+             trap 'echo $step > {base}.ckpt; echo \"warned at step $step\" >> {base}.events' USR1\n\
+             while [ \"$step\" -lt 150 ]; do\n\
+               sleep 0.2 & wait $!; step=$((step+1)); echo $step > {base}.reached\n\
+               [ $((step % 10)) = 0 ] && echo $step > {base}.ckpt\n\
+             done\n\
+             echo \"done at step $step\" >> {base}.events\n"
+        )
+    };
+    let metas: Vec<Vec<u8>> = futures::stream::iter(0..tasks)
+        .map(|i| {
+            let mut g = g.clone();
+            let mut req = request(&format!("{tag}-{i}"), &script(i));
+            req.template
+                .as_mut()
+                .unwrap()
+                .metadata
+                .get_or_insert_default()
+                .interruptible_value = Some(InterruptibleValue::Interruptible(true));
+            async move { g.create_task(req).await.unwrap().into_inner().resource_meta }
+        })
+        .buffered(10)
+        .collect()
+        .await;
+    let mut ids = Vec::new();
+    for m in &metas {
+        ids.push(job_of(&mut g.clone(), m).await);
+    }
+    let client = c.user_client();
+    // Preempt whatever runs, round after round, until two preemptions per task happened (or
+    // everything finished).
+    let want = 2 * tasks;
+    let (mut preemptions, mut rounds) = (0usize, 0usize);
+    while preemptions < want {
+        let states = client.states(&ids).await.expect("states");
+        let running: Vec<JobId> = ids
+            .iter()
+            .copied()
+            .filter(|id| states.get(id).is_some_and(|s| s.base == BaseState::Running))
+            .collect();
+        if states.values().all(|s| s.is_finished()) {
+            break;
+        }
+        if running.is_empty() {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            continue;
+        }
+        rounds += 1;
+        let urgent = preempt(&c, &format!("{tag}-urgent-{rounds}")).await;
+        support::wait_base(&client, urgent, BaseState::Completed).await;
+        let after = client.states(&running).await.expect("states");
+        let requeued = running
+            .iter()
+            .filter(|id| after.get(id).is_some_and(|s| s.base == BaseState::Pending))
+            .count();
+        preemptions += requeued;
+        eprintln!(
+            "round {rounds} at {:?}: {} running, {requeued} requeued, {preemptions} preemptions so far",
+            started.elapsed(),
+            running.len()
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(3600),
+            "the drill took over an hour"
+        );
+    }
+    // Every task to its end, as the backend polls: never a failed phase on the way.
+    let ends: Vec<(Resource, bool)> = futures::stream::iter(&metas)
+        .map(|m| {
+            let mut g = g.clone();
+            async move {
+                let mut failed_on_the_way = false;
+                let r = poll_until(&mut g, m, 1800, terminal, |r: &Resource| {
+                    failed_on_the_way |= matches!(
+                        Phase::try_from(r.phase),
+                        Ok(Phase::Failed | Phase::RetryableFailed)
+                    );
+                })
+                .await;
+                (r, failed_on_the_way)
+            }
+        })
+        .buffered(tasks)
+        .collect()
+        .await;
+    let mut lost = Vec::new();
+    let mut requeues = 0i64;
+    for (i, ((r, failed), id)) in ends.iter().zip(&ids).enumerate() {
+        assert_eq!(r.phase, Phase::Succeeded as i32, "task {i}: {}", r.message);
+        assert!(!failed, "task {i} answered a failed phase on the way");
+        assert_eq!(info(r, "job_id"), id.0 as i64, "task {i}: its one job");
+        requeues += info(r, "requeue_count").as_i64().unwrap_or(0);
+        let events = std::fs::read_to_string(local(&format!("{dir}/t{i}.events"))).unwrap();
+        assert!(events.contains("done at step 150"), "task {i}: {events}");
+        for l in events
+            .lines()
+            .filter(|l| l.starts_with("run ") && !l.starts_with("run 0 "))
+        {
+            let n: Vec<i64> = l
+                .split_whitespace()
+                .filter_map(|w| w.parse().ok())
+                .collect();
+            // run R starts at step S reached P
+            let (resumed, reached) = (n[1], n[2]);
+            assert!(
+                resumed > 0 || reached == 0,
+                "task {i} started over: {events}"
+            );
+            lost.push(reached - resumed);
+        }
+    }
+    // One job per task: sacct knows exactly `tasks` jobs by the drill's names.
+    let out = c
+        .dev_cluster(&[
+            "exec",
+            "sacct",
+            "-X",
+            "-n",
+            "-P",
+            "-a",
+            "-o",
+            "JobID,JobName%200",
+            "-S",
+            "now-2hours",
+        ])
+        .await;
+    let jobs: std::collections::BTreeSet<&str> = out
+        .lines()
+        .filter(|l| l.contains(&tag) && !l.contains("urgent"))
+        .filter_map(|l| l.split('|').next())
+        .collect();
+    lost.sort_unstable();
+    let mean = lost.iter().sum::<i64>() as f64 / lost.len().max(1) as f64;
+    eprintln!(
+        "preemption drill: {tasks} tasks, {rounds} rounds, {preemptions} preemptions counted, \
+         {requeues} requeues in Slurm's records, {} resumed runs; steps lost per resume: mean \
+         {mean:.1}, max {} (0.2 s a step; checkpoint every 10); {} jobs in sacct; {:?}",
+        lost.len(),
+        lost.last().copied().unwrap_or(0),
+        jobs.len(),
+        started.elapsed()
+    );
+    assert_eq!(jobs.len(), tasks, "one job per task: {jobs:?}");
+    assert!(
+        preemptions >= want,
+        "{preemptions} preemptions, wanted {want}"
+    );
+    assert!(
+        lost.last().copied().unwrap_or(0) <= 10,
+        "a resumed run lost more than the checkpoint interval: {lost:?}"
+    );
+    server.stop().await;
+}

@@ -31,6 +31,10 @@ pub enum Tier {
     FailureModes,
     /// The dev cluster with slurmctld's RPC rate limiting (`--rate-limit`).
     RateLimit,
+    /// The preemption drill asked for (`SLURM_CONNECTOR_PREEMPTION_DRILL=<tasks>`, on a
+    /// `--failure-modes` cluster): many interruptible tasks preempted again and again, minutes
+    /// of Slurm's requeue delays (tests/real_failures.rs).
+    PreemptionDrill,
     /// A second dev cluster up beside the first (`SLURM_DEV_CLUSTER_OTHER_RELEASE` names its
     /// release): tests/real_two_clusters.rs.
     TwoClusters,
@@ -57,7 +61,7 @@ pub enum Tier {
 }
 
 impl Tier {
-    pub const ALL: [Tier; 17] = [
+    pub const ALL: [Tier; 18] = [
         Tier::Cluster,
         Tier::Accounting,
         Tier::NoAccounting,
@@ -66,6 +70,7 @@ impl Tier {
         Tier::Pyxis,
         Tier::FailureModes,
         Tier::RateLimit,
+        Tier::PreemptionDrill,
         Tier::TwoClusters,
         Tier::ControllerDrills,
         Tier::Tls,
@@ -87,6 +92,7 @@ impl Tier {
             Tier::Pyxis => "pyxis",
             Tier::FailureModes => "failure-modes",
             Tier::RateLimit => "rate-limit",
+            Tier::PreemptionDrill => "preemption-drill",
             Tier::TwoClusters => "two-clusters",
             Tier::ControllerDrills => "controller-drills",
             Tier::Tls => "tls",

@@ -16,11 +16,14 @@ RUN_MIN_JOB_AGE=$MIN_JOB_AGE
 RUN_APPTAINER=$APPTAINER
 RUN_NODES=$NODES
 RUN_PYXIS=$PYXIS
+RUN_FAILURE_MODES=$FAILURE_MODES
+RUN_RATE_LIMIT=$RATE_LIMIT
 EOF
 }
 
 read_settings() {
 	RUN_ACCOUNTING="" RUN_MIN_JOB_AGE="" RUN_APPTAINER="" RUN_NODES="" RUN_PYXIS=""
+	RUN_FAILURE_MODES="" RUN_RATE_LIMIT=""
 	if [[ -f "$RUN/settings" ]]; then
 		# shellcheck source=/dev/null
 		source "$RUN/settings"
@@ -168,13 +171,20 @@ cmd_up() {
 		fi
 		RUN_PYXIS="${RUN_PYXIS:-0}"
 		[[ -z "$PYXIS_GIVEN" ]] && PYXIS="$RUN_PYXIS"
-		if all_expected_running && [[ "$RUN_ACCOUNTING" == "$ACCOUNTING" && "$RUN_MIN_JOB_AGE" == "$MIN_JOB_AGE" && "$RUN_APPTAINER" == "$APPTAINER" && "$RUN_NODES" == "$NODES" && "$RUN_PYXIS" == "$PYXIS" ]]; then
+		# Clusters started before these were recorded: without them (their slurm.conf says so).
+		RUN_FAILURE_MODES="${RUN_FAILURE_MODES:-0}"
+		[[ -z "$FAILURE_MODES_GIVEN" ]] && FAILURE_MODES="$RUN_FAILURE_MODES"
+		RUN_RATE_LIMIT="${RUN_RATE_LIMIT:-0}"
+		[[ -z "$RATE_LIMIT_GIVEN" ]] && RATE_LIMIT="$RUN_RATE_LIMIT"
+		local same=0
+		[[ "$RUN_ACCOUNTING" == "$ACCOUNTING" && "$RUN_MIN_JOB_AGE" == "$MIN_JOB_AGE" && "$RUN_APPTAINER" == "$APPTAINER" && "$RUN_NODES" == "$NODES" && "$RUN_PYXIS" == "$PYXIS" && "$RUN_FAILURE_MODES" == "$FAILURE_MODES" && "$RUN_RATE_LIMIT" == "$RATE_LIMIT" ]] && same=1
+		if all_expected_running && ((same)); then
 			wait_ready
 			log "already up (slurmrestd on http://127.0.0.1:$RESTD_PORT)"
 			return 0
 		fi
-		if [[ -n "$RUN_ACCOUNTING" && ("$RUN_ACCOUNTING" != "$ACCOUNTING" || "$RUN_MIN_JOB_AGE" != "$MIN_JOB_AGE" || "$RUN_APPTAINER" != "$APPTAINER" || "$RUN_NODES" != "$NODES" || "$RUN_PYXIS" != "$PYXIS") ]]; then
-			die "already running with accounting=$RUN_ACCOUNTING min-job-age=$RUN_MIN_JOB_AGE apptainer=$RUN_APPTAINER nodes=$RUN_NODES pyxis=$RUN_PYXIS; run \`$0 --release $RELEASE down\` first"
+		if [[ -n "$RUN_ACCOUNTING" ]] && ((!same)); then
+			die "already running with accounting=$RUN_ACCOUNTING min-job-age=$RUN_MIN_JOB_AGE apptainer=$RUN_APPTAINER nodes=$RUN_NODES pyxis=$RUN_PYXIS failure-modes=$RUN_FAILURE_MODES rate-limit=$RUN_RATE_LIMIT; run \`$0 --release $RELEASE down\` first"
 		fi
 		log "partly up: stopping what runs, then starting everything"
 		cmd_down
