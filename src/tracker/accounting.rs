@@ -1,6 +1,7 @@
 //! Each finished job's accounting (what it used: elapsed, CPU time, peak memory, allocated TRES,
 //! billing, energy), read from slurmdbd in ONE request per tick for every job that finished and
-//! has none yet, never per GetTask.
+//! has none yet, never per GetTask. The reads have a loop of their own (`poll.rs`, at the poll
+//! interval) beside the states' ticks: a slow slurmdbd delays accounting, not states.
 //!
 //! Flyte's backend stops polling at the first terminal answer, so a figure that comes later
 //! would never reach it: while a finished job's record is awaited, its snapshot says
@@ -42,10 +43,6 @@ pub(super) enum UsageSlot {
     Unavailable(Box<str>),
 }
 
-/// How long a tick waits for slurmdbd's answer: its poll interval, within these bounds.
-const READ_BUDGET_MIN: Duration = Duration::from_secs(1);
-const READ_BUDGET_MAX: Duration = Duration::from_secs(10);
-
 /// Where a record read in a tick goes.
 enum Target {
     Job(JobId),
@@ -54,7 +51,8 @@ enum Target {
 
 impl Tracker {
     /// ONE slurmdbd request for every finished job (and finished element of a tracked array)
-    /// whose accounting is still awaited; a no-op when there is none.
+    /// whose accounting is still awaited; a no-op when there is none. Not under the round lock:
+    /// what it settles is re-checked (a job requeued meanwhile is not settled).
     pub(super) async fn read_accounting(&self) {
         let wait = self.cfg.accounting_wait;
         if wait.is_zero() {
@@ -81,21 +79,7 @@ impl Tracker {
             return;
         }
         let ids: Vec<JobId> = wanted.iter().map(|(id, _)| *id).collect();
-        // Bounded: the tick waits for it, and a slow slurmdbd must not hold back the states of
-        // every other job (a timeout is retried next tick, like an error).
-        let budget = self
-            .cfg
-            .poll_interval
-            .clamp(READ_BUDGET_MIN, READ_BUDGET_MAX);
-        let answer = tokio::time::timeout(budget, self.api.accounting_usages(&ids))
-            .await
-            .unwrap_or_else(|_| {
-                Err(crate::slurmrestd::ClientError::Timeout {
-                    cluster: self.cluster.clone(),
-                    operation: "accounting_usages",
-                })
-            });
-        let found = match answer {
+        let found = match self.api.accounting_usages(&ids).await {
             Ok(Some(found)) => found,
             Ok(None) => {
                 // Said once per job, not per tick: the next read has nothing to ask.

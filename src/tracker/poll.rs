@@ -32,8 +32,6 @@ impl Tracker {
         if !ids.is_empty() {
             self.refresh(&ids).await;
         }
-        // After the refresh: jobs that just finished are read in this same tick.
-        self.read_accounting().await;
         self.adopted.notify_waiters();
         if let Some(o) = &self.observer {
             o(&self.cluster, started.elapsed(), ids.len());
@@ -209,8 +207,21 @@ impl Tracker {
         });
     }
 
-    /// Runs the poll loop and the adopter until `shutdown` resolves.
+    /// Runs the poll loop, the adopter and the accounting reads until `shutdown` resolves.
     pub async fn run(self: Arc<Self>, shutdown: impl std::future::Future<Output = ()>) {
+        // A loop of its own, at the poll interval: a slow slurmdbd (seconds a request) must not
+        // hold back the states of every job, nor wait for them. Stopped with this one.
+        let _accounting = (!self.cfg.accounting_wait.is_zero()).then(|| {
+            let me = self.clone();
+            tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
+                let mut interval = tokio::time::interval(me.cfg.poll_interval);
+                interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    interval.tick().await;
+                    me.read_accounting().await;
+                }
+            }))
+        });
         let mut interval = tokio::time::interval(self.cfg.poll_interval);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(shutdown);

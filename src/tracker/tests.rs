@@ -575,6 +575,12 @@ mod accounting {
         }
     }
 
+    /// A states tick, then the accounting loop's turn (as `run` interleaves them).
+    async fn round(t: &Tracker) {
+        t.tick().await;
+        t.read_accounting().await;
+    }
+
     fn tracker(wait: Duration) -> (Arc<Fake>, Tracker) {
         let api = Arc::new(Fake::default());
         let cfg = TrackerConfig {
@@ -598,7 +604,7 @@ mod accounting {
             t.track(JobId(id));
         }
         finish(&api, 1..=50, "RUNNING");
-        t.tick().await;
+        round(&t).await;
         assert!(
             api.usage_calls.lock().unwrap().is_empty(),
             "nothing finished yet"
@@ -610,7 +616,7 @@ mod accounting {
                 u.insert(JobId(id), usage(id, 10, 2, 15.0));
             }
         }
-        t.tick().await;
+        round(&t).await;
         let calls = api.usage_calls.lock().unwrap().clone();
         assert_eq!(calls.len(), 1, "one request for all: {calls:?}");
         assert_eq!(calls[0].len(), 50);
@@ -623,7 +629,7 @@ mod accounting {
                 }
             }
         }
-        t.tick().await;
+        round(&t).await;
         assert_eq!(
             api.usage_calls.lock().unwrap().len(),
             1,
@@ -636,7 +642,7 @@ mod accounting {
         let (api, t) = tracker(Duration::from_secs(60));
         t.track(JobId(7));
         finish(&api, [7], "FAILED");
-        t.tick().await;
+        round(&t).await;
         let s = t.status(JobId(7)).await;
         assert!(
             s.phase.is_terminal(),
@@ -648,19 +654,19 @@ mod accounting {
         let mut open = usage(7, 3, 1, 1.0);
         open.end_time = None;
         api.usages.lock().unwrap().insert(JobId(7), open);
-        t.tick().await;
+        round(&t).await;
         assert_eq!(t.status(JobId(7)).await.accounting, Accounting::Awaited);
         api.usages
             .lock()
             .unwrap()
             .insert(JobId(7), usage(7, 3, 1, 1.0));
-        t.tick().await;
+        round(&t).await;
         assert!(matches!(
             t.status(JobId(7)).await.accounting,
             Accounting::Read(_)
         ));
         assert_eq!(api.usage_calls.lock().unwrap().len(), 3);
-        t.tick().await;
+        round(&t).await;
         assert_eq!(api.usage_calls.lock().unwrap().len(), 3, "read once");
     }
 
@@ -670,12 +676,12 @@ mod accounting {
         *api.no_accounting.lock().unwrap() = true;
         t.track(JobId(3));
         finish(&api, [3], "COMPLETED");
-        t.tick().await;
+        round(&t).await;
         match t.status(JobId(3)).await.accounting {
             Accounting::Unavailable(why) => assert!(why.contains("no accounting"), "{why}"),
             other => panic!("{other:?}"),
         }
-        t.tick().await;
+        round(&t).await;
         assert_eq!(api.usage_calls.lock().unwrap().len(), 1);
     }
 
@@ -685,10 +691,10 @@ mod accounting {
         *api.failing.lock().unwrap() = true;
         t.track(JobId(4));
         finish(&api, [4], "COMPLETED");
-        t.tick().await;
+        round(&t).await;
         assert_eq!(t.status(JobId(4)).await.accounting, Accounting::Awaited);
         tokio::time::sleep(Duration::from_millis(2100)).await;
-        t.tick().await;
+        round(&t).await;
         match t.status(JobId(4)).await.accounting {
             Accounting::Unavailable(why) => {
                 assert!(why.contains("no final record"), "{why}");
@@ -700,7 +706,7 @@ mod accounting {
             other => panic!("{other:?}"),
         }
         let n = api.usage_calls.lock().unwrap().len();
-        t.tick().await;
+        round(&t).await;
         assert_eq!(
             api.usage_calls.lock().unwrap().len(),
             n,
@@ -713,7 +719,7 @@ mod accounting {
         let (api, t) = tracker(Duration::ZERO);
         t.track(JobId(5));
         finish(&api, [5], "COMPLETED");
-        t.tick().await;
+        round(&t).await;
         assert_eq!(t.status(JobId(5)).await.accounting, Accounting::None);
         assert!(api.usage_calls.lock().unwrap().is_empty());
     }
