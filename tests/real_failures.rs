@@ -637,17 +637,20 @@ async fn preemption_drill_interruptible_tasks_resume_without_a_retry() {
     // A budget no task reaches: the drill measures requeues, not the budget.
     let mut d = deployment(&c, 1000);
     d.interruptible.partition = Some("preemptible-grace".into());
+    // Each task a job of its own, so each preemption is one job's (a coalesced map's elements
+    // are preempted the same way, one element at a time).
+    d.coalesce = slurm_connector::config::Coalesce::Off;
     let server = Server::start(d).await;
     let g = server.client().await;
     let tag = support::unique("drill");
-    let dir = format!("{}/{tag}", c.workdir);
+    // The files beside the jobs' own, in the working directory the job user writes to.
+    let dir = c.workdir.clone();
     let local =
         |p: &str| support::local_path(&support::var("FLYTE_SLURM_SHARED_MOUNTS").unwrap(), p);
-    std::fs::create_dir_all(local(&dir)).unwrap();
     // `reached`: the last step done, written every step; `ckpt`: the last checkpoint. Each run
     // logs where it starts and how far the run before it got.
     let script = |i: usize| {
-        let base = format!("{dir}/t{i}");
+        let base = format!("{dir}/{tag}-t{i}");
         format!(
             "#!/bin/bash\n#SBATCH --time=30\n\
              step=0; [ -f {base}.ckpt ] && step=$(cat {base}.ckpt)\n\
@@ -744,7 +747,7 @@ async fn preemption_drill_interruptible_tasks_resume_without_a_retry() {
         assert!(!failed, "task {i} answered a failed phase on the way");
         assert_eq!(info(r, "job_id"), id.0 as i64, "task {i}: its one job");
         requeues += info(r, "requeue_count").as_i64().unwrap_or(0);
-        let events = std::fs::read_to_string(local(&format!("{dir}/t{i}.events"))).unwrap();
+        let events = std::fs::read_to_string(local(&format!("{dir}/{tag}-t{i}.events"))).unwrap();
         assert!(events.contains("done at step 150"), "task {i}: {events}");
         for l in events
             .lines()

@@ -1,7 +1,7 @@
 //! Each finished job's accounting (what it used: elapsed, CPU time, peak memory, allocated TRES,
 //! billing, energy), read from slurmdbd in ONE request per tick for every job that finished and
-//! has none yet, never per GetTask. The reads have a loop of their own (`poll.rs`, at the poll
-//! interval) beside the states' ticks: a slow slurmdbd delays accounting, not states.
+//! has none yet, never per GetTask. The reads have a loop of their own (`poll.rs`, woken after each
+//! tick) beside the states' ticks: a slow slurmdbd delays accounting, not states.
 //!
 //! Flyte's backend stops polling at the first terminal answer, so a figure that comes later
 //! would never reach it: while a finished job's record is awaited, its snapshot says

@@ -198,6 +198,8 @@ pub struct Tracker {
     adopt_queue: Mutex<Vec<JobId>>,
     adopt_wake: Notify,
     adopted: Notify,
+    /// Wakes the accounting loop after a tick (`accounting.rs`).
+    accounting_wake: Notify,
     /// Serializes ticks and adoption rounds so two never race on the same entries.
     round: tokio::sync::Mutex<()>,
     observer: Option<TickObserver>,
@@ -227,6 +229,7 @@ impl Tracker {
             adopt_queue: Mutex::new(Vec::new()),
             adopt_wake: Notify::new(),
             adopted: Notify::new(),
+            accounting_wake: Notify::new(),
             round: tokio::sync::Mutex::new(()),
             observer: None,
             markers: None,

@@ -32,6 +32,8 @@ impl Tracker {
         if !ids.is_empty() {
             self.refresh(&ids).await;
         }
+        // Jobs that just finished have their accounting read at once, beside the next tick.
+        self.accounting_wake.notify_one();
         self.adopted.notify_waiters();
         if let Some(o) = &self.observer {
             o(&self.cluster, started.elapsed(), ids.len());
@@ -209,15 +211,14 @@ impl Tracker {
 
     /// Runs the poll loop, the adopter and the accounting reads until `shutdown` resolves.
     pub async fn run(self: Arc<Self>, shutdown: impl std::future::Future<Output = ()>) {
-        // A loop of its own, at the poll interval: a slow slurmdbd (seconds a request) must not
-        // hold back the states of every job, nor wait for them. Stopped with this one.
+        // A loop of its own, woken after each tick: a slow slurmdbd (seconds a request) must not
+        // hold back the states of every job, nor wait for them (the wakes of the ticks it spans
+        // make one). Stopped with this one.
         let _accounting = (!self.cfg.accounting_wait.is_zero()).then(|| {
             let me = self.clone();
             tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
-                let mut interval = tokio::time::interval(me.cfg.poll_interval);
-                interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
-                    interval.tick().await;
+                    me.accounting_wake.notified().await;
                     me.read_accounting().await;
                 }
             }))

@@ -98,10 +98,13 @@ pub fn held_resource(
     log_templates: &[staging::logs::LogLinkTemplate],
 ) -> Resource {
     let mut v = Verdict::of(meta, snap);
+    // The job's own status lines stay (an array's progress among them), under the reason for
+    // the phase.
     v.message = format!(
-        "Slurm job {} ended ({}); reading what it used from slurmdbd before reporting it",
+        "Slurm job {} ended ({}); reading what it used from slurmdbd before reporting it\n{}",
         meta.job_id,
         snap.state.as_deref().unwrap_or("finished"),
+        v.message,
     );
     v.phase = Phase::Running;
     v.class = None;
