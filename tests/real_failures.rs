@@ -406,6 +406,20 @@ async fn resume(c: &support::Cluster) {
     );
 }
 
+/// `req` marked interruptible where flyte-sdk writes it: the template's metadata.
+fn interruptible(
+    mut req: slurm_connector::proto::connector::CreateTaskRequest,
+) -> slurm_connector::proto::connector::CreateTaskRequest {
+    use slurm_connector::proto::core::task_metadata::InterruptibleValue;
+    req.template
+        .as_mut()
+        .unwrap()
+        .metadata
+        .get_or_insert_default()
+        .interruptible_value = Some(InterruptibleValue::Interruptible(true));
+    req
+}
+
 /// A job of the `urgent` partition takes the CPUs of the task's `preemptible` job.
 async fn preempt(c: &support::Cluster, tag: &str) -> JobId {
     let mut urgent = c.job(
@@ -516,7 +530,6 @@ async fn a_spent_requeue_budget_cancels_the_job_and_is_retryable() {
 /// once, no warning), and the run after the requeue was itself requeued once more when it ended.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interruptible_task_resumes_from_its_checkpoint_after_preemption() {
-    use slurm_connector::proto::core::task_metadata::InterruptibleValue;
     let Some(c) = support::cluster() else { return };
     if !failure_modes(&c).await {
         return;
@@ -543,13 +556,7 @@ async fn an_interruptible_task_resumes_from_its_checkpoint_after_preemption() {
          done\n\
          echo \"done at step $step\" >> {events}\n"
     );
-    let mut req = request("interruptible", &script);
-    req.template
-        .as_mut()
-        .unwrap()
-        .metadata
-        .get_or_insert_default()
-        .interruptible_value = Some(InterruptibleValue::Interruptible(true));
+    let req = interruptible(request("interruptible", &script));
     let meta = g.create_task(req).await.unwrap().into_inner().resource_meta;
     let id = job_of(&mut g, &meta).await;
     let job = c
@@ -616,7 +623,6 @@ async fn an_interruptible_task_resumes_from_its_checkpoint_after_preemption() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preemption_drill_interruptible_tasks_resume_without_a_retry() {
     use futures::StreamExt;
-    use slurm_connector::proto::core::task_metadata::InterruptibleValue;
     let Some(c) = support::cluster() else { return };
     let Some(tasks) = support::var("SLURM_CONNECTOR_PREEMPTION_DRILL") else {
         skip(
@@ -667,13 +673,7 @@ async fn preemption_drill_interruptible_tasks_resume_without_a_retry() {
     let metas: Vec<Vec<u8>> = futures::stream::iter(0..tasks)
         .map(|i| {
             let mut g = g.clone();
-            let mut req = request(&format!("{tag}-{i}"), &script(i));
-            req.template
-                .as_mut()
-                .unwrap()
-                .metadata
-                .get_or_insert_default()
-                .interruptible_value = Some(InterruptibleValue::Interruptible(true));
+            let req = interruptible(request(&format!("{tag}-{i}"), &script(i)));
             async move { g.create_task(req).await.unwrap().into_inner().resource_meta }
         })
         .buffered(10)
