@@ -312,9 +312,10 @@ async fn watch_requeue(
             live.len() <= 1,
             "more than one live job for the task: {live:?}"
         );
-        saw_requeue |= r
-            .message
-            .contains("requeued by Slurm after a node failure or preemption (1 of 3)");
+        // "after 1 preemption", "after 1 node failure", or, before slurmdbd has the earlier
+        // run's record, "after a node failure or preemption".
+        saw_requeue |=
+            r.message.contains("requeued by Slurm after ") && r.message.contains(" (1 of 3)");
         if terminal(&r) {
             return (r, saw_requeue);
         }

@@ -54,6 +54,13 @@ pub trait SlurmApi: Send + Sync + 'static {
         Box::pin(async { Ok(None) })
     }
 
+    /// Every run slurmdbd recorded of one job, newest first (once per requeue, to tell a
+    /// preemption from a node failure). The default knows none.
+    fn accounting_runs(&self, id: JobId) -> BoxFuture<'_, Result<Vec<JobInfo>, ClientError>> {
+        let _ = id;
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
     /// Every job slurmctld knows, in ONE request (`GET jobs/`): the reasons of jobs pending
     /// long (`state_reason`, `state_description`), which `jobs/state` does not carry. The
     /// default lists none.
@@ -101,6 +108,10 @@ impl SlurmApi for Client {
         ids: &'a [JobId],
     ) -> BoxFuture<'a, Result<Option<HashMap<JobId, JobUsage>>, ClientError>> {
         Box::pin(Client::accounting_usages(self, ids))
+    }
+
+    fn accounting_runs(&self, id: JobId) -> BoxFuture<'_, Result<Vec<JobInfo>, ClientError>> {
+        Box::pin(Client::accounting_runs(self, id))
     }
 }
 

@@ -127,6 +127,8 @@ struct Extra {
     /// limits, the signal that ended it.
     nodes: Option<String>,
     restart_count: Option<u32>,
+    /// Why Slurm requeued it, from slurmdbd's records of its earlier runs.
+    requeues: Option<Requeues>,
     time_limit_minutes: Option<u32>,
     memory_per_node_mib: Option<u64>,
     signal: Option<String>,
@@ -157,6 +159,8 @@ pub struct JobSnapshot {
     pub signal: Option<String>,
     pub nodes: Option<String>,
     pub restart_count: Option<u32>,
+    /// Why it was requeued (preemptions, node failures), when slurmdbd's records say.
+    pub requeues: Option<Requeues>,
     pub time_limit_minutes: Option<u32>,
     pub memory_per_node_mib: Option<u64>,
     /// Set while the cluster's slurmrestd is failing: since when, and the last error.
@@ -167,6 +171,14 @@ pub struct JobSnapshot {
     pub key: Option<String>,
     /// What the finished job used (slurmdbd), or why that is not known (yet).
     pub accounting: Accounting,
+}
+
+/// Why Slurm put a job back in the queue, counted from slurmdbd's records of its earlier runs
+/// (each ends as its run did).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Requeues {
+    pub preempted: u32,
+    pub node_failures: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]

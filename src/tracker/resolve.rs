@@ -190,8 +190,22 @@ impl Tracker {
         for (id, fetched) in fetched {
             match fetched {
                 Ok(Some(info)) => {
-                    tracing::info!(cluster = %self.cluster, job_id = %id, restarts = ?info.restart_count, reason = ?info.reason, "Slurm requeued the job");
-                    self.with_entry(id, |e| apply_record(e, &info));
+                    // Why: slurmdbd closed each earlier run's record as that run ended (one
+                    // request per requeue, never per GetTask; none without accounting).
+                    let requeues = match self.api.accounting_runs(id).await {
+                        Ok(runs) => requeues_of(&runs),
+                        Err(err) => {
+                            tracing::debug!(cluster = %self.cluster, job_id = %id, error = %err, "runs of a requeued job not read from slurmdbd");
+                            None
+                        }
+                    };
+                    tracing::info!(cluster = %self.cluster, job_id = %id, restarts = ?info.restart_count, reason = ?info.reason, ?requeues, "Slurm requeued the job");
+                    self.with_entry(id, |e| {
+                        apply_record(e, &info);
+                        if requeues.is_some() {
+                            e.extra.get_or_insert_with(Default::default).requeues = requeues;
+                        }
+                    });
                 }
                 Ok(None) => {}
                 Err(err) => {
@@ -206,6 +220,22 @@ impl Tracker {
             f(e);
         }
     }
+}
+
+/// Why a job was requeued, from slurmdbd's records of its runs: the earlier runs ended
+/// PREEMPTED or NODE_FAIL. `None` when no record says either (no accounting, not recorded yet,
+/// or requeued for another reason, e.g. `scontrol requeue`).
+pub(super) fn requeues_of(runs: &[JobInfo]) -> Option<super::Requeues> {
+    use crate::slurmrestd::BaseState;
+    let mut r = super::Requeues::default();
+    for run in runs {
+        match run.state.base {
+            BaseState::Preempted => r.preempted += 1,
+            BaseState::NodeFail => r.node_failures += 1,
+            _ => {}
+        }
+    }
+    (r.preempted + r.node_failures > 0).then_some(r)
 }
 
 /// Applies a state from slurmctld or slurmdbd.

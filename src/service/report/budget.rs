@@ -45,6 +45,21 @@ pub async fn enforce_requeue_budget(
     }
 }
 
+/// What the requeues were, as far as slurmdbd's records of the earlier runs say.
+fn causes(r: Option<crate::tracker::Requeues>) -> String {
+    let count = |n: u32, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    match r {
+        Some(r) if r.preempted > 0 && r.node_failures > 0 => format!(
+            "{} and {}",
+            count(r.preempted, "preemption"),
+            count(r.node_failures, "node failure")
+        ),
+        Some(r) if r.preempted > 0 => count(r.preempted, "preemption"),
+        Some(r) if r.node_failures > 0 => count(r.node_failures, "node failure"),
+        _ => "a node failure or preemption".into(),
+    }
+}
+
 /// The budget's stage: a spent budget fails the task retryably (the cluster's failure); a
 /// requeue within it, or a node failure Slurm did not requeue, is said in the message.
 pub fn apply(v: &mut Verdict, meta: &ResourceMeta, snap: &JobSnapshot, deployment: u32) {
@@ -65,7 +80,8 @@ pub fn apply(v: &mut Verdict, meta: &ResourceMeta, snap: &JobSnapshot, deploymen
         && !matches!(v.phase, Phase::Failed | Phase::RetryableFailed)
     {
         v.message.push_str(&format!(
-            "\nrequeued by Slurm after a node failure or preemption ({n} of {budget})"
+            "\nrequeued by Slurm after {} ({n} of {budget})",
+            causes(snap.requeues)
         ));
     } else if snap.class == Some(FailureClass::Infrastructure) && snap.restart_count.is_some() {
         // Slurm requeues a requeueable batch job itself after a node failure; this one ended

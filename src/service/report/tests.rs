@@ -20,6 +20,7 @@ fn snap(state: &str, class: Option<FailureClass>) -> JobSnapshot {
         signal: None,
         nodes: None,
         restart_count: None,
+        requeues: None,
         time_limit_minutes: None,
         memory_per_node_mib: None,
         unreachable: None,
@@ -500,4 +501,36 @@ mod accounting_stage {
             serde_json::json!("the cluster has no accounting")
         );
     }
+}
+
+/// A requeue says what it was when slurmdbd's records of the earlier runs say it.
+#[test]
+fn a_requeue_names_preemptions_and_node_failures_when_slurmdbd_says() {
+    use crate::tracker::Requeues;
+    let m = meta();
+    let mut s = snap("PENDING", None);
+    s.phase = Phase::Queued;
+    s.restart_count = Some(2);
+    let said = |s: &JobSnapshot| {
+        let mut v = verdict::Verdict::of(&m, s);
+        budget::apply(&mut v, &m, s, 3);
+        v.message.lines().last().unwrap().to_string()
+    };
+    assert_eq!(
+        said(&s),
+        "requeued by Slurm after a node failure or preemption (2 of 3)"
+    );
+    s.requeues = Some(Requeues {
+        preempted: 2,
+        node_failures: 0,
+    });
+    assert_eq!(said(&s), "requeued by Slurm after 2 preemptions (2 of 3)");
+    s.requeues = Some(Requeues {
+        preempted: 1,
+        node_failures: 1,
+    });
+    assert_eq!(
+        said(&s),
+        "requeued by Slurm after 1 preemption and 1 node failure (2 of 3)"
+    );
 }

@@ -281,6 +281,14 @@ impl Client {
         Ok(records.into_iter().find(|j| j.job_id == id))
     }
 
+    /// Every run slurmdbd recorded of job `id` (a requeued job has one record per run, each
+    /// ending as that run did: PREEMPTED, NODE_FAIL, ...), newest first; empty when unknown.
+    pub async fn accounting_runs(&self, id: JobId) -> Result<Vec<JobInfo>, ClientError> {
+        let d = self.current().await?;
+        let records = d.accounting_job(self.caller(), id).await?;
+        Ok(records.into_iter().filter(|j| j.job_id == id).collect())
+    }
+
     /// What a job used, for GetTaskMetrics: slurmdbd's record (usage, once steps end) when it has
     /// one, else slurmctld's view (times, allocations). `None` when neither knows the job.
     pub async fn usage(&self, id: JobId) -> Result<Option<JobUsage>, ClientError> {
