@@ -263,8 +263,11 @@ pub(super) fn apply_state(e: &mut Entry, s: &JobState, now: u32) {
         }
     }
     if !packed.is_terminal() {
-        // A requeued job runs again: its old record no longer applies.
+        // A requeued job runs again: its old record, and what its old run used, no longer apply.
         e.record_done = false;
+        if let Some(x) = e.extra.as_deref_mut() {
+            x.usage = None;
+        }
     }
 }
 

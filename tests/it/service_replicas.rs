@@ -268,8 +268,8 @@ async fn a_slurmdbd_slower_than_an_rpc_delays_the_first_submit_without_failing_i
         ..FaultConfig::default()
     };
     let mock = Mock::start("slow-index", Duration::from_secs(600), slow_dbd).await;
-    // Its accounting cannot be read either (every slurmdbd answer is later than the tick's
-    // budget for it): the terminal answer is held this long, then says why.
+    // Its accounting comes no sooner (each slurmdbd answer takes 9 s, longer than this wait):
+    // the terminal answer is held this long, then says why.
     let mut d = mock.deployment(Duration::from_millis(200));
     d.submit_wait = Duration::from_millis(500);
     d.accounting_wait = Duration::from_secs(5);

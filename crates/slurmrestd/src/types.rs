@@ -423,3 +423,14 @@ pub struct JobUsage {
     /// The job array this record is an element of.
     pub array: Option<ArrayMembership>,
 }
+
+impl JobUsage {
+    /// How many of TRES `kind`/`name` the job was allocated (`("cpu", "")`, `("gres", "gpu")`;
+    /// memory in MiB), if recorded.
+    pub fn allocated(&self, kind: &str, name: &str) -> Option<u64> {
+        self.allocated
+            .iter()
+            .find(|t| t.kind == kind && t.name == name)
+            .and_then(|t| u64::try_from(t.count).ok())
+    }
+}

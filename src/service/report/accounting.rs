@@ -48,13 +48,6 @@ pub struct Summary {
     pub energy_joules: Option<u64>,
 }
 
-fn alloc(u: &JobUsage, kind: &str, name: &str) -> Option<u64> {
-    u.allocated
-        .iter()
-        .find(|t| t.kind == kind && t.name == name)
-        .and_then(|t| u64::try_from(t.count).ok())
-}
-
 /// `Some(v)` when every job has the same `v`.
 fn uniform(usages: &[Arc<JobUsage>], f: impl Fn(&JobUsage) -> Option<u64>) -> Option<u64> {
     let first = f(usages.first()?)?;
@@ -74,7 +67,7 @@ impl Summary {
     pub fn of(usages: &[Arc<JobUsage>]) -> Summary {
         let elapsed = |u: &JobUsage| u.elapsed_secs.unwrap_or(0).max(0) as f64;
         let times = |kind: &'static str, name: &'static str| {
-            move |u: &JobUsage| alloc(u, kind, name).map(|n| n as f64 * elapsed(u))
+            move |u: &JobUsage| u.allocated(kind, name).map(|n| n as f64 * elapsed(u))
         };
         Summary {
             jobs: usages.len(),
@@ -82,12 +75,12 @@ impl Summary {
                 .iter()
                 .map(|u| u.elapsed_secs.unwrap_or(0).max(0))
                 .sum(),
-            cpus: uniform(usages, |u| alloc(u, "cpu", "")),
-            nodes: uniform(usages, |u| alloc(u, "node", "")),
-            gpus: uniform(usages, |u| alloc(u, "gres", "gpu")),
+            cpus: uniform(usages, |u| u.allocated("cpu", "")),
+            nodes: uniform(usages, |u| u.allocated("node", "")),
+            gpus: uniform(usages, |u| u.allocated("gres", "gpu")),
             // TRES memory is in MiB.
-            memory_bytes: uniform(usages, |u| alloc(u, "mem", "")).map(|m| m << 20),
-            billing: uniform(usages, |u| alloc(u, "billing", "")),
+            memory_bytes: uniform(usages, |u| u.allocated("mem", "")).map(|m| m << 20),
+            billing: uniform(usages, |u| u.allocated("billing", "")),
             cpu_seconds_allocated: sum(usages, times("cpu", "")).unwrap_or(0.0),
             cpu_seconds_used: sum(usages, |u| u.cpu_total_secs),
             max_rss_bytes: usages.iter().filter_map(|u| u.max_rss_bytes).max(),

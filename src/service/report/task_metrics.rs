@@ -12,7 +12,7 @@ use serde_json::json;
 
 use crate::proto::connector::GetTaskMetricsRequest;
 use crate::proto::core::ExecutionMetricResult;
-use crate::slurmrestd::{JobUsage, Tres};
+use crate::slurmrestd::JobUsage;
 
 use crate::service::ServiceError;
 use crate::service::cluster::ClusterRuntime;
@@ -79,12 +79,6 @@ pub fn parse_queries(queries: &[String]) -> Result<Vec<Metric>, String> {
         .collect()
 }
 
-fn allocated(tres: &[Tres], kind: &str, name: &str) -> Option<f64> {
-    tres.iter()
-        .find(|t| t.kind == kind && t.name == name)
-        .map(|t| t.count as f64)
-}
-
 /// One metric's figure, if Slurm has it.
 pub fn value(u: &JobUsage, m: Metric) -> Option<f64> {
     match m {
@@ -93,13 +87,14 @@ pub fn value(u: &JobUsage, m: Metric) -> Option<f64> {
         Metric::CpuUserSeconds => u.cpu_user_secs,
         Metric::CpuSystemSeconds => u.cpu_system_secs,
         Metric::MaxRssBytes => u.max_rss_bytes.map(|b| b as f64),
-        Metric::AllocatedCpus => allocated(&u.allocated, "cpu", ""),
+        Metric::AllocatedCpus => u.allocated("cpu", "").map(|n| n as f64),
         // TRES memory is in MiB.
-        Metric::AllocatedMemoryBytes => {
-            allocated(&u.allocated, "mem", "").map(|m| m * 1024.0 * 1024.0)
-        }
-        Metric::AllocatedGpus => allocated(&u.allocated, "gres", "gpu"),
-        Metric::AllocatedNodes => allocated(&u.allocated, "node", ""),
+        Metric::AllocatedMemoryBytes => u
+            .allocated("mem", "")
+            .map(|n| n as f64)
+            .map(|m| m * 1024.0 * 1024.0),
+        Metric::AllocatedGpus => u.allocated("gres", "gpu").map(|n| n as f64),
+        Metric::AllocatedNodes => u.allocated("node", "").map(|n| n as f64),
     }
     // Before the job starts, usage "0" would be a lie: no sample.
     .filter(|_| u.start_time.is_some())

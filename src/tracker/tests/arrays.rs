@@ -1,0 +1,461 @@
+//! Job arrays, tick by tick, against a scripted slurmctld/slurmdbd.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+
+use super::super::*;
+use crate::slurmrestd::{
+    ArrayMembership, ClientError, ElementState, ExitCode, JobInfo, JobState, States,
+};
+
+#[derive(Default)]
+struct Scripted {
+    elements: Mutex<Vec<ElementState>>,
+    /// Plain jobs jobs/state lists (`<id>`, not `<id>_<index>`).
+    plain: Mutex<HashMap<JobId, JobState>>,
+    /// Records by the element's own id (slurmctld's `job/{id}`).
+    records: Mutex<HashMap<JobId, JobInfo>>,
+    /// slurmdbd's records by own id.
+    accounting: Mutex<HashMap<JobId, JobInfo>>,
+    job_calls: Mutex<Vec<JobId>>,
+    states_calls: Mutex<u32>,
+}
+
+impl Scripted {
+    fn answer(&self, entries: &[(u32, u32, &str)]) {
+        *self.elements.lock().unwrap() = entries
+            .iter()
+            .map(|(id, index, s)| ElementState {
+                id: JobId(*id),
+                index: *index,
+                state: JobState::from_strings([*s]),
+            })
+            .collect();
+    }
+}
+
+fn record(id: u32, array: u32, index: u32, state: &str, rc: u32) -> JobInfo {
+    JobInfo {
+        exit_code: Some(ExitCode {
+            status: vec![if rc == 0 { "SUCCESS" } else { "ERROR" }.into()],
+            return_code: Some(rc),
+            signal: None,
+            signal_name: None,
+        }),
+        nodes: Some("node1".into()),
+        restart_count: Some(0),
+        array: Some(ArrayMembership {
+            array_job_id: JobId(array),
+            task_id: Some(index),
+        }),
+        ..JobInfo::new(JobId(id), "j", JobState::from_strings([state]))
+    }
+}
+
+impl SlurmApi for Scripted {
+    fn states<'a>(
+        &'a self,
+        _: &'a [JobId],
+    ) -> BoxFuture<'a, Result<HashMap<JobId, JobState>, ClientError>> {
+        unreachable!("the tracker asks states_and_elements")
+    }
+    fn states_and_elements<'a>(
+        &'a self,
+        _: &'a [JobId],
+    ) -> BoxFuture<'a, Result<States, ClientError>> {
+        *self.states_calls.lock().unwrap() += 1;
+        let elements = self.elements.lock().unwrap().clone();
+        let jobs = self.plain.lock().unwrap().clone();
+        Box::pin(async move { Ok(States { jobs, elements }) })
+    }
+    fn job(&self, id: JobId) -> BoxFuture<'_, Result<Option<JobInfo>, ClientError>> {
+        self.job_calls.lock().unwrap().push(id);
+        let r = self.records.lock().unwrap().get(&id).cloned();
+        Box::pin(async move { Ok(r) })
+    }
+    fn job_records(&self, id: JobId) -> BoxFuture<'_, Result<Vec<JobInfo>, ClientError>> {
+        let r: Vec<JobInfo> = self
+            .records
+            .lock()
+            .unwrap()
+            .values()
+            .filter(|r| r.array.is_some_and(|a| a.array_job_id == id))
+            .cloned()
+            .collect();
+        Box::pin(async move { Ok(r) })
+    }
+    fn accounting_jobs<'a>(
+        &'a self,
+        ids: &'a [JobId],
+    ) -> BoxFuture<'a, Result<HashMap<JobId, JobInfo>, ClientError>> {
+        let r = self
+            .accounting
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(id, r)| {
+                ids.contains(id) || r.array.is_some_and(|a| ids.contains(&a.array_job_id))
+            })
+            .map(|(k, v)| (*k, v.clone()))
+            .collect();
+        Box::pin(async move { Ok(r) })
+    }
+}
+
+fn tracker() -> (Arc<Scripted>, Tracker) {
+    let api = Arc::new(Scripted::default());
+    let t = Tracker::new("c", api.clone(), TrackerConfig::default());
+    (api, t)
+}
+
+fn states(s: &JobSnapshot) -> Vec<(u32, u32, String)> {
+    s.elements
+        .iter()
+        .map(|e| {
+            (
+                e.index,
+                e.snapshot.job_id.0,
+                e.snapshot.state.clone().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+fn set_records(api: &Scripted, recs: &[JobInfo]) {
+    let mut m = api.records.lock().unwrap();
+    for r in recs {
+        m.insert(r.job_id, r.clone());
+    }
+}
+
+/// Two tracked arrays both start their element 0 in the same tick: the new ids cannot be
+/// told apart from jobs/state alone, so each element's record says which array it is in
+/// (once); known ids are attributed without asking again.
+#[tokio::test]
+async fn elements_of_two_arrays_starting_together_are_told_apart_by_their_records() {
+    let (api, t) = tracker();
+    t.track_array(JobId(100), &[0, 1], None);
+    t.track_array(JobId(200), &[0, 1], None);
+    api.answer(&[
+        (100, 0, "PENDING"),
+        (100, 1, "PENDING"),
+        (200, 0, "PENDING"),
+        (200, 1, "PENDING"),
+    ]);
+    t.tick().await;
+    assert_eq!(t.status(JobId(100)).await.phase, Phase::Queued);
+    set_records(
+        &api,
+        &[
+            record(301, 100, 0, "RUNNING", 0),
+            record(302, 200, 0, "RUNNING", 0),
+        ],
+    );
+    api.answer(&[
+        (302, 0, "RUNNING"),
+        (301, 0, "RUNNING"),
+        (100, 1, "PENDING"),
+        (200, 1, "PENDING"),
+    ]);
+    t.tick().await;
+    let mut asked = api.job_calls.lock().unwrap().clone();
+    asked.sort();
+    assert_eq!(asked, [JobId(301), JobId(302)]);
+    let a = t.status(JobId(100)).await;
+    assert_eq!(a.phase, Phase::Running);
+    assert_eq!(
+        states(&a),
+        [(0, 301, "RUNNING".into()), (1, 100, "PENDING".into())]
+    );
+    assert_eq!(states(&t.status(JobId(200)).await)[0].1, 302);
+
+    // They end; element 0 of 200 fails.
+    set_records(
+        &api,
+        &[
+            record(301, 100, 0, "COMPLETED", 0),
+            record(302, 200, 0, "FAILED", 3),
+            record(100, 100, 1, "COMPLETED", 0),
+            record(200, 200, 1, "COMPLETED", 0),
+        ],
+    );
+    api.answer(&[
+        (301, 0, "COMPLETED"),
+        (302, 0, "FAILED"),
+        (100, 1, "COMPLETED"),
+        (200, 1, "COMPLETED"),
+    ]);
+    api.job_calls.lock().unwrap().clear();
+    t.tick().await;
+    assert!(
+        api.job_calls.lock().unwrap().is_empty(),
+        "known ids are not asked about again"
+    );
+    let a = t.status(JobId(100)).await;
+    assert_eq!(a.phase, Phase::Succeeded);
+    assert_eq!(a.class, None);
+    let b = t.status(JobId(200)).await;
+    assert_eq!(b.phase, Phase::RetryableFailed);
+    assert_eq!(b.class, Some(FailureClass::User));
+    assert_eq!(b.state.as_deref(), Some("FAILED"));
+    assert_eq!(b.exit_code.as_ref().and_then(|c| c.return_code), Some(3));
+    assert_eq!(
+        b.elements[0]
+            .snapshot
+            .exit_code
+            .as_ref()
+            .unwrap()
+            .return_code,
+        Some(3)
+    );
+    // Finished with their records: no longer polled.
+    assert_eq!(t.tick().await, 0);
+    assert_eq!(*api.states_calls.lock().unwrap(), 3, "one request per tick");
+}
+
+/// One array whose elements 0 and 1 left slurmctld before the tracker saw them (an
+/// adoption): slurmdbd's records of the array's id resolve them, by index.
+#[tokio::test]
+async fn elements_gone_from_slurmctld_are_read_from_slurmdbd() {
+    let (api, t) = tracker();
+    {
+        let mut acc = api.accounting.lock().unwrap();
+        acc.insert(JobId(401), record(401, 400, 0, "COMPLETED", 0));
+        acc.insert(JobId(402), record(402, 400, 1, "OUT_OF_MEMORY", 0));
+    }
+    api.answer(&[(400, 2, "RUNNING")]);
+    // GetTask after a restart adopts it; the adopter answers (`run` would, here by hand).
+    let (s, ()) = tokio::join!(t.status_of(JobId(400), Some(&[0, 1, 2]), None), async {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        t.adopt_round().await
+    });
+    // The adoption's answer: two ended, one running.
+    assert_eq!(s.phase, Phase::Running);
+    assert_eq!(
+        states(&s),
+        [
+            (0, 401, "COMPLETED".into()),
+            (1, 402, "OUT_OF_MEMORY".into()),
+            (2, 400, "RUNNING".into())
+        ]
+    );
+    set_records(&api, &[record(400, 400, 2, "FAILED", 1)]);
+    api.answer(&[(400, 2, "FAILED")]);
+    t.tick().await;
+    let s = t.status(JobId(400)).await;
+    // Two user failures: the lowest index is the array's.
+    assert_eq!(s.class, Some(FailureClass::User));
+    assert_eq!(s.state.as_deref(), Some("OUT_OF_MEMORY"));
+}
+
+/// slurmctld crashed after an array was submitted, restarted from an older state save and
+/// gave the array's id to a later single job (CI's crash drill on 26.05): the elements still
+/// under that id are lost at once, their record that job's key (GetTask then reports the
+/// task's own marker or the cluster's failure), not pending until `lost_after`; an element
+/// that had started under its own id keeps being followed there.
+#[tokio::test]
+async fn an_array_whose_id_slurmctld_gave_away_is_lost_at_once() {
+    let (api, t) = tracker();
+    t.track_array(JobId(2762), &[0, 1, 2, 3], None);
+    set_records(
+        &api,
+        &[
+            record(2763, 2762, 2, "RUNNING", 0),
+            record(2764, 2762, 3, "RUNNING", 0),
+        ],
+    );
+    api.answer(&[
+        (2762, 0, "PENDING"),
+        (2762, 1, "PENDING"),
+        (2763, 2, "RUNNING"),
+        (2764, 3, "RUNNING"),
+    ]);
+    t.tick().await;
+    assert_eq!(t.status(JobId(2762)).await.phase, Phase::Running);
+    // The restarted slurmctld: 2762 is another execution's plain job; 2763 (started before
+    // its last state save) still runs; 2764 went with the crash.
+    api.answer(&[(2763, 2, "RUNNING")]);
+    let other = JobState::from_strings(["RUNNING"]);
+    api.plain.lock().unwrap().insert(JobId(2762), other.clone());
+    set_records(
+        &api,
+        &[JobInfo::new(
+            JobId(2762),
+            "flyte-other-0123456789abcdef",
+            other,
+        )],
+    );
+    t.tick().await;
+    let s = t.status(JobId(2762)).await;
+    let by_index: Vec<(u32, Option<&str>, bool)> = s
+        .elements
+        .iter()
+        .map(|e| {
+            (
+                e.index,
+                e.snapshot.key.as_deref(),
+                e.snapshot.phase.is_terminal(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        by_index,
+        [
+            (0, Some("0123456789abcdef"), true),
+            (1, Some("0123456789abcdef"), true),
+            (2, None, false),
+            (3, Some("0123456789abcdef"), true)
+        ]
+    );
+    // Asked once: the lost elements are not looked up again.
+    api.job_calls.lock().unwrap().clear();
+    t.tick().await;
+    assert!(!api.job_calls.lock().unwrap().contains(&JobId(2762)));
+}
+
+/// slurmctld restarted from an older state save and listed a script array's id as a plain
+/// job whose record is the array's own (its task's key in the name; CI's crash drill on
+/// 26.05, array 1182, whose elements then completed): not another job's, so its elements are
+/// not lost at once (they were reported `[LOST]` before), and the record is read once.
+#[tokio::test]
+async fn an_array_listed_as_a_plain_job_with_its_own_record_is_not_given_away() {
+    let (api, t) = tracker();
+    let own = "5594ab6c4ca7a556";
+    t.track_array(JobId(1182), &[0, 1], Some(own));
+    api.answer(&[(1182, 0, "PENDING"), (1182, 1, "PENDING")]);
+    t.tick().await;
+    api.answer(&[]);
+    let plain = JobState::from_strings(["RUNNING"]);
+    api.plain.lock().unwrap().insert(JobId(1182), plain.clone());
+    set_records(
+        &api,
+        &[JobInfo::new(
+            JobId(1182),
+            format!("flyte-r1-nightly-{own}"),
+            plain,
+        )],
+    );
+    t.tick().await;
+    let s = t.status(JobId(1182)).await;
+    assert!(
+        s.elements.iter().all(|e| !e.snapshot.phase.is_terminal()),
+        "no element lost: {:?}",
+        s.elements
+    );
+    api.job_calls.lock().unwrap().clear();
+    t.tick().await;
+    assert!(
+        !api.job_calls.lock().unwrap().contains(&JobId(1182)),
+        "its own record is not looked up every tick"
+    );
+}
+
+/// The same, when the job that took the array's id ended and left slurmctld before a tick
+/// saw it: slurmdbd's record under the array's id is no array.
+#[tokio::test]
+async fn an_array_whose_id_only_slurmdbd_shows_given_away_is_lost() {
+    let (api, t) = tracker();
+    t.track_array(JobId(2762), &[0, 1], None);
+    api.answer(&[(2762, 0, "PENDING"), (2762, 1, "PENDING")]);
+    t.tick().await;
+    api.answer(&[]);
+    api.accounting.lock().unwrap().insert(
+        JobId(2762),
+        JobInfo::new(
+            JobId(2762),
+            "flyte-other-0123456789abcdef",
+            JobState::from_strings(["COMPLETED"]),
+        ),
+    );
+    t.tick().await;
+    let s = t.status(JobId(2762)).await;
+    assert!(s.phase.is_terminal(), "{s:?}");
+    assert!(
+        s.elements
+            .iter()
+            .all(|e| e.snapshot.key.as_deref() == Some("0123456789abcdef")),
+        "{s:?}"
+    );
+}
+
+/// Slurm requeues an element (it stays under its own id, pending again; recorded as
+/// `arrays-requeued-*`): its record is fetched for the restart count, which the array's
+/// snapshot reports while it is live.
+#[tokio::test]
+async fn a_requeued_element_brings_its_restart_count() {
+    let (api, t) = tracker();
+    t.track_array(JobId(2259), &[0, 1], None);
+    set_records(&api, &[record(2260, 2259, 0, "RUNNING", 0)]);
+    api.answer(&[(2260, 0, "RUNNING"), (2259, 1, "RUNNING")]);
+    t.tick().await;
+    assert_eq!(t.status(JobId(2259)).await.restart_count, None);
+    let mut requeued = record(2260, 2259, 0, "PENDING", 0);
+    requeued.restart_count = Some(1);
+    set_records(&api, &[requeued]);
+    api.answer(&[(2260, 0, "PENDING"), (2259, 1, "RUNNING")]);
+    api.job_calls.lock().unwrap().clear();
+    t.tick().await;
+    assert_eq!(*api.job_calls.lock().unwrap(), [JobId(2260)]);
+    let s = t.status(JobId(2259)).await;
+    assert_eq!(s.restart_count, Some(1));
+    assert_eq!(s.phase, Phase::Running);
+    // Pending again, not requeued again: not asked twice.
+    api.job_calls.lock().unwrap().clear();
+    t.tick().await;
+    assert!(api.job_calls.lock().unwrap().is_empty());
+}
+
+/// The worst element decides: a permanent failure over a user one over the cluster's; a
+/// cancelled element makes the array aborted when none failed.
+#[tokio::test]
+async fn the_worst_element_decides() {
+    for (ends, want_state, want_phase) in [
+        (
+            ["COMPLETED", "NODE_FAIL", "FAILED"],
+            "FAILED",
+            Phase::RetryableFailed,
+        ),
+        (
+            ["NODE_FAIL", "COMPLETED", "COMPLETED"],
+            "NODE_FAIL",
+            Phase::RetryableFailed,
+        ),
+        (
+            ["CANCELLED", "COMPLETED", "COMPLETED"],
+            "CANCELLED",
+            Phase::Aborted,
+        ),
+        (
+            ["CANCELLED", "TIMEOUT", "COMPLETED"],
+            "TIMEOUT",
+            Phase::RetryableFailed,
+        ),
+        (
+            ["COMPLETED", "COMPLETED", "COMPLETED"],
+            "COMPLETED",
+            Phase::Succeeded,
+        ),
+    ] {
+        let (api, t) = tracker();
+        t.track_array(JobId(500), &[0, 1, 2], None);
+        let recs: Vec<JobInfo> = ends
+            .iter()
+            .enumerate()
+            .map(|(i, s)| record(501 + i as u32, 500, i as u32, s, 0))
+            .collect();
+        set_records(&api, &recs);
+        api.answer(
+            &ends
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (501 + i as u32, i as u32, *s))
+                .collect::<Vec<_>>(),
+        );
+        t.tick().await;
+        let s = t.status(JobId(500)).await;
+        assert_eq!(s.state.as_deref(), Some(want_state), "{ends:?}");
+        assert_eq!(s.phase, want_phase, "{ends:?}");
+    }
+}
