@@ -155,26 +155,3 @@ pub fn skip(tier: Tier, reason: impl Display) {
     }
     eprintln!("skipping ({} tier): {reason}", tier.name());
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_requirement_parses() {
-        assert!(required("").is_empty());
-        assert!(required("0").is_empty());
-        assert_eq!(required("1"), Tier::ALL.to_vec());
-        assert_eq!(required("all"), Tier::ALL.to_vec());
-        assert_eq!(
-            required("cluster, no-accounting"),
-            vec![Tier::Cluster, Tier::NoAccounting]
-        );
-    }
-
-    #[test]
-    #[should_panic(expected = "unknown tier 'clustr'")]
-    fn a_typo_is_refused() {
-        required("cluster,clustr");
-    }
-}

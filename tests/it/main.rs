@@ -43,6 +43,7 @@ mod service_proto;
 mod service_replicas;
 mod service_tls;
 mod service_tracker;
+mod skip_tiers;
 mod slurmrestd_client;
 mod slurmrestd_failures;
 mod slurmrestd_mock;
