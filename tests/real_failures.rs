@@ -25,6 +25,10 @@ mod support;
 
 #[path = "real_slurm/connector.rs"]
 mod connector;
+
+// The native (`slurm`) task's pieces: the task image, its Flyte 2 tasks, the SDK's request.
+#[path = "real_apptainer/support.rs"]
+mod native;
 use connector::{deployment, get, job_of, poll_until, request, terminal};
 
 use std::sync::LazyLock;
@@ -607,6 +611,111 @@ async fn an_interruptible_task_resumes_from_its_checkpoint_after_preemption() {
     );
     assert!(log.contains("warned by USR1 60 s ahead"), "{log}");
     assert!(log.contains("done at step 300"), "{log}");
+    server.stop().await;
+}
+
+/// The same for a native `slurm` task written with the Flyte SDK (flyte 2.12, Flyte's `a0` in
+/// the dev cluster's apptainer image): it saves its step with `flyte.Checkpoint` every 2 s and
+/// on Slurm's warning (SIGUSR1). Preempted, requeued, the run after the requeue loads what the
+/// preempted run saved — the connector hands a requeued run its own attempt's checkpoint as
+/// `--prev-checkpoint` (`render/resume.rs`) — and the task SUCCEEDS as the same job, its output
+/// saying the step it resumed from. Needs `--failure-modes --apptainer` (26.05 or 26.11).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interruptible_native_task_resumes_from_its_sdk_checkpoint_after_preemption() {
+    let Some(c) = support::cluster() else { return };
+    if !failure_modes(&c).await {
+        return;
+    }
+    let Some(nc) = native::cluster() else { return };
+    let _node = NODE.write().await;
+    let mut d = deployment(&c, 3);
+    d.interruptible.partition = Some("preemptible-grace".into());
+    let server = Server::start(d).await;
+    let mut g = server.client().await;
+    let w = native::work(&nc, "ckpt", 600);
+    let req = interruptible(native::request(
+        &nc,
+        &w,
+        "checkpointed",
+        &native::run_name("ckpt"),
+        600,
+    ));
+    let meta = g.create_task(req).await.unwrap().into_inner().resource_meta;
+    let id = JobId(common::request::job_of(&mut g, native::get_req(&meta)).await as u32);
+    // Preempt once the task has saved a checkpoint (its handler is installed by then).
+    let ckpt = w.host.join("ckpt");
+    let start = Instant::now();
+    while !ckpt.exists() {
+        let r = g
+            .get_task(native::get_req(&meta))
+            .await
+            .unwrap()
+            .into_inner()
+            .resource
+            .unwrap();
+        assert!(
+            !terminal(&r),
+            "ended before its first checkpoint: {}",
+            r.message
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "no checkpoint in 300 s: {}",
+            r.message
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    preempt(&c, "urgent-native").await;
+    let (mut saw_requeue, start) = (false, Instant::now());
+    let r = loop {
+        let r = g
+            .get_task(native::get_req(&meta))
+            .await
+            .unwrap()
+            .into_inner()
+            .resource
+            .unwrap();
+        saw_requeue |= r.message.contains("requeued by Slurm after ");
+        if terminal(&r) {
+            break r;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(480),
+            "not done in 480 s: {}",
+            r.message
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    eprintln!(
+        "GetTask message:\n{}\nlast checkpoint: step {}",
+        r.message,
+        std::fs::read_to_string(&ckpt).unwrap_or_default()
+    );
+    assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
+    assert!(saw_requeue, "the message never showed the requeue");
+    assert!(
+        info(&r, "requeue_count").as_i64().unwrap() >= 1,
+        "{:?}",
+        r.custom_info
+    );
+    assert_eq!(info(&r, "job_id"), id.0 as i64, "the same job ran again");
+    use prost::Message;
+    let outputs = std::fs::read(w.host.join("out/outputs.pb")).expect("outputs.pb");
+    let said = format!(
+        "{:?}",
+        slurm_connector::proto::task::Outputs::decode(outputs.as_slice()).unwrap()
+    );
+    let resumed: u64 = said
+        .split("resumed at step ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no `resumed at step` in the output: {said}"));
+    eprintln!("output: {said}");
+    assert!(
+        resumed > 0,
+        "the run after the requeue started from step 0: the SDK checkpoint was not loaded ({said})"
+    );
+    let _ = std::fs::remove_dir_all(&w.host);
     server.stop().await;
 }
 

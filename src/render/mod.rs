@@ -27,6 +27,7 @@ pub mod merge;
 pub mod naming;
 pub mod options;
 pub mod ranks;
+mod resume;
 pub mod script;
 pub mod shell;
 pub mod spec;

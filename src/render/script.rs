@@ -204,13 +204,28 @@ pub fn native(p: &NativeParts) -> Result<String, RenderError> {
             words.push(apptainer_image(p.image));
         }
     }
-    let shim = if p.ranks {
-        format!("{}{PATH_SHIM}", super::ranks::RANK_SHIM)
-    } else {
-        PATH_SHIM.to_string()
-    };
+    // Inside the container, before the entrypoint: a requeued run's checkpoint, the ranks'
+    // variables, the virtualenv's PATH.
+    let resume = super::resume::shim(p.command);
+    let mut shim = resume.clone().unwrap_or_default();
+    if p.ranks {
+        shim.push_str(super::ranks::RANK_SHIM);
+    }
+    shim.push_str(PATH_SHIM);
     words.extend(["bash".to_string(), "-c".to_string(), shim, "--".to_string()]);
-    words.extend(p.command.iter().cloned());
+    // The restart count is the one word the batch shell expands (unquoted on purpose).
+    let srun_line = match resume {
+        Some(_) => format!(
+            "{} {} {}",
+            join(&words)?,
+            super::resume::RESTART_COUNT_WORD,
+            join(p.command)?
+        ),
+        None => {
+            words.extend(p.command.iter().cloned());
+            join(&words)?
+        }
+    };
 
     let mut s = String::from("#!/bin/bash\n");
     s.push_str(p.header);
@@ -242,7 +257,7 @@ pub fn native(p: &NativeParts) -> Result<String, RenderError> {
     if p.ranks {
         s.push_str(&super::ranks::rendezvous_block());
     }
-    s.push_str(&join(&words)?);
+    s.push_str(&srun_line);
     s.push('\n');
     Ok(s)
 }

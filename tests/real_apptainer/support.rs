@@ -21,8 +21,10 @@ use tonic::transport::Channel;
 // A module file loaded with #[path] finds its own modules beside it: tests/real_apptainer/*.rs.
 mod processes;
 mod request;
+// Unused where a tier needs neither (real_multinode builds its own requests, real_failures
+// looks at no process), as `dead_code` above allows.
+#[allow(unused_imports)]
 pub use processes::*;
-// Unused where a tier builds its own requests (real_multinode), as `dead_code` above allows.
 #[allow(unused_imports)]
 pub use request::*;
 
@@ -62,6 +64,32 @@ def probe(x: int) -> int:
 def sleepy(x: int) -> int:
     time.sleep(600)
     return x
+
+
+@env.task
+async def checkpointed(x: int) -> str:
+    # x steps of 0.1 s; the step saved with flyte.Checkpoint every 20 steps and when Slurm's
+    # warning (SIGUSR1) arrives; a run resumes from what the checkpoint loads. Async: a signal
+    # handler needs the main thread, where a0's event loop runs (a sync task runs in a thread).
+    import asyncio
+    import signal
+
+    cp = flyte.ctx().checkpoint
+    loaded = await cp.load()
+    start = int(loaded.read_text()) if loaded is not None else 0
+    warned = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, warned.set)
+    print(f"run {os.environ.get('SLURM_RESTART_COUNT', '0')} starts at step {start}", flush=True)
+    step = start
+    while step < x:
+        await asyncio.sleep(0.1)
+        step += 1
+        if warned.is_set() or step % 20 == 0:
+            await cp.save(str(step).encode())
+            if warned.is_set():
+                print(f"warned: checkpoint at step {step}", flush=True)
+            warned.clear()
+    return f"resumed at step {start} after {os.environ.get('SLURM_RESTART_COUNT', '0')} restarts"
 "#;
 
 pub struct Cluster {
