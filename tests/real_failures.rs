@@ -82,6 +82,32 @@ async fn failure_modes(c: &support::Cluster) -> bool {
     on
 }
 
+/// The cluster's `MaxJobCount` when small enough for a test to fill (`dev-cluster
+/// --max-job-count N`, N ≤ 20); when not, the test skips (a failure where CI requires the
+/// `max-job-count` tier).
+async fn small_max_job_count(c: &support::Cluster) -> Option<usize> {
+    let config = c.dev_cluster(&["exec", "scontrol", "show", "config"]).await;
+    let max: usize = config
+        .lines()
+        .find_map(|l| l.strip_prefix("MaxJobCount"))
+        .and_then(|v| v.trim_start().strip_prefix('='))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("scontrol show config lists MaxJobCount");
+    if max > 20 {
+        skip(
+            Tier::MaxJobCount,
+            format!(
+                "the dev cluster's MaxJobCount is {max}; run `deploy/dev-cluster/dev-cluster \
+                 --release {} --max-job-count 8 --min-job-age 5 run cargo test --test \
+                 real_failures -- full_cluster`",
+                c.release
+            ),
+        );
+        return None;
+    }
+    Some(max)
+}
+
 /// The live (not finished) jobs on the cluster whose name is the task's.
 async fn live_jobs(c: &support::Cluster, name: &str) -> Vec<JobId> {
     c.user_client()
@@ -915,6 +941,116 @@ async fn preemption_drill_interruptible_tasks_resume_without_a_retry() {
     assert!(
         lost.last().copied().unwrap_or(0) <= 10,
         "a resumed run lost more than the checkpoint interval: {lost:?}"
+    );
+    server.stop().await;
+}
+
+/// A cluster at its `MaxJobCount` (issue 38; `dev-cluster --max-job-count 8`): slurmctld refuses
+/// a submit it has no room for (24.11: EAGAIN, 26.05+: 2007 "MaxJobCount limit reached",
+/// recorded in `tests/fixtures/slurmrestd/*_maxjobs-*.json`). Twice as many tasks as it holds:
+/// none fails, those without room answer a deferred meta and GetTask says QUEUED and why, the
+/// connector probes once every 5 s while full (counted: `slurm_connector_submits_refused_full`
+/// and sdiag's submits), and every task runs, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_cluster_queues_tasks_until_jobs_leave_it() {
+    let Some(c) = support::cluster() else { return };
+    let Some(max) = small_max_job_count(&c).await else {
+        return;
+    };
+    // Alone: another case's jobs would take room (and its own submits be refused). What earlier
+    // runs left pending (held jobs stay across `dev-cluster down`/`up`) would too: this cluster
+    // is for this case, so they go, and the case waits for slurmctld to be empty.
+    let _node = NODE.write().await;
+    c.dev_cluster(&["exec", "scancel", "--state=PENDING"]).await;
+    let empty_by = Instant::now() + Duration::from_secs(120);
+    while !c
+        .dev_cluster(&["exec", "squeue", "-h", "-t", "all"])
+        .await
+        .trim()
+        .is_empty()
+    {
+        assert!(
+            Instant::now() < empty_by,
+            "slurmctld still holds jobs after 120 s"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    let sdiag = |text: String| -> u64 {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix("REQUEST_SUBMIT_BATCH_JOB"))
+            .and_then(|r| r.split_whitespace().find_map(|w| w.strip_prefix("count:")))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    let submits_before = sdiag(c.dev_cluster(&["exec", "sdiag"]).await);
+    let mut d = deployment(&c, 3);
+    d.coalesce = slurm_connector::config::Coalesce::Off;
+    d.submit_wait = Duration::from_secs(2);
+    let server = Server::start(d).await;
+    let mut g = server.client().await;
+    let n = 2 * max;
+    let began = Instant::now();
+    let mut metas = Vec::new();
+    for i in 0..n {
+        let meta = g
+            .create_task(request(&format!("full{i}"), "#!/bin/bash\nsleep 10\n"))
+            .await
+            .unwrap_or_else(|e| panic!("CreateTask {i} of {n} is no error: {e}"))
+            .into_inner()
+            .resource_meta;
+        metas.push(meta);
+    }
+    let deferred: Vec<&Vec<u8>> = metas
+        .iter()
+        .filter(|m| {
+            serde_json::from_slice::<serde_json::Value>(m).unwrap()["job_id"].as_u64() == Some(0)
+        })
+        .collect();
+    assert!(
+        deferred.len() >= n - max,
+        "{} of {n} deferred with MaxJobCount {max}",
+        deferred.len()
+    );
+    let r = get(&mut g, deferred.last().unwrap()).await;
+    eprintln!("GetTask of a task without room:\n{}", r.message);
+    assert_eq!(r.phase, Phase::Queued as i32, "{}", r.message);
+    assert!(
+        r.message
+            .starts_with(&format!("Waiting for room on cluster {}", c.name))
+            && r.message.contains("MaxJobCount"),
+        "{}",
+        r.message
+    );
+    for m in &metas {
+        let r = poll_until(&mut g, m, 300, terminal, |_| {}).await;
+        assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
+    }
+    let took = began.elapsed();
+    let submitted = server
+        .metric("slurm_connector_jobs_submitted_total", &[])
+        .await;
+    let refused = server
+        .metric("slurm_connector_submits_refused_full", &[])
+        .await;
+    let submits = sdiag(c.dev_cluster(&["exec", "sdiag"]).await) - submits_before;
+    eprintln!(
+        "{n} tasks with MaxJobCount {max}: {} deferred, all SUCCEEDED in {:.0} s; {submitted} \
+         jobs submitted, {refused} submits refused while full; slurmctld counted {submits} \
+         submit RPCs",
+        deferred.len(),
+        took.as_secs_f64()
+    );
+    assert_eq!(submitted as usize, n, "one job per task");
+    // The first refusals (the submits in flight together), then one probe every 5 s.
+    let bound = 4.0 + took.as_secs_f64() / 5.0;
+    assert!(
+        refused >= 1.0 && refused <= bound,
+        "{refused} refused submits in {took:?} (bound {bound:.0})"
+    );
+    assert_eq!(
+        submits,
+        n as u64 + refused as u64,
+        "sdiag counts the same submits"
     );
     server.stop().await;
 }

@@ -226,6 +226,11 @@ pub struct MockConfig {
     pub accounting: bool,
     /// Faults active from the start (change them later through the handle or `/mock/faults`).
     pub faults: FaultConfig,
+    /// slurm.conf's `MaxJobCount`: past it a submit is refused as the release refuses it (24.11:
+    /// EAGAIN once `MaxJobCount - 1` jobs are held, HTTP 500; 26.05+: 2007 past `MaxJobCount`,
+    /// HTTP 422; recorded, `tests/fixtures/slurmrestd/*_maxjobs-*.json`). Every array element
+    /// counts. `None`: no limit (Slurm's default of 10 000 is never reached by a test).
+    pub max_job_count: Option<usize>,
 }
 
 impl Default for MockConfig {
@@ -246,6 +251,7 @@ impl Default for MockConfig {
             first_job_id: 1,
             accounting: true,
             faults: FaultConfig::default(),
+            max_job_count: None,
         }
     }
 }
@@ -268,6 +274,7 @@ impl fmt::Debug for MockConfig {
             .field("partition", &self.partition)
             .field("state_dir", &self.state_dir)
             .field("slurm_version", &self.slurm_version)
+            .field("max_job_count", &self.max_job_count)
             .field("api_versions", &self.api_versions)
             .field("first_job_id", &self.first_job_id)
             .field("faults", &self.faults)

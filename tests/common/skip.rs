@@ -31,6 +31,9 @@ pub enum Tier {
     FailureModes,
     /// The dev cluster with slurmctld's RPC rate limiting (`--rate-limit`).
     RateLimit,
+    /// The dev cluster with a small `MaxJobCount` (`--max-job-count`, at most 20): a full
+    /// slurmctld refusing submits (tests/real_failures.rs).
+    MaxJobCount,
     /// The preemption drill asked for (`SLURM_CONNECTOR_PREEMPTION_DRILL=<tasks>`, on a
     /// `--failure-modes` cluster): many interruptible tasks preempted again and again, minutes
     /// of Slurm's requeue delays (tests/real_failures.rs).
@@ -61,7 +64,7 @@ pub enum Tier {
 }
 
 impl Tier {
-    pub const ALL: [Tier; 18] = [
+    pub const ALL: [Tier; 19] = [
         Tier::Cluster,
         Tier::Accounting,
         Tier::NoAccounting,
@@ -70,6 +73,7 @@ impl Tier {
         Tier::Pyxis,
         Tier::FailureModes,
         Tier::RateLimit,
+        Tier::MaxJobCount,
         Tier::PreemptionDrill,
         Tier::TwoClusters,
         Tier::ControllerDrills,
@@ -92,6 +96,7 @@ impl Tier {
             Tier::Pyxis => "pyxis",
             Tier::FailureModes => "failure-modes",
             Tier::RateLimit => "rate-limit",
+            Tier::MaxJobCount => "max-job-count",
             Tier::PreemptionDrill => "preemption-drill",
             Tier::TwoClusters => "two-clusters",
             Tier::ControllerDrills => "controller-drills",

@@ -142,3 +142,97 @@ async fn the_users_failures_are_retryable_and_say_what_happened_first() {
     mock.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A cluster at its `MaxJobCount` is not a failure (issue 38): a CreateTask slurmctld has no
+/// room for answers a deferred meta, GetTask says QUEUED and why, the submit waits, one probe
+/// every 5 s (not one refused submit per task per retry), and goes in once jobs left slurmctld.
+/// On the mock imitating 26.05 (2007) and 24.11 (EAGAIN), as recorded on both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_cluster_queues_tasks_until_jobs_leave_it() {
+    for release in [
+        mock_slurmrestd::SlurmVersion::V26_05,
+        mock_slurmrestd::SlurmVersion::V24_11,
+    ] {
+        let dir = std::env::temp_dir().join(format!("svc-full-{release:?}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("jobs")).unwrap();
+        let mock = MockServer::start(
+            MockConfig {
+                jwt_key: KEY.to_vec(),
+                max_job_count: Some(4),
+                min_job_age: Duration::from_secs(1),
+                ..MockConfig::imitating(release)
+            },
+            "127.0.0.1:0".parse().unwrap(),
+        )
+        .await
+        .unwrap();
+        let token = mock.mint_token("flyte", Duration::from_secs(3600));
+        let cluster = ClusterConfig {
+            auth: Some(AuthConfig::Token(Secret::new(token))),
+            working_dir: Some(dir.join("jobs").display().to_string()),
+            ..ClusterConfig::new("mock", url::Url::parse(&mock.url()).unwrap())
+        };
+        let mut d = deployment(cluster, Duration::from_millis(100));
+        d.submit_wait = Duration::from_secs(1);
+        let server = Server::start(d).await;
+        let mut c = server.client().await;
+
+        // 24.11 holds MaxJobCount - 1 jobs, 26.05 MaxJobCount (measured).
+        let room = if release == mock_slurmrestd::SlurmVersion::V24_11 {
+            3
+        } else {
+            4
+        };
+        let mut metas = Vec::new();
+        for i in 0..room + 3 {
+            let meta = create(&mut c, request(1 + i, "#!/bin/bash\nsleep 2\n"))
+                .await
+                .unwrap_or_else(|e| panic!("{release:?}: CreateTask {i} is no error: {e}"));
+            metas.push(meta);
+        }
+        let placed = metas.iter().filter(|m| job_id(m) != 0).count();
+        assert_eq!(placed, room as usize, "{release:?}: the rest deferred");
+        let waiting = metas.iter().find(|m| job_id(m) == 0).unwrap();
+        let (r, _) = drill::get(&mut c, waiting).await;
+        let r = r.unwrap();
+        assert_eq!(r.phase, Phase::Queued as i32, "{release:?}: {}", r.message);
+        assert!(
+            r.message.starts_with("Waiting for room on cluster mock")
+                && r.message.contains("MaxJobCount"),
+            "{release:?}: {}",
+            r.message
+        );
+        for m in &metas {
+            let r = wait_terminal(&mut c, m, 60).await;
+            assert_eq!(
+                r.phase,
+                Phase::Succeeded as i32,
+                "{release:?}: {}",
+                r.message
+            );
+        }
+        let s = mock.stats();
+        let accepted = s.count_status("submit", 200);
+        let refused = s.count("submit") - accepted;
+        assert_eq!(
+            accepted,
+            metas.len() as u64,
+            "{release:?}: one job per task"
+        );
+        // The first refusals of the tasks that were in flight together, then one probe per
+        // 5 s: the jobs run 2 s and leave 1 s after, so a few probes in all.
+        assert!(
+            (1..=6).contains(&refused),
+            "{release:?}: {refused} refused submits (one probe every 5 s while full)"
+        );
+        println!(
+            "{release:?}: {} tasks, {room} at once, {refused} refused submits",
+            metas.len()
+        );
+        drop(c);
+        server.stop().await;
+        mock.shutdown().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

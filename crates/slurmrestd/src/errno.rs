@@ -15,6 +15,21 @@ pub const AUTH: i32 = 1007;
 /// an auth-specific description, refused the token).
 pub const DB_CONNECTION: i32 = 7000;
 
+/// ESLURM_MAX_JOB_COUNT, "MaxJobCount limit reached": slurmctld holds as many jobs as its
+/// `MaxJobCount` allows (each array element counts) and refused the submit; nothing was created
+/// (26.05, HTTP 422: `tests/fixtures/slurmrestd/26.05_v0.0.44_maxjobs-submit-refused.json`).
+pub const MAX_JOB_COUNT: i32 = 2007;
+/// EAGAIN, "Resource temporarily unavailable": what 24.11's slurmctld answers a submit past
+/// `MaxJobCount` with (HTTP 500: `24.11_v0.0.42_maxjobs-submit-refused.json`; its log says
+/// "job_allocate: MaxJobCount limit from slurm.conf reached"); sbatch sleeps and retries on it.
+pub const EAGAIN: i32 = 11;
+
+/// A submit refused because slurmctld has no room for another job now (its `MaxJobCount`):
+/// nothing was created, and the same submit succeeds once jobs leave slurmctld.
+pub fn is_cluster_full(number: i32) -> bool {
+    number == MAX_JOB_COUNT || number == EAGAIN
+}
+
 /// SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR .. _BACKOFF: slurmrestd could not reach slurmctld
 /// ("Unable to contact slurm controller (connect failure)", measured on 26.05 with slurmctld
 /// stopped: `tests/fixtures/slurmrestd/26.05_v0.0.45_ctld-down-submit.json`, HTTP 502 after 10 s).

@@ -200,6 +200,23 @@ impl ClientError {
         }
     }
 
+    /// A submit slurmctld refused for want of room (`MaxJobCount` reached; see
+    /// [`super::errno::is_cluster_full`]): certain to have created nothing, and worth making
+    /// again once jobs left slurmctld, however long that takes. Not [`Self::is_transient`]: the
+    /// cluster is working as configured, and retrying at a hiccup's pace would only add
+    /// refused submits to slurmctld's load.
+    pub fn is_cluster_full(&self) -> bool {
+        match self {
+            ClientError::Slurm { errors, .. } => {
+                !errors.is_empty()
+                    && errors
+                        .iter()
+                        .all(|e| super::errno::is_cluster_full(e.number))
+            }
+            _ => false,
+        }
+    }
+
     /// True when the request surely did not reach slurmrestd (safe to retry even a submit).
     pub fn never_sent(&self) -> bool {
         matches!(self, ClientError::Unreachable { connect: true, .. })

@@ -50,6 +50,7 @@ StateSaveLocation=/var/lib/slurm/slurmctld
 SlurmctldPidFile=/run/slurmctld/slurmctld.pid
 SlurmctldLogFile=/var/log/slurm/slurmctld.log
 MinJobAge=$MIN_JOB_AGE
+MaxJobCount=$MAX_JOB_COUNT
 ReturnToService=2
 MpiDefault=none
 $(if ((NODES > 1)); then nodes_conf "$node_memory"; else

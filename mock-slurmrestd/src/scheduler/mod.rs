@@ -182,6 +182,30 @@ impl Scheduler {
             })?,
         };
         let mut c = self.lock();
+        if let Some(max) = cfg.max_job_count {
+            // slurmctld's job_allocate: the count (each array element) against MaxJobCount,
+            // before the job is made; 24.11 refused at one below the limit (measured).
+            let adding = spec.array.as_ref().map_or(1, |a| a.indices.len());
+            let held = c.jobs.len();
+            let full = if release.is_24_11() {
+                held + adding >= max
+            } else {
+                held + adding > max
+            };
+            if full {
+                return Err(if release.is_24_11() {
+                    Rejection {
+                        number: 11,
+                        message: "Resource temporarily unavailable",
+                    }
+                } else {
+                    Rejection {
+                        number: 2007,
+                        message: "MaxJobCount limit reached",
+                    }
+                });
+            }
+        }
         for dep in deps.iter().flat_map(|d| d.job_ids.iter()) {
             if !c.jobs.contains_key(dep) && !c.aged.contains_key(dep) {
                 return Err(Rejection {

@@ -107,6 +107,8 @@ pub struct Metrics {
     pub submit_limit: Family<ClusterLabels, Gauge>,
     /// Answers that showed slurmctld throttling (late, timed out, 5xx), since start.
     pub submits_throttled: Family<ClusterLabels, Gauge>,
+    pub cluster_full: Family<ClusterLabels, Gauge>,
+    pub submits_refused_full: Family<ClusterLabels, Gauge>,
     /// Coalescing (`service/submit/coalesce.rs`): job arrays submitted for batches, the tasks
     /// they carry, the seconds those tasks waited for their batch, and those waiting now.
     pub coalesced_arrays: Family<ClusterLabels, Counter>,
@@ -155,6 +157,8 @@ impl Metrics {
             submits_waiting: Family::default(),
             submit_limit: Family::default(),
             submits_throttled: Family::default(),
+            cluster_full: Family::default(),
+            submits_refused_full: Family::default(),
             coalesced_arrays: Family::default(),
             coalesced_elements: Family::default(),
             coalesce_wait: Family::default(),
@@ -301,6 +305,16 @@ impl Metrics {
             "Submit answers since start that showed slurmctld throttling (slower than 2 s, timed out, 5xx)",
             m.submits_throttled.clone(),
         );
+        registry.register(
+            "slurm_connector_cluster_full",
+            "1 while slurmctld refuses submits because its MaxJobCount is reached (submits wait, one probe every 5 s)",
+            m.cluster_full.clone(),
+        );
+        registry.register(
+            "slurm_connector_submits_refused_full",
+            "Submits since start that slurmctld refused because its MaxJobCount was reached",
+            m.submits_refused_full.clone(),
+        );
         Arc::new(Metrics { registry, ..m })
     }
 
@@ -314,6 +328,10 @@ impl Metrics {
         self.submits_throttled
             .get_or_create(&l)
             .set(v.throttled as i64);
+        self.cluster_full.get_or_create(&l).set(i64::from(v.full));
+        self.submits_refused_full
+            .get_or_create(&l)
+            .set(v.full_refusals as i64);
     }
 
     pub fn encode(&self) -> String {

@@ -292,7 +292,8 @@ async fn submit_array(
     };
     let mine = match client.submit(&array).await {
         Ok(id) => id,
-        Err(error) if error.never_sent() => {
+        // Surely not created: not sent, or refused for want of room (MaxJobCount).
+        Err(error) if error.never_sent() || error.is_cluster_full() => {
             return Err(SubmitFailure {
                 what: "submitting the batch's job array".into(),
                 error: error.into(),

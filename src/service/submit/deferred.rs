@@ -34,7 +34,7 @@ use crate::service::ServiceError;
 use crate::service::cluster::ClusterRuntime;
 use crate::service::wire::meta::{self, ResourceMeta};
 
-use super::execution::{Placement, Progress, Submitted};
+use super::execution::{Placement, Progress, Stall, Submitted};
 use super::once::{SubmitError, SubmitFailure};
 use super::pacing::Pace;
 
@@ -78,7 +78,7 @@ pub fn waiting() -> Progress {
     Progress::Waiting {
         tries: 0,
         last_error: None,
-        outage: false,
+        stall: Stall::Hiccup,
     }
 }
 
@@ -160,17 +160,31 @@ async fn paced_loop(
         };
         let r = super::once::submit_once(rt, key, job, client).await;
         let pace = pace_of(&r);
-        let outage = pace == Pace::Outage;
         permit.done(pace);
         match r {
             Ok(s) => return Ok(s),
+            // No room in slurmctld (`MaxJobCount`): waits, without giving up, for jobs to
+            // leave it; the pacer lets one probe out every few seconds meanwhile.
+            Err(f) if pace == Pace::Full => {
+                tries += 1;
+                tracing::debug!(cluster = %rt.cfg.name, key, tries, error = %f.error, "slurmctld has no room for this job yet (MaxJobCount)");
+                let _ = tx.send(Progress::Waiting {
+                    tries,
+                    last_error: Some(f.error.to_string()),
+                    stall: Stall::Full,
+                });
+            }
             Err(f) if f.error.is_transient() && began.elapsed() < GIVE_UP_AFTER => {
                 tries += 1;
                 tracing::info!(cluster = %rt.cfg.name, key, tries, what = %f.what, error = %f.error, "submit not settled; trying again");
                 let _ = tx.send(Progress::Waiting {
                     tries,
                     last_error: Some(format!("{}: {}", f.what, f.error)),
-                    outage,
+                    stall: if pace == Pace::Outage {
+                        Stall::Outage
+                    } else {
+                        Stall::Hiccup
+                    },
                 });
                 // 1, 2, 4 ... 30 s: slurmrestd restarts take seconds, slurmdbd's minutes.
                 let pause = Duration::from_secs(1u64 << tries.min(5)).min(Duration::from_secs(30));
@@ -344,15 +358,26 @@ pub async fn resolve(
         Some(Progress::Waiting {
             tries,
             last_error,
-            outage,
+            stall,
         }) => {
             let v = rt.pacer.view();
             return Err(pending(
                 Phase::Queued,
                 match last_error {
+                    // Its own try was refused, or it waits behind the probe of a full cluster.
+                    e if stall == Stall::Full || (e.is_none() && v.full) => format!(
+                        "Waiting for room on cluster {}: slurmctld holds as many jobs as its \
+                         MaxJobCount allows (each array element counts) and refuses submits \
+                         ({}); it is submitted when jobs leave slurmctld ({} tasks waiting, {} \
+                         refused submits so far)",
+                        rt.cfg.name,
+                        e.as_deref().unwrap_or("another task's submit was refused"),
+                        v.waiting,
+                        v.full_refusals
+                    ),
                     // Said as an outage of the cluster, so that nobody reads it as the
                     // task's fault or as throttling: nothing is lost, it goes in when back.
-                    Some(e) if outage => format!(
+                    Some(e) if stall == Stall::Outage => format!(
                         "Not submitted yet: cluster {} is unreachable (try {}: {e}); the job \
                              is submitted once it answers again",
                         rt.cfg.name,
@@ -483,6 +508,10 @@ pub async fn delete_unsubmitted(
 /// otherwise match.
 pub(super) fn pace_of<T>(r: &Result<T, SubmitFailure>) -> Pace {
     match r {
+        Err(SubmitFailure {
+            error: SubmitError::Slurm(e),
+            ..
+        }) if e.is_cluster_full() => Pace::Full,
         Err(SubmitFailure {
             error: SubmitError::Slurm(e),
             ..

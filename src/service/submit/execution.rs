@@ -60,8 +60,8 @@ pub enum Progress {
     Waiting {
         tries: u32,
         last_error: Option<String>,
-        /// The last try met an outage (slurmctld or slurmrestd unreachable), not a refusal.
-        outage: bool,
+        /// What the last try met (when there is a `last_error`).
+        stall: Stall,
     },
     /// The job the execution has (the meta with its id is remembered on the runtime).
     Done(Submitted),
@@ -69,6 +69,19 @@ pub enum Progress {
     Failed { message: String, transient: bool },
     /// A DeleteTask came first: nothing was (or stays) submitted.
     Withdrawn,
+}
+
+/// Why a submit is being retried: said differently to whoever asks (GetTask's message), so
+/// that nobody reads the cluster's state as the task's fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stall {
+    /// slurmrestd or slurmctld hiccupped (a transient error).
+    Hiccup,
+    /// slurmctld or slurmrestd cannot be reached.
+    Outage,
+    /// slurmctld has no room for another job (`MaxJobCount`): the submit waits for jobs to
+    /// leave it, without a time limit (the cluster works as configured).
+    Full,
 }
 
 /// How long an execution whose submit may have made an unseen job is remembered after its last
@@ -274,7 +287,7 @@ mod tests {
         let (_tx, rx) = watch::channel(Progress::Waiting {
             tries: 0,
             last_error: None,
-            outage: false,
+            stall: Stall::Hiccup,
         });
         ex.submit_or_join("k4", || rx);
         // One whose submit may have made an unseen job stays keep_uncertain.

@@ -110,7 +110,8 @@ pub async fn submit_once(
     let mine = match client.submit(&held).await {
         Ok(id) => id,
         Err(error) => {
-            if !error.never_sent() {
+            // A refusal for want of room (MaxJobCount) created nothing either.
+            if !error.never_sent() && !error.is_cluster_full() {
                 // It may have been created: look again before any new submit.
                 rt.executions.mark_uncertain(key);
             }

@@ -36,7 +36,16 @@ pub enum Pace {
     /// timeout): halving it would make submits creep back for minutes after the controller
     /// returned, as seen once ("slurmctld is throttling submits; fewer at once limit=1.0").
     Outage,
+    /// slurmctld refused the submit for want of room (`MaxJobCount` reached): until a submit
+    /// gets through again, one probe per [`FULL_PROBE_EVERY`] goes out and the other submits
+    /// wait ([`Pacer::acquire`]), so a full cluster costs slurmctld one refused RPC every few
+    /// seconds, not one per waiting task per retry.
+    Full,
 }
+
+/// While the cluster is full, how often one submit tries whether there is room again: jobs
+/// leave slurmctld `MinJobAge` (default 300 s) after they end, so a few seconds late is nothing.
+pub const FULL_PROBE_EVERY: Duration = Duration::from_secs(5);
 
 /// A view for metrics and messages.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -48,6 +57,10 @@ pub struct PaceView {
     pub throttled: u64,
     /// Answers since start that said slurmctld or slurmrestd was unreachable.
     pub outages: u64,
+    /// Submits since start that slurmctld refused for want of room (`MaxJobCount`).
+    pub full_refusals: u64,
+    /// The last submit was refused for want of room, and none got through since.
+    pub full: bool,
 }
 
 #[derive(Debug)]
@@ -58,6 +71,9 @@ struct State {
     last_cut: Option<Instant>,
     throttled: u64,
     outages: u64,
+    full_refusals: u64,
+    /// While the cluster is full: when the next probe may go out.
+    full_until: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -87,20 +103,31 @@ impl Pacer {
                 last_cut: None,
                 throttled: 0,
                 outages: 0,
+                full_refusals: 0,
+                full_until: None,
             }),
             freed: Notify::new(),
         })
     }
 
-    /// Waits for a slot under the current limit (first come, first served by `Notify`'s order).
+    /// Waits for a slot under the current limit (first come, first served by `Notify`'s order);
+    /// while the cluster is full, for the next probe's turn ([`Pace::Full`]).
     pub async fn acquire(self: &Arc<Self>) -> Permit {
         self.state.lock().unwrap().waiting += 1;
         let mut waiter = Waiting(Some(self));
         loop {
             let freed = self.freed.notified();
+            let mut probe_at = None;
             {
                 let mut st = self.state.lock().unwrap();
-                if st.in_flight < st.limit.floor().max(1.0) as usize {
+                let now = Instant::now();
+                match st.full_until {
+                    Some(at) if at > now => probe_at = Some(at),
+                    // This one probes; the next waits its turn (or for the probe's success).
+                    Some(_) => st.full_until = Some(now + FULL_PROBE_EVERY),
+                    None => {}
+                }
+                if probe_at.is_none() && st.in_flight < st.limit.floor().max(1.0) as usize {
                     st.in_flight += 1;
                     st.waiting -= 1;
                     waiter.0 = None;
@@ -111,7 +138,12 @@ impl Pacer {
                     };
                 }
             }
-            freed.await;
+            match probe_at {
+                Some(at) => {
+                    let _ = tokio::time::timeout_at(at.into(), freed).await;
+                }
+                None => freed.await,
+            }
         }
     }
 
@@ -131,19 +163,42 @@ impl Pacer {
             waiting: st.waiting,
             throttled: st.throttled,
             outages: st.outages,
+            full_refusals: st.full_refusals,
+            full: st.full_until.is_some(),
         }
     }
 
-    fn finish(&self, took: Duration, outcome: Pace) {
+    fn finish(&self, took: Duration, outcome: Pace, learned: bool) {
         let mut st = self.state.lock().unwrap();
         st.in_flight -= 1;
-        let outcome = if took >= SLOW && outcome != Pace::Outage {
+        let outcome = if took >= SLOW && !matches!(outcome, Pace::Outage | Pace::Full) {
             Pace::Throttled
         } else {
             outcome
         };
+        // Only an answer that got through says there is room again: not an outage, nor a
+        // permit given back unused (a withdrawn task's probe).
+        if outcome == Pace::Prompt && learned && st.full_until.take().is_some() {
+            tracing::info!("slurmctld accepts submits again (MaxJobCount no longer reached)");
+        }
         match outcome {
             Pace::Outage => st.outages += 1,
+            Pace::Full => {
+                st.full_refusals += 1;
+                // Room comes back a job at a time (each leaves slurmctld `MinJobAge` after it
+                // ended): once a probe gets through, the waiters go one at a time, growing
+                // back as they get through, rather than all at once into a few free places
+                // (measured: 15 refusals for 16 tasks on an 8-job cluster when they rushed).
+                st.limit = 1.0;
+                if st.full_until.is_none() {
+                    tracing::warn!(
+                        probe_every_s = FULL_PROBE_EVERY.as_secs(),
+                        "slurmctld refuses submits: its MaxJobCount is reached; submits wait, \
+                         one probe at a time, until jobs leave it"
+                    );
+                    st.full_until = Some(Instant::now() + FULL_PROBE_EVERY);
+                }
+            }
             Pace::Throttled => {
                 st.throttled += 1;
                 if st.last_cut.is_none_or(|t| t.elapsed() >= SLOW) {
@@ -185,9 +240,11 @@ impl Permit {
 
 impl Drop for Permit {
     fn drop(&mut self) {
+        let outcome = self.outcome.take();
         self.pacer.finish(
             self.started.elapsed(),
-            self.outcome.take().unwrap_or(Pace::Prompt),
+            outcome.unwrap_or(Pace::Prompt),
+            outcome.is_some(),
         );
     }
 }
@@ -230,6 +287,52 @@ mod tests {
         late.started = Instant::now() - SLOW;
         late.done(Pace::Prompt);
         assert_eq!(p.view().limit, 4);
+    }
+
+    /// A full cluster (MaxJobCount) lets one probe out per [`FULL_PROBE_EVERY`]; the first
+    /// submit that gets through opens the gate, one submit at a time at first; a permit given
+    /// back unused (its task withdrawn) says nothing about room.
+    #[tokio::test]
+    async fn a_full_cluster_lets_one_probe_out_at_a_time_until_a_submit_gets_through() {
+        let p = Pacer::new(4);
+        p.acquire().await.done(Pace::Full);
+        let v = p.view();
+        assert!(v.full && v.full_refusals == 1 && v.limit == 1, "{v:?}");
+        let closed = tokio::time::timeout(Duration::from_millis(50), p.acquire()).await;
+        assert!(
+            closed.is_err(),
+            "no submit goes out before the next probe's time"
+        );
+        // The probe's time comes: one goes out, the next waits for the one after.
+        p.state.lock().unwrap().full_until = Some(Instant::now());
+        let probe = p.acquire().await;
+        let p2 = p.clone();
+        let next = tokio::spawn(async move { p2.acquire().await.done(Pace::Prompt) });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!next.is_finished(), "a second probe waits its turn");
+        assert_eq!(p.view().waiting, 1);
+        // Still full: the gate stays closed, counted again.
+        probe.done(Pace::Full);
+        assert_eq!(p.view().full_refusals, 2);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!next.is_finished());
+        // Unused permits do not open it.
+        p.state.lock().unwrap().full_until = Some(Instant::now());
+        drop(p.acquire().await);
+        assert!(
+            p.view().full,
+            "a permit given back unused says nothing about room"
+        );
+        // A submit that gets through opens it for every waiter at once.
+        p.state.lock().unwrap().full_until = Some(Instant::now());
+        p.acquire().await.done(Pace::Prompt);
+        tokio::time::timeout(Duration::from_secs(1), next)
+            .await
+            .expect("the waiter goes once a submit got through")
+            .unwrap();
+        let v = p.view();
+        // One at a time after a full spell, growing back as submits get through.
+        assert!(!v.full && v.limit == 2 && v.throttled == 0, "{v:?}");
     }
 
     #[tokio::test]

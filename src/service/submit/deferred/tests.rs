@@ -106,3 +106,64 @@ async fn an_unreachable_slurmctld_is_an_outage_not_throttling() {
     };
     assert_eq!(pace_of(&failed(backoff)), Pace::Throttled);
 }
+
+/// What real slurmctld answers a submit past its `MaxJobCount` (`dev-cluster --max-job-count 4`,
+/// then scripts/record-slurmrestd.py): 24.11 an HTTP 500 with EAGAIN (11, "Resource temporarily
+/// unavailable"), 26.05 a 422 with 2007 ("MaxJobCount limit reached"); nothing was created. A
+/// full cluster, not a hiccup (no 15-minute give-up), nor an uncertain submit, nor throttling.
+#[tokio::test]
+async fn a_submit_refused_for_max_job_count_waits_for_room() {
+    for (release, version, at, ping) in [
+        ("24.11", "v0.0.42", ApiVersion::V0042, "24.11_v0.0.42_ping"),
+        // The version probe's answer: 26.05's ping (its v0.0.45 recording; the same body).
+        ("26.05", "v0.0.44", ApiVersion::V0044, "26.05_v0.0.45_ping"),
+    ] {
+        let server = MockServer::start().await;
+        replay(&server, "GET", &format!("/slurm/{version}/ping/"), ping).await;
+        replay(
+            &server,
+            "POST",
+            &format!("/slurm/{version}/job/submit"),
+            &format!("{release}_{version}_maxjobs-submit-refused"),
+        )
+        .await;
+        let mut cfg = ClientConfig::new(
+            "dev",
+            server.uri().parse().unwrap(),
+            Auth::Static {
+                token: Secret::new("a.b.c".to_string()),
+            },
+        );
+        cfg.api_version = Some(at);
+        cfg.retry = RetryPolicy {
+            max_attempts: 1,
+            base_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(1),
+        };
+        let c = Client::new(cfg).unwrap();
+        let refused = c
+            .submit(&JobDescription::default())
+            .await
+            .expect_err("MaxJobCount reached");
+        assert!(refused.is_cluster_full(), "{release}: {refused:?}");
+        assert!(
+            !refused.is_transient() && !refused.is_outage() && !refused.never_sent(),
+            "{release}: {refused:?}"
+        );
+        assert_eq!(pace_of(&failed(refused)), Pace::Full, "{release}");
+    }
+    // Another refusal is none of it.
+    let other = ClientError::Slurm {
+        cluster: "dev".into(),
+        operation: "submit",
+        status: 422,
+        errors: vec![crate::slurmrestd::SlurmError {
+            number: 2000,
+            error: "Invalid partition name specified".into(),
+            description: "Batch job submission failed".into(),
+            source: "slurm_submit_batch_job()".into(),
+        }],
+    };
+    assert!(!other.is_cluster_full());
+    assert_eq!(pace_of(&failed(other)), Pace::Prompt);
+}
