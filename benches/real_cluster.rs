@@ -51,6 +51,14 @@ fn main() {
         );
         std::process::exit(2);
     }
+    // The connector's own log lines (e.g. each batch it submitted, with its size) when asked
+    // for: `RUST_LOG=slurm_connector=info`.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let sections: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with("--"))

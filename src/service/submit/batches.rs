@@ -199,6 +199,14 @@ impl Batches {
             quiet.saturating_sub(b.latest.elapsed()),
         );
         if to_window.is_zero() || to_quiet.is_zero() {
+            tracing::debug!(
+                elements = b.members.len(),
+                open_ms = b.opened.elapsed().as_millis() as u64,
+                quiet_ms = b.latest.elapsed().as_millis() as u64,
+                follow_gap_ms = b.follow.map(|g| g.as_millis() as u64),
+                by = if to_window.is_zero() { "window" } else { "quiet" },
+                "a batch's time has come"
+            );
             Due::Now(open.remove(shape).expect("present").members)
         } else {
             Due::After(to_window.min(to_quiet))
