@@ -131,10 +131,7 @@ pub async fn fanout() {
                 r.set_timeout(deadline);
                 let sent = start.elapsed();
                 let answer = c.create_task(r).await.map(|r| r.into_inner().resource_meta);
-                timings
-                    .lock()
-                    .unwrap()
-                    .push((sent, start.elapsed() - sent));
+                timings.lock().unwrap().push((sent, start.elapsed() - sent));
                 (i, answer)
             }
         })

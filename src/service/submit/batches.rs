@@ -204,7 +204,11 @@ impl Batches {
                 open_ms = b.opened.elapsed().as_millis() as u64,
                 quiet_ms = b.latest.elapsed().as_millis() as u64,
                 follow_gap_ms = b.follow.map(|g| g.as_millis() as u64),
-                by = if to_window.is_zero() { "window" } else { "quiet" },
+                by = if to_window.is_zero() {
+                    "window"
+                } else {
+                    "quiet"
+                },
                 "a batch's time has come"
             );
             Due::Now(open.remove(shape).expect("present").members)
