@@ -108,6 +108,29 @@ async fn small_max_job_count(c: &support::Cluster) -> Option<usize> {
     Some(max)
 }
 
+/// GetTask of a native (`slurm`) task, which never fails.
+async fn get_native(g: &mut Grpc, meta: &[u8]) -> Resource {
+    g.get_task(native::get_req(meta))
+        .await
+        .expect("GetTask never fails")
+        .into_inner()
+        .resource
+        .unwrap()
+}
+
+/// An interruptible task's end after a preemption: SUCCEEDED, the requeue shown on the way and
+/// counted, and the same job ran again (Slurm requeued it: no Flyte retry, no new job).
+fn resumed_as_the_same_job(r: &Resource, saw_requeue: bool, id: JobId) {
+    assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
+    assert!(saw_requeue, "the message never showed the requeue");
+    assert!(
+        info(r, "requeue_count").as_i64().unwrap() >= 1,
+        "{:?}",
+        r.custom_info
+    );
+    assert_eq!(info(r, "job_id"), id.0 as i64, "the same job ran again");
+}
+
 /// The live (not finished) jobs on the cluster whose name is the task's.
 async fn live_jobs(c: &support::Cluster, name: &str) -> Vec<JobId> {
     c.user_client()
@@ -610,14 +633,7 @@ async fn an_interruptible_task_resumes_from_its_checkpoint_after_preemption() {
         "GetTask message:\n{}\ncustom_info: {:?}",
         r.message, r.custom_info
     );
-    assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
-    assert!(saw_requeue, "the message never showed the requeue");
-    assert!(
-        info(&r, "requeue_count").as_i64().unwrap() >= 1,
-        "{:?}",
-        r.custom_info
-    );
-    assert_eq!(info(&r, "job_id"), id.0 as i64, "the same job ran again");
+    resumed_as_the_same_job(&r, saw_requeue, id);
     let log = std::fs::read_to_string(support::local_path(
         &support::var("FLYTE_SLURM_SHARED_MOUNTS").unwrap(),
         &events,
@@ -672,13 +688,7 @@ async fn an_interruptible_native_task_resumes_from_its_sdk_checkpoint_after_pree
     let ckpt = w.host.join("ckpt");
     let start = Instant::now();
     while !ckpt.exists() {
-        let r = g
-            .get_task(native::get_req(&meta))
-            .await
-            .unwrap()
-            .into_inner()
-            .resource
-            .unwrap();
+        let r = get_native(&mut g, &meta).await;
         assert!(
             !terminal(&r),
             "ended before its first checkpoint: {}",
@@ -694,13 +704,7 @@ async fn an_interruptible_native_task_resumes_from_its_sdk_checkpoint_after_pree
     preempt(&c, "urgent-native").await;
     let (mut saw_requeue, start) = (false, Instant::now());
     let r = loop {
-        let r = g
-            .get_task(native::get_req(&meta))
-            .await
-            .unwrap()
-            .into_inner()
-            .resource
-            .unwrap();
+        let r = get_native(&mut g, &meta).await;
         saw_requeue |= r.message.contains("requeued by Slurm after ");
         if terminal(&r) {
             break r;
@@ -717,14 +721,7 @@ async fn an_interruptible_native_task_resumes_from_its_sdk_checkpoint_after_pree
         r.message,
         std::fs::read_to_string(&ckpt).unwrap_or_default()
     );
-    assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
-    assert!(saw_requeue, "the message never showed the requeue");
-    assert!(
-        info(&r, "requeue_count").as_i64().unwrap() >= 1,
-        "{:?}",
-        r.custom_info
-    );
-    assert_eq!(info(&r, "job_id"), id.0 as i64, "the same job ran again");
+    resumed_as_the_same_job(&r, saw_requeue, id);
     use prost::Message;
     let outputs = std::fs::read(w.host.join("out/outputs.pb")).expect("outputs.pb");
     let said = format!(

@@ -26,10 +26,8 @@ async fn env(
     Grpc,
     std::path::PathBuf,
 ) {
-    let dir = std::env::temp_dir().join(format!("svc-failures-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("jobs")).unwrap();
-    let mock = MockServer::start(
+    env_with(
+        tag,
         MockConfig {
             jwt_key: KEY.to_vec(),
             nodes: 2,
@@ -38,17 +36,39 @@ async fn env(
             kill_wait: Duration::from_millis(200),
             ..MockConfig::default()
         },
-        "127.0.0.1:0".parse().unwrap(),
+        None,
     )
     .await
-    .unwrap();
+}
+
+/// The mock as `mock` says, and a connector in front of it (with its own `submit_wait` if set).
+async fn env_with(
+    tag: &str,
+    mock: MockConfig,
+    submit_wait: Option<Duration>,
+) -> (
+    mock_slurmrestd::MockHandle,
+    Server,
+    Grpc,
+    std::path::PathBuf,
+) {
+    let dir = std::env::temp_dir().join(format!("svc-failures-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("jobs")).unwrap();
+    let mock = MockServer::start(mock, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
     let token = mock.mint_token("flyte", Duration::from_secs(3600));
     let cluster = ClusterConfig {
         auth: Some(AuthConfig::Token(Secret::new(token))),
         working_dir: Some(dir.join("jobs").display().to_string()),
         ..ClusterConfig::new("mock", url::Url::parse(&mock.url()).unwrap())
     };
-    let server = Server::start(deployment(cluster, Duration::from_millis(100))).await;
+    let mut d = deployment(cluster, Duration::from_millis(100));
+    if let Some(wait) = submit_wait {
+        d.submit_wait = wait;
+    }
+    let server = Server::start(d).await;
     let client = server.client().await;
     (mock, server, client, dir)
 }
@@ -153,30 +173,17 @@ async fn a_full_cluster_queues_tasks_until_jobs_leave_it() {
         mock_slurmrestd::SlurmVersion::V26_05,
         mock_slurmrestd::SlurmVersion::V24_11,
     ] {
-        let dir = std::env::temp_dir().join(format!("svc-full-{release:?}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("jobs")).unwrap();
-        let mock = MockServer::start(
+        let (mock, server, mut c, dir) = env_with(
+            &format!("full-{release:?}"),
             MockConfig {
                 jwt_key: KEY.to_vec(),
                 max_job_count: Some(4),
                 min_job_age: Duration::from_secs(1),
                 ..MockConfig::imitating(release)
             },
-            "127.0.0.1:0".parse().unwrap(),
+            Some(Duration::from_secs(1)),
         )
-        .await
-        .unwrap();
-        let token = mock.mint_token("flyte", Duration::from_secs(3600));
-        let cluster = ClusterConfig {
-            auth: Some(AuthConfig::Token(Secret::new(token))),
-            working_dir: Some(dir.join("jobs").display().to_string()),
-            ..ClusterConfig::new("mock", url::Url::parse(&mock.url()).unwrap())
-        };
-        let mut d = deployment(cluster, Duration::from_millis(100));
-        d.submit_wait = Duration::from_secs(1);
-        let server = Server::start(d).await;
-        let mut c = server.client().await;
+        .await;
 
         // 24.11 holds MaxJobCount - 1 jobs, 26.05 MaxJobCount (measured).
         let room = if release == mock_slurmrestd::SlurmVersion::V24_11 {
