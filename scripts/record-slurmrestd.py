@@ -7,8 +7,8 @@ record them again on a new release. Python's standard library only.
 
 Reads the dev cluster's environment (`eval "$(deploy/dev-cluster/dev-cluster env)"`): the URL,
 the JWT key and user it mints HS256 tokens with. Each step is `NAME METHOD PATH [JSON BODY]`,
-one per line on stdin; `{id}` in a path or body is the job id the last submit returned, `{sleep
-N}` alone on a line waits N seconds. The file is named `<release>_<version>_<prefix>-<NAME>.json`.
+one per line on stdin; `{id}` in a path or body is the job id the last submit returned,
+`{id:NAME}` the one step NAME's submit returned, `{sleep N}` alone on a line waits N seconds. The file is named `<release>_<version>_<prefix>-<NAME>.json`.
 
 Usage: scripts/record-slurmrestd.py RELEASE VERSION PREFIX < steps
 """
@@ -48,6 +48,12 @@ def main() -> int:
     user = os.environ["FLYTE_SLURM_USERNAME"]
     jwt = token(os.environ["FLYTE_SLURM_JWT_KEY_FILE"], user)
     job_id = None
+    ids = {}  # step name -> the job id its submit returned
+
+    def fill(text: str) -> str:
+        for step, jid in ids.items():
+            text = text.replace("{id:" + step + "}", str(jid))
+        return text.replace("{id}", str(job_id))
     for line in sys.stdin:
         line = line.strip()
         if not line or line.startswith("#"):
@@ -56,8 +62,8 @@ def main() -> int:
             time.sleep(float(line.split()[1].rstrip("}")))
             continue
         name, method, path, *rest = line.split(None, 3)
-        body = rest[0].replace("{id}", str(job_id)) if rest else None
-        url = f"{base}/{path.lstrip('/').replace('{id}', str(job_id)).replace('{v}', version)}"
+        body = fill(rest[0]) if rest else None
+        url = f"{base}/{fill(path.lstrip('/')).replace('{v}', version)}"
         req = urllib.request.Request(url, method=method, data=body.encode() if body else None)
         req.add_header("X-SLURM-USER-NAME", user)
         req.add_header("X-SLURM-USER-TOKEN", jwt)
@@ -76,6 +82,7 @@ def main() -> int:
             resp_body = raw.decode(errors="replace")
         if isinstance(resp_body, dict) and "job_id" in resp_body and path.endswith("job/submit"):
             job_id = resp_body["job_id"]
+            ids[name] = job_id
         record = {
             "request": {
                 "body": json.loads(body) if body else None,
