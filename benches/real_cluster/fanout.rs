@@ -4,7 +4,9 @@
 //! concurrency 0 sends every element, bounded by the backend's 512 reconciles), 10 s deadline
 //! each), then GetTask
 //! until every task has its job; errors, deferred answers, duplicates, slurmctld RPCs per task, and
-//! raw slurmrestd submits of the same bodies at the same concurrency. The connector coalesces them
+//! raw slurmrestd submits of the same bodies at the same concurrency (`FANOUT_STEADY_S`: then the
+//! steady state with every task in flight, GetTasks at Flyte's rate; `FANOUT_REPLICAS=2`: two
+//! connectors, as two pods). The connector coalesces them
 //! into job arrays as `FLYTE_SLURM_COALESCE_WINDOW` says (`auto` by default: where slurmrestd
 //! shows slurm.conf keeping job comments, Slurm 26.05+ on the dev cluster; `off` for the
 //! one-job-per-task path).
@@ -102,6 +104,20 @@ pub async fn fanout() {
     let conn = start().await;
     let render_cfg = render_config(&conn.deployment.clusters[&conn.deployment.default_cluster]);
     let c = grpc(conn.addr).await;
+    // `FANOUT_REPLICAS=2`: a second connector beside the first (as two pods behind Flyte's
+    // round_robin): CreateTasks and GetTasks alternate between them.
+    let second = match std::env::var("FANOUT_REPLICAS").as_deref() {
+        Ok("2") => Some(start().await),
+        Ok("1") | Err(_) => None,
+        Ok(other) => panic!("FANOUT_REPLICAS={other}: 1 or 2"),
+    };
+    let replicas = match &second {
+        Some(s) => vec![c.clone(), grpc(s.addr).await],
+        None => vec![c.clone()],
+    };
+    if second.is_some() {
+        println!("two connectors (FANOUT_REPLICAS=2), calls alternating");
+    }
     let raw = raw_client(&conn.deployment);
     // Pending for an hour (`--begin`), so the shared machine runs nothing; not `--hold`, which
     // a task may set for itself and which is then never coalesced. One absolute time for the
@@ -120,7 +136,7 @@ pub async fn fanout() {
     let timings = std::sync::Mutex::new(Vec::<(Duration, Duration)>::new());
     let results: Vec<(u32, Result<Vec<u8>, tonic::Status>)> = futures::stream::iter(0..n)
         .map(|i| {
-            let mut c = c.clone();
+            let mut c = replicas[i as usize % replicas.len()].clone();
             let timings = &timings;
             async move {
                 if let Some((qps, burst)) = pace {
@@ -245,9 +261,19 @@ pub async fn fanout() {
     for e in errors.iter().take(5) {
         println!("  error {e}");
     }
+    if let Some(secs) = std::env::var("FANOUT_STEADY_S")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        steady(&replicas, &metas, Duration::from_secs(secs)).await;
+    }
     let ids: std::collections::BTreeSet<JobId> = keys.values().flatten().copied().collect();
     for id in ids {
         let _ = raw.cancel(id, None).await;
+    }
+    if let Some(s) = second {
+        s.stop.send(()).ok();
+        s.task.await.unwrap();
     }
     if std::env::var_os("FANOUT_SKIP_RAW").is_some() {
         // Under rl_enable the raw half alone takes the bucket's pace (487 s for 1000, issue 27).
@@ -292,6 +318,77 @@ pub async fn fanout() {
     }
     conn.stop.send(()).ok();
     conn.task.await.unwrap();
+}
+
+/// The steady state with every task in flight (`FANOUT_STEADY_S` seconds): GetTasks at
+/// `FANOUT_GET_QPS` (default 40: Flyte's 10 a second per executor × 4) over the tasks, each with
+/// Flyte's 10 s deadline and not waiting for the one before, alternating between the replicas;
+/// then their latency, slurmctld's RPCs a second meanwhile (`sdiag`, reset first: every
+/// replica's poll ticks and the accounting reads), and this process's memory (the connectors,
+/// and the bench's own client and metas: an upper bound).
+async fn steady(
+    replicas: &[slurm_connector::proto::connector::async_connector_service_client::AsyncConnectorServiceClient<tonic::transport::Channel>],
+    metas: &[Vec<u8>],
+    secs: Duration,
+) {
+    let qps: f64 = std::env::var("FANOUT_GET_QPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(40.0);
+    cluster_exec(&["sdiag", "--reset"]);
+    let t0 = tokio::time::Instant::now();
+    let mut calls = tokio::task::JoinSet::new();
+    let mut k = 0usize;
+    while t0.elapsed() < secs {
+        tokio::time::sleep_until(t0 + Duration::from_secs_f64(k as f64 / qps)).await;
+        let mut c = replicas[k % replicas.len()].clone();
+        let mut r = tonic::Request::new(get_req(&metas[k * 7919 % metas.len()]));
+        r.set_timeout(Duration::from_secs(10));
+        calls.spawn(async move {
+            let t = Instant::now();
+            let ok = c.get_task(r).await.is_ok();
+            (t.elapsed(), ok)
+        });
+        k += 1;
+    }
+    let mut took = Vec::new();
+    let mut errors = 0usize;
+    while let Some(r) = calls.join_next().await {
+        let (d, ok) = r.expect("GetTask task");
+        took.push(d);
+        errors += usize::from(!ok);
+    }
+    let elapsed = t0.elapsed().as_secs_f64();
+    took.sort();
+    let (by_type, by_user) = sdiag_counts();
+    let ours = by_user
+        .get("flyte")
+        .copied()
+        .unwrap_or_else(|| by_user.values().sum());
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    println!(
+        "steady state, {} tasks in flight, {} replica(s), {elapsed:.0} s: {} GetTasks ({:.0}/s), \
+         {errors} errors, p50 {:?}, p99 {:?}, max {:?}; slurmctld RPCs of the job user {ours} \
+         ({:.2}/s): {by_type:?}; this process VmRSS {} MiB, VmHWM {} MiB",
+        metas.len(),
+        replicas.len(),
+        took.len(),
+        took.len() as f64 / elapsed,
+        took[took.len() / 2],
+        took[took.len() * 99 / 100],
+        took[took.len() - 1],
+        ours as f64 / elapsed,
+        kib("VmRSS:") / 1024,
+        kib("VmHWM:") / 1024,
+    );
 }
 
 /// Element `i` of a map as Flyte sends it: an action of its own (`e<i>`) in the bench's run,
