@@ -25,6 +25,11 @@ async fn replay(server: &MockServer, verb: &str, at: &str, name: &str) {
 }
 
 fn client(server: &MockServer) -> Client {
+    client_at(server, ApiVersion::V0045)
+}
+
+/// A client pinned to `version` that does not retry (each recorded answer is seen once).
+fn client_at(server: &MockServer, version: ApiVersion) -> Client {
     let mut cfg = ClientConfig::new(
         "dev2605",
         server.uri().parse().unwrap(),
@@ -32,7 +37,7 @@ fn client(server: &MockServer) -> Client {
             token: Secret::new("a.b.c".to_string()),
         },
     );
-    cfg.api_version = Some(ApiVersion::V0045);
+    cfg.api_version = Some(version);
     cfg.retry = RetryPolicy {
         max_attempts: 1,
         base_delay: Duration::from_millis(1),
@@ -127,20 +132,7 @@ async fn a_submit_refused_for_max_job_count_waits_for_room() {
             &format!("{release}_{version}_maxjobs-submit-refused"),
         )
         .await;
-        let mut cfg = ClientConfig::new(
-            "dev",
-            server.uri().parse().unwrap(),
-            Auth::Static {
-                token: Secret::new("a.b.c".to_string()),
-            },
-        );
-        cfg.api_version = Some(at);
-        cfg.retry = RetryPolicy {
-            max_attempts: 1,
-            base_delay: Duration::from_millis(1),
-            max_delay: Duration::from_millis(1),
-        };
-        let c = Client::new(cfg).unwrap();
+        let c = client_at(&server, at);
         let refused = c
             .submit(&JobDescription::default())
             .await
