@@ -332,6 +332,9 @@ impl Connector {
             .status_of(m.job_id, indices.as_deref(), own)
             .await;
         if let Some(i) = m.element {
+            if let Some(k) = own {
+                rt.tracker.element_key(m.job_id, i, k);
+            }
             // An element of a coalesced array is the task: its own state, read as a job's.
             snap = report::element_of(snap, i);
             m = m.as_task();

@@ -39,6 +39,10 @@ pub(super) struct ArrayTrack {
     /// element of a coalesced array): a record under the array's id that names it is the
     /// array's own, however slurmctld lists it (`array_given_away.rs`).
     pub(super) own: Option<Box<str>>,
+    /// A coalesced array's elements' keys, by index, as their executions' GetTasks name them
+    /// (`Tracker::element_key`): a plain record under the array's id that names one is that
+    /// element's own job, not another execution's (`array_given_away.rs`).
+    pub(super) keys: BTreeMap<u32, Box<str>>,
     /// Its own record came back as a plain job: not looked up again for that.
     pub(super) own_record_plain: bool,
 }

@@ -11,6 +11,7 @@ use std::collections::HashSet;
 use crate::slurmrestd::{ElementState, JobId, JobInfo};
 
 use super::array::{ArrayTrack, Element, track, track_mut};
+use super::resolve::{apply_record, apply_state};
 use super::{Known, Tracker};
 
 impl Tracker {
@@ -100,6 +101,21 @@ impl Tracker {
             let el = t.elements.entry(i).or_insert_with(|| Element::new(m, now));
             let ended = el.entry.record_done || el.entry.state.is_terminal();
             if alive(i, el) || ended || el.entry.known == Known::Lost {
+                continue;
+            }
+            if t.keys.get(&i).is_some_and(|k| **k == *theirs) {
+                // The job under the array's id is this element's execution's own: after the
+                // crash lost the array, the execution was submitted again (a CreateTask retried
+                // on another replica found no job for its key) and got the array's id. Its
+                // record is the element's (CI's crash drill on 26.05: the element was reported
+                // [LOST] while that job COMPLETED).
+                el.id = other.job_id;
+                apply_state(&mut el.entry, &other.state, now);
+                apply_record(&mut el.entry, other);
+                if el.entry.state.is_terminal() {
+                    el.entry.record_done = true;
+                }
+                tracing::info!(cluster = %self.cluster, array = %m, index = i, job_name = %other.name, "the job under the array's id is this element's own execution's: followed as the element");
                 continue;
             }
             el.entry.known = Known::Lost;

@@ -331,10 +331,24 @@ impl Tracker {
                     },
                     elements: Default::default(),
                     own: own.map(Into::into),
+                    keys: Default::default(),
                     own_record_plain: false,
                 })),
                 ..Default::default()
             })),
+        }
+    }
+
+    /// Element `index` of tracked array `array` is the execution of key `key` (a coalesced
+    /// array's element, as its meta says). Kept so that a record under the array's id naming
+    /// that key is read as the element's own (`array_given_away.rs`).
+    pub fn element_key(&self, array: JobId, index: u32, key: &str) {
+        let mut jobs = self.jobs.lock().unwrap();
+        if let Some(t) = jobs.get_mut(&array).and_then(array::track_mut)
+            && t.indices.binary_search(&index).is_ok()
+            && !t.keys.contains_key(&index)
+        {
+            t.keys.insert(index, key.into());
         }
     }
 

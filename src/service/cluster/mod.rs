@@ -255,11 +255,13 @@ impl ClusterRuntime {
     pub fn track(&self, m: &ResourceMeta) {
         match m.array_indices() {
             // One array per execution: its id stands for every element.
-            Ok(Some(indices)) => self.tracker.track_array(
-                m.job_id,
-                &indices,
-                crate::render::key_from_job_name(&m.job_name),
-            ),
+            Ok(Some(indices)) => {
+                let key = crate::render::key_from_job_name(&m.job_name);
+                self.tracker.track_array(m.job_id, &indices, key);
+                if let (Some(i), Some(k)) = (m.element, key) {
+                    self.tracker.element_key(m.job_id, i, k);
+                }
+            }
             _ => self.tracker.track(m.job_id),
         }
     }

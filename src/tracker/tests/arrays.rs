@@ -352,6 +352,49 @@ async fn an_array_listed_as_a_plain_job_with_its_own_record_is_not_given_away() 
     );
 }
 
+/// A coalesced array lost in slurmctld's crash, and one of its executions submitted again (its
+/// CreateTask retried on another replica found no job for its key) under the array's id: that
+/// job is the element's own, followed as the element (CI's crash drill on 26.05 reported the
+/// element [LOST] while that job COMPLETED); the other element is lost, its record another's.
+#[tokio::test]
+async fn a_job_under_a_lost_arrays_id_with_an_elements_key_is_that_element() {
+    let (api, t) = tracker();
+    let (k0, k1) = ("00000000000000a0", "00000000000000a1");
+    t.track_array(JobId(3000), &[0, 1], Some(k0));
+    t.element_key(JobId(3000), 0, k0);
+    t.element_key(JobId(3000), 1, k1);
+    api.answer(&[(3000, 0, "PENDING"), (3000, 1, "PENDING")]);
+    t.tick().await;
+    api.answer(&[]);
+    let done = JobState::from_strings(["COMPLETED"]);
+    api.plain.lock().unwrap().insert(JobId(3000), done.clone());
+    set_records(
+        &api,
+        &[JobInfo::new(JobId(3000), format!("flyte-r1-t-{k1}"), done)],
+    );
+    t.tick().await;
+    let s = t.status(JobId(3000)).await;
+    let by_index: Vec<_> = s
+        .elements
+        .iter()
+        .map(|e| {
+            (
+                e.index,
+                e.snapshot.phase,
+                e.snapshot.key.as_deref().map(String::from),
+            )
+        })
+        .collect();
+    assert_eq!(
+        by_index,
+        [
+            (0, Phase::RetryableFailed, Some(k1.to_string())),
+            (1, Phase::Succeeded, Some(k1.to_string())),
+        ],
+        "{s:?}"
+    );
+}
+
 /// The same, when the job that took the array's id ended and left slurmctld before a tick
 /// saw it: slurmdbd's record under the array's id is no array.
 #[tokio::test]
