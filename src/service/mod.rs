@@ -90,7 +90,7 @@ impl Connector {
             crate::config::UploadLimit::Malformed(m) => Err(m.clone()),
         };
         for rt in clusters.values() {
-            rt.pacer.set_max(deployment.submits_in_flight);
+            rt.submitter.set_max_in_flight(deployment.submits_in_flight);
         }
         Connector {
             deployment,
@@ -146,7 +146,7 @@ impl Connector {
             &rt.cfg,
             &request,
             api_version,
-            &rt.client.served_versions(),
+            &rt.client().served_versions(),
             token.is_some(),
         )?;
         if let Some(image) = &task.rendered.staged_image {
@@ -162,9 +162,9 @@ impl Connector {
         }
         let (key, job) = (&task.rendered.key, &task.rendered.job);
         let meta = self.meta_of(&rt, &request, &task);
-        let lock = rt.executions.lock(key);
+        let lock = rt.submitter.lock(key);
         let _one_at_a_time = lock.lock().await;
-        if let Some(m) = rt.executions.job(key) {
+        if let Some(m) = rt.submitter.job(key) {
             tracing::info!(cluster = %rt.cfg.name, job_id = %m.job_id, key, flyte = %request.spec.exec, "CreateTask repeated: returning the job already submitted");
             self.metrics
                 .duplicate_creates
@@ -196,7 +196,7 @@ impl Connector {
                 on_done,
             )
             .await;
-        self.metrics.pacing(&rt.cfg.name, rt.pacer.view());
+        self.metrics.pacing(&rt.cfg.name, rt.submitter.pacing());
         // Within `submit_wait`, and before the caller's deadline (Flyte 1's is 3 s, below the
         // default wait): a deferred answer in time beats DEADLINE_EXCEEDED and a retried call.
         let wait = answer_by.map_or(self.deployment.submit_wait, |by| {
@@ -238,7 +238,7 @@ impl Connector {
                     task.rendered.ranks || spec.task_type == render::TaskType::Clustered,
                     own_credentials,
                     task.rendered.no_coalesce,
-                ) && !rt.index.without_accounting() =>
+                ) && !rt.submitter.without_accounting() =>
             {
                 coalesce::batch_of(job, task.slurm_user.as_deref(), coalescing.limits)
                     .map(|b| (window, b))
@@ -295,7 +295,7 @@ impl Connector {
     ) -> deferred::OnDone {
         let (rt, metrics) = (rt.clone(), self.metrics.clone());
         Box::new(move |m: &ResourceMeta, submitted: Submitted| {
-            metrics.pacing(&rt.cfg.name, rt.pacer.view());
+            metrics.pacing(&rt.cfg.name, rt.submitter.pacing());
             let job_id = m.job_id;
             if let Some(j) = &rt.job_files {
                 j.note(m);
@@ -472,7 +472,8 @@ impl Connector {
         let Some(d) = m.deferred.clone() else {
             return Ok((rt, Ok(m)));
         };
-        let on_done = || self.on_submitted(&rt, rt.client.api_version(), m.job_name.clone(), None);
+        let on_done =
+            || self.on_submitted(&rt, rt.client().api_version(), m.job_name.clone(), None);
         let resolved = deferred::resolve(&rt, m.clone(), &d, on_done).await;
         Ok((rt, resolved))
     }
@@ -482,9 +483,9 @@ impl Connector {
 /// was unreachable then). Unreachable now but known from before: that one (the submit waits
 /// for the cluster to come back). Never reached since start: the error (nothing to render for).
 async fn api_version_of(rt: &ClusterRuntime) -> Result<ApiVersion, ServiceError> {
-    match rt.client.version().await {
+    match rt.client().version().await {
         Ok(v) => Ok(v),
-        Err(e) => match rt.client.api_version() {
+        Err(e) => match rt.client().api_version() {
             Some(v) if e.is_transient() => Ok(v),
             _ => Err(ServiceError::slurm(
                 "finding which slurmrestd API version the cluster serves",

@@ -84,7 +84,7 @@ async fn tls_with_a_private_ca_works_with_ca_file_and_is_refused_without() {
     )
     .unwrap();
     let e = rt
-        .client
+        .client()
         .negotiate()
         .await
         .expect_err("an untrusted certificate");

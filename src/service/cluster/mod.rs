@@ -1,14 +1,15 @@
 //! One configured cluster at run time ([`ClusterRuntime`]): its config, slurmrestd clients
 //! (the deployment's, and one per Slurm user of the identity rules), state tracker, staging
-//! backend and job files, and the state kept by execution and by job. What bounds each map:
-//! - `executions` (`submit/execution.rs`): `terminal_ttl` after an execution's last change (a
+//! backend and job files, and the write path's state (`submitter`, `submit/submitter.rs`). What
+//! bounds each map:
+//! - the submitter's `executions` (`submit/execution.rs`): `terminal_ttl` after an execution's last change (a
 //!   day when its submit may have made an unseen job), never while its submit runs;
-//! - `index` (`submit/idempotency/`): a week after a job left slurmctld (what a new replica
+//! - its `index` (`submit/idempotency/`): a week after a job left slurmctld (what a new replica
 //!   reads from slurmdbd);
 //! - `transfers` ([`Transfers`]) and the tracker's jobs: `terminal_ttl` after the job ended and
 //!   was last read;
-//! - `batches` (`submit/batches.rs`): CreateTasks for at most the coalescing window (2 s);
-//! - `users`: one client per Slurm user a task ran as (the users the identity rules name);
+//! - its `batches` (`submit/batches.rs`): CreateTasks for at most the coalescing window (2 s);
+//! - `clients` (`cluster/clients.rs`): one client per Slurm user a task ran as (the users the identity rules name);
 //! - `job_files` (`cluster/jobfiles.rs`): until its files are removed (retention), or, without
 //!   retention, the job's end;
 //! - `tallies` (`cluster/tallies.rs`): the keys of the last 50 000 executions whose outcome was
@@ -16,24 +17,24 @@
 //!
 //! Imports `wire`, `background` and the state types of `submit/`; see `service/mod.rs`.
 
+mod clients;
 pub(crate) mod jobfiles;
 pub(crate) mod tallies;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{AuthConfig, ClusterConfig, Coalesce, Secret};
 use crate::render::RenderConfig;
 use crate::slurmrestd::{Auth, Client, ClientConfig, ClientError, JobRef};
+
 use crate::staging::{OutputBlob, Staging, Transfer};
 use crate::tracker::{SlurmApi, Tracker, TrackerConfig};
+use clients::Clients;
 
 use crate::service::background::Background;
 use crate::service::submit::coalesce_settings::Coalescing;
-use crate::service::submit::execution::Executions;
-use crate::service::submit::idempotency::Index;
-use crate::service::submit::pacing::Pacer;
+use crate::service::submit::submitter::{SubmitGauges, Submitter};
 use crate::service::wire::meta::ResourceMeta;
 
 /// Connector-side output uploads by job, running or settled. Bounded: a settled one is dropped
@@ -50,33 +51,19 @@ pub const SUBMIT_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
 pub struct ClusterRuntime {
     pub cfg: ClusterConfig,
-    pub client: Client,
+    /// The deployment's clients, a task's own token's, and each Slurm user's (`clients.rs`).
+    clients: Clients,
     pub tracker: Arc<Tracker>,
     pub staging: Option<Arc<dyn Staging>>,
-    /// This process's state of each execution (`submit/execution.rs`: one entry, one expiry).
-    pub executions: Executions,
-    /// CreateTasks waiting for their coalescing window (`submit/coalesce.rs`).
-    pub batches: crate::service::submit::batches::Batches,
-    /// Whether this cluster coalesces, decided the first time a CreateTask asks
-    /// ([`ClusterRuntime::coalescing`]).
-    coalescing: tokio::sync::OnceCell<Coalescing>,
-    /// The cluster's jobs by execution key: who already has a job, who won a race.
-    pub(crate) index: Index,
-    /// How many submits run at once (`pacing.rs`).
-    pub pacer: Arc<Pacer>,
-    /// The deployment's client with [`SUBMIT_REQUEST_TIMEOUT`].
-    pub(crate) submit_client: Client,
+    /// The write path's state: executions, the key index, batches, pacer, gate
+    /// (`submit/submitter.rs`).
+    pub submitter: Submitter,
     /// Connector-side output uploads in flight or done, by job ([`Transfers`]).
     pub transfers: Transfers,
     /// Jobs' files (exit-status markers, retention); present when staging is configured.
     pub job_files: Option<Arc<jobfiles::Registry>>,
-    /// Submits between their held submit and their release; closed at shutdown (`submit/handoff.rs`).
-    pub submits: crate::service::submit::gate::Gate,
     /// Outcomes and output uploads counted since start, for the metrics (`tallies.rs`).
     pub tallies: Arc<tallies::Tallies>,
-    /// Clients acting as each Slurm user of the identity rules (`client_as`): (calls, submits),
-    /// made once so each user's minted token is cached and renewed like the deployment's.
-    users: Mutex<HashMap<String, (Client, Client)>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -127,14 +114,9 @@ pub fn client_auth(cfg: &ClusterConfig) -> Result<Auth, BuildError> {
 pub struct Gauges {
     pub tracked_jobs: usize,
     pub output_transfers: usize,
-    pub executions: usize,
-    /// `None` while the index is busy (not waited for: a gauge can skip a tick).
-    pub index_jobs: Option<usize>,
     /// Since start (a counter's total).
     pub token_refreshes: u64,
-    /// Since start (counters' totals).
-    pub batches: crate::service::submit::batches::Totals,
-    pub batches_waiting: usize,
+    pub submit: SubmitGauges,
 }
 
 impl ClusterRuntime {
@@ -143,11 +125,8 @@ impl ClusterRuntime {
         Gauges {
             tracked_jobs: self.tracker.len(),
             output_transfers: self.transfers.len(),
-            executions: self.executions.len(),
-            index_jobs: self.index.size().map(|(jobs, _)| jobs),
-            token_refreshes: self.client.token_refreshes(),
-            batches: self.batches.totals(),
-            batches_waiting: self.batches.waiting(),
+            token_refreshes: self.clients.calls().token_refreshes(),
+            submit: self.submitter.gauges(),
         }
     }
 
@@ -196,59 +175,33 @@ impl ClusterRuntime {
         staging: Option<Arc<dyn Staging>>,
     ) -> ClusterRuntime {
         let terminal_ttl = tracker.terminal_ttl();
-        // Fails only where a client could not be built at all, which `client` was.
-        let submit_client = client
-            .with_request_timeout(SUBMIT_REQUEST_TIMEOUT)
-            .unwrap_or_else(|_| client.clone());
         ClusterRuntime {
             cfg,
-            submit_client,
-            pacer: Pacer::new(crate::config::DEFAULT_SUBMITS_IN_FLIGHT),
-            client,
+            clients: Clients::new(client),
             tracker,
             staging,
-            executions: Executions::new(terminal_ttl),
-            batches: Default::default(),
-            coalescing: tokio::sync::OnceCell::new(),
-            index: Index::default(),
+            submitter: Submitter::new(terminal_ttl),
             transfers: Background::new(terminal_ttl),
             job_files: None,
-            submits: crate::service::submit::gate::Gate::default(),
             tallies: Arc::default(),
-            users: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Whether this cluster coalesces, and its arrays' limits: decided once from `setting` and
-    /// slurm.conf (one `GET conf` where slurmrestd has it), and logged. A transient error is
-    /// not kept: this CreateTask goes without slurm.conf, the next one asks again.
+    /// The deployment's client.
+    pub fn client(&self) -> &Client {
+        self.clients.calls()
+    }
+
+    /// The deployment's client with the submit's long request timeout.
+    pub(crate) fn submit_client(&self) -> &Client {
+        self.clients.submits()
+    }
+
+    /// Whether this cluster coalesces ([`Submitter::coalescing`]).
     pub async fn coalescing(&self, setting: Coalesce) -> Coalescing {
-        if setting == Coalesce::Off {
-            return Coalescing::decide(setting, None);
-        }
-        let read = self
-            .coalescing
-            .get_or_try_init(|| async {
-                let conf = match self.client.conf().await {
-                    Ok(conf) => conf,
-                    Err(e) if e.is_transient() => return Err(e),
-                    Err(e) => {
-                        tracing::warn!(cluster = %self.cfg.name, error = %e, "slurm.conf not readable through slurmrestd (GET conf): coalescing decided without it");
-                        None
-                    }
-                };
-                let c = Coalescing::decide(setting, conf.as_ref());
-                tracing::info!(cluster = %self.cfg.name, coalescing = %c.why, max_elements = c.limits.max_elements, script_bytes = c.limits.script_bytes, "coalescing decided");
-                Ok(c)
-            })
-            .await;
-        match read {
-            Ok(c) => c.clone(),
-            Err(e) => {
-                tracing::debug!(cluster = %self.cfg.name, error = %e, "slurm.conf not read now; asked again with the next CreateTask");
-                Coalescing::decide(setting, None)
-            }
-        }
+        self.submitter
+            .coalescing(&self.cfg, self.clients.calls(), setting)
+            .await
     }
 
     /// Starts tracking a submitted job: a job array (its meta names the indices) as one.
@@ -277,63 +230,25 @@ impl ClusterRuntime {
     }
 
     /// The client acting as Slurm user `user` (`None`, or the deployment's own user: the
-    /// deployment's client). With the key file it mints `user`'s tokens; with `user_jwt_dir` it
-    /// reads `<dir>/<user>`; with a token (file) it proxies `user` with `X-SLURM-USER-NAME`,
-    /// which needs a SlurmUser or root token.
+    /// deployment's client; [`Clients::of_user`]).
     pub fn client_as(&self, user: Option<&str>) -> Client {
-        self.user_clients(user).0
+        self.clients.of_user(&self.cfg, user).0
     }
 
     /// As [`client_as`](Self::client_as), with the submit's long request timeout.
     pub fn submit_client_as(&self, user: Option<&str>) -> Client {
-        self.user_clients(user).1
-    }
-
-    fn user_clients(&self, user: Option<&str>) -> (Client, Client) {
-        let user = match user {
-            Some(u) if Some(u) != self.cfg.username.as_deref() => u,
-            _ => return (self.client.clone(), self.submit_client.clone()),
-        };
-        let mut users = self.users.lock().unwrap();
-        users
-            .entry(user.to_string())
-            .or_insert_with(|| {
-                let auth = match (&self.cfg.identities.user_jwt_dir, &self.cfg.auth) {
-                    (Some(dir), _) => Some(Auth::File {
-                        path: dir.join(user),
-                    }),
-                    (None, Some(AuthConfig::KeyFile { path, lifetime })) => Some(Auth::Minted {
-                        key_file: path.clone(),
-                        token_user: user.to_string(),
-                        lifetime: *lifetime,
-                    }),
-                    (None, _) => None,
-                };
-                let calls = self.client.as_user(user, auth);
-                let submits = self.submit_client.with_identity_of(&calls);
-                (calls, submits)
-            })
-            .clone()
+        self.clients.of_user(&self.cfg, user).1
     }
 
     /// The client a paced submit uses: the deployment's, or the task's own token, with the
     /// submit's long request timeout.
     pub fn submit_client_for(&self, task_token: Option<&Secret>) -> Client {
-        match task_token {
-            None => self.submit_client.clone(),
-            Some(t) => self
-                .submit_client
-                .with_auth(Auth::Task { token: t.clone() }),
-        }
+        self.clients.of_task(task_token).1
     }
 
     /// The client for a request: the deployment's, or one with the task's own token.
     pub fn client_for(&self, task_token: Option<&Secret>) -> Client {
-        match task_token {
-            None => self.client.clone(),
-            // Shares the cluster client's negotiated API version and connection pool.
-            Some(t) => self.client.with_auth(Auth::Task { token: t.clone() }),
-        }
+        self.clients.of_task(task_token).0
     }
 }
 

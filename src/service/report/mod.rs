@@ -150,7 +150,7 @@ async fn gang_reason(
         && v.phase == Phase::Queued
         && snap.reason.is_none()
         && let Ok(Ok(Some(info))) =
-            tokio::time::timeout(PENDING_REASON_BUDGET, rt.client.job(meta.job_id)).await
+            tokio::time::timeout(PENDING_REASON_BUDGET, rt.client().job(meta.job_id)).await
         && let Some(r) = info.reason.filter(|r| !r.is_empty() && r != "None")
     {
         v.message

@@ -189,12 +189,12 @@ pub async fn serve_with(
                     .await;
             }
             let creates = connector.drain.close();
-            let submits: usize = connector.clusters.values().map(|rt| rt.submits.close()).sum();
+            let submits: usize = connector.clusters.values().map(|rt| rt.submitter.close()).sum();
             tracing::info!(create_tasks_in_flight = creates, submits_in_flight = submits, grace = ?grace, "shutting down: health NOT_SERVING, new CreateTasks handed to another replica, letting the CreateTasks and submits in flight finish");
             let all_done = async {
                 connector.drain.idle().await;
                 for rt in connector.clusters.values() {
-                    rt.submits.idle().await;
+                    rt.submitter.idle().await;
                 }
             };
             if tokio::time::timeout_at(deadline, all_done).await.is_err() {
@@ -265,7 +265,7 @@ async fn build_clusters(
         // The API version is chosen now, so a cluster that serves none of ours (or not the pinned
         // one) stops the start with the versions on each side. An unreachable one does not: it
         // is chosen at the first call that reaches it.
-        match rt.client.negotiate().await {
+        match rt.client().negotiate().await {
             Ok(n) => {
                 tracing::info!(cluster = %name, api_version = %n.version, release = ?n.server.release, reason = %n.reason(), "slurmrestd API version")
             }
@@ -279,7 +279,7 @@ async fn build_clusters(
                 });
             }
         }
-        crate::service::submit::identity::check_at_start(name, &c.identities, &rt.client)
+        crate::service::submit::identity::check_at_start(name, &c.identities, rt.client())
             .await
             .map_err(|problem| ServeError::Identity {
                 cluster: name.clone(),
@@ -379,16 +379,16 @@ async fn refresh_gauges(
                 let g = rt.gauges();
                 mm.tracked_jobs.get_or_create(&label).set(g.tracked_jobs as i64);
                 mm.output_transfers.get_or_create(&label).set(g.output_transfers as i64);
-                for (state, n) in [("executions", Some(g.executions)), ("index_jobs", g.index_jobs)] {
+                for (state, n) in [("executions", Some(g.submit.executions)), ("index_jobs", g.submit.index_jobs)] {
                     let Some(n) = n else { continue };
                     let labels = StateLabels { cluster: rt.cfg.name.clone(), state: state.into() };
                     mm.state_entries.get_or_create(&labels).set(n as i64);
                 }
                 mm.token_refreshes.get_or_create(&label).inc_by(g.token_refreshes.saturating_sub(last.token_refreshes));
-                mm.coalesced_arrays.get_or_create(&label).inc_by(g.batches.arrays - last.batches.arrays);
-                mm.coalesced_elements.get_or_create(&label).inc_by(g.batches.elements - last.batches.elements);
-                mm.coalesce_wait.get_or_create(&label).inc_by(g.batches.wait_seconds - last.batches.wait_seconds);
-                mm.coalesce_waiting.get_or_create(&label).set(g.batches_waiting as i64);
+                mm.coalesced_arrays.get_or_create(&label).inc_by(g.submit.batches.arrays - last.submit.batches.arrays);
+                mm.coalesced_elements.get_or_create(&label).inc_by(g.submit.batches.elements - last.submit.batches.elements);
+                mm.coalesce_wait.get_or_create(&label).inc_by(g.submit.batches.wait_seconds - last.submit.batches.wait_seconds);
+                mm.coalesce_waiting.get_or_create(&label).set(g.submit.batches_waiting as i64);
                 tallied.add_growth(&rt, &mm);
                 last = g;
             }

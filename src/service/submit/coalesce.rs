@@ -91,7 +91,7 @@ pub fn submit_coalesced(
         cap,
         script_bytes,
     } = batch;
-    rt.executions.submit_or_join(key, || {
+    rt.submitter.executions.submit_or_join(key, || {
         let (tx, rx) = watch::channel(deferred::waiting());
         let member = Member {
             key: key.to_string(),
@@ -109,7 +109,7 @@ pub fn submit_coalesced(
                 let mut wait = quiet;
                 loop {
                     tokio::time::sleep(wait).await;
-                    match rt.batches.due(&shape, window, quiet) {
+                    match rt.submitter.batches.due(&shape, window, quiet) {
                         Due::Now(batch) => return run_batch(rt, batch).await,
                         Due::After(d) => wait = d,
                         Due::Gone => return,
@@ -117,7 +117,7 @@ pub fn submit_coalesced(
                 }
             });
         };
-        match rt.batches.add(&shape, member, cap, script_bytes) {
+        match rt.submitter.batches.add(&shape, member, cap, script_bytes) {
             Added::Opened => window_of(rt),
             Added::Joined => {}
             Added::Full(batch, opened_next) => {
@@ -154,7 +154,7 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>) {
     let cluster = rt.cfg.name.clone();
     let mut batch = Vec::with_capacity(members.len());
     for m in members {
-        if rt.executions.is_withdrawn(&m.key) {
+        if rt.submitter.executions.is_withdrawn(&m.key) {
             let _ = m.tx.send(Progress::Withdrawn);
         } else {
             batch.push(m);
@@ -163,10 +163,11 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>) {
     // Keys that already have a job (a retried CreateTask, another replica's) take the single
     // path, which adopts (and if need be releases) it.
     let keys: Vec<&str> = batch.iter().map(|m| m.key.as_str()).collect();
-    let retake = keys.iter().any(|k| rt.executions.is_uncertain(k));
+    let retake = keys.iter().any(|k| rt.submitter.executions.is_uncertain(k));
     let known = rt
+        .submitter
         .index
-        .lookup_many(&rt.submit_client, &cluster, rt.index_user(), &keys, retake)
+        .lookup_many(rt.submit_client(), &cluster, rt.index_user(), &keys, retake)
         .await;
     let (batch, alone): (Vec<Member>, Vec<Member>) = match known {
         Ok(found) => {
@@ -189,8 +190,8 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>) {
         }
         return;
     }
-    let permit = rt.pacer.acquire().await;
-    let Some(_submitting) = rt.submits.enter() else {
+    let permit = rt.submitter.pacer.acquire().await;
+    let Some(_submitting) = rt.submitter.gate.enter() else {
         // Shutting down: as a single submit does, this batch stays unmade here.
         drop(permit);
         tracing::info!(
@@ -211,7 +212,7 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>) {
     permit.done(deferred::pace_of(&r));
     let ok = r.is_ok();
     if ok {
-        rt.batches.submitted(&since);
+        rt.submitter.batches.submitted(&since);
     }
     match &r {
         Ok(outcomes) => {
@@ -286,7 +287,7 @@ async fn submit_array(
     let client = &batch[0].2;
     let uncertain = |what: String, error: SubmitError| {
         for k in &keys {
-            rt.executions.mark_uncertain(k);
+            rt.submitter.executions.mark_uncertain(k);
         }
         SubmitFailure { what, error }
     };
@@ -307,9 +308,9 @@ async fn submit_array(
         }
     };
     let after = Instant::now();
-    rt.index.note_array(&keys, mine, true).await;
-    rt.index
-        .check_after(&rt.submit_client, cluster, user, after, mine)
+    rt.submitter.index.note_array(&keys, mine, true).await;
+    rt.submitter.index
+        .check_after(rt.submit_client(), cluster, user, after, mine)
         .await
         .map_err(|e| {
             uncertain(
@@ -325,7 +326,7 @@ async fn submit_array(
             index: i as u32,
             of,
         };
-        let w = rt.index.winner_now(k).await.expect("noted above");
+        let w = rt.submitter.index.winner_now(k).await.expect("noted above");
         if w.job_id == mine {
             won += 1;
             outcomes.push(Submitted::Fresh(Placement {
@@ -357,7 +358,7 @@ async fn submit_array(
             )
         })?;
     }
-    rt.index.note_array(&keys, mine, false).await;
+    rt.submitter.index.note_array(&keys, mine, false).await;
     Ok(outcomes)
 }
 

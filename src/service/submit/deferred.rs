@@ -58,7 +58,7 @@ pub fn submit_paced(
     template: ResourceMeta,
     on_done: OnDone,
 ) -> watch::Receiver<Progress> {
-    rt.executions.submit_or_join(key, || {
+    rt.submitter.executions.submit_or_join(key, || {
         let (tx, rx) = watch::channel(waiting());
         tokio::spawn(run_single(
             rt.clone(),
@@ -112,8 +112,8 @@ pub async fn settle(
             let mut m = template;
             let p = s.placement();
             m.place(p.job_id, p.element.map(|e| (e.index, e.of)));
-            rt.executions.set_job(key, m.clone());
-            if rt.executions.is_withdrawn(key) {
+            rt.submitter.executions.set_job(key, m.clone());
+            if rt.submitter.executions.is_withdrawn(key) {
                 // DeleteTask came while the submit was in flight: the job (element) goes.
                 let target = m.target();
                 tracing::info!(cluster = %rt.cfg.name, key, job = %target, "task deleted while its submit was in flight; cancelling the job");
@@ -122,7 +122,7 @@ pub async fn settle(
                 }
             }
             on_done(&m, s);
-            Progress::Done(s)
+            Progress::Done
         }
         Err(None) => Progress::Withdrawn,
         Err(Some(f)) => {
@@ -146,11 +146,11 @@ async fn paced_loop(
     let began = Instant::now();
     let mut tries = 0u32;
     loop {
-        let permit = rt.pacer.acquire().await;
-        if rt.executions.is_withdrawn(key) {
+        let permit = rt.submitter.pacer.acquire().await;
+        if rt.submitter.executions.is_withdrawn(key) {
             return Err(None);
         }
-        let Some(_submitting) = rt.submits.enter() else {
+        let Some(_submitting) = rt.submitter.gate.enter() else {
             // Shutting down: a submit begun now could be cut half done. This one stays
             // unmade here; its CreateTask (or the deferred meta it answered) is made by
             // another replica.
@@ -205,9 +205,10 @@ pub async fn find(
 ) -> Result<Option<(Placement, bool)>, ClientError> {
     // Bounded: GetTask has 10 s, and the index may be busy with a submit's check (whose
     // listing has the submit's long timeout), which this waits for.
-    let look = rt
-        .index
-        .lookup_fresh(&rt.client, &rt.cfg.name, rt.index_user(), key, fresh);
+    let look =
+        rt.submitter
+            .index
+            .lookup_fresh(rt.client(), &rt.cfg.name, rt.index_user(), key, fresh);
     let w = tokio::time::timeout(FIND_WAIT, look)
         .await
         .map_err(|_| ClientError::Timeout {
@@ -234,12 +235,13 @@ pub async fn tombstone(
     // As the task's own user: its late submit's job (which this cancels) is that user's.
     let id = rt.submit_client_as(user).submit(&held).await?;
     let after = Instant::now();
-    rt.index.note(key, id, false).await;
+    rt.submitter.index.note(key, id, false).await;
     let client = rt.client_as(user);
     client.cancel(id, None).await?;
     let winner = rt
+        .submitter
         .index
-        .refresh_after(&rt.client, &rt.cfg.name, rt.index_user(), key, after, id)
+        .refresh_after(rt.client(), &rt.cfg.name, rt.index_user(), key, after, id)
         .await?;
     if let Some(w) = winner.filter(|w| w.job_id != id) {
         tracing::info!(cluster = %rt.cfg.name, key, job_id = %w.job_id, "a submit of the deleted task was already on its way; cancelling its job");
@@ -298,7 +300,8 @@ pub async fn settled_within(
 /// CreateTask's answer for a submit that settled within its wait.
 pub fn answer(rt: &ClusterRuntime, key: &str, settled: Progress) -> Result<Vec<u8>, ServiceError> {
     match settled {
-        Progress::Done(_) => Ok(rt
+        Progress::Done => Ok(rt
+            .submitter
             .executions
             .job(key)
             .expect("a settled submit is remembered before it is announced")
@@ -350,17 +353,17 @@ pub async fn resolve(
     d: &meta::DeferredSubmit,
     on_done: impl FnOnce() -> OnDone,
 ) -> Result<ResourceMeta, Pending> {
-    if let Some(known) = rt.executions.job(&d.key) {
+    if let Some(known) = rt.submitter.executions.job(&d.key) {
         return Ok(known);
     }
     let pending = |phase: Phase, message: String| Pending { phase, message };
-    match rt.executions.progress(&d.key) {
+    match rt.submitter.executions.progress(&d.key) {
         Some(Progress::Waiting {
             tries,
             last_error,
             stall,
         }) => {
-            let v = rt.pacer.view();
+            let v = rt.submitter.pacer.view();
             return Err(pending(
                 Phase::Queued,
                 match last_error {
@@ -407,13 +410,13 @@ pub async fn resolve(
                 "Deleted before its job was submitted".into(),
             ));
         }
-        Some(Progress::Done(_)) | None => {}
+        Some(Progress::Done) | None => {}
     }
     let resolved = |mut m: ResourceMeta, p: Placement| {
         m.place(p.job_id, p.element.map(|e| (e.index, e.of)));
         m.deferred = None;
         rt.track(&m);
-        rt.executions.set_job(&d.key, m.clone());
+        rt.submitter.executions.set_job(&d.key, m.clone());
         m
     };
     // Another replica accepted it (or this process restarted): the cluster knows.
@@ -427,7 +430,7 @@ pub async fn resolve(
                 match super::once::job_by_marker(rt, &d.job).await {
                     Ok(Some(job_id)) => {
                         tracing::info!(cluster = %rt.cfg.name, key = %d.key, job_id = %job_id, "a deferred submit's job already ran and left slurmctld: found by its exit-status marker");
-                        rt.index.note(&d.key, job_id, false).await;
+                        rt.submitter.index.note(&d.key, job_id, false).await;
                         return Ok(resolved(m, Placement::job(job_id)));
                     }
                     Ok(None) => {}
@@ -483,14 +486,14 @@ pub async fn delete_unsubmitted(
         .deferred
         .as_ref()
         .expect("only deferred metas are unresolved");
-    rt.executions.withdraw(&d.key);
-    match rt.executions.progress(&d.key) {
+    rt.submitter.executions.withdraw(&d.key);
+    match rt.submitter.executions.progress(&d.key) {
         // Ours, not sent yet: the withdrawal stops it; sent: it cancels what it made.
         Some(Progress::Waiting { .. }) => {}
         // Nothing of ours will run.
         Some(Progress::Failed { .. } | Progress::Withdrawn) => {}
-        Some(Progress::Done(_)) | None => {
-            if let Some(known) = rt.executions.job(&d.key) {
+        Some(Progress::Done) | None => {
+            if let Some(known) = rt.submitter.executions.job(&d.key) {
                 rt.client_as(known.slurm_user.as_deref())
                     .cancel(known.target(), None)
                     .await?;

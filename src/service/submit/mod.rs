@@ -35,3 +35,4 @@ pub(crate) mod pacing;
 pub mod prepare;
 pub(crate) mod script_file;
 pub(crate) mod staged_image;
+pub(crate) mod submitter;

@@ -69,14 +69,15 @@ pub async fn submit_once(
     let cluster = rt.cfg.name.as_str();
     // The task's own `--hold` stays: the connector removes only its mark.
     let keep_held = job.hold == Some(true);
-    let retake = rt.executions.is_uncertain(key);
+    let retake = rt.submitter.executions.is_uncertain(key);
     // The check through the submit's client (its long timeout): it runs in the submit's own
     // task, and its first listing reads a week of Flyte jobs from slurmdbd, which at a busy
     // site (or on a loaded machine: 6034 jobs, seen in a CI dry run) outlasts the 8 s of
     // RPC-bound calls. With the short timeout it failed every try, and nothing was submitted.
     let existing = rt
+        .submitter
         .index
-        .lookup(&rt.submit_client, cluster, user, key, retake)
+        .lookup(rt.submit_client(), cluster, user, key, retake)
         .await
         .map_err(|error| SubmitFailure {
             what: "cannot check whether this execution already has a job on the cluster, so \
@@ -100,7 +101,7 @@ pub async fn submit_once(
         })?;
     if let Some(id) = ran {
         tracing::info!(cluster, key, job_id = %id, "this execution's job already ran and left slurmctld (its exit-status marker names it): answering with it");
-        rt.index.note(key, id, false).await;
+        rt.submitter.index.note(key, id, false).await;
         return Ok(Submitted::Adopted(Placement::job(id)));
     }
 
@@ -113,7 +114,7 @@ pub async fn submit_once(
             // A refusal for want of room (MaxJobCount) created nothing either.
             if !error.never_sent() && !error.is_cluster_full() {
                 // It may have been created: look again before any new submit.
-                rt.executions.mark_uncertain(key);
+                rt.submitter.executions.mark_uncertain(key);
             }
             return Err(SubmitFailure {
                 what: "submitting the job".into(),
@@ -122,13 +123,14 @@ pub async fn submit_once(
         }
     };
     let after = Instant::now();
-    rt.index.note(key, mine, true).await;
+    rt.submitter.index.note(key, mine, true).await;
     let winner = rt
+        .submitter
         .index
-        .refresh_after(&rt.submit_client, cluster, user, key, after, mine)
+        .refresh_after(rt.submit_client(), cluster, user, key, after, mine)
         .await
         .map_err(|error| {
-            rt.executions.mark_uncertain(key);
+            rt.submitter.executions.mark_uncertain(key);
             SubmitFailure {
                 what: format!(
                     "job {mine} was submitted held, but the check that no other replica \
@@ -179,7 +181,7 @@ async fn finish_check(
         // A coalesced array whose replica died before settling it: settled as a whole (each
         // element against its own key's jobs), then released.
         return settle_orphan(rt, w.job_id, client).await.map_err(|error| {
-            rt.executions.mark_uncertain(key);
+            rt.submitter.executions.mark_uncertain(key);
             SubmitFailure {
                 what: format!(
                     "job array {} is on the cluster, held for its duplicate check, and \
@@ -201,11 +203,11 @@ async fn finish_check(
         .await
     {
         Ok(_) => {
-            rt.index.note(key, w.job_id, false).await;
+            rt.submitter.index.note(key, w.job_id, false).await;
             Ok(())
         }
         Err(error) => {
-            rt.executions.mark_uncertain(key);
+            rt.submitter.executions.mark_uncertain(key);
             Err(SubmitFailure {
                 what: format!(
                     "job {} is on the cluster, held for the duplicate check, and releasing it \
@@ -228,7 +230,7 @@ pub(crate) async fn job_by_marker(
     rt: &ClusterRuntime,
     job: &JobDescription,
 ) -> Result<Option<JobId>, SubmitError> {
-    if job.array.is_some() || !rt.index.without_accounting() {
+    if job.array.is_some() || !rt.submitter.index.without_accounting() {
         return Ok(None);
     }
     let Some(staging) = &rt.staging else {
@@ -254,7 +256,7 @@ pub async fn settle_orphan(
     client: &Client,
 ) -> Result<(), SubmitError> {
     let cluster = rt.cfg.name.as_str();
-    let Some(record) = rt.submit_client.job(array).await? else {
+    let Some(record) = rt.submit_client().job(array).await? else {
         return Ok(());
     };
     let Some(keys) = record.comment.as_deref().and_then(packed_keys_all) else {
@@ -263,9 +265,10 @@ pub async fn settle_orphan(
     if !awaiting_release(&record) {
         return Ok(());
     }
-    rt.index
+    rt.submitter
+        .index
         .check_after(
-            &rt.submit_client,
+            rt.submit_client(),
             cluster,
             rt.index_user(),
             Instant::now(),
@@ -274,6 +277,7 @@ pub async fn settle_orphan(
         .await?;
     for (i, k) in keys.iter().enumerate() {
         let lost = rt
+            .submitter
             .index
             .winner_now(k)
             .await
@@ -294,6 +298,6 @@ pub async fn settle_orphan(
     tracing::info!(cluster, job_id = %array, "settled a held job array another replica left; releasing it");
     client.release(array, comment, false).await?;
     let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-    rt.index.note_array(&refs, array, false).await;
+    rt.submitter.index.note_array(&refs, array, false).await;
     Ok(())
 }

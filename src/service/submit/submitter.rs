@@ -1,0 +1,140 @@
+//! [`Submitter`]: a cluster's write-path state, in one place: each execution's state in this
+//! process, the cluster's jobs by key, the open batches, the pacer, the shutdown gate, and
+//! whether the cluster coalesces. The files of `submit/` work on it; the rest of the service
+//! asks through its methods, so no other module reaches into its maps.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::{ClusterConfig, Coalesce};
+use crate::service::wire::meta::ResourceMeta;
+use crate::slurmrestd::Client;
+
+use super::batches::{Batches, Totals};
+use super::coalesce_settings::Coalescing;
+use super::execution::Executions;
+use super::gate::Gate;
+use super::idempotency::Index;
+use super::pacing::{PaceView, Pacer};
+
+pub struct Submitter {
+    /// This process's state of each execution (`execution.rs`: one entry, one expiry).
+    pub(in crate::service::submit) executions: Executions,
+    /// CreateTasks waiting for their coalescing window (`coalesce.rs`).
+    pub(in crate::service::submit) batches: Batches,
+    /// The cluster's jobs by execution key: who already has a job, who won a race.
+    pub(in crate::service::submit) index: Index,
+    /// How many submits run at once (`pacing.rs`).
+    pub(in crate::service::submit) pacer: Arc<Pacer>,
+    /// Submits between their held submit and their release; closed at shutdown (`handoff.rs`).
+    pub(in crate::service::submit) gate: Gate,
+    /// Whether this cluster coalesces, decided the first time a CreateTask asks
+    /// ([`Submitter::coalescing`]).
+    coalescing: tokio::sync::OnceCell<Coalescing>,
+}
+
+/// What the per-cluster gauges show of the write path.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SubmitGauges {
+    pub executions: usize,
+    /// `None` while the index is busy (not waited for: a gauge can skip a tick).
+    pub index_jobs: Option<usize>,
+    /// Since start (counters' totals).
+    pub batches: Totals,
+    pub batches_waiting: usize,
+}
+
+impl Submitter {
+    /// `terminal_ttl`: how long a settled execution's state is kept (the tracker's).
+    pub fn new(terminal_ttl: Duration) -> Submitter {
+        Submitter {
+            executions: Executions::new(terminal_ttl),
+            batches: Default::default(),
+            index: Index::default(),
+            pacer: Pacer::new(crate::config::DEFAULT_SUBMITS_IN_FLIGHT),
+            gate: Gate::default(),
+            coalescing: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    /// The deployment's bound on submits in flight (`FLYTE_SLURM_SUBMITS_IN_FLIGHT`).
+    pub fn set_max_in_flight(&self, max: usize) {
+        self.pacer.set_max(max);
+    }
+
+    pub fn pacing(&self) -> PaceView {
+        self.pacer.view()
+    }
+
+    pub fn gauges(&self) -> SubmitGauges {
+        SubmitGauges {
+            executions: self.executions.len(),
+            index_jobs: self.index.size().map(|(jobs, _)| jobs),
+            batches: self.batches.totals(),
+            batches_waiting: self.batches.waiting(),
+        }
+    }
+
+    /// One CreateTask of execution `key` at a time in this process.
+    pub fn lock(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        self.executions.lock(key)
+    }
+
+    /// The execution's job, if this process submitted or found it.
+    pub fn job(&self, key: &str) -> Option<ResourceMeta> {
+        self.executions.job(key)
+    }
+
+    /// Whether jobs that left slurmctld cannot be found again (no slurmdbd): such a cluster
+    /// does not coalesce, whose once-only check of an array needs them.
+    pub fn without_accounting(&self) -> bool {
+        self.index.without_accounting()
+    }
+
+    /// Shutdown: no new held submit starts; how many are between submit and release.
+    pub fn close(&self) -> usize {
+        self.gate.close()
+    }
+
+    /// Every submit between its held submit and its release has ended.
+    pub async fn idle(&self) {
+        self.gate.idle().await
+    }
+
+    /// Whether this cluster coalesces, and its arrays' limits: decided once from `setting` and
+    /// slurm.conf (one `GET conf` where slurmrestd has it), and logged. A transient error is
+    /// not kept: this CreateTask goes without slurm.conf, the next one asks again.
+    pub async fn coalescing(
+        &self,
+        cfg: &ClusterConfig,
+        client: &Client,
+        setting: Coalesce,
+    ) -> Coalescing {
+        if setting == Coalesce::Off {
+            return Coalescing::decide(setting, None);
+        }
+        let read = self
+            .coalescing
+            .get_or_try_init(|| async {
+                let conf = match client.conf().await {
+                    Ok(conf) => conf,
+                    Err(e) if e.is_transient() => return Err(e),
+                    Err(e) => {
+                        tracing::warn!(cluster = %cfg.name, error = %e, "slurm.conf not readable through slurmrestd (GET conf): coalescing decided without it");
+                        None
+                    }
+                };
+                let c = Coalescing::decide(setting, conf.as_ref());
+                tracing::info!(cluster = %cfg.name, coalescing = %c.why, max_elements = c.limits.max_elements, script_bytes = c.limits.script_bytes, "coalescing decided");
+                Ok(c)
+            })
+            .await;
+        match read {
+            Ok(c) => c.clone(),
+            Err(e) => {
+                tracing::debug!(cluster = %cfg.name, error = %e, "slurm.conf not read now; asked again with the next CreateTask");
+                Coalescing::decide(setting, None)
+            }
+        }
+    }
+}
