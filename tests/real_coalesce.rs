@@ -8,7 +8,8 @@
 //! - a map of the plugin's preprocess task: each element's uploaded outputs follow its own inputs;
 //! - DeleteTask of one element leaves the others running;
 //! - a map under slurmctld's rate limiting is answered at once, each task its element;
-//! - the default (`auto`) coalesces where slurmrestd shows slurm.conf keeping job comments;
+//! - the default (`auto`) coalesces on every release with slurmdbd, the keys in the array's
+//!   comment where slurm.conf shows slurmdbd keeping it, else in its name;
 //! - elements are found after their array left slurmctld, by a connector that never saw them.
 //!
 //! Skipped (with the reason) when the dev-cluster environment is not exported.
@@ -113,11 +114,23 @@ async fn a_map_of_200_is_a_few_arrays_and_every_element_is_its_own_task() {
         "at most {} of {n} tasks outside an array (stragglers, deferred): {not_elements:?}",
         n / 10
     );
-    // Goal: at most one submit per 50 elements (issue 27); twice that is allowed for a loaded
-    // machine whose CreateTasks straggle past the window.
+    // Goal: at most one submit per 50 elements (issue 27; 50 in flight), or per 22 where the
+    // keys go in the array's name (`render::NAME_KEYS_MAX`: 24.11 shows no slurm.conf); twice
+    // that is allowed for a loaded machine whose CreateTasks straggle past the window.
+    let keys_in_comment = c
+        .client(c.minted(&c.user), Some(&c.user))
+        .conf()
+        .await
+        .unwrap()
+        .is_some_and(|c| c.keeps_job_comments());
+    let per_array = if keys_in_comment {
+        50
+    } else {
+        slurm_connector::render::NAME_KEYS_MAX
+    };
     assert!(
-        arrays.len() <= 2 * n / 50,
-        "{} arrays for {n} elements: {arrays:?}",
+        arrays.len() <= 2 * n.div_ceil(per_array),
+        "{} arrays for {n} elements, at most {per_array} an array: {arrays:?}",
         arrays.len()
     );
     eprintln!(
@@ -538,15 +551,19 @@ async fn a_throttled_map_is_coalesced_and_answered_at_once() {
     server.stop().await;
 }
 
-/// The default (`auto`): a release whose slurmrestd shows slurm.conf (`GET conf`, v0.0.45: 26.05
-/// and later), on a dev cluster that keeps job comments, coalesces a burst of one shape; 24.11
-/// (no `GET conf`) leaves every task a job of its own.
+/// The default (`auto`) coalesces a burst of one shape on every release with slurmdbd. Where
+/// slurmrestd shows slurm.conf keeping job comments (`GET conf`, v0.0.45: 26.05 and later on the
+/// dev cluster) the array's comment carries its elements' keys and its name stays readable; where
+/// it cannot tell (24.11) or slurmdbd keeps no comment (`dev-cluster --default-store-flags`), the
+/// keys are in the array's name, which slurmdbd always keeps.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_default_coalesces_where_slurm_conf_shows_job_comments() {
+async fn the_default_coalesces_with_the_keys_where_slurmdbd_keeps_them() {
     let Some(c) = support::cluster() else { return };
     let d = deployment(&c, 3);
     assert_eq!(d.coalesce, slurm_connector::config::Coalesce::Auto);
-    let shows_conf = !c.release.starts_with("24.");
+    let client = c.client(c.minted(&c.user), Some(&c.user));
+    let conf = client.conf().await.expect("GET conf, where there is one");
+    let keys_in_comment = conf.as_ref().is_some_and(|c| c.keeps_job_comments());
     let server = Server::start(d).await;
     let g = server.client().await;
     let ms: Vec<ResourceMeta> = futures::future::join_all((0..8).map(|i| {
@@ -563,16 +580,33 @@ async fn the_default_coalesces_where_slurm_conf_shows_job_comments() {
     }))
     .await;
     let jobs: BTreeSet<u32> = ms.iter().map(|m| m.job_id.0).collect();
-    if shows_conf && c.accounting {
+    if c.accounting {
         assert!(
             ms.iter().all(|m| m.element.is_some()) && jobs.len() <= 2,
             "Slurm {}: a burst of 8 in at most 2 arrays: {ms:?}",
             c.release
         );
+        for id in &jobs {
+            let r = client
+                .job(slurm_connector::slurmrestd::JobId(*id))
+                .await
+                .unwrap()
+                .expect("the array is listed");
+            assert_eq!(
+                r.name.starts_with("flyte-keys="),
+                !keys_in_comment,
+                "Slurm {} (slurm.conf shown: {}, keeps job comments: {keys_in_comment}): the \
+                 array's name {:?}, comment {:?}",
+                c.release,
+                conf.is_some(),
+                r.name,
+                r.comment
+            );
+        }
     } else {
         assert!(
             ms.iter().all(|m| m.element.is_none()) && jobs.len() == 8,
-            "Slurm {}: 8 jobs of their own: {ms:?}",
+            "Slurm {}: without slurmdbd, 8 jobs of their own: {ms:?}",
             c.release
         );
     }
@@ -581,8 +615,8 @@ async fn the_default_coalesces_where_slurm_conf_shows_job_comments() {
 
 /// Elements found after their array left slurmctld, by a connector that never saw them (a new
 /// replica, a restart): GetTask answers from slurmdbd's records, and a CreateTask retried for
-/// one element finds it by its key in slurmdbd's copy of the array's comment, never submitting
-/// it again.
+/// one element finds it by its key in slurmdbd's copy of the array's comment or name (the
+/// default's choice, as above), never submitting it again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn elements_are_found_after_they_left_slurmctld() {
     let Some(c) = support::cluster() else { return };

@@ -36,10 +36,7 @@ async fn jobs_by_key(
             continue;
         }
         // A coalesced array's pending remainder carries every element's key.
-        if let Some(all) = j
-            .comment
-            .as_deref()
-            .and_then(slurm_connector::render::packed_keys_all)
+        if let Some(all) = slurm_connector::render::record_keys(j.comment.as_deref(), &j.name)
             && j.array.as_ref().is_none_or(|a| a.task_id.is_none())
         {
             for key in all.into_iter().filter(|k| keys.contains(k)) {

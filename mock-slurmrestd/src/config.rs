@@ -231,6 +231,9 @@ pub struct MockConfig {
     /// HTTP 422; recorded, `tests/fixtures/slurmrestd/*_maxjobs-*.json`). Every array element
     /// counts. `None`: no limit (Slurm's default of 10 000 is never reached by a test).
     pub max_job_count: Option<usize>,
+    /// slurm.conf's `AccountingStoreFlags` has `job_comment`: slurmdbd's records carry each
+    /// job's comment. `false` imitates Slurm's default (no flags): slurmdbd keeps no comment.
+    pub job_comment: bool,
 }
 
 impl Default for MockConfig {
@@ -252,6 +255,7 @@ impl Default for MockConfig {
             accounting: true,
             faults: FaultConfig::default(),
             max_job_count: None,
+            job_comment: true,
         }
     }
 }
@@ -275,6 +279,7 @@ impl fmt::Debug for MockConfig {
             .field("state_dir", &self.state_dir)
             .field("slurm_version", &self.slurm_version)
             .field("max_job_count", &self.max_job_count)
+            .field("job_comment", &self.job_comment)
             .field("api_versions", &self.api_versions)
             .field("first_job_id", &self.first_job_id)
             .field("faults", &self.faults)

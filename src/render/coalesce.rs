@@ -63,7 +63,8 @@ pub struct Member<'a> {
 }
 
 /// The job array of `members` (all of one [`shape`]; element `i` is `members[i]`), named
-/// `name`, with `comment` (the packed keys and the tasks' own comment, `naming::keys_comment`).
+/// `name`, with `comment` (the packed keys, in one of them, `naming::KeysIn`, and the tasks' own
+/// comment).
 pub fn array_job(
     members: &[Member<'_>],
     name: &str,

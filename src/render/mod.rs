@@ -39,8 +39,8 @@ pub use crate::domain::units;
 pub use crate::staging::outputs::{DeclaredOutput, OutputKind, UploadMode};
 pub use error::{Origin, RenderError};
 pub use naming::{
-    COMMENT_MAX, PACKED_KEY_LEN, idempotency_key, key_from_comment, key_from_job_name,
-    key_of_record, keys_comment, packed_keys_all,
+    COMMENT_MAX, KeysIn, NAME_KEYS_MAX, PACKED_KEY_LEN, idempotency_key, key_from_comment,
+    key_from_job_name, key_of_record, keys_comment, keys_name, packed_keys_all, record_keys,
 };
 pub use spec::{
     CLUSTERED_TASK_TYPE, ContainerSpec, ExecutionIdentity, InputValue, InterfaceKind, RenderConfig,

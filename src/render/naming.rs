@@ -101,7 +101,45 @@ pub fn keys_comment(keys: &[&str], user: Option<&str>) -> String {
     out
 }
 
-/// Prefix of the packed keys of a coalesced array's comment ([`keys_comment`]).
+/// The name of a coalesced job array that carries its elements' keys ([`KeysIn::Name`]): the
+/// prefix and the keys packed in index order, as [`keys_comment`] packs them. At most
+/// [`NAME_MAX`] characters: [`NAME_KEYS_MAX`] keys.
+pub fn keys_name(keys: &[&str]) -> String {
+    assert!(
+        keys.len() <= NAME_KEYS_MAX,
+        "a job name holds at most {NAME_KEYS_MAX} keys"
+    );
+    keys_comment(keys, None)
+}
+
+/// Where a coalesced array carries its elements' keys, the one text of it slurmdbd must keep
+/// for a CreateTask retried after the array left slurmctld to find its element
+/// (`service/submit/coalesce_settings.rs` decides it per cluster).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeysIn {
+    /// The comment ([`keys_comment`]): up to 1024 characters, ~90 keys, but slurmdbd keeps it
+    /// only with `AccountingStoreFlags=job_comment`.
+    Comment,
+    /// The job name ([`keys_name`]): slurmdbd keeps it always, in 255 characters (its
+    /// `job_name` column is a `tinytext`, `as_mysql_job.c`): [`NAME_KEYS_MAX`] keys.
+    Name,
+}
+
+/// The longest job name slurmdbd keeps whole (`tinytext`).
+pub const NAME_MAX: usize = 255;
+/// Keys a job name holds ([`keys_name`]): 22.
+pub const NAME_KEYS_MAX: usize = (NAME_MAX - COMMENT_KEYS_PREFIX.len()) / PACKED_KEY_LEN;
+
+/// Every key a job record packs, in index order, from its comment or its name (a coalesced
+/// array's, [`KeysIn`]); `None` for any other record.
+pub fn record_keys(comment: Option<&str>, name: &str) -> Option<Vec<String>> {
+    comment
+        .and_then(packed_keys_all)
+        .or_else(|| packed_keys_all(name))
+}
+
+/// Prefix of the packed keys of a coalesced array's comment or name ([`keys_comment`],
+/// [`keys_name`]).
 pub const COMMENT_KEYS_PREFIX: &str = "flyte-keys=";
 /// The longest comment slurmctld accepts (`_test_strlen(comment, 1024)` in job_mgr.c; recorded:
 /// `tests/fixtures/slurmrestd/*_coalesce-comment-*`).
@@ -149,13 +187,16 @@ fn hex_bytes(key: &str) -> Option<Vec<u8>> {
 }
 
 /// The execution a job record stands for: element `element` of a coalesced array (its key in
-/// the packed comment), else the key in the comment of connectors before 0.27 (`flyte-key=`),
+/// the packed comment or name, [`KeysIn`]), else the key in the comment of connectors before 0.27 (`flyte-key=`),
 /// else the key at the end of its name.
 pub fn key_of_record(comment: Option<&str>, name: &str, element: Option<u32>) -> Option<String> {
     if let Some(c) = comment
         && c.starts_with(COMMENT_KEYS_PREFIX)
     {
         return packed_key_at(c, element?);
+    }
+    if name.starts_with(COMMENT_KEYS_PREFIX) {
+        return packed_key_at(name, element?);
     }
     comment
         .and_then(key_from_comment)
@@ -196,6 +237,11 @@ pub fn legacy_array_logs(element: &str) -> String {
 
 /// The key at the end of a name written by [`job_name`].
 pub fn key_from_job_name(name: &str) -> Option<&str> {
+    if name.starts_with(COMMENT_KEYS_PREFIX) {
+        // A coalesced array's packed keys ([`keys_name`]): base64url has `-` too, and its last
+        // run could look like a key.
+        return None;
+    }
     let key = name.strip_prefix("flyte-")?.rsplit('-').next()?;
     (key.len() == 16 && key.bytes().all(|b| b.is_ascii_hexdigit())).then_some(key)
 }
@@ -328,6 +374,28 @@ mod tests {
                 "{prefix}: {refused}"
             );
         }
+    }
+
+    #[test]
+    fn a_name_holds_22_keys_in_slurmdbds_255_characters_and_gives_them_back() {
+        let keys: Vec<String> = (0..NAME_KEYS_MAX)
+            .map(|i| idempotency_key(&id(&format!("r{i}"), 0)))
+            .collect();
+        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let name = keys_name(&refs);
+        assert_eq!(NAME_KEYS_MAX, 22);
+        assert!(name.len() <= NAME_MAX, "{} characters", name.len());
+        assert_eq!(record_keys(None, &name), Some(keys.clone()));
+        // slurmdbd without job_comment: the comment is gone, the task's own, or the check's mark.
+        assert_eq!(record_keys(Some("the task's"), &name), Some(keys.clone()));
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(key_of_record(None, &name, Some(i as u32)).as_ref(), Some(k));
+        }
+        assert_eq!(key_of_record(None, &name, None), None);
+        assert_eq!(key_from_job_name(&name), None);
+        // A plain job's name is no array's.
+        let plain = job_name("r", "t", &keys[0]);
+        assert_eq!(record_keys(None, &plain), None);
     }
 
     #[test]

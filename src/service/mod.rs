@@ -240,7 +240,7 @@ impl Connector {
                     task.rendered.no_coalesce,
                 ) && !rt.submitter.without_accounting() =>
             {
-                coalesce::batch_of(job, task.slurm_user.as_deref(), coalescing.limits)
+                coalesce::batch_of(job, task.slurm_user.as_deref(), &coalescing)
                     .map(|b| (window, b))
             }
             _ => None,

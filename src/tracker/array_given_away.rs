@@ -80,10 +80,7 @@ impl Tracker {
             .unwrap_or_else(|| other.name.clone());
         if let Some(own) = t.own.as_deref()
             && (theirs == own
-                || other
-                    .comment
-                    .as_deref()
-                    .and_then(crate::render::packed_keys_all)
+                || crate::render::record_keys(other.comment.as_deref(), &other.name)
                     .is_some_and(|keys| keys.iter().any(|k| k == own)))
         {
             // The array's own record, without its array membership: a slurmctld restarted from

@@ -177,8 +177,9 @@ fn identity_rules_on_an_open_port_are_a_cross() {
 }
 
 /// slurm.conf as Slurm 26.05's slurmrestd shows it (`GET conf`, v0.0.45, recorded while the dev
-/// cluster's AccountingStoreFlags lacked job_comment): the default does not coalesce and says
-/// why; a window set anyway is a ✗; `max_script_size=` in SchedulerParameters (the second
+/// cluster's AccountingStoreFlags lacked job_comment): the default coalesces with the keys in
+/// the array's name, 22 an array, and says why, a window set likewise; `max_script_size=` in
+/// SchedulerParameters (the second
 /// recording) bounds a batch's scripts. A version without `GET conf` sends no request for it.
 #[tokio::test]
 async fn coalescing_follows_the_clusters_slurm_conf() {
@@ -200,7 +201,9 @@ async fn coalescing_follows_the_clusters_slurm_conf() {
     let auto = coalescing("hpc", Coalesce::Auto, Ok(Some(conf.clone())));
     assert!(auto.ok, "{auto:?}");
     assert!(
-        auto.detail.starts_with("off (auto") && auto.detail.contains("job_comment"),
+        auto.detail.starts_with("window 100ms (auto)")
+            && auto.detail.contains("keys in the array's name")
+            && auto.detail.contains("at most 22 elements"),
         "{}",
         auto.detail
     );
@@ -210,7 +213,7 @@ async fn coalescing_follows_the_clusters_slurm_conf() {
         Ok(Some(conf)),
     );
     assert!(
-        !set.ok && set.detail.contains("would run its task again"),
+        set.ok && set.detail.contains("keys in the array's name"),
         "{set:?}"
     );
     server.verify().await;
@@ -239,7 +242,10 @@ async fn coalescing_follows_the_clusters_slurm_conf() {
     let client = common::replay_client(&server, "hpc", 1);
     assert_eq!(client.conf().await.unwrap(), None);
     let row = coalescing("hpc", Coalesce::Auto, Ok(None));
-    assert!(row.ok && row.detail.contains("v0.0.45"), "{row:?}");
+    assert!(
+        row.ok && row.detail.contains("v0.0.45") && row.detail.contains("at most 22 elements"),
+        "{row:?}"
+    );
 }
 
 /// `check --connector`: a running connector, as Flyte's backend meets it — SERVING, and the task

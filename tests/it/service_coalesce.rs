@@ -485,3 +485,108 @@ async fn two_replicas_coalescing_the_same_burst_run_each_execution_once() {
     other.stop().await;
     env.stop().await;
 }
+
+/// Slurm's default `AccountingStoreFlags` (no `job_comment`: slurmdbd keeps no comment) and a
+/// slurmrestd that shows no slurm.conf (24.11): the default still coalesces, the array carrying
+/// its elements' keys in its name, which slurmdbd keeps. After the array left slurmctld, a new
+/// connector's GetTasks answer from slurmdbd and a retried CreateTask finds its element there,
+/// submitting nothing again (with the keys in the comment it would run the task twice).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_job_comment_the_default_keeps_the_keys_in_the_name_and_finds_elements_later() {
+    let mock = Mock::start_with(
+        "named",
+        MockConfig {
+            nodes: 2,
+            cpus: 8,
+            minute: Duration::from_millis(300),
+            min_job_age: Duration::from_secs(1),
+            job_comment: false,
+            ..Mock::config()
+        },
+    )
+    .await;
+    let deployment = || {
+        let mut cluster = mock.cluster(mock.static_auth(), None);
+        let jobs = mock.jobs();
+        cluster.shared_mounts = vec![(jobs.display().to_string(), jobs)];
+        let d = common::mock::deployment(cluster, POLL);
+        assert_eq!(d.coalesce, slurm_connector::config::Coalesce::Auto);
+        d
+    };
+    let first = Server::start(deployment()).await;
+    let c = first.client().await;
+    let reqs: Vec<CreateTaskRequest> = (0..4)
+        .map(|i| request(0, "#!/bin/bash\nsleep 0.3\n").run_name(&format!("named-{i}")))
+        .collect();
+    let metas: Vec<Vec<u8>> = futures::future::join_all(reqs.iter().cloned().map(|r| {
+        let mut c = c.clone();
+        async move { create(&mut c, r).await.unwrap() }
+    }))
+    .await;
+    let ms: Vec<ResourceMeta> = metas.iter().map(|m| meta_of(m)).collect();
+    let array = ms[0].job_id;
+    assert!(
+        ms.iter().all(|m| m.job_id == array && m.element.is_some()),
+        "one array: {ms:?}"
+    );
+    let client =
+        slurm_connector::slurmrestd::Client::new(slurm_connector::slurmrestd::ClientConfig::new(
+            "mock",
+            url::Url::parse(&mock.handle.url()).unwrap(),
+            slurm_connector::slurmrestd::Auth::Static {
+                token: slurm_connector::slurmrestd::Secret::new(mock.token()),
+            },
+        ))
+        .unwrap();
+    let record = client.job(array).await.unwrap().expect("listed");
+    assert!(
+        record.name.starts_with("flyte-keys="),
+        "the keys in the array's name: {record:?}"
+    );
+    let mut g = c.clone();
+    for raw in &metas {
+        let r = wait_terminal(&mut g, raw, 30).await;
+        assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
+    }
+    first.stop().await;
+    let submits = mock.handle.stats().count("submit");
+
+    // Gone from slurmctld: slurmdbd alone knows the elements, without their comment.
+    let start = std::time::Instant::now();
+    let listed = |jobs: Vec<slurm_connector::slurmrestd::JobInfo>| {
+        jobs.iter()
+            .any(|j| j.job_id == array || j.array.as_ref().is_some_and(|a| a.array_job_id == array))
+    };
+    while listed(client.jobs().await.unwrap()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "array {array} still listed"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let fresh = Server::start(deployment()).await;
+    let mut g = fresh.client().await;
+    for (raw, m) in metas.iter().zip(&ms) {
+        let r = wait_terminal(&mut g, raw, 30).await;
+        assert_eq!(
+            r.phase,
+            Phase::Succeeded as i32,
+            "element {:?} from slurmdbd: {}",
+            m.element,
+            r.message
+        );
+    }
+    let again = meta_of(&create(&mut g, reqs[2].clone()).await.unwrap());
+    assert_eq!(
+        (again.job_id, again.element),
+        (ms[2].job_id, ms[2].element),
+        "the retried CreateTask found its element in slurmdbd, by the array's name"
+    );
+    assert_eq!(
+        mock.handle.stats().count("submit"),
+        submits,
+        "nothing submitted again"
+    );
+    fresh.stop().await;
+    mock.stop().await;
+}

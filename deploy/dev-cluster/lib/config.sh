@@ -89,8 +89,10 @@ EOF
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=$host
 AccountingStoragePort=$DBD_PORT
-AccountingStoreFlags=job_comment,job_script,job_env
 EOF
+			# --default-store-flags: none, as a site that never set them (slurmdbd then keeps
+			# no job comment: coalesced arrays carry their keys in their name).
+			[[ "$DEFAULT_STORE_FLAGS" == 1 ]] || echo "AccountingStoreFlags=job_comment,job_script,job_env"
 		fi
 	} >"$ROOT/etc/slurm/slurm.conf"
 	printf 'CgroupPlugin=disabled\n' >"$ROOT/etc/slurm/cgroup.conf"

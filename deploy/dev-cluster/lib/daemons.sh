@@ -19,12 +19,13 @@ RUN_PYXIS=$PYXIS
 RUN_FAILURE_MODES=$FAILURE_MODES
 RUN_RATE_LIMIT=$RATE_LIMIT
 RUN_MAX_JOB_COUNT=$MAX_JOB_COUNT
+RUN_DEFAULT_STORE_FLAGS=$DEFAULT_STORE_FLAGS
 EOF
 }
 
 read_settings() {
 	RUN_ACCOUNTING="" RUN_MIN_JOB_AGE="" RUN_APPTAINER="" RUN_NODES="" RUN_PYXIS=""
-	RUN_FAILURE_MODES="" RUN_RATE_LIMIT="" RUN_MAX_JOB_COUNT=""
+	RUN_FAILURE_MODES="" RUN_RATE_LIMIT="" RUN_MAX_JOB_COUNT="" RUN_DEFAULT_STORE_FLAGS=""
 	if [[ -f "$RUN/settings" ]]; then
 		# shellcheck source=/dev/null
 		source "$RUN/settings"
@@ -179,15 +180,17 @@ cmd_up() {
 		[[ -z "$RATE_LIMIT_GIVEN" ]] && RATE_LIMIT="$RUN_RATE_LIMIT"
 		RUN_MAX_JOB_COUNT="${RUN_MAX_JOB_COUNT:-10000}"
 		[[ -z "$MAX_JOB_COUNT_GIVEN" ]] && MAX_JOB_COUNT="$RUN_MAX_JOB_COUNT"
+		RUN_DEFAULT_STORE_FLAGS="${RUN_DEFAULT_STORE_FLAGS:-0}"
+		[[ -z "$DEFAULT_STORE_FLAGS_GIVEN" ]] && DEFAULT_STORE_FLAGS="$RUN_DEFAULT_STORE_FLAGS"
 		local same=0
-		[[ "$RUN_ACCOUNTING" == "$ACCOUNTING" && "$RUN_MIN_JOB_AGE" == "$MIN_JOB_AGE" && "$RUN_APPTAINER" == "$APPTAINER" && "$RUN_NODES" == "$NODES" && "$RUN_PYXIS" == "$PYXIS" && "$RUN_FAILURE_MODES" == "$FAILURE_MODES" && "$RUN_RATE_LIMIT" == "$RATE_LIMIT" && "$RUN_MAX_JOB_COUNT" == "$MAX_JOB_COUNT" ]] && same=1
+		[[ "$RUN_ACCOUNTING" == "$ACCOUNTING" && "$RUN_MIN_JOB_AGE" == "$MIN_JOB_AGE" && "$RUN_APPTAINER" == "$APPTAINER" && "$RUN_NODES" == "$NODES" && "$RUN_PYXIS" == "$PYXIS" && "$RUN_FAILURE_MODES" == "$FAILURE_MODES" && "$RUN_RATE_LIMIT" == "$RATE_LIMIT" && "$RUN_MAX_JOB_COUNT" == "$MAX_JOB_COUNT" && "$RUN_DEFAULT_STORE_FLAGS" == "$DEFAULT_STORE_FLAGS" ]] && same=1
 		if all_expected_running && ((same)); then
 			wait_ready
 			log "already up (slurmrestd on http://127.0.0.1:$RESTD_PORT)"
 			return 0
 		fi
 		if [[ -n "$RUN_ACCOUNTING" ]] && ((!same)); then
-			die "already running with accounting=$RUN_ACCOUNTING min-job-age=$RUN_MIN_JOB_AGE apptainer=$RUN_APPTAINER nodes=$RUN_NODES pyxis=$RUN_PYXIS failure-modes=$RUN_FAILURE_MODES rate-limit=$RUN_RATE_LIMIT max-job-count=$RUN_MAX_JOB_COUNT; run \`$0 --release $RELEASE down\` first"
+			die "already running with accounting=$RUN_ACCOUNTING min-job-age=$RUN_MIN_JOB_AGE apptainer=$RUN_APPTAINER nodes=$RUN_NODES pyxis=$RUN_PYXIS failure-modes=$RUN_FAILURE_MODES rate-limit=$RUN_RATE_LIMIT max-job-count=$RUN_MAX_JOB_COUNT default-store-flags=$RUN_DEFAULT_STORE_FLAGS; run \`$0 --release $RELEASE down\` first"
 		fi
 		log "partly up: stopping what runs, then starting everything"
 		cmd_down

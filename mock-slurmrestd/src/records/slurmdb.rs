@@ -23,7 +23,12 @@ pub fn slurmdb_job(job: &Job, cfg: &MockConfig, sv: Served) -> Value {
     let user = job.user.as_str();
     let account = spec.account.clone().unwrap_or_else(|| "default".into());
     v["account"] = json!(account);
-    v["comment"]["job"] = json!(spec.comment);
+    // Without `AccountingStoreFlags=job_comment` (Slurm's default) slurmdbd stores no comment.
+    v["comment"]["job"] = json!(if cfg.job_comment {
+        spec.comment.as_str()
+    } else {
+        ""
+    });
     v["allocation_nodes"] = json!(nnodes.max(if started { 1 } else { 0 }));
     v["array"]["job_id"] = json!(job.array.as_ref().map(|a| a.array_job_id).unwrap_or(0));
     v["array"]["limits"]["max"]["running"]["tasks"] =

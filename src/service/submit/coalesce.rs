@@ -35,13 +35,13 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::render::coalesce::{self as shape_of, Member as ArrayMember};
-use crate::render::{COMMENT_MAX, PACKED_KEY_LEN, keys_comment};
+use crate::render::{COMMENT_MAX, KeysIn, PACKED_KEY_LEN, keys_comment, keys_name};
 use crate::service::cluster::ClusterRuntime;
 use crate::service::wire::meta::ResourceMeta;
 use crate::slurmrestd::{Client, JobDescription, JobId, JobRef};
 
 use super::batches::{Added, Due, Member};
-use super::coalesce_settings::{Limits, MAX_ARRAY_ELEMENTS};
+use super::coalesce_settings::{Coalescing, MAX_ARRAY_ELEMENTS};
 use super::deferred::{self, OnDone};
 use super::execution::{Progress, Submitted};
 use super::idempotency::{AWAITING_CHECK, Element, Placement, awaiting_comment};
@@ -61,16 +61,27 @@ pub struct BatchOf {
     shape: String,
     cap: usize,
     script_bytes: usize,
+    keys_in: KeysIn,
 }
 
-pub fn batch_of(job: &JobDescription, slurm_user: Option<&str>, limits: Limits) -> Option<BatchOf> {
+pub fn batch_of(
+    job: &JobDescription,
+    slurm_user: Option<&str>,
+    coalescing: &Coalescing,
+) -> Option<BatchOf> {
     let shape = shape_of::shape(job)?;
-    let cap = cap_for(job.comment.as_deref()).min(limits.max_elements);
+    let cap = coalescing.cap(cap_for(job.comment.as_deref()));
     // Below 2: the task's own comment (or MaxArraySize) leaves no room for a batch.
     (cap >= 2).then(|| BatchOf {
-        shape: format!("{}\n{shape}", slurm_user.unwrap_or_default()),
+        // Arrays carrying their keys in their name and in their comment are not one batch.
+        shape: format!(
+            "{}\n{:?}\n{shape}",
+            slurm_user.unwrap_or_default(),
+            coalescing.keys_in
+        ),
         cap,
-        script_bytes: limits.script_bytes,
+        script_bytes: coalescing.limits.script_bytes,
+        keys_in: coalescing.keys_in,
     })
 }
 
@@ -90,6 +101,7 @@ pub fn submit_coalesced(
         shape,
         cap,
         script_bytes,
+        keys_in,
     } = batch;
     rt.submitter.executions.submit_or_join(key, || {
         let (tx, rx) = watch::channel(deferred::waiting());
@@ -110,7 +122,7 @@ pub fn submit_coalesced(
                 loop {
                     tokio::time::sleep(wait).await;
                     match rt.submitter.batches.due(&shape, window, quiet) {
-                        Due::Now(batch) => return run_batch(rt, batch).await,
+                        Due::Now(batch) => return run_batch(rt, batch, keys_in).await,
                         Due::After(d) => wait = d,
                         Due::Gone => return,
                     }
@@ -121,7 +133,7 @@ pub fn submit_coalesced(
             Added::Opened => window_of(rt),
             Added::Joined => {}
             Added::Full(batch, opened_next) => {
-                tokio::spawn(run_batch(rt.clone(), batch));
+                tokio::spawn(run_batch(rt.clone(), batch, keys_in));
                 if opened_next {
                     window_of(rt);
                 }
@@ -150,7 +162,7 @@ pub fn cap_for(comment: Option<&str>) -> usize {
 }
 
 /// Submits one batch, and answers each of its tasks.
-async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>) {
+async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>, keys_in: KeysIn) {
     let cluster = rt.cfg.name.clone();
     let mut batch = Vec::with_capacity(members.len());
     for m in members {
@@ -208,7 +220,7 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>) {
         .into_iter()
         .map(|m| ((m.key, m.job, m.client), (m.template, m.on_done, m.tx)))
         .unzip();
-    let r = submit_array(&rt, &elements).await;
+    let r = submit_array(&rt, &elements, keys_in).await;
     permit.done(deferred::pace_of(&r));
     let ok = r.is_ok();
     if ok {
@@ -263,25 +275,30 @@ fn single(rt: &Arc<ClusterRuntime>, m: Member) {
 async fn submit_array(
     rt: &ClusterRuntime,
     batch: &[(String, JobDescription, Client)],
+    keys_in: KeysIn,
 ) -> Result<Vec<Submitted>, SubmitFailure> {
     let cluster = rt.cfg.name.as_str();
     let user = rt.index_user();
     let keys: Vec<&str> = batch.iter().map(|(k, _, _)| k.as_str()).collect();
     let first = &batch[0].1;
-    let comment = keys_comment(&keys, first.comment.as_deref());
+    // The keys where slurmdbd keeps them (`coalesce_settings.rs`); the tasks' own comment stays
+    // theirs.
+    let (name, comment) = match keys_in {
+        KeysIn::Comment => (
+            crate::render::naming::array_name(batch.iter().map(|(_, job, _)| job.name.as_str())),
+            keys_comment(&keys, first.comment.as_deref()),
+        ),
+        KeysIn::Name => (keys_name(&keys), first.comment.clone().unwrap_or_default()),
+    };
     let members: Vec<ArrayMember> = batch
         .iter()
         .map(|(key, job, _)| ArrayMember { key, job })
         .collect();
-    let mut array = shape_of::array_job(
-        &members,
-        &crate::render::naming::array_name(batch.iter().map(|(_, job, _)| job.name.as_str())),
-        comment.clone(),
-    )
-    .map_err(|e| SubmitFailure {
-        what: "making the batch's job array".into(),
-        error: SubmitError::Coalesce(e.to_string()),
-    })?;
+    let mut array =
+        shape_of::array_job(&members, &name, comment.clone()).map_err(|e| SubmitFailure {
+            what: "making the batch's job array".into(),
+            error: SubmitError::Coalesce(e.to_string()),
+        })?;
     array.hold = Some(true);
     array.comment = Some(awaiting_comment(Some(&comment)));
     let client = &batch[0].2;

@@ -3,18 +3,21 @@
 //! slurmrestd shows of the cluster's slurm.conf (`GET conf`, v0.0.45+), by [`Coalescing::decide`];
 //! `ClusterRuntime::coalescing` reads slurm.conf once and keeps the answer, `check` prints it.
 //!
-//! Why slurm.conf decides the default: an element that left slurmctld is recognised by its key
-//! in slurmdbd's copy of the array's comment, which slurmdbd keeps only with
-//! `AccountingStoreFlags=job_comment` (recorded, `tests/fixtures/slurmrestd/COALESCE-FACTS.md`).
-//! Without it, a CreateTask retried after its array left slurmctld would run its task again. So
-//! the default coalesces where slurm.conf shows the flag, and nowhere else; a window set by the
-//! operator coalesces wherever there is slurmdbd (the operator vouches for the flag where
-//! slurmrestd is too old to show it).
+//! Why slurm.conf matters: an element that left slurmctld is recognised by its key in
+//! slurmdbd's copy of the array's record. slurmdbd keeps the comment only with
+//! `AccountingStoreFlags=job_comment` (recorded, `tests/fixtures/slurmrestd/COALESCE-FACTS.md`),
+//! and the job name always, in 255 characters. So an array packs its elements' keys in its
+//! comment where slurm.conf shows the flag (up to ~90 an array), and in its name everywhere
+//! else (22 an array: [`KeysIn::Name`]), including Slurm 24.11, whose newest API (v0.0.42)
+//! shows no slurm.conf. Coalescing is on by default wherever there is slurmdbd; without it no
+//! record is left once a job leaves slurmctld (and a cluster found without accounting at run
+//! time does not coalesce either, `ClusterRuntime`'s index says so).
 
 use std::time::Duration;
 
 use crate::config::{Coalesce, DEFAULT_COALESCE_WINDOW};
 use crate::render::coalesce::BATCH_SCRIPT_BYTES;
+use crate::render::{KeysIn, NAME_KEYS_MAX};
 use crate::slurmrestd::ClusterConf;
 
 /// slurmctld's default `MaxArraySize` (1001: indices 0 to 1000 exclusive of the bound).
@@ -45,11 +48,11 @@ pub struct Coalescing {
     /// `None`: every task is a job of its own.
     pub window: Option<Duration>,
     pub limits: Limits,
+    /// Where an array carries its elements' keys: the comment where slurm.conf shows slurmdbd
+    /// keeping it, else the name (fewer keys, kept by every slurmdbd).
+    pub keys_in: KeysIn,
     /// Why, in words: the start log and `check`.
     pub why: String,
-    /// A window the operator set on a cluster whose slurm.conf shows no slurmdbd keeping job
-    /// comments: an element that left slurmctld could run twice (`check` fails it).
-    pub at_risk: bool,
 }
 
 impl Coalescing {
@@ -62,43 +65,50 @@ impl Coalescing {
                 .min(MAX_ARRAY_ELEMENTS),
             script_bytes: usize::try_from(c.max_script_size() / 10 * 9).unwrap_or(usize::MAX),
         });
-        let comments = conf.map(ClusterConf::keeps_job_comments);
-        let (window, why) = match (setting, comments) {
+        let keys_in = if conf.is_some_and(ClusterConf::keeps_job_comments) {
+            KeysIn::Comment
+        } else {
+            KeysIn::Name
+        };
+        let slurmdbd = conf.map(|c| {
+            c.accounting_storage_type
+                .as_deref()
+                .is_some_and(|t| t.ends_with("/slurmdbd"))
+        });
+        let keys = match (keys_in, conf) {
+            (KeysIn::Comment, _) => {
+                "elements' keys in the array's comment (slurm.conf shows slurmdbd keeping job \
+                 comments)"
+                    .to_string()
+            }
+            (KeysIn::Name, Some(_)) => format!(
+                "elements' keys in the array's name, at most {NAME_KEYS_MAX} an array \
+                 (AccountingStoreFlags lacks job_comment; with it, arrays hold up to ~90)"
+            ),
+            (KeysIn::Name, None) => format!(
+                "elements' keys in the array's name, at most {NAME_KEYS_MAX} an array (this \
+                 slurmrestd cannot show slurm.conf, which needs v0.0.45 or later)"
+            ),
+        };
+        let (window, why) = match (setting, slurmdbd) {
             (Coalesce::Off, _) => (None, "off (FLYTE_SLURM_COALESCE_WINDOW=off)".to_string()),
-            (Coalesce::Window(w), Some(false)) => (
-                Some(w),
-                format!(
-                    "window {}ms (FLYTE_SLURM_COALESCE_WINDOW), but slurm.conf shows no slurmdbd \
-                     keeping job comments (AccountingStoreFlags lacks job_comment): a CreateTask \
-                     retried after its array left slurmctld would run its task again; add \
-                     job_comment or set FLYTE_SLURM_COALESCE_WINDOW=off",
-                    w.as_millis()
-                ),
+            (Coalesce::Auto, Some(false)) => (
+                None,
+                "off (auto: slurm.conf shows no slurmdbd, which finds an element once it left \
+                 slurmctld)"
+                    .to_string(),
             ),
             (Coalesce::Window(w), _) => (
                 Some(w),
-                format!("window {}ms (FLYTE_SLURM_COALESCE_WINDOW)", w.as_millis()),
-            ),
-            (Coalesce::Auto, Some(true)) => (
-                Some(DEFAULT_COALESCE_WINDOW),
                 format!(
-                    "window {}ms (auto: slurm.conf shows slurmdbd keeping job comments)",
-                    DEFAULT_COALESCE_WINDOW.as_millis()
+                    "window {}ms (FLYTE_SLURM_COALESCE_WINDOW), {keys}",
+                    w.as_millis()
                 ),
             ),
-            (Coalesce::Auto, Some(false)) => (
-                None,
-                "off (auto: slurm.conf shows no slurmdbd keeping job comments, which finds an \
-                 element once it left slurmctld; add job_comment to AccountingStoreFlags to \
-                 coalesce)"
-                    .to_string(),
-            ),
-            (Coalesce::Auto, None) => (
-                None,
+            (Coalesce::Auto, _) => (
+                Some(DEFAULT_COALESCE_WINDOW),
                 format!(
-                    "off (auto: this slurmrestd cannot show slurm.conf, which needs v0.0.45 or \
-                     later; with AccountingStoreFlags=job_comment, set \
-                     FLYTE_SLURM_COALESCE_WINDOW={}ms)",
+                    "window {}ms (auto), {keys}",
                     DEFAULT_COALESCE_WINDOW.as_millis()
                 ),
             ),
@@ -106,24 +116,38 @@ impl Coalescing {
         Coalescing {
             window,
             limits,
+            keys_in,
             why,
-            at_risk: matches!(setting, Coalesce::Window(_)) && comments == Some(false),
         }
     }
 
-    /// The sentence `check` prints: the decision and, when on, what bounds a batch.
+    /// The sentence `check` prints: the decision and, when on, what bounds a batch
+    /// (`cap_without_comment`: the keys a comment holds beside no task comment).
     pub fn describe(&self, cap_without_comment: usize) -> String {
+        let keys = match self.keys_in {
+            KeysIn::Comment => format!("{cap_without_comment} keys a 1024-byte comment holds"),
+            KeysIn::Name => format!("{NAME_KEYS_MAX} keys a job name holds"),
+        };
         match self.window {
             None => format!("{}: every task is a job of its own", self.why),
             Some(_) => format!(
                 "{}: tasks of one shape arriving within it are one job array, at most {} \
-                 elements (the keys a 1024-byte comment holds, and MaxArraySize) and {} KiB of \
-                 script (max_script_size)",
+                 elements (the {keys}, and MaxArraySize) and {} KiB of script \
+                 (max_script_size)",
                 self.why,
-                cap_without_comment.min(self.limits.max_elements),
+                self.cap(cap_without_comment),
                 self.limits.script_bytes / 1024,
             ),
         }
+    }
+
+    /// How many elements an array holds, given how many keys its comment could hold.
+    pub fn cap(&self, comment_cap: usize) -> usize {
+        let keys = match self.keys_in {
+            KeysIn::Comment => comment_cap,
+            KeysIn::Name => NAME_KEYS_MAX,
+        };
+        keys.min(self.limits.max_elements)
     }
 }
 
@@ -141,37 +165,47 @@ mod tests {
     }
 
     #[test]
-    fn the_default_coalesces_only_where_slurmdbd_keeps_comments() {
+    fn the_default_coalesces_wherever_there_is_slurmdbd_keys_in_the_comment_where_it_keeps_them() {
         let with = conf(&["job_comment", "job_script"], 1001, &[]);
         let on = Coalescing::decide(Coalesce::Auto, Some(&with));
         assert_eq!(on.window, Some(DEFAULT_COALESCE_WINDOW));
+        assert_eq!(on.keys_in, KeysIn::Comment);
         assert_eq!(on.limits, Limits::default());
+        assert_eq!(on.cap(88), 88);
         // Recorded on 26.05 (v0.0.45): the dev cluster's flags before job_comment was added.
         let without = conf(&["job_script", "job_env"], 1001, &[]);
-        let off = Coalescing::decide(Coalesce::Auto, Some(&without));
-        assert_eq!(off.window, None);
-        assert!(off.why.contains("job_comment"), "{}", off.why);
+        let named = Coalescing::decide(Coalesce::Auto, Some(&without));
+        assert_eq!(named.window, Some(DEFAULT_COALESCE_WINDOW));
+        assert_eq!(named.keys_in, KeysIn::Name);
+        assert_eq!(named.cap(88), NAME_KEYS_MAX);
+        assert!(named.why.contains("job_comment"), "{}", named.why);
+        // 24.11: v0.0.42 shows no slurm.conf.
         let old = Coalescing::decide(Coalesce::Auto, None);
-        assert_eq!(old.window, None);
+        assert_eq!(old.window, Some(DEFAULT_COALESCE_WINDOW));
+        assert_eq!(old.keys_in, KeysIn::Name);
         assert!(old.why.contains("v0.0.45"), "{}", old.why);
-        // No slurmdbd at all: no comments kept, whatever the flags say.
+        assert!(
+            old.describe(88).contains("at most 22 elements"),
+            "{}",
+            old.describe(88)
+        );
+        // No slurmdbd at all: no record once a job left slurmctld, whatever the flags say.
         let mut none = with.clone();
         none.accounting_storage_type = Some("accounting_storage/none".into());
-        assert_eq!(Coalescing::decide(Coalesce::Auto, Some(&none)).window, None);
+        let off = Coalescing::decide(Coalesce::Auto, Some(&none));
+        assert_eq!(off.window, None);
+        assert!(off.why.contains("no slurmdbd"), "{}", off.why);
     }
 
     #[test]
-    fn a_window_set_by_the_operator_holds_and_warns() {
+    fn a_window_set_by_the_operator_holds_with_the_keys_where_slurmdbd_keeps_them() {
         let w = Duration::from_millis(300);
         let without = conf(&["job_script"], 1001, &[]);
         let c = Coalescing::decide(Coalesce::Window(w), Some(&without));
         assert_eq!(c.window, Some(w));
-        assert!(c.why.contains("would run its task again"), "{}", c.why);
-        assert!(c.at_risk);
-        assert_eq!(
-            Coalescing::decide(Coalesce::Window(w), None).window,
-            Some(w)
-        );
+        assert_eq!(c.keys_in, KeysIn::Name);
+        let c = Coalescing::decide(Coalesce::Window(w), None);
+        assert_eq!((c.window, c.keys_in), (Some(w), KeysIn::Name));
         assert_eq!(
             Coalescing::decide(Coalesce::Off, Some(&without)).window,
             None

@@ -6,7 +6,7 @@
 //! the protocol is in `idempotency/`), and releases the winner, restoring the task's comment.
 //! Safe to repeat after any failure: a held job left behind is found and released by the next.
 
-use crate::render::packed_keys_all;
+use crate::render::record_keys;
 use crate::service::cluster::ClusterRuntime;
 use crate::service::submit::execution::{Placement, Submitted};
 use crate::service::submit::idempotency::{
@@ -259,7 +259,7 @@ pub async fn settle_orphan(
     let Some(record) = rt.submit_client().job(array).await? else {
         return Ok(());
     };
-    let Some(keys) = record.comment.as_deref().and_then(packed_keys_all) else {
+    let Some(keys) = record_keys(record.comment.as_deref(), &record.name) else {
         return Ok(());
     };
     if !awaiting_release(&record) {

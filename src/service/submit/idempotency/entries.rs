@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::render::{key_of_record, packed_keys_all};
+use crate::render::{key_of_record, record_keys};
 use crate::slurmrestd::{BaseState, JobId, JobInfo, JobRef};
 
 use super::{AWAITING_CHECK, HELD_BY_USER};
@@ -154,7 +154,7 @@ pub(super) fn job_key(j: &JobInfo) -> Option<String> {
 /// Every key a record carries, with the array element each stands for: a coalesced array's
 /// (its pending remainder: every element; a started element: its own), else its one key.
 pub(super) fn job_keys(j: &JobInfo) -> Vec<(String, Option<u32>)> {
-    match j.comment.as_deref().and_then(packed_keys_all) {
+    match record_keys(j.comment.as_deref(), &j.name) {
         Some(keys) => match j.array.as_ref().and_then(|a| a.task_id) {
             Some(i) => keys
                 .into_iter()

@@ -34,7 +34,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::render::packed_keys_all;
+use crate::render::record_keys;
 use crate::slurmrestd::{BaseState, Client, ClientError, JobId, JobInfo, JobRef};
 
 use accounting::Walk;
@@ -533,7 +533,7 @@ impl State {
             .map(|j| (j, true))
             .chain(gone.iter().map(|j| (j, false)))
         {
-            if let Some(keys) = j.comment.as_deref().and_then(packed_keys_all) {
+            if let Some(keys) = record_keys(j.comment.as_deref(), &j.name) {
                 // A coalesced array: every key is the array's (by its id), whichever element
                 // this record is (its pending remainder, or an element that started under an
                 // id of its own).
