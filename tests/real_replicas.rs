@@ -140,7 +140,13 @@ async fn replicas(c: &support::Cluster, n: usize) -> (Vec<Server>, Vec<Grpc>) {
     let mut servers = Vec::new();
     let mut clients = Vec::new();
     for _ in 0..n {
-        let s = Server::start(deployment(c, 3)).await;
+        // The single-job protocol raced: tasks of one shape would otherwise be coalesced (the
+        // default on every release with slurmdbd); replicas racing on coalesced arrays are
+        // tests/it's `two_replicas_coalescing_the_same_burst_run_each_execution_once` and the
+        // replica drill (tests/real_replica_drill.rs).
+        let mut d = deployment(c, 3);
+        d.coalesce = slurm_connector::config::Coalesce::Off;
+        let s = Server::start(d).await;
         clients.push(s.client().await);
         servers.push(s);
     }

@@ -332,6 +332,31 @@ async fn steady(
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(40.0);
+    // Every replica asked once for each job first: a replica adopts a job another created on
+    // the first GetTask for it (one listing each), which is the start of a steady state, not
+    // the state itself.
+    let mut first_of_job = BTreeMap::new();
+    for m in metas {
+        if let Ok(slurm_connector::service::Decoded::Ours(d)) =
+            slurm_connector::service::decode_meta(m)
+        {
+            first_of_job.entry(d.job_id).or_insert(m);
+        }
+    }
+    for r in replicas {
+        futures::stream::iter(first_of_job.values())
+            .for_each_concurrent(20, |m| {
+                let mut c = r.clone();
+                async move {
+                    let _ = c.get_task(get_req(m)).await;
+                }
+            })
+            .await;
+    }
+    println!(
+        "steady state: each replica asked once for each of the {} jobs first (adopted)",
+        first_of_job.len()
+    );
     cluster_exec(&["sdiag", "--reset"]);
     let t0 = tokio::time::Instant::now();
     let mut calls = tokio::task::JoinSet::new();

@@ -371,9 +371,7 @@ impl Connector {
                 );
             }
         };
-        if let Some(t) = rt.transfers.get(&m.target()) {
-            t.cancel();
-        }
+        rt.cancel_transfer(&m.target());
         let token = self
             .deployment
             .task_credential(secrets)

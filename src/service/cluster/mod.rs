@@ -59,7 +59,7 @@ pub struct ClusterRuntime {
     /// (`submit/submitter.rs`).
     pub submitter: Submitter,
     /// Connector-side output uploads in flight or done, by job ([`Transfers`]).
-    pub transfers: Transfers,
+    transfers: Transfers,
     /// Jobs' files (exit-status markers, retention); present when staging is configured.
     pub job_files: Option<Arc<jobfiles::Registry>>,
     /// Outcomes and output uploads counted since start, for the metrics (`tallies.rs`).
@@ -184,6 +184,25 @@ impl ClusterRuntime {
             transfers: Background::new(terminal_ttl),
             job_files: None,
             tallies: Arc::default(),
+        }
+    }
+
+    /// The output upload of `job` (an element's own), joined if one runs or ran, else the one
+    /// `start` makes (given the one there, it may decline to start another: `None`).
+    pub fn transfer(
+        &self,
+        job: JobRef,
+        start: impl FnOnce(
+            Option<&Arc<Transfer<Vec<OutputBlob>>>>,
+        ) -> Option<Arc<Transfer<Vec<OutputBlob>>>>,
+    ) -> Arc<Transfer<Vec<OutputBlob>>> {
+        self.transfers.start_or_join(job, start)
+    }
+
+    /// Stops the output upload of `job`, if one runs (DeleteTask).
+    pub fn cancel_transfer(&self, job: &JobRef) {
+        if let Some(t) = self.transfers.get(job) {
+            t.cancel();
         }
     }
 

@@ -111,7 +111,7 @@ pub fn apply(
                 ));
             }
             (staging_backend, _) => {
-                let transfer = rt.transfers.start_or_join(meta.target(), |running| {
+                let transfer = rt.transfer(meta.target(), |running| {
                     if running.is_some() {
                         return None;
                     }
