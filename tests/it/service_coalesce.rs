@@ -51,6 +51,18 @@ async fn env(tag: &str, api_version: Option<ApiVersion>) -> Env {
     Env { mock, server, c }
 }
 
+/// A slurmrestd client of the mock's, beside the connector (what an admin's `squeue` shows).
+fn raw_client(mock: &Mock) -> slurm_connector::slurmrestd::Client {
+    slurm_connector::slurmrestd::Client::new(slurm_connector::slurmrestd::ClientConfig::new(
+        "mock",
+        url::Url::parse(&mock.handle.url()).unwrap(),
+        slurm_connector::slurmrestd::Auth::Static {
+            token: slurm_connector::slurmrestd::Secret::new(mock.token()),
+        },
+    ))
+    .unwrap()
+}
+
 impl Env {
     async fn stop(self) {
         self.server.stop().await;
@@ -402,15 +414,7 @@ async fn a_job_the_chosen_version_cannot_express_goes_through_one_that_can() {
     let r = wait_terminal(&mut c, &meta, 30).await;
     assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
     // Released, its mark removed though the task has no comment of its own.
-    let client =
-        slurm_connector::slurmrestd::Client::new(slurm_connector::slurmrestd::ClientConfig::new(
-            "mock",
-            url::Url::parse(&env.mock.handle.url()).unwrap(),
-            slurm_connector::slurmrestd::Auth::Static {
-                token: slurm_connector::slurmrestd::Secret::new(env.mock.token()),
-            },
-        ))
-        .unwrap();
+    let client = raw_client(&env.mock);
     let job = client.job(m.job_id).await.unwrap().expect("still listed");
     assert!(
         !job.comment.unwrap_or_default().contains("slurm-connector"),
@@ -529,15 +533,7 @@ async fn without_job_comment_the_default_keeps_the_keys_in_the_name_and_finds_el
         ms.iter().all(|m| m.job_id == array && m.element.is_some()),
         "one array: {ms:?}"
     );
-    let client =
-        slurm_connector::slurmrestd::Client::new(slurm_connector::slurmrestd::ClientConfig::new(
-            "mock",
-            url::Url::parse(&mock.handle.url()).unwrap(),
-            slurm_connector::slurmrestd::Auth::Static {
-                token: slurm_connector::slurmrestd::Secret::new(mock.token()),
-            },
-        ))
-        .unwrap();
+    let client = raw_client(&mock);
     let record = client.job(array).await.unwrap().expect("listed");
     assert!(
         record.name.starts_with("flyte-keys="),
