@@ -3,8 +3,8 @@
 //!
 //! A `flyte.map` of N elements is N CreateTasks at once; one job each cost slurmctld a held
 //! submit, a share of a check and a release per task. A batch costs those once: one held submit
-//! of the array (its comment packs every element's key, `render::naming::keys_comment`), one
-//! check, one release. Once-only holds per element, with the protocol of `idempotency/` at the
+//! of the array (its comment or its name packs every element's key, where slurmdbd keeps them:
+//! `render::naming::KeysIn`), one check, one release. Once-only holds per element, with the protocol of `idempotency/` at the
 //! array's granularity: the array is submitted held; the check that follows knows every job
 //! below it; for each key, the lowest job carrying it wins (an array's id carries all its
 //! keys). An element whose key has a lower job elsewhere (another replica's) is cancelled
@@ -16,14 +16,14 @@
 //! The window never waits to fill: a batch goes out when its window ends, when no CreateTask
 //! joined it for a tenth of the window (`quiet_gap`: a burst has arrived), or when it is full
 //! (snakemake-executor-plugin-slurm #473 deadlocked waiting for more jobs). Full: the keys its
-//! comment can hold (`COMMENT_MAX`), slurmctld's `MaxArraySize` and the scripts it can hold
+//! comment (`COMMENT_MAX`) or name (`NAME_KEYS_MAX`) can hold, slurmctld's `MaxArraySize` and the scripts it can hold
 //! (`max_script_size`), both from slurm.conf where slurmrestd shows it, else Slurm's defaults
 //! (`coalesce_settings.rs`, which also decides whether the cluster coalesces at all). Not
 //! coalesced (`render::coalesce::shape`, and [`coalescible`]): arrays, dependencies, holds,
 //! multi-node and clustered tasks, retries (attempt > 0: its own job, as Nextflow does), tasks
 //! with their own credentials, tasks that opt out (`sbatch_options: {no-coalesce: true}`),
 //! clusters without accounting (a coalesced element that left
-//! slurmctld is found in slurmdbd's records only).
+//! slurmctld is found in slurmdbd's records only, by its key in the array's comment or name).
 //!
 //! A batch that fails to submit hands each task to the single path (`deferred::run_single`),
 //! which retries it as a job of its own; a submit that may have been made is marked uncertain
