@@ -78,7 +78,18 @@ impl Tracker {
     ) {
         let theirs = crate::render::key_of_record(other.comment.as_deref(), &other.name, None)
             .unwrap_or_else(|| other.name.clone());
-        if let Some(own) = t.own.as_deref()
+        // A coalesced element's own execution, submitted again after the crash lost the array
+        // (a CreateTask retried on another replica found no job for its key) and given the
+        // array's id: that job is the element's (CI's crash drill on 26.05: the element was
+        // reported [LOST] while that job COMPLETED). Checked first: its key may also be the
+        // one the array is tracked for (`own`), which is not the array's own record here.
+        let mine = t
+            .keys
+            .iter()
+            .find(|(_, k)| ***k == *theirs)
+            .map(|(i, _)| *i);
+        if mine.is_none()
+            && let Some(own) = t.own.as_deref()
             && (theirs == own
                 || crate::render::record_keys(other.comment.as_deref(), &other.name)
                     .is_some_and(|keys| keys.iter().any(|k| k == own)))
@@ -100,12 +111,7 @@ impl Tracker {
             if alive(i, el) || ended || el.entry.known == Known::Lost {
                 continue;
             }
-            if t.keys.get(&i).is_some_and(|k| **k == *theirs) {
-                // The job under the array's id is this element's execution's own: after the
-                // crash lost the array, the execution was submitted again (a CreateTask retried
-                // on another replica found no job for its key) and got the array's id. Its
-                // record is the element's (CI's crash drill on 26.05: the element was reported
-                // [LOST] while that job COMPLETED).
+            if mine == Some(i) {
                 el.id = other.job_id;
                 apply_state(&mut el.entry, &other.state, now);
                 apply_record(&mut el.entry, other);

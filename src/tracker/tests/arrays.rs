@@ -395,6 +395,30 @@ async fn a_job_under_a_lost_arrays_id_with_an_elements_key_is_that_element() {
     );
 }
 
+/// The same when the execution submitted again is the one the array is tracked for (its `own`
+/// key): that job is still that element's, not the array's own record listed plain.
+#[tokio::test]
+async fn a_job_under_a_lost_arrays_id_with_its_own_key_is_that_element_not_the_array() {
+    let (api, t) = tracker();
+    let (k0, k1) = ("00000000000000b0", "00000000000000b1");
+    t.track_array(JobId(3100), &[0, 1], Some(k0));
+    t.element_key(JobId(3100), 0, k0);
+    t.element_key(JobId(3100), 1, k1);
+    api.answer(&[(3100, 0, "PENDING"), (3100, 1, "PENDING")]);
+    t.tick().await;
+    api.answer(&[]);
+    let done = JobState::from_strings(["COMPLETED"]);
+    api.plain.lock().unwrap().insert(JobId(3100), done.clone());
+    set_records(
+        &api,
+        &[JobInfo::new(JobId(3100), format!("flyte-r1-t-{k0}"), done)],
+    );
+    t.tick().await;
+    let s = t.status(JobId(3100)).await;
+    let phases: Vec<_> = s.elements.iter().map(|e| e.snapshot.phase).collect();
+    assert_eq!(phases, [Phase::Succeeded, Phase::RetryableFailed], "{s:?}");
+}
+
 /// The same, when the job that took the array's id ended and left slurmctld before a tick
 /// saw it: slurmdbd's record under the array's id is no array.
 #[tokio::test]
