@@ -64,8 +64,18 @@ node_ready() { # slurmd registered and responding; jobs kept from an earlier run
 	# One partition: sinfo -N lists the node once per partition it is in (--failure-modes has 3).
 	case "$(in_root sinfo -h -N -n node1 -p debug -o %T 2>/dev/null)" in
 	idle | mixed | allocated | completing) return 0 ;;
+	drained | draining | drain*) resume_drained node1 ;;
 	*) return 1 ;;
 	esac
+}
+
+# A node drained when this cluster last ran (slurmctld keeps the drain in its state save: a
+# controller drill that failed before its clean-up left "Duplicate jobid" on it) would keep every
+# later `up` waiting: a dev cluster starts with its nodes in service.
+resume_drained() {
+	log "$1 was left drained by an earlier run ($(in_root sinfo -h -N -n "$1" -o %E 2>/dev/null | head -n 1)); resuming it"
+	in_root scontrol update nodename="$1" state=resume >/dev/null 2>&1 || true
+	return 1
 }
 
 dbd_answers() { in_root sacctmgr -n -P show cluster format=cluster; }

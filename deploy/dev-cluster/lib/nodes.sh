@@ -91,6 +91,10 @@ nodes_ready() { # every node registered and responding
 	for n in $(node_names); do
 		case "$(in_root sinfo -h -N -n "$n" -p debug -o %T 2>/dev/null)" in
 		idle | mixed | allocated | completing) ;;
+		drained | draining | drain*)
+			resume_drained "$n"
+			return 1
+			;;
 		*) return 1 ;;
 		esac
 	done
