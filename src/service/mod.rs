@@ -329,12 +329,9 @@ impl Connector {
         let own = render::key_from_job_name(&m.job_name);
         let mut snap = rt
             .tracker
-            .status_of(m.job_id, indices.as_deref(), own)
+            .status_of(m.job_id, indices.as_deref(), own, m.element)
             .await;
         if let Some(i) = m.element {
-            if let Some(k) = own {
-                rt.tracker.element_key(m.job_id, i, k);
-            }
             // An element of a coalesced array is the task: its own state, read as a job's.
             snap = report::element_of(snap, i);
             m = m.as_task();

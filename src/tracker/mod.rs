@@ -343,7 +343,10 @@ impl Tracker {
     /// array's element, as its meta says). Kept so that a record under the array's id naming
     /// that key is read as the element's own (`array_given_away.rs`).
     pub fn element_key(&self, array: JobId, index: u32, key: &str) {
-        let mut jobs = self.jobs.lock().unwrap();
+        Self::note_element_key(&mut self.jobs.lock().unwrap(), array, index, key);
+    }
+
+    fn note_element_key(jobs: &mut HashMap<JobId, Entry>, array: JobId, index: u32, key: &str) {
         if let Some(t) = jobs.get_mut(&array).and_then(array::track_mut)
             && t.indices.binary_search(&index).is_ok()
             && !t.keys.contains_key(&index)
@@ -367,7 +370,7 @@ impl Tracker {
     /// GetTask's answer: from the cache; a job never seen is adopted and fetched at once (waiting
     /// at most `adopt_wait`). Never fails: while Slurm cannot be asked, the snapshot says so.
     pub async fn status(&self, id: JobId) -> JobSnapshot {
-        self.status_of(id, None, None).await
+        self.status_of(id, None, None, None).await
     }
 
     /// [`Tracker::status`] of a job array (`array`: the indices it was submitted with, for the
@@ -377,9 +380,15 @@ impl Tracker {
         id: JobId,
         array: Option<&[u32]>,
         own: Option<&str>,
+        element: Option<u32>,
     ) -> JobSnapshot {
         let adopting = {
             let mut jobs = self.jobs.lock().unwrap();
+            // Before the first tick that may meet a record under the array's id naming it
+            // (`array_given_away.rs`): an adopted array is looked at in that very tick.
+            if let (Some(i), Some(k)) = (element, own) {
+                Self::note_element_key(&mut jobs, id, i, k);
+            }
             match jobs.get(&id) {
                 Some(e) if e.known != Known::NotYet => return self.snapshot(id, e),
                 Some(_) => false,
@@ -388,7 +397,16 @@ impl Tracker {
                     jobs.insert(
                         id,
                         match array {
-                            Some(indices) => Self::array_entry(indices, own, Known::NotYet, since),
+                            Some(indices) => {
+                                let mut e = Self::array_entry(indices, own, Known::NotYet, since);
+                                if let (Some(i), Some(k), Some(t)) =
+                                    (element, own, array::track_mut(&mut e))
+                                    && t.indices.binary_search(&i).is_ok()
+                                {
+                                    t.keys.insert(i, k.into());
+                                }
+                                e
+                            }
                             None => Entry {
                                 state: Packed {
                                     base: Base::Pending,

@@ -227,10 +227,13 @@ async fn elements_gone_from_slurmctld_are_read_from_slurmdbd() {
     }
     api.answer(&[(400, 2, "RUNNING")]);
     // GetTask after a restart adopts it; the adopter answers (`run` would, here by hand).
-    let (s, ()) = tokio::join!(t.status_of(JobId(400), Some(&[0, 1, 2]), None), async {
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        t.adopt_round().await
-    });
+    let (s, ()) = tokio::join!(
+        t.status_of(JobId(400), Some(&[0, 1, 2]), None, None),
+        async {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            t.adopt_round().await
+        }
+    );
     // The adoption's answer: two ended, one running.
     assert_eq!(s.phase, Phase::Running);
     assert_eq!(
@@ -525,4 +528,32 @@ async fn the_worst_element_decides() {
         assert_eq!(s.state.as_deref(), Some(want_state), "{ends:?}");
         assert_eq!(s.phase, want_phase, "{ends:?}");
     }
+}
+
+/// The same met by a replica that adopts the array (GetTask after a restart, or another
+/// replica's array): the element's key comes with its GetTask, before the adoption's round,
+/// which is the one that meets the job under the array's id (the crash drill on 26.05, again
+/// [LOST] with the 600 s note, when the key was noted only after the round).
+#[tokio::test]
+async fn an_adopted_lost_array_whose_id_has_an_elements_execution_follows_it() {
+    let (api, t) = tracker();
+    let k1 = "00000000000000c1";
+    let done = JobState::from_strings(["COMPLETED"]);
+    api.plain.lock().unwrap().insert(JobId(3200), done.clone());
+    set_records(
+        &api,
+        &[JobInfo::new(JobId(3200), format!("flyte-r1-t-{k1}"), done)],
+    );
+    api.answer(&[]);
+    let (s, ()) = tokio::join!(
+        t.status_of(JobId(3200), Some(&[0, 1]), Some(k1), Some(1)),
+        async {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            t.adopt_round().await
+        }
+    );
+    t.tick().await;
+    let s = t.status(JobId(3200)).await;
+    let one = s.elements.iter().find(|e| e.index == 1).unwrap();
+    assert_eq!(one.snapshot.phase, Phase::Succeeded, "{s:?}");
 }
