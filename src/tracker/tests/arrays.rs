@@ -545,7 +545,7 @@ async fn an_adopted_lost_array_whose_id_has_an_elements_execution_follows_it() {
         &[JobInfo::new(JobId(3200), format!("flyte-r1-t-{k1}"), done)],
     );
     api.answer(&[]);
-    let (s, ()) = tokio::join!(
+    let (_adopted, ()) = tokio::join!(
         t.status_of(JobId(3200), Some(&[0, 1]), Some(k1), Some(1)),
         async {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
