@@ -384,11 +384,14 @@ impl Tracker {
     ) -> JobSnapshot {
         let adopting = {
             let mut jobs = self.jobs.lock().unwrap();
-            // Before the first tick that may meet a record under the array's id naming it
-            // (`array_given_away.rs`): an adopted array is looked at in that very tick.
-            if let (Some(i), Some(k)) = (element, own) {
-                Self::note_element_key(&mut jobs, id, i, k);
-            }
+            // The element's key before the first tick that may meet a record under the array's
+            // id naming it (`array_given_away.rs`): an adopted array is looked at in that tick.
+            let note = |jobs: &mut HashMap<JobId, Entry>| {
+                if let (Some(i), Some(k)) = (element, own) {
+                    Self::note_element_key(jobs, id, i, k);
+                }
+            };
+            note(&mut jobs);
             match jobs.get(&id) {
                 Some(e) if e.known != Known::NotYet => return self.snapshot(id, e),
                 Some(_) => false,
@@ -397,16 +400,7 @@ impl Tracker {
                     jobs.insert(
                         id,
                         match array {
-                            Some(indices) => {
-                                let mut e = Self::array_entry(indices, own, Known::NotYet, since);
-                                if let (Some(i), Some(k), Some(t)) =
-                                    (element, own, array::track_mut(&mut e))
-                                    && t.indices.binary_search(&i).is_ok()
-                                {
-                                    t.keys.insert(i, k.into());
-                                }
-                                e
-                            }
+                            Some(indices) => Self::array_entry(indices, own, Known::NotYet, since),
                             None => Entry {
                                 state: Packed {
                                     base: Base::Pending,
@@ -419,6 +413,7 @@ impl Tracker {
                             },
                         },
                     );
+                    note(&mut jobs);
                     true
                 }
             }
