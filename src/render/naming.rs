@@ -1,7 +1,9 @@
-//! Job names and the idempotency key. The key is derived only from who the execution is, so a
-//! CreateTask retried after a timeout finds the job the first attempt submitted (by the key at the
-//! end of its name, or, for a coalesced job array, in its comment) instead of submitting a second
-//! one.
+//! Job names, the idempotency key, and every mark the connector leaves on a job, with their
+//! formats, parsers and size limits, in this one file: the key at the end of a job's name, a
+//! coalesced array's keys packed in its comment or name ([`KeysIn`]), and the once-only
+//! protocol's mark in the comment of a job held for its check ([`AWAITING_CHECK`]). The key is
+//! derived only from who the execution is, so a CreateTask retried after a timeout finds the
+//! job the first attempt submitted instead of submitting a second one.
 
 use sha2::{Digest, Sha256};
 
@@ -146,6 +148,34 @@ pub const COMMENT_KEYS_PREFIX: &str = "flyte-keys=";
 pub const COMMENT_MAX: usize = 1024;
 /// Characters one key takes in [`keys_comment`].
 pub const PACKED_KEY_LEN: usize = 11;
+
+/// Appended to the comment of a job submitted held for the once-only check, and removed by the
+/// release (in the same update): a held job is released only if it carries it, so neither a
+/// task's own `--hold` nor someone's `scontrol hold` is ever undone by the connector.
+pub const AWAITING_CHECK: &str = " [held by slurm-connector: duplicate check]";
+
+/// The comment a job is submitted with for the check: its own, marked.
+pub fn awaiting_comment(comment: Option<&str>) -> String {
+    format!("{}{AWAITING_CHECK}", comment.unwrap_or_default())
+}
+
+/// Whether a comment carries the check's mark.
+pub fn is_awaiting_check(comment: &str) -> bool {
+    comment.ends_with(AWAITING_CHECK)
+}
+
+/// A comment without the check's mark: what the release restores.
+pub fn without_check_mark(comment: &str) -> &str {
+    comment.strip_suffix(AWAITING_CHECK).unwrap_or(comment)
+}
+
+/// How many keys an array's comment holds beside the tasks' own `comment` and the check's mark,
+/// within [`COMMENT_MAX`].
+pub fn comment_keys_max(comment: Option<&str>) -> usize {
+    let fixed =
+        COMMENT_KEYS_PREFIX.len() + comment.map_or(0, |c| c.len() + 1) + AWAITING_CHECK.len();
+    COMMENT_MAX.saturating_sub(fixed) / PACKED_KEY_LEN
+}
 
 /// The key of element `index` of a coalesced array, from its comment ([`keys_comment`]).
 pub fn packed_key_at(comment: &str, index: u32) -> Option<String> {

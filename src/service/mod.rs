@@ -33,6 +33,7 @@ use std::time::Instant;
 
 // The public surface: what `cli`, the tests and the benches use. The folders stay private, so
 // they can be reshaped without breaking a caller.
+pub use crate::render::naming::AWAITING_CHECK;
 pub use cluster::{BuildError, ClusterRuntime, client_auth, render_config};
 pub use error::ServiceError;
 pub use rpc::metrics::Metrics;
@@ -40,7 +41,6 @@ pub use rpc::serve::{ServeError, ServeOptions, serve, serve_with};
 pub use rpc::tls::{RELOAD_EVERY as TLS_RELOAD_EVERY, ServerTls, TlsError};
 pub use submit::coalesce::cap_for as coalesce_cap;
 pub use submit::coalesce_settings::{Coalescing, Limits as ArrayLimits};
-pub use submit::idempotency::AWAITING_CHECK;
 pub use submit::identity::check_at_start as check_identities;
 pub use submit::prepare::{Prepared, prepare};
 pub use submit::script_file::set_script;

@@ -34,6 +34,7 @@ use clients::Clients;
 
 use crate::service::background::Background;
 use crate::service::submit::coalesce_settings::Coalescing;
+use crate::service::submit::protocol;
 use crate::service::submit::submitter::{SubmitGauges, Submitter};
 use crate::service::wire::meta::ResourceMeta;
 
@@ -214,6 +215,17 @@ impl ClusterRuntime {
     /// The deployment's client with the submit's long request timeout.
     pub(crate) fn submit_client(&self) -> &Client {
         self.clients.submits()
+    }
+
+    /// What the once-only protocol works on here (its checks with the submit's long timeout:
+    /// they run in a submit's own task).
+    pub(crate) fn once(&self) -> protocol::Cluster<'_> {
+        protocol::Cluster {
+            name: &self.cfg.name,
+            submitter: &self.submitter,
+            checks: self.clients.submits(),
+            user: self.index_user(),
+        }
     }
 
     /// Whether this cluster coalesces ([`Submitter::coalescing`]).

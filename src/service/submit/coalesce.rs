@@ -11,7 +11,7 @@
 //! (`scancel <array>_<index>`, held, so it never started) and its task answered with that job;
 //! then the array is released. A replica that dies between submit and release leaves the array
 //! held and marked; whoever next meets one of its keys settles it the same way
-//! (`once::settle_orphan`).
+//! (`protocol::settle_orphan`).
 //!
 //! The window never waits to fill: a batch goes out when its window ends, when no CreateTask
 //! joined it for a tenth of the window (`quiet_gap`: a burst has arrived), or when it is full
@@ -35,17 +35,16 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::render::coalesce::{self as shape_of, Member as ArrayMember};
-use crate::render::{COMMENT_MAX, KeysIn, PACKED_KEY_LEN, keys_comment, keys_name};
+use crate::render::{KeysIn, keys_comment, keys_name};
 use crate::service::cluster::ClusterRuntime;
 use crate::service::wire::meta::ResourceMeta;
-use crate::slurmrestd::{Client, JobDescription, JobId, JobRef};
+use crate::slurmrestd::{Client, JobDescription, JobId};
 
 use super::batches::{Added, Due, Member};
 use super::coalesce_settings::{Coalescing, MAX_ARRAY_ELEMENTS};
 use super::deferred::{self, OnDone};
 use super::execution::{Progress, Submitted};
-use super::idempotency::{AWAITING_CHECK, Element, Placement, awaiting_comment};
-use super::once::{SubmitError, SubmitFailure};
+use super::protocol::{self, SubmitError, SubmitFailure};
 
 /// Whether a CreateTask may be coalesced beyond its job's shape: not a retry, not clustered,
 /// not with its own credentials, not opted out (`sbatch_options: {no-coalesce: true}`); the
@@ -155,10 +154,7 @@ fn quiet_gap(window: Duration) -> Duration {
 /// How many elements a batch of jobs with the tasks' own `comment` holds: its keys must fit in
 /// the array's comment beside it and the mark of the check.
 pub fn cap_for(comment: Option<&str>) -> usize {
-    let fixed = crate::render::naming::COMMENT_KEYS_PREFIX.len()
-        + comment.map_or(0, |c| c.len() + 1)
-        + AWAITING_CHECK.len();
-    (COMMENT_MAX.saturating_sub(fixed) / PACKED_KEY_LEN).min(MAX_ARRAY_ELEMENTS)
+    crate::render::naming::comment_keys_max(comment).min(MAX_ARRAY_ELEMENTS)
 }
 
 /// Submits one batch, and answers each of its tasks.
@@ -270,19 +266,16 @@ fn single(rt: &Arc<ClusterRuntime>, m: Member) {
     ));
 }
 
-/// The held submit of the batch's array, the check, each element settled against its key's
-/// jobs, the release. Element `i` is `batch[i]`.
+/// The batch's job array (its keys where slurmdbd keeps them: `coalesce_settings.rs`; the
+/// tasks' own comment stays theirs), through the protocol's array mode. Element `i` is
+/// `batch[i]`.
 async fn submit_array(
     rt: &ClusterRuntime,
     batch: &[(String, JobDescription, Client)],
     keys_in: KeysIn,
 ) -> Result<Vec<Submitted>, SubmitFailure> {
-    let cluster = rt.cfg.name.as_str();
-    let user = rt.index_user();
     let keys: Vec<&str> = batch.iter().map(|(k, _, _)| k.as_str()).collect();
     let first = &batch[0].1;
-    // The keys where slurmdbd keeps them (`coalesce_settings.rs`); the tasks' own comment stays
-    // theirs.
     let (name, comment) = match keys_in {
         KeysIn::Comment => (
             crate::render::naming::array_name(batch.iter().map(|(_, job, _)| job.name.as_str())),
@@ -294,89 +287,11 @@ async fn submit_array(
         .iter()
         .map(|(key, job, _)| ArrayMember { key, job })
         .collect();
-    let mut array =
-        shape_of::array_job(&members, &name, comment.clone()).map_err(|e| SubmitFailure {
-            what: "making the batch's job array".into(),
-            error: SubmitError::Coalesce(e.to_string()),
-        })?;
-    array.hold = Some(true);
-    array.comment = Some(awaiting_comment(Some(&comment)));
-    let client = &batch[0].2;
-    let uncertain = |what: String, error: SubmitError| {
-        for k in &keys {
-            rt.submitter.executions.mark_uncertain(k);
-        }
-        SubmitFailure { what, error }
-    };
-    let mine = match client.submit(&array).await {
-        Ok(id) => id,
-        // Surely not created: not sent, or refused for want of room (MaxJobCount).
-        Err(error) if error.never_sent() || error.is_cluster_full() => {
-            return Err(SubmitFailure {
-                what: "submitting the batch's job array".into(),
-                error: error.into(),
-            });
-        }
-        Err(error) => {
-            return Err(uncertain(
-                "submitting the batch's job array".into(),
-                error.into(),
-            ));
-        }
-    };
-    let after = Instant::now();
-    rt.submitter.index.note_array(&keys, mine, true).await;
-    rt.submitter.index
-        .check_after(rt.submit_client(), cluster, user, after, mine)
-        .await
-        .map_err(|e| {
-            uncertain(
-                format!("job array {mine} was submitted held, but the check that no other replica submitted its tasks failed; it stays held until a retried CreateTask checks again"),
-                e.into(),
-            )
-        })?;
-    let of = keys.len() as u32;
-    let mut outcomes = Vec::with_capacity(keys.len());
-    let mut won = 0;
-    for (i, k) in keys.iter().enumerate() {
-        let element = Element {
-            index: i as u32,
-            of,
-        };
-        let w = rt.submitter.index.winner_now(k).await.expect("noted above");
-        if w.job_id == mine {
-            won += 1;
-            outcomes.push(Submitted::Fresh(Placement {
-                job_id: mine,
-                element: Some(element),
-            }));
-            continue;
-        }
-        // Another replica's job for this execution is older: our element steps back before
-        // it ran (held).
-        let ours = JobRef {
-            id: mine,
-            element: Some(element.index),
-        };
-        tracing::info!(cluster, key = k, job = %ours, winner = %w.placement(), "another replica submitted this execution first; cancelling our held element");
-        if let Err(e) = client.cancel(ours, None).await {
-            tracing::error!(cluster, key = k, job = %ours, error = %e, "cannot cancel our held duplicate element; it never starts (held) but stays queued: `scancel {ours}`");
-        }
-        outcomes.push(Submitted::LostRace {
-            winner: w.placement(),
-            cancelled: ours,
-        });
-    }
-    if won > 0 {
-        client.release(mine, Some(&comment), false).await.map_err(|e| {
-            uncertain(
-                format!("job array {mine} is on the cluster, held for the duplicate check, and releasing it failed; a retried CreateTask releases it"),
-                e.into(),
-            )
-        })?;
-    }
-    rt.submitter.index.note_array(&keys, mine, false).await;
-    Ok(outcomes)
+    let array = shape_of::array_job(&members, &name, comment).map_err(|e| SubmitFailure {
+        what: "making the batch's job array".into(),
+        error: SubmitError::Coalesce(e.to_string()),
+    })?;
+    protocol::submit_array(rt.once(), &batch[0].2, &array, &keys).await
 }
 
 #[cfg(test)]

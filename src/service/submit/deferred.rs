@@ -15,11 +15,10 @@
 //!   reports QUEUED with what the submit is waiting for until then.
 //!
 //! A replica that accepted a deferred submit can die before making it. Any replica that sees the
-//! meta [`TAKE_OVER_AFTER`] later with no job on the cluster submits it itself (the protocol of
-//! `idempotency/` keeps that to one job even if the first replica was only slow). A DeleteTask
-//! for a deferred meta whose job nobody has made yet leaves a **tombstone**: the job submitted
-//! held, without the release mark (so no replica ever releases it), then cancelled. Being the
-//! key's lowest id, it wins every later check, so a late submit of the same key steps back.
+//! meta [`TAKE_OVER_AFTER`] later with no job on the cluster submits it itself (the once-only
+//! protocol, `protocol.rs`, keeps that to one job even if the first replica was only slow). A
+//! DeleteTask for a deferred meta whose job nobody has made yet leaves a **tombstone**
+//! (`protocol::tombstone`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,8 +34,8 @@ use crate::service::cluster::ClusterRuntime;
 use crate::service::wire::meta::{self, ResourceMeta};
 
 use super::execution::{Placement, Progress, Stall, Submitted};
-use super::once::{SubmitError, SubmitFailure};
 use super::pacing::Pace;
+use super::protocol::{self, SubmitError, SubmitFailure};
 
 /// A deferred submit no replica has made after this long is made by whichever replica sees it
 /// next. Long enough that a live replica, however throttled, has had its turn; short next to a
@@ -158,7 +157,7 @@ async fn paced_loop(
             tracing::info!(cluster = %rt.cfg.name, key, "shutting down: not beginning this submit");
             return std::future::pending().await;
         };
-        let r = super::once::submit_once(rt, key, job, client).await;
+        let r = protocol::submit_once(rt.once(), client, key, job, job_by_marker(rt, job)).await;
         let pace = pace_of(&r);
         permit.done(pace);
         match r {
@@ -216,39 +215,6 @@ pub async fn find(
             operation: "the lookup of this deferred submit's job",
         })??;
     Ok(w.map(|w| (w.placement(), w.awaiting_release)))
-}
-
-/// A DeleteTask's mark that `key` must never run: its job submitted held, with the key but
-/// without the release mark, then cancelled (see the module's doc).
-///
-/// A submit of the key already inside slurmrestd may get the lower id; a check begun after
-/// the tombstone's submit sees such a job (ids grow), and it is cancelled too. One that
-/// comes later gets a higher id, loses to the tombstone, and its replica cancels it.
-pub async fn tombstone(
-    rt: &ClusterRuntime,
-    key: &str,
-    job: &JobDescription,
-    user: Option<&str>,
-) -> Result<(), ClientError> {
-    let mut held = job.clone();
-    held.hold = Some(true);
-    // As the task's own user: its late submit's job (which this cancels) is that user's.
-    let id = rt.submit_client_as(user).submit(&held).await?;
-    let after = Instant::now();
-    rt.submitter.index.note(key, id, false).await;
-    let client = rt.client_as(user);
-    client.cancel(id, None).await?;
-    let winner = rt
-        .submitter
-        .index
-        .refresh_after(rt.client(), &rt.cfg.name, rt.index_user(), key, after, id)
-        .await?;
-    if let Some(w) = winner.filter(|w| w.job_id != id) {
-        tracing::info!(cluster = %rt.cfg.name, key, job_id = %w.job_id, "a submit of the deleted task was already on its way; cancelling its job");
-        client.cancel(w.placement().target(), None).await?;
-    }
-    tracing::info!(cluster = %rt.cfg.name, key, job_id = %id, "deleted before its job existed: left a cancelled tombstone job so that no late submit runs");
-    Ok(())
 }
 
 /// How old a check of the cluster's jobs may be when GetTask looks a deferred submit's job up:
@@ -363,39 +329,9 @@ pub async fn resolve(
             last_error,
             stall,
         }) => {
-            let v = rt.submitter.pacer.view();
             return Err(pending(
                 Phase::Queued,
-                match last_error {
-                    // Its own try was refused, or it waits behind the probe of a full cluster.
-                    e if stall == Stall::Full || (e.is_none() && v.full) => format!(
-                        "Waiting for room on cluster {}: slurmctld holds as many jobs as its \
-                         MaxJobCount allows (each array element counts) and refuses submits \
-                         ({}); it is submitted when jobs leave slurmctld ({} tasks waiting, {} \
-                         refused submits so far)",
-                        rt.cfg.name,
-                        e.as_deref().unwrap_or("another task's submit was refused"),
-                        v.waiting,
-                        v.full_refusals
-                    ),
-                    // Said as an outage of the cluster, so that nobody reads it as the
-                    // task's fault or as throttling: nothing is lost, it goes in when back.
-                    Some(e) if stall == Stall::Outage => format!(
-                        "Not submitted yet: cluster {} is unreachable (try {}: {e}); the job \
-                             is submitted once it answers again",
-                        rt.cfg.name,
-                        tries + 1
-                    ),
-                    Some(e) => format!(
-                        "Not submitted yet: try {} failed transiently ({e}); trying again",
-                        tries + 1
-                    ),
-                    None => format!(
-                        "Not submitted yet: cluster {} is throttling submits ({} waiting, {} \
-                             at once now)",
-                        rt.cfg.name, v.waiting, v.limit
-                    ),
-                },
+                waiting_message(rt, tries, last_error, stall),
             ));
         }
         Some(Progress::Failed { message, .. }) => {
@@ -427,7 +363,7 @@ pub async fn resolve(
             // listing: its exit-status marker names it. Without this, such a meta would say
             // "not submitted yet" for ever, and be submitted again once past the takeover age.
             if found.is_none() {
-                match super::once::job_by_marker(rt, &d.job).await {
+                match job_by_marker(rt, &d.job).await {
                     Ok(Some(job_id)) => {
                         tracing::info!(cluster = %rt.cfg.name, key = %d.key, job_id = %job_id, "a deferred submit's job already ran and left slurmctld: found by its exit-status marker");
                         rt.submitter.index.note(&d.key, job_id, false).await;
@@ -476,6 +412,45 @@ pub async fn resolve(
     }
 }
 
+/// What GetTask says of a submit of this process still waiting: for room, for a cluster that
+/// is unreachable, after a transient failure, or behind throttling.
+fn waiting_message(
+    rt: &ClusterRuntime,
+    tries: u32,
+    last_error: Option<String>,
+    stall: Stall,
+) -> String {
+    let v = rt.submitter.pacer.view();
+    match last_error {
+        // Its own try was refused, or it waits behind the probe of a full cluster.
+        e if stall == Stall::Full || (e.is_none() && v.full) => format!(
+            "Waiting for room on cluster {}: slurmctld holds as many jobs as its MaxJobCount \
+             allows (each array element counts) and refuses submits ({}); it is submitted when \
+             jobs leave slurmctld ({} tasks waiting, {} refused submits so far)",
+            rt.cfg.name,
+            e.as_deref().unwrap_or("another task's submit was refused"),
+            v.waiting,
+            v.full_refusals
+        ),
+        // Said as an outage of the cluster, so that nobody reads it as the task's fault or as
+        // throttling: nothing is lost, it goes in when back.
+        Some(e) if stall == Stall::Outage => format!(
+            "Not submitted yet: cluster {} is unreachable (try {}: {e}); the job is submitted \
+             once it answers again",
+            rt.cfg.name,
+            tries + 1
+        ),
+        Some(e) => format!(
+            "Not submitted yet: try {} failed transiently ({e}); trying again",
+            tries + 1
+        ),
+        None => format!(
+            "Not submitted yet: cluster {} is throttling submits ({} waiting, {} at once now)",
+            rt.cfg.name, v.waiting, v.limit
+        ),
+    }
+}
+
 /// DeleteTask of a deferred submit whose job is not known: this process's submit (if any)
 /// is withdrawn, and a tombstone keeps any other replica's late submit from running.
 pub async fn delete_unsubmitted(
@@ -498,7 +473,14 @@ pub async fn delete_unsubmitted(
                     .cancel(known.target(), None)
                     .await?;
             } else {
-                tombstone(rt, &d.key, &d.job, m.slurm_user.as_deref()).await?;
+                // A short check: DeleteTask has Flyte's deadline.
+                let user = m.slurm_user.as_deref();
+                let cl = protocol::Cluster {
+                    checks: rt.client(),
+                    ..rt.once()
+                };
+                let (submits, cancels) = (rt.submit_client_as(user), rt.client_as(user));
+                protocol::tombstone(cl, &submits, &cancels, &d.key, &d.job).await?;
             }
         }
     }
@@ -535,6 +517,33 @@ fn throttled(e: &ClientError) -> bool {
             matches!(status, 502..=504)
         }
         _ => false,
+    }
+}
+
+/// On a cluster without accounting, the job of `job` (by its name) that already ran and
+/// left slurmctld, as the exit-status marker its script left names it: without slurmdbd
+/// nothing else remembers such a job, and a retried CreateTask or a deferred submit taken
+/// over would run the execution a second time. `None` with accounting (the index lists
+/// slurmdbd's records then), for a job array (one marker per element), without staging,
+/// and when there is no marker or one of an older connector (without the job's id).
+pub(crate) async fn job_by_marker(
+    rt: &ClusterRuntime,
+    job: &JobDescription,
+) -> Result<Option<crate::slurmrestd::JobId>, SubmitError> {
+    if job.array.is_some() || !rt.submitter.index.without_accounting() {
+        return Ok(None);
+    }
+    let Some(staging) = &rt.staging else {
+        return Ok(None);
+    };
+    let files = crate::staging::JobFiles::new(&job.current_working_directory, &job.name);
+    match crate::staging::exit_marker::read_exit_marker_at(staging.as_ref(), &files.marker()).await
+    {
+        Ok(m) => Ok(m.and_then(|m| m.job_id).map(crate::slurmrestd::JobId)),
+        Err(source) => Err(SubmitError::Marker {
+            path: files.marker(),
+            source,
+        }),
     }
 }
 

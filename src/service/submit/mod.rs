@@ -5,8 +5,9 @@
 //! - `identity`: whom a task runs as (the deployment's rules; a task never chooses).
 //! - `execution`: the one state of each execution in this process (its lock, its submit's
 //!   progress, its job, withdrawn, uncertain), with one expiry.
-//! - `once`: the held submit, the duplicate check and the release: one job per execution
-//!   across retries, restarts and replicas; `idempotency/`: the cluster's jobs by key it reads.
+//! - `protocol`: the once-only protocol (held submit, check, settle, release) in its four modes
+//!   (a job, an array, an orphaned array, a tombstone): one job per execution across retries,
+//!   restarts and replicas; `idempotency/`: the cluster's jobs by key it reads.
 //! - `coalesce`: CreateTasks of one shape within the window as one job array, each an element
 //!   (`batches`: the open batches, state `cluster` keeps; `coalesce_settings`: whether a cluster
 //!   coalesces and how large its arrays may be, decided once from the setting and slurm.conf).
@@ -18,7 +19,7 @@
 //!
 //! Imports `cluster`, `wire` and `background`; never `report` or `rpc`. `execution`,
 //! `idempotency`, `pacing`, `gate`, `batches` and `coalesce_settings` are state `cluster` keeps,
-//! so they import no `cluster`.
+//! so they import no `cluster`; nor does `protocol`, which works on the `Submitter` alone.
 
 pub(crate) mod batches;
 pub(crate) mod coalesce;
@@ -29,10 +30,10 @@ pub(crate) mod gate;
 pub(crate) mod handoff;
 pub(crate) mod idempotency;
 pub mod identity;
-pub(crate) mod once;
 pub(crate) mod output_locations;
 pub(crate) mod pacing;
 pub mod prepare;
+pub(crate) mod protocol;
 pub(crate) mod script_file;
 pub(crate) mod staged_image;
 pub(crate) mod submitter;

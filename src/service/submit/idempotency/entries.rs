@@ -9,7 +9,7 @@ use std::time::Instant;
 use crate::render::{key_of_record, record_keys};
 use crate::slurmrestd::{BaseState, JobId, JobInfo, JobRef};
 
-use super::{AWAITING_CHECK, HELD_BY_USER};
+use super::HELD_BY_USER;
 
 /// One job carrying a key, as the last listing saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,10 +182,5 @@ pub(crate) fn awaiting_release(j: &JobInfo) -> bool {
             .is_some_and(|r| r.split(" (").next() == Some(HELD_BY_USER))
         && j.comment
             .as_deref()
-            .is_some_and(|c| c.ends_with(AWAITING_CHECK))
-}
-
-/// The comment a job is submitted with for the check: its own, marked.
-pub fn awaiting_comment(comment: Option<&str>) -> String {
-    format!("{}{AWAITING_CHECK}", comment.unwrap_or_default())
+            .is_some_and(crate::render::naming::is_awaiting_check)
 }

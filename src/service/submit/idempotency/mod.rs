@@ -7,7 +7,7 @@
 //!    again when a submit's outcome was uncertain): a job found is adopted;
 //! 2. otherwise submits the job **held** (priority 0: slurmctld will not start it);
 //! 3. checks the cluster's jobs again, with a check *begun after its submit returned*
-//!    ([`Index::refresh_after`], one check shared by every CreateTask waiting for one): the ids
+//!    ([`Index::check_keys`], one check shared by every CreateTask waiting for one): the ids
 //!    and states of all jobs (`jobs/state`, ~37 bytes a job), then the record of each job that
 //!    appeared since the last check (`job/{id}`; a full `jobs` listing when more than
 //!    [`FETCH_AT_MOST`] did) for its key;
@@ -41,7 +41,7 @@ use accounting::Walk;
 #[cfg(test)]
 use accounting::{PAGE_MIN_SECS, next_span};
 pub(crate) use entries::awaiting_release;
-pub use entries::{Element, Placement, Seen, Winner, awaiting_comment};
+pub use entries::{Element, Placement, Seen, Winner};
 use entries::{Jobs, Keys, job_key, job_keys, shared_key};
 
 /// How far back slurmdbd is searched for an execution's job when the index is first taken.
@@ -72,11 +72,6 @@ const FORGET_EVERY: Duration = Duration::from_secs(60);
 /// slurmctld's reason for a job its submitter held (`hold: true` at submit is always this, also
 /// for a privileged submitter; an admin's hold or a job_submit plugin's is `JobHeldAdmin`).
 const HELD_BY_USER: &str = "JobHeldUser";
-
-/// Appended to the comment of a job submitted held for the check, and removed by the release (in
-/// the same update): a held job is released only if it carries it, so neither a task's own
-/// `--hold` nor someone's `scontrol hold` is ever undone by the connector.
-pub const AWAITING_CHECK: &str = " [held by slurm-connector: duplicate check]";
 
 /// The index of one cluster's Flyte jobs by key.
 #[derive(Default)]
@@ -211,25 +206,25 @@ impl Index {
             .await
     }
 
-    /// The lowest job with `key` according to a check begun after `after` (ours if none was:
+    /// Each key's lowest job according to a check begun after `after` (ours if none was:
     /// CreateTasks waiting together share one check) that knows every job below `mine`, the job
     /// just submitted. Jobs above it cannot win against it, so their records are not fetched:
     /// with several submits in flight those are mostly the others', which note themselves when
     /// their submit returns (fetching them cost 2 slurmctld RPCs each: BENCHMARKS.md, fan-out).
     #[allow(clippy::result_large_err)]
-    pub async fn refresh_after(
+    pub async fn check_keys(
         &self,
         client: &Client,
         cluster: &str,
         user: Option<&str>,
-        key: &str,
         after: Instant,
         mine: JobId,
-    ) -> Result<Option<Winner>, ClientError> {
+        keys: &[&str],
+    ) -> Result<Vec<Option<Winner>>, ClientError> {
         let st = self
             .fresh(client, cluster, user, Some(after), Some(mine))
             .await?;
-        Ok(st.winner(key))
+        Ok(keys.iter().map(|k| st.winner(k)).collect())
     }
 
     #[allow(clippy::result_large_err)]
@@ -262,28 +257,6 @@ impl Index {
     pub async fn note_array(&self, keys: &[&str], job_id: JobId, awaiting_release: bool) {
         let mut st = self.state.lock().await;
         st.put_array(keys, job_id, awaiting_release, true);
-    }
-
-    /// The lowest job with `key` in the index as it is (after [`Index::check_after`]: several
-    /// keys settle against one check).
-    pub async fn winner_now(&self, key: &str) -> Option<Winner> {
-        self.state.lock().await.winner(key)
-    }
-
-    /// Takes a check begun after `after` that knows every job below `mine` (see
-    /// [`Index::refresh_after`]), for many keys at once.
-    #[allow(clippy::result_large_err)]
-    pub async fn check_after(
-        &self,
-        client: &Client,
-        cluster: &str,
-        user: Option<&str>,
-        after: Instant,
-        mine: JobId,
-    ) -> Result<(), ClientError> {
-        self.fresh(client, cluster, user, Some(after), Some(mine))
-            .await
-            .map(drop)
     }
 
     /// Looks up many keys against one index (taken first if it never was): each key's lowest job.

@@ -1,6 +1,7 @@
 //! The index of jobs by key, against a scripted slurmrestd.
 
 use super::*;
+use crate::render::naming::awaiting_comment;
 use crate::slurmrestd::{Auth, ClientConfig, JobDescription, Secret};
 
 /// An index that abandons held jobs after 50 ms, and its first look at `key`: the job `held`,

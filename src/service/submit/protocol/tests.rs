@@ -1,0 +1,299 @@
+//! The once-only protocol driven directly (no gRPC, no service) against the mock slurmrestd:
+//! each mode, a replica racing it, the loser cancelled.
+
+use std::time::Duration;
+
+use super::*;
+use crate::render::keys_name;
+use crate::slurmrestd::{Auth, BaseState, ClientConfig, Secret};
+
+/// A mock cluster, a client of it, and a `Submitter` (this replica's state).
+struct Bench {
+    _mock: mock_slurmrestd::MockHandle,
+    client: Client,
+    submitter: Submitter,
+}
+
+impl Bench {
+    async fn new() -> Bench {
+        let cfg = mock_slurmrestd::MockConfig {
+            jwt_key: b"protocol-test-key-0123456789abcdef".to_vec(),
+            ..mock_slurmrestd::MockConfig::default()
+        };
+        let mock = mock_slurmrestd::MockServer::start(cfg, "127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let client = Client::new(ClientConfig::new(
+            "mock",
+            mock.url().parse().unwrap(),
+            Auth::Static {
+                token: Secret::new(mock.mint_token("flyte", Duration::from_secs(600))),
+            },
+        ))
+        .unwrap();
+        Bench {
+            _mock: mock,
+            client,
+            submitter: Submitter::new(Duration::from_secs(60)),
+        }
+    }
+
+    fn cluster(&self) -> Cluster<'_> {
+        Cluster {
+            name: "mock",
+            submitter: &self.submitter,
+            checks: &self.client,
+            user: None,
+        }
+    }
+
+    /// This replica's index taken now (empty or not): what it knows before a race begins.
+    async fn take_index(&self) {
+        let cl = self.cluster();
+        self.submitter
+            .index
+            .lookup(cl.checks, cl.name, cl.user, "ffffffffffffffff", false)
+            .await
+            .unwrap();
+    }
+
+    /// Another replica's held, marked job for `key`, made after this replica took its index
+    /// (so its lookup misses it) and before this replica's submit (so it has the lower id).
+    async fn racing_job(&self, key: &str) -> JobId {
+        let mut held = job(key, Some("theirs"));
+        held.hold = Some(true);
+        held.comment = Some(awaiting_comment(held.comment.as_deref()));
+        self.client.submit(&held).await.unwrap()
+    }
+
+    async fn record(&self, id: JobId) -> Option<crate::slurmrestd::JobInfo> {
+        self.client.job(id).await.unwrap()
+    }
+
+    /// The elements of array `id` still in slurmctld.
+    async fn elements(&self, id: JobId) -> Vec<u32> {
+        let mut es: Vec<u32> = self
+            .client
+            .jobs()
+            .await
+            .unwrap()
+            .iter()
+            .filter_map(|j| j.array.as_ref())
+            .filter(|a| a.array_job_id == id)
+            .filter_map(|a| a.task_id)
+            .collect();
+        es.sort();
+        es
+    }
+}
+
+fn job(key: &str, comment: Option<&str>) -> JobDescription {
+    JobDescription {
+        name: format!("flyte-t-{key}"),
+        script: "#!/bin/bash\nsleep 600\n".into(),
+        current_working_directory: "/tmp".into(),
+        environment: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        comment: comment.map(String::from),
+        ..Default::default()
+    }
+}
+
+/// A batch's array with its keys in its name (as on a site without `job_comment`).
+fn array(keys: &[&str]) -> JobDescription {
+    JobDescription {
+        name: keys_name(keys),
+        array: Some(format!("0-{}", keys.len() - 1)),
+        comment: Some("the tasks' comment".into()),
+        ..job(keys[0], None)
+    }
+}
+
+async fn none_ran() -> Result<Option<JobId>, SubmitError> {
+    Ok(None)
+}
+
+const A: &str = "0123456789abcdef";
+const B: &str = "1123456789abcdef";
+const C: &str = "2123456789abcdef";
+
+fn released(j: &crate::slurmrestd::JobInfo) -> bool {
+    !awaiting_release(j) && j.state.base != BaseState::Cancelled
+}
+
+#[tokio::test]
+async fn a_job_is_submitted_held_checked_and_released_with_its_own_comment() {
+    let b = Bench::new().await;
+    let s = submit_once(b.cluster(), &b.client, A, &job(A, Some("mine")), none_ran())
+        .await
+        .unwrap();
+    let Submitted::Fresh(p) = s else {
+        panic!("{s:?}")
+    };
+    let r = b.record(p.job_id).await.unwrap();
+    assert!(released(&r), "{r:?}");
+    assert_eq!(r.comment.as_deref(), Some("mine"), "the mark removed");
+    // Again (a retried CreateTask): the same job, adopted.
+    let again = submit_once(b.cluster(), &b.client, A, &job(A, Some("mine")), none_ran())
+        .await
+        .unwrap();
+    assert_eq!(again, Submitted::Adopted(p));
+}
+
+#[tokio::test]
+async fn a_job_racing_another_replicas_steps_back_and_releases_the_winner() {
+    let b = Bench::new().await;
+    b.take_index().await;
+    let theirs = b.racing_job(A).await;
+    let s = submit_once(b.cluster(), &b.client, A, &job(A, Some("mine")), none_ran())
+        .await
+        .unwrap();
+    let Submitted::LostRace { winner, cancelled } = s else {
+        panic!("{s:?}")
+    };
+    assert_eq!(winner, Placement::job(theirs));
+    assert!(cancelled.id > theirs, "ours came second");
+    assert_eq!(
+        b.record(cancelled.id).await.unwrap().state.base,
+        BaseState::Cancelled,
+        "the loser cancelled (held: it never ran)"
+    );
+    // The winner's replica is gone (it never released it): the loser's answer releases it.
+    assert!(released(&b.record(theirs).await.unwrap()));
+}
+
+#[tokio::test]
+async fn an_array_settles_each_element_against_its_key_and_cancels_the_lost_one() {
+    let b = Bench::new().await;
+    b.take_index().await;
+    let theirs = b.racing_job(B).await;
+    let keys = [A, B, C];
+    let out = submit_array(b.cluster(), &b.client, &array(&keys), &keys)
+        .await
+        .unwrap();
+    let mine = out[0].placement().job_id;
+    assert!(mine > theirs);
+    let element = |index| Placement {
+        job_id: mine,
+        element: Some(Element { index, of: 3 }),
+    };
+    assert_eq!(out[0], Submitted::Fresh(element(0)));
+    assert_eq!(
+        out[1],
+        Submitted::LostRace {
+            winner: Placement::job(theirs),
+            cancelled: JobRef {
+                id: mine,
+                element: Some(1)
+            },
+        }
+    );
+    assert_eq!(out[2], Submitted::Fresh(element(2)));
+    assert_eq!(b.elements(mine).await, [0, 2], "element 1 cancelled");
+    let r = b.record(mine).await.unwrap();
+    assert!(released(&r), "{r:?}");
+    assert_eq!(r.comment.as_deref(), Some("the tasks' comment"));
+}
+
+#[tokio::test]
+async fn an_array_its_replica_left_held_is_settled_by_whoever_meets_a_key() {
+    let b = Bench::new().await;
+    let keys = [A, B];
+    // A replica submitted B's job, then another's array for A and B, and died before its check.
+    let older_b = b.racing_job(B).await;
+    let mut held = array(&keys);
+    held.hold = Some(true);
+    held.comment = Some(awaiting_comment(held.comment.as_deref()));
+    let orphan = b.client.submit(&held).await.unwrap();
+    // A's retried CreateTask here meets its element still held: it settles the whole array.
+    // (Driven from the winner the index gives on real Slurm, whose `job/{id}` of a held array is
+    // one record of its pending remainder, `arrays-held-job-get`: the mock lists each element
+    // as a record of its own, which the index reads as started.)
+    let w = Winner {
+        job_id: orphan,
+        element: Some(Element { index: 0, of: 2 }),
+        awaiting_release: true,
+    };
+    finish(b.cluster(), &b.client, A, w, &job(A, None))
+        .await
+        .unwrap();
+    assert_eq!(
+        b.elements(orphan).await,
+        [0],
+        "B's element cancelled: B has an older job"
+    );
+    let jobs = b.client.jobs().await.unwrap();
+    let r = jobs
+        .iter()
+        .find(|j| j.array.as_ref().is_some_and(|a| a.array_job_id == orphan))
+        .expect("A's element");
+    assert!(released(r), "{r:?}");
+    assert_eq!(r.comment.as_deref(), Some("the tasks' comment"));
+    assert!(b.record(older_b).await.is_some());
+}
+
+#[tokio::test]
+async fn a_tombstone_makes_a_late_submit_of_its_key_step_back() {
+    let b = Bench::new().await;
+    b.take_index().await;
+    tombstone(b.cluster(), &b.client, &b.client, A, &job(A, None))
+        .await
+        .unwrap();
+    // Another replica's submit of the same execution, after the DeleteTask.
+    let other = Bench {
+        submitter: Submitter::new(Duration::from_secs(60)),
+        ..b
+    };
+    let s = submit_once(other.cluster(), &other.client, A, &job(A, None), none_ran())
+        .await
+        .unwrap();
+    let Submitted::Adopted(p) = s else {
+        panic!("{s:?}")
+    };
+    assert_eq!(
+        other.record(p.job_id).await.unwrap().state.base,
+        BaseState::Cancelled,
+        "answered with the cancelled tombstone: nothing runs"
+    );
+    let live = other
+        .client
+        .jobs()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|j| j.state.base != BaseState::Cancelled)
+        .count();
+    assert_eq!(live, 0);
+}
+
+#[tokio::test]
+async fn a_failed_check_leaves_the_job_held_and_its_key_uncertain() {
+    let b = Bench::new().await;
+    b.take_index().await;
+    let mut held = job(A, None);
+    held.hold = Some(true);
+    held.comment = Some(awaiting_comment(None));
+    let (mine, after) = held_submit(b.cluster(), &b.client, &held, Carries::Job(A))
+        .await
+        .unwrap();
+    // A check through a client of nothing (slurmrestd gone) fails.
+    let mut cfg = ClientConfig::new(
+        "mock",
+        "http://127.0.0.1:9".parse().unwrap(),
+        Auth::Static {
+            token: Secret::new(String::from("a.b.c")),
+        },
+    );
+    cfg.api_version = Some(crate::slurmrestd::ApiVersion::V0045);
+    cfg.retry.max_attempts = 1;
+    let gone = Client::new(cfg).unwrap();
+    let cl = Cluster {
+        checks: &gone,
+        ..b.cluster()
+    };
+    let f = check_and_settle(cl, &b.client, mine, Carries::Job(A), after)
+        .await
+        .unwrap_err();
+    assert!(f.what.contains("stays held"), "{}", f.what);
+    assert!(b.submitter.executions.is_uncertain(A));
+    assert!(awaiting_release(&b.record(mine).await.unwrap()));
+}
