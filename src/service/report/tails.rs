@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::staging;
+use crate::staging::{self, Staging};
 use crate::tracker::JobSnapshot;
 
 use crate::service::cluster::ClusterRuntime;
@@ -22,103 +22,106 @@ const TAILS_READ: usize = 3;
 
 /// Appends the stderr tail that explains a failed verdict.
 pub async fn apply(v: &mut Verdict, rt: &ClusterRuntime, meta: &ResourceMeta, snap: &JobSnapshot) {
-    if v.failed()
-        && let Some(st) = &rt.staging
-        && !meta.stderr.is_empty()
-        && !snap.elements.is_empty()
+    let Some(st) = rt.staging.as_deref() else {
+        return;
+    };
+    if !v.failed() || meta.stderr.is_empty() {
+        return;
+    }
+    if !snap.elements.is_empty() {
+        elements(v, st, meta, snap).await
+    } else if meta.ranks {
+        ranks(v, st, meta).await
+    } else {
+        job(v, st, meta, snap).await
+    }
+}
+
+const SLOW: &str = "\n(stderr not read: the staging backend is slow)";
+
+/// A job array: the tails of the first failed elements, each from its own file, all within the
+/// one staging budget.
+async fn elements(v: &mut Verdict, st: &dyn Staging, meta: &ResourceMeta, snap: &JobSnapshot) {
+    let deadline = tokio::time::Instant::now() + STAGING_BUDGET;
+    for e in failed_elements(snap).into_iter().take(TAILS_READ) {
+        let path = staging::element_path(&meta.stderr, meta.job_id.0, e.index);
+        match tokio::time::timeout_at(deadline, staging::logs::failure_tail(st, &path)).await {
+            Ok(Ok(Some(tail))) => v.message.push_str(&format!(
+                "\n--- last lines of stderr of element {} ({path}) ---\n{tail}",
+                e.index
+            )),
+            Ok(Ok(None)) => {}
+            Ok(Err(err)) => v.message.push_str(&format!(
+                "\n(stderr of element {} not readable: {err})",
+                e.index
+            )),
+            Err(_) => {
+                v.message.push_str(SLOW);
+                break;
+            }
+        }
+    }
+}
+
+/// Several ranks: srun names the one that failed first; its own labelled lines are the tail
+/// worth showing (the others were only terminated).
+async fn ranks(v: &mut Verdict, st: &dyn Staging, meta: &ResourceMeta) {
+    match tokio::time::timeout(
+        STAGING_BUDGET,
+        st.tail(&meta.stderr, rank_failure::READ_LINES),
+    )
+    .await
     {
-        // A job array: the tails of the first failed elements, each from its own file, all
-        // within the one staging budget.
-        let deadline = tokio::time::Instant::now() + STAGING_BUDGET;
-        for e in failed_elements(snap).into_iter().take(TAILS_READ) {
-            let path = staging::element_path(&meta.stderr, meta.job_id.0, e.index);
-            match tokio::time::timeout_at(deadline, staging::logs::failure_tail(st.as_ref(), &path))
-                .await
+        Ok(Ok(Some(text))) => match rank_failure::find(&text) {
+            Some(f) => v.message.push_str(&format!("\n{}", f.message())),
+            None => {
+                let tail: Vec<&str> = text.lines().collect();
+                let from = tail.len().saturating_sub(staging::logs::FAILURE_TAIL_LINES);
+                v.message.push_str(&format!(
+                    "\n--- last lines of stderr ---\n{}",
+                    tail[from..].join("\n")
+                ));
+            }
+        },
+        Ok(Ok(None)) => {}
+        Ok(Err(e)) => v.message.push_str(&format!("\n(stderr not readable: {e})")),
+        Err(_) => v.message.push_str(SLOW),
+    }
+}
+
+/// One job: its tail, and an out-of-memory kill named as such.
+async fn job(v: &mut Verdict, st: &dyn Staging, meta: &ResourceMeta, snap: &JobSnapshot) {
+    match tokio::time::timeout(
+        STAGING_BUDGET,
+        staging::logs::failure_tail(st, &meta.stderr),
+    )
+    .await
+    {
+        Ok(Ok(Some(tail))) => {
+            // jobacct_gather's OverMemoryKill ends the job FAILED by SIGKILL; only the line
+            // slurmstepd writes to the job's stderr says it was the memory limit.
+            if snap
+                .state
+                .as_deref()
+                .is_some_and(|t| t.starts_with("FAILED"))
+                && let Some((used, limit)) = over_memory_line(&tail)
             {
-                Ok(Ok(Some(tail))) => v.message.push_str(&format!(
-                    "\n--- last lines of stderr of element {} ({path}) ---\n{tail}",
-                    e.index
-                )),
-                Ok(Ok(None)) => {}
-                Ok(Err(err)) => v.message.push_str(&format!(
-                    "\n(stderr of element {} not readable: {err})",
-                    e.index
-                )),
-                Err(_) => {
-                    v.message
-                        .push_str("\n(stderr not read: the staging backend is slow)");
-                    break;
-                }
+                let first = v.message.find('\n').unwrap_or(v.message.len());
+                v.message.replace_range(
+                    ..first,
+                    &format!(
+                        "[OUT_OF_MEMORY] job {} used more than its {} (MaxRSS {})",
+                        meta.job_id,
+                        bytes_text(limit),
+                        bytes_text(used)
+                    ),
+                );
             }
+            v.message
+                .push_str(&format!("\n--- last lines of stderr ---\n{tail}"))
         }
-    } else if v.failed()
-        && meta.ranks
-        && let Some(st) = &rt.staging
-        && !meta.stderr.is_empty()
-    {
-        // Several ranks: srun names the one that failed first; its own labelled lines are the
-        // tail worth showing (the others were only terminated).
-        match tokio::time::timeout(
-            STAGING_BUDGET,
-            st.tail(&meta.stderr, rank_failure::READ_LINES),
-        )
-        .await
-        {
-            Ok(Ok(Some(text))) => match rank_failure::find(&text) {
-                Some(f) => v.message.push_str(&format!("\n{}", f.message())),
-                None => {
-                    let tail: Vec<&str> = text.lines().collect();
-                    let from = tail.len().saturating_sub(staging::logs::FAILURE_TAIL_LINES);
-                    v.message.push_str(&format!(
-                        "\n--- last lines of stderr ---\n{}",
-                        tail[from..].join("\n")
-                    ));
-                }
-            },
-            Ok(Ok(None)) => {}
-            Ok(Err(e)) => v.message.push_str(&format!("\n(stderr not readable: {e})")),
-            Err(_) => v
-                .message
-                .push_str("\n(stderr not read: the staging backend is slow)"),
-        }
-    } else if v.failed()
-        && let Some(st) = &rt.staging
-        && !meta.stderr.is_empty()
-    {
-        match tokio::time::timeout(
-            STAGING_BUDGET,
-            staging::logs::failure_tail(st.as_ref(), &meta.stderr),
-        )
-        .await
-        {
-            Ok(Ok(Some(tail))) => {
-                // jobacct_gather's OverMemoryKill ends the job FAILED by SIGKILL; only the line
-                // slurmstepd writes to the job's stderr says it was the memory limit.
-                if snap
-                    .state
-                    .as_deref()
-                    .is_some_and(|t| t.starts_with("FAILED"))
-                    && let Some((used, limit)) = over_memory_line(&tail)
-                {
-                    let first = v.message.find('\n').unwrap_or(v.message.len());
-                    v.message.replace_range(
-                        ..first,
-                        &format!(
-                            "[OUT_OF_MEMORY] job {} used more than its {} (MaxRSS {})",
-                            meta.job_id,
-                            bytes_text(limit),
-                            bytes_text(used)
-                        ),
-                    );
-                }
-                v.message
-                    .push_str(&format!("\n--- last lines of stderr ---\n{tail}"))
-            }
-            Ok(Ok(None)) => {}
-            Ok(Err(e)) => v.message.push_str(&format!("\n(stderr not readable: {e})")),
-            Err(_) => v
-                .message
-                .push_str("\n(stderr not read: the staging backend is slow)"),
-        }
+        Ok(Ok(None)) => {}
+        Ok(Err(e)) => v.message.push_str(&format!("\n(stderr not readable: {e})")),
+        Err(_) => v.message.push_str(SLOW),
     }
 }

@@ -177,83 +177,75 @@ impl Metrics {
                 api_versions: crate::build_info::API_VERSIONS.to_string(),
             })
             .set(1);
+        m.register_service(&mut registry);
+        m.register_tasks(&mut registry);
+        m.register_submits(&mut registry);
+        Arc::new(Metrics { registry, ..m })
+    }
+
+    /// The build, the RPCs, slurmrestd's requests and the state the service keeps.
+    fn register_service(&self, registry: &mut Registry) {
         registry.register(
             "slurm_connector_build_info",
             "The connector's version, git commit and the slurmrestd API versions it speaks (always 1)",
-            m.build_info.clone(),
+            self.build_info.clone(),
         );
         // prometheus-client appends `_total` to counters itself.
         registry.register(
             "flyte_connector_requests_success",
             "Successful connector requests",
-            m.success.clone(),
+            self.success.clone(),
         );
         registry.register(
             "flyte_connector_requests_failure",
             "Failed connector requests",
-            m.failure.clone(),
+            self.failure.clone(),
         );
         registry.register(
             "flyte_connector_request_latency_seconds",
             "Connector request latency",
-            m.latency.clone(),
+            self.latency.clone(),
         );
         registry.register(
             "slurm_connector_slurmrestd_requests",
             "HTTP requests to slurmrestd by operation, API version and status",
-            m.slurmrestd_requests.clone(),
+            self.slurmrestd_requests.clone(),
         );
         registry.register(
             "slurm_connector_tracked_jobs",
             "Jobs the state tracker follows",
-            m.tracked_jobs.clone(),
+            self.tracked_jobs.clone(),
         );
         registry.register(
             "slurm_connector_output_transfers",
             "Connector-side output transfers kept: running, or settled and read within terminal_ttl",
-            m.output_transfers.clone(),
+            self.output_transfers.clone(),
         );
         registry.register(
             "slurm_connector_state_entries",
             "Entries of the connector's maps by execution (executions) and by job (index_jobs: the duplicate check's index)",
-            m.state_entries.clone(),
+            self.state_entries.clone(),
         );
-        registry.register(
-            "slurm_connector_coalesced_arrays",
-            "Job arrays submitted for batches of coalesced CreateTasks",
-            m.coalesced_arrays.clone(),
-        );
-        registry.register(
-            "slurm_connector_coalesced_elements",
-            "CreateTasks submitted as elements of coalesced job arrays (divided by coalesced_arrays: the mean batch)",
-            m.coalesced_elements.clone(),
-        );
-        registry.register(
-            "slurm_connector_coalesce_wait_seconds",
-            "Seconds coalesced CreateTasks waited for their batch to be submitted, summed (divided by coalesced_elements: the mean wait)",
-            m.coalesce_wait.clone(),
-        );
-        registry.register(
-            "slurm_connector_coalesce_waiting",
-            "CreateTasks waiting in open batches for their coalescing window",
-            m.coalesce_waiting.clone(),
-        );
+    }
+
+    /// What became of executions: outcomes, output uploads, and their accounted usage.
+    fn register_tasks(&self, registry: &mut Registry) {
         registry.register(
             "slurm_connector_task_outcomes",
             "Executions' first terminal GetTask answer on this replica, by phase, failure class (user, permanent, infrastructure, none) and the status code the message starts with",
-            m.task_outcomes.clone(),
+            self.task_outcomes.clone(),
         );
         registry.register(
             "slurm_connector_output_uploads",
             "Uploads of executions' declared outputs to object storage, by result (ok, failed), counted when each attempt settles",
-            m.output_uploads.clone(),
+            self.output_uploads.clone(),
         );
         registry.register(
             "slurm_connector_task_accounted",
             "Executions whose Slurm accounting (slurmdbd) came with their first terminal GetTask answer, by Flyte project and domain",
-            m.task_accounted.clone(),
+            self.task_accounted.clone(),
         );
-        for ((name, help), family) in USAGE_FIGURES.iter().zip(&m.task_usage) {
+        for ((name, help), family) in USAGE_FIGURES.iter().zip(&self.task_usage) {
             registry.register(
                 format!("slurm_connector_task_{name}"),
                 *help,
@@ -263,59 +255,82 @@ impl Metrics {
         registry.register(
             "slurm_connector_task_cpu_efficiency",
             "Each accounted execution's CPU time used over CPU time allocated (seff's CPU efficiency)",
-            m.task_cpu_efficiency.clone(),
+            self.task_cpu_efficiency.clone(),
         );
+    }
+
+    /// The write path: polling, tokens, submits, pacing and coalescing.
+    fn register_submits(&self, registry: &mut Registry) {
         registry.register(
             "slurm_connector_poll_tick_seconds",
             "Duration of one state-tracker poll round",
-            m.poll_tick.clone(),
+            self.poll_tick.clone(),
         );
         registry.register(
             "slurm_connector_token_refreshes",
             "slurmrestd tokens minted or re-read",
-            m.token_refreshes.clone(),
+            self.token_refreshes.clone(),
         );
         registry.register(
             "slurm_connector_jobs_submitted",
             "Jobs submitted to Slurm",
-            m.submits.clone(),
+            self.submits.clone(),
         );
         registry.register(
             "slurm_connector_duplicate_creates",
             "CreateTask calls answered with an already submitted job (idempotency)",
-            m.duplicate_creates.clone(),
+            self.duplicate_creates.clone(),
         );
         registry.register(
             "slurm_connector_deferred_creates",
             "CreateTask calls answered before their submit was done (throttled or retried); GetTask says QUEUED until it is",
-            m.deferred_creates.clone(),
+            self.deferred_creates.clone(),
         );
         registry.register(
             "slurm_connector_submits_waiting",
             "Submits waiting for a slot (slurmctld throttling shrinks the slots)",
-            m.submits_waiting.clone(),
+            self.submits_waiting.clone(),
         );
         registry.register(
             "slurm_connector_submit_slots",
             "Submits a cluster runs at once now (halved on throttling, grown back on prompt answers)",
-            m.submit_limit.clone(),
+            self.submit_limit.clone(),
         );
         registry.register(
             "slurm_connector_submit_throttle_signals",
             "Submit answers since start that showed slurmctld throttling (slower than 2 s, timed out, 5xx)",
-            m.submits_throttled.clone(),
+            self.submits_throttled.clone(),
         );
         registry.register(
             "slurm_connector_cluster_full",
             "1 while slurmctld refuses submits because its MaxJobCount is reached (submits wait, one probe every 5 s)",
-            m.cluster_full.clone(),
+            self.cluster_full.clone(),
         );
         registry.register(
             "slurm_connector_submits_refused_full",
             "Submits since start that slurmctld refused because its MaxJobCount was reached",
-            m.submits_refused_full.clone(),
+            self.submits_refused_full.clone(),
         );
-        Arc::new(Metrics { registry, ..m })
+        registry.register(
+            "slurm_connector_coalesced_arrays",
+            "Job arrays submitted for batches of coalesced CreateTasks",
+            self.coalesced_arrays.clone(),
+        );
+        registry.register(
+            "slurm_connector_coalesced_elements",
+            "CreateTasks submitted as elements of coalesced job arrays (divided by coalesced_arrays: the mean batch)",
+            self.coalesced_elements.clone(),
+        );
+        registry.register(
+            "slurm_connector_coalesce_wait_seconds",
+            "Seconds coalesced CreateTasks waited for their batch to be submitted, summed (divided by coalesced_elements: the mean wait)",
+            self.coalesce_wait.clone(),
+        );
+        registry.register(
+            "slurm_connector_coalesce_waiting",
+            "CreateTasks waiting in open batches for their coalescing window",
+            self.coalesce_waiting.clone(),
+        );
     }
 
     /// The pacing gauges of a cluster, from its pacer's view.

@@ -155,24 +155,7 @@ pub async fn serve_with(
     let stop_accepting_rx = async move {
         let _ = accepting_stopped.await;
     };
-    let server = match &tls {
-        Some(tls) => tokio::spawn(
-            router.serve_with_incoming_shutdown(tls.incoming(grpc_listener), stop_accepting_rx),
-        ),
-        None => tokio::spawn(router.serve_with_incoming_shutdown(
-            // Small unary RPCs: without TCP_NODELAY each answer waits on Nagle + delayed ACK
-            // (measured in BENCHMARKS.md: p99 GetTask 68 → 36 ms closed loop).
-            tokio_stream::StreamExt::map(
-                tokio_stream::wrappers::TcpListenerStream::new(grpc_listener),
-                |r| {
-                    r.inspect(|s| {
-                        let _ = s.set_nodelay(true);
-                    })
-                },
-            ),
-            stop_accepting_rx,
-        )),
-    };
+    let server = spawn_server(router, tls.as_deref(), grpc_listener, stop_accepting_rx);
     // On its own task (above): it must go on accepting (health checks, refusals) while this one
     // drains.
     let mut server = server;
@@ -181,25 +164,7 @@ pub async fn serve_with(
         r = &mut server => (joined(r), tokio::time::Instant::now()),
         _ = &mut shutdown => {
             let deadline = tokio::time::Instant::now() + grace;
-            // Tell probes and load balancers first, then refuse new CreateTasks.
-            serving.store(false, std::sync::atomic::Ordering::SeqCst);
-            for name in HEALTH_SERVICES {
-                health_reporter
-                    .set_service_status(name, tonic_health::ServingStatus::NotServing)
-                    .await;
-            }
-            let creates = connector.drain.close();
-            let submits: usize = connector.clusters.values().map(|rt| rt.submitter.close()).sum();
-            tracing::info!(create_tasks_in_flight = creates, submits_in_flight = submits, grace = ?grace, "shutting down: health NOT_SERVING, new CreateTasks handed to another replica, letting the CreateTasks and submits in flight finish");
-            let all_done = async {
-                connector.drain.idle().await;
-                for rt in connector.clusters.values() {
-                    rt.submitter.idle().await;
-                }
-            };
-            if tokio::time::timeout_at(deadline, all_done).await.is_err() {
-                tracing::warn!(grace = ?grace, "shutdown: CreateTasks or submits still in flight at the drain deadline; exiting anyway (a job left held is released by the retried CreateTask)");
-            }
+            drain(&connector, &health_reporter, &serving, deadline, grace).await;
             let _ = stop_accepting.send(());
             let r = match tokio::time::timeout_at(deadline, &mut server).await {
                 Ok(r) => joined(r),
@@ -223,6 +188,68 @@ pub async fn serve_with(
         tracing::info!("shut down");
     }
     result.map_err(ServeError::from)
+}
+
+/// The gRPC server on a task of its own (it must go on accepting, for health checks and
+/// hand-offs, while `serve_with` drains), until `stop` resolves.
+fn spawn_server(
+    router: tonic::transport::server::Router,
+    tls: Option<&super::tls::ServerTls>,
+    listener: TcpListener,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> tokio::task::JoinHandle<Result<(), tonic::transport::Error>> {
+    match tls {
+        Some(tls) => {
+            tokio::spawn(router.serve_with_incoming_shutdown(tls.incoming(listener), stop))
+        }
+        None => tokio::spawn(router.serve_with_incoming_shutdown(
+            // Small unary RPCs: without TCP_NODELAY each answer waits on Nagle + delayed ACK
+            // (measured in BENCHMARKS.md: p99 GetTask 68 → 36 ms closed loop).
+            tokio_stream::StreamExt::map(
+                tokio_stream::wrappers::TcpListenerStream::new(listener),
+                |r| {
+                    r.inspect(|s| {
+                        let _ = s.set_nodelay(true);
+                    })
+                },
+            ),
+            stop,
+        )),
+    }
+}
+
+/// Shutdown's first half: probes and load balancers told first (NOT_SERVING), new CreateTasks
+/// handed to another replica, then the CreateTasks and submits in flight let finish, until
+/// `deadline`.
+async fn drain(
+    connector: &Connector,
+    health: &tonic_health::server::HealthReporter,
+    serving: &std::sync::atomic::AtomicBool,
+    deadline: tokio::time::Instant,
+    grace: std::time::Duration,
+) {
+    serving.store(false, std::sync::atomic::Ordering::SeqCst);
+    for name in HEALTH_SERVICES {
+        health
+            .set_service_status(name, tonic_health::ServingStatus::NotServing)
+            .await;
+    }
+    let creates = connector.drain.close();
+    let submits: usize = connector
+        .clusters
+        .values()
+        .map(|rt| rt.submitter.close())
+        .sum();
+    tracing::info!(create_tasks_in_flight = creates, submits_in_flight = submits, grace = ?grace, "shutting down: health NOT_SERVING, new CreateTasks handed to another replica, letting the CreateTasks and submits in flight finish");
+    let all_done = async {
+        connector.drain.idle().await;
+        for rt in connector.clusters.values() {
+            rt.submitter.idle().await;
+        }
+    };
+    if tokio::time::timeout_at(deadline, all_done).await.is_err() {
+        tracing::warn!(grace = ?grace, "shutdown: CreateTasks or submits still in flight at the drain deadline; exiting anyway (a job left held is released by the retried CreateTask)");
+    }
 }
 
 /// Each configured cluster's runtime, its API version chosen and its identity rules checked: a

@@ -94,32 +94,7 @@ pub fn request(req: &admin::CreateTaskRequest) -> Result<TaskRequest, Flyte1Erro
         Value::Null => Map::new(),
         _ => return Err(custom_err("custom", "must be a JSON object")),
     };
-    // `SlurmTask` and `SlurmShellTask` share the task type; the shell task has the script inline.
-    let shell_task =
-        t.r#type == SCRIPT_TASK_TYPE && custom.get("script").is_some_and(|v| !v.is_null());
-    let (task_type, keys, what) = match t.r#type.as_str() {
-        FUNCTION_TASK_TYPE => (TaskType::Function, FUNCTION_KEYS, "a `slurm_fn` task"),
-        SCRIPT_TASK_TYPE if shell_task => (
-            TaskType::SlurmScript,
-            SHELL_KEYS,
-            "a `slurm` task with an inline script (SlurmShellTask)",
-        ),
-        SCRIPT_TASK_TYPE => (
-            TaskType::SlurmScript,
-            SCRIPT_KEYS,
-            "a `slurm` task (SlurmTask)",
-        ),
-        other => return Err(Flyte1Error::TaskType(other.to_string())),
-    };
-    if let Some(k) = custom.keys().find(|k| !keys.contains(&k.as_str())) {
-        return Err(custom_err(
-            k,
-            format!(
-                "not a key flytekitplugins-slurm writes for {what} (it writes {}); remove it",
-                keys.join(", ")
-            ),
-        ));
-    }
+    let (task_type, shell_task) = task_kind(&t.r#type, &custom)?;
 
     let mut v2 = Map::new();
     if let Some(ssh) = custom.get("ssh_config").filter(|v| !v.is_null()) {
@@ -134,101 +109,37 @@ pub fn request(req: &admin::CreateTaskRequest) -> Result<TaskRequest, Flyte1Erro
         }
     }
     v2.insert("sbatch_options".into(), sbatch_options(&custom)?);
-    let mut script_file = None;
-    let mut script_args = Vec::new();
-    let mut inputs = Vec::new();
-    let mut outputs = Vec::new();
-    let mut shell_template = None;
-    match task_type {
-        _ if shell_task => {
-            let script = custom
-                .get("script")
-                .and_then(Value::as_str)
+    let parts = if shell_task {
+        shell_parts(req, t, &custom, &mut v2)?
+    } else if task_type == TaskType::Function {
+        if let Some(s) = custom.get("script").filter(|v| !v.is_null()) {
+            let s = s
+                .as_str()
                 .ok_or_else(|| custom_err("script", "must be a string"))?;
-            if script.trim().is_empty() || script.trim() == DUMMY_SCRIPT {
-                return Err(custom_err(
-                    "script",
-                    "is empty; write the batch script (SlurmShellTask(script=...))",
-                ));
-            }
-            v2.insert("script".into(), Value::String(script.to_string()));
-            inputs = literal_inputs(req.inputs.as_ref());
-            outputs = interface_outputs(t);
-            check_input_types(&custom, &inputs)?;
-            let locations = output_locations(&custom, &outputs)?;
-            v2.insert(
-                "outputs".into(),
-                Value::Object(
-                    outputs
-                        .iter()
-                        .map(|(name, kind)| {
-                            let kind = if *kind == InterfaceKind::Dir {
-                                "directory"
-                            } else {
-                                "file"
-                            };
-                            (name.clone(), Value::String(kind.into()))
-                        })
-                        .collect(),
-                ),
-            );
-            shell_template = Some(ShellTemplate {
-                output_locations: locations,
-            });
-            script_args = batch_script_args(&custom)?;
+            v2.insert("script".into(), Value::String(s.to_string()));
         }
-        TaskType::Function => {
-            if let Some(s) = custom.get("script").filter(|v| !v.is_null()) {
-                let s = s
-                    .as_str()
-                    .ok_or_else(|| custom_err("script", "must be a string"))?;
-                v2.insert("script".into(), Value::String(s.to_string()));
-            }
+        Parts::default()
+    } else {
+        Parts {
+            script_file: Some(script_path(&custom)?),
+            script_args: batch_script_args(&custom)?,
+            ..Parts::default()
         }
-        _ => {
-            let path = custom
-                .get("batch_script_path")
-                .and_then(Value::as_str)
-                .filter(|p| !p.is_empty())
-                .ok_or_else(|| {
-                    custom_err(
-                        "batch_script_path",
-                        "a slurm task names its batch script on the cluster (SlurmTask(batch_script_path=...))",
-                    )
-                })?;
-            if !path.starts_with('/') || path.chars().any(char::is_control) {
-                return Err(custom_err(
-                    "batch_script_path",
-                    format!(
-                        "`{}` must be an absolute path on the cluster's shared filesystem",
-                        path.escape_default()
-                    ),
-                ));
-            }
-            script_file = Some(path.to_string());
-            script_args = batch_script_args(&custom)?;
-        }
-    }
+    };
+    let Parts {
+        script_file,
+        script_args,
+        inputs,
+        outputs,
+        shell_template,
+    } = parts;
 
     let tem = req.task_execution_metadata.as_ref();
     // Flyte 1's retry is a new attempt: a new key, a new job (never the previous attempt's).
     let exec = tem
         .and_then(|m| m.execution())
         .ok_or(Flyte1Error::NoExecutionId)?;
-    let container = t.target.as_ref().and_then(|target| match target {
-        core1::task_template::Target::Container(c) => Some(ContainerSpec {
-            image: c.image.clone(),
-            command: c.command.clone(),
-            args: c.args.clone(),
-            env: c
-                .env
-                .iter()
-                .map(|kv| (kv.key.clone(), kv.value.clone()))
-                .collect(),
-            gpus: None,
-        }),
-        _ => None,
-    });
+    let container = container(t);
     let spec = TaskSpec {
         task_type,
         task_name: t.id.as_ref().map(|i| i.name.clone()).unwrap_or_default(),
@@ -256,6 +167,144 @@ pub fn request(req: &admin::CreateTaskRequest) -> Result<TaskRequest, Flyte1Erro
         tem.map(|t| t as &dyn Metadata),
         script_file,
     ))
+}
+
+/// The task's type, and whether it is a `SlurmShellTask`; `custom` holding only keys the plugin
+/// writes for it.
+fn task_kind(
+    task_type: &str,
+    custom: &Map<String, Value>,
+) -> Result<(TaskType, bool), Flyte1Error> {
+    // `SlurmTask` and `SlurmShellTask` share the task type; the shell task has the script inline.
+    let shell_task =
+        task_type == SCRIPT_TASK_TYPE && custom.get("script").is_some_and(|v| !v.is_null());
+    let (task_type, keys, what) = match task_type {
+        FUNCTION_TASK_TYPE => (TaskType::Function, FUNCTION_KEYS, "a `slurm_fn` task"),
+        SCRIPT_TASK_TYPE if shell_task => (
+            TaskType::SlurmScript,
+            SHELL_KEYS,
+            "a `slurm` task with an inline script (SlurmShellTask)",
+        ),
+        SCRIPT_TASK_TYPE => (
+            TaskType::SlurmScript,
+            SCRIPT_KEYS,
+            "a `slurm` task (SlurmTask)",
+        ),
+        other => return Err(Flyte1Error::TaskType(other.to_string())),
+    };
+    if let Some(k) = custom.keys().find(|k| !keys.contains(&k.as_str())) {
+        return Err(custom_err(
+            k,
+            format!(
+                "not a key flytekitplugins-slurm writes for {what} (it writes {}); remove it",
+                keys.join(", ")
+            ),
+        ));
+    }
+    Ok((task_type, shell_task))
+}
+
+/// What a Flyte 1 task type adds beyond the common fields: the script on the cluster (a
+/// `slurm` task), its arguments, and a shell task's typed inputs and outputs.
+#[derive(Default)]
+struct Parts {
+    script_file: Option<String>,
+    script_args: Vec<String>,
+    inputs: Vec<(String, InputValue)>,
+    outputs: Vec<(String, InterfaceKind)>,
+    shell_template: Option<ShellTemplate>,
+}
+
+/// A `SlurmShellTask`: its inline script (into `v2`), typed inputs, declared outputs and where
+/// each is written.
+fn shell_parts(
+    req: &admin::CreateTaskRequest,
+    t: &core1::TaskTemplate,
+    custom: &Map<String, Value>,
+    v2: &mut Map<String, Value>,
+) -> Result<Parts, Flyte1Error> {
+    let script = custom
+        .get("script")
+        .and_then(Value::as_str)
+        .ok_or_else(|| custom_err("script", "must be a string"))?;
+    if script.trim().is_empty() || script.trim() == DUMMY_SCRIPT {
+        return Err(custom_err(
+            "script",
+            "is empty; write the batch script (SlurmShellTask(script=...))",
+        ));
+    }
+    v2.insert("script".into(), Value::String(script.to_string()));
+    let inputs = literal_inputs(req.inputs.as_ref());
+    let outputs = interface_outputs(t);
+    check_input_types(custom, &inputs)?;
+    let locations = output_locations(custom, &outputs)?;
+    v2.insert(
+        "outputs".into(),
+        Value::Object(
+            outputs
+                .iter()
+                .map(|(name, kind)| {
+                    let kind = if *kind == InterfaceKind::Dir {
+                        "directory"
+                    } else {
+                        "file"
+                    };
+                    (name.clone(), Value::String(kind.into()))
+                })
+                .collect(),
+        ),
+    );
+    Ok(Parts {
+        script_file: None,
+        script_args: batch_script_args(custom)?,
+        inputs,
+        outputs,
+        shell_template: Some(ShellTemplate {
+            output_locations: locations,
+        }),
+    })
+}
+
+/// A `SlurmTask`'s batch script on the cluster: an absolute path.
+fn script_path(custom: &Map<String, Value>) -> Result<String, Flyte1Error> {
+    let path = custom
+        .get("batch_script_path")
+        .and_then(Value::as_str)
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| {
+            custom_err(
+                "batch_script_path",
+                "a slurm task names its batch script on the cluster (SlurmTask(batch_script_path=...))",
+            )
+        })?;
+    if !path.starts_with('/') || path.chars().any(char::is_control) {
+        return Err(custom_err(
+            "batch_script_path",
+            format!(
+                "`{}` must be an absolute path on the cluster's shared filesystem",
+                path.escape_default()
+            ),
+        ));
+    }
+    Ok(path.to_string())
+}
+
+/// The task's container (a `slurm_fn` task runs pyflyte-execute from it).
+fn container(t: &core1::TaskTemplate) -> Option<ContainerSpec> {
+    t.target.as_ref().and_then(|target| match target {
+        core1::task_template::Target::Container(c) => Some(ContainerSpec {
+            image: c.image.clone(),
+            command: c.command.clone(),
+            args: c.args.clone(),
+            env: c
+                .env
+                .iter()
+                .map(|kv| (kv.key.clone(), kv.value.clone()))
+                .collect(),
+            gpus: None,
+        }),
+        _ => None,
+    })
 }
 
 /// `batch_script_args`: the script's `$1..`.
