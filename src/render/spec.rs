@@ -61,6 +61,28 @@ pub struct ContainerSpec {
     pub gpus: Option<u32>,
 }
 
+impl ContainerSpec {
+    /// From a template's container, whichever Flyte's protos it came in (each front end lists
+    /// its `env` pairs).
+    pub fn of<'a>(
+        image: &str,
+        command: &[String],
+        args: &[String],
+        env: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> ContainerSpec {
+        ContainerSpec {
+            image: image.to_string(),
+            command: command.to_vec(),
+            args: args.to_vec(),
+            env: env
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            gpus: None,
+        }
+    }
+}
+
 /// One input literal, reduced to what a script task can receive.
 #[derive(Debug, Clone, PartialEq)]
 pub enum InputValue {

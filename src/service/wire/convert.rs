@@ -45,16 +45,12 @@ pub fn task_spec(req: &CreateTaskRequest) -> Result<TaskSpec, ConvertError> {
     let container = t
         .target
         .as_ref()
-        .map(|core::task_template::Target::Container(c)| ContainerSpec {
-            image: c.image.clone(),
-            command: c.command.clone(),
-            args: c.args.clone(),
-            env: c
-                .env
-                .iter()
-                .map(|kv| (kv.key.clone(), kv.value.clone()))
-                .collect(),
-            gpus: c.resources.as_ref().and_then(gpu_count),
+        .map(|core::task_template::Target::Container(c)| {
+            let env = c.env.iter().map(|kv| (kv.key.as_str(), kv.value.as_str()));
+            ContainerSpec {
+                gpus: c.resources.as_ref().and_then(gpu_count),
+                ..ContainerSpec::of(&c.image, &c.command, &c.args, env)
+            }
         });
     // The backend builds inputs from a Go map: their order is random. Sorted, so the same
     // execution always renders the same job.

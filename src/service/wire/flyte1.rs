@@ -292,17 +292,10 @@ fn script_path(custom: &Map<String, Value>) -> Result<String, Flyte1Error> {
 /// The task's container (a `slurm_fn` task runs pyflyte-execute from it).
 fn container(t: &core1::TaskTemplate) -> Option<ContainerSpec> {
     t.target.as_ref().and_then(|target| match target {
-        core1::task_template::Target::Container(c) => Some(ContainerSpec {
-            image: c.image.clone(),
-            command: c.command.clone(),
-            args: c.args.clone(),
-            env: c
-                .env
-                .iter()
-                .map(|kv| (kv.key.clone(), kv.value.clone()))
-                .collect(),
-            gpus: None,
-        }),
+        core1::task_template::Target::Container(c) => {
+            let env = c.env.iter().map(|kv| (kv.key.as_str(), kv.value.as_str()));
+            Some(ContainerSpec::of(&c.image, &c.command, &c.args, env))
+        }
         _ => None,
     })
 }

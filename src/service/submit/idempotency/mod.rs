@@ -556,4 +556,4 @@ impl State {
 mod accounting;
 mod entries;
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

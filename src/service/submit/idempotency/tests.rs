@@ -21,9 +21,16 @@ async fn held_at_first_look(client: &Client, key: &str, held: JobId) -> Index {
 
 /// A mock slurmrestd and a client of it.
 async fn mock_cluster() -> (mock_slurmrestd::MockHandle, Client) {
+    mock_cluster_with(mock_slurmrestd::MockConfig::default()).await
+}
+
+/// A mock slurmrestd of `cfg` (its key set here) and a client of it as user `flyte`.
+pub(in crate::service::submit) async fn mock_cluster_with(
+    cfg: mock_slurmrestd::MockConfig,
+) -> (mock_slurmrestd::MockHandle, Client) {
     let cfg = mock_slurmrestd::MockConfig {
         jwt_key: b"idempotency-test-key-0123456789abcdef".to_vec(),
-        ..mock_slurmrestd::MockConfig::default()
+        ..cfg
     };
     let mock = mock_slurmrestd::MockServer::start(cfg, "127.0.0.1:0".parse().unwrap())
         .await
@@ -173,23 +180,12 @@ fn the_next_page_spans_a_thousand_jobs_at_the_rate_they_were_submitted() {
 /// with every submit for the life of the process.
 #[tokio::test]
 async fn jobs_that_left_slurmctld_are_forgotten_past_the_horizon() {
-    let cfg = mock_slurmrestd::MockConfig {
-        jwt_key: b"idempotency-test-key-0123456789abcdef".to_vec(),
+    let (mock, client) = mock_cluster_with(mock_slurmrestd::MockConfig {
         min_job_age: Duration::from_millis(300),
         accounting: false,
         ..mock_slurmrestd::MockConfig::default()
-    };
-    let mock = mock_slurmrestd::MockServer::start(cfg, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let client = Client::new(ClientConfig::new(
-        "mock",
-        mock.url().parse().unwrap(),
-        Auth::Static {
-            token: Secret::new(mock.mint_token("flyte", Duration::from_secs(600))),
-        },
-    ))
-    .unwrap();
+    })
+    .await;
     let key = "fedcba9876543210";
     let job = JobDescription {
         name: format!("flyte-t-{key}"),

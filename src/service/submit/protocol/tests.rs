@@ -16,21 +16,10 @@ struct Bench {
 
 impl Bench {
     async fn new() -> Bench {
-        let cfg = mock_slurmrestd::MockConfig {
-            jwt_key: b"protocol-test-key-0123456789abcdef".to_vec(),
-            ..mock_slurmrestd::MockConfig::default()
-        };
-        let mock = mock_slurmrestd::MockServer::start(cfg, "127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        let client = Client::new(ClientConfig::new(
-            "mock",
-            mock.url().parse().unwrap(),
-            Auth::Static {
-                token: Secret::new(mock.mint_token("flyte", Duration::from_secs(600))),
-            },
-        ))
-        .unwrap();
+        let (mock, client) = crate::service::submit::idempotency::tests::mock_cluster_with(
+            mock_slurmrestd::MockConfig::default(),
+        )
+        .await;
         Bench {
             _mock: mock,
             client,
