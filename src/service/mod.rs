@@ -63,7 +63,7 @@ use crate::staging;
 use report::native_result;
 use rpc::metrics;
 use submit::deferred::{self, Pending};
-use submit::execution::{Progress, Submitted};
+use submit::execution::Progress;
 use submit::{coalesce, gate, handoff, output_locations, script_file, staged_image};
 use wire::{convert, meta};
 
@@ -179,22 +179,8 @@ impl Connector {
             Some(t) => rt.submit_client_for(Some(t)),
             None => rt.submit_client_as(task.slurm_user.as_deref()),
         };
-        let on_done = self.on_submitted(
-            &rt,
-            Some(api_version),
-            task.rendered.job_name.clone(),
-            Some(spec.exec.to_string()),
-        );
         let progress = self
-            .start_submit(
-                &rt,
-                spec,
-                &task,
-                token.is_some(),
-                client,
-                meta.clone(),
-                on_done,
-            )
+            .start_submit(&rt, spec, &task, token.is_some(), client, meta.clone())
             .await;
         self.metrics.pacing(&rt.cfg.name, rt.submitter.pacing());
         // Within `submit_wait`, and before the caller's deadline (Flyte 1's is 3 s, below the
@@ -227,8 +213,9 @@ impl Connector {
         own_credentials: bool,
         client: crate::slurmrestd::Client,
         meta: ResourceMeta,
-        on_done: deferred::OnDone,
     ) -> tokio::sync::watch::Receiver<Progress> {
+        // For the log line once the job exists (`deferred::settle`).
+        let flyte = Some(spec.exec.to_string());
         let (key, job) = (&task.rendered.key, &task.rendered.job);
         let coalescing = rt.coalescing(self.deployment.coalesce).await;
         let batch = match coalescing.window {
@@ -247,9 +234,9 @@ impl Connector {
         };
         match batch {
             Some((window, batch)) => {
-                coalesce::submit_coalesced(rt, window, key, job, batch, client, meta, on_done)
+                coalesce::submit_coalesced(rt, window, key, job, batch, client, meta, flyte)
             }
-            None => deferred::submit_paced(rt, key, job, client, meta, on_done),
+            None => deferred::submit_paced(rt, key, job, client, meta, flyte),
         }
     }
 
@@ -280,38 +267,6 @@ impl Connector {
             ),
         );
         m
-    }
-
-    /// The bookkeeping once a paced submit has its job (run in the submit's own task, which may
-    /// outlive the CreateTask that started it). `flyte`: the execution it is for, when the
-    /// request is at hand (a takeover by GetTask has only the meta), so an operator can find a
-    /// run's jobs in the log (`flyte=project/domain/run/action#attempt`).
-    fn on_submitted(
-        &self,
-        rt: &Arc<ClusterRuntime>,
-        api_version: Option<ApiVersion>,
-        job_name: String,
-        flyte: Option<String>,
-    ) -> deferred::OnDone {
-        let (rt, metrics) = (rt.clone(), self.metrics.clone());
-        Box::new(move |m: &ResourceMeta, submitted: Submitted| {
-            metrics.pacing(&rt.cfg.name, rt.submitter.pacing());
-            let job_id = m.job_id;
-            if let Some(j) = &rt.job_files {
-                j.note(m);
-            }
-            rt.track(m);
-            if matches!(submitted, Submitted::Fresh(_)) {
-                metrics.submits.get_or_create(&cluster_label(&rt)).inc();
-                tracing::info!(cluster = %rt.cfg.name, api_version = ?api_version, job_id = %job_id, job_name = %job_name, flyte = flyte.as_deref().unwrap_or("-"), "submitted");
-            } else {
-                tracing::info!(cluster = %rt.cfg.name, job_id = %job_id, ?submitted, "CreateTask for an execution that already has a job on the cluster: answering with it");
-                metrics
-                    .duplicate_creates
-                    .get_or_create(&cluster_label(&rt))
-                    .inc();
-            }
-        })
     }
 
     /// GetTask: from the tracker's cache; never an error because slurmrestd hiccupped.
@@ -467,9 +422,7 @@ impl Connector {
         let Some(d) = m.deferred.clone() else {
             return Ok((rt, Ok(m)));
         };
-        let on_done =
-            || self.on_submitted(&rt, rt.client().api_version(), m.job_name.clone(), None);
-        let resolved = deferred::resolve(&rt, m.clone(), &d, on_done).await;
+        let resolved = deferred::resolve(&rt, m.clone(), &d).await;
         Ok((rt, resolved))
     }
 }

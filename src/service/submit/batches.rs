@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use crate::service::wire::meta::ResourceMeta;
 use crate::slurmrestd::{Client, JobDescription};
 
-use super::execution::{OnDone, Progress};
+use super::execution::Progress;
 
 /// One CreateTask in a batch: what its own submit would have had.
 pub struct Member {
@@ -21,7 +21,8 @@ pub struct Member {
     pub job: JobDescription,
     pub client: Client,
     pub template: ResourceMeta,
-    pub on_done: OnDone,
+    /// The execution, for the log line once its job exists (`deferred::settle`).
+    pub flyte: Option<String>,
     pub tx: watch::Sender<Progress>,
 }
 

@@ -42,7 +42,7 @@ use crate::slurmrestd::{Client, JobDescription, JobId};
 
 use super::batches::{Added, Due, Member};
 use super::coalesce_settings::{Coalescing, MAX_ARRAY_ELEMENTS};
-use super::deferred::{self, OnDone};
+use super::deferred;
 use super::execution::{Progress, Submitted};
 use super::protocol::{self, SubmitError, SubmitFailure};
 
@@ -94,7 +94,7 @@ pub fn submit_coalesced(
     batch: BatchOf,
     client: Client,
     template: ResourceMeta,
-    on_done: OnDone,
+    flyte: Option<String>,
 ) -> watch::Receiver<Progress> {
     let BatchOf {
         shape,
@@ -110,7 +110,7 @@ pub fn submit_coalesced(
             job: job.clone(),
             client,
             template,
-            on_done,
+            flyte,
             tx,
         };
         let window_of = |rt: &Arc<ClusterRuntime>| {
@@ -214,7 +214,7 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>, keys_in: KeysI
     // What the submit reads, apart from the answers (which are not `Sync`).
     let (elements, answers): (Vec<_>, Vec<_>) = batch
         .into_iter()
-        .map(|m| ((m.key, m.job, m.client), (m.template, m.on_done, m.tx)))
+        .map(|m| ((m.key, m.job, m.client), (m.template, m.flyte, m.tx)))
         .unzip();
     let r = submit_array(&rt, &elements, keys_in).await;
     permit.done(deferred::pace_of(&r));
@@ -231,12 +231,13 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>, keys_in: KeysI
         }
     }
     let outcomes = r.unwrap_or_default();
-    for (i, ((key, job, client), (template, on_done, tx))) in
+    for (i, ((key, job, client), (template, flyte, tx))) in
         elements.into_iter().zip(answers).enumerate()
     {
         if ok {
             let s = outcomes[i];
-            let progress = deferred::settle(&rt, &key, &client, template, on_done, Ok(s)).await;
+            let progress =
+                deferred::settle(&rt, &key, &client, template, flyte.as_deref(), Ok(s)).await;
             let _ = tx.send(progress);
         } else {
             let m = Member {
@@ -245,7 +246,7 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>, keys_in: KeysI
                 job,
                 client,
                 template,
-                on_done,
+                flyte,
                 tx,
             };
             single(&rt, m);
@@ -261,7 +262,7 @@ fn single(rt: &Arc<ClusterRuntime>, m: Member) {
         m.job,
         m.client,
         m.template,
-        m.on_done,
+        m.flyte,
         m.tx,
     ));
 }

@@ -45,17 +45,16 @@ pub const TAKE_OVER_AFTER: Duration = Duration::from_secs(300);
 /// (Flyte's next attempt starts afresh).
 pub const GIVE_UP_AFTER: Duration = Duration::from_secs(900);
 
-pub use super::execution::OnDone;
-
 /// Starts (or joins) the paced submit of `key`; `template` is the task's meta without its
-/// job id, completed and remembered when the job exists.
+/// job id, completed and remembered when the job exists; `flyte`: the execution
+/// (`project/domain/run/action#attempt`) when the request is at hand, for the log.
 pub fn submit_paced(
     rt: &Arc<ClusterRuntime>,
     key: &str,
     job: &JobDescription,
     client: Client,
     template: ResourceMeta,
-    on_done: OnDone,
+    flyte: Option<String>,
 ) -> watch::Receiver<Progress> {
     rt.submitter.executions.submit_or_join(key, || {
         let (tx, rx) = watch::channel(waiting());
@@ -65,7 +64,7 @@ pub fn submit_paced(
             job.clone(),
             client,
             template,
-            on_done,
+            flyte,
             tx,
         ));
         rx
@@ -88,11 +87,11 @@ pub async fn run_single(
     job: JobDescription,
     client: Client,
     template: ResourceMeta,
-    on_done: OnDone,
+    flyte: Option<String>,
     tx: watch::Sender<Progress>,
 ) {
     let outcome = paced_loop(&rt, &key, &job, &client, &tx).await;
-    let progress = settle(&rt, &key, &client, template, on_done, outcome).await;
+    let progress = settle(&rt, &key, &client, template, flyte.as_deref(), outcome).await;
     let _ = tx.send(progress);
 }
 
@@ -103,7 +102,7 @@ pub async fn settle(
     key: &str,
     client: &Client,
     template: ResourceMeta,
-    on_done: OnDone,
+    flyte: Option<&str>,
     outcome: Result<Submitted, Option<SubmitFailure>>,
 ) -> Progress {
     match outcome {
@@ -120,7 +119,7 @@ pub async fn settle(
                     tracing::error!(cluster = %rt.cfg.name, key, job = %target, error = %e, "cannot cancel the job of a deleted task: `scancel {target}`");
                 }
             }
-            on_done(&m, s);
+            noted(rt, &m, s, flyte);
             Progress::Done
         }
         Err(None) => Progress::Withdrawn,
@@ -131,6 +130,24 @@ pub async fn settle(
                 transient: f.error.is_transient(),
             }
         }
+    }
+}
+
+/// The bookkeeping once an execution has its job, by whichever path: its files noted for
+/// retention, the job tracked, the submit counted (the gauge tick adds the counts to the
+/// metrics: `rpc/` is above this layer), and the log line an operator finds a run's jobs by
+/// (`flyte=project/domain/run/action#attempt`, when the request was at hand: a takeover by
+/// GetTask has only the meta).
+fn noted(rt: &ClusterRuntime, m: &ResourceMeta, s: Submitted, flyte: Option<&str>) {
+    if let Some(j) = &rt.job_files {
+        j.note(m);
+    }
+    rt.track(m);
+    rt.submitter.count(&s);
+    if matches!(s, Submitted::Fresh(_)) {
+        tracing::info!(cluster = %rt.cfg.name, api_version = ?rt.client().api_version(), job_id = %m.job_id, job_name = %m.job_name, flyte = flyte.unwrap_or("-"), "submitted");
+    } else {
+        tracing::info!(cluster = %rt.cfg.name, job_id = %m.job_id, submitted = ?s, "CreateTask for an execution that already has a job on the cluster: answering with it");
     }
 }
 
@@ -312,12 +329,11 @@ pub fn deferred_meta(
 
 /// GetTask of a deferred meta: its job once known (this process's submit, or the cluster's
 /// index), else what to report meanwhile; a submit left unmade past [`TAKE_OVER_AFTER`] is taken
-/// over here (`on_done` is the service's bookkeeping for it).
+/// over here.
 pub async fn resolve(
     rt: &Arc<ClusterRuntime>,
     m: ResourceMeta,
     d: &meta::DeferredSubmit,
-    on_done: impl FnOnce() -> OnDone,
 ) -> Result<ResourceMeta, Pending> {
     if let Some(known) = rt.submitter.executions.job(&d.key) {
         return Ok(known);
@@ -390,7 +406,7 @@ pub async fn resolve(
                     &d.job,
                     rt.submit_client_as(m.slurm_user.as_deref()),
                     template,
-                    on_done(),
+                    None,
                 );
             }
             Err(pending(

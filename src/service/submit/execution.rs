@@ -25,9 +25,6 @@ pub use super::idempotency::Placement;
 
 use crate::service::wire::meta::ResourceMeta;
 
-/// What happens when a paced submit produced its job: the service's bookkeeping.
-pub type OnDone = Box<dyn FnOnce(&ResourceMeta, Submitted) + Send>;
-
 /// How CreateTask's submit came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Submitted {

@@ -4,6 +4,7 @@
 //! asks through its methods, so no other module reaches into its maps.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::config::{ClusterConfig, Coalesce};
@@ -12,7 +13,7 @@ use crate::slurmrestd::Client;
 
 use super::batches::{Batches, Totals};
 use super::coalesce_settings::Coalescing;
-use super::execution::Executions;
+use super::execution::{Executions, Submitted};
 use super::gate::Gate;
 use super::idempotency::Index;
 use super::pacing::{PaceView, Pacer};
@@ -31,6 +32,10 @@ pub struct Submitter {
     /// Whether this cluster coalesces, decided the first time a CreateTask asks
     /// ([`Submitter::coalescing`]).
     coalescing: tokio::sync::OnceCell<Coalescing>,
+    /// Executions that got a job of their own since start, and those answered with one the
+    /// cluster already had (a retry, a restart, another replica).
+    fresh: AtomicU64,
+    adopted: AtomicU64,
 }
 
 /// What the per-cluster gauges show of the write path.
@@ -42,6 +47,9 @@ pub struct SubmitGauges {
     /// Since start (counters' totals).
     pub batches: Totals,
     pub batches_waiting: usize,
+    /// Since start: executions submitted, and answered with a job the cluster had.
+    pub submitted: u64,
+    pub adopted: u64,
 }
 
 impl Submitter {
@@ -54,6 +62,8 @@ impl Submitter {
             pacer: Pacer::new(crate::config::DEFAULT_SUBMITS_IN_FLIGHT),
             gate: Gate::default(),
             coalescing: tokio::sync::OnceCell::new(),
+            fresh: AtomicU64::new(0),
+            adopted: AtomicU64::new(0),
         }
     }
 
@@ -72,7 +82,18 @@ impl Submitter {
             index_jobs: self.index.size().map(|(jobs, _)| jobs),
             batches: self.batches.totals(),
             batches_waiting: self.batches.waiting(),
+            submitted: self.fresh.load(Ordering::Relaxed),
+            adopted: self.adopted.load(Ordering::Relaxed),
         }
+    }
+
+    /// Counts a submit's outcome (see [`SubmitGauges`]).
+    pub(in crate::service::submit) fn count(&self, s: &Submitted) {
+        let n = match s {
+            Submitted::Fresh(_) => &self.fresh,
+            Submitted::Adopted(_) | Submitted::LostRace { .. } => &self.adopted,
+        };
+        n.fetch_add(1, Ordering::Relaxed);
     }
 
     /// One CreateTask of execution `key` at a time in this process.
