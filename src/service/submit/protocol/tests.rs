@@ -286,3 +286,28 @@ async fn a_failed_check_leaves_the_job_held_and_its_key_uncertain() {
     assert!(b.submitter.executions.is_uncertain(A));
     assert!(awaiting_release(&b.record(mine).await.unwrap()));
 }
+
+#[tokio::test]
+async fn a_tombstone_cancels_a_submit_of_its_key_already_on_its_way() {
+    let b = Bench::new().await;
+    b.take_index().await;
+    // Another replica's submit of the execution, inside slurmrestd when the DeleteTask came: it
+    // has the lower id, and the tombstone's check finds it.
+    let theirs = b.racing_job(A).await;
+    tombstone(b.cluster(), &b.client, &b.client, A, &job(A, None))
+        .await
+        .unwrap();
+    let states: Vec<BaseState> = b
+        .client
+        .jobs()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|j| j.state.base)
+        .collect();
+    assert_eq!(
+        states,
+        [BaseState::Cancelled, BaseState::Cancelled],
+        "{theirs}"
+    );
+}
