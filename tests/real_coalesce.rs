@@ -696,3 +696,117 @@ fn drill_terminal(phase: i32) -> bool {
         ..Default::default()
     })
 }
+
+/// A coalesced array whose replica died between its held submit and its release (made here as
+/// that replica would have: held, the check's mark in its comment, the keys in its name) is
+/// settled by the next CreateTask of one of its keys, on any replica: that element is adopted,
+/// an element whose execution already has an older job of its own is cancelled (it never ran),
+/// and the array is released, its comment restored. The protocol's orphan mode
+/// (`service/submit/protocol.rs`) on Slurm's own records of a held array: one record for the
+/// pending remainder, which the mock does not make.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_array_a_dead_replica_left_held_is_settled_by_the_next_create_task() {
+    use slurm_connector::render::{RenderConfig, coalesce, keys_name, render};
+    let Some(c) = support::cluster() else { return };
+    if !c.accounting {
+        return; // without slurmdbd nothing coalesces
+    }
+    let client = c.client(c.minted(&c.user), Some(&c.user));
+    let cfg = RenderConfig {
+        api_version: client.version().await.unwrap(),
+        working_dir: Some(c.workdir.clone()),
+        ..Default::default()
+    };
+    let reqs: Vec<CreateTaskRequest> = (0..2)
+        .map(|i| request(&format!("orphan-{i}"), SCRIPT))
+        .collect();
+    let rendered: Vec<_> = reqs
+        .iter()
+        .map(|r| render(&slurm_connector::service::task_spec(r).unwrap(), &cfg).unwrap())
+        .collect();
+    // Execution 1 already has a job of its own, older than the array.
+    let older = client.submit(&rendered[1].job).await.unwrap();
+    let keys: Vec<&str> = rendered.iter().map(|r| r.key.as_str()).collect();
+    let members: Vec<coalesce::Member> = rendered
+        .iter()
+        .map(|r| coalesce::Member {
+            key: &r.key,
+            job: &r.job,
+        })
+        .collect();
+    let mut array =
+        coalesce::array_job(&members, &keys_name(&keys), "the tasks' comment".into()).unwrap();
+    array.hold = Some(true);
+    array.comment = Some(format!(
+        "the tasks' comment{}",
+        slurm_connector::service::AWAITING_CHECK
+    ));
+    let orphan = client.submit(&array).await.unwrap();
+
+    // A replica that never saw it; single jobs here, so the CreateTask takes the lookup's path.
+    let mut d = deployment(&c, 3);
+    d.coalesce = slurm_connector::config::Coalesce::Off;
+    let server = Server::start(d).await;
+    let mut g = server.client().await;
+    let raw = g
+        .create_task(reqs[0].clone())
+        .await
+        .unwrap()
+        .into_inner()
+        .resource_meta;
+    let m = meta_of(&raw);
+    assert_eq!(
+        (m.job_id, m.element),
+        (orphan, Some(0)),
+        "execution 0 answered with its element of the orphaned array"
+    );
+    // Settled before the answer: element 1 cancelled, the rest released with its own comment.
+    let listed: Vec<_> = client
+        .jobs()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|j| j.array.as_ref().is_some_and(|a| a.array_job_id == orphan))
+        .collect();
+    assert!(
+        !listed.is_empty()
+            && listed.iter().all(|j| {
+                j.array.as_ref().and_then(|a| a.task_id) != Some(1)
+                    && j.comment.as_deref() == Some("the tasks' comment")
+            }),
+        "array {orphan} released without element 1: {listed:#?}"
+    );
+    let r = poll_until(&mut g, &raw, 180, terminal, |_| {}).await;
+    assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
+    server.stop().await;
+    // Once the array left slurmctld, slurmdbd's word: element 0 ran, element 1 never did.
+    let start = std::time::Instant::now();
+    while client.states(&[orphan]).await.map(|s| s.len()).unwrap_or(1) > 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(240),
+            "array {orphan} still in slurmctld after 240 s"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    let id = orphan.to_string();
+    let out = c
+        .dev_cluster(&[
+            "exec",
+            "sacct",
+            "-j",
+            &id,
+            "-X",
+            "-n",
+            "-P",
+            "-o",
+            "JobID,State",
+        ])
+        .await;
+    let elements: Vec<&str> = out.lines().map(str::trim).collect();
+    assert_eq!(
+        elements,
+        [format!("{orphan}_0|COMPLETED")],
+        "slurmdbd's records of array {orphan}"
+    );
+    let _ = client.cancel(older, None).await;
+}
