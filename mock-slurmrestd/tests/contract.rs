@@ -177,6 +177,28 @@ async fn job_get_and_state_queries() {
     assert_eq!(since["jobs"].as_array().unwrap().len(), 3);
 }
 
+/// A held array is one record of its pending remainder under the array's id, its task id unset
+/// and its pending indices in `array_task_string` (24.11, `arrays-held-job-get`): not a record
+/// for each element, which the connector's index reads as elements that started.
+#[tokio::test]
+async fn a_held_array_is_one_record_of_its_pending_remainder() {
+    let m = start().await;
+    let mut job = m.job("sleep 30");
+    job["name"] = json!("arr-held");
+    job["array"] = json!("0-3%2");
+    job["hold"] = json!(true);
+    let id = m.submit(job).await;
+    let got = contract(&m, "24.11_v0.0.42_arrays-held-job-get", &[(2212, id)]).await;
+    let jobs = got["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 1, "{jobs:#?}");
+    let r = &jobs[0];
+    assert_eq!(r["job_id"], id);
+    assert_eq!(r["array_job_id"]["number"], id);
+    assert_eq!(r["array_task_id"]["set"], false);
+    assert_eq!(r["array_task_string"], "0-3%2");
+    assert_eq!(r["state_reason"], "JobHeldUser");
+}
+
 #[tokio::test]
 async fn delete_cases() {
     let m = start().await;

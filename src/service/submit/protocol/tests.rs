@@ -59,18 +59,10 @@ impl Bench {
         self.client.job(id).await.unwrap()
     }
 
-    /// The elements of array `id` still in slurmctld.
+    /// The elements of array `id` still in slurmctld (`jobs/state` lists each, pending or not).
     async fn elements(&self, id: JobId) -> Vec<u32> {
-        let mut es: Vec<u32> = self
-            .client
-            .jobs()
-            .await
-            .unwrap()
-            .iter()
-            .filter_map(|j| j.array.as_ref())
-            .filter(|a| a.array_job_id == id)
-            .filter_map(|a| a.task_id)
-            .collect();
+        let states = self.client.states_and_elements(&[id]).await.unwrap();
+        let mut es: Vec<u32> = states.elements.iter().map(|e| e.index).collect();
         es.sort();
         es
     }
@@ -193,18 +185,19 @@ async fn an_array_its_replica_left_held_is_settled_by_whoever_meets_a_key() {
     held.hold = Some(true);
     held.comment = Some(awaiting_comment(held.comment.as_deref()));
     let orphan = b.client.submit(&held).await.unwrap();
-    // A's retried CreateTask here meets its element still held: it settles the whole array.
-    // (Driven from the winner the index gives on real Slurm, whose `job/{id}` of a held array is
-    // one record of its pending remainder, `arrays-held-job-get`: the mock lists each element
-    // as a record of its own, which the index reads as started.)
-    let w = Winner {
-        job_id: orphan,
-        element: Some(Element { index: 0, of: 2 }),
-        awaiting_release: true,
-    };
-    finish(b.cluster(), &b.client, A, w, &job(A, None))
+    // A's retried CreateTask here meets its element still held (the index reads the array's
+    // record of its pending remainder: every key, awaiting its release): it settles the whole
+    // array, and answers with its element.
+    let s = submit_once(b.cluster(), &b.client, A, &job(A, None), none_ran())
         .await
         .unwrap();
+    assert_eq!(
+        s,
+        Submitted::Adopted(Placement {
+            job_id: orphan,
+            element: Some(Element { index: 0, of: 2 })
+        })
+    );
     assert_eq!(
         b.elements(orphan).await,
         [0],
