@@ -702,8 +702,8 @@ fn drill_terminal(phase: i32) -> bool {
 /// settled by the next CreateTask of one of its keys, on any replica: that element is adopted,
 /// an element whose execution already has an older job of its own is cancelled (it never ran),
 /// and the array is released, its comment restored. The protocol's orphan mode
-/// (`service/submit/protocol.rs`) on Slurm's own records of a held array: one record for the
-/// pending remainder, which the mock does not make.
+/// (`service/submit/protocol.rs`) on Slurm's own records of a held array (one record for the
+/// pending remainder; the mock's copy of that shape is pinned by its contract tests).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_array_a_dead_replica_left_held_is_settled_by_the_next_create_task() {
     use slurm_connector::render::{RenderConfig, coalesce, keys_name, render};
