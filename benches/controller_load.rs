@@ -409,7 +409,8 @@ async fn create(e: &Env) {
     let conn = Connector::new(d, clusters, Metrics::new());
     // Warm up all paths (the first CreateTask of each indexes the cluster's jobs once).
     c.create_task(base.clone().attempt(100_000)).await.unwrap();
-    conn.create(&base.clone().attempt(100_001), None)
+    let request = |r: &CreateTaskRequest| slurm_connector::service::flyte2_request(r).unwrap();
+    conn.create_task(request(&base.clone().attempt(100_001)), None)
         .await
         .unwrap();
     e.mock.handle.reset_stats();
@@ -431,7 +432,9 @@ async fn create(e: &Env) {
         ours.push(t.elapsed().as_secs_f64() * 1e6);
         let req = base.clone().attempt(2 * CREATES + i);
         let t = Instant::now();
-        conn.create(&req, None).await.expect("Connector::create");
+        conn.create_task(request(&req), None)
+            .await
+            .expect("Connector::create_task");
         svc.push(t.elapsed().as_secs_f64() * 1e6);
     }
     let s = e.mock.handle.stats();

@@ -37,12 +37,16 @@
 //! be sent, its logs and marker in the deployment's working directory.
 //!
 //! ```
-//! use slurm_connector::render::{ExecutionIdentity, RenderConfig, TaskSpec, TaskType, render};
+//! use slurm_connector::render::{
+//!     ExecutionIdentity, RenderConfig, TaskConfig, TaskSpec, TaskType, render,
+//! };
 //!
+//! // `TaskTemplate.custom` as flyteplugins-slurm writes it, parsed once.
+//! let custom = serde_json::json!({ "script": "#!/bin/bash\n#SBATCH --time=5\necho hello\n" });
 //! let spec = TaskSpec {
 //!     task_type: TaskType::SlurmScript,
 //!     task_name: "demo.hello".into(),
-//!     custom: serde_json::json!({ "script": "#!/bin/bash\n#SBATCH --time=5\necho hello\n" }),
+//!     custom: TaskConfig::parse(TaskType::SlurmScript, &custom)?,
 //!     container: None,
 //!     inputs: Vec::new(),
 //!     outputs: Vec::new(),

@@ -329,7 +329,7 @@ fn rendered_jobs_match_sbatch() {
         };
 
         let mut spec = base.clone();
-        spec.custom = json!({ "script": script });
+        spec.custom = render_support::slurm_config(json!({ "script": script })).unwrap();
         spec.exec.run_name = format!("diff-{now}-{i}");
         let rest_id: Result<u64, String> = match render_at(&spec, &cfg, now) {
             Err(e) => {
@@ -421,14 +421,15 @@ fn module_load_works_in_a_rest_job() {
         .unwrap()
         .as_secs() as i64;
     spec.exec.run_name = format!("modules-{now}");
-    spec.custom = json!({
+    spec.custom = render_support::slurm_config(json!({
         "script": "#!/bin/bash\n#SBATCH --time=2\nset -u\necho \"HELLO_MODULE=${HELLO_MODULE:-missing} USER=$USER HOME=$HOME\"\n\
                    echo \"input=$FLYTE_INPUT_DATASET\"\necho done > \"$FLYTE_OUTPUT_STATS\"\nmkdir -p \"$FLYTE_OUTPUT_SHARDS\"\n",
         "modules": ["hello"],
         "outputs": {"stats": "file", "shards": "directory"},
         "env": {"OMP_NUM_THREADS": "2"},
         "sbatch": {"partition": "debug"},
-    });
+    }))
+    .unwrap();
     let r = render_at(&spec, &cfg, now).unwrap();
     assert!(
         !r.job.script.contains("imagenet-mini"),

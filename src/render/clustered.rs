@@ -302,7 +302,11 @@ mod tests {
         let spec = TaskSpec {
             task_type: TaskType::Clustered,
             task_name: "mn.rank_sum".into(),
-            custom: json!({"replicas": 2.0, "nprocPerNode": 2.0, "runtime": {"torchrun": {}}, "failurePolicy": {"maxRestarts": 2.0}}),
+            custom: crate::render::TaskConfig::parse(
+                TaskType::Clustered,
+                &json!({"replicas": 2.0, "nprocPerNode": 2.0, "runtime": {"torchrun": {}}, "failurePolicy": {"maxRestarts": 2.0}}),
+            )
+            .unwrap(),
             container: Some(ContainerSpec {
                 image: "/images/t.sif".into(),
                 args: args.iter().map(|a| a.to_string()).collect(),

@@ -85,6 +85,12 @@ pub struct SlurmCustom {
     pub output_upload: UploadMode,
     /// `connection` keys other than the SSH-era ones, for the service to interpret.
     pub connection: BTreeMap<String, Value>,
+    /// `connection.host`, the SSH login host: never dialled, it selects the cluster listing it
+    /// in `ssh_hosts` (`TaskSpec::requested_host`).
+    pub host: Option<String>,
+    /// `connection.username`, the SSH user: never used; a deployment whose identity rules
+    /// decide whom a task runs as refuses a task that names another user.
+    pub username: Option<String>,
     /// `sbatch_options: {no-coalesce: true}`: the task is always a job of its own, never an
     /// element of a coalesced job array (`FLYTE_SLURM_COALESCE_WINDOW`).
     pub no_coalesce: bool,
@@ -163,6 +169,11 @@ pub fn parse(custom: &Value) -> Result<SlurmCustom, RenderError> {
                     if SSH_CONNECTION_KEYS.contains(&k.as_str()) {
                         // `host` is read by the service (it selects the cluster listing it in
                         // `ssh_hosts`, from `TaskSpec::requested_host`), never dialled.
+                        match k.as_str() {
+                            "host" => out.host = v.as_str().map(String::from),
+                            "username" => out.username = v.as_str().map(String::from),
+                            _ => {}
+                        }
                         if !v.is_null() && k != "host" {
                             tracing::info!(key = %k, "ignoring SSH-era `connection` key: jobs go through slurmrestd");
                         }

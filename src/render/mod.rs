@@ -44,7 +44,7 @@ pub use naming::{
 };
 pub use spec::{
     CLUSTERED_TASK_TYPE, ContainerSpec, ExecutionIdentity, InputValue, InterfaceKind, RenderConfig,
-    ShellTemplate, TaskSpec, TaskType,
+    ShellTemplate, TaskConfig, TaskSpec, TaskType,
 };
 
 pub use crate::config::images::{ImageMap, StagedImage};
@@ -104,14 +104,14 @@ fn clean_dir(path: &str, field: &str) -> Result<String, RenderError> {
 /// [`render`] at a given unix time (tests, and a service that wants one clock per request).
 pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Rendered, RenderError> {
     // A clustered task's ClusteredTaskSpec becomes a native task's Slurm config on this site.
-    let (custom, clustered) = match spec.task_type {
-        TaskType::Clustered => {
-            let c = clustered::parse(&spec.custom)?;
+    let (custom, clustered) = match &spec.custom {
+        TaskConfig::Clustered(c) => {
             let gpus = spec.container.as_ref().and_then(|c| c.gpus);
-            let slurm = clustered::slurm_custom(&c, &cfg.clustered, gpus)?;
+            // The site's terms as the config the plugin would have written: one parser.
+            let slurm = clustered::slurm_custom(c, &cfg.clustered, gpus)?;
             (custom::parse(&slurm)?, Some(c))
         }
-        _ => (custom::parse(&spec.custom)?, None),
+        TaskConfig::Slurm(c) => (c.as_ref().clone(), None),
     };
 
     let working_dir = match (&cfg.working_dir, &custom.working_dir) {

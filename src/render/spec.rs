@@ -2,6 +2,10 @@
 //! layer from protobufs, so this module does not depend on prost), and the deployment config.
 
 use crate::slurmrestd::ApiVersion;
+
+use super::RenderError;
+use super::clustered::ClusteredSpec;
+use super::custom::SlurmCustom;
 use std::collections::BTreeMap;
 
 /// `TaskTemplate.type`.
@@ -144,8 +148,8 @@ pub struct TaskSpec {
     pub task_type: TaskType,
     /// `TaskTemplate.id.name`, e.g. `pipeline.preprocess`.
     pub task_name: String,
-    /// `TaskTemplate.custom` as JSON (a protobuf Struct: numbers are floats).
-    pub custom: serde_json::Value,
+    /// `TaskTemplate.custom`, parsed once by the front end that received it.
+    pub custom: TaskConfig,
     /// `TaskTemplate.container`, if the template has one.
     pub container: Option<ContainerSpec>,
     /// `CreateTaskRequest.inputs`, by name.
@@ -179,23 +183,51 @@ pub struct ShellTemplate {
     pub output_locations: Vec<(String, String)>,
 }
 
+/// A task's `TaskTemplate.custom`, parsed once where its request is received (each front end),
+/// so no layer after it reads or edits JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskConfig {
+    /// The Slurm plugin's config: every task type but `clustered-task`.
+    Slurm(Box<SlurmCustom>),
+    /// A `clustered-task`'s `ClusteredTaskSpec`: made a Slurm config on the site's terms when
+    /// it is rendered (`clustered.rs`).
+    Clustered(ClusteredSpec),
+}
+
+impl TaskConfig {
+    /// `custom` (a protobuf Struct as JSON: numbers are floats) as a task of `task_type` reads
+    /// it; an error names the field and the fix.
+    pub fn parse(task_type: TaskType, custom: &serde_json::Value) -> Result<Self, RenderError> {
+        Ok(match task_type {
+            TaskType::Clustered => TaskConfig::Clustered(super::clustered::parse(custom)?),
+            _ => TaskConfig::Slurm(Box::new(super::custom::parse(custom)?)),
+        })
+    }
+
+    /// The Slurm config, but for a clustered task (made from its spec when rendered).
+    pub fn slurm(&self) -> Option<&SlurmCustom> {
+        match self {
+            TaskConfig::Slurm(c) => Some(c.as_ref()),
+            TaskConfig::Clustered(_) => None,
+        }
+    }
+}
+
 impl TaskSpec {
     /// The cluster the task names (`custom.connection.cluster`, as the Python plugin writes
     /// it); `None`: the deployment's default.
     pub fn requested_cluster(&self) -> Option<&str> {
         self.custom
-            .get("connection")
-            .and_then(|c| c.get("cluster"))
+            .slurm()?
+            .connection
+            .get("cluster")
             .and_then(|c| c.as_str())
     }
 
     /// The SSH login host the task names (`custom.connection.host`: the published plugin writes
     /// it), which selects the cluster listing it in `ssh_hosts` when no cluster is named.
     pub fn requested_host(&self) -> Option<&str> {
-        self.custom
-            .get("connection")
-            .and_then(|c| c.get("host"))
-            .and_then(|c| c.as_str())
+        self.custom.slurm()?.host.as_deref()
     }
 }
 

@@ -53,7 +53,7 @@ pub use wire::flyte1::{
 pub use wire::meta::{Decoded, DeferredSubmit, ResourceMeta, decode as decode_meta};
 
 use crate::config::DeploymentConfig;
-use crate::proto::connector::{CreateTaskRequest, GetTaskMetricsRequest, Resource};
+use crate::proto::connector::{GetTaskMetricsRequest, Resource};
 use crate::proto::core::ExecutionMetricResult;
 use crate::proto::core::task_execution::Phase;
 use crate::render;
@@ -65,7 +65,7 @@ use rpc::metrics;
 use submit::deferred::{self, Pending};
 use submit::execution::Progress;
 use submit::{coalesce, gate, handoff, output_locations, script_file, staged_image};
-use wire::{convert, meta};
+use wire::meta;
 
 pub struct Connector {
     pub deployment: DeploymentConfig,
@@ -102,19 +102,10 @@ impl Connector {
         }
     }
 
-    /// CreateTask: prepare (identity, render, admission), then submit at most once per
-    /// execution (run, action, attempt), answering within `submit_wait` (and before `answer_by`,
-    /// the caller's deadline) with the job or a deferred meta (`submit/deferred.rs`).
-    pub async fn create(
-        &self,
-        req: &CreateTaskRequest,
-        answer_by: Option<Instant>,
-    ) -> Result<Vec<u8>, ServiceError> {
-        let request = convert::request(req).map_err(|e| ServiceError::Invalid(e.to_string()))?;
-        self.create_task(request, answer_by).await
-    }
-
-    /// CreateTask of either protocol, from its [`TaskRequest`].
+    /// CreateTask of either protocol, from the [`TaskRequest`] its front end made of the wire
+    /// message: prepare (identity, render, admission), then submit at most once per execution
+    /// (run, action, attempt), answering within `submit_wait` (and before `answer_by`, the
+    /// caller's deadline) with the job or a deferred meta (`submit/deferred.rs`).
     pub async fn create_task(
         &self,
         mut request: TaskRequest,

@@ -32,14 +32,15 @@ fn example_spec() -> TaskSpec {
     TaskSpec {
         task_type: TaskType::SlurmScript,
         task_name: "preprocess_task.preprocess".into(),
-        custom: json!({
+        custom: render_support::slurm_config(json!({
             "script": read("deploy/examples/dev-cluster/preprocess.sbatch"),
             "sbatch": {"partition": "debug"},
             "outputs": {"shards": "directory", "stats": "file"},
             "output_upload": "connector",
             "connection": {},
             "secrets": {},
-        }),
+        }))
+        .unwrap(),
         container: None,
         inputs: vec![
             ("n_shards".into(), InputValue::Int(4)),

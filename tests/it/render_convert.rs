@@ -37,7 +37,10 @@ fn jobs() -> Vec<(String, JobDescription)> {
         ),
     ] {
         let mut spec = task_spec(&load_request("script_no_io.json"));
-        spec.custom = json!({ "script": format!("#!/bin/bash\n{directives}\necho hi\n") });
+        spec.custom = render_support::slurm_config(
+            json!({ "script": format!("#!/bin/bash\n{directives}\necho hi\n") }),
+        )
+        .unwrap();
         out.push((
             label.to_string(),
             render_at(&spec, &config(), NOW).unwrap().job,

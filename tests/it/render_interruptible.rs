@@ -32,7 +32,9 @@ fn render(spec: &TaskSpec, v: ApiVersion) -> Rendered {
 
 fn script(body: &str, interruptible: bool) -> TaskSpec {
     let mut spec = task_spec(&load_request("script_no_io.json"));
-    spec.custom = json!({ "script": format!("#!/bin/bash\n{body}echo hi\n") });
+    spec.custom =
+        render_support::slurm_config(json!({ "script": format!("#!/bin/bash\n{body}echo hi\n") }))
+            .unwrap();
     spec.interruptible = interruptible;
     spec
 }

@@ -79,9 +79,9 @@ proptest! {
     /// A value in task config that contains whitespace is refused, whatever else it contains.
     #[test]
     fn config_values_with_whitespace_are_refused(a in "[a-z0-9]{0,8}", ws in "[ \t\n\r]", b in "[-a-z0-9#=]{0,8}") {
-        let mut spec = task_spec(&load_request("script_no_io.json"));
+        let mut spec = Draft::of(&load_request("script_no_io.json"));
         spec.custom["sbatch_options"] = json!({ "comment": format!("{a}{ws}{b}") });
-        let refused = matches!(render_at(&spec, &config(), NOW), Err(RenderError::InvalidValue { .. }));
+        let refused = matches!(spec.render_at(&config(), NOW), Err(RenderError::InvalidValue { .. }));
         prop_assert!(refused);
     }
 

@@ -5,33 +5,36 @@ use crate::render_support;
 
 use render_support::*;
 use serde_json::{Value, json};
-use slurm_connector::render::{
-    InputValue, RenderConfig, RenderError, Rendered, TaskSpec, TaskType, options, render_at,
-};
+use slurm_connector::render::{InputValue, RenderConfig, RenderError, Rendered, TaskType, options};
 
-fn script_spec(custom: Value) -> TaskSpec {
-    let mut spec = task_spec(&load_request("script_no_io.json"));
+fn script_spec(custom: Value) -> Draft {
+    let mut spec = Draft::of(&load_request("script_no_io.json"));
     spec.custom = custom;
     spec
 }
 
-fn script(body: &str) -> TaskSpec {
+/// A fixture request, its `custom` still JSON for the test to edit.
+fn task_spec(req: &Value) -> Draft {
+    Draft::of(req)
+}
+
+fn script(body: &str) -> Draft {
     script_spec(json!({ "script": format!("#!/bin/bash\n{body}\necho hi\n") }))
 }
 
-fn with_options(opts: Value) -> TaskSpec {
+fn with_options(opts: Value) -> Draft {
     script_spec(json!({ "script": "#!/bin/bash\necho hi\n", "sbatch_options": opts }))
 }
 
-fn render(spec: &TaskSpec) -> Result<Rendered, RenderError> {
-    render_at(spec, &config(), NOW)
+fn render(spec: &Draft) -> Result<Rendered, RenderError> {
+    spec.render_at(&config(), NOW)
 }
 
-fn err(spec: &TaskSpec) -> String {
+fn err(spec: &Draft) -> String {
     render(spec).expect_err("should be refused").to_string()
 }
 
-fn job(spec: &TaskSpec) -> Value {
+fn job(spec: &Draft) -> Value {
     slurm_connector::slurmrestd::convert::submit_body_json(
         slurm_connector::slurmrestd::ApiVersion::V0042,
         &render(spec).unwrap().job,
@@ -210,13 +213,14 @@ fn working_dir_rules() {
         ..config()
     };
     assert!(matches!(
-        render_at(&spec, &none, NOW),
+        spec.render_at(&none, NOW),
         Err(RenderError::NoWorkingDir)
     ));
     let mut task_wd =
         script_spec(json!({"script": "#!/bin/bash\n", "working_dir": "/scratch/me/"}));
     assert_eq!(
-        render_at(&task_wd, &none, NOW)
+        task_wd
+            .render_at(&none, NOW)
             .unwrap()
             .stdout_path
             .rsplit_once('/')
@@ -233,7 +237,8 @@ fn working_dir_rules() {
     );
     task_wd.custom["working_dir"] = json!(".flyte/jobs");
     assert!(
-        render_at(&task_wd, &none, NOW)
+        task_wd
+            .render_at(&none, NOW)
             .unwrap_err()
             .to_string()
             .contains("`working_dir`")

@@ -13,7 +13,7 @@ use slurm_connector::slurmrestd::job_description::{CpuBindFlag, MemBindType, Sha
 
 fn script_spec(custom: Value) -> TaskSpec {
     let mut spec = task_spec(&load_request("script_no_io.json"));
-    spec.custom = custom;
+    spec.custom = slurm_config(custom).expect("a valid config");
     spec
 }
 

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use slurm_connector::render::{
-    ContainerSpec, ExecutionIdentity, InputValue, InterfaceKind, RenderConfig, TaskSpec, TaskType,
+    ContainerSpec, ExecutionIdentity, InputValue, InterfaceKind, RenderConfig, RenderError,
+    Rendered, TaskConfig, TaskSpec, TaskType,
 };
 
 pub fn fixtures_dir() -> PathBuf {
@@ -137,7 +138,7 @@ pub fn task_spec(req: &Value) -> TaskSpec {
     TaskSpec {
         task_type,
         task_name: s(&t["id"]["name"]),
-        custom: t["custom"].clone(),
+        custom: TaskConfig::parse(task_type, &t["custom"]).expect("the fixture's custom"),
         container,
         inputs,
         outputs,
@@ -148,6 +149,56 @@ pub fn task_spec(req: &Value) -> TaskSpec {
         shell_template: None,
         interruptible: false,
     }
+}
+
+/// A task whose `custom` is still the JSON the plugin writes: a test edits it (and, through
+/// `Deref`, the rest of the spec), then parses it as a front end does, so a refusal from the
+/// parse and one from the render are read alike.
+#[derive(Debug, Clone)]
+pub struct Draft {
+    pub spec: TaskSpec,
+    pub custom: Value,
+}
+
+impl std::ops::Deref for Draft {
+    type Target = TaskSpec;
+    fn deref(&self) -> &TaskSpec {
+        &self.spec
+    }
+}
+
+impl std::ops::DerefMut for Draft {
+    fn deref_mut(&mut self) -> &mut TaskSpec {
+        &mut self.spec
+    }
+}
+
+impl Draft {
+    /// One fixture request, its `custom` kept as JSON.
+    pub fn of(req: &Value) -> Draft {
+        Draft {
+            spec: task_spec(req),
+            custom: req["template"]["custom"].clone(),
+        }
+    }
+
+    /// The spec with its `custom` parsed; `Err`: the parse's refusal.
+    pub fn spec(&self) -> Result<TaskSpec, RenderError> {
+        let mut spec = self.spec.clone();
+        spec.custom = TaskConfig::parse(spec.task_type, &self.custom)?;
+        Ok(spec)
+    }
+
+    /// Parsed, then rendered with `cfg` at `now`.
+    pub fn render_at(&self, cfg: &RenderConfig, now: i64) -> Result<Rendered, RenderError> {
+        slurm_connector::render::render_at(&self.spec()?, cfg, now)
+    }
+}
+
+/// A `slurm_script` task's config from its JSON, as a front end parses it (`Err`: the parse's
+/// refusal, naming the field).
+pub fn slurm_config(custom: Value) -> Result<TaskConfig, RenderError> {
+    TaskConfig::parse(TaskType::SlurmScript, &custom)
 }
 
 pub fn load_request(name: &str) -> Value {

@@ -173,9 +173,12 @@ impl AsyncConnectorService for Grpc {
             .as_ref()
             .map(|t| t.r#type.clone())
             .unwrap_or_default();
-        let meta = self
-            .handle(F2, &task_type, Op::Create, self.0.create(&req, by))
-            .await?;
+        let create = async {
+            let request = crate::service::flyte2_request(&req)
+                .map_err(|e| crate::service::ServiceError::Invalid(e.to_string()))?;
+            self.0.create_task(request, by).await
+        };
+        let meta = self.handle(F2, &task_type, Op::Create, create).await?;
         Ok(Response::new(CreateTaskResponse {
             resource_meta: meta,
         }))

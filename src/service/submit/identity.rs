@@ -97,12 +97,18 @@ pub fn decide<'a>(
 /// than the one its rule chose is refused: only the operator's rules say who runs a job.
 pub fn check_no_chosen_user(
     cluster: &str,
-    custom: &serde_json::Value,
+    custom: &crate::render::TaskConfig,
     rule: &IdentityRule,
 ) -> Result<(), Refusal> {
-    let conn = custom.get("connection");
+    let Some(c) = custom.slurm() else {
+        return Ok(());
+    };
     for key in ["username", "slurm_user", "user"] {
-        if let Some(asked) = conn.and_then(|c| c.get(key)).and_then(|v| v.as_str())
+        let asked = match key {
+            "username" => c.username.as_deref(),
+            _ => c.connection.get(key).and_then(|v| v.as_str()),
+        };
+        if let Some(asked) = asked
             && !asked.is_empty()
             && asked != rule.slurm_user
         {
@@ -513,13 +519,16 @@ mod tests {
 
     #[test]
     fn a_task_naming_another_user_is_refused() {
-        let custom = serde_json::json!({"connection": {"username": "bob"}});
+        let config = |custom| {
+            crate::render::TaskConfig::parse(crate::render::TaskType::SlurmScript, &custom).unwrap()
+        };
+        let custom = config(serde_json::json!({"connection": {"username": "bob"}}));
         let e = check_no_chosen_user("hpc1", &custom, &rule()).unwrap_err();
         assert!(
             e.to_string().contains("cannot choose its Slurm user"),
             "{e}"
         );
-        let same = serde_json::json!({"connection": {"username": "alice"}});
+        let same = config(serde_json::json!({"connection": {"username": "alice"}}));
         check_no_chosen_user("hpc1", &same, &rule()).unwrap();
     }
 

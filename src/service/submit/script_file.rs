@@ -91,7 +91,7 @@ pub async fn read(
 /// The script read becomes the task's script: from here on it renders as a `slurm_script` task
 /// (its `#SBATCH` lines, then the task's `sbatch_config` over them, as on sbatch's command line).
 pub fn set_script(spec: &mut TaskSpec, script: String) {
-    if let serde_json::Value::Object(m) = &mut spec.custom {
-        m.insert("script".into(), serde_json::Value::String(script));
+    if let crate::render::TaskConfig::Slurm(c) = &mut spec.custom {
+        c.script = Some(script);
     }
 }

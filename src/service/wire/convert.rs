@@ -4,11 +4,11 @@
 use crate::proto::connector::CreateTaskRequest;
 use crate::proto::core::{self, literal, literal_type, primitive, scalar};
 use crate::proto::struct_to_json;
-use crate::render::{ContainerSpec, InputValue, InterfaceKind, TaskSpec, TaskType};
+use crate::render::{ContainerSpec, InputValue, InterfaceKind, TaskConfig, TaskSpec, TaskType};
 
 use super::{Metadata, TaskRequest};
 
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ConvertError {
     #[error("CreateTaskRequest has no `template`")]
     NoTemplate,
@@ -20,6 +20,9 @@ pub enum ConvertError {
         "CreateTaskRequest has no `task_execution_metadata.task_execution_id`: cannot tell which run/action/attempt this is"
     )]
     NoExecutionId,
+    /// `TaskTemplate.custom`, read here once: its error names the field and the fix.
+    #[error(transparent)]
+    Custom(#[from] crate::render::RenderError),
 }
 
 /// A Flyte 2 CreateTaskRequest as the service's [`TaskRequest`].
@@ -85,11 +88,13 @@ pub fn task_spec(req: &CreateTaskRequest) -> Result<TaskSpec, ConvertError> {
     Ok(TaskSpec {
         task_type,
         task_name: t.id.as_ref().map(|i| i.name.clone()).unwrap_or_default(),
-        custom: t
-            .custom
-            .as_ref()
-            .map(struct_to_json)
-            .unwrap_or(serde_json::Value::Null),
+        custom: TaskConfig::parse(
+            task_type,
+            &t.custom
+                .as_ref()
+                .map(struct_to_json)
+                .unwrap_or(serde_json::Value::Null),
+        )?,
         container,
         inputs,
         outputs,
@@ -198,12 +203,54 @@ mod tests {
     use crate::proto::connector::TaskExecutionMetadata;
     use crate::proto::core::{NodeExecutionIdentifier, TaskExecutionIdentifier};
 
+    /// The smallest Slurm config a `slurm_script` task carries.
+    fn slurm_config() -> Option<prost_types::Struct> {
+        Some(crate::proto::json_to_struct(
+            &serde_json::json!({"script": "#!/bin/bash\ntrue\n"}),
+        ))
+    }
+
+    /// `custom` is read once, here: a bad key is refused by name before anything else looks at
+    /// the task, and a good one reaches the service typed.
+    #[test]
+    fn the_config_is_parsed_here_and_a_bad_key_is_named() {
+        let with = |custom: serde_json::Value| {
+            request(&CreateTaskRequest {
+                template: Some(core::TaskTemplate {
+                    r#type: "slurm_script".into(),
+                    custom: Some(crate::proto::json_to_struct(&custom)),
+                    ..Default::default()
+                }),
+                task_execution_metadata: Some(TaskExecutionMetadata {
+                    task_execution_id: Some(TaskExecutionIdentifier {
+                        node_execution_id: Some(NodeExecutionIdentifier::default()),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+        };
+        let e = with(serde_json::json!({"script": "#!/bin/bash\n", "sbatch": {"nodes_wanted": 2}}))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("sbatch.nodes_wanted"), "{e}");
+        let r = with(serde_json::json!({
+            "script": "#!/bin/bash\n",
+            "connection": {"cluster": "hpc2", "host": "login.hpc2"}
+        }))
+        .unwrap();
+        assert_eq!(r.spec.requested_cluster(), Some("hpc2"));
+        assert_eq!(r.spec.requested_host(), Some("login.hpc2"));
+    }
+
     #[test]
     fn interruptible_tasks_bring_their_own_requeue_budget() {
         let with = |interruptible: bool, threshold: i32| {
             let req = CreateTaskRequest {
                 template: Some(core::TaskTemplate {
                     r#type: "slurm_script".into(),
+                    custom: slurm_config(),
                     ..Default::default()
                 }),
                 task_execution_metadata: Some(TaskExecutionMetadata {
@@ -232,6 +279,7 @@ mod tests {
             let req = CreateTaskRequest {
                 template: Some(core::TaskTemplate {
                     r#type: "slurm_script".into(),
+                    custom: slurm_config(),
                     metadata: template.map(|i| core::TaskMetadata {
                         interruptible_value: Some(
                             core::task_metadata::InterruptibleValue::Interruptible(i),

@@ -30,7 +30,11 @@ use serde_json::{Map, Value};
 
 use crate::proto::flyte1::{admin, core as core1};
 use crate::proto::{connector, core as core2, struct_to_json, task as task2};
-use crate::render::{ContainerSpec, InputValue, InterfaceKind, ShellTemplate, TaskSpec, TaskType};
+use crate::render::custom::{NO_COALESCE, OptValue, SlurmCustom};
+use crate::render::{
+    ContainerSpec, InputValue, InterfaceKind, OutputKind, ShellTemplate, TaskConfig, TaskSpec,
+    TaskType,
+};
 
 use super::{Metadata, TaskRequest, convert};
 
@@ -96,7 +100,8 @@ pub fn request(req: &admin::CreateTaskRequest) -> Result<TaskRequest, Flyte1Erro
     };
     let (task_type, shell_task) = task_kind(&t.r#type, &custom)?;
 
-    let mut v2 = Map::new();
+    // The plugin's config as the renderer takes it, built here from Flyte 1's keys.
+    let mut config = SlurmCustom::default();
     if let Some(ssh) = custom.get("ssh_config").filter(|v| !v.is_null()) {
         let host = ssh.get("host").and_then(Value::as_str);
         tracing::info!(
@@ -104,19 +109,17 @@ pub fn request(req: &admin::CreateTaskRequest) -> Result<TaskRequest, Flyte1Erro
             "task config `ssh_config` ignored: the connector reaches the cluster through slurmrestd \
              (its `host` only selects the cluster that lists it in `ssh_hosts`)"
         );
-        if let Some(h) = host {
-            v2.insert("connection".into(), serde_json::json!({ "host": h }));
-        }
+        config.host = host.map(String::from);
     }
-    v2.insert("sbatch_options".into(), sbatch_options(&custom)?);
+    (config.sbatch_options, config.no_coalesce) = sbatch_options(&custom)?;
     let parts = if shell_task {
-        shell_parts(req, t, &custom, &mut v2)?
+        shell_parts(req, t, &custom, &mut config)?
     } else if task_type == TaskType::Function {
         if let Some(s) = custom.get("script").filter(|v| !v.is_null()) {
             let s = s
                 .as_str()
                 .ok_or_else(|| custom_err("script", "must be a string"))?;
-            v2.insert("script".into(), Value::String(s.to_string()));
+            config.script = Some(s.to_string());
         }
         Parts::default()
     } else {
@@ -143,7 +146,7 @@ pub fn request(req: &admin::CreateTaskRequest) -> Result<TaskRequest, Flyte1Erro
     let spec = TaskSpec {
         task_type,
         task_name: t.id.as_ref().map(|i| i.name.clone()).unwrap_or_default(),
-        custom: Value::Object(v2),
+        custom: TaskConfig::Slurm(Box::new(config)),
         // pyflyte-execute reads its inputs itself, and a script on the cluster takes its
         // arguments, not the task's inputs: the plugin passes neither to the job. A shell task's
         // script is filled in from them.
@@ -215,13 +218,13 @@ struct Parts {
     shell_template: Option<ShellTemplate>,
 }
 
-/// A `SlurmShellTask`: its inline script (into `v2`), typed inputs, declared outputs and where
-/// each is written.
+/// A `SlurmShellTask`: its inline script and declared outputs (into `config`), typed inputs, and
+/// where each output is written.
 fn shell_parts(
     req: &admin::CreateTaskRequest,
     t: &core1::TaskTemplate,
     custom: &Map<String, Value>,
-    v2: &mut Map<String, Value>,
+    config: &mut SlurmCustom,
 ) -> Result<Parts, Flyte1Error> {
     let script = custom
         .get("script")
@@ -233,27 +236,22 @@ fn shell_parts(
             "is empty; write the batch script (SlurmShellTask(script=...))",
         ));
     }
-    v2.insert("script".into(), Value::String(script.to_string()));
+    config.script = Some(script.to_string());
     let inputs = literal_inputs(req.inputs.as_ref());
     let outputs = interface_outputs(t);
     check_input_types(custom, &inputs)?;
     let locations = output_locations(custom, &outputs)?;
-    v2.insert(
-        "outputs".into(),
-        Value::Object(
-            outputs
-                .iter()
-                .map(|(name, kind)| {
-                    let kind = if *kind == InterfaceKind::Dir {
-                        "directory"
-                    } else {
-                        "file"
-                    };
-                    (name.clone(), Value::String(kind.into()))
-                })
-                .collect(),
-        ),
-    );
+    config.outputs = outputs
+        .iter()
+        .map(|(name, kind)| {
+            let kind = if *kind == InterfaceKind::Dir {
+                OutputKind::Dir
+            } else {
+                OutputKind::File
+            };
+            (name.clone(), kind)
+        })
+        .collect();
     Ok(Parts {
         script_file: None,
         script_args: batch_script_args(custom)?,
@@ -442,9 +440,13 @@ fn output_locations(
 }
 
 /// `sbatch_config` (`{option: value}`, each `--option value` on the plugin's sbatch command line)
-/// as `sbatch_options`, without the options the connector owns.
-fn sbatch_options(custom: &Map<String, Value>) -> Result<Value, Flyte1Error> {
+/// as `sbatch_options` (by name), without the options the connector owns; and the task's opt-out
+/// of coalescing (`no-coalesce: True`).
+fn sbatch_options(
+    custom: &Map<String, Value>,
+) -> Result<(Vec<(String, OptValue)>, bool), Flyte1Error> {
     let mut out = BTreeMap::new();
+    let mut no_coalesce = false;
     match custom.get("sbatch_config") {
         None | Some(Value::Null) => {}
         Some(Value::Object(m)) => {
@@ -464,7 +466,21 @@ fn sbatch_options(custom: &Map<String, Value>) -> Result<Value, Flyte1Error> {
                         "must be a string or a number",
                     )
                 })?;
-                out.insert(name.to_string(), Value::String(text));
+                if name == NO_COALESCE {
+                    no_coalesce = match text.to_ascii_lowercase().as_str() {
+                        "true" => true,
+                        "false" => false,
+                        _ => {
+                            return Err(custom_err(
+                                &format!("sbatch_config.{k}"),
+                                "must be True (submit this task as a job of its own, never in a \
+                                 coalesced job array) or False",
+                            ));
+                        }
+                    };
+                    continue;
+                }
+                out.insert(name.to_string(), OptValue::Value(text));
             }
         }
         Some(_) => {
@@ -474,7 +490,7 @@ fn sbatch_options(custom: &Map<String, Value>) -> Result<Value, Flyte1Error> {
             ));
         }
     }
-    Ok(Value::Object(out.into_iter().collect()))
+    Ok((out.into_iter().collect(), no_coalesce))
 }
 
 /// A config value as the plugin's `str(val)` would put it on the command line.

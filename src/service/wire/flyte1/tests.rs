@@ -11,6 +11,17 @@ fn fixture(name: &str) -> admin::CreateTaskRequest {
     admin::CreateTaskRequest::decode(std::fs::read(path).unwrap().as_slice()).unwrap()
 }
 
+/// `sbatch_options` as the renderer takes them: by name, each with its value.
+fn options(kv: &[(&str, &str)]) -> Vec<(String, crate::render::custom::OptValue)> {
+    kv.iter()
+        .map(|(k, v)| {
+            (
+                k.to_string(),
+                crate::render::custom::OptValue::Value(v.to_string()),
+            )
+        })
+        .collect()
+}
 #[test]
 fn slurm_fn_becomes_a_function_task_with_its_options_and_identity() {
     let r = request(&fixture("slurm_fn_script")).unwrap();
@@ -27,21 +38,17 @@ fn slurm_fn_becomes_a_function_task_with_its_options_and_identity() {
         ("flytesnacks", "development", "f1fixture01", "n0", 0)
     );
     // job-name is the connector's (the key is in it); the rest are sbatch's.
+    let c = r.spec.custom.slurm().unwrap();
     assert_eq!(
-        r.spec.custom["sbatch_options"],
-        serde_json::json!({"partition": "debug", "time": "00:10:00"})
+        c.sbatch_options,
+        options(&[("partition", "debug"), ("time", "00:10:00")])
     );
     assert_eq!(
-        r.spec.custom["connection"],
-        serde_json::json!({"host": "login.hpc.example.org"}),
+        (c.host.as_deref(), c.username.as_deref()),
+        (Some("login.hpc.example.org"), None),
         "ssh_config's host picks the cluster; its username is SSH's and ignored"
     );
-    assert!(
-        r.spec.custom["script"]
-            .as_str()
-            .unwrap()
-            .contains("{task.fn}")
-    );
+    assert!(c.script.as_deref().unwrap().contains("{task.fn}"));
     assert_eq!(r.service_account, "default");
     assert!(r.script_file.is_none() && r.secrets.is_empty());
     let args = &r.spec.container.as_ref().unwrap().args;
@@ -58,8 +65,8 @@ fn slurm_names_its_script_file_and_arguments() {
     assert_eq!(r.script_file.as_deref(), Some("/home/alice/jobs/train.sh"));
     assert_eq!(r.spec.script_args, ["--epochs", "3", "--tag", "run one"]);
     assert_eq!(
-        r.spec.custom["sbatch_options"],
-        serde_json::json!({"partition": "debug", "time": "00:05:00"}),
+        r.spec.custom.slurm().unwrap().sbatch_options,
+        options(&[("partition", "debug"), ("time", "00:05:00")]),
         "output is the connector's (GetTaskLogs reads it)"
     );
 }
@@ -338,4 +345,34 @@ fn interruptible_is_read_from_the_template_or_the_execution() {
     let mut r = plain;
     r.task_execution_metadata.as_mut().unwrap().interruptible = true;
     assert!(request(&r).unwrap().spec.interruptible);
+}
+
+/// `sbatch_config` reaches the renderer typed: options by name with the plugin's `str(val)`, and
+/// `no-coalesce` (the connector's own key, not sbatch's) as the task's opt-out of coalescing.
+#[test]
+fn sbatch_config_is_typed_here_and_no_coalesce_is_the_tasks_opt_out() {
+    let with = |v: Value| {
+        let mut req = fixture("slurm_script_path");
+        let t = req.template.as_mut().unwrap();
+        let mut custom = match struct_to_json(t.custom.as_ref().unwrap()) {
+            Value::Object(m) => m,
+            _ => unreachable!(),
+        };
+        custom.insert("sbatch_config".into(), v);
+        t.custom = Some(crate::proto::json_to_struct(&Value::Object(custom)));
+        request(&req)
+    };
+    let r = with(serde_json::json!({"no-coalesce": true, "mem": 2048, "--time": "5"})).unwrap();
+    let c = r.spec.custom.slurm().unwrap();
+    assert!(c.no_coalesce);
+    assert_eq!(c.sbatch_options, options(&[("mem", "2048"), ("time", "5")]));
+    let r = with(serde_json::json!({"no-coalesce": "False"})).unwrap();
+    assert!(!r.spec.custom.slurm().unwrap().no_coalesce);
+    let e = with(serde_json::json!({"no-coalesce": "sometimes"}))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("sbatch_config.no-coalesce") && e.contains("True"),
+        "{e}"
+    );
 }
