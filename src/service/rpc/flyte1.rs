@@ -18,7 +18,6 @@ use crate::proto::flyte1::admin::{
 use crate::proto::flyte1::core::ExecutionMetricResult;
 use crate::proto::flyte1::service::agent_metadata_service_server::AgentMetadataService;
 use crate::proto::flyte1::service::async_agent_service_server::AsyncAgentService;
-use crate::service::ServiceError;
 use crate::service::wire::flyte1;
 
 use super::grpc::Protocol::Flyte1 as F1;
@@ -43,12 +42,9 @@ impl AsyncAgentService for Grpc {
             .as_ref()
             .map(|t| t.r#type.clone())
             .unwrap_or_default();
-        let create = async {
-            let request =
-                flyte1::request(&req).map_err(|e| ServiceError::Invalid(e.to_string()))?;
-            self.0.create_task(request, by).await
-        };
-        let meta = self.handle(F1, &task_type, Op::Create, create).await?;
+        let meta = self
+            .create(F1, &task_type, flyte1::request(&req), by)
+            .await?;
         Ok(Response::new(CreateTaskResponse {
             resource_meta: meta,
         }))

@@ -125,6 +125,24 @@ impl Grpc {
         }
         r
     }
+
+    /// CreateTask of either protocol: the request its front end converted (a conversion error
+    /// is the caller's: INVALID_ARGUMENT), created within the caller's deadline `by`, through
+    /// [`Grpc::handle`]; the task's `resource_meta`.
+    pub(super) async fn create<E: std::fmt::Display>(
+        &self,
+        protocol: Protocol,
+        task_type: &str,
+        request: Result<crate::service::TaskRequest, E>,
+        by: Option<Instant>,
+    ) -> Result<Vec<u8>, Status> {
+        let create = async {
+            let request =
+                request.map_err(|e| crate::service::ServiceError::Invalid(e.to_string()))?;
+            self.0.create_task(request, by).await
+        };
+        self.handle(protocol, task_type, Op::Create, create).await
+    }
 }
 
 /// What CreateTask keeps for the answer's way back from the caller's deadline.
@@ -173,12 +191,8 @@ impl AsyncConnectorService for Grpc {
             .as_ref()
             .map(|t| t.r#type.clone())
             .unwrap_or_default();
-        let create = async {
-            let request = crate::service::flyte2_request(&req)
-                .map_err(|e| crate::service::ServiceError::Invalid(e.to_string()))?;
-            self.0.create_task(request, by).await
-        };
-        let meta = self.handle(F2, &task_type, Op::Create, create).await?;
+        let request = crate::service::flyte2_request(&req);
+        let meta = self.create(F2, &task_type, request, by).await?;
         Ok(Response::new(CreateTaskResponse {
             resource_meta: meta,
         }))
