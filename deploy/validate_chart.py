@@ -95,10 +95,10 @@ def code_file_keys() -> tuple[set[str], set[str]]:
 @functools.cache
 def code_metrics() -> dict[str, str]:
     """Every metric src/ registers, as {name: counter|gauge|histogram}: the Metrics struct's field
-    types joined with `registry.register("name", "help", m.field.clone())`."""
+    types joined with `registry.register("name", "help", self.field.clone())` (or `m.field`)."""
     src = (REPO / "src" / "service" / "rpc" / "metrics.rs").read_text()
     kinds = {f: k.lower() for f, k in re.findall(r"pub (\w+): Family<\w+, (Counter|Gauge|Histogram)(?:<[^<>]*>)?>", src)}
-    regs = re.findall(r'\.register\(\s*"(\w+)",\s*"(?:[^"\\]|\\.)*",\s*m\.(\w+)\.clone\(\)', src)
+    regs = re.findall(r'\.register\(\s*"(\w+)",\s*"(?:[^"\\]|\\.)*",\s*(?:m|self)\.(\w+)\.clone\(\)', src)
     if not regs or any(f not in kinds for _, f in regs):
         raise SystemExit("src/service/rpc/metrics.rs: could not read the registered metrics and their types (update validate_chart.py)")
     out = {name: kinds[f] for name, f in regs}
@@ -106,7 +106,7 @@ def code_metrics() -> dict[str, str]:
     # family each, `task_usage`): their names are that table's.
     tallies = (REPO / "src" / "service" / "cluster" / "tallies.rs").read_text()
     table = re.search(r"pub const USAGE_FIGURES[^=]*= \[(.*?)\n\];", tallies, re.S)
-    if "m.task_usage" not in src or not table:
+    if not re.search(r"\b(?:m|self)\.task_usage\b", src) or not table:
         raise SystemExit("src/service/rpc/metrics.rs: could not read the task usage counters (update validate_chart.py)")
     out |= {name: "counter" for name in re.findall(r'"(slurm_connector_task_\w+)"', table.group(1))}
     return out
