@@ -416,6 +416,9 @@ async fn refresh_gauges(
                 mm.coalesced_elements.get_or_create(&label).inc_by(g.submit.batches.elements - last.submit.batches.elements);
                 mm.coalesce_wait.get_or_create(&label).inc_by(g.submit.batches.wait_seconds - last.submit.batches.wait_seconds);
                 mm.coalesce_waiting.get_or_create(&label).set(g.submit.batches_waiting as i64);
+                // Also refreshed by each CreateTask; here for the submits that end after it
+                // (deferred, paced, coalesced), which is when a full cluster's refusals grow.
+                mm.pacing(&rt.cfg.name, rt.submitter.pacing());
                 mm.submits.get_or_create(&label).inc_by(g.submit.submitted - last.submit.submitted);
                 mm.duplicate_creates.get_or_create(&label).inc_by(g.submit.adopted - last.submit.adopted);
                 tallied.add_growth(&rt, &mm);
