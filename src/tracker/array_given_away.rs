@@ -76,8 +76,10 @@ impl Tracker {
         now: u32,
         alive: impl Fn(u32, &Element) -> bool,
     ) {
-        let theirs = crate::render::key_of_record(other.comment.as_deref(), &other.name, None)
-            .unwrap_or_else(|| other.name.clone());
+        let keyed = crate::render::key_of_record(other.comment.as_deref(), &other.name, None);
+        // A Flyte execution's job (it carries a key), not some other user's.
+        let an_execution = keyed.is_some();
+        let theirs = keyed.unwrap_or_else(|| other.name.clone());
         // A coalesced element's own execution, submitted again after the crash lost the array
         // (a CreateTask retried on another replica found no job for its key) and given the
         // array's id: that job is the element's (CI's crash drill on 26.05: the element was
@@ -119,6 +121,16 @@ impl Tracker {
                     el.entry.record_done = true;
                 }
                 tracing::info!(cluster = %self.cluster, array = %m, index = i, job_name = %other.name, "the job under the array's id is this element's own execution's: followed as the element");
+                continue;
+            }
+            if an_execution && !t.keys.is_empty() && !t.keys.contains_key(&i) {
+                // A coalesced array (its elements are executions of their own) whose element `i`
+                // this replica cannot name yet (its GetTasks went to another replica): the job
+                // may be that element's own execution, submitted again (CI's crash drill on
+                // 26.05: element 0 reported [LOST] while its execution's new job under the
+                // array's id COMPLETED). Not lost on that alone: it is followed as any unlisted
+                // element (slurmdbd, its marker, `lost_after`), and once a GetTask names its key,
+                // as that job (above). A script's own array has no element keys: lost as before.
                 continue;
             }
             el.entry.known = Known::Lost;

@@ -557,3 +557,48 @@ async fn an_adopted_lost_array_whose_id_has_an_elements_execution_follows_it() {
     let one = s.elements.iter().find(|e| e.index == 1).unwrap();
     assert_eq!(one.snapshot.phase, Phase::Succeeded, "{s:?}");
 }
+
+/// The same on a replica that followed a coalesced array through another element's GetTasks
+/// only: it cannot name element 0's execution, so the job under the array's id with a key it
+/// does not know may be element 0's own; that element is not lost on that alone, and once its
+/// GetTask names its key, it is that job. The element whose key it knows (another) is lost.
+#[tokio::test]
+async fn a_job_under_a_lost_arrays_id_loses_no_element_this_replica_cannot_name() {
+    let (api, t) = tracker();
+    let (k0, k1) = ("00000000000000c0", "00000000000000c1");
+    t.track_array(JobId(3200), &[0, 1], Some(k1));
+    t.element_key(JobId(3200), 1, k1);
+    api.answer(&[(3200, 0, "PENDING"), (3200, 1, "PENDING")]);
+    t.tick().await;
+    api.answer(&[]);
+    let done = JobState::from_strings(["COMPLETED"]);
+    api.plain.lock().unwrap().insert(JobId(3200), done.clone());
+    set_records(
+        &api,
+        &[JobInfo::new(JobId(3200), format!("flyte-r1-t-{k0}"), done)],
+    );
+    t.tick().await;
+    let phases = |s: &crate::tracker::JobSnapshot| -> Vec<Phase> {
+        s.elements.iter().map(|e| e.snapshot.phase).collect()
+    };
+    let s = t.status(JobId(3200)).await;
+    assert_ne!(
+        phases(&s)[0],
+        Phase::RetryableFailed,
+        "element 0 not lost: {s:?}"
+    );
+    assert_eq!(
+        phases(&s)[1],
+        Phase::RetryableFailed,
+        "element 1 lost: {s:?}"
+    );
+    // Element 0's GetTask reaches this replica: its key places the job.
+    t.element_key(JobId(3200), 0, k0);
+    t.tick().await;
+    let s = t.status(JobId(3200)).await;
+    assert_eq!(
+        phases(&s),
+        [Phase::Succeeded, Phase::RetryableFailed],
+        "{s:?}"
+    );
+}
