@@ -440,7 +440,7 @@ async fn create(e: &Env) {
     let s = e.mock.handle.stats();
     let (mo, mr, ms) = (median(&mut ours), median(&mut raw), median(&mut svc));
     println!(
-        "CreateTask (gRPC) median {mo:.0} µs, Connector::create median {ms:.0} µs, raw submit \
+        "CreateTask (gRPC) median {mo:.0} µs, Connector::create_task median {ms:.0} µs, raw submit \
          median {mr:.0} µs; ratios gRPC {:.3}, service {:.3} \
          (submits counted by the mock: {}, other requests: {})",
         mo / mr,

@@ -9,7 +9,9 @@ use crate::config::MockConfig;
 use crate::job::{Base, Exit, Job};
 use crate::versions::{Served, Template, template};
 
+mod listing;
 mod slurmdb;
+pub use listing::listed;
 pub use slurmdb::slurmdb_job;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]

@@ -23,7 +23,7 @@ use crate::auth::{AuthOutcome, authenticate, has_token};
 use crate::config::{ApiVersion, MockConfig, SlurmVersion};
 use crate::faults::Faults;
 use crate::jobdesc::{Parsed, parse_submit};
-use crate::records::{Warning, error_entry, job_info, meta, nv, nv_unset, slurmdb_job};
+use crate::records::{Warning, error_entry, meta, nv, nv_unset, slurmdb_job};
 use crate::scheduler::{CancelResult, Scheduler};
 use crate::stats::Stats;
 use crate::versions::Served;

@@ -80,7 +80,7 @@ pub(super) async fn job_get(
         Err(r) => return r,
     };
     let c = st.sched.lock();
-    let jobs = listed(
+    let jobs = crate::records::listed(
         c.jobs
             .values()
             .filter(|j| j.id == jid || j.array.as_ref().is_some_and(|a| a.array_job_id == jid)),
@@ -106,70 +106,6 @@ pub(super) async fn job_get(
         json!({"jobs": jobs, "last_backfill": nv(0), "last_update": nv(last_update),
         "meta": ctx.meta, "errors": [], "warnings": []}),
     )
-}
-
-/// The records slurmctld lists: the elements of an array that never started are one record of
-/// its pending remainder, under the array's id, without a task id, the pending indices in
-/// `array_task_string` (recorded on 24.11: `*_arrays-held-job-get`, `0-3%2`); an element is a
-/// record of its own once it started.
-fn listed<'a>(
-    jobs: impl IntoIterator<Item = &'a crate::job::Job>,
-    cfg: &MockConfig,
-    sv: Served,
-) -> Vec<Value> {
-    let mut out = Vec::new();
-    // Array id → (its remainder's place in `out`, the pending indices, max running).
-    let mut remainders: std::collections::BTreeMap<u32, (usize, Vec<u32>, Option<u32>)> =
-        Default::default();
-    for j in jobs {
-        match &j.array {
-            Some(a) if j.start_time == 0 => match remainders.get_mut(&a.array_job_id) {
-                Some((_, pending, _)) => pending.push(a.task_id),
-                None => {
-                    remainders.insert(a.array_job_id, (out.len(), vec![a.task_id], a.max_running));
-                    out.push(job_info(j, cfg, sv));
-                }
-            },
-            _ => out.push(job_info(j, cfg, sv)),
-        }
-    }
-    for (array, (at, mut pending, max_running)) in remainders {
-        pending.sort_unstable();
-        let mut tasks = ranges(&pending);
-        if let Some(m) = max_running {
-            tasks.push_str(&format!("%{m}"));
-        }
-        let Some(r) = out[at].as_object_mut() else {
-            continue;
-        };
-        r.insert("job_id".into(), json!(array));
-        if let Some(slot) = r.get_mut("array_task_id") {
-            *slot = nv_unset();
-        }
-        if let Some(slot) = r.get_mut("array_task_string") {
-            *slot = json!(tasks);
-        }
-    }
-    out
-}
-
-/// Sorted indices as Slurm writes a set of them: `0-3,5,7-8`.
-fn ranges(ids: &[u32]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < ids.len() {
-        let mut j = i;
-        while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
-            j += 1;
-        }
-        parts.push(if i == j {
-            ids[i].to_string()
-        } else {
-            format!("{}-{}", ids[i], ids[j])
-        });
-        i = j + 1;
-    }
-    parts.join(",")
 }
 
 /// `?signal=` as scancel takes it: `SIGKILL`, `KILL`, `9`.
@@ -343,7 +279,7 @@ pub(super) async fn jobs(
             "meta": ctx.meta, "errors": [], "warnings": [w]}),
         );
     }
-    let jobs = listed(c.jobs.values(), &st.cfg, sv);
+    let jobs = crate::records::listed(c.jobs.values(), &st.cfg, sv);
     let last_update = c.last_update;
     drop(c);
     json_resp(
