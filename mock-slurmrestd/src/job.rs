@@ -130,15 +130,28 @@ pub fn node_list(names: &[String]) -> String {
                 .iter()
                 .filter_map(|n| n.strip_prefix("node").and_then(|s| s.parse().ok()))
                 .collect();
-            let contiguous = nums.windows(2).all(|w| w[1] == w[0] + 1);
-            if contiguous {
-                format!("node[{}-{}]", nums[0], nums[nums.len() - 1])
-            } else {
-                let parts: Vec<String> = nums.iter().map(u32::to_string).collect();
-                format!("node[{}]", parts.join(","))
-            }
+            format!("node[{}]", ranges(&nums))
         }
     }
+}
+
+/// Sorted numbers as Slurm writes a set of them (node lists, array indices): `0-3,5,7-8`.
+pub fn ranges(ids: &[u32]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ids.len() {
+        let mut j = i;
+        while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j {
+            ids[i].to_string()
+        } else {
+            format!("{}-{}", ids[i], ids[j])
+        });
+        i = j + 1;
+    }
+    parts.join(",")
 }
 
 /// The job fields a filename pattern can use.
@@ -230,5 +243,7 @@ mod tests {
         assert_eq!(n(&["node1"]), "node1");
         assert_eq!(n(&["node1", "node2", "node3"]), "node[1-3]");
         assert_eq!(n(&["node1", "node3"]), "node[1,3]");
+        assert_eq!(n(&["node1", "node2", "node3", "node5"]), "node[1-3,5]");
+        assert_eq!(ranges(&[0, 1, 2, 3, 5, 7, 8]), "0-3,5,7-8");
     }
 }

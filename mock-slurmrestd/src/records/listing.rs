@@ -32,7 +32,7 @@ pub fn listed<'a>(
     }
     for (array, (at, mut pending, max_running)) in remainders {
         pending.sort_unstable();
-        let mut tasks = ranges(&pending);
+        let mut tasks = crate::job::ranges(&pending);
         if let Some(m) = max_running {
             tasks.push_str(&format!("%{m}"));
         }
@@ -48,23 +48,4 @@ pub fn listed<'a>(
         }
     }
     out
-}
-
-/// Sorted indices as Slurm writes a set of them: `0-3,5,7-8`.
-fn ranges(ids: &[u32]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < ids.len() {
-        let mut j = i;
-        while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
-            j += 1;
-        }
-        parts.push(if i == j {
-            ids[i].to_string()
-        } else {
-            format!("{}-{}", ids[i], ids[j])
-        });
-        i = j + 1;
-    }
-    parts.join(",")
 }
