@@ -309,6 +309,13 @@ async fn deleting_one_element_leaves_the_others_running() {
     d.coalesce = slurm_connector::config::Coalesce::Window(Duration::from_secs(2));
     let server = Server::start(d).await;
     let g = server.client().await;
+    // A first CreateTask (another shape: its own job) takes the connector's index of the
+    // cluster's jobs (a week of slurmdbd) and its coalescing decision, which on CI's loaded
+    // machine once outlasted `submit_wait` for the burst below (all three answered deferred).
+    g.clone()
+        .create_task(request("del-warm", SCRIPT))
+        .await
+        .unwrap();
     let script = "#!/bin/bash\n#SBATCH --time=2\nsleep 25\n";
     let metas: Vec<Vec<u8>> = futures::future::join_all((0..3).map(|i| {
         let mut g = g.clone();
