@@ -295,7 +295,7 @@ async fn a_slurmdbd_slower_than_an_rpc_delays_the_first_submit_without_failing_i
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_deferred_submit_left_unmade_is_taken_over_by_another_replica_with_one_job() {
     let mock = Mock::start("takeover", Duration::from_secs(600), FaultConfig::default()).await;
-    let (servers, mut c) = replicas_waiting(&mock, 2, Duration::from_millis(300)).await;
+    let (mut servers, mut c) = replicas_waiting(&mock, 2, Duration::from_millis(300)).await;
     // A's submit fails (slurmrestd answers 500) until the faults clear: A answers deferred and
     // keeps trying in the background, as a stuck replica would.
     mock.handle.faults().set(FaultConfig {
@@ -309,18 +309,21 @@ async fn a_deferred_submit_left_unmade_is_taken_over_by_another_replica_with_one
         .unwrap();
     assert!(is_deferred(&meta));
     let key = meta_key(&meta);
+    // A goes away with its submit unmade (a stopping replica begins no submit): only a takeover
+    // by B can make the job now.
+    servers.remove(0).stop().await;
     // The same meta as B sees it past the take-over age (the backend hands metas back verbatim).
     let mut old: serde_json::Value = serde_json::from_slice(&meta).unwrap();
     let at = old["deferred"]["at"].as_i64().unwrap();
     old["deferred"]["at"] = (at - 400).into();
     let old = serde_json::to_vec(&old).unwrap();
+    mock.handle.faults().clear();
     let (r, _) = get(&mut c[1], &old).await;
     let r = r.unwrap();
     assert_eq!(Phase::of(r.phase), Phase::Queued, "{}", r.message);
-    mock.handle.faults().clear();
-    // B submits it now; A's next try finds B's job (or races it: the lowest id wins).
+    // B's takeover task submits it; the meta A answered reads the same job on B.
     until_phase(&mut c[1], &old, Phase::Succeeded).await;
-    until_phase(&mut c[0], &meta, Phase::Succeeded).await;
+    until_phase(&mut c[1], &meta, Phase::Succeeded).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let live = live_jobs(&mock, &key).await;
     assert_eq!(live.len(), 1, "{live:?}");

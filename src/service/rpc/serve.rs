@@ -319,7 +319,7 @@ async fn build_clusters(
 }
 
 /// The long-running tasks, registered by name (`tasks.rs`): per cluster its poll loop, its
-/// gauges and (with retention) its job-file sweeper; the certificate reloader.
+/// takeovers of deferred submits (`submit/takeover.rs`), its gauges and (with retention) its job-file sweeper; the certificate reloader.
 fn start_background(
     config: &DeploymentConfig,
     clusters: &BTreeMap<String, Arc<ClusterRuntime>>,
@@ -331,6 +331,10 @@ fn start_background(
         let name = &rt.cfg.name;
         let tracker = rt.tracker.clone();
         background.spawn(format!("tracker[{name}]"), |stop| tracker.run(stop));
+        let taken = rt.clone();
+        background.spawn(format!("takeovers[{name}]"), |stop| {
+            crate::service::submit::takeover::run(taken, stop)
+        });
         let (rt, mm, interval) = (rt.clone(), m.clone(), config.poll_interval);
         background.spawn(format!("gauges[{name}]"), move |stop| {
             refresh_gauges(rt, mm, interval, stop)

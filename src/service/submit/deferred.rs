@@ -15,7 +15,8 @@
 //!   reports QUEUED with what the submit is waiting for until then.
 //!
 //! A replica that accepted a deferred submit can die before making it. Any replica that sees the
-//! meta [`TAKE_OVER_AFTER`] later with no job on the cluster submits it itself (the once-only
+//! meta [`TAKE_OVER_AFTER`] later with no job on the cluster submits it itself: its GetTask
+//! queues the takeover, the cluster's background task makes it (`takeover.rs`; the once-only
 //! protocol, `protocol.rs`, keeps that to one job even if the first replica was only slow). A
 //! DeleteTask for a deferred meta whose job nobody has made yet leaves a **tombstone**
 //! (`protocol::tombstone`).
@@ -36,6 +37,7 @@ use crate::service::wire::meta::{self, ResourceMeta};
 use super::execution::{Placement, Progress, Stall, Submitted};
 use super::pacing::Pace;
 use super::protocol::{self, SubmitError, SubmitFailure};
+use super::takeover::TakeOver;
 
 /// A deferred submit no replica has made after this long is made by whichever replica sees it
 /// next. Long enough that a live replica, however throttled, has had its turn; short next to a
@@ -328,8 +330,8 @@ pub fn deferred_meta(
 }
 
 /// GetTask of a deferred meta: its job once known (this process's submit, or the cluster's
-/// index), else what to report meanwhile; a submit left unmade past [`TAKE_OVER_AFTER`] is taken
-/// over here.
+/// index), else what to report meanwhile; a submit left unmade past [`TAKE_OVER_AFTER`] is
+/// queued for the cluster's takeover task (`takeover.rs`): this path only reads.
 pub async fn resolve(
     rt: &Arc<ClusterRuntime>,
     m: ResourceMeta,
@@ -400,14 +402,11 @@ pub async fn resolve(
                 tracing::warn!(cluster = %rt.cfg.name, key = %d.key, age, held = ?found, "a deferred submit still has no released job; taking it over");
                 let mut template = m.clone();
                 template.deferred = None;
-                let _ = submit_paced(
-                    rt,
-                    &d.key,
-                    &d.job,
-                    rt.submit_client_as(m.slurm_user.as_deref()),
+                rt.submitter.take_over(TakeOver {
+                    key: d.key.clone(),
+                    job: d.job.clone(),
                     template,
-                    None,
-                );
+                });
             }
             Err(pending(
                 Phase::Queued,

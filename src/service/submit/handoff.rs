@@ -8,7 +8,7 @@
 //! GOAWAY and lets the remaining calls finish. Submits that outlive their CreateTask (paced,
 //! `deferred.rs`) are waited for the same way while in their held submit / check / release, and
 //! none begins after the signal (a deferred one is then made by another replica: the takeover of
-//! `deferred.rs`). All of it within the drain deadline (`FLYTE_SLURM_SHUTDOWN_GRACE`); past it
+//! `takeover.rs`). All of it within the drain deadline (`FLYTE_SLURM_SHUTDOWN_GRACE`); past it
 //! the process exits anyway, and what it left is what a SIGKILL leaves (the duplicate-job
 //! protocol covers that: a held job is released by the retried CreateTask or the takeover).
 

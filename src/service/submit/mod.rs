@@ -12,7 +12,8 @@
 //!   (`batches`: the open batches, state `cluster` keeps; `coalesce_settings`: whether a cluster
 //!   coalesces and how large its arrays may be, decided once from the setting and slurm.conf).
 //! - `pacing`: how many submits run at once. `deferred`: submits that outlive their
-//!   CreateTask, takeover and tombstones. `handoff`: the deferred answer while shutting down.
+//!   CreateTask, and tombstones; `takeover`: the deferred submits GetTask found unmade, queued
+//!   for the cluster's background task (GetTask only reads). `handoff`: the deferred answer while shutting down.
 //!   `gate`: admission while draining. `staged_image`: a task's image staged on the cluster.
 //!   `script_file`: a Flyte 1 `slurm` task's script on the cluster, read before rendering.
 //!   `output_locations`: a Flyte 1 shell task's output paths, checked readable before submitting.
@@ -37,3 +38,4 @@ pub(crate) mod protocol;
 pub(crate) mod script_file;
 pub(crate) mod staged_image;
 pub(crate) mod submitter;
+pub(crate) mod takeover;

@@ -17,6 +17,7 @@ use super::execution::{Executions, Submitted};
 use super::gate::Gate;
 use super::idempotency::Index;
 use super::pacing::{PaceView, Pacer};
+use super::takeover::{TakeOver, Takeovers};
 
 pub struct Submitter {
     /// This process's state of each execution (`execution.rs`: one entry, one expiry).
@@ -29,6 +30,9 @@ pub struct Submitter {
     pub(in crate::service::submit) pacer: Arc<Pacer>,
     /// Submits between their held submit and their release; closed at shutdown (`handoff.rs`).
     pub(in crate::service::submit) gate: Gate,
+    /// Deferred submits GetTask found unmade past their takeover age, for the cluster's
+    /// `takeovers` task to make (`takeover.rs`): the read path only reads.
+    pub(in crate::service::submit) takeovers: Takeovers,
     /// Whether this cluster coalesces, decided the first time a CreateTask asks
     /// ([`Submitter::coalescing`]).
     coalescing: tokio::sync::OnceCell<Coalescing>,
@@ -61,6 +65,7 @@ impl Submitter {
             index: Index::default(),
             pacer: Pacer::new(crate::config::DEFAULT_SUBMITS_IN_FLIGHT),
             gate: Gate::default(),
+            takeovers: Takeovers::default(),
             coalescing: tokio::sync::OnceCell::new(),
             fresh: AtomicU64::new(0),
             adopted: AtomicU64::new(0),
@@ -94,6 +99,11 @@ impl Submitter {
             Submitted::Adopted(_) | Submitted::LostRace { .. } => &self.adopted,
         };
         n.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Queues the takeover of a deferred submit no replica made (`takeover.rs`).
+    pub fn take_over(&self, t: TakeOver) {
+        self.takeovers.queue(t);
     }
 
     /// One CreateTask of execution `key` at a time in this process.
