@@ -333,7 +333,7 @@ fn start_background(
         background.spawn(format!("tracker[{name}]"), |stop| tracker.run(stop));
         let taken = rt.clone();
         background.spawn(format!("takeovers[{name}]"), |stop| {
-            crate::service::submit::takeover::run(taken, stop)
+            crate::service::submit::deferred::run_takeovers(taken, stop)
         });
         let (rt, mm, interval) = (rt.clone(), m.clone(), config.poll_interval);
         background.spawn(format!("gauges[{name}]"), move |stop| {

@@ -97,6 +97,24 @@ pub async fn run_single(
     let _ = tx.send(progress);
 }
 
+/// The cluster's `takeovers[<cluster>]` task: starts the paced submit of each takeover GetTask
+/// queued (`takeover.rs`), as the identity its meta names, until `stop`. One still queued at
+/// stop is left: the next GetTask of its meta, on any replica, queues it again.
+pub async fn run_takeovers(rt: Arc<ClusterRuntime>, stop: impl Future<Output = ()>) {
+    tokio::pin!(stop);
+    loop {
+        let queued = tokio::select! {
+            _ = &mut stop => return,
+            q = rt.submitter.takeovers.next() => q,
+        };
+        for t in queued {
+            tracing::info!(cluster = %rt.cfg.name, key = %t.key, "starting the submit of a deferred task taken over");
+            let client = rt.submit_client_as(t.template.slurm_user.as_deref());
+            let _ = submit_paced(&rt, &t.key, &t.job, client, t.template, None);
+        }
+    }
+}
+
 /// What a submit's outcome makes of the execution: its job remembered (and cancelled if the
 /// task was deleted meanwhile), the service's bookkeeping done; the progress to send.
 pub async fn settle(

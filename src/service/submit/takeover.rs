@@ -1,21 +1,18 @@
 //! Takeovers: deferred submits whose replica never made them, made here instead.
 //!
-//! GetTask only reads. When one finds a deferred meta past [`super::deferred::TAKE_OVER_AFTER`]
-//! with no released job on the cluster, it queues a [`TakeOver`] with the cluster's `Submitter`
-//! ([`super::submitter::Submitter::take_over`]) and answers QUEUED; the cluster's
-//! `takeovers[<cluster>]` background task ([`run`]) starts the paced submit, which the once-only
+//! GetTask only reads. When one finds a deferred meta past its takeover age (`TAKE_OVER_AFTER`,
+//! `deferred.rs`) with no released job on the cluster, it queues a [`TakeOver`] with the
+//! cluster's `Submitter` (`take_over`) and answers QUEUED; the cluster's `takeovers[<cluster>]`
+//! background task (`run_takeovers`, `deferred.rs`) starts the paced submit, which the once-only
 //! protocol keeps to one job even if the first replica was only slow. One queued takeover per
 //! execution (a GetTask repeated before the task drains the queue replaces it), and a submit
 //! already running for it is joined, not started again (`Executions::submit_or_join`).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use crate::service::cluster::ClusterRuntime;
 use crate::service::wire::meta::ResourceMeta;
 use crate::slurmrestd::JobDescription;
-
-use super::deferred::submit_paced;
 
 /// A deferred submit to make here: what its meta carries.
 #[derive(Debug, Clone)]
@@ -49,22 +46,15 @@ impl Takeovers {
             .map(|(_, t)| t)
             .collect()
     }
-}
 
-/// The cluster's `takeovers[<cluster>]` task: starts each queued takeover's paced submit (as
-/// the identity its meta names) until `stop`. One still queued at stop is left: the next
-/// GetTask of its meta, on any replica, queues it again.
-pub async fn run(rt: Arc<ClusterRuntime>, stop: impl Future<Output = ()>) {
-    tokio::pin!(stop);
-    loop {
-        tokio::select! {
-            _ = &mut stop => return,
-            _ = rt.submitter.takeovers.wake.notified() => {}
-        }
-        for t in rt.submitter.takeovers.drain() {
-            tracing::info!(cluster = %rt.cfg.name, key = %t.key, "starting the submit of a deferred task taken over");
-            let client = rt.submit_client_as(t.template.slurm_user.as_deref());
-            let _ = submit_paced(&rt, &t.key, &t.job, client, t.template, None);
+    /// The takeovers queued since the last call, once there is one.
+    pub(super) async fn next(&self) -> Vec<TakeOver> {
+        loop {
+            self.wake.notified().await;
+            let queued = self.drain();
+            if !queued.is_empty() {
+                return queued;
+            }
         }
     }
 }
@@ -88,14 +78,13 @@ mod tests {
         q.queue(takeover("k1", "again"));
         q.queue(takeover("k2", "other"));
         // Queued while nobody waited: the permit is kept for the task's next wait.
-        tokio::time::timeout(std::time::Duration::from_secs(1), q.wake.notified())
-            .await
-            .expect("woken by a takeover queued before the wait");
-        let mut got: Vec<(String, String)> = q
-            .drain()
-            .into_iter()
-            .map(|t| (t.key, t.template.job_name))
-            .collect();
+        let mut got: Vec<(String, String)> =
+            tokio::time::timeout(std::time::Duration::from_secs(1), q.next())
+                .await
+                .expect("woken by takeovers queued before the wait")
+                .into_iter()
+                .map(|t| (t.key, t.template.job_name))
+                .collect();
         got.sort();
         assert_eq!(
             got,
