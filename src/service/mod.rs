@@ -170,16 +170,24 @@ impl Connector {
             Some(t) => rt.submit_client_for(Some(t)),
             None => rt.submit_client_as(task.slurm_user.as_deref()),
         };
-        let progress = self
-            .start_submit(&rt, spec, &task, token.is_some(), client, meta.clone())
-            .await;
-        self.metrics.pacing(&rt.cfg.name, rt.submitter.pacing());
         // Within `submit_wait`, and before the caller's deadline (Flyte 1's is 3 s, below the
         // default wait): a deferred answer in time beats DEADLINE_EXCEEDED and a retried call.
         let wait = answer_by.map_or(self.deployment.submit_wait, |by| {
             by.saturating_duration_since(Instant::now())
                 .min(self.deployment.submit_wait)
         });
+        let answer_at = Instant::now() + wait;
+        let progress = self
+            .start_submit(
+                &rt,
+                spec,
+                &task,
+                token.is_some(),
+                client,
+                (meta.clone(), answer_at),
+            )
+            .await;
+        self.metrics.pacing(&rt.cfg.name, rt.submitter.pacing());
         match deferred::settled_within(progress, wait).await? {
             Progress::Waiting { .. } => {
                 self.metrics
@@ -203,7 +211,7 @@ impl Connector {
         task: &submit::prepare::Prepared,
         own_credentials: bool,
         client: crate::slurmrestd::Client,
-        meta: ResourceMeta,
+        (meta, answer_at): (ResourceMeta, Instant),
     ) -> tokio::sync::watch::Receiver<Progress> {
         // For the log line once the job exists (`deferred::settle`).
         let flyte = Some(spec.exec.to_string());
@@ -225,9 +233,10 @@ impl Connector {
         };
         match batch {
             Some((window, batch)) => {
-                coalesce::submit_coalesced(rt, window, key, job, batch, client, meta, flyte)
+                let (template, by) = (meta, Some(answer_at));
+                coalesce::submit_coalesced(rt, window, key, job, batch, client, template, flyte, by)
             }
-            None => deferred::submit_paced(rt, key, job, client, meta, flyte),
+            None => deferred::submit_paced(rt, key, job, client, meta, flyte, Some(answer_at)),
         }
     }
 

@@ -225,6 +225,7 @@ impl ClusterRuntime {
             submitter: &self.submitter,
             checks: self.clients.submits(),
             user: self.index_user(),
+            check_by: None,
         }
     }
 

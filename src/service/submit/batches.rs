@@ -23,6 +23,9 @@ pub struct Member {
     pub template: ResourceMeta,
     /// The execution, for the log line once its job exists (`deferred::settle`).
     pub flyte: Option<String>,
+    /// When its CreateTask must be answered (`None`: answered already, or nobody waits): the
+    /// submit's check begins in time for it (`protocol::Cluster::answering_by`).
+    pub answer_by: Option<Instant>,
     pub tx: watch::Sender<Progress>,
 }
 

@@ -95,6 +95,7 @@ pub fn submit_coalesced(
     client: Client,
     template: ResourceMeta,
     flyte: Option<String>,
+    answer_by: Option<Instant>,
 ) -> watch::Receiver<Progress> {
     let BatchOf {
         shape,
@@ -111,6 +112,7 @@ pub fn submit_coalesced(
             client,
             template,
             flyte,
+            answer_by,
             tx,
         };
         let window_of = |rt: &Arc<ClusterRuntime>| {
@@ -211,12 +213,13 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>, keys_in: KeysI
     };
     let began = Instant::now();
     let since: Vec<Instant> = batch.iter().map(|m| m.since).collect();
+    let answer_by = batch.iter().filter_map(|m| m.answer_by).min();
     // What the submit reads, apart from the answers (which are not `Sync`).
     let (elements, answers): (Vec<_>, Vec<_>) = batch
         .into_iter()
         .map(|m| ((m.key, m.job, m.client), (m.template, m.flyte, m.tx)))
         .unzip();
-    let r = submit_array(&rt, &elements, keys_in).await;
+    let r = submit_array(&rt, &elements, keys_in, answer_by).await;
     permit.done(deferred::pace_of(&r));
     let ok = r.is_ok();
     if ok {
@@ -247,6 +250,7 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>, keys_in: KeysI
                 client,
                 template,
                 flyte,
+                answer_by: None,
                 tx,
             };
             single(&rt, m);
@@ -256,15 +260,7 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>, keys_in: KeysI
 
 /// A member's submit as a job of its own.
 fn single(rt: &Arc<ClusterRuntime>, m: Member) {
-    tokio::spawn(deferred::run_single(
-        rt.clone(),
-        m.key,
-        m.job,
-        m.client,
-        m.template,
-        m.flyte,
-        m.tx,
-    ));
+    tokio::spawn(deferred::run_single(rt.clone(), m));
 }
 
 /// The batch's job array (its keys where slurmdbd keeps them: `coalesce_settings.rs`; the
@@ -274,6 +270,7 @@ async fn submit_array(
     rt: &ClusterRuntime,
     batch: &[(String, JobDescription, Client)],
     keys_in: KeysIn,
+    answer_by: Option<Instant>,
 ) -> Result<Vec<Submitted>, SubmitFailure> {
     let keys: Vec<&str> = batch.iter().map(|(k, _, _)| k.as_str()).collect();
     let first = &batch[0].1;
@@ -292,7 +289,8 @@ async fn submit_array(
         what: "making the batch's job array".into(),
         error: SubmitError::Coalesce(e.to_string()),
     })?;
-    protocol::submit_array(rt.once(), &batch[0].2, &array, &keys).await
+    let cl = rt.once().answering_by(answer_by);
+    protocol::submit_array(cl, &batch[0].2, &array, &keys).await
 }
 
 #[cfg(test)]

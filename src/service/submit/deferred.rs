@@ -34,6 +34,7 @@ use crate::service::ServiceError;
 use crate::service::cluster::ClusterRuntime;
 use crate::service::wire::meta::{self, ResourceMeta};
 
+use super::batches::Member;
 use super::execution::{Placement, Progress, Stall, Submitted};
 use super::pacing::Pace;
 use super::protocol::{self, SubmitError, SubmitFailure};
@@ -50,6 +51,7 @@ pub const GIVE_UP_AFTER: Duration = Duration::from_secs(900);
 /// Starts (or joins) the paced submit of `key`; `template` is the task's meta without its
 /// job id, completed and remembered when the job exists; `flyte`: the execution
 /// (`project/domain/run/action#attempt`) when the request is at hand, for the log.
+/// `answer_by`: when its CreateTask must be answered (`None`: nobody waits).
 pub fn submit_paced(
     rt: &Arc<ClusterRuntime>,
     key: &str,
@@ -57,17 +59,22 @@ pub fn submit_paced(
     client: Client,
     template: ResourceMeta,
     flyte: Option<String>,
+    answer_by: Option<Instant>,
 ) -> watch::Receiver<Progress> {
     rt.submitter.executions.submit_or_join(key, || {
         let (tx, rx) = watch::channel(waiting());
         tokio::spawn(run_single(
             rt.clone(),
-            key.to_string(),
-            job.clone(),
-            client,
-            template,
-            flyte,
-            tx,
+            Member {
+                key: key.to_string(),
+                since: Instant::now(),
+                job: job.clone(),
+                client,
+                template,
+                flyte,
+                answer_by,
+                tx,
+            },
         ));
         rx
     })
@@ -82,19 +89,19 @@ pub fn waiting() -> Progress {
     }
 }
 
-/// The paced submit of one execution as a job of its own, to its end (sent on `tx`).
-pub async fn run_single(
-    rt: Arc<ClusterRuntime>,
-    key: String,
-    job: JobDescription,
-    client: Client,
-    template: ResourceMeta,
-    flyte: Option<String>,
-    tx: watch::Sender<Progress>,
-) {
-    let outcome = paced_loop(&rt, &key, &job, &client, &tx).await;
-    let progress = settle(&rt, &key, &client, template, flyte.as_deref(), outcome).await;
-    let _ = tx.send(progress);
+/// The paced submit of one execution as a job of its own, to its end (sent on its `tx`).
+pub async fn run_single(rt: Arc<ClusterRuntime>, m: Member) {
+    let outcome = paced_loop(&rt, &m).await;
+    let progress = settle(
+        &rt,
+        &m.key,
+        &m.client,
+        m.template,
+        m.flyte.as_deref(),
+        outcome,
+    )
+    .await;
+    let _ = m.tx.send(progress);
 }
 
 /// The cluster's `takeovers[<cluster>]` task: starts the paced submit of each takeover GetTask
@@ -110,7 +117,7 @@ pub async fn run_takeovers(rt: Arc<ClusterRuntime>, stop: impl Future<Output = (
         for t in queued {
             tracing::info!(cluster = %rt.cfg.name, key = %t.key, "starting the submit of a deferred task taken over");
             let client = rt.submit_client_as(t.template.slurm_user.as_deref());
-            let _ = submit_paced(&rt, &t.key, &t.job, client, t.template, None);
+            let _ = submit_paced(&rt, &t.key, &t.job, client, t.template, None, None);
         }
     }
 }
@@ -172,13 +179,8 @@ fn noted(rt: &ClusterRuntime, m: &ResourceMeta, s: Submitted, flyte: Option<&str
 }
 
 /// Paced tries of `submit_once` until one settles; `Err(None)`: withdrawn before a submit.
-async fn paced_loop(
-    rt: &ClusterRuntime,
-    key: &str,
-    job: &JobDescription,
-    client: &Client,
-    tx: &watch::Sender<Progress>,
-) -> Result<Submitted, Option<SubmitFailure>> {
+async fn paced_loop(rt: &ClusterRuntime, m: &Member) -> Result<Submitted, Option<SubmitFailure>> {
+    let (key, job, client, tx) = (m.key.as_str(), &m.job, &m.client, &m.tx);
     let began = Instant::now();
     let mut tries = 0u32;
     loop {
@@ -194,7 +196,9 @@ async fn paced_loop(
             tracing::info!(cluster = %rt.cfg.name, key, "shutting down: not beginning this submit");
             return std::future::pending().await;
         };
-        let r = protocol::submit_once(rt.once(), client, key, job, job_by_marker(rt, job)).await;
+        // Its CreateTask waits for the first try only (a later one answers deferred).
+        let cl = rt.once().answering_by(m.answer_by.filter(|_| tries == 0));
+        let r = protocol::submit_once(cl, client, key, job, job_by_marker(rt, job)).await;
         let pace = pace_of(&r);
         permit.done(pace);
         match r {

@@ -50,7 +50,25 @@ pub struct Cluster<'a> {
     pub checks: &'a Client,
     /// Whose jobs the index lists (`None`: everyone's).
     pub user: Option<&'a str>,
+    /// When the check must begin at the latest, for the CreateTasks waiting for this submit to
+    /// be answered in time (`None`: none waits; the check waits at most its turn,
+    /// `idempotency::CHECK_EVERY`).
+    pub check_by: Option<Instant>,
 }
+
+impl Cluster<'_> {
+    /// The same, with CreateTasks waiting to be answered by `by` (see `check_by`).
+    pub fn answering_by(self, by: Option<Instant>) -> Self {
+        Cluster {
+            check_by: by.map(|b| b.checked_sub(CHECK_AND_RELEASE).unwrap_or(b)),
+            ..self
+        }
+    }
+}
+
+/// What a check and a release take at most, as a CreateTask waits for them: its check begins
+/// this long before the CreateTask is due (a slurmctld under load answers in ~100 ms).
+const CHECK_AND_RELEASE: std::time::Duration = std::time::Duration::from_millis(700);
 
 /// The keys a job carries: one execution's, or a coalesced array's (element `i`: `keys[i]`).
 #[derive(Clone, Copy)]
@@ -201,7 +219,14 @@ pub async fn check(
     let winners = cl
         .submitter
         .index
-        .check_keys(cl.checks, cl.name, cl.user, after, mine, carries.keys())
+        .check_keys(
+            cl.checks,
+            cl.name,
+            cl.user,
+            (after, cl.check_by),
+            mine,
+            carries.keys(),
+        )
         .await?;
     Ok(winners
         .into_iter()

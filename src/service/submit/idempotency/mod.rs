@@ -73,10 +73,21 @@ const FORGET_EVERY: Duration = Duration::from_secs(60);
 /// for a privileged submitter; an admin's hold or a job_submit plugin's is `JobHeldAdmin`).
 const HELD_BY_USER: &str = "JobHeldUser";
 
+/// A submit's check begins at most this long after the cluster's previous check (at once when
+/// that one is older): while submits stream in (a map's arrays under the backend's pacing,
+/// 2-5 a second at 50-100 CreateTasks a second), the held jobs submitted meanwhile share the
+/// next check, one `jobs/state` for all of them, instead of one listing each. A lone submit
+/// waits for nothing. Each wait is also bounded by the answer its CreateTasks owe
+/// ([`Index::check_keys`]'s `by`), so it never turns an answer deferred.
+pub const CHECK_EVERY: Duration = Duration::from_secs(1);
+
 /// The index of one cluster's Flyte jobs by key.
 #[derive(Default)]
 pub struct Index {
     state: tokio::sync::Mutex<State>,
+    /// When the last listing or check began, readable while one runs: how long a check waits
+    /// ([`CHECK_EVERY`]).
+    began: std::sync::Mutex<Option<Instant>>,
     /// `State::no_accounting` as the last listing or check left it, readable while one runs
     /// (CreateTask asks it before choosing its submit path, and must not wait for a week's walk
     /// through slurmdbd to end).
@@ -161,11 +172,15 @@ impl Index {
     ) -> Result<tokio::sync::MutexGuard<'_, State>, ClientError> {
         let mut st = self.state.lock().await;
         match st.listed_at {
-            None => st.list(client, cluster, user).await?,
+            None => {
+                self.begin();
+                st.list(client, cluster, user).await?
+            }
             Some(t)
                 if after.is_some_and(|a| t < a)
                     || mine.is_some_and(|m| st.resolved_below <= m.0) =>
             {
+                self.begin();
                 st.check(client, cluster, user, mine).await?
             }
             _ => {}
@@ -173,6 +188,18 @@ impl Index {
         self.no_accounting
             .store(st.no_accounting, std::sync::atomic::Ordering::Relaxed);
         Ok(st)
+    }
+
+    fn begin(&self) {
+        *self.began.lock().unwrap() = Some(Instant::now());
+    }
+
+    /// When a check that waits for its turn ([`CHECK_EVERY`]) may begin: `CHECK_EVERY` after
+    /// the last began, or at once; never after `by`.
+    fn turn(&self, by: Option<Instant>) -> Option<Instant> {
+        let next = (*self.began.lock().unwrap())? + CHECK_EVERY;
+        let at = by.map_or(next, |b| next.min(b));
+        (at > Instant::now()).then_some(at)
     }
 
     /// The lowest job with `key` in the current index; takes the index first if it never was
@@ -211,16 +238,21 @@ impl Index {
     /// just submitted. Jobs above it cannot win against it, so their records are not fetched:
     /// with several submits in flight those are mostly the others', which note themselves when
     /// their submit returns (fetching them cost 2 slurmctld RPCs each: BENCHMARKS.md, fan-out).
+    /// The check waits for its turn ([`CHECK_EVERY`]), but begins by `by` whatever the turn.
     #[allow(clippy::result_large_err)]
     pub async fn check_keys(
         &self,
         client: &Client,
         cluster: &str,
         user: Option<&str>,
-        after: Instant,
+        (after, by): (Instant, Option<Instant>),
         mine: JobId,
         keys: &[&str],
     ) -> Result<Vec<Option<Winner>>, ClientError> {
+        if let Some(at) = self.turn(by) {
+            // Its turn ([`CHECK_EVERY`]): the submits that return meanwhile join this check.
+            tokio::time::sleep_until(at.into()).await;
+        }
         let st = self
             .fresh(client, cluster, user, Some(after), Some(mine))
             .await?;

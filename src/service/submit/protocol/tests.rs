@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::render::keys_name;
+use crate::service::submit::idempotency::CHECK_EVERY;
 use crate::slurmrestd::{Auth, BaseState, ClientConfig, Secret};
 
 /// A mock cluster, a client of it, and a `Submitter` (this replica's state).
@@ -33,6 +34,7 @@ impl Bench {
             submitter: &self.submitter,
             checks: &self.client,
             user: None,
+            check_by: None,
         }
     }
 
@@ -96,6 +98,7 @@ async fn none_ran() -> Result<Option<JobId>, SubmitError> {
 const A: &str = "0123456789abcdef";
 const B: &str = "1123456789abcdef";
 const C: &str = "2123456789abcdef";
+const D: &str = "3123456789abcdef";
 
 fn released(j: &crate::slurmrestd::JobInfo) -> bool {
     !awaiting_release(j) && j.state.base != BaseState::Cancelled
@@ -302,5 +305,45 @@ async fn a_tombstone_cancels_a_submit_of_its_key_already_on_its_way() {
         states,
         [BaseState::Cancelled, BaseState::Cancelled],
         "{theirs}"
+    );
+}
+
+#[tokio::test]
+async fn submits_streaming_in_share_one_check_a_turn_and_a_caller_due_sooner_is_checked_in_time() {
+    let b = Bench::new().await;
+    b.take_index().await;
+    let listings = || b._mock.stats().count("jobs_state");
+    let before = listings();
+    let began = std::time::Instant::now();
+    // Three submits a fifth of a second apart, as a map's arrays come under the backend's
+    // pacing: each waits for the turn after the index's listing, and that one check is theirs.
+    let submit_after = |key: &'static str, ms: u64| {
+        let b = &b;
+        async move {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            submit_once(b.cluster(), &b.client, key, &job(key, None), none_ran()).await
+        }
+    };
+    let (a, bb, c) = tokio::join!(
+        submit_after(A, 0),
+        submit_after(B, 200),
+        submit_after(C, 400)
+    );
+    for s in [a, bb, c] {
+        assert!(matches!(s.unwrap(), Submitted::Fresh(_)));
+    }
+    assert_eq!(listings() - before, 1, "one check for the three");
+    assert!(began.elapsed() >= CHECK_EVERY - Duration::from_millis(100));
+    // A submit whose CreateTask is due sooner than the next turn is checked before it is due.
+    let due = std::time::Instant::now() + Duration::from_millis(800);
+    let began = std::time::Instant::now();
+    let cl = b.cluster().answering_by(Some(due));
+    let s = submit_once(cl, &b.client, D, &job(D, None), none_ran()).await;
+    assert!(matches!(s.unwrap(), Submitted::Fresh(_)));
+    assert_eq!(listings() - before, 2, "its own check");
+    assert!(
+        began.elapsed() < Duration::from_millis(600),
+        "checked by its due time less the check's and release's: {:?}",
+        began.elapsed()
     );
 }
