@@ -75,6 +75,10 @@ pub(super) fn apply(
         cfg.coalesce = units::parse_coalesce(&v)
             .map_err(|p| ConfigError::invalid("FLYTE_SLURM_COALESCE_WINDOW", &v, p))?;
     }
+    if let Some(v) = var("FLYTE_SLURM_CHECK_EVERY") {
+        cfg.check_every = units::parse_check_every(&v)
+            .map_err(|p| ConfigError::invalid("FLYTE_SLURM_CHECK_EVERY", &v, p))?;
+    }
     if let Some(v) = var("FLYTE_SLURM_SUBMITS_IN_FLIGHT") {
         cfg.submits_in_flight = units::parse_in_flight(&v)
             .map_err(|p| ConfigError::invalid("FLYTE_SLURM_SUBMITS_IN_FLIGHT", &v, p))?;

@@ -43,6 +43,7 @@ struct FileConfig {
     submit_wait: Option<String>,
     coalesce_window: Option<String>,
     submits_in_flight: Option<u64>,
+    check_every: Option<String>,
     allow_task_credentials: Option<bool>,
     /// TLS on the gRPC port: both, or neither.
     tls_cert_file: Option<PathBuf>,
@@ -126,6 +127,9 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<DeploymentConfig, ConfigE
     }
     if let Some(v) = &f.coalesce_window {
         cfg.coalesce = super::units::parse_coalesce(v).map_err(|p| bad("coalesce_window", p))?;
+    }
+    if let Some(v) = &f.check_every {
+        cfg.check_every = super::units::parse_check_every(v).map_err(|p| bad("check_every", p))?;
     }
     if let Some(v) = f.submits_in_flight {
         cfg.submits_in_flight = super::units::parse_in_flight(&v.to_string())

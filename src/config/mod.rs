@@ -135,6 +135,10 @@ pub struct DeploymentConfig {
     /// Submits one cluster runs at once at most (`FLYTE_SLURM_SUBMITS_IN_FLIGHT`, default 8);
     /// fewer while slurmctld throttles (`service/submit/pacing.rs`).
     pub submits_in_flight: usize,
+    /// How long a submit's duplicate check waits at most for the cluster's next turn
+    /// (`FLYTE_SLURM_CHECK_EVERY`, default 1 s; `0`: at once): the checks of held jobs that
+    /// come meanwhile share one listing (`service/submit/idempotency`).
+    pub check_every: Duration,
     /// `FLYTE_SLURM_LOG_LINKS`: links shown in Flyte's UI for every task (`{job_id}`, ...).
     pub log_links: Vec<units::LogLinkTemplate>,
     /// How long `serve` drains after SIGTERM / Ctrl-C before it exits anyway
@@ -214,6 +218,10 @@ pub const DEFAULT_COALESCE_WINDOW: Duration = Duration::from_millis(100);
 pub const MAX_COALESCE_WINDOW: Duration = Duration::from_secs(2);
 /// `FLYTE_SLURM_SUBMITS_IN_FLIGHT`.
 pub const DEFAULT_SUBMITS_IN_FLIGHT: usize = 8;
+/// `FLYTE_SLURM_CHECK_EVERY`: at most one duplicate check a second per cluster.
+pub const DEFAULT_CHECK_EVERY: Duration = Duration::from_secs(1);
+/// The longest `FLYTE_SLURM_CHECK_EVERY`: a held job waits that long for its release at worst.
+pub const MAX_CHECK_EVERY: Duration = Duration::from_secs(5);
 /// Lifetime of a minted token; it is renewed at 80% of it.
 pub const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(1800);
 pub const DEFAULT_UPLOAD_MAX_BYTES: u64 = 100_000_000;
@@ -286,6 +294,7 @@ impl DeploymentConfig {
             submit_wait: DEFAULT_SUBMIT_WAIT,
             coalesce: Coalesce::Auto,
             submits_in_flight: DEFAULT_SUBMITS_IN_FLIGHT,
+            check_every: DEFAULT_CHECK_EVERY,
             allow_task_credentials: false,
             upload_max_bytes: UploadLimit::Bytes(DEFAULT_UPLOAD_MAX_BYTES),
             job_files_retention: Some(DEFAULT_RETENTION),

@@ -286,6 +286,19 @@ pub fn parse_submit_wait(value: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// `FLYTE_SLURM_CHECK_EVERY`: a duration from 0 (each check at once) to
+/// [`super::MAX_CHECK_EVERY`].
+pub fn parse_check_every(value: &str) -> Result<Duration, String> {
+    let d = parse_duration(value)?;
+    if d > super::MAX_CHECK_EVERY {
+        return Err(format!(
+            "must be at most {}s: a held job waits that long for its check at worst; use e.g. 1s",
+            super::MAX_CHECK_EVERY.as_secs()
+        ));
+    }
+    Ok(d)
+}
+
 /// `FLYTE_SLURM_SUBMITS_IN_FLIGHT`: a whole number from 1.
 pub fn parse_in_flight(value: &str) -> Result<usize, String> {
     match value.trim().parse::<usize>() {

@@ -91,6 +91,7 @@ impl Connector {
         };
         for rt in clusters.values() {
             rt.submitter.set_max_in_flight(deployment.submits_in_flight);
+            rt.submitter.set_check_every(deployment.check_every);
         }
         Connector {
             deployment,

@@ -50,6 +50,10 @@ fn docs_quote_the_defaults() {
             "FLYTE_SLURM_SUBMITS_IN_FLIGHT",
             format!("`{DEFAULT_SUBMITS_IN_FLIGHT}`"),
         ),
+        (
+            "FLYTE_SLURM_CHECK_EVERY",
+            format!("`{}s`", DEFAULT_CHECK_EVERY.as_secs()),
+        ),
     ] {
         let have = default_of(var);
         assert!(

@@ -225,6 +225,17 @@ fn submit_pacing_settings() {
     );
     let c = load(&[base[0], ("FLYTE_SLURM_SUBMITS_IN_FLIGHT", "2")]).unwrap();
     assert_eq!(c.submits_in_flight, 2);
+    assert_eq!(c.check_every, DEFAULT_CHECK_EVERY);
+    let c = load(&[base[0], ("FLYTE_SLURM_CHECK_EVERY", "3s")]).unwrap();
+    assert_eq!(c.check_every, Duration::from_secs(3));
+    let c = load(&[base[0], ("FLYTE_SLURM_CHECK_EVERY", "0")]).unwrap();
+    assert_eq!(c.check_every, Duration::ZERO, "0: each check at once");
+    for bad in ["6s", "soon"] {
+        let e = load(&[base[0], ("FLYTE_SLURM_CHECK_EVERY", bad)])
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("FLYTE_SLURM_CHECK_EVERY="), "{bad}: {e}");
+    }
     let e = load(&[base[0], ("FLYTE_SLURM_SUBMIT_WAIT", "12s")])
         .unwrap_err()
         .to_string();

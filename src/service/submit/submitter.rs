@@ -77,6 +77,11 @@ impl Submitter {
         self.pacer.set_max(max);
     }
 
+    /// The deployment's turn of duplicate checks (`FLYTE_SLURM_CHECK_EVERY`).
+    pub fn set_check_every(&self, every: Duration) {
+        self.index.set_check_every(every);
+    }
+
     pub fn pacing(&self) -> PaceView {
         self.pacer.view()
     }

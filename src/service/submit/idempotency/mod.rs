@@ -74,20 +74,22 @@ const FORGET_EVERY: Duration = Duration::from_secs(60);
 const HELD_BY_USER: &str = "JobHeldUser";
 
 /// A submit's check begins at most this long after the cluster's previous check (at once when
-/// that one is older): while submits stream in (a map's arrays under the backend's pacing,
-/// 2-5 a second at 50-100 CreateTasks a second), the held jobs submitted meanwhile share the
-/// next check, one `jobs/state` for all of them, instead of one listing each. A lone submit
-/// waits for nothing. Each wait is also bounded by the answer its CreateTasks owe
-/// ([`Index::check_keys`]'s `by`), so it never turns an answer deferred.
-pub const CHECK_EVERY: Duration = Duration::from_secs(1);
+/// that one is older; the deployment's `FLYTE_SLURM_CHECK_EVERY`, this by default): while
+/// submits stream in (a map's arrays under the backend's pacing, 2-5 a second at 50-100
+/// CreateTasks a second), the held jobs submitted meanwhile share the next check, one
+/// `jobs/state` for all of them, instead of one listing each. A lone submit waits for nothing.
+/// Each wait is also bounded by the answer its CreateTasks owe ([`Index::check_keys`]'s `by`),
+/// so it never turns an answer deferred.
+pub const CHECK_EVERY: Duration = crate::config::DEFAULT_CHECK_EVERY;
 
 /// The index of one cluster's Flyte jobs by key.
 #[derive(Default)]
 pub struct Index {
     state: tokio::sync::Mutex<State>,
-    /// When the last listing or check began, readable while one runs: how long a check waits
-    /// ([`CHECK_EVERY`]).
+    /// When the last listing or check began, readable while one runs, and the turn of checks
+    /// ([`CHECK_EVERY`] unless the deployment says otherwise): how long a check waits.
     began: std::sync::Mutex<Option<Instant>>,
+    every: std::sync::Mutex<Option<Duration>>,
     /// `State::no_accounting` as the last listing or check left it, readable while one runs
     /// (CreateTask asks it before choosing its submit path, and must not wait for a week's walk
     /// through slurmdbd to end).
@@ -190,6 +192,11 @@ impl Index {
         Ok(st)
     }
 
+    /// The turn of checks ([`CHECK_EVERY`] by default; zero: each check at once).
+    pub fn set_check_every(&self, every: Duration) {
+        *self.every.lock().unwrap() = Some(every);
+    }
+
     fn begin(&self) {
         *self.began.lock().unwrap() = Some(Instant::now());
     }
@@ -197,7 +204,8 @@ impl Index {
     /// When a check that waits for its turn ([`CHECK_EVERY`]) may begin: `CHECK_EVERY` after
     /// the last began, or at once; never after `by`.
     fn turn(&self, by: Option<Instant>) -> Option<Instant> {
-        let next = (*self.began.lock().unwrap())? + CHECK_EVERY;
+        let every = self.every.lock().unwrap().unwrap_or(CHECK_EVERY);
+        let next = (*self.began.lock().unwrap())? + every;
         let at = by.map_or(next, |b| next.min(b));
         (at > Instant::now()).then_some(at)
     }
