@@ -226,6 +226,7 @@ impl ClusterRuntime {
             checks: self.clients.submits(),
             user: self.index_user(),
             check_by: None,
+            permit: None,
         }
     }
 

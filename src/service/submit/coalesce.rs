@@ -44,6 +44,7 @@ use super::batches::{Added, Due, Member};
 use super::coalesce_settings::{Coalescing, MAX_ARRAY_ELEMENTS};
 use super::deferred;
 use super::execution::{Progress, Submitted};
+use super::pacing::Permit;
 use super::protocol::{self, SubmitError, SubmitFailure};
 
 /// Whether a CreateTask may be coalesced beyond its job's shape: not a retry, not clustered,
@@ -219,7 +220,7 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>, keys_in: KeysI
         .into_iter()
         .map(|m| ((m.key, m.job, m.client), (m.template, m.flyte, m.tx)))
         .unzip();
-    let r = submit_array(&rt, &elements, keys_in, answer_by).await;
+    let r = submit_array(&rt, &elements, keys_in, (answer_by, &permit)).await;
     permit.done(deferred::pace_of(&r));
     let ok = r.is_ok();
     if ok {
@@ -270,7 +271,7 @@ async fn submit_array(
     rt: &ClusterRuntime,
     batch: &[(String, JobDescription, Client)],
     keys_in: KeysIn,
-    answer_by: Option<Instant>,
+    (answer_by, permit): (Option<Instant>, &Permit),
 ) -> Result<Vec<Submitted>, SubmitFailure> {
     let keys: Vec<&str> = batch.iter().map(|(k, _, _)| k.as_str()).collect();
     let first = &batch[0].1;
@@ -289,7 +290,7 @@ async fn submit_array(
         what: "making the batch's job array".into(),
         error: SubmitError::Coalesce(e.to_string()),
     })?;
-    let cl = rt.once().answering_by(answer_by);
+    let cl = rt.once().paced(answer_by, permit);
     protocol::submit_array(cl, &batch[0].2, &array, &keys).await
 }
 

@@ -197,7 +197,7 @@ async fn paced_loop(rt: &ClusterRuntime, m: &Member) -> Result<Submitted, Option
             return std::future::pending().await;
         };
         // Its CreateTask waits for the first try only (a later one answers deferred).
-        let cl = rt.once().answering_by(m.answer_by.filter(|_| tries == 0));
+        let cl = rt.once().paced(m.answer_by.filter(|_| tries == 0), &permit);
         let r = protocol::submit_once(cl, client, key, job, job_by_marker(rt, job)).await;
         let pace = pace_of(&r);
         permit.done(pace);

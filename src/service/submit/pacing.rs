@@ -88,6 +88,8 @@ pub struct Pacer {
 pub struct Permit {
     pacer: Arc<Pacer>,
     started: Instant,
+    /// Time spent meanwhile on no call to slurmctld ([`Permit::excuse`]), in nanoseconds.
+    excused: std::sync::atomic::AtomicU64,
     outcome: Option<Pace>,
 }
 
@@ -134,6 +136,7 @@ impl Pacer {
                     return Permit {
                         pacer: self.clone(),
                         started: Instant::now(),
+                        excused: Default::default(),
                         outcome: None,
                     };
                 }
@@ -236,13 +239,22 @@ impl Permit {
     pub fn done(mut self, outcome: Pace) {
         self.outcome = Some(outcome);
     }
+
+    /// `d` of the permit's time went on no call to slurmctld (a duplicate check waiting for
+    /// its turn): not counted in how long the call took, which would read as throttling.
+    pub fn excuse(&self, d: Duration) {
+        let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.excused
+            .fetch_add(nanos, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
         let outcome = self.outcome.take();
+        let excused = Duration::from_nanos(*self.excused.get_mut());
         self.pacer.finish(
-            self.started.elapsed(),
+            self.started.elapsed().saturating_sub(excused),
             outcome.unwrap_or(Pace::Prompt),
             outcome.is_some(),
         );
@@ -287,6 +299,22 @@ mod tests {
         late.started = Instant::now() - SLOW;
         late.done(Pace::Prompt);
         assert_eq!(p.view().limit, 4);
+    }
+
+    #[tokio::test]
+    async fn time_a_permit_was_excused_does_not_read_as_throttling() {
+        let p = Pacer::new(8);
+        // Held 3 s, 2.5 of them waiting for a duplicate check's turn: a prompt answer.
+        let mut permit = p.acquire().await;
+        permit.started = Instant::now() - 3 * SLOW / 2;
+        permit.excuse(5 * SLOW / 4);
+        permit.done(Pace::Prompt);
+        assert_eq!((p.view().limit, p.view().throttled), (8, 0));
+        // Not excused: late.
+        let mut permit = p.acquire().await;
+        permit.started = Instant::now() - 3 * SLOW / 2;
+        permit.done(Pace::Prompt);
+        assert_eq!((p.view().limit, p.view().throttled), (4, 1));
     }
 
     /// A full cluster (MaxJobCount) lets one probe out per [`FULL_PROBE_EVERY`]; the first

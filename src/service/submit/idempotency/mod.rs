@@ -202,8 +202,8 @@ impl Index {
     }
 
     /// When a check that waits for its turn ([`CHECK_EVERY`]) may begin: `CHECK_EVERY` after
-    /// the last began, or at once; never after `by`.
-    fn turn(&self, by: Option<Instant>) -> Option<Instant> {
+    /// the last began (`None`: at once); never after `by`.
+    pub(in crate::service::submit) fn turn(&self, by: Option<Instant>) -> Option<Instant> {
         let every = self.every.lock().unwrap().unwrap_or(CHECK_EVERY);
         let next = (*self.began.lock().unwrap())? + every;
         let at = by.map_or(next, |b| next.min(b));
@@ -246,21 +246,17 @@ impl Index {
     /// just submitted. Jobs above it cannot win against it, so their records are not fetched:
     /// with several submits in flight those are mostly the others', which note themselves when
     /// their submit returns (fetching them cost 2 slurmctld RPCs each: BENCHMARKS.md, fan-out).
-    /// The check waits for its turn ([`CHECK_EVERY`]), but begins by `by` whatever the turn.
+    /// The protocol waits for the check's turn before ([`Index::turn`]).
     #[allow(clippy::result_large_err)]
     pub async fn check_keys(
         &self,
         client: &Client,
         cluster: &str,
         user: Option<&str>,
-        (after, by): (Instant, Option<Instant>),
+        after: Instant,
         mine: JobId,
         keys: &[&str],
     ) -> Result<Vec<Option<Winner>>, ClientError> {
-        if let Some(at) = self.turn(by) {
-            // Its turn ([`CHECK_EVERY`]): the submits that return meanwhile join this check.
-            tokio::time::sleep_until(at.into()).await;
-        }
         let st = self
             .fresh(client, cluster, user, Some(after), Some(mine))
             .await?;

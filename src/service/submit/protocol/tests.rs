@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::*;
 use crate::render::keys_name;
 use crate::service::submit::idempotency::CHECK_EVERY;
+use crate::service::submit::pacing::Pace;
 use crate::slurmrestd::{Auth, BaseState, ClientConfig, Secret};
 
 /// A mock cluster, a client of it, and a `Submitter` (this replica's state).
@@ -35,6 +36,7 @@ impl Bench {
             checks: &self.client,
             user: None,
             check_by: None,
+            permit: None,
         }
     }
 
@@ -337,7 +339,8 @@ async fn submits_streaming_in_share_one_check_a_turn_and_a_caller_due_sooner_is_
     // A submit whose CreateTask is due sooner than the next turn is checked before it is due.
     let due = std::time::Instant::now() + Duration::from_millis(800);
     let began = std::time::Instant::now();
-    let cl = b.cluster().answering_by(Some(due));
+    let permit = b.submitter.pacer.acquire().await;
+    let cl = b.cluster().paced(Some(due), &permit);
     let s = submit_once(cl, &b.client, D, &job(D, None), none_ran()).await;
     assert!(matches!(s.unwrap(), Submitted::Fresh(_)));
     assert_eq!(listings() - before, 2, "its own check");
@@ -346,4 +349,29 @@ async fn submits_streaming_in_share_one_check_a_turn_and_a_caller_due_sooner_is_
         "checked by its due time less the check's and release's: {:?}",
         began.elapsed()
     );
+}
+
+#[tokio::test]
+async fn a_check_waits_no_longer_for_its_turn_once_a_submit_waits_for_a_slot() {
+    let b = Bench::new().await;
+    b.submitter.set_max_in_flight(1);
+    b.take_index().await;
+    let permit = b.submitter.pacer.acquire().await;
+    // Another submit waits for the one slot, which ours holds.
+    let pacer = b.submitter.pacer.clone();
+    let other = tokio::spawn(async move { pacer.acquire().await.done(Pace::Prompt) });
+    while b.submitter.pacer.view().waiting == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let began = std::time::Instant::now();
+    let cl = b.cluster().paced(None, &permit);
+    let s = submit_once(cl, &b.client, A, &job(A, None), none_ran()).await;
+    assert!(matches!(s.unwrap(), Submitted::Fresh(_)));
+    assert!(
+        began.elapsed() < CHECK_EVERY / 2,
+        "checked at once, not at its turn: {:?}",
+        began.elapsed()
+    );
+    permit.done(Pace::Prompt);
+    other.await.unwrap();
 }
