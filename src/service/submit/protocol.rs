@@ -76,18 +76,24 @@ impl<'a> Cluster<'a> {
 const TURN_LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Waits for the cluster's turn of checks (`idempotency::CHECK_EVERY`), so that the held jobs
-/// submitted meanwhile share one listing; at once when the last check is older. The wait ends
-/// early when a submit waits for a slot of the pacer (held slots must not hold up other
-/// submits: at 3 s turns, measured, they did, and CreateTasks were answered deferred), and its
-/// time is excused from the slot's (a slot held past `pacing::SLOW` reads as throttling).
+/// submitted meanwhile share one listing; at once when the last check is older. It waits only
+/// while another submit could share the check: one in flight beside this one, or CreateTasks
+/// in an open batch (a map streaming in). A caller that sends one CreateTask after the other
+/// therefore waits for nothing. The wait ends early when a submit waits for a slot of the
+/// pacer (held slots must not hold up other submits: at 3 s turns, measured, they did, and
+/// CreateTasks were answered deferred), and its time is excused from the slot's (a slot held
+/// past `pacing::SLOW` reads as throttling).
 async fn wait_turn(cl: Cluster<'_>) {
     let Some(at) = cl.submitter.index.turn(cl.check_by) else {
         return;
     };
+    let ours = usize::from(cl.permit.is_some());
     let began = Instant::now();
     loop {
         let now = Instant::now();
-        if now >= at || cl.submitter.pacer.view().waiting > 0 {
+        let pace = cl.submitter.pacer.view();
+        let others = pace.in_flight > ours || cl.submitter.batches.waiting() > 0;
+        if now >= at || pace.waiting > 0 || !others {
             break;
         }
         tokio::time::sleep((at - now).min(TURN_LOOK_EVERY)).await;

@@ -317,13 +317,19 @@ async fn submits_streaming_in_share_one_check_a_turn_and_a_caller_due_sooner_is_
     let listings = || b._mock.stats().count("jobs_state");
     let before = listings();
     let began = std::time::Instant::now();
-    // Three submits a fifth of a second apart, as a map's arrays come under the backend's
-    // pacing: each waits for the turn after the index's listing, and that one check is theirs.
+    // Three submits a fifth of a second apart, each in a slot of the pacer, as a map's arrays
+    // come under the backend's pacing (another submit in flight all along: the stream goes
+    // on): each waits for the turn after the index's listing, and that one check is theirs.
+    let stream = b.submitter.pacer.acquire().await;
     let submit_after = |key: &'static str, ms: u64| {
         let b = &b;
         async move {
             tokio::time::sleep(Duration::from_millis(ms)).await;
-            submit_once(b.cluster(), &b.client, key, &job(key, None), none_ran()).await
+            let permit = b.submitter.pacer.acquire().await;
+            let cl = b.cluster().paced(None, &permit);
+            let s = submit_once(cl, &b.client, key, &job(key, None), none_ran()).await;
+            permit.done(Pace::Prompt);
+            s
         }
     };
     let (a, bb, c) = tokio::join!(
@@ -347,6 +353,31 @@ async fn submits_streaming_in_share_one_check_a_turn_and_a_caller_due_sooner_is_
     assert!(
         began.elapsed() < Duration::from_millis(600),
         "checked by its due time less the check's and release's: {:?}",
+        began.elapsed()
+    );
+    permit.done(Pace::Prompt);
+    stream.done(Pace::Prompt);
+}
+
+#[tokio::test]
+async fn a_caller_sending_one_create_task_after_the_other_waits_for_no_turn() {
+    let b = Bench::new().await;
+    b.take_index().await;
+    let listings = || b._mock.stats().count("jobs_state");
+    let before = listings();
+    let began = std::time::Instant::now();
+    // Nothing else in flight, no batch open: nobody could share the check, so none waits.
+    for key in [A, B, C] {
+        let permit = b.submitter.pacer.acquire().await;
+        let cl = b.cluster().paced(None, &permit);
+        let s = submit_once(cl, &b.client, key, &job(key, None), none_ran()).await;
+        assert!(matches!(s.unwrap(), Submitted::Fresh(_)));
+        permit.done(Pace::Prompt);
+    }
+    assert_eq!(listings() - before, 3, "a check each");
+    assert!(
+        began.elapsed() < CHECK_EVERY,
+        "three in {:?}, no turn waited",
         began.elapsed()
     );
 }
