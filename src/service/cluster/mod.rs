@@ -227,6 +227,7 @@ impl ClusterRuntime {
             user: self.index_user(),
             check_by: None,
             permit: None,
+            arrived: None,
         }
     }
 

@@ -29,6 +29,30 @@ pub struct Member {
     pub tx: watch::Sender<Progress>,
 }
 
+impl Member {
+    /// `key`'s submit, its CreateTask come `since`, its progress sent on `tx`.
+    pub fn new(
+        (key, since): (&str, Instant),
+        job: &JobDescription,
+        client: Client,
+        template: ResourceMeta,
+        flyte: Option<String>,
+        answer_by: Option<Instant>,
+        tx: watch::Sender<Progress>,
+    ) -> Member {
+        Member {
+            key: key.to_string(),
+            since,
+            job: job.clone(),
+            client,
+            template,
+            flyte,
+            answer_by,
+            tx,
+        }
+    }
+}
+
 /// What adding a member did.
 pub enum Added {
     /// It opened a batch: the caller starts its window.

@@ -106,16 +106,8 @@ pub fn submit_coalesced(
     } = batch;
     rt.submitter.executions.submit_or_join(key, || {
         let (tx, rx) = watch::channel(deferred::waiting());
-        let member = Member {
-            key: key.to_string(),
-            since: Instant::now(),
-            job: job.clone(),
-            client,
-            template,
-            flyte,
-            answer_by,
-            tx,
-        };
+        let since = rt.submitter.arrived();
+        let member = Member::new((key, since), job, client, template, flyte, answer_by, tx);
         let window_of = |rt: &Arc<ClusterRuntime>| {
             let (rt, shape) = (rt.clone(), shape.clone());
             tokio::spawn(async move {
@@ -215,12 +207,13 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>, keys_in: KeysI
     let began = Instant::now();
     let since: Vec<Instant> = batch.iter().map(|m| m.since).collect();
     let answer_by = batch.iter().filter_map(|m| m.answer_by).min();
+    let latest = since.iter().max().copied().unwrap_or(began);
     // What the submit reads, apart from the answers (which are not `Sync`).
     let (elements, answers): (Vec<_>, Vec<_>) = batch
         .into_iter()
         .map(|m| ((m.key, m.job, m.client), (m.template, m.flyte, m.tx)))
         .unzip();
-    let r = submit_array(&rt, &elements, keys_in, (answer_by, &permit)).await;
+    let r = submit_array(&rt, &elements, keys_in, (answer_by, &permit, latest)).await;
     permit.done(deferred::pace_of(&r));
     let ok = r.is_ok();
     if ok {
@@ -244,16 +237,16 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>, keys_in: KeysI
                 deferred::settle(&rt, &key, &client, template, flyte.as_deref(), Ok(s)).await;
             let _ = tx.send(progress);
         } else {
-            let m = Member {
-                key,
-                since: Instant::now(),
-                job,
+            // Its CreateTask answers deferred by now, or soon: the single submit owes no answer.
+            let m = Member::new(
+                (&key, Instant::now()),
+                &job,
                 client,
                 template,
                 flyte,
-                answer_by: None,
+                None,
                 tx,
-            };
+            );
             single(&rt, m);
         }
     }
@@ -271,7 +264,7 @@ async fn submit_array(
     rt: &ClusterRuntime,
     batch: &[(String, JobDescription, Client)],
     keys_in: KeysIn,
-    (answer_by, permit): (Option<Instant>, &Permit),
+    (answer_by, permit, latest): (Option<Instant>, &Permit, Instant),
 ) -> Result<Vec<Submitted>, SubmitFailure> {
     let keys: Vec<&str> = batch.iter().map(|(k, _, _)| k.as_str()).collect();
     let first = &batch[0].1;
@@ -290,7 +283,7 @@ async fn submit_array(
         what: "making the batch's job array".into(),
         error: SubmitError::Coalesce(e.to_string()),
     })?;
-    let cl = rt.once().paced(answer_by, permit);
+    let cl = rt.once().paced(answer_by, permit, latest);
     protocol::submit_array(cl, &batch[0].2, &array, &keys).await
 }
 

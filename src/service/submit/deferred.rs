@@ -63,19 +63,9 @@ pub fn submit_paced(
 ) -> watch::Receiver<Progress> {
     rt.submitter.executions.submit_or_join(key, || {
         let (tx, rx) = watch::channel(waiting());
-        tokio::spawn(run_single(
-            rt.clone(),
-            Member {
-                key: key.to_string(),
-                since: Instant::now(),
-                job: job.clone(),
-                client,
-                template,
-                flyte,
-                answer_by,
-                tx,
-            },
-        ));
+        let since = rt.submitter.arrived();
+        let m = Member::new((key, since), job, client, template, flyte, answer_by, tx);
+        tokio::spawn(run_single(rt.clone(), m));
         rx
     })
 }
@@ -197,7 +187,9 @@ async fn paced_loop(rt: &ClusterRuntime, m: &Member) -> Result<Submitted, Option
             return std::future::pending().await;
         };
         // Its CreateTask waits for the first try only (a later one answers deferred).
-        let cl = rt.once().paced(m.answer_by.filter(|_| tries == 0), &permit);
+        let cl = rt
+            .once()
+            .paced(m.answer_by.filter(|_| tries == 0), &permit, m.since);
         let r = protocol::submit_once(cl, client, key, job, job_by_marker(rt, job)).await;
         let pace = pace_of(&r);
         permit.done(pace);

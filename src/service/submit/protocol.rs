@@ -58,15 +58,19 @@ pub struct Cluster<'a> {
     /// The pacer's slot the submit runs in (`None`: none), excused the check's wait for its
     /// turn.
     pub permit: Option<&'a Permit>,
+    /// When the (latest) CreateTask this submit is for came: one that came after it is another
+    /// submit that may share the check.
+    pub arrived: Option<Instant>,
 }
 
 impl<'a> Cluster<'a> {
     /// The same, with CreateTasks waiting to be answered by `by` (see `check_by`), in the
-    /// pacer's slot `permit`.
-    pub fn paced(self, by: Option<Instant>, permit: &'a Permit) -> Self {
+    /// pacer's slot `permit`, for CreateTasks the latest of which came `arrived`.
+    pub fn paced(self, by: Option<Instant>, permit: &'a Permit, arrived: Instant) -> Self {
         Cluster {
             check_by: by.map(|b| b.checked_sub(CHECK_AND_RELEASE).unwrap_or(b)),
             permit: Some(permit),
+            arrived: Some(arrived),
             ..self
         }
     }
@@ -77,9 +81,11 @@ const TURN_LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(50
 
 /// Waits for the cluster's turn of checks (`idempotency::CHECK_EVERY`), so that the held jobs
 /// submitted meanwhile share one listing; at once when the last check is older. It waits only
-/// while another submit could share the check: one in flight beside this one, or CreateTasks
-/// in an open batch (a map streaming in). A caller that sends one CreateTask after the other
-/// therefore waits for nothing. The wait ends early when a submit waits for a slot of the
+/// while another submit could share the check: one in flight beside this one, CreateTasks in
+/// an open batch, or one come after this submit's (a map streaming in, whose next element may
+/// come a few milliseconds after the check would begin: so that is looked at after
+/// [`TURN_LOOK_EVERY`]). A caller that sends one CreateTask after the other, each after the
+/// last was answered, waits that long at most. The wait ends early when a submit waits for a slot of the
 /// pacer (held slots must not hold up other submits: at 3 s turns, measured, they did, and
 /// CreateTasks were answered deferred), and its time is excused from the slot's (a slot held
 /// past `pacing::SLOW` reads as throttling).
@@ -92,8 +98,11 @@ async fn wait_turn(cl: Cluster<'_>) {
     loop {
         let now = Instant::now();
         let pace = cl.submitter.pacer.view();
-        let others = pace.in_flight > ours || cl.submitter.batches.waiting() > 0;
-        if now >= at || pace.waiting > 0 || !others {
+        let others = pace.in_flight > ours
+            || cl.submitter.batches.waiting() > 0
+            || cl.arrived.is_some_and(|a| cl.submitter.arrived_after(a));
+        let looked = now.duration_since(began) >= TURN_LOOK_EVERY;
+        if now >= at || pace.waiting > 0 || (looked && !others) {
             break;
         }
         tokio::time::sleep((at - now).min(TURN_LOOK_EVERY)).await;

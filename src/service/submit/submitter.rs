@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::config::{ClusterConfig, Coalesce};
 use crate::service::wire::meta::ResourceMeta;
@@ -40,6 +40,9 @@ pub struct Submitter {
     /// cluster already had (a retry, a restart, another replica).
     fresh: AtomicU64,
     adopted: AtomicU64,
+    /// When the latest CreateTask that started a submit came (a check waits for its turn only
+    /// while others come: `protocol.rs`).
+    last_arrival: std::sync::Mutex<Option<Instant>>,
 }
 
 /// What the per-cluster gauges show of the write path.
@@ -69,6 +72,7 @@ impl Submitter {
             coalescing: tokio::sync::OnceCell::new(),
             fresh: AtomicU64::new(0),
             adopted: AtomicU64::new(0),
+            last_arrival: Default::default(),
         }
     }
 
@@ -95,6 +99,18 @@ impl Submitter {
             submitted: self.fresh.load(Ordering::Relaxed),
             adopted: self.adopted.load(Ordering::Relaxed),
         }
+    }
+
+    /// A CreateTask started a submit now (a member of a batch, or a job of its own).
+    pub(in crate::service::submit) fn arrived(&self) -> Instant {
+        let now = Instant::now();
+        *self.last_arrival.lock().unwrap() = Some(now);
+        now
+    }
+
+    /// Whether a CreateTask started a submit after `t`.
+    pub(in crate::service::submit) fn arrived_after(&self, t: Instant) -> bool {
+        self.last_arrival.lock().unwrap().is_some_and(|a| a > t)
     }
 
     /// Counts a submit's outcome (see [`SubmitGauges`]).

@@ -37,6 +37,7 @@ impl Bench {
             user: None,
             check_by: None,
             permit: None,
+            arrived: None,
         }
     }
 
@@ -326,7 +327,7 @@ async fn submits_streaming_in_share_one_check_a_turn_and_a_caller_due_sooner_is_
         async move {
             tokio::time::sleep(Duration::from_millis(ms)).await;
             let permit = b.submitter.pacer.acquire().await;
-            let cl = b.cluster().paced(None, &permit);
+            let cl = b.cluster().paced(None, &permit, b.submitter.arrived());
             let s = submit_once(cl, &b.client, key, &job(key, None), none_ran()).await;
             permit.done(Pace::Prompt);
             s
@@ -346,7 +347,7 @@ async fn submits_streaming_in_share_one_check_a_turn_and_a_caller_due_sooner_is_
     let due = std::time::Instant::now() + Duration::from_millis(800);
     let began = std::time::Instant::now();
     let permit = b.submitter.pacer.acquire().await;
-    let cl = b.cluster().paced(Some(due), &permit);
+    let cl = b.cluster().paced(Some(due), &permit, b.submitter.arrived());
     let s = submit_once(cl, &b.client, D, &job(D, None), none_ran()).await;
     assert!(matches!(s.unwrap(), Submitted::Fresh(_)));
     assert_eq!(listings() - before, 2, "its own check");
@@ -369,7 +370,7 @@ async fn a_caller_sending_one_create_task_after_the_other_waits_for_no_turn() {
     // Nothing else in flight, no batch open: nobody could share the check, so none waits.
     for key in [A, B, C] {
         let permit = b.submitter.pacer.acquire().await;
-        let cl = b.cluster().paced(None, &permit);
+        let cl = b.cluster().paced(None, &permit, b.submitter.arrived());
         let s = submit_once(cl, &b.client, key, &job(key, None), none_ran()).await;
         assert!(matches!(s.unwrap(), Submitted::Fresh(_)));
         permit.done(Pace::Prompt);
@@ -395,7 +396,7 @@ async fn a_check_waits_no_longer_for_its_turn_once_a_submit_waits_for_a_slot() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let began = std::time::Instant::now();
-    let cl = b.cluster().paced(None, &permit);
+    let cl = b.cluster().paced(None, &permit, b.submitter.arrived());
     let s = submit_once(cl, &b.client, A, &job(A, None), none_ran()).await;
     assert!(matches!(s.unwrap(), Submitted::Fresh(_)));
     assert!(
@@ -405,4 +406,28 @@ async fn a_check_waits_no_longer_for_its_turn_once_a_submit_waits_for_a_slot() {
     );
     permit.done(Pace::Prompt);
     other.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_check_waits_for_its_turn_when_the_next_create_task_comes_just_after_its_submit() {
+    let b = Bench::new().await;
+    b.take_index().await;
+    let began = std::time::Instant::now();
+    let permit = b.submitter.pacer.acquire().await;
+    let cl = b.cluster().paced(None, &permit, b.submitter.arrived());
+    // Nothing else in flight, no batch open: the next element of the stream comes 30 ms on,
+    // after this submit returned, as a map's next CreateTask does.
+    let next = async {
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        b.submitter.arrived();
+    };
+    let ja = job(A, None);
+    let (s, ()) = tokio::join!(submit_once(cl, &b.client, A, &ja, none_ran()), next);
+    assert!(matches!(s.unwrap(), Submitted::Fresh(_)));
+    assert!(
+        began.elapsed() >= CHECK_EVERY - Duration::from_millis(100),
+        "waited for its turn: {:?}",
+        began.elapsed()
+    );
+    permit.done(Pace::Prompt);
 }
