@@ -82,17 +82,19 @@ const TURN_LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(50
 /// Waits for the cluster's turn of checks (`idempotency::CHECK_EVERY`), so that the held jobs
 /// submitted meanwhile share one listing; at once when the last check is older. It waits only
 /// while another submit could share the check: one in flight beside this one, CreateTasks in
-/// an open batch, or one come after this submit's (a map streaming in, whose next element may
-/// come a few milliseconds after the check would begin: so that is looked at after
-/// [`TURN_LOOK_EVERY`]). A caller that sends one CreateTask after the other, each after the
-/// last was answered, waits that long at most. The wait ends early when a submit waits for a slot of the
+/// an open batch, or one come after this submit's. For an array (several CreateTasks at once: a
+/// map streaming in, whose next element may come a few milliseconds after the check would
+/// begin) that is decided after a first look of [`TURN_LOOK_EVERY`]; for a job of its own at
+/// once, so a caller that sends one CreateTask after the other, each after the last was
+/// answered, waits for nothing. The wait ends early when a submit waits for a slot of the
 /// pacer (held slots must not hold up other submits: at 3 s turns, measured, they did, and
 /// CreateTasks were answered deferred), and its time is excused from the slot's (a slot held
 /// past `pacing::SLOW` reads as throttling).
-async fn wait_turn(cl: Cluster<'_>) {
+async fn wait_turn(cl: Cluster<'_>, carries: Carries<'_>) {
     let Some(at) = cl.submitter.index.turn(cl.check_by) else {
         return;
     };
+    let stream = carries.keys().len() > 1;
     let ours = usize::from(cl.permit.is_some());
     let began = Instant::now();
     loop {
@@ -101,7 +103,7 @@ async fn wait_turn(cl: Cluster<'_>) {
         let others = pace.in_flight > ours
             || cl.submitter.batches.waiting() > 0
             || cl.arrived.is_some_and(|a| cl.submitter.arrived_after(a));
-        let looked = now.duration_since(began) >= TURN_LOOK_EVERY;
+        let looked = !stream || now.duration_since(began) >= TURN_LOOK_EVERY;
         if now >= at || pace.waiting > 0 || (looked && !others) {
             break;
         }
@@ -262,7 +264,7 @@ pub async fn check(
     carries: Carries<'_>,
     after: Instant,
 ) -> Result<Vec<Verdict>, ClientError> {
-    wait_turn(cl).await;
+    wait_turn(cl, carries).await;
     let winners = cl
         .submitter
         .index

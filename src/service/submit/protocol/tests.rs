@@ -409,7 +409,7 @@ async fn a_check_waits_no_longer_for_its_turn_once_a_submit_waits_for_a_slot() {
 }
 
 #[tokio::test]
-async fn a_check_waits_for_its_turn_when_the_next_create_task_comes_just_after_its_submit() {
+async fn an_arrays_check_waits_for_its_turn_when_the_next_create_task_comes_just_after_it() {
     let b = Bench::new().await;
     b.take_index().await;
     let began = std::time::Instant::now();
@@ -421,9 +421,10 @@ async fn a_check_waits_for_its_turn_when_the_next_create_task_comes_just_after_i
         tokio::time::sleep(Duration::from_millis(30)).await;
         b.submitter.arrived();
     };
-    let ja = job(A, None);
-    let (s, ()) = tokio::join!(submit_once(cl, &b.client, A, &ja, none_ran()), next);
-    assert!(matches!(s.unwrap(), Submitted::Fresh(_)));
+    let keys = [A, B];
+    let held = array(&keys);
+    let (s, ()) = tokio::join!(submit_array(cl, &b.client, &held, &keys), next);
+    assert!(s.unwrap().iter().all(|s| matches!(s, Submitted::Fresh(_))));
     assert!(
         began.elapsed() >= CHECK_EVERY - Duration::from_millis(100),
         "waited for its turn: {:?}",
