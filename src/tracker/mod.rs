@@ -173,6 +173,31 @@ pub struct JobSnapshot {
     pub accounting: Accounting,
 }
 
+impl JobSnapshot {
+    /// Job `job_id` in `phase`, nothing else known: what the other snapshots add to.
+    pub fn bare(job_id: JobId, phase: Phase) -> JobSnapshot {
+        JobSnapshot {
+            job_id,
+            phase,
+            state: None,
+            exit_code: None,
+            reason: None,
+            note: None,
+            class: None,
+            signal: None,
+            nodes: None,
+            restart_count: None,
+            requeues: None,
+            time_limit_minutes: None,
+            memory_per_node_mib: None,
+            unreachable: None,
+            elements: Vec::new(),
+            key: None,
+            accounting: Accounting::None,
+        }
+    }
+}
+
 /// Why Slurm put a job back in the queue, counted from slurmdbd's records of its earlier runs
 /// (each ends as its run did).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -5,28 +5,14 @@ use crate::proto::core::task_execution::Phase;
 use crate::slurmrestd::JobId;
 
 use super::accounting::rolled_up;
-use super::{Accounting, Entry, FailureClass, JobSnapshot, Known, Tracker};
+use super::{Entry, FailureClass, JobSnapshot, Known, Tracker};
 
 impl Tracker {
     pub(super) fn snapshot_unknown(&self, id: JobId) -> JobSnapshot {
         JobSnapshot {
-            job_id: id,
-            phase: Phase::Queued,
-            state: None,
-            exit_code: None,
-            reason: None,
             note: Some("state not known yet".into()),
-            class: None,
-            signal: None,
-            nodes: None,
-            restart_count: None,
-            requeues: None,
-            time_limit_minutes: None,
-            memory_per_node_mib: None,
             unreachable: self.health.lock().unwrap().unreachable.clone(),
-            elements: Vec::new(),
-            key: None,
-            accounting: Accounting::None,
+            ..JobSnapshot::bare(id, Phase::Queued)
         }
     }
 

@@ -10,23 +10,12 @@ fn meta() -> ResourceMeta {
 
 fn snap(state: &str, class: Option<FailureClass>) -> JobSnapshot {
     JobSnapshot {
-        job_id: JobId(123),
-        phase: class.map(|c| c.phase()).unwrap_or(Phase::Running),
         state: Some(state.into()),
-        exit_code: None,
-        reason: None,
-        note: None,
         class,
-        signal: None,
-        nodes: None,
-        restart_count: None,
-        requeues: None,
-        time_limit_minutes: None,
-        memory_per_node_mib: None,
-        unreachable: None,
-        elements: Vec::new(),
-        key: None,
-        accounting: crate::tracker::Accounting::None,
+        ..JobSnapshot::bare(
+            JobId(123),
+            class.map(|c| c.phase()).unwrap_or(Phase::Running),
+        )
     }
 }
 
