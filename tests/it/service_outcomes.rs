@@ -105,6 +105,15 @@ async fn a_terminal_answer_is_counted_once_with_its_class_and_code() {
     assert_eq!((again.phase, &again.message), (first.phase, &first.message));
     let labels = r#"cluster="mock",phase="retryable_failed",class="user",reason="FAILED""#;
     settles_at(&server, "slurm_connector_task_outcomes_total", labels, 1.0).await;
+    // Its one submit made one duplicate check (the index's first listing is not one).
+    let cluster = r#"cluster="mock""#;
+    settles_at(
+        &server,
+        "slurm_connector_duplicate_checks_total",
+        cluster,
+        1.0,
+    )
+    .await;
     get(&mut c, &meta).await;
     settles_at(&server, "slurm_connector_task_outcomes_total", labels, 1.0).await;
     server.stop().await;

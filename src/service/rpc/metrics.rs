@@ -100,6 +100,8 @@ pub struct Metrics {
     pub token_refreshes: Family<ClusterLabels, Counter>,
     pub submits: Family<ClusterLabels, Counter>,
     pub duplicate_creates: Family<ClusterLabels, Counter>,
+    /// The duplicate check's listings of a cluster's job states (`submit/idempotency`).
+    pub duplicate_checks: Family<ClusterLabels, Counter>,
     /// CreateTasks answered before their submit was done (paced or retried).
     pub deferred_creates: Family<ClusterLabels, Counter>,
     /// Submits waiting for a slot, and the slots there are now (`service/submit/pacing.rs`).
@@ -153,6 +155,7 @@ impl Metrics {
             token_refreshes: Family::default(),
             submits: Family::default(),
             duplicate_creates: Family::default(),
+            duplicate_checks: Family::default(),
             deferred_creates: Family::default(),
             submits_waiting: Family::default(),
             submit_limit: Family::default(),
@@ -280,6 +283,11 @@ impl Metrics {
             "slurm_connector_duplicate_creates",
             "CreateTask calls answered with an already submitted job (idempotency)",
             self.duplicate_creates.clone(),
+        );
+        registry.register(
+            "slurm_connector_duplicate_checks",
+            "Listings of the cluster's job states made for the duplicate check (one jobs/state each, shared by every submit waiting for it)",
+            self.duplicate_checks.clone(),
         );
         registry.register(
             "slurm_connector_deferred_creates",

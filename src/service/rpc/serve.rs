@@ -425,6 +425,7 @@ async fn refresh_gauges(
                 mm.pacing(&rt.cfg.name, rt.submitter.pacing());
                 mm.submits.get_or_create(&label).inc_by(g.submit.submitted - last.submit.submitted);
                 mm.duplicate_creates.get_or_create(&label).inc_by(g.submit.adopted - last.submit.adopted);
+                mm.duplicate_checks.get_or_create(&label).inc_by(g.submit.checks - last.submit.checks);
                 tallied.add_growth(&rt, &mm);
                 last = g;
             }

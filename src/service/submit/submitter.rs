@@ -57,6 +57,8 @@ pub struct SubmitGauges {
     /// Since start: executions submitted, and answered with a job the cluster had.
     pub submitted: u64,
     pub adopted: u64,
+    /// Since start: the index's checks of the cluster's jobs (one `jobs/state` each).
+    pub checks: u64,
 }
 
 impl Submitter {
@@ -98,6 +100,7 @@ impl Submitter {
             batches_waiting: self.batches.waiting(),
             submitted: self.fresh.load(Ordering::Relaxed),
             adopted: self.adopted.load(Ordering::Relaxed),
+            checks: self.index.checks(),
         }
     }
 

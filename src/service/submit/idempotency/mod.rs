@@ -90,6 +90,8 @@ pub struct Index {
     /// ([`CHECK_EVERY`] unless the deployment says otherwise): how long a check waits.
     began: std::sync::Mutex<Option<Instant>>,
     every: std::sync::Mutex<Option<Duration>>,
+    /// Checks made since start (one `jobs/state` listing each, however many shared it).
+    checks: std::sync::atomic::AtomicU64,
     /// `State::no_accounting` as the last listing or check left it, readable while one runs
     /// (CreateTask asks it before choosing its submit path, and must not wait for a week's walk
     /// through slurmdbd to end).
@@ -183,6 +185,8 @@ impl Index {
                     || mine.is_some_and(|m| st.resolved_below <= m.0) =>
             {
                 self.begin();
+                self.checks
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 st.check(client, cluster, user, mine).await?
             }
             _ => {}
@@ -190,6 +194,12 @@ impl Index {
         self.no_accounting
             .store(st.no_accounting, std::sync::atomic::Ordering::Relaxed);
         Ok(st)
+    }
+
+    /// Checks made since start: one `jobs/state` listing each, shared by every submit (and
+    /// GetTask lookup) waiting for it.
+    pub fn checks(&self) -> u64 {
+        self.checks.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The turn of checks ([`CHECK_EVERY`] by default; zero: each check at once).
