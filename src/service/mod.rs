@@ -361,14 +361,19 @@ impl Connector {
         match self.locate_job(raw_meta).await? {
             (rt, Ok(m)) => report::logs::of_job(&rt, &m.as_task(), lines, token).await,
             // Not submitted yet: nothing to page; the same token comes back, so a reader keeps
-            // its place (empty: it starts at the tail once the job exists).
+            // its place, or one that starts at the tail once the job exists (never an empty
+            // one: that ends the reader's stream before the job ran).
             (_, Err(p)) => Ok(report::logs::LogPage {
                 lines: vec![crate::staging::logs::PageLine {
                     stream: "connector".into(),
                     text: p.message,
                     system: true,
                 }],
-                token: token.to_string(),
+                token: if token.is_empty() {
+                    crate::staging::logs::NOT_STARTED_TOKEN.to_string()
+                } else {
+                    token.to_string()
+                },
             }),
         }
     }

@@ -53,6 +53,11 @@ pub struct Cursor {
 
 const TOKEN_PREFIX: &str = "slurm-logs-v1";
 
+/// The token of a page asked before the task's job existed: the next page starts at the log's
+/// tail, as an empty token does. Not empty, because an empty token tells the reader the logs are
+/// complete, and it would stop before the job ever ran.
+pub const NOT_STARTED_TOKEN: &str = "slurm-logs-v1:not-started";
+
 impl Cursor {
     /// `slurm-logs-v1:<scope>:<next>:<offset>,<offset>,…`
     pub fn token(&self) -> String {

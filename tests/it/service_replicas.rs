@@ -245,6 +245,16 @@ async fn a_slow_submit_is_answered_deferred_and_any_replica_finds_its_one_job() 
     let r = r.unwrap();
     assert_eq!(Phase::of(r.phase), Phase::Queued);
     assert!(r.message.starts_with("Not submitted yet"), "{}", r.message);
+    // Its logs meanwhile: a line saying so, and a token to come back with, never an empty one
+    // (which tells the reader the logs are complete, before the job ever ran).
+    for token in ["", slurm_connector::staging::logs::NOT_STARTED_TOKEN] {
+        let (token_back, lines) = logs_page(&mut c[0], &meta, token).await;
+        assert_eq!(
+            token_back,
+            slurm_connector::staging::logs::NOT_STARTED_TOKEN
+        );
+        assert!(lines[0].contains("Not submitted yet"), "{lines:?}");
+    }
     // The replica that did not accept it finds the job by its key once it exists, and both
     // follow it to its end.
     until_phase(&mut c[1], &meta, Phase::Succeeded).await;
@@ -255,6 +265,29 @@ async fn a_slow_submit_is_answered_deferred_and_any_replica_finds_its_one_job() 
         s.stop().await;
     }
     mock.handle.shutdown().await;
+}
+
+/// One GetTaskLogs page: its next token and its lines.
+async fn logs_page(c: &mut Grpc, meta: &[u8], token: &str) -> (String, Vec<String>) {
+    use slurm_connector::proto::connector::{GetTaskLogsRequest, get_task_logs_response::Part};
+    let mut stream = c
+        .get_task_logs(GetTaskLogsRequest {
+            resource_meta: meta.to_vec(),
+            token: token.into(),
+            ..Default::default()
+        })
+        .await
+        .expect("GetTaskLogs")
+        .into_inner();
+    let (mut next, mut lines) = (None, Vec::new());
+    while let Some(m) = stream.message().await.unwrap() {
+        match m.part {
+            Some(Part::Header(h)) => next = Some(h.token),
+            Some(Part::Body(b)) => lines.extend(b.results),
+            None => {}
+        }
+    }
+    (next.expect("a header"), lines)
 }
 
 /// The duplicate check's first look at slurmdbd (a week of Flyte jobs) may take longer than the

@@ -58,7 +58,7 @@ pub async fn of_job(
         Some(i) => format!("{}_{i}", m.job_id),
         None => m.job_id.to_string(),
     };
-    let cursor = if token.is_empty() {
+    let cursor = if token.is_empty() || token == crate::staging::logs::NOT_STARTED_TOKEN {
         None
     } else {
         Some(Cursor::parse(token, &scope, streams.len()).map_err(ServiceError::Invalid)?)
