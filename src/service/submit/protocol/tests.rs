@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use super::*;
 use crate::render::keys_name;
-use crate::service::submit::idempotency::CHECK_EVERY;
 use crate::service::submit::pacing::Pace;
 use crate::slurmrestd::{Auth, BaseState, ClientConfig, Secret};
 
@@ -22,10 +21,12 @@ impl Bench {
             mock_slurmrestd::MockConfig::default(),
         )
         .await;
+        let submitter = Submitter::new(Duration::from_secs(60));
+        submitter.set_check_every(CHECK_EVERY);
         Bench {
             _mock: mock,
             client,
-            submitter: Submitter::new(Duration::from_secs(60)),
+            submitter,
         }
     }
 
@@ -102,6 +103,8 @@ const A: &str = "0123456789abcdef";
 const B: &str = "1123456789abcdef";
 const C: &str = "2123456789abcdef";
 const D: &str = "3123456789abcdef";
+/// The turn of checks the tests set (the deployment's `FLYTE_SLURM_CHECK_EVERY`).
+const CHECK_EVERY: Duration = Duration::from_secs(1);
 
 fn released(j: &crate::slurmrestd::JobInfo) -> bool {
     !awaiting_release(j) && j.state.base != BaseState::Cancelled
