@@ -53,7 +53,7 @@ pub struct Cluster<'a> {
     pub user: Option<&'a str>,
     /// When the check must begin at the latest, for the CreateTasks waiting for this submit to
     /// be answered in time (`None`: none waits; the check waits at most its turn,
-    /// `idempotency::CHECK_EVERY`).
+    /// `idempotency/turns.rs`).
     pub check_by: Option<Instant>,
     /// The pacer's slot the submit runs in (`None`: none), excused the check's wait for its
     /// turn.
@@ -79,7 +79,7 @@ impl<'a> Cluster<'a> {
 /// How often a check waiting for its turn looks whether a submit waits for a slot.
 const TURN_LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 
-/// Waits for the cluster's turn of checks (`idempotency::CHECK_EVERY`), so that the held jobs
+/// Waits for the cluster's turn of checks (`idempotency/turns.rs`), so that the held jobs
 /// submitted meanwhile share one listing; at once when the last check is older. It waits only
 /// while another submit could share the check: one in flight beside this one, CreateTasks in
 /// an open batch, or one come after this submit's. For an array (several CreateTasks at once: a
@@ -91,7 +91,7 @@ const TURN_LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(50
 /// CreateTasks were answered deferred), and its time is excused from the slot's (a slot held
 /// past `pacing::SLOW` reads as throttling).
 async fn wait_turn(cl: Cluster<'_>, carries: Carries<'_>) {
-    let Some(at) = cl.submitter.index.turn(cl.check_by) else {
+    let Some(at) = cl.submitter.index.turns().next(cl.check_by) else {
         return;
     };
     let stream = carries.keys().len() > 1;

@@ -85,7 +85,7 @@ impl Submitter {
 
     /// The deployment's turn of duplicate checks (`FLYTE_SLURM_CHECK_EVERY`).
     pub fn set_check_every(&self, every: Duration) {
-        self.index.set_check_every(every);
+        self.index.turns().set_every(every);
     }
 
     pub fn pacing(&self) -> PaceView {
@@ -100,7 +100,7 @@ impl Submitter {
             batches_waiting: self.batches.waiting(),
             submitted: self.fresh.load(Ordering::Relaxed),
             adopted: self.adopted.load(Ordering::Relaxed),
-            checks: self.index.checks(),
+            checks: self.index.turns().checks(),
         }
     }
 

@@ -43,6 +43,7 @@ use accounting::{PAGE_MIN_SECS, next_span};
 pub(crate) use entries::awaiting_release;
 pub use entries::{Element, Placement, Seen, Winner};
 use entries::{Jobs, Keys, job_key, job_keys, shared_key};
+pub use turns::Turns;
 
 /// How far back slurmdbd is searched for an execution's job when the index is first taken.
 pub const ACCOUNTING_LOOKBACK_SECS: i64 = 7 * 24 * 3600;
@@ -73,25 +74,12 @@ const FORGET_EVERY: Duration = Duration::from_secs(60);
 /// for a privileged submitter; an admin's hold or a job_submit plugin's is `JobHeldAdmin`).
 const HELD_BY_USER: &str = "JobHeldUser";
 
-/// A submit's check begins at most this long after the cluster's previous check (at once when
-/// that one is older; the deployment's `FLYTE_SLURM_CHECK_EVERY`, this by default): while
-/// submits stream in (a map's arrays under the backend's pacing, 2-5 a second at 50-100
-/// CreateTasks a second), the held jobs submitted meanwhile share the next check, one
-/// `jobs/state` for all of them, instead of one listing each. A lone submit waits for nothing.
-/// Each wait is also bounded by the answer its CreateTasks owe ([`Index::check_keys`]'s `by`),
-/// so it never turns an answer deferred.
-pub const CHECK_EVERY: Duration = crate::config::DEFAULT_CHECK_EVERY;
-
 /// The index of one cluster's Flyte jobs by key.
 #[derive(Default)]
 pub struct Index {
     state: tokio::sync::Mutex<State>,
-    /// When the last listing or check began, readable while one runs, and the turn of checks
-    /// ([`CHECK_EVERY`] unless the deployment says otherwise): how long a check waits.
-    began: std::sync::Mutex<Option<Instant>>,
-    every: std::sync::Mutex<Option<Duration>>,
-    /// Checks made since start (one `jobs/state` listing each, however many shared it).
-    checks: std::sync::atomic::AtomicU64,
+    /// When checks may begin (`turns.rs`), readable while one runs; and how many were made.
+    turns: Turns,
     /// `State::no_accounting` as the last listing or check left it, readable while one runs
     /// (CreateTask asks it before choosing its submit path, and must not wait for a week's walk
     /// through slurmdbd to end).
@@ -177,16 +165,14 @@ impl Index {
         let mut st = self.state.lock().await;
         match st.listed_at {
             None => {
-                self.begin();
+                self.turns.began(false);
                 st.list(client, cluster, user).await?
             }
             Some(t)
                 if after.is_some_and(|a| t < a)
                     || mine.is_some_and(|m| st.resolved_below <= m.0) =>
             {
-                self.begin();
-                self.checks
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.turns.began(true);
                 st.check(client, cluster, user, mine).await?
             }
             _ => {}
@@ -196,28 +182,9 @@ impl Index {
         Ok(st)
     }
 
-    /// Checks made since start: one `jobs/state` listing each, shared by every submit (and
-    /// GetTask lookup) waiting for it.
-    pub fn checks(&self) -> u64 {
-        self.checks.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// The turn of checks ([`CHECK_EVERY`] by default; zero: each check at once).
-    pub fn set_check_every(&self, every: Duration) {
-        *self.every.lock().unwrap() = Some(every);
-    }
-
-    fn begin(&self) {
-        *self.began.lock().unwrap() = Some(Instant::now());
-    }
-
-    /// When a check that waits for its turn ([`CHECK_EVERY`]) may begin: `CHECK_EVERY` after
-    /// the last began (`None`: at once); never after `by`.
-    pub(in crate::service::submit) fn turn(&self, by: Option<Instant>) -> Option<Instant> {
-        let every = self.every.lock().unwrap().unwrap_or(CHECK_EVERY);
-        let next = (*self.began.lock().unwrap())? + every;
-        let at = by.map_or(next, |b| next.min(b));
-        (at > Instant::now()).then_some(at)
+    /// When checks may begin, and how many were made (`turns.rs`).
+    pub(in crate::service::submit) fn turns(&self) -> &Turns {
+        &self.turns
     }
 
     /// The lowest job with `key` in the current index; takes the index first if it never was
@@ -603,3 +570,4 @@ mod accounting;
 mod entries;
 #[cfg(test)]
 pub(super) mod tests;
+mod turns;
