@@ -48,6 +48,7 @@ pub fn fleet_env() -> Vec<(&'static str, String)> {
         "FLYTE_SLURM_SHARED_MOUNTS",
         "FLYTE_SLURM_API_VERSION",
         "FLYTE_SLURM_COALESCE_WINDOW",
+        "FLYTE_SLURM_CHECK_EVERY",
     ]
     .into_iter()
     .filter_map(|k| var(k).map(|v| (k, v)))

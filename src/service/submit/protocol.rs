@@ -19,8 +19,9 @@
 //! - [`submit_once`]: a job, unless the index already has one for its key (then adopted, and
 //!   released if its replica left it held);
 //! - [`submit_array`]: a batch's array; each element settles against its own key;
-//! - [`settle_orphan`]: an array its replica left held (it died between submit and release):
-//!   steps 2-4 by whoever meets one of its keys next;
+//! - [`settle_orphan`]: a job or array its replica left held (it died between submit and
+//!   release): steps 2-4 by whoever meets one of its keys next (a lookup, or a held job that
+//!   lost a key to it);
 //! - [`tombstone`]: a DeleteTask's mark that a key never runs: submitted held without the mark
 //!   (no replica ever releases it) and cancelled; a lower job of the key found by the check is
 //!   cancelled too.
@@ -31,7 +32,7 @@
 use std::time::Instant;
 
 use crate::render::naming::{awaiting_comment, without_check_mark};
-use crate::render::record_keys;
+use crate::render::{key_of_record, record_keys};
 use crate::slurmrestd::{Client, ClientError, JobDescription, JobId, JobRef};
 
 use super::execution::{Placement, Submitted};
@@ -459,6 +460,7 @@ pub async fn submit_array(
     } else {
         carries.note(cl, mine, false).await;
     }
+    settle_winners(cl, client, keys, &verdicts).await?;
     Ok(verdicts
         .into_iter()
         .enumerate()
@@ -472,37 +474,80 @@ pub async fn submit_array(
         .collect())
 }
 
-/// Settles a coalesced array its replica left held (it died between submit and release): each
-/// element against its key's jobs (the lower job wins; ours is cancelled), then the release.
-/// Any replica may do it, as often as it likes: every step is idempotent.
-pub async fn settle_orphan(
+/// The winners of the keys a held array lost, each settled unless already released: the keys'
+/// tasks are answered with them, and a winner its replica left held (it died, or was rolled,
+/// between its submit and its release) would otherwise stay held for good, its tasks queued
+/// for ever (measured: the replica drill, two replicas' arrays of the same two keys, the lower
+/// one's replica rolled inside that window). A failure leaves those keys uncertain: the batch's
+/// tasks are then submitted one by one, and each adopts and settles its winner.
+async fn settle_winners(
     cl: Cluster<'_>,
     client: &Client,
-    array: JobId,
-) -> Result<(), SubmitError> {
-    let Some(record) = cl.checks.job(array).await? else {
-        return Ok(());
-    };
-    let Some(keys) = record_keys(record.comment.as_deref(), &record.name) else {
+    keys: &[&str],
+    verdicts: &[Verdict],
+) -> Result<(), SubmitFailure> {
+    let mut settled = Vec::new();
+    for (k, v) in keys.iter().zip(verdicts) {
+        let Verdict::Lost(w) = v else { continue };
+        if !w.awaiting_release || settled.contains(&w.job_id) {
+            continue;
+        }
+        settled.push(w.job_id);
+        if let Err(error) = settle_orphan(cl, client, w.job_id).await {
+            cl.submitter.executions.mark_uncertain(k);
+            return Err(SubmitFailure {
+                what: format!(
+                    "job {} is another replica's for this execution, held for its duplicate \
+                     check, and settling it failed; a retried CreateTask settles it",
+                    w.job_id
+                ),
+                error,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Settles a held job its replica left (it died between submit and release), a coalesced
+/// array or a job of its own: each key against its jobs (the lower job wins; ours, or our
+/// element, is cancelled), then the release of what won, with its own comment. Any replica may
+/// do it, as often as it likes: every step is idempotent. A job of its own is released without
+/// a `--hold` of the task's: only a task without one is an array's element, or meets one.
+pub async fn settle_orphan(cl: Cluster<'_>, client: &Client, id: JobId) -> Result<(), SubmitError> {
+    let Some(record) = cl.checks.job(id).await? else {
         return Ok(());
     };
     if !awaiting_release(&record) {
         return Ok(());
     }
-    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let carries = Carries::Array(&keys);
-    let verdicts = check(cl, array, carries, Instant::now()).await?;
+    let (comment, name) = (record.comment.as_deref(), record.name.as_str());
+    let (packed, own) = match record_keys(comment, name) {
+        Some(keys) => (keys, None),
+        None => match key_of_record(comment, name, None) {
+            Some(key) => (Vec::new(), Some(key)),
+            None => return Ok(()),
+        },
+    };
+    let keys: Vec<&str> = packed.iter().map(String::as_str).collect();
+    let carries = match &own {
+        Some(key) => Carries::Job(key),
+        None => Carries::Array(&keys),
+    };
+    let verdicts = check(cl, id, carries, Instant::now()).await?;
     for (i, v) in verdicts.iter().enumerate() {
         if let Verdict::Lost(_) = v {
-            let ours = carries.of(array, i);
-            tracing::info!(cluster = cl.name, key = keys[i], job = %ours, "settling a held job array another replica left: this element's execution has an older job; cancelling the element");
+            let ours = carries.of(id, i);
+            tracing::info!(cluster = cl.name, key = carries.keys()[i], job = %ours, "settling a held job another replica left: its execution has an older job; cancelling it");
             client.cancel(ours, None).await?;
         }
     }
-    let comment = record.comment.as_deref().unwrap_or_default();
-    let comment = without_check_mark(comment);
-    tracing::info!(cluster = cl.name, job_id = %array, "settled a held job array another replica left; releasing it");
-    release(cl, client, array, carries, comment, false)
+    if !verdicts.contains(&Verdict::Won) {
+        carries.note(cl, id, false).await;
+        return Ok(());
+    }
+    let comment = without_check_mark(comment.unwrap_or_default());
+    tracing::info!(cluster = cl.name, job_id = %id, "settled a held job another replica left; releasing it");
+    release(cl, client, id, carries, comment, false)
         .await
         .map_err(|f| f.error)
 }

@@ -182,6 +182,47 @@ async fn an_array_settles_each_element_against_its_key_and_cancels_the_lost_one(
     let r = b.record(mine).await.unwrap();
     assert!(released(&r), "{r:?}");
     assert_eq!(r.comment.as_deref(), Some("the tasks' comment"));
+    // B's task is answered with the winner, which its replica never released: released here.
+    let w = b.record(theirs).await.unwrap();
+    assert!(released(&w), "{w:?}");
+    assert_eq!(w.comment.as_deref(), Some("theirs"));
+}
+
+#[tokio::test]
+async fn an_array_losing_every_key_to_an_array_left_held_releases_that_one() {
+    // The replica drill's case: two replicas made an array of the same two tasks; the one with
+    // the lower id was rolled between its submit and its release. Ours steps back whole, and
+    // its tasks are answered with the other's elements, which must not stay held for good.
+    let b = Bench::new().await;
+    b.take_index().await;
+    let mut held = array(&[B, A]);
+    held.hold = Some(true);
+    held.comment = Some(awaiting_comment(held.comment.as_deref()));
+    let theirs = b.client.submit(&held).await.unwrap();
+    let keys = [A, B];
+    let out = submit_array(b.cluster(), &b.client, &array(&keys), &keys)
+        .await
+        .unwrap();
+    let element = |index| Placement {
+        job_id: theirs,
+        element: Some(Element { index, of: 2 }),
+    };
+    let mine = out[0].placement();
+    assert_eq!(mine, element(1), "{out:?}");
+    assert_eq!(out[1].placement(), element(0));
+    assert!(matches!(out[0], Submitted::LostRace { .. }));
+    let Submitted::LostRace { cancelled, .. } = out[1] else {
+        panic!("{out:?}")
+    };
+    assert!(b.elements(cancelled.id).await.is_empty(), "ours cancelled");
+    assert_eq!(b.elements(theirs).await, [0, 1]);
+    let jobs = b.client.jobs().await.unwrap();
+    let r = jobs
+        .iter()
+        .find(|j| j.array.as_ref().is_some_and(|a| a.array_job_id == theirs))
+        .expect("their array");
+    assert!(released(r), "{r:?}");
+    assert_eq!(r.comment.as_deref(), Some("the tasks' comment"));
 }
 
 #[tokio::test]
