@@ -10,7 +10,8 @@
 //! - a map under slurmctld's rate limiting is answered at once, each task its element;
 //! - the default (`auto`) coalesces on every release with slurmdbd, the keys in the array's
 //!   comment where slurm.conf shows slurmdbd keeping it, else in its name;
-//! - elements are found after their array left slurmctld, by a connector that never saw them.
+//! - elements are found after their array left slurmctld, by a connector that never saw them;
+//! - an array that loses its keys to another replica's array left held releases that one.
 //!
 //! Skipped (with the reason) when the dev-cluster environment is not exported.
 
@@ -816,4 +817,114 @@ async fn an_array_a_dead_replica_left_held_is_settled_by_the_next_create_task() 
         "slurmdbd's records of array {orphan}"
     );
     let _ = client.cancel(older, None).await;
+}
+
+/// The replica drill's stuck array (CI, 2026-12-06): two replicas made an array of the same two
+/// executions, and the one with the lower id was rolled between its submit and its release.
+/// The other's array loses both keys and steps back; its tasks are answered with the first
+/// array's elements, which it must release, or they stay held (PENDING) for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_array_that_loses_its_keys_to_one_left_held_releases_that_one() {
+    use slurm_connector::render::{RenderConfig, coalesce, keys_name, record_keys, render};
+    let Some(c) = support::cluster() else { return };
+    if !c.accounting {
+        return; // without slurmdbd nothing coalesces
+    }
+    let client = c.client(c.minted(&c.user), Some(&c.user));
+    let mut d = deployment(&c, 3);
+    d.coalesce = slurm_connector::config::Coalesce::Window(Duration::from_secs(2));
+    let server = Server::start(d).await;
+    let g = server.client().await;
+    // The connector's index of the cluster's jobs, taken now: the array below is made after
+    // it, so this replica's lookup misses it and only its check meets it (as a race does).
+    g.clone()
+        .create_task(request("left-warm", SCRIPT))
+        .await
+        .unwrap();
+    let cfg = RenderConfig {
+        api_version: client.version().await.unwrap(),
+        working_dir: Some(c.workdir.clone()),
+        ..Default::default()
+    };
+    let reqs: Vec<CreateTaskRequest> = (0..2)
+        .map(|i| request(&format!("left-{i}"), SCRIPT))
+        .collect();
+    let rendered: Vec<_> = reqs
+        .iter()
+        .map(|r| render(&slurm_connector::service::task_spec(r).unwrap(), &cfg).unwrap())
+        .collect();
+    // The other replica's array, its elements in the other order, held with the check's mark.
+    let (k0, k1) = (rendered[0].key.as_str(), rendered[1].key.as_str());
+    let members: Vec<coalesce::Member> = [&rendered[1], &rendered[0]]
+        .iter()
+        .map(|r| coalesce::Member {
+            key: &r.key,
+            job: &r.job,
+        })
+        .collect();
+    let mut array =
+        coalesce::array_job(&members, &keys_name(&[k1, k0]), "the tasks' comment".into()).unwrap();
+    array.hold = Some(true);
+    array.comment = Some(format!(
+        "the tasks' comment{}",
+        slurm_connector::service::AWAITING_CHECK
+    ));
+    let theirs = client.submit(&array).await.unwrap();
+
+    let metas: Vec<Vec<u8>> = futures::future::join_all(reqs.iter().map(|r| {
+        let mut g = g.clone();
+        async move {
+            g.create_task(r.clone())
+                .await
+                .unwrap()
+                .into_inner()
+                .resource_meta
+        }
+    }))
+    .await;
+    let placed: Vec<_> = metas
+        .iter()
+        .map(|m| {
+            let m = meta_of(m);
+            (m.job_id, m.element)
+        })
+        .collect();
+    assert_eq!(
+        placed,
+        [(theirs, Some(1)), (theirs, Some(0))],
+        "each task answered with its element of the other replica's array"
+    );
+    // The connector's own array of the two (a batch of both) stepped back whole (in slurmdbd
+    // too: a cancelled held job may leave slurmctld within `MinJobAge`).
+    let mut jobs = client.jobs().await.unwrap();
+    let since = chrono::Utc::now().timestamp() - 600;
+    jobs.extend(
+        client
+            .accounting_jobs_since(since, Some(&c.user))
+            .await
+            .unwrap(),
+    );
+    let ours: Vec<_> = jobs
+        .iter()
+        .filter(|j| {
+            j.job_id > theirs
+                && record_keys(j.comment.as_deref(), &j.name)
+                    .is_some_and(|ks| ks.len() == 2 && ks.contains(&k0.to_string()))
+        })
+        .collect();
+    assert!(
+        !ours.is_empty(),
+        "the two concurrent CreateTasks did not make one array (the case under test)"
+    );
+    assert!(
+        ours.iter()
+            .all(|j| j.state.base == slurm_connector::slurmrestd::BaseState::Cancelled),
+        "{ours:#?}"
+    );
+    let mut g1 = g.clone();
+    for (i, m) in metas.iter().enumerate() {
+        let r = poll_until(&mut g1, m, 180, terminal, |_| {}).await;
+        assert_eq!(r.phase, Phase::Succeeded as i32, "task {i}: {}", r.message);
+    }
+    server.stop().await;
 }

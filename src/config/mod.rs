@@ -136,7 +136,7 @@ pub struct DeploymentConfig {
     /// fewer while slurmctld throttles (`service/submit/pacing.rs`).
     pub submits_in_flight: usize,
     /// How long a submit's duplicate check waits at most for the cluster's next turn
-    /// (`FLYTE_SLURM_CHECK_EVERY`, default 0: at once): the checks of held jobs that
+    /// (`FLYTE_SLURM_CHECK_EVERY`, default 1 s; 0: at once): the checks of held jobs that
     /// come meanwhile share one listing (`service/submit/idempotency`).
     pub check_every: Duration,
     /// `FLYTE_SLURM_LOG_LINKS`: links shown in Flyte's UI for every task (`{job_id}`, ...).
@@ -218,10 +218,10 @@ pub const DEFAULT_COALESCE_WINDOW: Duration = Duration::from_millis(100);
 pub const MAX_COALESCE_WINDOW: Duration = Duration::from_secs(2);
 /// `FLYTE_SLURM_SUBMITS_IN_FLIGHT`.
 pub const DEFAULT_SUBMITS_IN_FLIGHT: usize = 8;
-/// `FLYTE_SLURM_CHECK_EVERY`: off (each check at once) until the held window it widens is
-/// understood: a CI run of the replica drill left a coalesced array held for good with turns of
-/// 1 s (BENCHMARKS.md, "Checks that take turns").
-pub const DEFAULT_CHECK_EVERY: Duration = Duration::ZERO;
+/// `FLYTE_SLURM_CHECK_EVERY`: a second. While a map streams in, its held arrays share about one
+/// `jobs/state` a second instead of one each (BENCHMARKS.md, "Checks that take turns"); a lone
+/// submit waits for nothing.
+pub const DEFAULT_CHECK_EVERY: Duration = Duration::from_secs(1);
 /// The longest `FLYTE_SLURM_CHECK_EVERY`: a held job waits that long for its release at worst.
 pub const MAX_CHECK_EVERY: Duration = Duration::from_secs(5);
 /// Lifetime of a minted token; it is renewed at 80% of it.
