@@ -64,6 +64,7 @@ use report::native_result;
 use rpc::metrics;
 use submit::deferred::{self, Pending};
 use submit::execution::Progress;
+use submit::paced;
 use submit::{coalesce, gate, handoff, output_locations, script_file, staged_image};
 use wire::meta;
 
@@ -214,7 +215,7 @@ impl Connector {
         client: crate::slurmrestd::Client,
         (meta, answer_at): (ResourceMeta, Instant),
     ) -> tokio::sync::watch::Receiver<Progress> {
-        // For the log line once the job exists (`deferred::settle`).
+        // For the log line once the job exists (`paced::settle`).
         let flyte = Some(spec.exec.to_string());
         let (key, job) = (&task.rendered.key, &task.rendered.job);
         let coalescing = rt.coalescing(self.deployment.coalesce).await;
@@ -237,7 +238,7 @@ impl Connector {
                 let (template, by) = (meta, Some(answer_at));
                 coalesce::submit_coalesced(rt, window, key, job, batch, client, template, flyte, by)
             }
-            None => deferred::submit_paced(rt, key, job, client, meta, flyte, Some(answer_at)),
+            None => paced::submit_paced(rt, key, job, client, meta, flyte, Some(answer_at)),
         }
     }
 

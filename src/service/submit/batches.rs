@@ -21,7 +21,7 @@ pub struct Member {
     pub job: JobDescription,
     pub client: Client,
     pub template: ResourceMeta,
-    /// The execution, for the log line once its job exists (`deferred::settle`).
+    /// The execution, for the log line once its job exists (`paced::settle`).
     pub flyte: Option<String>,
     /// When its CreateTask must be answered (`None`: answered already, or nobody waits): the
     /// submit's check begins in time for it (`protocol::Cluster::answering_by`).

@@ -25,7 +25,7 @@
 //! clusters without accounting (a coalesced element that left
 //! slurmctld is found in slurmdbd's records only, by its key in the array's comment or name).
 //!
-//! A batch that fails to submit hands each task to the single path (`deferred::run_single`),
+//! A batch that fails to submit hands each task to the single path (`paced::run_single`),
 //! which retries it as a job of its own; a submit that may have been made is marked uncertain
 //! first, so the single path looks for the array before submitting.
 
@@ -42,8 +42,8 @@ use crate::slurmrestd::{Client, JobDescription, JobId};
 
 use super::batches::{Added, Due, Member};
 use super::coalesce_settings::{Coalescing, MAX_ARRAY_ELEMENTS};
-use super::deferred;
 use super::execution::{Progress, Submitted};
+use super::paced;
 use super::pacing::Permit;
 use super::protocol::{self, SubmitError, SubmitFailure};
 
@@ -105,7 +105,7 @@ pub fn submit_coalesced(
         keys_in,
     } = batch;
     rt.submitter.executions.submit_or_join(key, || {
-        let (tx, rx) = watch::channel(deferred::waiting());
+        let (tx, rx) = watch::channel(paced::waiting());
         let since = rt.submitter.arrived();
         let member = Member::new((key, since), job, client, template, flyte, answer_by, tx);
         let window_of = |rt: &Arc<ClusterRuntime>| {
@@ -214,7 +214,7 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>, keys_in: KeysI
         .map(|m| ((m.key, m.job, m.client), (m.template, m.flyte, m.tx)))
         .unzip();
     let r = submit_array(&rt, &elements, keys_in, (answer_by, &permit, latest)).await;
-    permit.done(deferred::pace_of(&r));
+    permit.done(paced::pace_of(&r));
     let ok = r.is_ok();
     if ok {
         rt.submitter.batches.submitted(&since);
@@ -234,7 +234,7 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>, keys_in: KeysI
         if ok {
             let s = outcomes[i];
             let progress =
-                deferred::settle(&rt, &key, &client, template, flyte.as_deref(), Ok(s)).await;
+                paced::settle(&rt, &key, &client, template, flyte.as_deref(), Ok(s)).await;
             let _ = tx.send(progress);
         } else {
             // Its CreateTask answers deferred by now, or soon: the single submit owes no answer.
@@ -254,7 +254,7 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>, keys_in: KeysI
 
 /// A member's submit as a job of its own.
 fn single(rt: &Arc<ClusterRuntime>, m: Member) {
-    tokio::spawn(deferred::run_single(rt.clone(), m));
+    tokio::spawn(paced::run_single(rt.clone(), m));
 }
 
 /// The batch's job array (its keys where slurmdbd keeps them: `coalesce_settings.rs`; the

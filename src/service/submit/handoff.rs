@@ -6,7 +6,7 @@
 //! already in flight run to their end (submit held, duplicate check, release: a half-done submit
 //! would leave a held job for a retry to release); then the gRPC server stops accepting, sends
 //! GOAWAY and lets the remaining calls finish. Submits that outlive their CreateTask (paced,
-//! `deferred.rs`) are waited for the same way while in their held submit / check / release, and
+//! `paced.rs`) are waited for the same way while in their held submit / check / release, and
 //! none begins after the signal (a deferred one is then made by another replica: the takeover of
 //! `takeover.rs`). All of it within the drain deadline (`FLYTE_SLURM_SHUTDOWN_GRACE`); past it
 //! the process exits anyway, and what it left is what a SIGKILL leaves (the duplicate-job
@@ -20,7 +20,7 @@ use crate::service::wire::meta::{DeferredSubmit, ResourceMeta};
 
 /// CreateTask while shutting down: nothing is submitted here (a submit begun now could be cut
 /// half done), and the answer is not an error either (Flyte's backend spends one of the task's
-/// retries on a CreateTask error: `deferred.rs`). It is a deferred meta already past the takeover
+/// retries on a CreateTask error: `paced.rs`). It is a deferred meta already past the takeover
 /// age, so the first replica that sees it in a GetTask, once the backend's connection has moved
 /// off this one, submits it (the duplicate check keeps that to one job). A task with its own
 /// slurmrestd token can only be submitted by a replica holding the token: that one is refused

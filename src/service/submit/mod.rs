@@ -6,13 +6,15 @@
 //! - `execution`: the one state of each execution in this process (its lock, its submit's
 //!   progress, its job, withdrawn, uncertain), with one expiry.
 //! - `protocol`: the once-only protocol (held submit, check, settle, release) in its four modes
-//!   (a job, an array, an orphaned array, a tombstone): one job per execution across retries,
+//!   (a job, an array, an orphaned job or array, a tombstone): one job per execution across retries,
 //!   restarts and replicas; `idempotency/`: the cluster's jobs by key it reads.
 //! - `coalesce`: CreateTasks of one shape within the window as one job array, each an element
 //!   (`batches`: the open batches, state `cluster` keeps; `coalesce_settings`: whether a cluster
 //!   coalesces and how large its arrays may be, decided once from the setting and slurm.conf).
-//! - `pacing`: how many submits run at once. `deferred`: submits that outlive their
-//!   CreateTask, and tombstones; `takeover`: the deferred submits GetTask found unmade, queued
+//! - `paced`: a job's submit in its own task, paced and retried while the cluster hiccups, and
+//!   what any submit's outcome makes of the execution. `pacing`: how many submits run at once.
+//!   `deferred`: submits that outlive their CreateTask (the deferred meta, GetTask's lookup of
+//!   its job), and DeleteTask's tombstones; `takeover`: the deferred submits GetTask found unmade, queued
 //!   for the cluster's background task (GetTask only reads). `handoff`: the deferred answer while shutting down.
 //!   `gate`: admission while draining. `staged_image`: a task's image staged on the cluster.
 //!   `script_file`: a Flyte 1 `slurm` task's script on the cluster, read before rendering.
@@ -32,6 +34,7 @@ pub(crate) mod handoff;
 pub(crate) mod idempotency;
 pub mod identity;
 pub(crate) mod output_locations;
+pub(crate) mod paced;
 pub(crate) mod pacing;
 pub mod prepare;
 pub(crate) mod protocol;
