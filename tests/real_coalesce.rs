@@ -712,30 +712,41 @@ fn drill_terminal(phase: i32) -> bool {
 /// and the array is released, its comment restored. The protocol's orphan mode
 /// (`service/submit/protocol.rs`) on Slurm's own records of a held array (one record for the
 /// pending remainder; the mock's copy of that shape is pinned by its contract tests).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_array_a_dead_replica_left_held_is_settled_by_the_next_create_task() {
-    use slurm_connector::render::{RenderConfig, coalesce, keys_name, render};
-    let Some(c) = support::cluster() else { return };
-    if !c.accounting {
-        return; // without slurmdbd nothing coalesces
-    }
-    let client = c.client(c.minted(&c.user), Some(&c.user));
+/// Two executions of one task (`<prefix>-0`, `<prefix>-1`), and what the connector renders of
+/// them on this cluster.
+async fn two_tasks(
+    c: &support::Cluster,
+    client: &slurm_connector::slurmrestd::Client,
+    prefix: &str,
+) -> (
+    Vec<CreateTaskRequest>,
+    Vec<slurm_connector::render::Rendered>,
+) {
+    use slurm_connector::render::{RenderConfig, render};
     let cfg = RenderConfig {
         api_version: client.version().await.unwrap(),
         working_dir: Some(c.workdir.clone()),
         ..Default::default()
     };
     let reqs: Vec<CreateTaskRequest> = (0..2)
-        .map(|i| request(&format!("orphan-{i}"), SCRIPT))
+        .map(|i| request(&format!("{prefix}-{i}"), SCRIPT))
         .collect();
-    let rendered: Vec<_> = reqs
+    let rendered = reqs
         .iter()
         .map(|r| render(&slurm_connector::service::task_spec(r).unwrap(), &cfg).unwrap())
         .collect();
-    // Execution 1 already has a job of its own, older than the array.
-    let older = client.submit(&rendered[1].job).await.unwrap();
-    let keys: Vec<&str> = rendered.iter().map(|r| r.key.as_str()).collect();
-    let members: Vec<coalesce::Member> = rendered
+    (reqs, rendered)
+}
+
+/// The job array a replica that died between its held submit and its release leaves: element
+/// `i` is `elements[i]`, the keys in its name, held, its comment marked for the check.
+async fn left_held(
+    client: &slurm_connector::slurmrestd::Client,
+    elements: [&slurm_connector::render::Rendered; 2],
+) -> slurm_connector::slurmrestd::JobId {
+    use slurm_connector::render::{coalesce, keys_name};
+    let keys: Vec<&str> = elements.iter().map(|r| r.key.as_str()).collect();
+    let members: Vec<coalesce::Member> = elements
         .iter()
         .map(|r| coalesce::Member {
             key: &r.key,
@@ -749,7 +760,20 @@ async fn an_array_a_dead_replica_left_held_is_settled_by_the_next_create_task() 
         "the tasks' comment{}",
         slurm_connector::service::AWAITING_CHECK
     ));
-    let orphan = client.submit(&array).await.unwrap();
+    client.submit(&array).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_array_a_dead_replica_left_held_is_settled_by_the_next_create_task() {
+    let Some(c) = support::cluster() else { return };
+    if !c.accounting {
+        return; // without slurmdbd nothing coalesces
+    }
+    let client = c.client(c.minted(&c.user), Some(&c.user));
+    let (reqs, rendered) = two_tasks(&c, &client, "orphan").await;
+    // Execution 1 already has a job of its own, older than the array.
+    let older = client.submit(&rendered[1].job).await.unwrap();
+    let orphan = left_held(&client, [&rendered[0], &rendered[1]]).await;
 
     // A replica that never saw it; single jobs here, so the CreateTask takes the lookup's path.
     let mut d = deployment(&c, 3);
@@ -825,7 +849,7 @@ async fn an_array_a_dead_replica_left_held_is_settled_by_the_next_create_task() 
 /// array's elements, which it must release, or they stay held (PENDING) for good.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_array_that_loses_its_keys_to_one_left_held_releases_that_one() {
-    use slurm_connector::render::{RenderConfig, coalesce, keys_name, record_keys, render};
+    use slurm_connector::render::record_keys;
     let Some(c) = support::cluster() else { return };
     if !c.accounting {
         return; // without slurmdbd nothing coalesces
@@ -841,35 +865,10 @@ async fn an_array_that_loses_its_keys_to_one_left_held_releases_that_one() {
         .create_task(request("left-warm", SCRIPT))
         .await
         .unwrap();
-    let cfg = RenderConfig {
-        api_version: client.version().await.unwrap(),
-        working_dir: Some(c.workdir.clone()),
-        ..Default::default()
-    };
-    let reqs: Vec<CreateTaskRequest> = (0..2)
-        .map(|i| request(&format!("left-{i}"), SCRIPT))
-        .collect();
-    let rendered: Vec<_> = reqs
-        .iter()
-        .map(|r| render(&slurm_connector::service::task_spec(r).unwrap(), &cfg).unwrap())
-        .collect();
-    // The other replica's array, its elements in the other order, held with the check's mark.
-    let (k0, k1) = (rendered[0].key.as_str(), rendered[1].key.as_str());
-    let members: Vec<coalesce::Member> = [&rendered[1], &rendered[0]]
-        .iter()
-        .map(|r| coalesce::Member {
-            key: &r.key,
-            job: &r.job,
-        })
-        .collect();
-    let mut array =
-        coalesce::array_job(&members, &keys_name(&[k1, k0]), "the tasks' comment".into()).unwrap();
-    array.hold = Some(true);
-    array.comment = Some(format!(
-        "the tasks' comment{}",
-        slurm_connector::service::AWAITING_CHECK
-    ));
-    let theirs = client.submit(&array).await.unwrap();
+    let (reqs, rendered) = two_tasks(&c, &client, "left").await;
+    // The other replica's array, its elements in the other order.
+    let theirs = left_held(&client, [&rendered[1], &rendered[0]]).await;
+    let k0 = rendered[0].key.as_str();
 
     let metas: Vec<Vec<u8>> = futures::future::join_all(reqs.iter().map(|r| {
         let mut g = g.clone();
