@@ -927,3 +927,36 @@ async fn an_array_that_loses_its_keys_to_one_left_held_releases_that_one() {
     }
     server.stop().await;
 }
+
+/// A task answered with an element of an array still held for its duplicate check, its replica
+/// gone (by a path that should have settled it and did not: the case above, before its fix):
+/// the task's own GetTasks get it settled once the tracker sees it held past its listing
+/// interval (30 s), instead of it waiting an hour to be cancelled as abandoned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_answered_with_an_element_left_held_gets_it_released_by_its_get_tasks() {
+    let Some(c) = support::cluster() else { return };
+    if !c.accounting {
+        return; // without slurmdbd nothing coalesces
+    }
+    let client = c.client(c.minted(&c.user), Some(&c.user));
+    let (_, rendered) = two_tasks(&c, &client, "stuck").await;
+    let array = left_held(&client, [&rendered[0], &rendered[1]]).await;
+    // The metas a replica answered both tasks with, before it died without releasing.
+    let metas: Vec<Vec<u8>> = (0..2u32)
+        .map(|i| {
+            let mut m =
+                slurm_connector::service::resource_meta(&c.name, array, &rendered[i as usize]);
+            m.place(array, Some((i, 2)));
+            m.encode()
+        })
+        .collect();
+    let server = Server::start(deployment(&c, 3)).await;
+    let mut g = server.client().await;
+    let r = get(&mut g, &metas[0]).await;
+    assert_eq!(r.phase, Phase::Queued as i32, "{}", r.message);
+    for (i, m) in metas.iter().enumerate() {
+        let r = poll_until(&mut g, m, 150, terminal, |_| {}).await;
+        assert_eq!(r.phase, Phase::Succeeded as i32, "task {i}: {}", r.message);
+    }
+    server.stop().await;
+}

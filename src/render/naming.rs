@@ -169,6 +169,23 @@ pub fn without_check_mark(comment: &str) -> &str {
     comment.strip_suffix(AWAITING_CHECK).unwrap_or(comment)
 }
 
+/// slurmctld's reason for a job its submitter held (`hold: true` at submit is always this, also
+/// for a privileged submitter; an admin's hold or a job_submit plugin's is `JobHeldAdmin`).
+const HELD_BY_USER: &str = "JobHeldUser";
+
+/// Whether slurmctld's record is of a job still held for the once-only check: pending, held by
+/// its submitter, its comment marked. A task's own `--hold` lacks the mark; a job released (or
+/// held again by someone) is not this.
+pub fn awaiting_check(j: &crate::slurmrestd::JobInfo) -> bool {
+    j.state.base == crate::slurmrestd::BaseState::Pending
+        // A pending record's reason carries slurmctld's description after it when there is one
+        // (`JobHeldUser (launch failed requeued held)`): the bare name decides.
+        && j.reason
+            .as_deref()
+            .is_some_and(|r| r.split(" (").next() == Some(HELD_BY_USER))
+        && j.comment.as_deref().is_some_and(is_awaiting_check)
+}
+
 /// How many keys an array's comment holds beside the tasks' own `comment` and the check's mark,
 /// within [`COMMENT_MAX`].
 pub fn comment_keys_max(comment: Option<&str>) -> usize {

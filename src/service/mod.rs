@@ -288,6 +288,11 @@ impl Connector {
             .tracker
             .status_of(m.job_id, indices.as_deref(), own, m.element)
             .await;
+        if snap.phase == Phase::Queued && rt.tracker.held_for_check(m.job_id) {
+            // Its replica died between its held submit and its release: settled elsewhere
+            // (`submit/takeover.rs`), this call only reads.
+            rt.submitter.settle_held(m.job_id, m.slurm_user.clone());
+        }
         if let Some(i) = m.element {
             // An element of a coalesced array is the task: its own state, read as a job's.
             snap = report::element_of(snap, i);

@@ -243,6 +243,10 @@ pub struct Tracker {
     markers: Option<Arc<dyn ExitMarkers>>,
     /// When the reasons of long-pending jobs were last listed (`pending_detail_after` apart).
     detail_at: Mutex<Option<Instant>>,
+    /// The long-pending jobs (an array: by its id) that listing showed still held for the
+    /// connector's duplicate check, which their replica should have ended within a second
+    /// ([`Tracker::held_for_check`]).
+    held_for_check: Mutex<std::collections::HashSet<JobId>>,
 }
 
 impl std::fmt::Debug for Tracker {
@@ -271,6 +275,7 @@ impl Tracker {
             observer: None,
             markers: None,
             detail_at: Mutex::new(None),
+            held_for_check: Default::default(),
         }
     }
 
@@ -390,6 +395,14 @@ impl Tracker {
         let jobs = self.jobs.lock().unwrap();
         let e = jobs.get(&id)?;
         Some(self.snapshot(id, e))
+    }
+
+    /// Whether job (or array) `id`, pending for `pending_detail_after` at least, was still held
+    /// for the connector's duplicate check at the last listing of such jobs: a task answered
+    /// with it waits for a release its replica never made (it died between its held submit and
+    /// its release). The service settles it (`submit/takeover.rs`).
+    pub fn held_for_check(&self, id: JobId) -> bool {
+        self.held_for_check.lock().unwrap().contains(&id)
     }
 
     /// GetTask's answer: from the cache; a job never seen is adopted and fetched at once (waiting

@@ -41,7 +41,8 @@ impl Tracker {
         ids.len()
     }
 
-    pub(super) async fn refresh(&self, ids: &[JobId]) {
+    pub(super) async fn refresh(&self, asked: &[JobId]) {
+        let ids = asked;
         let states = match self.api.states_and_elements(ids).await {
             Ok(s) => {
                 let mut h = self.health.lock().unwrap();
@@ -131,7 +132,7 @@ impl Tracker {
         if !requeued.is_empty() {
             self.fetch_requeued(&requeued).await;
         }
-        self.fetch_pending_reasons(&ids).await;
+        self.fetch_pending_reasons(asked).await;
         self.health.lock().unwrap().rounds += 1;
     }
 
@@ -139,7 +140,9 @@ impl Tracker {
     /// task stayed "Slurm job 23 is PENDING" for minutes while a restarted slurmctld held it
     /// (its node drained "Duplicate jobid"). ONE `GET jobs/` for all of them, at most once per
     /// `pending_detail_after`, and only while such a job exists: a queue that moves costs nothing
-    /// more than its `jobs/state`. A failed listing is only logged: the state is known.
+    /// more than its `jobs/state`. A failed listing is only logged: the state is known. The same
+    /// listing tells which of them (arrays too) are still held for the duplicate check
+    /// ([`Tracker::held_for_check`]).
     async fn fetch_pending_reasons(&self, ids: &[JobId]) {
         let after = self.cfg.pending_detail_after;
         let stuck: Vec<JobId> = {
@@ -155,6 +158,10 @@ impl Tracker {
                 })
                 .collect()
         };
+        self.held_for_check
+            .lock()
+            .unwrap()
+            .retain(|id| stuck.contains(id));
         if stuck.is_empty() {
             return;
         }
@@ -172,15 +179,34 @@ impl Tracker {
                 return;
             }
         };
+        let mut held = std::collections::HashSet::new();
         let mut jobs = self.jobs.lock().unwrap();
         for info in listed {
-            if !stuck.contains(&info.job_id) || info.array.is_some() {
+            // An array's records (its pending remainder, its elements) are the array's.
+            let id = info.array.map_or(info.job_id, |a| a.array_job_id);
+            if !stuck.contains(&id) {
+                continue;
+            }
+            if crate::render::naming::awaiting_check(&info) {
+                held.insert(id);
+            }
+            // An array's reason is its elements' own.
+            if info.array.is_some() {
                 continue;
             }
             if let Some(e) = jobs.get_mut(&info.job_id)
                 && e.state.base == Base::Pending
             {
                 e.extra.get_or_insert_with(Default::default).reason = info.reason.clone();
+            }
+        }
+        drop(jobs);
+        let mut h = self.held_for_check.lock().unwrap();
+        for id in stuck {
+            if held.contains(&id) {
+                h.insert(id);
+            } else {
+                h.remove(&id);
             }
         }
     }

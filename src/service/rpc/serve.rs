@@ -319,7 +319,7 @@ async fn build_clusters(
 }
 
 /// The long-running tasks, registered by name (`tasks.rs`): per cluster its poll loop, its
-/// takeovers of deferred submits (`submit/takeover.rs`), its gauges and (with retention) its job-file sweeper; the certificate reloader.
+/// takeovers of deferred submits and held jobs left held (`submit/takeover.rs`), its gauges and (with retention) its job-file sweeper; the certificate reloader.
 fn start_background(
     config: &DeploymentConfig,
     clusters: &BTreeMap<String, Arc<ClusterRuntime>>,

@@ -32,16 +32,17 @@ use crate::service::wire::meta::{self, ResourceMeta};
 use super::execution::{Placement, Progress, Stall};
 use super::paced;
 use super::protocol;
-use super::takeover::TakeOver;
+use super::takeover::{Queued, Settle, TakeOver};
 
 /// A deferred submit no replica has made after this long is made by whichever replica sees it
 /// next. Long enough that a live replica, however throttled, has had its turn; short next to a
 /// task's life.
 pub const TAKE_OVER_AFTER: Duration = Duration::from_secs(300);
 
-/// The cluster's `takeovers[<cluster>]` task: starts the paced submit of each takeover GetTask
-/// queued (`takeover.rs`), as the identity its meta names, until `stop`. One still queued at
-/// stop is left: the next GetTask of its meta, on any replica, queues it again.
+/// The cluster's `takeovers[<cluster>]` task: does what GetTask queued (`takeover.rs`), as the
+/// identity its meta names, until `stop`: starts the paced submit of each deferred task taken
+/// over, and settles each held job left held. What is still queued at stop is left: the next
+/// GetTask, on any replica, queues it again.
 pub async fn run_takeovers(rt: Arc<ClusterRuntime>, stop: impl Future<Output = ()>) {
     tokio::pin!(stop);
     loop {
@@ -49,11 +50,30 @@ pub async fn run_takeovers(rt: Arc<ClusterRuntime>, stop: impl Future<Output = (
             _ = &mut stop => return,
             q = rt.submitter.takeovers.next() => q,
         };
-        for t in queued {
-            tracing::info!(cluster = %rt.cfg.name, key = %t.key, "starting the submit of a deferred task taken over");
-            let client = rt.submit_client_as(t.template.slurm_user.as_deref());
-            let _ = paced::submit_paced(&rt, &t.key, &t.job, client, t.template, None, None);
+        for w in queued {
+            match w {
+                Queued::Submit(t) => {
+                    tracing::info!(cluster = %rt.cfg.name, key = %t.key, "starting the submit of a deferred task taken over");
+                    let client = rt.submit_client_as(t.template.slurm_user.as_deref());
+                    let _ =
+                        paced::submit_paced(&rt, &t.key, &t.job, client, t.template, None, None);
+                }
+                Queued::Settle(s) => {
+                    tokio::spawn(settle_held(rt.clone(), s));
+                }
+            }
         }
+    }
+}
+
+/// A job (or array) a task was answered with, found still held for its duplicate check long
+/// after: checked, then released (or cancelled where it lost), as its user. A failure is only
+/// logged: the next GetTask queues it again.
+async fn settle_held(rt: Arc<ClusterRuntime>, s: Settle) {
+    tracing::warn!(cluster = %rt.cfg.name, job_id = %s.job_id, "a task's job is still held for the duplicate check its replica never finished; settling it");
+    let client = rt.submit_client_as(s.slurm_user.as_deref());
+    if let Err(e) = protocol::settle_orphan(rt.once(), &client, s.job_id).await {
+        tracing::warn!(cluster = %rt.cfg.name, job_id = %s.job_id, error = %e, "settling a job left held failed; the next GetTask tries again");
     }
 }
 

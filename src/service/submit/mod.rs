@@ -14,8 +14,8 @@
 //! - `paced`: a job's submit in its own task, paced and retried while the cluster hiccups, and
 //!   what any submit's outcome makes of the execution. `pacing`: how many submits run at once.
 //!   `deferred`: submits that outlive their CreateTask (the deferred meta, GetTask's lookup of
-//!   its job), and DeleteTask's tombstones; `takeover`: the deferred submits GetTask found unmade, queued
-//!   for the cluster's background task (GetTask only reads). `handoff`: the deferred answer while shutting down.
+//!   its job), and DeleteTask's tombstones; `takeover`: the deferred submits GetTask found unmade, and the
+//!   jobs it found left held, queued for the cluster's background task (GetTask only reads). `handoff`: the deferred answer while shutting down.
 //!   `gate`: admission while draining. `staged_image`: a task's image staged on the cluster.
 //!   `script_file`: a Flyte 1 `slurm` task's script on the cluster, read before rendering.
 //!   `output_locations`: a Flyte 1 shell task's output paths, checked readable before submitting.

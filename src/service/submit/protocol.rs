@@ -31,12 +31,12 @@
 
 use std::time::Instant;
 
-use crate::render::naming::{awaiting_comment, without_check_mark};
+use crate::render::naming::{awaiting_check, awaiting_comment, without_check_mark};
 use crate::render::{key_of_record, record_keys};
 use crate::slurmrestd::{Client, ClientError, JobDescription, JobId, JobRef};
 
 use super::execution::{Placement, Submitted};
-use super::idempotency::{Element, Winner, awaiting_release};
+use super::idempotency::{Element, Winner};
 use super::pacing::Permit;
 use super::submitter::Submitter;
 
@@ -517,7 +517,7 @@ pub async fn settle_orphan(cl: Cluster<'_>, client: &Client, id: JobId) -> Resul
     let Some(record) = cl.checks.job(id).await? else {
         return Ok(());
     };
-    if !awaiting_release(&record) {
+    if !awaiting_check(&record) {
         return Ok(());
     }
     let (comment, name) = (record.comment.as_deref(), record.name.as_str());

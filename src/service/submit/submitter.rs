@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::{ClusterConfig, Coalesce};
 use crate::service::wire::meta::ResourceMeta;
-use crate::slurmrestd::Client;
+use crate::slurmrestd::{Client, JobId};
 
 use super::batches::{Batches, Totals};
 use super::coalesce_settings::Coalescing;
@@ -17,7 +17,7 @@ use super::execution::{Executions, Submitted};
 use super::gate::Gate;
 use super::idempotency::Index;
 use super::pacing::{PaceView, Pacer};
-use super::takeover::{TakeOver, Takeovers};
+use super::takeover::{Settle, TakeOver, Takeovers};
 
 pub struct Submitter {
     /// This process's state of each execution (`execution.rs`: one entry, one expiry).
@@ -30,8 +30,8 @@ pub struct Submitter {
     pub(in crate::service::submit) pacer: Arc<Pacer>,
     /// Submits between their held submit and their release; closed at shutdown (`handoff.rs`).
     pub(in crate::service::submit) gate: Gate,
-    /// Deferred submits GetTask found unmade past their takeover age, for the cluster's
-    /// `takeovers` task to make (`takeover.rs`): the read path only reads.
+    /// Deferred submits GetTask found unmade past their takeover age, and held jobs it found
+    /// left held, for the cluster's `takeovers` task (`takeover.rs`): the read path only reads.
     pub(in crate::service::submit) takeovers: Takeovers,
     /// Whether this cluster coalesces, decided the first time a CreateTask asks
     /// ([`Submitter::coalescing`]).
@@ -128,6 +128,12 @@ impl Submitter {
     /// Queues the takeover of a deferred submit no replica made (`takeover.rs`).
     pub fn take_over(&self, t: TakeOver) {
         self.takeovers.queue(t);
+    }
+
+    /// Queues the settling of a job (or array) a task was answered with that is still held for
+    /// its duplicate check long after (`takeover.rs`).
+    pub fn settle_held(&self, job_id: JobId, slurm_user: Option<String>) {
+        self.takeovers.queue_settle(Settle { job_id, slurm_user });
     }
 
     /// One CreateTask of execution `key` at a time in this process.

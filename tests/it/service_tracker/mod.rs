@@ -33,6 +33,8 @@ struct Fake {
     reasons: Mutex<HashMap<JobId, &'static str>>,
     /// `GET jobs/` listings (the reasons of long-pending jobs).
     list_calls: AtomicUsize,
+    /// A job's comment in those listings.
+    comments: Mutex<HashMap<JobId, String>>,
 }
 
 fn err() -> ClientError {
@@ -123,6 +125,7 @@ impl SlurmApi for Fake {
                 return Err(err());
             }
             let reasons = self.reasons.lock().unwrap();
+            let comments = self.comments.lock().unwrap();
             Ok(self
                 .ctld
                 .lock()
@@ -131,6 +134,7 @@ impl SlurmApi for Fake {
                 .map(|(id, s)| {
                     let mut i = info(*id, &[s.base.as_str()], 0, reasons.get(id).copied());
                     i.state = s.clone();
+                    i.comment = comments.get(id).cloned();
                     i
                 })
                 .collect())

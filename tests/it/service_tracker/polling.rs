@@ -282,3 +282,60 @@ async fn a_job_pending_long_says_why_from_one_listing_per_interval() {
     t.tick().await;
     assert_eq!(fake.list_calls.load(Ordering::SeqCst), 2);
 }
+
+/// A task answered with a job its replica left held for the duplicate check (it died between
+/// its held submit and its release) would wait for ever: the listing that gives long-pending
+/// jobs their reason also tells which of them still carry the check's mark, for the service to
+/// settle. A task's own `--hold` (held, no mark) is not one; a job released is one no longer.
+#[tokio::test]
+async fn a_job_left_held_for_the_duplicate_check_is_told_from_a_tasks_own_hold() {
+    let fake = Arc::new(Fake::default());
+    let mut c = cfg();
+    c.pending_detail_after = Duration::from_millis(300);
+    let t = tracker(&fake, c);
+    for id in [7, 8] {
+        fake.set(id, &["PENDING"]);
+        fake.reasons
+            .lock()
+            .unwrap()
+            .insert(JobId(id), "JobHeldUser");
+        t.track(JobId(id));
+    }
+    let marked = format!("theirs{}", slurm_connector::service::AWAITING_CHECK);
+    fake.comments.lock().unwrap().insert(JobId(7), marked);
+    fake.comments
+        .lock()
+        .unwrap()
+        .insert(JobId(8), "its own --hold".into());
+    t.tick().await;
+    assert!(!t.held_for_check(JobId(7)), "pending briefly: not told yet");
+    // The tracker counts a job's age in whole seconds.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    t.tick().await;
+    assert!(t.held_for_check(JobId(7)));
+    assert!(
+        !t.held_for_check(JobId(8)),
+        "a task's own hold is left alone"
+    );
+    // Released (the mark removed in the same update), still waiting in the queue.
+    fake.comments
+        .lock()
+        .unwrap()
+        .insert(JobId(7), "theirs".into());
+    fake.reasons.lock().unwrap().insert(JobId(7), "Priority");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    t.tick().await;
+    assert!(!t.held_for_check(JobId(7)), "released: no longer held");
+    // Held again by a dying replica's twin, then running: not pending, not held.
+    fake.comments.lock().unwrap().insert(
+        JobId(7),
+        format!("theirs{}", slurm_connector::service::AWAITING_CHECK),
+    );
+    fake.reasons.lock().unwrap().insert(JobId(7), "JobHeldUser");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    t.tick().await;
+    assert!(t.held_for_check(JobId(7)));
+    fake.set(7, &["RUNNING"]);
+    t.tick().await;
+    assert!(!t.held_for_check(JobId(7)), "running: nothing to settle");
+}

@@ -7,9 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::render::{key_of_record, record_keys};
-use crate::slurmrestd::{BaseState, JobId, JobInfo, JobRef};
-
-use super::HELD_BY_USER;
+use crate::slurmrestd::{JobId, JobInfo, JobRef};
 
 /// One job carrying a key, as the last listing saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,17 +168,4 @@ pub(super) fn job_keys(j: &JobInfo) -> Vec<(String, Option<u32>)> {
         },
         None => job_key(j).map(|k| (k, None)).into_iter().collect(),
     }
-}
-
-/// Held by its submitter and marked: its duplicate check has not released it yet.
-pub(crate) fn awaiting_release(j: &JobInfo) -> bool {
-    j.state.base == BaseState::Pending
-        // A pending record's reason carries slurmctld's description after it when there is one
-        // (`JobHeldUser (launch failed requeued held)`): the bare name decides.
-        && j.reason
-            .as_deref()
-            .is_some_and(|r| r.split(" (").next() == Some(HELD_BY_USER))
-        && j.comment
-            .as_deref()
-            .is_some_and(crate::render::naming::is_awaiting_check)
 }

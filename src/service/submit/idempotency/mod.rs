@@ -34,13 +34,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::render::naming::awaiting_check;
 use crate::render::record_keys;
 use crate::slurmrestd::{BaseState, Client, ClientError, JobId, JobInfo, JobRef};
 
 use accounting::Walk;
 #[cfg(test)]
 use accounting::{PAGE_MIN_SECS, next_span};
-pub(crate) use entries::awaiting_release;
 pub use entries::{Element, Placement, Seen, Winner};
 use entries::{Jobs, Keys, job_key, job_keys, shared_key};
 pub use turns::Turns;
@@ -69,10 +69,6 @@ pub const ABANDONED_AFTER: Duration = Duration::from_secs(3600);
 pub const FORGET_AFTER: Duration = Duration::from_secs(ACCOUNTING_LOOKBACK_SECS as u64);
 /// How often the index is walked for jobs to forget.
 const FORGET_EVERY: Duration = Duration::from_secs(60);
-
-/// slurmctld's reason for a job its submitter held (`hold: true` at submit is always this, also
-/// for a privileged submitter; an admin's hold or a job_submit plugin's is `JobHeldAdmin`).
-const HELD_BY_USER: &str = "JobHeldUser";
 
 /// The index of one cluster's Flyte jobs by key.
 #[derive(Default)]
@@ -414,7 +410,7 @@ impl State {
             // waits for the elements that run (`%N`). Its record says whether it still waits
             // for its check.
             match client.job(id).await {
-                Ok(Some(j)) if awaiting_release(&j) => {}
+                Ok(Some(j)) if awaiting_check(&j) => {}
                 Ok(_) => continue,
                 Err(e) => {
                     tracing::debug!(cluster, key = &*key, job_id = %id, error = %e, "record of a job held past the abandon age not read; asked again at the next check");
@@ -457,7 +453,7 @@ impl State {
     /// a failed cancel is tried again at the next check that reads the job (none would: it is
     /// known now), so it is logged with the command.
     async fn cancel_strays(&mut self, client: &Client, cluster: &str, live: &[JobInfo]) {
-        for j in live.iter().filter(|j| awaiting_release(j)) {
+        for j in live.iter().filter(|j| awaiting_check(j)) {
             for (key, element) in job_keys(j) {
                 let beaten = self.by_key.get(key.as_str()).is_some_and(|jobs| {
                     jobs.iter()
@@ -542,14 +538,14 @@ impl State {
                         seen.awaiting_release = false;
                     }
                 } else {
-                    self.put_array(&keys, array, awaiting_release(j), live);
+                    self.put_array(&keys, array, awaiting_check(j), live);
                 }
                 continue;
             }
             let Some(key) = job_key(j) else { continue };
             n += 1;
             let mut seen = Seen {
-                awaiting_release: awaiting_release(j),
+                awaiting_release: awaiting_check(j),
                 since: Instant::now(),
                 element: None,
             };

@@ -107,7 +107,7 @@ const D: &str = "3123456789abcdef";
 const CHECK_EVERY: Duration = Duration::from_secs(1);
 
 fn released(j: &crate::slurmrestd::JobInfo) -> bool {
-    !awaiting_release(j) && j.state.base != BaseState::Cancelled
+    !awaiting_check(j) && j.state.base != BaseState::Cancelled
 }
 
 #[tokio::test]
@@ -327,7 +327,7 @@ async fn a_failed_check_leaves_the_job_held_and_its_key_uncertain() {
         .unwrap_err();
     assert!(f.what.contains("stays held"), "{}", f.what);
     assert!(b.submitter.executions.is_uncertain(A));
-    assert!(awaiting_release(&b.record(mine).await.unwrap()));
+    assert!(awaiting_check(&b.record(mine).await.unwrap()));
 }
 
 #[tokio::test]
