@@ -243,6 +243,8 @@ pub struct Tracker {
     markers: Option<Arc<dyn ExitMarkers>>,
     /// When the reasons of long-pending jobs were last listed (`pending_detail_after` apart).
     detail_at: Mutex<Option<Instant>>,
+    /// When long-pending arrays were last listed (`poll.rs`: `HELD_ARRAYS_EVERY` apart).
+    held_arrays_at: Mutex<Option<Instant>>,
     /// The long-pending jobs (an array: by its id) that listing showed still held for the
     /// connector's duplicate check, which their replica should have ended within a second
     /// ([`Tracker::held_for_check`]).
@@ -275,6 +277,7 @@ impl Tracker {
             observer: None,
             markers: None,
             detail_at: Mutex::new(None),
+            held_arrays_at: Mutex::new(None),
             held_for_check: Default::default(),
         }
     }

@@ -12,6 +12,10 @@ use crate::slurmrestd::{BaseState, JobId};
 use super::resolve::apply_state;
 use super::{Base, Known, Packed, Tracker, Unreachable};
 
+/// How often at most the long-pending arrays are listed to tell whether one is held for the
+/// duplicate check ([`Tracker::held_for_check`]).
+const HELD_ARRAYS_EVERY: Duration = Duration::from_secs(300);
+
 impl Tracker {
     /// One poll round: ONE `states` call for every job not finished, then slurmdbd for the
     /// missing ones (one call) and the records of jobs that just finished. Returns the number of
@@ -145,7 +149,8 @@ impl Tracker {
     /// ([`Tracker::held_for_check`]).
     async fn fetch_pending_reasons(&self, ids: &[JobId]) {
         let after = self.cfg.pending_detail_after;
-        let stuck: Vec<JobId> = {
+        // Jobs (arrays apart) pending long, and arrays pending long.
+        let (stuck, arrays): (Vec<JobId>, Vec<JobId>) = {
             let jobs = self.jobs.lock().unwrap();
             ids.iter()
                 .copied()
@@ -156,22 +161,28 @@ impl Tracker {
                             && self.age(e.since) >= after
                     })
                 })
-                .collect()
+                .partition(|id| !jobs.get(id).is_some_and(super::array::is_array))
         };
         self.held_for_check
             .lock()
             .unwrap()
-            .retain(|id| stuck.contains(id));
-        if stuck.is_empty() {
+            .retain(|id| stuck.contains(id) || arrays.contains(id));
+        // An array's reason is its elements', so it is listed only to tell whether it is held
+        // for the check, which is rare: at most every HELD_ARRAYS_EVERY (a queue of arrays
+        // waiting for room would otherwise cost a listing of every job each interval).
+        let due = |at: &std::sync::Mutex<Option<Instant>>, every: Duration| {
+            at.lock().unwrap().is_none_or(|t| t.elapsed() >= every)
+        };
+        let list = (!stuck.is_empty() && due(&self.detail_at, after))
+            || (!arrays.is_empty() && due(&self.held_arrays_at, HELD_ARRAYS_EVERY));
+        if !list {
             return;
         }
-        {
-            let mut at = self.detail_at.lock().unwrap();
-            if at.is_some_and(|t| t.elapsed() < after) {
-                return;
-            }
-            *at = Some(Instant::now());
-        }
+        // A listing answers both.
+        let now = Some(Instant::now());
+        *self.detail_at.lock().unwrap() = now;
+        *self.held_arrays_at.lock().unwrap() = now;
+        let stuck: Vec<JobId> = stuck.into_iter().chain(arrays).collect();
         let listed = match self.api.jobs().await {
             Ok(l) => l,
             Err(e) => {
