@@ -53,6 +53,7 @@ pub async fn run_takeovers(rt: Arc<ClusterRuntime>, stop: impl Future<Output = (
         for w in queued {
             match w {
                 Queued::Submit(t) => {
+                    let t = *t;
                     tracing::info!(cluster = %rt.cfg.name, key = %t.key, "starting the submit of a deferred task taken over");
                     let client = rt.submit_client_as(t.template.slurm_user.as_deref());
                     let _ =

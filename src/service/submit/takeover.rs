@@ -47,7 +47,8 @@ pub const SETTLE_EVERY: Duration = Duration::from_secs(60);
 /// What the cluster's background task is to do, queued by GetTask.
 #[derive(Debug)]
 pub enum Queued {
-    Submit(TakeOver),
+    /// Boxed: a job description is large beside a job id.
+    Submit(Box<TakeOver>),
     Settle(Settle),
 }
 
@@ -94,7 +95,7 @@ impl Takeovers {
             .lock()
             .unwrap()
             .drain()
-            .map(|(_, t)| Queued::Submit(t))
+            .map(|(_, t)| Queued::Submit(Box::new(t)))
             .collect();
         let settles = std::mem::take(&mut self.settles.lock().unwrap().queued);
         all.extend(settles.into_iter().map(Queued::Settle));
