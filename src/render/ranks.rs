@@ -12,10 +12,13 @@
 //! The batch script (once, on the first node) exports what is the same for every rank:
 //! - `MASTER_ADDR`: the first host of the allocation (`scontrol show hostnames`), where rank 0
 //!   runs (srun's default block distribution places rank 0 on the first node);
-//! - `MASTER_PORT`: `MASTER_PORT_BASE + job id % MASTER_PORT_SPAN` (29500-39499), derived
+//! - `MASTER_PORT`: `MASTER_PORT_BASE + job id % MASTER_PORT_SPAN` (29500-32767), derived
 //!   deterministically so every rank agrees without talking; two jobs sharing a node get the same
-//!   port only when their ids differ by a multiple of 10000 (and clustered jobs are `--exclusive`
-//!   by default). A `MASTER_PORT` in the task's environment wins.
+//!   port only when their ids differ by a multiple of 3268 (and clustered jobs are `--exclusive`
+//!   by default). The range ends below Linux's ephemeral ports (`ip_local_port_range`, 32768 up
+//!   by default): in them, rank 0's bind failed with "Address already in use" whenever an
+//!   outgoing connection on the node had been given that port (CI, 2026-12-06: job 3934, port
+//!   33434). A `MASTER_PORT` in the task's environment wins.
 //! - `TORCHELASTIC_RUN_ID` (`slurm-<job id>`): `a0` treats a process as a clustered worker when
 //!   it is set (no controller; only `RANK` 0 writes outputs.pb / error.pb; a failing rank exits
 //!   non-zero, so srun ends the others).
@@ -25,10 +28,10 @@
 //! `WORLD_SIZE`=the step's task count, `LOCAL_WORLD_SIZE`=this node's count in
 //! SLURM_STEP_TASKS_PER_NODE (`2(x2)` or `3,1`).
 
-/// First port of the MASTER_PORT range.
+/// First port of the MASTER_PORT range (torch.distributed's default port).
 pub const MASTER_PORT_BASE: u32 = 29500;
-/// Ports in the range.
-pub const MASTER_PORT_SPAN: u32 = 10000;
+/// Ports in the range: up to 32767, the last below Linux's default ephemeral range.
+pub const MASTER_PORT_SPAN: u32 = 3268;
 
 /// srun options of a multi-rank launch: one step over the whole allocation (srun takes the
 /// job's nodes and task layout), all ranks ended when one fails, every output line labelled
@@ -115,7 +118,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             String::from_utf8(out.stdout).unwrap().trim(),
-            "node1 31845 slurm-12345",
+            "node1 32041 slurm-12345",
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
