@@ -954,9 +954,16 @@ async fn a_task_answered_with_an_element_left_held_gets_it_released_by_its_get_t
     let mut g = server.client().await;
     let r = get(&mut g, &metas[0]).await;
     assert_eq!(r.phase, Phase::Queued as i32, "{}", r.message);
+    let mut told = false;
     for (i, m) in metas.iter().enumerate() {
-        let r = poll_until(&mut g, m, 150, terminal, |_| {}).await;
+        let r = poll_until(&mut g, m, 150, terminal, |r| {
+            told |= r
+                .message
+                .contains("Held for the connector's duplicate check");
+        })
+        .await;
         assert_eq!(r.phase, Phase::Succeeded as i32, "task {i}: {}", r.message);
     }
+    assert!(told, "GetTask said why the task waited");
     server.stop().await;
 }

@@ -288,7 +288,8 @@ impl Connector {
             .tracker
             .status_of(m.job_id, indices.as_deref(), own, m.element)
             .await;
-        if snap.phase == Phase::Queued && rt.tracker.held_for_check(m.job_id) {
+        let held = snap.phase == Phase::Queued && rt.tracker.held_for_check(m.job_id);
+        if held {
             // Its replica died between its held submit and its release: settled elsewhere
             // (`submit/takeover.rs`), this call only reads.
             rt.submitter.settle_held(m.job_id, m.slurm_user.clone());
@@ -297,6 +298,13 @@ impl Connector {
             // An element of a coalesced array is the task: its own state, read as a job's.
             snap = report::element_of(snap, i);
             m = m.as_task();
+        }
+        if held && snap.note.is_none() {
+            snap.note = Some(
+                "Held for the connector's duplicate check, which the replica that submitted it \
+                 did not finish; the connector is releasing it"
+                    .into(),
+            );
         }
         report::enforce_requeue_budget(&rt, &m, &snap, self.deployment.requeue_budget).await;
         let ctx = report::Context {
