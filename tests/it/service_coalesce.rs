@@ -528,11 +528,16 @@ async fn without_job_comment_the_default_keeps_the_keys_in_the_name_and_finds_el
     }))
     .await;
     let ms: Vec<ResourceMeta> = metas.iter().map(|m| meta_of(m)).collect();
-    let array = ms[0].job_id;
-    assert!(
-        ms.iter().all(|m| m.job_id == array && m.element.is_some()),
-        "one array: {ms:?}"
-    );
+    // The four go out together, but on a loaded machine one may reach the connector after the
+    // batch's quiet gap (10 ms at the default window) closed it, and be a job of its own (CI,
+    // 2026-12-06: 1 alone, 3 in the array): a right answer. What this test needs is an array.
+    let member = (0..ms.len())
+        .rev()
+        .find(|&i| {
+            ms[i].element.is_some() && ms.iter().filter(|m| m.job_id == ms[i].job_id).count() >= 2
+        })
+        .unwrap_or_else(|| panic!("no two of four concurrent CreateTasks in one array: {ms:?}"));
+    let array = ms[member].job_id;
     let client = raw_client(&mock);
     let record = client.job(array).await.unwrap().expect("listed");
     assert!(
@@ -572,10 +577,10 @@ async fn without_job_comment_the_default_keeps_the_keys_in_the_name_and_finds_el
             r.message
         );
     }
-    let again = meta_of(&create(&mut g, reqs[2].clone()).await.unwrap());
+    let again = meta_of(&create(&mut g, reqs[member].clone()).await.unwrap());
     assert_eq!(
         (again.job_id, again.element),
-        (ms[2].job_id, ms[2].element),
+        (ms[member].job_id, ms[member].element),
         "the retried CreateTask found its element in slurmdbd, by the array's name"
     );
     assert_eq!(
