@@ -60,7 +60,7 @@ pub async fn run_takeovers(rt: Arc<ClusterRuntime>, stop: impl Future<Output = (
                         paced::submit_paced(&rt, &t.key, &t.job, client, t.template, None, None);
                 }
                 Queued::Settle(s) => {
-                    tokio::spawn(settle_held(rt.clone(), s));
+                    tokio::spawn(settle_left_held(rt.clone(), s));
                 }
             }
         }
@@ -70,7 +70,7 @@ pub async fn run_takeovers(rt: Arc<ClusterRuntime>, stop: impl Future<Output = (
 /// A job (or array) a task was answered with, found still held for its duplicate check long
 /// after: checked, then released (or cancelled where it lost), as its user. A failure is only
 /// logged: the next GetTask queues it again.
-async fn settle_held(rt: Arc<ClusterRuntime>, s: Settle) {
+async fn settle_left_held(rt: Arc<ClusterRuntime>, s: Settle) {
     tracing::warn!(cluster = %rt.cfg.name, job_id = %s.job_id, "a task's job is still held for the duplicate check its replica never finished; settling it");
     let client = rt.submit_client_as(s.slurm_user.as_deref());
     if let Err(e) = protocol::settle_orphan(rt.once(), &client, s.job_id).await {

@@ -9,7 +9,7 @@
 //!   execution (a GetTask repeated before the task drains the queue replaces it), and a submit
 //!   already running for it is joined, not started again (`Executions::submit_or_join`);
 //! - a job (or array) a task was answered with that is still held for its duplicate check long
-//!   after ([`Settle`], `settle_held`; the tracker tells, `Tracker::held_for_check`): its replica
+//!   after ([`Settle`], `Submitter::settle_held`; the tracker tells, `Tracker::held_for_check`): its replica
 //!   died between its held submit and its release, through a path that should have settled it
 //!   and did not. `protocol::settle_orphan` checks it and releases (or cancels) it, at most once
 //!   a [`SETTLE_EVERY`] per job however often GetTask asks; without this it would wait an hour,
