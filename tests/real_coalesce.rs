@@ -623,19 +623,43 @@ async fn the_default_coalesces_with_the_keys_where_slurmdbd_keeps_them() {
 
 /// Elements found after their array left slurmctld, by a connector that never saw them (a new
 /// replica, a restart): GetTask answers from slurmdbd's records, and a CreateTask retried for
-/// one element finds it by its key in slurmdbd's copy of the array's comment or name (the
-/// default's choice, as above), never submitting it again.
+/// an element finds it by its key in slurmdbd's copy of the array's comment, or of its name and
+/// its logs' file names (the default's choice, as above), never submitting it again. A burst of
+/// 30, past the 22 keys a name holds: where the keys are not in the comment, the array carries
+/// the rest in its logs' file names once the connector has seen slurmdbd keep stdio paths
+/// (24.11: from its records, as slurm.conf is not shown), and the element past the name's is
+/// the one retried.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn elements_are_found_after_they_left_slurmctld() {
     let Some(c) = support::cluster() else { return };
     if !c.accounting {
         return; // without slurmdbd nothing coalesces
     }
+    const N: usize = 30;
     let mut d = deployment(&c, 3);
     d.coalesce = slurm_connector::config::Coalesce::Window(WINDOW);
+    let client = c.client(c.minted(&c.user), Some(&c.user));
+    let keys_in_comment = client
+        .conf()
+        .await
+        .expect("GET conf, where there is one")
+        .is_some_and(|c| c.keeps_job_comments());
     let server = Server::start(d.clone()).await;
     let g = server.client().await;
-    let reqs: Vec<CreateTaskRequest> = (0..4)
+    // A job of slurmdbd's first, and a lone CreateTask after it: the index's first listing
+    // reads slurmdbd's week, whose records show whether it keeps stdio paths.
+    for warm in ["aged-warm-0", "aged-warm-1"] {
+        let raw = g
+            .clone()
+            .create_task(request(warm, SCRIPT))
+            .await
+            .unwrap()
+            .into_inner()
+            .resource_meta;
+        let r = poll_until(&mut g.clone(), &raw, 180, terminal, |_| {}).await;
+        assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
+    }
+    let reqs: Vec<CreateTaskRequest> = (0..N)
         .map(|i| request(&format!("aged-{i}"), SCRIPT))
         .collect();
     let metas: Vec<Vec<u8>> = futures::future::join_all(reqs.iter().cloned().map(|r| {
@@ -644,10 +668,35 @@ async fn elements_are_found_after_they_left_slurmctld() {
     }))
     .await;
     let ms: Vec<ResourceMeta> = metas.iter().map(|m| meta_of(m)).collect();
-    let array = ms[0].job_id;
+    assert!(ms.iter().all(|m| m.element.is_some()), "elements: {ms:?}");
+    // The element of the largest array with the highest index.
+    let arrays: BTreeSet<u32> = ms.iter().map(|m| m.job_id.0).collect();
+    let size = |id: u32| ms.iter().filter(|m| m.job_id.0 == id).count();
+    let largest = *arrays.iter().max_by_key(|id| size(**id)).unwrap();
     assert!(
-        ms.iter().all(|m| m.job_id == array && m.element.is_some()),
-        "one array: {ms:?}"
+        size(largest) > 22,
+        "Slurm {}: a burst of {N} in an array past a name's 22 keys: {arrays:?}",
+        c.release
+    );
+    let last = (0..N)
+        .filter(|i| ms[*i].job_id.0 == largest)
+        .max_by_key(|i| ms[*i].element)
+        .unwrap();
+    assert!(ms[last].element >= Some(22), "{:?}", ms[last]);
+    let record = client
+        .job(slurm_connector::slurmrestd::JobId(largest))
+        .await
+        .unwrap()
+        .expect("the array is listed");
+    assert_eq!(
+        record
+            .standard_output
+            .as_deref()
+            .is_some_and(|o| o.contains("/flyte-keys=")),
+        !keys_in_comment,
+        "Slurm {}: keys in the comment: {keys_in_comment}; the array's stdout {:?}",
+        c.release,
+        record.standard_output
     );
     for raw in &metas {
         let mut g = g.clone();
@@ -657,16 +706,19 @@ async fn elements_are_found_after_they_left_slurmctld() {
     server.stop().await;
 
     // Gone from slurmctld (MinJobAge, then its purge): slurmdbd alone knows the elements.
-    let client = c.client(c.minted(&c.user), Some(&c.user));
     let start = std::time::Instant::now();
+    let ids: Vec<_> = arrays
+        .iter()
+        .map(|a| slurm_connector::slurmrestd::JobId(*a))
+        .collect();
     loop {
-        let listed = client.states(&[array]).await.map(|s| s.len()).unwrap_or(0);
+        let listed = client.states(&ids).await.map(|s| s.len()).unwrap_or(0);
         if listed == 0 {
             break;
         }
         assert!(
             start.elapsed() < Duration::from_secs(240),
-            "array {array} still in slurmctld after 240 s ({listed} entries)"
+            "arrays {arrays:?} still in slurmctld after 240 s ({listed} entries)"
         );
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
@@ -683,18 +735,20 @@ async fn elements_are_found_after_they_left_slurmctld() {
             r.message
         );
     }
-    let again = meta_of(
-        &g.create_task(reqs[2].clone())
-            .await
-            .unwrap()
-            .into_inner()
-            .resource_meta,
-    );
-    assert_eq!(
-        (again.job_id, again.element),
-        (ms[2].job_id, ms[2].element),
-        "the retried CreateTask found its element in slurmdbd"
-    );
+    for i in [0, last] {
+        let again = meta_of(
+            &g.create_task(reqs[i].clone())
+                .await
+                .unwrap()
+                .into_inner()
+                .resource_meta,
+        );
+        assert_eq!(
+            (again.job_id, again.element),
+            (ms[i].job_id, ms[i].element),
+            "the retried CreateTask found its element in slurmdbd"
+        );
+    }
     fresh.stop().await;
 }
 
@@ -909,8 +963,7 @@ async fn an_array_that_loses_its_keys_to_one_left_held_releases_that_one() {
         .iter()
         .filter(|j| {
             j.array.map_or(j.job_id, |a| a.array_job_id) > theirs
-                && record_keys(j.comment.as_deref(), &j.name)
-                    .is_some_and(|ks| ks.len() == 2 && ks.contains(&k0.to_string()))
+                && record_keys(j).is_some_and(|ks| ks.len() == 2 && ks.contains(&k0.to_string()))
         })
         .collect();
     assert!(

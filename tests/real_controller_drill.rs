@@ -138,11 +138,9 @@ async fn records_by_key(
     );
     let (mut live, mut cancelled, mut seen) = (HashMap::new(), 0, HashSet::new());
     for j in records {
-        let Some(k) = slurm_connector::render::key_of_record(
-            j.comment.as_deref(),
-            &j.name,
-            j.array.as_ref().and_then(|a| a.task_id),
-        ) else {
+        let Some(k) =
+            slurm_connector::render::key_of_record(&j, j.array.as_ref().and_then(|a| a.task_id))
+        else {
             continue;
         };
         // slurmctld's record first: it is the newer of the two.

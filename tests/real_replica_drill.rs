@@ -212,11 +212,9 @@ async fn rolled_and_killed_replicas_lose_and_duplicate_nothing() {
     }
     let mut seen = HashSet::new();
     for j in records {
-        let Some(k) = slurm_connector::render::key_of_record(
-            j.comment.as_deref(),
-            &j.name,
-            j.array.as_ref().and_then(|a| a.task_id),
-        ) else {
+        let Some(k) =
+            slurm_connector::render::key_of_record(&j, j.array.as_ref().and_then(|a| a.task_id))
+        else {
             continue;
         };
         if !keys.contains(&k) || !seen.insert(j.job_id) {

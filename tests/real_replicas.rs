@@ -54,11 +54,8 @@ async fn phase(g: &mut Grpc, meta: &[u8]) -> Phase {
 async fn jobs_of(c: &support::Cluster, keys: &[String]) -> HashMap<String, Vec<JobInfo>> {
     let mut m: HashMap<String, Vec<JobInfo>> = HashMap::new();
     for j in c.user_client().jobs().await.expect("jobs") {
-        if let Some(k) = key_of_record(
-            j.comment.as_deref(),
-            &j.name,
-            j.array.as_ref().and_then(|a| a.task_id),
-        ) && keys.contains(&k)
+        if let Some(k) = key_of_record(&j, j.array.as_ref().and_then(|a| a.task_id))
+            && keys.contains(&k)
         {
             m.entry(k).or_default().push(j);
         }

@@ -36,7 +36,7 @@ async fn jobs_by_key(
             continue;
         }
         // A coalesced array's pending remainder carries every element's key.
-        if let Some(all) = slurm_connector::render::record_keys(j.comment.as_deref(), &j.name)
+        if let Some(all) = slurm_connector::render::record_keys(&j)
             && j.array.as_ref().is_none_or(|a| a.task_id.is_none())
         {
             for key in all.into_iter().filter(|k| keys.contains(k)) {
@@ -44,11 +44,9 @@ async fn jobs_by_key(
             }
             continue;
         }
-        let Some(key) = slurm_connector::render::key_of_record(
-            j.comment.as_deref(),
-            &j.name,
-            j.array.as_ref().and_then(|a| a.task_id),
-        ) else {
+        let Some(key) =
+            slurm_connector::render::key_of_record(&j, j.array.as_ref().and_then(|a| a.task_id))
+        else {
             continue;
         };
         if keys.contains(&key) && j.state.base != slurm_connector::slurmrestd::BaseState::Cancelled

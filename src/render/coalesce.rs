@@ -70,6 +70,22 @@ pub fn array_job(
     name: &str,
     comment: String,
 ) -> Result<JobDescription, RenderError> {
+    array_job_with_logs(members, name, comment, None)
+}
+
+/// [`array_job`], its own stdout and stderr named `logs` (file names in its working directory,
+/// `naming::array_log_names`: they carry keys) instead of [`naming::ARRAY_LOGS`]'s. Each
+/// element moves what Slurm wrote to such a file before its script began (Pyxis' import
+/// messages) into its own log and removes the file, since the connector cannot tell a file
+/// named by other tasks' keys from the element's meta, as it does for [`naming::ARRAY_LOGS`]'s.
+///
+/// [`naming::ARRAY_LOGS`]: super::naming::ARRAY_LOGS
+pub fn array_job_with_logs(
+    members: &[Member<'_>],
+    name: &str,
+    comment: String,
+    logs: Option<(&str, &str)>,
+) -> Result<JobDescription, RenderError> {
     let first = members.first().expect("a batch has an element").job;
     let mut job = first.clone();
     job.name = name.to_string();
@@ -78,9 +94,23 @@ pub fn array_job(
     // Before an element's script runs (an image that cannot be imported, a node that cannot
     // start it), Slurm writes to the array's own files; each element's are its own after.
     let dir = first.current_working_directory.trim_end_matches('/');
-    let logs = super::naming::ARRAY_LOGS;
-    job.standard_output = Some(format!("{dir}/{logs}_%A_%a.out"));
-    job.standard_error = Some(format!("{dir}/{logs}_%A_%a.err"));
+    let array_logs = super::naming::ARRAY_LOGS;
+    let (out, err) = match logs {
+        Some((out, err)) => (format!("{dir}/{out}"), format!("{dir}/{err}")),
+        None => (
+            format!("{dir}/{array_logs}_%A_%a.out"),
+            format!("{dir}/{array_logs}_%A_%a.err"),
+        ),
+    };
+    // The files to move into the element's own logs: those named by keys (a name with `%A` is
+    // [`ARRAY_LOGS`]'s, cleaned up from the element's meta).
+    let moved: Vec<(String, u8)> = [(&out, 1), (&err, 2)]
+        .into_iter()
+        .filter(|(f, _)| logs.is_some() && !f.contains("%A"))
+        .map(|(f, fd)| (f.clone(), fd))
+        .collect();
+    job.standard_output = Some(out);
+    job.standard_error = Some(err);
     let common: BTreeSet<&(String, String)> = first
         .environment
         .iter()
@@ -103,7 +133,7 @@ pub fn array_job(
         members.len()
     );
     for (i, m) in members.iter().enumerate() {
-        s.push_str(&branch(i, m, &common)?);
+        s.push_str(&branch(i, m, &common, &moved)?);
     }
     s.push_str(
         "*)\n  echo \"slurm-connector: this array has no element ${SLURM_ARRAY_TASK_ID:-}\" >&2\n  exit 1\n  ;;\nesac\n",
@@ -117,6 +147,7 @@ fn branch(
     i: usize,
     m: &Member<'_>,
     common: &BTreeSet<&(String, String)>,
+    moved: &[(String, u8)],
 ) -> Result<String, RenderError> {
     let job = m.job;
     let file = format!(
@@ -145,6 +176,10 @@ fn branch(
             out.push_str(&format!("  exec >{} 2>{}\n", quote(stdout)?, quote(err)?));
         }
         _ => out.push_str(&format!("  exec >{} 2>&1\n", quote(stdout)?)),
+    }
+    for (file, fd) in moved {
+        let f = quote(&file.replace("%a", &i.to_string()))?;
+        out.push_str(&format!("  cat -- {f} >&{fd} 2>/dev/null; rm -f -- {f}\n"));
     }
     let mut words = vec!["env".to_string()];
     for (k, v) in &job.environment {
@@ -322,6 +357,66 @@ mod tests {
             assert_eq!(read("flyte-t-0000000000000002.out"), "py 2\n");
         }
         assert_eq!(run("7"), Some(1), "no such element");
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    /// With its keys in its logs' file names, each element moves what Slurm wrote to them
+    /// before its script began (Pyxis' import messages) into its own logs and removes them: no
+    /// element meta names them for the retention sweep.
+    #[test]
+    fn an_element_moves_the_arrays_logs_named_by_keys_into_its_own() {
+        let tmp = std::env::temp_dir().join(format!("coalesce-logs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).unwrap();
+        let dir = tmp.to_str().unwrap();
+        let jobs: Vec<JobDescription> = (0..2)
+            .map(|i| {
+                let script = "#!/bin/bash\necho mine\necho own-err >&2\n";
+                element(dir, &format!("flyte-t-000000000000000{i}"), "x", script)
+            })
+            .collect();
+        let members: Vec<Member> = jobs
+            .iter()
+            .zip(["k0", "k1"])
+            .map(|(job, key)| Member { key, job })
+            .collect();
+        let logs = ("flyte-keys=AAAAAAAAAAA.%a.out", "flyte-array_%A_%a.err");
+        let array = array_job_with_logs(&members, "flyte-keys=x", "c".into(), Some(logs)).unwrap();
+        assert_eq!(
+            array.standard_output.as_deref(),
+            Some(&*format!("{dir}/flyte-keys=AAAAAAAAAAA.%a.out"))
+        );
+        assert_eq!(
+            array.standard_error.as_deref(),
+            Some(&*format!("{dir}/flyte-array_%A_%a.err"))
+        );
+        // What slurmstepd would have opened and Pyxis written, for element 1.
+        let array_out = tmp.join("flyte-keys=AAAAAAAAAAA.1.out");
+        std::fs::write(&array_out, "pyxis: imported docker image\n").unwrap();
+        let unnamed = tmp.join("flyte-array_9_1.err");
+        std::fs::write(&unnamed, "").unwrap();
+        let script = tmp.join("array.sh");
+        std::fs::write(&script, &array.script).unwrap();
+        let status = Command::new("/bin/bash")
+            .arg(&script)
+            .current_dir(dir)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("SLURM_ARRAY_TASK_ID", "1")
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let read = |f: &str| std::fs::read_to_string(tmp.join(f)).unwrap();
+        assert_eq!(
+            read("flyte-t-0000000000000001.out"),
+            "pyxis: imported docker image\nmine\n"
+        );
+        assert_eq!(read("flyte-t-0000000000000001.err"), "own-err\n");
+        assert!(!array_out.exists(), "the file named by keys is gone");
+        assert!(
+            unnamed.exists(),
+            "ARRAY_LOGS' files are the retention sweep's"
+        );
         std::fs::remove_dir_all(&tmp).unwrap();
     }
 }

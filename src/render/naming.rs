@@ -1,7 +1,7 @@
 //! Job names, the idempotency key, and every mark the connector leaves on a job, with their
 //! formats, parsers and size limits, in this one file: the key at the end of a job's name, a
-//! coalesced array's keys packed in its comment or name ([`KeysIn`]), and the once-only
-//! protocol's mark in the comment of a job held for its check ([`AWAITING_CHECK`]). The key is
+//! coalesced array's keys packed in its comment, or its name and log file names ([`KeysIn`]),
+//! and the once-only protocol's mark in the comment of a job held for its check ([`AWAITING_CHECK`]). The key is
 //! derived only from who the execution is, so a CreateTask retried after a timeout finds the
 //! job the first attempt submitted instead of submitting a second one.
 
@@ -125,6 +125,61 @@ pub enum KeysIn {
     /// The job name ([`keys_name`]): slurmdbd keeps it always, in 255 characters (its
     /// `job_name` column is a `tinytext`, `as_mysql_job.c`): [`NAME_KEYS_MAX`] keys.
     Name,
+    /// The job name, then the file names of the array's own stdout and stderr
+    /// ([`array_log_names`]): slurmdbd keeps the stdio paths unless
+    /// `AccountingStoreFlags=no_stdio` (`accounting_storage_slurmdbd.c`; a `text` column) and
+    /// slurmrestd returns them from v0.0.41, and a file name holds [`LOG_NAME_KEYS_MAX`] keys:
+    /// [`NAME_AND_LOGS_KEYS_MAX`] keys.
+    NameAndLogs,
+}
+
+impl KeysIn {
+    /// How many keys an array carries this way, given how many its comment could hold.
+    pub fn cap(self, comment_cap: usize) -> usize {
+        match self {
+            KeysIn::Comment => comment_cap,
+            KeysIn::Name => NAME_KEYS_MAX,
+            KeysIn::NameAndLogs => NAME_AND_LOGS_KEYS_MAX,
+        }
+    }
+}
+
+/// Keys one log file name holds ([`array_log_names`]): 21. A file name is at most 255 bytes
+/// (`NAME_MAX` of Linux's file systems, Lustre's and GPFS's too) once Slurm replaced `%a` by
+/// the index (at most 7 digits: `MaxArraySize` is at most 4 000 001).
+pub const LOG_NAME_KEYS_MAX: usize =
+    (NAME_MAX - COMMENT_KEYS_PREFIX.len() - ".4000000.out".len()) / PACKED_KEY_LEN;
+
+/// Keys an array carries in its name and its two log file names ([`KeysIn::NameAndLogs`]): 64.
+pub const NAME_AND_LOGS_KEYS_MAX: usize = NAME_KEYS_MAX + 2 * LOG_NAME_KEYS_MAX;
+
+/// The file names (in the array's working directory) of a coalesced array's own stdout and
+/// stderr carrying the keys its name cannot ([`KeysIn::NameAndLogs`]): `keys` are those past
+/// the name's [`NAME_KEYS_MAX`], the first [`LOG_NAME_KEYS_MAX`] in stdout's
+/// (`flyte-keys=<packed>.%a.out`), the rest in stderr's; a file without keys is named as any
+/// array's ([`ARRAY_LOGS`]). Base64url has no `.`, so the keys end at the first one, and `%a`
+/// keeps each element's files apart (the keys already tell the arrays apart).
+pub fn array_log_names(keys: &[&str]) -> (String, String) {
+    assert!(
+        keys.len() <= 2 * LOG_NAME_KEYS_MAX,
+        "two file names hold at most {} keys",
+        2 * LOG_NAME_KEYS_MAX
+    );
+    let (out, err) = keys.split_at(keys.len().min(LOG_NAME_KEYS_MAX));
+    let named = |keys: &[&str], ext: &str| {
+        if keys.is_empty() {
+            format!("{ARRAY_LOGS}_%A_%a.{ext}")
+        } else {
+            format!("{}.%a.{ext}", keys_comment(keys, None))
+        }
+    };
+    (named(out, "out"), named(err, "err"))
+}
+
+/// The keys packed in a log path's file name ([`array_log_names`]), expanded or not.
+fn log_keys(path: Option<&str>) -> Option<Vec<String>> {
+    let file = path?.rsplit('/').next()?;
+    packed_keys_all(file.split('.').next()?)
 }
 
 /// The longest job name slurmdbd keeps whole (`tinytext`).
@@ -132,12 +187,29 @@ pub const NAME_MAX: usize = 255;
 /// Keys a job name holds ([`keys_name`]): 22.
 pub const NAME_KEYS_MAX: usize = (NAME_MAX - COMMENT_KEYS_PREFIX.len()) / PACKED_KEY_LEN;
 
-/// Every key a job record packs, in index order, from its comment or its name (a coalesced
-/// array's, [`KeysIn`]); `None` for any other record.
-pub fn record_keys(comment: Option<&str>, name: &str) -> Option<Vec<String>> {
-    comment
-        .and_then(packed_keys_all)
-        .or_else(|| packed_keys_all(name))
+/// Every key a job record packs, in index order, from its comment, or its name and then its
+/// log file names (a coalesced array's, [`KeysIn`]); `None` for any other record.
+pub fn record_keys(j: &crate::slurmrestd::JobInfo) -> Option<Vec<String>> {
+    if let Some(keys) = j.comment.as_deref().and_then(packed_keys_all) {
+        return Some(keys);
+    }
+    let mut keys = packed_keys_all(&j.name)?;
+    if keys.len() == NAME_KEYS_MAX {
+        // A full name may go on in the logs' names: stdout's, then (stdout's full) stderr's.
+        for path in [&j.standard_output, &j.standard_error] {
+            match log_keys(path.as_deref()) {
+                Some(more) => {
+                    let full = more.len() == LOG_NAME_KEYS_MAX;
+                    keys.extend(more);
+                    if !full {
+                        break;
+                    }
+                }
+                None => break,
+            }
+        }
+    }
+    Some(keys)
 }
 
 /// Prefix of the packed keys of a coalesced array's comment or name ([`keys_comment`],
@@ -236,14 +308,19 @@ fn hex_bytes(key: &str) -> Option<Vec<u8>> {
 /// The execution a job record stands for: element `element` of a coalesced array (its key in
 /// the packed comment or name, [`KeysIn`]), else the key in the comment of connectors before 0.27 (`flyte-key=`),
 /// else the key at the end of its name.
-pub fn key_of_record(comment: Option<&str>, name: &str, element: Option<u32>) -> Option<String> {
+pub fn key_of_record(j: &crate::slurmrestd::JobInfo, element: Option<u32>) -> Option<String> {
+    let (comment, name) = (j.comment.as_deref(), j.name.as_str());
     if let Some(c) = comment
         && c.starts_with(COMMENT_KEYS_PREFIX)
     {
         return packed_key_at(c, element?);
     }
     if name.starts_with(COMMENT_KEYS_PREFIX) {
-        return packed_key_at(name, element?);
+        let index = element? as usize;
+        if index < NAME_KEYS_MAX {
+            return packed_key_at(name, index as u32);
+        }
+        return record_keys(j)?.into_iter().nth(index);
     }
     comment
         .and_then(key_from_comment)
@@ -302,182 +379,4 @@ pub fn key_from_comment(comment: &str) -> Option<&str> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_key_comes_back_from_the_name() {
-        let key = idempotency_key(&id("r1", 0));
-        let name = job_name("r1", "pipeline.preprocess", &key);
-        assert_eq!(name, format!("flyte-r1-preprocess-{key}"));
-        assert_eq!(key_from_job_name(&name), Some(key.as_str()));
-        assert_eq!(
-            key_from_job_name("flyte-x-0abcbbf0"),
-            None,
-            "an 8-hex name is not a key"
-        );
-        assert_eq!(key_from_job_name("other-0123456789abcdef"), None);
-    }
-
-    fn id(run: &str, attempt: u32) -> ExecutionIdentity {
-        ExecutionIdentity {
-            org: "acme".into(),
-            project: "p".into(),
-            domain: "d".into(),
-            run_name: run.into(),
-            action_name: "a0".into(),
-            attempt,
-        }
-    }
-
-    #[test]
-    fn key_is_stable_and_distinguishes_every_part() {
-        let k = idempotency_key(&id("r1", 0));
-        assert_eq!(k.len(), 16);
-        assert_eq!(k, idempotency_key(&id("r1", 0)));
-        assert_ne!(k, idempotency_key(&id("r1", 1)));
-        assert_ne!(k, idempotency_key(&id("r2", 0)));
-        // Length prefixes: moving a character between fields changes the key.
-        let mut a = id("r1", 0);
-        a.project = "pd".into();
-        a.domain = "".into();
-        let mut b = id("r1", 0);
-        b.project = "p".into();
-        b.domain = "d".into();
-        assert_ne!(idempotency_key(&a), idempotency_key(&b));
-        // Pinned: the key must never change across versions (it identifies running jobs).
-        assert_eq!(idempotency_key(&id("r1", 0)), k);
-    }
-
-    #[test]
-    fn names() {
-        assert_eq!(sanitize_short_name("pipeline.preprocess"), "preprocess");
-        assert_eq!(sanitize_short_name("a.b c/d;e"), "b-c-d-e");
-        assert_eq!(sanitize_short_name("...."), "task");
-        assert_eq!(sanitize_short_name(&"x".repeat(100)).len(), 40);
-        let key = "0123456789abcdef";
-        assert_eq!(
-            job_name("r8k2 run", "ops.nightly", key),
-            "flyte-r8k2-run-nightly-0123456789abcdef",
-            "the run sanitized like the task"
-        );
-        assert_eq!(
-            job_name("", "ops.nightly", key),
-            "flyte-nightly-0123456789abcdef",
-            "no run, no segment"
-        );
-        assert_eq!(
-            key_from_comment("flyte-key=0123456789abcdef nightly run"),
-            Some(key)
-        );
-        assert_eq!(key_from_comment("flyte-key=0123456789abcdef"), Some(key));
-        assert_eq!(key_from_comment("nightly"), None);
-        let (a, b) = (
-            "flyte-r1-prep-0123456789abcdef",
-            "flyte-r1-prep-fedcba9876543210",
-        );
-        let array = array_name([a, b]);
-        assert_eq!(
-            array, "flyte-r1-prep-array",
-            "a map's elements: their run and task"
-        );
-        assert_eq!(key_from_job_name(&array), None);
-        assert_eq!(
-            array_name([a, "flyte-r2-prep-fedcba9876543210"]),
-            "flyte-array",
-            "two runs in one batch: neither's name"
-        );
-        assert_eq!(
-            legacy_array_logs("flyte-prep-0123456789abcdef"),
-            "flyte-prep-array"
-        );
-    }
-
-    /// COMMENT_MAX is what slurmctld enforces (recorded on 24.11 and 26.05, v0.0.40-44): a
-    /// comment of 1024 bytes is taken whole, one of 1025 refused with error 2012.
-    #[test]
-    fn the_comment_limit_is_slurmctlds() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/slurmrestd");
-        for prefix in ["24.11_v0.0.40", "24.11_v0.0.42", "26.05_v0.0.44"] {
-            let read = |n: usize| -> serde_json::Value {
-                let f = format!("{dir}/{prefix}_coalesce-comment-{n}-submit.json");
-                serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap()
-            };
-            let ok = read(COMMENT_MAX);
-            assert_eq!(
-                ok["request"]["body"]["job"]["comment"]
-                    .as_str()
-                    .unwrap()
-                    .len(),
-                COMMENT_MAX
-            );
-            assert!(
-                ok["response"]["body"]["job_id"].as_u64().is_some(),
-                "{prefix}: {ok}"
-            );
-            let refused = read(COMMENT_MAX + 1);
-            assert_eq!(
-                refused["response"]["body"]["errors"][0]["error_number"], 2012,
-                "{prefix}: {refused}"
-            );
-        }
-    }
-
-    #[test]
-    fn a_name_holds_22_keys_in_slurmdbds_255_characters_and_gives_them_back() {
-        let keys: Vec<String> = (0..NAME_KEYS_MAX)
-            .map(|i| idempotency_key(&id(&format!("r{i}"), 0)))
-            .collect();
-        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let name = keys_name(&refs);
-        assert_eq!(NAME_KEYS_MAX, 22);
-        assert!(name.len() <= NAME_MAX, "{} characters", name.len());
-        assert_eq!(record_keys(None, &name), Some(keys.clone()));
-        // slurmdbd without job_comment: the comment is gone, the task's own, or the check's mark.
-        assert_eq!(record_keys(Some("the task's"), &name), Some(keys.clone()));
-        for (i, k) in keys.iter().enumerate() {
-            assert_eq!(key_of_record(None, &name, Some(i as u32)).as_ref(), Some(k));
-        }
-        assert_eq!(key_of_record(None, &name, None), None);
-        assert_eq!(key_from_job_name(&name), None);
-        // A plain job's name is no array's.
-        let plain = job_name("r", "t", &keys[0]);
-        assert_eq!(record_keys(None, &plain), None);
-    }
-
-    #[test]
-    fn a_coalesced_arrays_keys_come_back_by_index() {
-        let keys: Vec<String> = (0..90)
-            .map(|i| idempotency_key(&id(&format!("r{i}"), 0)))
-            .collect();
-        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let c = keys_comment(&refs, Some("nightly run"));
-        assert_eq!(
-            c.len(),
-            COMMENT_KEYS_PREFIX.len() + 90 * PACKED_KEY_LEN + 12
-        );
-        assert!(c.ends_with(" nightly run"));
-        for (i, k) in keys.iter().enumerate() {
-            assert_eq!(packed_key_at(&c, i as u32).as_deref(), Some(k.as_str()));
-            assert_eq!(
-                key_of_record(Some(&c), "flyte-x-map", Some(i as u32)).as_deref(),
-                Some(k.as_str())
-            );
-        }
-        assert_eq!(packed_key_at(&c, 90), None, "past the last element");
-        assert_eq!(packed_keys_all(&c), Some(keys.clone()));
-        // The array's own record (its pending remainder) is no one element.
-        assert_eq!(key_of_record(Some(&c), "flyte-x-map", None), None);
-        // A single job: its name; an old connector's job: its comment.
-        let name = job_name("r1", "t", &keys[0]);
-        assert_eq!(
-            key_of_record(Some("the task's comment"), &name, None).as_deref(),
-            Some(keys[0].as_str())
-        );
-        assert_eq!(
-            key_of_record(Some("flyte-key=0123456789abcdef x"), "other", None).as_deref(),
-            Some("0123456789abcdef")
-        );
-        assert_eq!(packed_keys_all("flyte-keys=abc"), None, "not whole keys");
-    }
-}
+mod tests;

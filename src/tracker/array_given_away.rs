@@ -76,7 +76,7 @@ impl Tracker {
         now: u32,
         alive: impl Fn(u32, &Element) -> bool,
     ) {
-        let keyed = crate::render::key_of_record(other.comment.as_deref(), &other.name, None);
+        let keyed = crate::render::key_of_record(other, None);
         // A Flyte execution's job (it carries a key), not some other user's.
         let an_execution = keyed.is_some();
         let theirs = keyed.unwrap_or_else(|| other.name.clone());
@@ -93,7 +93,7 @@ impl Tracker {
         if mine.is_none()
             && let Some(own) = t.own.as_deref()
             && (theirs == own
-                || crate::render::record_keys(other.comment.as_deref(), &other.name)
+                || crate::render::record_keys(other)
                     .is_some_and(|keys| keys.iter().any(|k| k == own)))
         {
             // The array's own record, without its array membership: a slurmctld restarted from

@@ -323,7 +323,7 @@ pub(super) fn apply_record(e: &mut Entry, info: &JobInfo) {
         x.signal = Some(name);
     }
     let element = info.array.as_ref().and_then(|a| a.task_id);
-    if let Some(k) = crate::render::key_of_record(info.comment.as_deref(), &info.name, element) {
+    if let Some(k) = crate::render::key_of_record(info, element) {
         x.key = Some(k.into());
     }
 }

@@ -236,7 +236,7 @@ pub async fn jobs_per_key(mock: &Mock) -> HashMap<String, Vec<u32>> {
     let mut m: HashMap<String, Vec<u32>> = HashMap::new();
     for j in client.jobs().await.expect("list the mock's jobs") {
         let element = j.array.as_ref().and_then(|a| a.task_id);
-        let key = slurm_connector::render::key_of_record(j.comment.as_deref(), &j.name, element);
+        let key = slurm_connector::render::key_of_record(&j, element);
         if let Some(k) = key {
             m.entry(k).or_default().push(j.job_id.0);
         }

@@ -39,8 +39,7 @@ async fn by_key(mock: &Mock) -> HashMap<String, Vec<JobInfo>> {
     let mut m: HashMap<String, Vec<JobInfo>> = HashMap::new();
     for j in cluster_jobs(mock).await {
         let element = j.array.as_ref().and_then(|a| a.task_id);
-        let key = key_of_record(j.comment.as_deref(), &j.name, element)
-            .expect("every job carries its key");
+        let key = key_of_record(&j, element).expect("every job carries its key");
         m.entry(key).or_default().push(j);
     }
     m

@@ -360,6 +360,18 @@ impl ClusterConf {
                 .iter()
                 .any(|f| f == "job_comment")
     }
+
+    /// Whether slurmdbd keeps jobs' stdio paths (there is one, and `AccountingStoreFlags` lacks
+    /// `no_stdio`, which Slurm 23.02 added).
+    pub fn keeps_stdio_paths(&self) -> bool {
+        self.accounting_storage_type
+            .as_deref()
+            .is_some_and(|t| t.ends_with("/slurmdbd"))
+            && !self
+                .accounting_store_flags
+                .iter()
+                .any(|f| f.eq_ignore_ascii_case("no_stdio"))
+    }
 }
 
 /// A partition's name and state, for preflight checks.

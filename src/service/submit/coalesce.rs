@@ -35,7 +35,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::render::coalesce::{self as shape_of, Member as ArrayMember};
-use crate::render::{KeysIn, keys_comment, keys_name};
+use crate::render::naming::array_log_names;
+use crate::render::{KeysIn, NAME_KEYS_MAX, keys_comment, keys_name};
 use crate::service::cluster::ClusterRuntime;
 use crate::service::wire::meta::ResourceMeta;
 use crate::slurmrestd::{Client, JobDescription, JobId};
@@ -273,15 +274,23 @@ async fn submit_array(
             crate::render::naming::array_name(batch.iter().map(|(_, job, _)| job.name.as_str())),
             keys_comment(&keys, first.comment.as_deref()),
         ),
-        KeysIn::Name => (keys_name(&keys), first.comment.clone().unwrap_or_default()),
+        KeysIn::Name | KeysIn::NameAndLogs => (
+            keys_name(&keys[..keys.len().min(NAME_KEYS_MAX)]),
+            first.comment.clone().unwrap_or_default(),
+        ),
     };
+    // What the name cannot hold goes in its logs' file names (`KeysIn::NameAndLogs`).
+    let logs = (keys.len() > NAME_KEYS_MAX).then(|| array_log_names(&keys[NAME_KEYS_MAX..]));
+    let logs = logs.as_ref().map(|(o, e)| (o.as_str(), e.as_str()));
     let members: Vec<ArrayMember> = batch
         .iter()
         .map(|(key, job, _)| ArrayMember { key, job })
         .collect();
-    let array = shape_of::array_job(&members, &name, comment).map_err(|e| SubmitFailure {
-        what: "making the batch's job array".into(),
-        error: SubmitError::Coalesce(e.to_string()),
+    let array = shape_of::array_job_with_logs(&members, &name, comment, logs).map_err(|e| {
+        SubmitFailure {
+            what: "making the batch's job array".into(),
+            error: SubmitError::Coalesce(e.to_string()),
+        }
     })?;
     let cl = rt.once().paced(answer_by, permit, latest);
     protocol::submit_array(cl, &batch[0].2, &array, &keys).await

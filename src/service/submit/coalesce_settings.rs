@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use crate::config::{Coalesce, DEFAULT_COALESCE_WINDOW};
 use crate::render::coalesce::BATCH_SCRIPT_BYTES;
+use crate::render::naming::NAME_AND_LOGS_KEYS_MAX;
 use crate::render::{KeysIn, NAME_KEYS_MAX};
 use crate::slurmrestd::ClusterConf;
 
@@ -53,6 +54,9 @@ pub struct Coalescing {
     pub keys_in: KeysIn,
     /// Why, in words: the start log and `check`.
     pub why: String,
+    /// slurm.conf was not shown, so whether slurmdbd keeps the stdio paths is learned from its
+    /// records ([`Coalescing::with_log_paths_kept`]).
+    pub log_paths_unknown: bool,
 }
 
 impl Coalescing {
@@ -65,10 +69,10 @@ impl Coalescing {
                 .min(MAX_ARRAY_ELEMENTS),
             script_bytes: usize::try_from(c.max_script_size() / 10 * 9).unwrap_or(usize::MAX),
         });
-        let keys_in = if conf.is_some_and(ClusterConf::keeps_job_comments) {
-            KeysIn::Comment
-        } else {
-            KeysIn::Name
+        let keys_in = match conf {
+            Some(c) if c.keeps_job_comments() => KeysIn::Comment,
+            Some(c) if c.keeps_stdio_paths() => KeysIn::NameAndLogs,
+            _ => KeysIn::Name,
         };
         let slurmdbd = conf.map(|c| {
             c.accounting_storage_type
@@ -81,13 +85,20 @@ impl Coalescing {
                  comments)"
                     .to_string()
             }
+            (KeysIn::NameAndLogs, _) => format!(
+                "elements' keys in the array's name and its logs' file names, at most \
+                 {NAME_AND_LOGS_KEYS_MAX} an array (AccountingStoreFlags lacks job_comment and \
+                 no_stdio; with job_comment, arrays hold up to ~90)"
+            ),
             (KeysIn::Name, Some(_)) => format!(
                 "elements' keys in the array's name, at most {NAME_KEYS_MAX} an array \
-                 (AccountingStoreFlags lacks job_comment; with it, arrays hold up to ~90)"
+                 (AccountingStoreFlags has no_stdio and lacks job_comment; with it, arrays hold \
+                 up to ~90)"
             ),
             (KeysIn::Name, None) => format!(
                 "elements' keys in the array's name, at most {NAME_KEYS_MAX} an array (this \
-                 slurmrestd cannot show slurm.conf, which needs v0.0.45 or later)"
+                 slurmrestd cannot show slurm.conf, which needs v0.0.45 or later; up to \
+                 {NAME_AND_LOGS_KEYS_MAX} once slurmdbd's records show it keeps jobs' stdio paths)"
             ),
         };
         let (window, why) = match (setting, slurmdbd) {
@@ -118,7 +129,23 @@ impl Coalescing {
             limits,
             keys_in,
             why,
+            log_paths_unknown: conf.is_none(),
         }
+    }
+
+    /// Where slurm.conf was not shown: once slurmdbd's records showed it keeps jobs' stdio
+    /// paths (`idempotency::Index::log_paths_kept`), the keys past the name's go in the logs'
+    /// file names.
+    pub fn with_log_paths_kept(mut self) -> Coalescing {
+        if self.log_paths_unknown && self.keys_in == KeysIn::Name {
+            self.keys_in = KeysIn::NameAndLogs;
+            self.why = self.why.replace(
+                "cannot show slurm.conf",
+                "cannot show slurm.conf, but slurmdbd's records show the jobs' stdio paths: \
+                 also in the logs' file names",
+            );
+        }
+        self
     }
 
     /// The sentence `check` prints: the decision and, when on, what bounds a batch
@@ -127,6 +154,9 @@ impl Coalescing {
         let keys = match self.keys_in {
             KeysIn::Comment => format!("{cap_without_comment} keys a 1024-byte comment holds"),
             KeysIn::Name => format!("{NAME_KEYS_MAX} keys a job name holds"),
+            KeysIn::NameAndLogs => {
+                format!("{NAME_AND_LOGS_KEYS_MAX} keys a job name and two log file names hold")
+            }
         };
         match self.window {
             None => format!("{}: every task is a job of its own", self.why),
@@ -143,11 +173,7 @@ impl Coalescing {
 
     /// How many elements an array holds, given how many keys its comment could hold.
     pub fn cap(&self, comment_cap: usize) -> usize {
-        let keys = match self.keys_in {
-            KeysIn::Comment => comment_cap,
-            KeysIn::Name => NAME_KEYS_MAX,
-        };
-        keys.min(self.limits.max_elements)
+        self.keys_in.cap(comment_cap).min(self.limits.max_elements)
     }
 }
 
@@ -174,12 +200,21 @@ mod tests {
         assert_eq!(on.cap(88), 88);
         // Recorded on 26.05 (v0.0.45): the dev cluster's flags before job_comment was added.
         let without = conf(&["job_script", "job_env"], 1001, &[]);
+        // slurmdbd keeps the stdio paths unless `no_stdio`: the name and the logs' names.
         let named = Coalescing::decide(Coalesce::Auto, Some(&without));
         assert_eq!(named.window, Some(DEFAULT_COALESCE_WINDOW));
+        assert_eq!(named.keys_in, KeysIn::NameAndLogs);
+        assert_eq!(named.cap(88), NAME_AND_LOGS_KEYS_MAX);
+        assert!(named.why.contains("no_stdio"), "{}", named.why);
+        assert_eq!(named.clone().with_log_paths_kept(), named);
+        let no_stdio = conf(&["job_script", "no_stdio"], 1001, &[]);
+        let named = Coalescing::decide(Coalesce::Auto, Some(&no_stdio));
         assert_eq!(named.keys_in, KeysIn::Name);
         assert_eq!(named.cap(88), NAME_KEYS_MAX);
         assert!(named.why.contains("job_comment"), "{}", named.why);
-        // 24.11: v0.0.42 shows no slurm.conf.
+        // Not even slurmdbd's records showing stdio paths turn it back.
+        assert_eq!(named.clone().with_log_paths_kept(), named);
+        // 24.11: v0.0.42 shows no slurm.conf: the name, until slurmdbd's records show the paths.
         let old = Coalescing::decide(Coalesce::Auto, None);
         assert_eq!(old.window, Some(DEFAULT_COALESCE_WINDOW));
         assert_eq!(old.keys_in, KeysIn::Name);
@@ -188,6 +223,14 @@ mod tests {
             old.describe(88).contains("at most 22 elements"),
             "{}",
             old.describe(88)
+        );
+        let seen = old.with_log_paths_kept();
+        assert_eq!(seen.keys_in, KeysIn::NameAndLogs);
+        assert!(seen.why.contains("stdio paths"), "{}", seen.why);
+        assert!(
+            seen.describe(88).contains("at most 64 elements"),
+            "{}",
+            seen.describe(88)
         );
         // No slurmdbd at all: no record once a job left slurmctld, whatever the flags say.
         let mut none = with.clone();
@@ -203,7 +246,7 @@ mod tests {
         let without = conf(&["job_script"], 1001, &[]);
         let c = Coalescing::decide(Coalesce::Window(w), Some(&without));
         assert_eq!(c.window, Some(w));
-        assert_eq!(c.keys_in, KeysIn::Name);
+        assert_eq!(c.keys_in, KeysIn::NameAndLogs);
         let c = Coalescing::decide(Coalesce::Window(w), None);
         assert_eq!((c.window, c.keys_in), (Some(w), KeysIn::Name));
         assert_eq!(

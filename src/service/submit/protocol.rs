@@ -520,10 +520,10 @@ pub async fn settle_orphan(cl: Cluster<'_>, client: &Client, id: JobId) -> Resul
     if !awaiting_check(&record) {
         return Ok(());
     }
-    let (comment, name) = (record.comment.as_deref(), record.name.as_str());
-    let (packed, own) = match record_keys(comment, name) {
+    let comment = record.comment.as_deref();
+    let (packed, own) = match record_keys(&record) {
         Some(keys) => (keys, None),
-        None => match key_of_record(comment, name, None) {
+        None => match key_of_record(&record, None) {
             Some(key) => (Vec::new(), Some(key)),
             None => return Ok(()),
         },

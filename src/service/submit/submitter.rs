@@ -191,6 +191,7 @@ impl Submitter {
             })
             .await;
         match read {
+            Ok(c) if self.index.log_paths_kept() => c.clone().with_log_paths_kept(),
             Ok(c) => c.clone(),
             Err(e) => {
                 tracing::debug!(cluster = %cfg.name, error = %e, "slurm.conf not read now; asked again with the next CreateTask");

@@ -118,6 +118,10 @@ impl State {
                 .accounting_jobs_between(start, Some(w.end), user)
                 .await?;
             pages += 1;
+            if let Some(kept) = log_paths_kept(&page) {
+                // Once a record shows them dropped, they stay taken for dropped.
+                self.log_paths = Some(kept && self.log_paths != Some(false));
+            }
             n += self.record(&[], &page);
             let span = next_span(&page, start, w.end, w.span);
             // The newest page's rate starts the next walk: a later page's says how sparse older
@@ -136,6 +140,23 @@ impl State {
     }
 }
 
+/// Whether slurmdbd keeps jobs' stdio paths, from a page of its records: not if one of the
+/// connector's coalesced arrays (it always names its logs) shows none (`no_stdio`, or a
+/// slurmrestd before v0.0.41, which does not return them), else yes if any record shows one,
+/// else unknown (a page of `salloc` jobs, or none).
+pub(super) fn log_paths_kept(page: &[JobInfo]) -> Option<bool> {
+    if page.iter().any(|j| {
+        j.name
+            .starts_with(crate::render::naming::COMMENT_KEYS_PREFIX)
+            && j.standard_output.is_none()
+    }) {
+        return Some(false);
+    }
+    page.iter()
+        .any(|j| j.standard_output.is_some())
+        .then_some(true)
+}
+
 /// The span of time the next page should cover to hold about PAGE_JOBS jobs, from this page's:
 /// the jobs submitted in it at the rate they were submitted, measured from their own submit
 /// times (a page reaching back into a quiet time after a burst is not taken for an even rate;
@@ -152,4 +173,31 @@ pub(super) fn next_span(page: &[JobInfo], start: i64, end: i64, span: i64) -> i6
         Some(oldest) => PAGE_JOBS * (end - oldest).max(1) as f64 / submitted.len() as f64,
     };
     (next as i64).clamp(PAGE_MIN_SECS, ACCOUNTING_LOOKBACK_SECS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slurmrestd::{JobId, JobState};
+
+    #[test]
+    fn slurmdbds_records_tell_whether_it_keeps_stdio_paths() {
+        let rec = |name: &str, out: Option<&str>| {
+            let mut j = JobInfo::new(JobId(1), name, JobState::from_strings(["COMPLETED"]));
+            j.standard_output = out.map(str::to_string);
+            j
+        };
+        assert_eq!(log_paths_kept(&[]), None);
+        assert_eq!(log_paths_kept(&[rec("interactive", None)]), None, "salloc");
+        assert_eq!(
+            log_paths_kept(&[rec("interactive", None), rec("b", Some("/w/slurm-7.out"))]),
+            Some(true)
+        );
+        // `no_stdio`: the connector's array, which always names its logs, shows none.
+        let array = crate::render::keys_name(&["0123456789abcdef"]);
+        assert_eq!(
+            log_paths_kept(&[rec(&array, None), rec("b", Some("/w/slurm-7.out"))]),
+            Some(false)
+        );
+    }
 }

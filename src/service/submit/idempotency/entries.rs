@@ -146,13 +146,13 @@ impl Winner {
 /// comment of connectors before 0.27; slurmdbd keeps comments only with
 /// AccountingStoreFlags=job_comment, names always).
 pub(super) fn job_key(j: &JobInfo) -> Option<String> {
-    key_of_record(j.comment.as_deref(), &j.name, None)
+    key_of_record(j, None)
 }
 
 /// Every key a record carries, with the array element each stands for: a coalesced array's
 /// (its pending remainder: every element; a started element: its own), else its one key.
 pub(super) fn job_keys(j: &JobInfo) -> Vec<(String, Option<u32>)> {
-    match record_keys(j.comment.as_deref(), &j.name) {
+    match record_keys(j) {
         Some(keys) => match j.array.as_ref().and_then(|a| a.task_id) {
             Some(i) => keys
                 .into_iter()

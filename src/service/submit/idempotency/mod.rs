@@ -80,6 +80,8 @@ pub struct Index {
     /// (CreateTask asks it before choosing its submit path, and must not wait for a week's walk
     /// through slurmdbd to end).
     no_accounting: std::sync::atomic::AtomicBool,
+    /// `State::log_paths` as the last listing left it, readable while one runs.
+    log_paths: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
@@ -97,6 +99,9 @@ struct State {
     accounting_since: Option<(i64, Instant)>,
     /// slurmdbd answered "no such path": this cluster has no accounting.
     no_accounting: bool,
+    /// Whether slurmdbd's records show the jobs' stdio paths (`accounting::log_paths_kept`):
+    /// `None` until a record told.
+    log_paths: Option<bool>,
     /// The way through slurmdbd's jobs (the first listing's week, or since the last query), while
     /// it is not done.
     walk: Option<Walk>,
@@ -146,6 +151,13 @@ impl Index {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Whether slurmdbd was seen keeping jobs' stdio paths, so a coalesced array may carry keys
+    /// in its logs' file names (`render::naming::KeysIn::NameAndLogs`) where slurm.conf cannot
+    /// be read (24.11's v0.0.42).
+    pub fn log_paths_kept(&self) -> bool {
+        self.log_paths.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The index, taken first if it never was, else checked again if its last check began
     /// before `after` or does not know every job below `mine` (only those are read: a job
     /// above `mine` cannot win against it).
@@ -175,6 +187,10 @@ impl Index {
         }
         self.no_accounting
             .store(st.no_accounting, std::sync::atomic::Ordering::Relaxed);
+        self.log_paths.store(
+            st.log_paths == Some(true),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         Ok(st)
     }
 
@@ -515,7 +531,7 @@ impl State {
             .map(|j| (j, true))
             .chain(gone.iter().map(|j| (j, false)))
         {
-            if let Some(keys) = record_keys(j.comment.as_deref(), &j.name) {
+            if let Some(keys) = record_keys(j) {
                 // A coalesced array: every key is the array's (by its id), whichever element
                 // this record is (its pending remainder, or an element that started under an
                 // id of its own).
