@@ -177,8 +177,8 @@ fn identity_rules_on_an_open_port_are_a_cross() {
 }
 
 /// slurm.conf as Slurm 26.05's slurmrestd shows it (`GET conf`, v0.0.45, recorded while the dev
-/// cluster's AccountingStoreFlags lacked job_comment): the default coalesces with the keys in
-/// the array's name, 22 an array, and says why, a window set likewise; `max_script_size=` in
+/// cluster's AccountingStoreFlags lacked job_comment, and no_stdio): the default coalesces with
+/// the keys in the array's name and its logs' file names, 64 an array, and says why, a window set likewise; `max_script_size=` in
 /// SchedulerParameters (the second
 /// recording) bounds a batch's scripts. A version without `GET conf` sends no request for it.
 #[tokio::test]
@@ -202,8 +202,10 @@ async fn coalescing_follows_the_clusters_slurm_conf() {
     assert!(auto.ok, "{auto:?}");
     assert!(
         auto.detail.starts_with("window 100ms (auto)")
-            && auto.detail.contains("keys in the array's name")
-            && auto.detail.contains("at most 22 elements"),
+            && auto
+                .detail
+                .contains("keys in the array's name and its logs' file names")
+            && auto.detail.contains("at most 64 elements"),
         "{}",
         auto.detail
     );

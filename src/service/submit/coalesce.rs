@@ -280,7 +280,8 @@ async fn submit_array(
         ),
     };
     // What the name cannot hold goes in its logs' file names (`KeysIn::NameAndLogs`).
-    let logs = (keys.len() > NAME_KEYS_MAX).then(|| array_log_names(&keys[NAME_KEYS_MAX..]));
+    let logs = (keys_in == KeysIn::NameAndLogs && keys.len() > NAME_KEYS_MAX)
+        .then(|| array_log_names(&keys[NAME_KEYS_MAX..]));
     let logs = logs.as_ref().map(|(o, e)| (o.as_str(), e.as_str()));
     let members: Vec<ArrayMember> = batch
         .iter()
