@@ -497,8 +497,20 @@ async fn two_replicas_coalescing_the_same_burst_run_each_execution_once() {
 /// submitting nothing again (with the keys in the comment it would run the task twice).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_job_comment_the_default_keeps_the_keys_in_the_name_and_finds_elements_later() {
+    found_later_without_job_comment("named", 4, None).await;
+}
+
+/// The same past the 22 keys a name holds: once the index has read slurmdbd's records showing
+/// stdio paths, a burst of 30 (one 2-s window: its quiet gap is 50 ms) is one array whose stdout's file name carries the
+/// keys past the name's, and the element past 22 is found in slurmdbd by a new connector.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_job_comment_past_22_elements_the_keys_go_on_in_the_logs_names() {
+    found_later_without_job_comment("logs", 30, Some(Duration::from_secs(2))).await;
+}
+
+async fn found_later_without_job_comment(name: &str, n: usize, window: Option<Duration>) {
     let mock = Mock::start_with(
-        "named",
+        name,
         MockConfig {
             nodes: 2,
             cpus: 8,
@@ -513,14 +525,27 @@ async fn without_job_comment_the_default_keeps_the_keys_in_the_name_and_finds_el
         let mut cluster = mock.cluster(mock.static_auth(), None);
         let jobs = mock.jobs();
         cluster.shared_mounts = vec![(jobs.display().to_string(), jobs)];
-        let d = common::mock::deployment(cluster, POLL);
+        let mut d = common::mock::deployment(cluster, POLL);
         assert_eq!(d.coalesce, slurm_connector::config::Coalesce::Auto);
+        if let Some(w) = window {
+            d.coalesce = slurm_connector::config::Coalesce::Window(w);
+        }
         d
     };
+    if n > 22 {
+        // A job in slurmdbd first (another connector's), then a lone CreateTask: this
+        // connector's first listing of slurmdbd reads its record, which shows its stdout.
+        let before = Server::start(deployment()).await;
+        warm_up(&before, &format!("{name}-warm-0")).await;
+        before.stop().await;
+    }
     let first = Server::start(deployment()).await;
     let c = first.client().await;
-    let reqs: Vec<CreateTaskRequest> = (0..4)
-        .map(|i| request(0, "#!/bin/bash\nsleep 0.3\n").run_name(&format!("named-{i}")))
+    if n > 22 {
+        warm_up(&first, &format!("{name}-warm-1")).await;
+    }
+    let reqs: Vec<CreateTaskRequest> = (0..n)
+        .map(|i| request(0, "#!/bin/bash\nsleep 0.3\n").run_name(&format!("{name}-{i}")))
         .collect();
     let metas: Vec<Vec<u8>> = futures::future::join_all(reqs.iter().cloned().map(|r| {
         let mut c = c.clone();
@@ -531,12 +556,11 @@ async fn without_job_comment_the_default_keeps_the_keys_in_the_name_and_finds_el
     // The four go out together, but on a loaded machine one may reach the connector after the
     // batch's quiet gap (10 ms at the default window) closed it, and be a job of its own (CI,
     // 2026-12-06: 1 alone, 3 in the array): a right answer. What this test needs is an array.
+    let size = |i: usize| ms.iter().filter(|m| m.job_id == ms[i].job_id).count();
     let member = (0..ms.len())
-        .rev()
-        .find(|&i| {
-            ms[i].element.is_some() && ms.iter().filter(|m| m.job_id == ms[i].job_id).count() >= 2
-        })
-        .unwrap_or_else(|| panic!("no two of four concurrent CreateTasks in one array: {ms:?}"));
+        .filter(|&i| ms[i].element.is_some() && size(i) >= 2)
+        .max_by_key(|&i| (size(i), ms[i].element))
+        .unwrap_or_else(|| panic!("no two of {n} concurrent CreateTasks in one array: {ms:?}"));
     let array = ms[member].job_id;
     let client = raw_client(&mock);
     let record = client.job(array).await.unwrap().expect("listed");
@@ -544,6 +568,19 @@ async fn without_job_comment_the_default_keeps_the_keys_in_the_name_and_finds_el
         record.name.starts_with("flyte-keys="),
         "the keys in the array's name: {record:?}"
     );
+    if n > 22 {
+        assert!(
+            ms[member].element >= Some(22),
+            "an array past a name's 22 keys: {ms:?}"
+        );
+        assert!(
+            record
+                .standard_output
+                .as_deref()
+                .is_some_and(|o| o.contains("/flyte-keys=")),
+            "the keys past 22 in its stdout's file name: {record:?}"
+        );
+    }
     let mut g = c.clone();
     for raw in &metas {
         let r = wait_terminal(&mut g, raw, 30).await;
@@ -581,7 +618,7 @@ async fn without_job_comment_the_default_keeps_the_keys_in_the_name_and_finds_el
     assert_eq!(
         (again.job_id, again.element),
         (ms[member].job_id, ms[member].element),
-        "the retried CreateTask found its element in slurmdbd, by the array's name"
+        "the retried CreateTask found its element in slurmdbd, by the array's name (and logs)"
     );
     assert_eq!(
         mock.handle.stats().count("submit"),
@@ -590,4 +627,14 @@ async fn without_job_comment_the_default_keeps_the_keys_in_the_name_and_finds_el
     );
     fresh.stop().await;
     mock.stop().await;
+}
+
+/// One task of its own, run to its end.
+async fn warm_up(server: &Server, run: &str) {
+    let mut g = server.client().await;
+    let raw = create(&mut g, request(0, "#!/bin/bash\ntrue\n").run_name(run))
+        .await
+        .unwrap();
+    let r = wait_terminal(&mut g, &raw, 30).await;
+    assert_eq!(r.phase, Phase::Succeeded as i32, "{}", r.message);
 }
