@@ -16,7 +16,8 @@
 //! The window never waits to fill: a batch goes out when its window ends, when no CreateTask
 //! joined it for a tenth of the window (`quiet_gap`: a burst has arrived), or when it is full
 //! (snakemake-executor-plugin-slurm #473 deadlocked waiting for more jobs). Full: the keys its
-//! comment (`COMMENT_MAX`) or name (`NAME_KEYS_MAX`) can hold, slurmctld's `MaxArraySize` and the scripts it can hold
+//! comment (`COMMENT_MAX`), or name and logs' file names (`KeysIn::cap`), can hold, slurmctld's
+//! `MaxArraySize` and the scripts it can hold
 //! (`max_script_size`), both from slurm.conf where slurmrestd shows it, else Slurm's defaults
 //! (`coalesce_settings.rs`, which also decides whether the cluster coalesces at all). Not
 //! coalesced (`render::coalesce::shape`, and [`coalescible`]): arrays, dependencies, holds,

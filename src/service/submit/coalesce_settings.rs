@@ -6,10 +6,12 @@
 //! Why slurm.conf matters: an element that left slurmctld is recognised by its key in
 //! slurmdbd's copy of the array's record. slurmdbd keeps the comment only with
 //! `AccountingStoreFlags=job_comment` (recorded, `tests/fixtures/slurmrestd/COALESCE-FACTS.md`),
-//! and the job name always, in 255 characters. So an array packs its elements' keys in its
-//! comment where slurm.conf shows the flag (up to ~90 an array), and in its name everywhere
-//! else (22 an array: [`KeysIn::Name`]), including Slurm 24.11, whose newest API (v0.0.42)
-//! shows no slurm.conf. Coalescing is on by default wherever there is slurmdbd; without it no
+//! the job name always, in 255 characters, and the stdio paths unless `no_stdio`. So an array
+//! packs its elements' keys in its comment where slurm.conf shows the flag (up to ~90 an
+//! array), else in its name and then its logs' file names (64: [`KeysIn::NameAndLogs`]) where
+//! slurm.conf shows no `no_stdio`, else in its name (22: [`KeysIn::Name`]). Slurm 24.11's
+//! newest API (v0.0.42) shows no slurm.conf: its name, until slurmdbd's records show stdio paths
+//! ([`Coalescing::with_log_paths_kept`]). Coalescing is on by default wherever there is slurmdbd; without it no
 //! record is left once a job leaves slurmctld (and a cluster found without accounting at run
 //! time does not coalesce either, `ClusterRuntime`'s index says so).
 
