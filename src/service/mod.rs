@@ -42,8 +42,7 @@ pub use rpc::tls::{RELOAD_EVERY as TLS_RELOAD_EVERY, ServerTls, TlsError};
 pub use submit::coalesce::cap_for as coalesce_cap;
 pub use submit::coalesce_settings::{Coalescing, Limits as ArrayLimits};
 pub use submit::identity::check_at_start as check_identities;
-pub use submit::prepare::{Prepared, prepare};
-pub use submit::script_file::set_script;
+pub use submit::prepare::{Prepared, prepare, set_script};
 pub use wire::TaskRequest;
 pub use wire::convert::{request as flyte2_request, task_spec};
 pub use wire::flyte1::{
@@ -57,7 +56,7 @@ use crate::proto::connector::{GetTaskMetricsRequest, Resource};
 use crate::proto::core::ExecutionMetricResult;
 use crate::proto::core::task_execution::Phase;
 use crate::render;
-use crate::slurmrestd::{ApiVersion, JobId};
+use crate::slurmrestd::JobId;
 use crate::staging;
 
 use report::native_result;
@@ -65,7 +64,7 @@ use rpc::metrics;
 use submit::deferred::{self, Pending};
 use submit::execution::Progress;
 use submit::paced;
-use submit::{coalesce, gate, handoff, output_locations, script_file, staged_image};
+use submit::{coalesce, gate};
 use wire::meta;
 
 pub struct Connector {
@@ -114,7 +113,7 @@ impl Connector {
         answer_by: Option<Instant>,
     ) -> Result<Vec<u8>, ServiceError> {
         // Held to the end: a shutdown waits for this call. `None`: shutting down, the execution
-        // is handed to another replica below (`submit/handoff.rs`).
+        // is handed to another replica below (`deferred::hand_off`).
         let in_flight = self.drain.enter();
         let cfg = self
             .deployment
@@ -128,31 +127,10 @@ impl Connector {
             .deployment
             .task_credential(&request.secrets)
             .map_err(ServiceError::Invalid)?;
-        if let Some(path) = request.script_file.take() {
-            let script = script_file::read(&rt.cfg.name, rt.staging.as_deref(), &path).await?;
-            script_file::set_script(&mut request.spec, script);
-        }
+        let task =
+            submit::prepare::prepare_on(&self.deployment, &rt, &mut request, token.is_some())
+                .await?;
         let spec = &request.spec;
-        let api_version = api_version_of(&rt).await?;
-        let task = submit::prepare::prepare(
-            &self.deployment,
-            &rt.cfg,
-            &request,
-            api_version,
-            &rt.client().served_versions(),
-            token.is_some(),
-        )?;
-        if let Some(image) = &task.rendered.staged_image {
-            staged_image::check(&rt.cfg.name, rt.staging.as_deref(), image).await?;
-        }
-        if spec.shell_template.is_some() {
-            output_locations::check(
-                &rt.cfg.name,
-                rt.staging.as_deref(),
-                &task.rendered.declared_outputs,
-            )
-            .await?;
-        }
         let (key, job) = (&task.rendered.key, &task.rendered.job);
         let meta = self.meta_of(&rt, &request, &task);
         let lock = rt.submitter.lock(key);
@@ -166,7 +144,7 @@ impl Connector {
             return Ok(m.encode());
         }
         if in_flight.is_none() {
-            return handoff::hand_off(&rt.cfg.name, key, job, meta, token.is_some());
+            return deferred::hand_off(&rt.cfg.name, key, job, meta, token.is_some());
         }
         let client = match &token {
             Some(t) => rt.submit_client_for(Some(t)),
@@ -444,21 +422,6 @@ impl Connector {
         };
         let resolved = deferred::resolve(&rt, m.clone(), &d).await;
         Ok((rt, resolved))
-    }
-}
-
-/// The API version to render for: the one the cluster serves (chosen at start, or now when it
-/// was unreachable then). Unreachable now but known from before: that one (the submit waits
-/// for the cluster to come back). Never reached since start: the error (nothing to render for).
-async fn api_version_of(rt: &ClusterRuntime) -> Result<ApiVersion, ServiceError> {
-    match rt.client().version().await {
-        Ok(v) => Ok(v),
-        Err(e) => match rt.client().api_version() {
-            Some(v) if e.is_transient() => Ok(v),
-            _ => Err(ServiceError::slurm(
-                "finding which slurmrestd API version the cluster serves",
-            )(e)),
-        },
     }
 }
 

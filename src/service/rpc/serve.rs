@@ -1,6 +1,6 @@
 //! `slurm-connector serve`: gRPC (connector, metadata, health) on one listener, Prometheus on
 //! another, one state tracker per cluster, graceful shutdown on SIGTERM or Ctrl-C (the drain:
-//! `submit/handoff.rs`).
+//! `submit/deferred.rs`, `hand_off`).
 
 use std::collections::BTreeMap;
 use std::future::Future;

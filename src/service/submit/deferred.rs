@@ -15,6 +15,20 @@
 //! protocol, `protocol.rs`, keeps that to one job even if the first replica was only slow). A
 //! DeleteTask for a deferred meta whose job nobody has made yet leaves a **tombstone**
 //! (`protocol::tombstone`).
+//!
+//! **Graceful shutdown** ([`hand_off`]): what SIGTERM (or Ctrl-C) changes while the process
+//! drains. The order, in `serve`: health turns NOT_SERVING for every service (readiness probes
+//! and load balancers stop sending work); a new CreateTask submits nothing here and is handed to
+//! another replica as a deferred meta already past the takeover age (not an error, which would
+//! cost the task an attempt); the CreateTasks already in flight run to their end (submit held,
+//! duplicate check, release: a half-done submit would leave a held job for a retry to release);
+//! then the gRPC server stops accepting, sends GOAWAY and lets the remaining calls finish. Submits
+//! that outlive their CreateTask (`paced.rs`) are waited for the same way while in their held
+//! submit / check / release, and none begins after the signal (a deferred one is then made by
+//! another replica: the takeover). All of it within the drain deadline
+//! (`FLYTE_SLURM_SHUTDOWN_GRACE`); past it the process exits anyway, and what it left is what a
+//! SIGKILL leaves (the once-only protocol covers that: a held job is released by the retried
+//! CreateTask or the takeover).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -180,6 +194,17 @@ pub fn deferred_meta(
     closing: bool,
 ) -> ResourceMeta {
     tracing::info!(cluster = %template.cluster, key, "submit not done within the CreateTask wait; answering with a deferred resource_meta");
+    with_submit(template, key, job, own_credentials, closing)
+}
+
+/// `template` with the submit any replica may make (`closing`: at once).
+fn with_submit(
+    template: ResourceMeta,
+    key: &str,
+    job: &JobDescription,
+    own_credentials: bool,
+    closing: bool,
+) -> ResourceMeta {
     let mut m = template;
     m.deferred = Some(Box::new(meta::DeferredSubmit {
         key: key.to_string(),
@@ -371,4 +396,33 @@ pub async fn delete_unsubmitted(
 /// Unix seconds now.
 pub fn now_unix() -> i64 {
     chrono::Utc::now().timestamp()
+}
+
+/// CreateTask while shutting down: nothing is submitted here (a submit begun now could be cut
+/// half done), and the answer is not an error either (Flyte's backend spends one of the task's
+/// retries on a CreateTask error: `paced.rs`). It is a deferred meta already past the takeover
+/// age, so the first replica that sees it in a GetTask, once the backend's connection has moved
+/// off this one, submits it (the duplicate check keeps that to one job). A task with its own
+/// slurmrestd token can only be submitted by a replica holding the token: that one is refused
+/// with UNAVAILABLE (nothing submitted), which the backend retries.
+pub fn hand_off(
+    cluster: &str,
+    key: &str,
+    job: &JobDescription,
+    template: ResourceMeta,
+    own_credentials: bool,
+) -> Result<Vec<u8>, ServiceError> {
+    if own_credentials {
+        return Err(ServiceError::Unavailable(
+            "this connector replica is shutting down; nothing was submitted: retry CreateTask \
+             (another replica answers it)"
+                .into(),
+        ));
+    }
+    tracing::info!(
+        cluster,
+        key,
+        "shutting down: CreateTask answered with a deferred meta that another replica submits"
+    );
+    Ok(with_submit(template, key, job, false, true).encode())
 }

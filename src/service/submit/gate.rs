@@ -1,5 +1,5 @@
 //! Admission for a drain: the CreateTasks of the process, and on each cluster the submits' held
-//! submit / check / release, counted in flight so that a shutdown (`submit/handoff.rs`) refuses new
+//! submit / check / release, counted in flight so that a shutdown (`submit/deferred.rs`, `hand_off`) refuses new
 //! work and waits for what was admitted.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -1,7 +1,9 @@
 //! The write path: from a CreateTask's request to the execution's one job on the cluster.
 //!
-//! - `prepare`: cluster → identity → working directory → render → admission (shared with
-//!   `slurm-connector render`, which prints what would be submitted).
+//! - `prepare`: everything before the cluster sees the task: a Flyte 1 script read from the
+//!   shared filesystem → identity → working directory → render → admission (shared with
+//!   `slurm-connector render`, which prints what would be submitted) → a pre-staged image and a
+//!   shell task's output locations checked there.
 //! - `identity`: whom a task runs as (the deployment's rules; a task never chooses).
 //! - `execution`: the one state of each execution in this process (its lock, its submit's
 //!   progress, its job, withdrawn, uncertain), with one expiry.
@@ -14,11 +16,9 @@
 //! - `paced`: a job's submit in its own task, paced and retried while the cluster hiccups, and
 //!   what any submit's outcome makes of the execution. `pacing`: how many submits run at once.
 //!   `deferred`: submits that outlive their CreateTask (the deferred meta, GetTask's lookup of
-//!   its job), and DeleteTask's tombstones; `takeover`: the deferred submits GetTask found unmade, and the
-//!   jobs it found left held, queued for the cluster's background task (GetTask only reads). `handoff`: the deferred answer while shutting down.
-//!   `gate`: admission while draining. `staged_image`: a task's image staged on the cluster.
-//!   `script_file`: a Flyte 1 `slurm` task's script on the cluster, read before rendering.
-//!   `output_locations`: a Flyte 1 shell task's output paths, checked readable before submitting.
+//!   its job, the hand-off while shutting down), and DeleteTask's tombstones; `takeover`: the
+//!   deferred submits GetTask found unmade, and the jobs it found left held, queued for the
+//!   cluster's background task (GetTask only reads). `gate`: admission while draining.
 //!
 //! Imports `cluster`, `wire` and `background`; never `report` or `rpc`. `execution`,
 //! `idempotency`, `pacing`, `gate`, `batches` and `coalesce_settings` are state `cluster` keeps,
@@ -30,15 +30,11 @@ pub(crate) mod coalesce_settings;
 pub(crate) mod deferred;
 pub(crate) mod execution;
 pub(crate) mod gate;
-pub(crate) mod handoff;
 pub(crate) mod idempotency;
 pub mod identity;
-pub(crate) mod output_locations;
 pub(crate) mod paced;
 pub(crate) mod pacing;
 pub mod prepare;
 pub(crate) mod protocol;
-pub(crate) mod script_file;
-pub(crate) mod staged_image;
 pub(crate) mod submitter;
 pub(crate) mod takeover;

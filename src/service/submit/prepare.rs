@@ -1,15 +1,25 @@
-//! Everything CreateTask decides before it touches the cluster, in one function that
-//! `slurm-connector render` calls too, so what it prints is what CreateTask would submit:
-//! whom the task runs as (the identity rules; a refusal submits nothing), its working
-//! directory, the rendered job for the cluster's API version, and the rule's admission
-//! (account, limits).
+//! Everything CreateTask decides and checks before it touches slurmctld, in the order it runs
+//! ([`prepare_on`]):
+//! - a Flyte 1 `slurm` task's script read from the cluster's shared filesystem ([`read_script`]);
+//! - [`prepare`]: whom the task runs as (the identity rules; a refusal submits nothing), its
+//!   working directory, the rendered job for the cluster's API version, and the rule's admission
+//!   (account, limits). One function that `slurm-connector render` calls too, so what it prints
+//!   is what CreateTask would submit;
+//! - what the rendered job reads there checked: a pre-staged image ([`check_staged_image`]) and a
+//!   Flyte 1 shell task's output locations ([`check_output_locations`]).
+//!
+//! A wrong path is a CreateTask error naming the field and the fix, not a job that queues,
+//! starts and only then fails.
+
+use futures::TryStreamExt;
 
 use crate::config::{ClusterConfig, DeploymentConfig, TASK_TOKEN_SECRET};
-use crate::render::{self, Rendered, TaskSpec};
-use crate::service::cluster::render_config;
+use crate::render::{self, DeclaredOutput, Rendered, StagedImage, TaskSpec};
+use crate::service::cluster::{ClusterRuntime, render_config};
 use crate::service::error::ServiceError;
 use crate::service::wire::TaskRequest;
 use crate::slurmrestd::ApiVersion;
+use crate::staging::{Staging, StagingError, UploadMode};
 
 use super::identity::{self, RunAs};
 
@@ -22,7 +32,7 @@ pub struct Prepared {
     pub slurm_user: Option<String>,
 }
 
-/// The decisions above for `request` (either protocol's) on `cluster`, rendered for `api_version`;
+/// The decisions of the module comment for `request` (either protocol's) on `cluster`, rendered for `api_version`;
 /// a job that version cannot express (a field it lacks) is rendered for the newest of `served`
 /// (the other versions the cluster serves) that can, and submitted through it
 /// (`JobDescription::submit_version`). `own_token`: the task brings its own slurmrestd token
@@ -104,4 +114,217 @@ fn render_in_another_version(
             r.job.submit_version = Some(*v);
             Some(r)
         })
+}
+
+/// CreateTask's preparation of `request` on `rt` (see the module comment). `own_token`: the
+/// task brings its own slurmrestd token (a connection secret).
+pub async fn prepare_on(
+    deployment: &DeploymentConfig,
+    rt: &ClusterRuntime,
+    request: &mut TaskRequest,
+    own_token: bool,
+) -> Result<Prepared, ServiceError> {
+    let (cluster, staging) = (&rt.cfg.name, rt.staging.as_deref());
+    if let Some(path) = request.script_file.take() {
+        let script = read_script(cluster, staging, &path).await?;
+        set_script(&mut request.spec, script);
+    }
+    let api_version = api_version_of(rt).await?;
+    let served = rt.client().served_versions();
+    let task = prepare(
+        deployment,
+        &rt.cfg,
+        request,
+        api_version,
+        &served,
+        own_token,
+    )?;
+    if let Some(image) = &task.rendered.staged_image {
+        check_staged_image(cluster, staging, image).await?;
+    }
+    if request.spec.shell_template.is_some() {
+        check_output_locations(cluster, staging, &task.rendered.declared_outputs).await?;
+    }
+    Ok(task)
+}
+
+/// The API version to render for: the one the cluster serves (chosen at start, or now when it
+/// was unreachable then). Unreachable now but known from before: that one (the submit waits
+/// for the cluster to come back). Never reached since start: the error (nothing to render for).
+async fn api_version_of(rt: &ClusterRuntime) -> Result<ApiVersion, ServiceError> {
+    match rt.client().version().await {
+        Ok(v) => Ok(v),
+        Err(e) => match rt.client().api_version() {
+            Some(v) if e.is_transient() => Ok(v),
+            _ => Err(ServiceError::slurm(
+                "finding which slurmrestd API version the cluster serves",
+            )(e)),
+        },
+    }
+}
+
+// A Flyte 1 `slurm` task (flytekitplugins-slurm's `SlurmTask`) names a batch script already on
+// the cluster (`batch_script_path`). slurmrestd takes a script body, not a path, so CreateTask
+// reads the file through staging and submits its text, as `sbatch PATH ARGS` reads the file (and
+// its `#SBATCH` lines) when it submits; the arguments reach it through `set --`
+// (`render::script`).
+
+/// The largest script read: slurmctld's default `max_script_size`; a bigger one it would refuse
+/// anyway, after the connector had read it all.
+const MAX_SCRIPT_BYTES: u64 = render::coalesce::MAX_SCRIPT_BYTES as u64;
+
+/// The text of the script at `path` on `cluster`'s shared filesystem.
+async fn read_script(
+    cluster: &str,
+    staging: Option<&dyn Staging>,
+    path: &str,
+) -> Result<String, ServiceError> {
+    let field = "batch_script_path";
+    let Some(staging) = staging else {
+        return Err(ServiceError::Invalid(format!(
+            "{field} `{path}`: cluster `{cluster}` has no staging (its shared filesystem mounted in the \
+             connector, or the stager sidecar), and the connector reads a Flyte 1 slurm task's script \
+             through it (slurmrestd takes a script body, not a path); configure staging for the \
+             cluster (`FLYTE_SLURM_SHARED_MOUNTS` or `FLYTE_SLURM_STAGER_URL`, docs/configuration.md)"
+        )));
+    };
+    let refused = |reason: String| {
+        ServiceError::Invalid(format!(
+            "{field} `{path}` on cluster `{cluster}`: {reason}; put the script under a folder the \
+             connector may read (its staging roots), or add the script's folder to them"
+        ))
+    };
+    let missing = || {
+        ServiceError::Invalid(format!(
+            "{field} `{path}` does not exist on cluster `{cluster}`'s shared filesystem; fix the \
+             task's batch_script_path (SlurmTask(batch_script_path=...)) or copy the script there"
+        ))
+    };
+    let transient = |e: StagingError| {
+        ServiceError::Unavailable(format!(
+            "reading {field} `{path}` on cluster `{cluster}` (try again): {e}"
+        ))
+    };
+    let stat = match staging.stat(path).await {
+        Ok(Some(s)) => s,
+        Ok(None) | Err(StagingError::NotFound { .. }) => return Err(missing()),
+        Err(StagingError::Refused { reason, .. }) => return Err(refused(reason)),
+        Err(e) => return Err(transient(e)),
+    };
+    if stat.size > MAX_SCRIPT_BYTES {
+        return Err(ServiceError::Invalid(format!(
+            "{field} `{path}` on cluster `{cluster}` is {} bytes; Slurm takes batch scripts up to \
+             {MAX_SCRIPT_BYTES} bytes (max_script_size)",
+            stat.size
+        )));
+    }
+    let stream = match staging.read(path).await {
+        Ok(s) => s,
+        Err(StagingError::NotFound { .. }) => return Err(missing()),
+        Err(StagingError::Refused { reason, .. }) => return Err(refused(reason)),
+        Err(e) => return Err(transient(e)),
+    };
+    let mut bytes = Vec::with_capacity(stat.size as usize);
+    let mut stream = stream;
+    while let Some(chunk) = stream.try_next().await.map_err(|e| {
+        ServiceError::Unavailable(format!(
+            "reading {field} `{path}` on cluster `{cluster}` (try again): {e}"
+        ))
+    })? {
+        bytes.extend_from_slice(&chunk);
+        if bytes.len() as u64 > MAX_SCRIPT_BYTES {
+            return Err(ServiceError::Invalid(format!(
+                "{field} `{path}` on cluster `{cluster}` grew past {MAX_SCRIPT_BYTES} bytes while \
+                 it was read; Slurm takes batch scripts up to that size (max_script_size)"
+            )));
+        }
+    }
+    String::from_utf8(bytes).map_err(|_| {
+        ServiceError::Invalid(format!(
+            "{field} `{path}` on cluster `{cluster}` is not UTF-8 text; slurmrestd takes a batch \
+             script as a JSON string"
+        ))
+    })
+}
+
+/// The script read becomes the task's script: from here on it renders as a `slurm_script` task
+/// (its `#SBATCH` lines, then the task's `sbatch_config` over them, as on sbatch's command line).
+pub fn set_script(spec: &mut TaskSpec, script: String) {
+    if let crate::render::TaskConfig::Slurm(c) = &mut spec.custom {
+        c.script = Some(script);
+    }
+}
+
+/// CreateTask's check of a pre-staged image (the cluster's image map chose a file for the task's
+/// image): a file the connector can see through staging and that is not there fails the task at
+/// once, instead of a job that queues, starts and only then fails in Pyxis or Apptainer.
+///
+/// Where the connector cannot see the path (no staging, or a path outside the shared roots such as
+/// a node-local `/images`), it is not checked here; the rendered script checks it on the node
+/// and fails with a message naming the file and the rule (see `render/script.rs`).
+async fn check_staged_image(
+    cluster: &str,
+    staging: Option<&dyn Staging>,
+    image: &StagedImage,
+) -> Result<(), ServiceError> {
+    let Some(staging) = staging else {
+        return Ok(());
+    };
+    match staging.stat(&image.path).await {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err(ServiceError::Invalid(format!(
+            "image `{}`: the image rule `{}` of cluster `{cluster}` maps it to the pre-staged file \
+             {}, which does not exist; stage the image there (e.g. `enroot import -o {} docker://...` \
+             for Pyxis, `apptainer build {} docker://...` for Apptainer) or fix the rule in the \
+             connector's config file",
+            image.reference, image.pattern, image.path, image.path, image.path
+        ))),
+        // Outside what the connector may read: the job's own check reports it.
+        Err(StagingError::Refused { .. }) => Ok(()),
+        Err(e) => {
+            // Staging hiccupped: not a reason to fail the task (the job checks it too).
+            tracing::warn!(cluster, path = %image.path, error = %e, "could not check the pre-staged image; the job checks it on the node");
+            Ok(())
+        }
+    }
+}
+
+// A Flyte 1 shell task (`SlurmShellTask`) names where on the cluster its script writes each
+// output (`output_locs`), and the connector uploads them from there once the job succeeds. A
+// location the connector may not read (outside its staging roots) or a cluster with no staging
+// would only show after the job ran, as a failed task; CreateTask refuses it instead.
+
+/// Checks each declared output the connector uploads can be read where the task writes it.
+async fn check_output_locations(
+    cluster: &str,
+    staging: Option<&dyn Staging>,
+    outputs: &[DeclaredOutput],
+) -> Result<(), ServiceError> {
+    for o in outputs.iter().filter(|o| o.upload == UploadMode::Connector) {
+        let field = format!("output_locs `{}` (`{}`)", o.name, o.written_to);
+        let Some(staging) = staging else {
+            return Err(ServiceError::Invalid(format!(
+                "{field}: cluster `{cluster}` has no staging (its shared filesystem mounted in \
+                 the connector, or the stager sidecar), and the connector uploads a shell task's \
+                 outputs from there; configure staging for the cluster (`FLYTE_SLURM_SHARED_MOUNTS` \
+                 or `FLYTE_SLURM_STAGER_URL`, docs/configuration.md)"
+            )));
+        };
+        match staging.stat(&o.written_to).await {
+            // Not written yet (or left by an earlier run, replaced by this one): readable there.
+            Ok(_) | Err(StagingError::NotFound { .. }) => {}
+            Err(StagingError::Refused { reason, .. }) => {
+                return Err(ServiceError::Invalid(format!(
+                    "{field} on cluster `{cluster}`: {reason}; write the output under a folder the \
+                     connector may read (its staging roots), or add that folder to them"
+                )));
+            }
+            Err(e) => {
+                return Err(ServiceError::Unavailable(format!(
+                    "checking {field} on cluster `{cluster}` (try again): {e}"
+                )));
+            }
+        }
+    }
+    Ok(())
 }

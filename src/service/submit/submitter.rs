@@ -28,7 +28,7 @@ pub struct Submitter {
     pub(in crate::service::submit) index: Index,
     /// How many submits run at once (`pacing.rs`).
     pub(in crate::service::submit) pacer: Arc<Pacer>,
-    /// Submits between their held submit and their release; closed at shutdown (`handoff.rs`).
+    /// Submits between their held submit and their release; closed at shutdown (`deferred::hand_off`).
     pub(in crate::service::submit) gate: Gate,
     /// Deferred submits GetTask found unmade past their takeover age, and held jobs it found
     /// left held, for the cluster's `takeovers` task (`takeover.rs`): the read path only reads.
