@@ -174,6 +174,7 @@ impl Connector {
                     .deferred_creates
                     .get_or_create(&cluster_label(&rt))
                     .inc();
+                tracing::info!(cluster = %rt.cfg.name, key, "submit not done within the CreateTask wait; answering with a deferred resource_meta");
                 let closing = self.drain.is_closed();
                 Ok(deferred::deferred_meta(meta, key, job, token.is_some(), closing).encode())
             }

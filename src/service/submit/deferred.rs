@@ -193,18 +193,6 @@ pub fn deferred_meta(
     own_credentials: bool,
     closing: bool,
 ) -> ResourceMeta {
-    tracing::info!(cluster = %template.cluster, key, "submit not done within the CreateTask wait; answering with a deferred resource_meta");
-    with_submit(template, key, job, own_credentials, closing)
-}
-
-/// `template` with the submit any replica may make (`closing`: at once).
-fn with_submit(
-    template: ResourceMeta,
-    key: &str,
-    job: &JobDescription,
-    own_credentials: bool,
-    closing: bool,
-) -> ResourceMeta {
     let mut m = template;
     m.deferred = Some(Box::new(meta::DeferredSubmit {
         key: key.to_string(),
@@ -424,5 +412,5 @@ pub fn hand_off(
         key,
         "shutting down: CreateTask answered with a deferred meta that another replica submits"
     );
-    Ok(with_submit(template, key, job, false, true).encode())
+    Ok(deferred_meta(template, key, job, false, true).encode())
 }
