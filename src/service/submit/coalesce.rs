@@ -107,7 +107,7 @@ pub fn submit_coalesced(
         keys_in,
     } = batch;
     rt.submitter.executions.submit_or_join(key, || {
-        let (tx, rx) = watch::channel(paced::waiting());
+        let (tx, rx) = watch::channel(Progress::start());
         let since = rt.submitter.arrived();
         let member = Member::new((key, since), job, client, template, flyte, answer_by, tx);
         let window_of = |rt: &Arc<ClusterRuntime>| {

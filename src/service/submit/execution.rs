@@ -68,6 +68,17 @@ pub enum Progress {
     Withdrawn,
 }
 
+impl Progress {
+    /// Where a submit begins.
+    pub fn start() -> Progress {
+        Progress::Waiting {
+            tries: 0,
+            last_error: None,
+            stall: Stall::Hiccup,
+        }
+    }
+}
+
 /// Why a submit is being retried: said differently to whoever asks (GetTask's message), so
 /// that nobody reads the cluster's state as the task's fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -20,6 +20,28 @@
 //!   deferred submits GetTask found unmade, and the jobs it found left held, queued for the
 //!   cluster's background task (GetTask only reads). `gate`: admission while draining.
 //!
+//! # A CreateTask, file by file
+//!
+//! The steps, each entered once and never called back (Flyte 1's differ only in the first two):
+//!
+//! 1. `rpc/grpc.rs` `create_task` (Flyte 1: `rpc/flyte1.rs`), through `Grpc::handle`: timed,
+//!    counted (`rpc/metrics.rs`), its error mapped to a `Status` once;
+//! 2. `wire/convert.rs` `request` (Flyte 1: `wire/flyte1.rs`): the wire message as the domain
+//!    `TaskRequest`, the plugin's `custom` parsed once (`render::TaskConfig`);
+//! 3. `service/mod.rs` `Connector::create_task`: the cluster and credential (`config`), then
+//! 4. `submit/prepare.rs` `prepare_on`: script, API version, identity (`submit/identity.rs`),
+//!    `render::render`, admission, the image and output paths checked;
+//! 5. `submit/coalesce.rs` `submit_coalesced` (its batch, rendered as an array by
+//!    `render::coalesce`), or `submit/paced.rs` `submit_paced` for a job of its own;
+//! 6. `submit/protocol.rs` `submit_array` / `submit_once`: held submit, check, settle, release;
+//! 7. `submit/paced.rs` `settle`: what the outcome makes of the execution (tracked, counted);
+//! 8. `submit/deferred.rs` `settled_within`, then `answer` or `deferred_meta`;
+//! 9. `wire/meta.rs`: the `resource_meta`'s bytes, back to the handler.
+//!
+//! The state asked on the way, through [`submitter::Submitter`] and `ClusterRuntime`
+//! (`cluster/mod.rs`, its clients in `cluster/clients.rs`): `execution` (the lock, a job already
+//! made), `gate`, `coalesce_settings`, `batches`, `pacing` and `idempotency/`.
+//!
 //! Imports `cluster`, `wire` and `background`; never `report` or `rpc`. `execution`,
 //! `idempotency`, `pacing`, `gate`, `batches` and `coalesce_settings` are state `cluster` keeps,
 //! so they import no `cluster`; nor does `protocol`, which works on the `Submitter` alone.

@@ -44,21 +44,12 @@ pub fn submit_paced(
     answer_by: Option<Instant>,
 ) -> watch::Receiver<Progress> {
     rt.submitter.executions.submit_or_join(key, || {
-        let (tx, rx) = watch::channel(waiting());
+        let (tx, rx) = watch::channel(Progress::start());
         let since = rt.submitter.arrived();
         let m = Member::new((key, since), job, client, template, flyte, answer_by, tx);
         tokio::spawn(run_single(rt.clone(), m));
         rx
     })
-}
-
-/// Where a submit begins.
-pub fn waiting() -> Progress {
-    Progress::Waiting {
-        tries: 0,
-        last_error: None,
-        stall: Stall::Hiccup,
-    }
 }
 
 /// The paced submit of one execution as a job of its own, to its end (sent on its `tx`).
