@@ -34,7 +34,8 @@
 //! 5. `submit/coalesce.rs` `submit_coalesced` (its batch, rendered as an array by
 //!    `render::coalesce`), or `submit/paced.rs` `submit_paced` for a job of its own;
 //! 6. `submit/protocol.rs` `submit_array` / `submit_once`: held submit, check, settle, release;
-//! 7. `submit/paced.rs` `settle`: what the outcome makes of the execution (tracked, counted);
+//! 7. `submit/paced.rs` `settle`: what the outcome makes of the execution (tracked, counted;
+//!    for a job of its own, steps 5 and 7 are one function of `paced.rs` around step 6);
 //! 8. `submit/deferred.rs` `settled_within`, then `answer` or `deferred_meta`;
 //! 9. `wire/meta.rs`: the `resource_meta`'s bytes, back to the handler.
 //!
