@@ -517,8 +517,9 @@ async fn without_job_comment_the_default_keeps_the_keys_in_the_name_and_finds_el
 }
 
 /// The same past the 22 keys a name holds: once the index has read slurmdbd's records showing
-/// stdio paths, a burst of 30 (one 2-s window: its quiet gap is 50 ms) is one array whose stdout's file name carries the
-/// keys past the name's, and the element past 22 is found in slurmdbd by a new connector.
+/// stdio paths, a burst of 30 (one 2-s window: its quiet gap is 50 ms) is one array whose
+/// stdout's file name carries the keys past the name's, and the element past 22 is found in
+/// slurmdbd by a new connector.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_job_comment_past_22_elements_the_keys_go_on_in_the_logs_names() {
     found_later_without_job_comment("logs", 30, Some(Duration::from_secs(2))).await;
@@ -569,9 +570,10 @@ async fn found_later_without_job_comment(name: &str, n: usize, window: Option<Du
     }))
     .await;
     let ms: Vec<ResourceMeta> = metas.iter().map(|m| meta_of(m)).collect();
-    // The four go out together, but on a loaded machine one may reach the connector after the
-    // batch's quiet gap (10 ms at the default window) closed it, and be a job of its own (CI,
-    // 2026-12-06: 1 alone, 3 in the array): a right answer. What this test needs is an array.
+    // They go out together, but on a loaded machine one may reach the connector after the
+    // batch's quiet gap (10 ms at the default window, 50 ms at 2 s) closed it, and be a job of
+    // its own (CI, 2026-12-06: 1 of 4 alone, 3 in the array): a right answer. What this test
+    // needs is an array (past 22 elements when `n` is), so it takes the largest.
     let size = |i: usize| ms.iter().filter(|m| m.job_id == ms[i].job_id).count();
     let member = (0..ms.len())
         .filter(|&i| ms[i].element.is_some() && size(i) >= 2)

@@ -11,9 +11,9 @@
 //! array), else in its name and then its logs' file names (64: [`KeysIn::NameAndLogs`]) where
 //! slurm.conf shows no `no_stdio`, else in its name (22: [`KeysIn::Name`]). Slurm 24.11's
 //! newest API (v0.0.42) shows no slurm.conf: its name, until slurmdbd's records show stdio paths
-//! ([`Coalescing::with_log_paths_kept`]). Coalescing is on by default wherever there is slurmdbd; without it no
-//! record is left once a job leaves slurmctld (and a cluster found without accounting at run
-//! time does not coalesce either, `ClusterRuntime`'s index says so).
+//! ([`Coalescing::with_log_paths_kept`]). Coalescing is on by default wherever there is
+//! slurmdbd; without it no record is left once a job leaves slurmctld (and a cluster found
+//! without accounting at run time does not coalesce either, `ClusterRuntime`'s index says so).
 
 use std::time::Duration;
 

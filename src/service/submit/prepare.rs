@@ -163,17 +163,15 @@ async fn api_version_of(rt: &ClusterRuntime) -> Result<ApiVersion, ServiceError>
     }
 }
 
-// A Flyte 1 `slurm` task (flytekitplugins-slurm's `SlurmTask`) names a batch script already on
-// the cluster (`batch_script_path`). slurmrestd takes a script body, not a path, so CreateTask
-// reads the file through staging and submits its text, as `sbatch PATH ARGS` reads the file (and
-// its `#SBATCH` lines) when it submits; the arguments reach it through `set --`
-// (`render::script`).
-
 /// The largest script read: slurmctld's default `max_script_size`; a bigger one it would refuse
 /// anyway, after the connector had read it all.
 const MAX_SCRIPT_BYTES: u64 = render::coalesce::MAX_SCRIPT_BYTES as u64;
 
-/// The text of the script at `path` on `cluster`'s shared filesystem.
+/// The text of the script at `path` on `cluster`'s shared filesystem. A Flyte 1 `slurm` task
+/// (flytekitplugins-slurm's `SlurmTask`) names a batch script already on the cluster
+/// (`batch_script_path`); slurmrestd takes a script body, not a path, so CreateTask reads the
+/// file through staging and submits its text, as `sbatch PATH ARGS` reads the file (and its
+/// `#SBATCH` lines); the arguments reach it through `set --` (`render::script`).
 async fn read_script(
     cluster: &str,
     staging: Option<&dyn Staging>,
@@ -289,12 +287,11 @@ async fn check_staged_image(
     }
 }
 
-// A Flyte 1 shell task (`SlurmShellTask`) names where on the cluster its script writes each
-// output (`output_locs`), and the connector uploads them from there once the job succeeds. A
-// location the connector may not read (outside its staging roots) or a cluster with no staging
-// would only show after the job ran, as a failed task; CreateTask refuses it instead.
-
-/// Checks each declared output the connector uploads can be read where the task writes it.
+/// Checks each declared output the connector uploads can be read where the task writes it. A
+/// Flyte 1 shell task (`SlurmShellTask`) names where on the cluster its script writes each
+/// output (`output_locs`), and the connector uploads them from there once the job succeeds; a
+/// location it may not read (outside its staging roots), or a cluster with no staging, would
+/// only show after the job ran, as a failed task.
 async fn check_output_locations(
     cluster: &str,
     staging: Option<&dyn Staging>,
