@@ -1,5 +1,11 @@
 //! The `fanout` section of benches/real_cluster.rs: a map task's fan-out as Flyte's backend sends
-//! it (`FANOUT_TASKS` CreateTasks of jobs pending for an hour, each its own execution,
+//! it, and its whole life: `FANOUT_TASKS` CreateTasks of jobs that run `true` and finish
+//! (`FANOUT_HELD=1`: jobs pending for an hour instead, measured until each has its job), each
+//! its own execution, GetTask of every task every 2 s until all are terminal; slurmctld's RPCs
+//! (`sdiag`, by type) from the first CreateTask until then, beside raw slurmrestd submits of the
+//! same bodies followed by one listing of the jobs per poll interval (sbatch plus one `squeue` a
+//! poll), and the Python SSH plugin's cost for the same GetTasks (3 RPCs each, measured in
+//! ../shared/design/python-plugin.md). Held jobs: (`FANOUT_TASKS` CreateTasks, each its own execution,
 //! `FANOUT_IN_FLIGHT` at once (50 by default, the measure; a `flyte.map` with its default
 //! concurrency 0 sends every element, bounded by the backend's 512 reconciles), 10 s deadline
 //! each), then GetTask
@@ -88,8 +94,14 @@ pub async fn fanout() {
     } else {
         in_flight
     };
+    let held = std::env::var_os("FANOUT_HELD").is_some();
     println!(
-        "== fanout (real slurmrestd): {n} CreateTasks of held jobs, {}, {deadline:?} deadline each",
+        "== fanout (real slurmrestd): {n} CreateTasks of {} jobs, {}, {deadline:?} deadline each",
+        if held {
+            "held (FANOUT_HELD)"
+        } else {
+            "running"
+        },
         match pace {
             Some((q, b)) => format!("paced at {q}/s after a burst of {b} (FANOUT_PACE)"),
             None => format!("{in_flight} in flight"),
@@ -120,7 +132,11 @@ pub async fn fanout() {
     // and with it the array shape, so each second's elements were a batch of their own (a map's
     // elements share their shape).
     let begin = (chrono::Local::now() + chrono::Duration::hours(1)).format("%Y-%m-%dT%H:%M:%S");
-    let script = format!("#!/bin/bash\n#SBATCH --begin={begin}\ntrue\n");
+    let script = if held {
+        format!("#!/bin/bash\n#SBATCH --begin={begin}\ntrue\n")
+    } else {
+        "#!/bin/bash\ntrue\n".to_string()
+    };
     let script = script.as_str();
     let coalesce = std::env::var("FLYTE_SLURM_COALESCE_WINDOW").unwrap_or_else(|_| "auto".into());
     println!("coalescing: {coalesce} (FLYTE_SLURM_COALESCE_WINDOW)");
@@ -226,6 +242,12 @@ pub async fn fanout() {
         }
     }
     let all_submitted = t0.elapsed();
+    // Jobs that run: GetTask of every task not finished every 2 s until each is terminal.
+    let life = if held {
+        None
+    } else {
+        Some(until_terminal(&replicas, &metas, t0).await)
+    };
     let (by_type, by_user) = sdiag_counts();
     let total_rpcs: u64 = by_user
         .get("flyte")
@@ -253,6 +275,32 @@ pub async fn fanout() {
         total_rpcs as f64 / f64::from(n),
     );
     println!("slurmctld RPCs by type: {by_type:?}");
+    if let Some(life) = &life {
+        let per = |t: &str| by_type.get(t).copied().unwrap_or(0) as f64 / f64::from(n);
+        println!(
+            "whole life: every task terminal after {:.1}s ({} SUCCEEDED, {} other, {} GetTasks, {} GetTask errors); per element: {:.3} slurmctld RPCs of the job user; reads of single jobs (REQUEST_JOB_INFO_SINGLE) {:.3}, federation reads (REQUEST_FED_INFO) {:.3}, listings (REQUEST_JOB_INFO) {:.3}, jobs/state (REQUEST_JOB_STATE) {:.3}, submits+releases (REQUEST_SUBMIT_BATCH_JOB + REQUEST_UPDATE_JOB) {:.3}",
+            life.took.as_secs_f64(),
+            life.succeeded,
+            life.other,
+            life.gets,
+            life.get_errors,
+            total_rpcs as f64 / f64::from(n),
+            per("REQUEST_JOB_INFO_SINGLE"),
+            per("REQUEST_FED_INFO"),
+            per("REQUEST_JOB_INFO"),
+            per("REQUEST_JOB_STATE"),
+            per("REQUEST_SUBMIT_BATCH_JOB") + per("REQUEST_UPDATE_JOB"),
+        );
+        // The Python SSH plugin reads each task alone at each GetTask: `squeue -j` is job,
+        // partition and federation info, 3 RPCs (../shared/design/python-plugin.md); the same
+        // GetTasks would cost it this, besides its n sbatch.
+        println!(
+            "the Python SSH plugin for the same {} GetTasks: {} RPCs for its polls ({:.2} per element), plus {n} submits",
+            life.gets,
+            3 * life.gets,
+            (3 * life.gets) as f64 / f64::from(n)
+        );
+    }
     for e in errors.iter().take(5) {
         println!("  error {e}");
     }
@@ -297,9 +345,44 @@ pub async fn fanout() {
         .await;
     let raw_took = t1.elapsed();
     let raw_errors = raw_results.iter().filter(|r| r.is_err()).count();
-    let (_, raw_by_user) = sdiag_counts();
+    // Jobs that run: one listing of the jobs per poll interval (`squeue` a poll) until every job
+    // submitted is terminal or gone.
+    let mut raw_polls = 0u32;
+    if !held {
+        let poll = conn.deployment.poll_interval;
+        let mine: std::collections::HashSet<JobId> =
+            raw_results.iter().flatten().copied().collect();
+        loop {
+            raw_polls += 1;
+            let listed = raw.jobs().await.expect("jobs");
+            let live = listed
+                .iter()
+                .filter(|j| {
+                    mine.contains(&j.array.map_or(j.job_id, |a| a.array_job_id))
+                        && !slurm_connector::tracker::Packed::pack(&j.state)
+                            .0
+                            .is_terminal()
+                })
+                .count();
+            if live == 0 {
+                break;
+            }
+            assert!(
+                t1.elapsed() < Duration::from_secs(3600),
+                "{live} raw jobs live after an hour"
+            );
+            tokio::time::sleep(poll).await;
+        }
+    }
+    let (raw_by_type, raw_by_user) = sdiag_counts();
+    if !held {
+        println!(
+            "raw: every job terminal after {:.1}s, {raw_polls} listings; slurmctld RPCs by type: {raw_by_type:?}",
+            t1.elapsed().as_secs_f64()
+        );
+    }
     println!(
-        "raw submits: {n} in {:.1}s ({:.1}/s), {raw_errors} errors; slurmctld RPCs of the job user {}; connector ÷ raw time to submit all: {:.2}",
+        "raw submits: {n} in {:.1}s ({:.1}/s), {raw_errors} errors; slurmctld RPCs of the job user {} (with the listings, jobs that run); connector ÷ raw time to submit all: {:.2}",
         raw_took.as_secs_f64(),
         f64::from(n) / raw_took.as_secs_f64(),
         raw_by_user
@@ -409,6 +492,65 @@ async fn steady(
         kib("VmRSS:") / 1024,
         kib("VmHWM:") / 1024,
     );
+}
+
+/// How a map's tasks ended (`until_terminal`).
+struct Life {
+    took: Duration,
+    succeeded: usize,
+    other: usize,
+    gets: u64,
+    get_errors: u64,
+}
+
+/// GetTask of every task not terminal yet, every 2 s, alternating between the replicas, until
+/// all are terminal (at most an hour after `t0`).
+async fn until_terminal(
+    replicas: &[slurm_connector::proto::connector::async_connector_service_client::AsyncConnectorServiceClient<tonic::transport::Channel>],
+    metas: &[Vec<u8>],
+    t0: Instant,
+) -> Life {
+    use slurm_connector::proto::core::task_execution::Phase;
+    let mut open: Vec<usize> = (0..metas.len()).collect();
+    let mut life = Life {
+        took: Duration::ZERO,
+        succeeded: 0,
+        other: 0,
+        gets: 0,
+        get_errors: 0,
+    };
+    while !open.is_empty() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(3600),
+            "{} tasks not terminal after an hour",
+            open.len()
+        );
+        let mut still = Vec::new();
+        for i in open {
+            let mut c = replicas[i % replicas.len()].clone();
+            life.gets += 1;
+            match c.get_task(get_req(&metas[i])).await {
+                Ok(r) => {
+                    let p = Phase::of(r.into_inner().resource.unwrap().phase);
+                    match p {
+                        Phase::Succeeded => life.succeeded += 1,
+                        p if p.is_terminal() => life.other += 1,
+                        _ => still.push(i),
+                    }
+                }
+                Err(_) => {
+                    life.get_errors += 1;
+                    still.push(i);
+                }
+            }
+        }
+        open = still;
+        if !open.is_empty() {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    }
+    life.took = t0.elapsed();
+    life
 }
 
 /// Element `i` of a map as Flyte sends it: an action of its own (`e<i>`) in the bench's run,

@@ -10,10 +10,15 @@ use slurm_connector::proto::core::task_execution::Phase;
 use crate::common::get_req;
 use crate::support::*;
 
+/// Tasks unless `SDIAG_TASKS` says otherwise (`SDIAG_TASKS=1`: a lone task's whole life).
 const SHORT_TASKS: u32 = 200;
 
 pub async fn sdiag() {
-    println!("== sdiag (real slurmctld): {SHORT_TASKS} short tasks through the connector");
+    let tasks: u32 = std::env::var("SDIAG_TASKS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(SHORT_TASKS);
+    println!("== sdiag (real slurmctld): {tasks} short tasks through the connector");
     let busy = cluster_exec(&["squeue", "-h", "-o", "%i %u %T"]);
     println!(
         "jobs on the cluster before: {} {}",
@@ -35,7 +40,7 @@ pub async fn sdiag() {
     let m0 = metrics(conn.metrics);
     let t0 = Instant::now();
     let mut metas = Vec::new();
-    for i in 0..SHORT_TASKS {
+    for i in 0..tasks {
         metas.push(
             c.create_task(request("#!/bin/bash\ntrue\n", 50_000 + i))
                 .await
@@ -104,18 +109,27 @@ pub async fn sdiag() {
     }
     let succeeded = phases.values().filter(|p| **p == Phase::Succeeded).count();
     println!(
-        "{SHORT_TASKS} tasks created in {:.1}s, all terminal after {:.1}s ({succeeded} SUCCEEDED); \
+        "{tasks} tasks created in {:.1}s, all terminal after {:.1}s ({succeeded} SUCCEEDED); \
          poll interval {poll:?}, {ticks} poll ticks; connector's slurmrestd requests by operation: {ops:?}",
         created.as_secs_f64(),
         took.as_secs_f64()
     );
     println!("slurmctld RPCs by user over the run: {by_user:?}");
-    println!("type\tcount\tper tick\tidle-window rate x run length");
+    println!("type\tcount\tper tick\tper task\tidle-window rate x run length");
     for (t, n) in &by_type {
         let bg =
             bg_type.get(t).copied().unwrap_or(0) as f64 * took.as_secs_f64() / idle.as_secs_f64();
-        println!("{t}\t{n}\t{:.2}\t{bg:.1}", *n as f64 / ticks.max(1.0));
+        println!(
+            "{t}\t{n}\t{:.2}\t{:.2}\t{bg:.1}",
+            *n as f64 / ticks.max(1.0),
+            *n as f64 / f64::from(tasks)
+        );
     }
+    let user: u64 = by_user.get("flyte").copied().unwrap_or(0);
+    println!(
+        "slurmctld RPCs of the job user: {user} ({:.2} per task, CreateTask to terminal GetTask)",
+        user as f64 / f64::from(tasks)
+    );
     conn.stop.send(()).ok();
     conn.task.await.unwrap();
 }

@@ -40,11 +40,113 @@ async fn terminal_job_record_fetched_once_then_no_longer_polled() {
     assert_eq!(s.exit_code.as_ref().unwrap().return_code, Some(3));
     assert_eq!(s.reason.as_deref(), Some("NonZeroExitCode"));
     assert_eq!(t.status(JobId(8)).await.phase, Phase::Succeeded);
-    assert_eq!(fake.job_calls.load(Ordering::SeqCst), 2);
+    // Both records in ONE slurmdbd request; slurmctld is not asked for either.
+    assert_eq!(fake.acct_calls.load(Ordering::SeqCst), 1);
+    assert_eq!(fake.job_calls.load(Ordering::SeqCst), 0);
+    assert_eq!(fake.list_calls.load(Ordering::SeqCst), 0);
     // Finished jobs with their record are not asked about again.
     assert_eq!(t.tick().await, 0);
-    assert_eq!(fake.job_calls.load(Ordering::SeqCst), 2);
+    assert_eq!(fake.acct_calls.load(Ordering::SeqCst), 1);
     assert_eq!(fake.states_calls.load(Ordering::SeqCst), 2);
+}
+
+/// A thousand jobs that end in one tick: their records are one slurmdbd request, whatever their
+/// number, and slurmctld sees nothing but the tick's `jobs/state`.
+#[tokio::test]
+async fn the_records_of_every_job_that_ended_in_a_tick_are_one_request() {
+    let fake = Arc::new(Fake::default());
+    let t = tracker(&fake, cfg());
+    for id in 1..=1000 {
+        fake.set(id, &["RUNNING"]);
+        t.track(JobId(id));
+    }
+    t.tick().await;
+    for id in 1..=1000 {
+        fake.set(id, &[if id % 2 == 0 { "COMPLETED" } else { "FAILED" }]);
+    }
+    t.tick().await;
+    for id in 1..=1000 {
+        let s = t.status(JobId(id)).await;
+        let want = if id % 2 == 0 {
+            Phase::Succeeded
+        } else {
+            Phase::RetryableFailed
+        };
+        assert_eq!(s.phase, want, "{s:?}");
+        if id % 2 == 1 {
+            assert_eq!(s.reason.as_deref(), Some("NonZeroExitCode"), "{s:?}");
+        }
+    }
+    assert_eq!(fake.acct_calls.load(Ordering::SeqCst), 1);
+    assert_eq!(fake.job_calls.load(Ordering::SeqCst), 0);
+    assert_eq!(fake.list_calls.load(Ordering::SeqCst), 0);
+    assert_eq!(fake.states_calls.load(Ordering::SeqCst), 2);
+}
+
+/// slurmdbd stores an end a moment after slurmctld reports it. A job whose record it does not
+/// have yet keeps its last phase one tick (never FAILED without its reason); the next tick asks
+/// slurmdbd again and, as it still lags, finds the record in ONE listing of slurmctld's jobs.
+#[tokio::test]
+async fn an_end_slurmdbd_has_not_stored_waits_one_tick_then_comes_from_one_listing() {
+    let fake = Arc::new(Fake::default());
+    let t = tracker(&fake, cfg());
+    for id in [7, 8] {
+        fake.set(id, &["RUNNING"]);
+        t.track(JobId(id));
+    }
+    t.tick().await;
+    fake.dbd_lags.store(true, Ordering::SeqCst);
+    fake.set(7, &["FAILED"]);
+    fake.set(8, &["FAILED"]);
+    t.tick().await;
+    assert_eq!(t.status(JobId(7)).await.phase, Phase::Running);
+    assert_eq!(fake.list_calls.load(Ordering::SeqCst), 0);
+    t.tick().await;
+    for id in [7, 8] {
+        let s = t.status(JobId(id)).await;
+        assert_eq!(s.phase, Phase::RetryableFailed, "{s:?}");
+        assert_eq!(s.reason.as_deref(), Some("NonZeroExitCode"), "{s:?}");
+    }
+    assert_eq!(
+        fake.list_calls.load(Ordering::SeqCst),
+        1,
+        "one listing for both"
+    );
+    assert_eq!(fake.job_calls.load(Ordering::SeqCst), 0);
+    // Caught up: the next end comes from slurmdbd again, in the tick that saw it.
+    fake.dbd_lags.store(false, Ordering::SeqCst);
+    fake.set(9, &["RUNNING"]);
+    t.track(JobId(9));
+    t.tick().await;
+    fake.set(9, &["COMPLETED"]);
+    t.tick().await;
+    assert_eq!(t.status(JobId(9)).await.phase, Phase::Succeeded);
+    assert_eq!(fake.list_calls.load(Ordering::SeqCst), 1);
+}
+
+/// Without slurmdbd (none configured, or down) the records come from ONE listing of slurmctld's
+/// jobs in the tick that saw the ends.
+#[tokio::test]
+async fn without_slurmdbd_the_ends_of_a_tick_are_one_listing() {
+    let fake = Arc::new(Fake::default());
+    fake.dbd_down.store(true, Ordering::SeqCst);
+    let t = tracker(&fake, cfg());
+    for id in 1..=50 {
+        fake.set(id, &["RUNNING"]);
+        t.track(JobId(id));
+    }
+    t.tick().await;
+    for id in 1..=50 {
+        fake.set(id, &["FAILED"]);
+    }
+    t.tick().await;
+    for id in 1..=50 {
+        let s = t.status(JobId(id)).await;
+        assert_eq!(s.phase, Phase::RetryableFailed, "{s:?}");
+        assert_eq!(s.reason.as_deref(), Some("NonZeroExitCode"), "{s:?}");
+    }
+    assert_eq!(fake.list_calls.load(Ordering::SeqCst), 1);
+    assert_eq!(fake.job_calls.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test]
@@ -126,14 +228,14 @@ async fn hiccups_keep_the_last_state_and_say_since_when() {
     assert!(s.unreachable.is_none());
 }
 
+/// slurmdbd fails and so does the listing of slurmctld's jobs: the end is published with the
+/// state slurmctld answered, and the record is asked for again at the next tick.
 #[tokio::test]
 async fn record_fetch_is_retried_when_it_fails() {
     let fake = Arc::new(Fake::default());
-    let t = tracker(&fake, cfg());
     fake.set(1, &["FAILED"]);
-    t.track(JobId(1));
-    // states works, the record fetch fails once.
-    struct Flaky(Arc<Fake>, AtomicBool);
+    // states works; slurmdbd and the listing fail once each.
+    struct Flaky(Arc<Fake>, AtomicBool, AtomicBool);
     impl SlurmApi for Flaky {
         fn states<'a>(
             &'a self,
@@ -142,33 +244,43 @@ async fn record_fetch_is_retried_when_it_fails() {
             self.0.states(ids)
         }
         fn job(&self, id: JobId) -> BoxFuture<'_, Result<Option<JobInfo>, ClientError>> {
-            if self.1.swap(false, Ordering::SeqCst) {
+            self.0.job(id)
+        }
+        fn jobs(&self) -> BoxFuture<'_, Result<Vec<JobInfo>, ClientError>> {
+            if self.2.swap(false, Ordering::SeqCst) {
                 return Box::pin(async { Err(err()) });
             }
-            self.0.job(id)
+            self.0.jobs()
         }
         fn accounting_jobs<'a>(
             &'a self,
             ids: &'a [JobId],
         ) -> BoxFuture<'a, Result<HashMap<JobId, JobInfo>, ClientError>> {
+            if self.1.swap(false, Ordering::SeqCst) {
+                return Box::pin(async { Err(err()) });
+            }
             self.0.accounting_jobs(ids)
         }
     }
-    let t2 = Tracker::new(
+    let t = Tracker::new(
         "c1",
-        Arc::new(Flaky(fake.clone(), AtomicBool::new(true))),
+        Arc::new(Flaky(
+            fake.clone(),
+            AtomicBool::new(true),
+            AtomicBool::new(true),
+        )),
         cfg(),
     );
-    t2.track(JobId(1));
-    t2.tick().await;
-    assert_eq!(t2.status(JobId(1)).await.phase, Phase::RetryableFailed);
-    assert!(t2.status(JobId(1)).await.exit_code.is_none());
-    t2.tick().await;
+    t.track(JobId(1));
+    t.tick().await;
+    assert_eq!(t.status(JobId(1)).await.phase, Phase::RetryableFailed);
+    assert!(t.status(JobId(1)).await.exit_code.is_none());
+    t.tick().await;
     assert_eq!(
-        t2.status(JobId(1)).await.exit_code.unwrap().return_code,
+        t.status(JobId(1)).await.exit_code.unwrap().return_code,
         Some(3)
     );
-    drop(t);
+    assert_eq!(fake.job_calls.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test]
