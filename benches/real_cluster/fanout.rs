@@ -141,6 +141,7 @@ pub async fn fanout() {
     let coalesce = std::env::var("FLYTE_SLURM_COALESCE_WINDOW").unwrap_or_else(|_| "auto".into());
     println!("coalescing: {coalesce} (FLYTE_SLURM_COALESCE_WINDOW)");
     cluster_exec(&["sdiag", "--reset"]);
+    let m0 = metrics(conn.metrics);
     let t0 = Instant::now();
     let start = tokio::time::Instant::now();
     // Each CreateTask's send time (from the start) and how long its answer took.
@@ -275,6 +276,10 @@ pub async fn fanout() {
         total_rpcs as f64 / f64::from(n),
     );
     println!("slurmctld RPCs by type: {by_type:?}");
+    println!(
+        "the first connector's slurmrestd requests by operation: {:?}",
+        requests_by_operation(&m0, &metrics(conn.metrics))
+    );
     if let Some(life) = &life {
         let per = |t: &str| by_type.get(t).copied().unwrap_or(0) as f64 / f64::from(n);
         println!(

@@ -88,25 +88,7 @@ pub async fn sdiag() {
     let delta =
         |name: &str, having: &[&str]| metric_sum(&m1, name, having) - metric_sum(&m0, name, having);
     let ticks = delta("slurm_connector_poll_tick_seconds_count", &[]);
-    let mut ops = BTreeMap::new();
-    for l in m1
-        .lines()
-        .filter(|l| l.starts_with("slurm_connector_slurmrestd_requests_total"))
-    {
-        if let Some(op) = l
-            .split("operation=\"")
-            .nth(1)
-            .and_then(|r| r.split('"').next())
-        {
-            ops.insert(
-                op.to_string(),
-                delta(
-                    "slurm_connector_slurmrestd_requests_total",
-                    &[&format!("operation=\"{op}\"")],
-                ),
-            );
-        }
-    }
+    let ops = requests_by_operation(&m0, &m1);
     let succeeded = phases.values().filter(|p| **p == Phase::Succeeded).count();
     println!(
         "{tasks} tasks created in {:.1}s, all terminal after {:.1}s ({succeeded} SUCCEEDED); \

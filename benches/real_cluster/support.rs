@@ -168,3 +168,24 @@ pub fn metric_sum(text: &str, name: &str, having: &[&str]) -> f64 {
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
 }
+
+/// The connector's slurmrestd requests by operation between two `/metrics` texts.
+pub fn requests_by_operation(before: &str, after: &str) -> BTreeMap<String, f64> {
+    let name = "slurm_connector_slurmrestd_requests_total";
+    let mut ops = BTreeMap::new();
+    for l in after.lines().filter(|l| l.starts_with(name)) {
+        if let Some(op) = l
+            .split("operation=\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+        {
+            let having = [format!("operation=\"{op}\"")];
+            let having: Vec<&str> = having.iter().map(String::as_str).collect();
+            ops.insert(
+                op.to_string(),
+                metric_sum(after, name, &having) - metric_sum(before, name, &having),
+            );
+        }
+    }
+    ops
+}
