@@ -421,6 +421,8 @@ def check_release(docs: list[dict], env_names: set[str], file_keys: tuple[set[st
 
     errs += check_availability(docs, dep, pod, pod_labels, env)
     errs += check_network_policy(docs, pod_labels, ports, env)
+    errs += [f"Deployment {dep['metadata']['name']}: {e}" for e in psa_restricted(pod, volumes=False)]
+    errs += check_probe(docs, dep, headless, ports, env)
 
     for sm in by_kind(docs, "ServiceMonitor"):
         for ep in sm["spec"].get("endpoints", []):
@@ -637,6 +639,73 @@ FLYTE_BACKENDS = [
      "task_types": ["slurm_fn", "slurm"], "unserved_plugins": ["connector-service"]},
 ]
 FLYTE_RELEASE, FLYTE_NAMESPACE = "flyte", "flyte"
+
+
+# Pod Security Admission `restricted` (Kubernetes' Pod Security Standards): what a pod must say.
+PSA_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"}
+
+
+def psa_restricted(pod: dict, volumes: bool = True) -> list[str]:
+    """Why a namespace enforcing PSA `restricted` would refuse this pod spec (empty: admitted).
+    `volumes=False` leaves out the volume types (the operator's `sharedFilesystem` choice)."""
+    errs = []
+    psc = pod.get("securityContext") or {}
+    for v in pod.get("volumes", []) if volumes else []:
+        kinds = set(v) - {"name"}
+        if not kinds <= PSA_VOLUMES:
+            errs.append(f"volume {v['name']} is {sorted(kinds)}: restricted allows only {sorted(PSA_VOLUMES)}")
+    for c in pod.get("containers", []) + pod.get("initContainers", []):
+        sc = c.get("securityContext") or {}
+        name = c["name"]
+        if sc.get("allowPrivilegeEscalation") is not False:
+            errs.append(f"container {name}: allowPrivilegeEscalation must be false")
+        caps = sc.get("capabilities") or {}
+        if "ALL" not in (caps.get("drop") or []) or set(caps.get("add") or []) - {"NET_BIND_SERVICE"}:
+            errs.append(f"container {name}: capabilities must drop ALL (and add at most NET_BIND_SERVICE)")
+        if not (sc.get("runAsNonRoot") is True or (psc.get("runAsNonRoot") is True and sc.get("runAsNonRoot") is not False)):
+            errs.append(f"container {name}: runAsNonRoot must be true (pod or container)")
+        if 0 in (sc.get("runAsUser"), psc.get("runAsUser")):
+            errs.append(f"container {name}: runAsUser 0")
+        seccomp = (sc.get("seccompProfile") or psc.get("seccompProfile") or {}).get("type")
+        if seccomp not in ("RuntimeDefault", "Localhost"):
+            errs.append(f"container {name}: seccompProfile.type is {seccomp!r}, not RuntimeDefault or Localhost")
+        if sc.get("privileged"):
+            errs.append(f"container {name}: privileged")
+    if pod.get("hostNetwork") or pod.get("hostPID") or pod.get("hostIPC"):
+        errs.append("host namespaces")
+    return errs
+
+
+def check_probe(docs: list[dict], dep: dict, headless: list[dict], ports: dict, env: dict) -> list[str]:
+    """The `helm test` pod (templates/tests/connector-probe.yaml): what it runs is a real `check
+    --connector` of the headless Service (the image's entrypoint is the binary, so its args start
+    with the subcommand), it is admitted by PSA `restricted` and pulls like the connector's pod,
+    and the NetworkPolicy treats it as Flyte's backend. None with TLS on the gRPC port."""
+    probes = [d for d in by_kind(docs, "Pod") if (d["metadata"].get("annotations") or {}).get("helm.sh/hook") == "test"]
+    if "FLYTE_SLURM_TLS_CERT_FILE" in env:
+        return [f"a helm test pod with TLS on the gRPC port: check --connector speaks plaintext only"] if probes else []
+    if len(probes) != 1:
+        return [f"expected one helm test pod (the connector probe), got {len(probes)}"]
+    probe = probes[0]
+    spec = probe["spec"]
+    pod = dep["spec"]["template"]["spec"]
+    errs = [f"helm test pod: {e}" for e in psa_restricted(spec)]
+    c = spec["containers"][0]
+    if c.get("image") != pod["containers"][0].get("image") or spec.get("imagePullSecrets") != pod.get("imagePullSecrets"):
+        errs.append("helm test pod: not the connector's image and imagePullSecrets")
+    if c.get("command"):
+        errs.append(f"helm test pod: command {c['command']} replaces the image's entrypoint (the binary)")
+    want = f"{(headless or [{'metadata': {'name': '?'}}])[0]['metadata']['name']}.flyte.svc.cluster.local:{ports.get('grpc')}"
+    if [str(a) for a in c.get("args", [])] != ["check", "--connector", want]:
+        errs.append(f"helm test pod: args {c.get('args')} are not check --connector {want}")
+    labels = probe["metadata"].get("labels") or {}
+    nps = by_kind(docs, "NetworkPolicy")
+    if nps and not grpc_admits(nps[0], ports.get("grpc"), "flyte", labels):
+        errs.append(f"helm test pod: the NetworkPolicy does not admit its labels {labels}: it would not test Flyte's path")
+    sel = dep["spec"]["selector"]["matchLabels"]
+    if all(labels.get(k) == v for k, v in sel.items()):
+        errs.append("helm test pod: the connector's Services would select it")
+    return errs
 
 
 def selector_matches(sel: dict | None, labels: dict) -> bool:
@@ -1242,6 +1311,8 @@ def expect_quickstart(docs: list[dict]) -> list[str]:
     conn = container_facts(docs)["connector"]
     if (conn["listen"], conn["metrics_listen"], conn["probe_ports"]) != (8000, 9090, [8000, 8000]):
         errs.append(f"connector: want --listen :8000, --metrics-listen :9090, probes on 8000; got {conn}")
+    # The quick start says its pod meets PSA `restricted` (hence the PVC): volumes included.
+    errs += [f"PSA restricted: {e}" for e in psa_restricted(pod_of(docs))]
     return errs
 
 
@@ -1384,6 +1455,9 @@ def self_test(good: list[dict], env_names: set[str], file_keys) -> tuple[list[st
     def conn(docs):
         return [c for c in dep(docs)["containers"] if c["name"] == "connector"][0]
 
+    def probe(docs):
+        return by_kind(docs, "Pod")[0]["spec"]
+
     def with_tls(docs):
         """TLS files mounted properly, but the probes left on gRPC."""
         dep(docs)["volumes"].append({"name": "grpc-tls", "secret": {"secretName": "t", "items": [{"key": "tls.crt", "path": "tls.crt"}, {"key": "tls.key", "path": "tls.key"}]}})
@@ -1425,6 +1499,12 @@ def self_test(good: list[dict], env_names: set[str], file_keys) -> tuple[list[st
         "TLS certificate without its key": lambda d: (with_tls(d), conn(d).update(env=[e for e in conn(d)["env"] if e["name"] != "FLYTE_SLURM_TLS_KEY_FILE"]),
                                                      [conn(d)[p].update({"httpGet": {"path": "/healthz", "port": 9090}}) or conn(d)[p].pop("grpc") for p in ("readinessProbe", "livenessProbe")]),
         "gRPC Service port without appProtocol grpc": lambda d: by_kind(d, "Service")[0]["spec"]["ports"][0].update(appProtocol="https"),
+        "probe repeating the binary (the image's entrypoint)": lambda d: probe(d)["containers"][0].update(args=["slurm-connector", "check", "--connector", "x:8000"]),
+        "probe on the ClusterIP Service": lambda d: probe(d)["containers"][0]["args"].__setitem__(2, "slurm-connector.flyte.svc.cluster.local:8000"),
+        "probe without a seccomp profile (PSA restricted)": lambda d: probe(d)["securityContext"].pop("seccompProfile"),
+        "probe privileged-escalating (PSA restricted)": lambda d: probe(d)["containers"][0]["securityContext"].update(allowPrivilegeEscalation=True),
+        "probe without the backend's labels": lambda d: by_kind(d, "Pod")[0]["metadata"].update(labels={"app": "probe"}),
+        "probe selected by the connector's Services": lambda d: by_kind(d, "Pod")[0]["metadata"]["labels"].update(by_kind(d, "Deployment")[0]["spec"]["selector"]["matchLabels"]),
     }
     return mutants_caught(good, mutations, lambda docs: check_release(docs, env_names, file_keys))
 
