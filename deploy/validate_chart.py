@@ -42,6 +42,7 @@ import copy
 import functools
 import json
 import re
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -630,13 +631,16 @@ FLYTE_BACKENDS = [
      # the backend workload (the one process that runs the plugin): the chart's fullname
      "backend": ("Deployment", "flyte-flyte-binary"),
      "plugin": "connector-service", "deployments": "connectors", "routing": "connectorForTaskTypes",
-     "task_types": ["slurm", "slurm_script"]},
+     "task_types": ["slurm", "slurm_script"],
+     # The executor has no enabled-plugins key (executor/pkg/config/task_plugin_config.go, v2.0.43):
+     # every plugin it is built with loads, and routing is default-for-task-types alone.
+     "enabled_list": False},
     {"name": "Flyte 1, flyte-core v1.16.8", "chart": "charts/flyte-core-v1.16.8/flyte-core", "values": "values-flyte1-core.yaml",
      "backend": ("Deployment", "flytepropeller"),
      # Flyte 1.15+'s connector-service speaks flyteidl.service.AsyncConnectorService, which the
      # connector does not serve: the Slurm types must go to the agent plugin.
      "plugin": "agent-service", "deployments": "agents", "routing": "agentForTaskTypes",
-     "task_types": ["slurm_fn", "slurm"], "unserved_plugins": ["connector-service"]},
+     "task_types": ["slurm_fn", "slurm"], "unserved_plugins": ["connector-service"], "enabled_list": True},
 ]
 FLYTE_RELEASE, FLYTE_NAMESPACE = "flyte", "flyte"
 
@@ -830,8 +834,14 @@ def check_flyte_backend(spec: dict, flyte_docs: list[dict], namespace: str, conn
     # The routing itself.
     tp = (cfg.get("tasks") or {}).get("task-plugins") or {}
     plugin = cfg["plugins"][spec["plugin"]] or {}
-    if spec["plugin"] not in (tp.get("enabled-plugins") or []):
+    if spec["enabled_list"] and spec["plugin"] not in (tp.get("enabled-plugins") or []):
         errs.append(f"{cm_name}: {spec['plugin']} is not in tasks.task-plugins.enabled-plugins {tp.get('enabled-plugins')}")
+    if not spec["enabled_list"] and "enabled-plugins" in tp:
+        errs.append(f"{cm_name}: tasks.task-plugins.enabled-plugins {tp['enabled-plugins']}: {spec['name']}'s executor has no such key (it loads every plugin); it would be silently ignored")
+    # Routing the Slurm types keeps the chart's own routes: nothing replaced.
+    for t, want in (("container", "container"), ("container_array", "k8s-array")):
+        if (tp.get("default-for-task-types") or {}).get(t) != want:
+            errs.append(f"{cm_name}: default-for-task-types.{t} is {(tp.get('default-for-task-types') or {}).get(t)!r}, not the chart's {want}: the values file replaced the chart's routes")
     for t in spec["task_types"]:
         got = (tp.get("default-for-task-types") or {}).get(t)
         if got != spec["plugin"]:
@@ -893,7 +903,8 @@ def flyte_self_test(spec: dict, flyte_docs: list[dict], connector_docs: list[dic
         "defaultTimeout below the CreateTask wait": lambda d: routing(d, lambda doc: dep(doc).update(defaultTimeout="3s")),
         "pick_first": lambda d: routing(d, lambda doc: dep(doc).update(defaultServiceConfig='{"loadBalancingConfig": [{"pick_first":{}}]}')),
         "endpoint on the ClusterIP Service": lambda d: routing(d, lambda doc: dep(doc).update(endpoint="dns:///slurm-connector.flyte.svc.cluster.local:8000")),
-        "plugin not enabled": lambda d: routing(d, lambda doc: doc["tasks"]["task-plugins"]["enabled-plugins"].remove(spec["plugin"])),
+        **({"plugin not enabled": lambda d: routing(d, lambda doc: doc["tasks"]["task-plugins"]["enabled-plugins"].remove(spec["plugin"]))} if spec["enabled_list"] else
+           {"an enabled-plugins list the executor does not read": lambda d: routing(d, lambda doc: doc["tasks"]["task-plugins"].update({"enabled-plugins": ["container", spec["plugin"]]}))}),
         f"{t0} routed to another plugin": lambda d: routing(d, lambda doc: doc["tasks"]["task-plugins"]["default-for-task-types"].update({t0: spec.get("unserved_plugins", ["container"])[0]})),
         f"{t0} to an undefined deployment": lambda d: routing(d, lambda doc: doc["plugins"][spec["plugin"]][spec["routing"]].update({t0: "nope"})),
     }
@@ -912,6 +923,32 @@ def flyte_self_test(spec: dict, flyte_docs: list[dict], connector_docs: list[dic
     if not check_flyte_backend(spec, flyte_docs, "flyte-prod", connector_docs):
         problems.append("self-test 'backend in another namespace': the checks did not notice")
     return problems, n
+
+
+def check_enabled_plugins_merge(helm, spec: dict) -> list[str]:
+    """The quick start's Flyte 1 upgrade: the site's values (`helm get values --all`: the chart's
+    defaults plus a site that enabled spark), values-flyte1-core.yaml, then what
+    enabled-plugins.py made of the first, in that order as Helm merges them. The rendered list
+    keeps spark and has the agent plugin; without the third file spark is gone (why it exists)."""
+    chart_values = yaml.safe_load((FLYTE_DIR / spec["chart"] / "values.yaml").read_text())
+    site = deep_merge(chart_values, {"configmap": {"enabled_plugins": {"tasks": {"task-plugins": {
+        "enabled-plugins": ["container", "sidecar", "k8s-array", "spark", "connector-service", "echo"]}}}}})
+    out = subprocess.run([sys.executable, str(FLYTE_DIR / "enabled-plugins.py"), spec["plugin"]],
+                         input=json.dumps(site), capture_output=True, text=True)
+    if out.returncode != 0:
+        return [f"enabled-plugins.py failed: {out.stderr.strip()}"]
+    ours = yaml.safe_load((FLYTE_DIR / spec["values"]).read_text())
+    errs = []
+    for files, want_spark in (((site, ours, json.loads(out.stdout)), True), ((site, ours), False)):
+        values: dict = {}
+        for f in files:
+            values = deep_merge(values, f)
+        docs = render_chart(helm, FLYTE_DIR / spec["chart"], values, FLYTE_RELEASE, FLYTE_NAMESPACE)
+        tp = [c for c in flyte_configs(docs).values() if (c.get("tasks") or {}).get("task-plugins")]
+        got = ((tp[0]["tasks"]["task-plugins"]) if tp else {}).get("enabled-plugins") or []
+        if spec["plugin"] not in got or ("spark" in got) != want_spark:
+            errs.append(f"{len(files)} values files: rendered enabled-plugins {got} (want {spec['plugin']}, and spark {'kept' if want_spark else 'dropped, as Helm replaces lists'})")
+    return errs
 
 
 def render_flyte(helm, spec: dict) -> list[dict]:
@@ -1603,6 +1640,9 @@ def main() -> int:
                f"{', '.join(spec['task_types'])} → {spec['plugin']} → the headless Service, round_robin, a deadline", errs)
         problems, n = flyte_self_test(spec, flyte_docs, connector_default)
         report(not problems, f"self-test: each of {n} broken {spec['name']} renders is caught", problems)
+        if spec["enabled_list"]:
+            errs = check_enabled_plugins_merge(helm, spec)
+            report(not errs, f"{spec['name']}: deploy/flyte/enabled-plugins.py keeps a site's own plugins (spark) beside {spec['plugin']}", errs)
 
     errs = check_quickstart(QUICKSTART.read_text())
     surface = cli_surface()
