@@ -61,12 +61,22 @@ pub async fn check_connector(url: &str) -> Vec<Check> {
         }
     };
     let host = authority.rsplit_once(':').map_or(&*authority, |(h, _)| h);
-    if addrs.len() <= 1 || host.trim_matches(['[', ']']).parse::<std::net::IpAddr>().is_ok() {
+    if addrs.len() <= 1
+        || host
+            .trim_matches(['[', ']'])
+            .parse::<std::net::IpAddr>()
+            .is_ok()
+    {
         return check_one(&endpoint, WHO).await;
     }
+    check_each(host, &addrs).await
+}
+
+/// The checks at each of the addresses `host` resolved to, after a line listing them.
+pub async fn check_each(host: &str, addrs: &[std::net::SocketAddr]) -> Vec<Check> {
     let listed: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
     let mut out = vec![check(
-        WHO,
+        "connector",
         "address resolves",
         Ok(format!(
             "{host}: {} addresses (one per ready pod of a headless Service): {}",

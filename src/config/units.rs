@@ -429,8 +429,21 @@ mod tests {
             "=https://a/{job_id}",
             "a=https://a/{jobid}",
             "a=https://a/{job_id",
+            "Job {jobid}=https://a/",
         ] {
             assert!(parse_log_links(bad).is_err(), "{bad}");
         }
+        // Names carry placeholders too, filled as they are (a label, not a URL); `off` is none.
+        let named = &parse_log_links("Job {job_id} on {cluster}=https://a/{job_id}").unwrap()[0];
+        assert_eq!(named.render_name(&vars), "Job 95 on c1&x=1");
+        assert_eq!(parse_log_links(" OFF "), Ok(Vec::new()));
+        let default = &default_log_links()[0];
+        assert_eq!(
+            (default.render_name(&vars), default.render(&vars)),
+            (
+                "Slurm job 95 on c1&x=1".to_string(),
+                "file:///scratch/jobs/a%20b.out".to_string()
+            )
+        );
     }
 }

@@ -186,10 +186,22 @@ async fn a_burst_of_one_shape_is_one_array_and_every_element_is_its_own_task() {
         // custom_info and the log link name the element's own job (both Flyte plugins forward
         // them while it runs), with the array's id and its index beside it.
         let info = slurm_connector::proto::struct_to_json(r.custom_info.as_ref().unwrap());
-        assert_eq!(info["array_job_id"], m.job_id.0, "{info}");
-        assert_eq!(info["array_task_id"], m.element.unwrap(), "{info}");
-        let own_id = info["job_id"].as_u64().unwrap();
-        assert!(own_ids.insert(own_id), "job id {own_id} named twice: {info}");
+        // (A protobuf Struct's numbers are doubles.)
+        assert_eq!(
+            info["array_job_id"].as_f64(),
+            Some(m.job_id.0.into()),
+            "{info}"
+        );
+        assert_eq!(
+            info["array_task_id"].as_f64(),
+            Some(m.element.unwrap().into()),
+            "{info}"
+        );
+        let own_id = info["job_id"].as_f64().unwrap() as u64;
+        assert!(
+            own_ids.insert(own_id),
+            "job id {own_id} named twice: {info}"
+        );
         assert_eq!(
             r.log_links[0].name,
             format!("Slurm job {own_id} on {}", m.cluster),

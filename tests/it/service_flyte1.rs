@@ -396,7 +396,8 @@ async fn delete_aborts_and_list_agents_names_both_task_types() {
     let m: serde_json::Value = serde_json::from_slice(&meta).unwrap();
     let job_id = m["job_id"].as_u64().unwrap();
     let info = slurm_connector::proto::struct_to_json(running.custom_info.as_ref().unwrap());
-    assert_eq!(info["job_id"], job_id, "{info}");
+    // (A protobuf Struct's numbers are doubles.)
+    assert_eq!(info["job_id"].as_f64(), Some(job_id as f64), "{info}");
     let links: Vec<(&str, &str)> = running
         .log_links
         .iter()

@@ -59,12 +59,10 @@ async fn the_default_log_link_names_the_slurm_job() {
             .into_iter()
             .collect();
         let mut d = deployment(&env);
-        d.log_links = slurm_connector::config::DeploymentConfig::load_with(
-            &|k| vars.get(k).cloned(),
-            None,
-        )
-        .unwrap()
-        .log_links;
+        d.log_links =
+            slurm_connector::config::DeploymentConfig::load_with(&|k| vars.get(k).cloned(), None)
+                .unwrap()
+                .log_links;
         let server = Server::start(d).await;
         let mut c = server.client().await;
         let meta = c
@@ -84,10 +82,22 @@ async fn the_default_log_link_names_the_slurm_job() {
             .into_inner()
             .resource
             .unwrap();
-        assert_eq!(got.log_links.len(), want_links, "{setting:?}: {:?}", got.log_links);
+        assert_eq!(
+            got.log_links.len(),
+            want_links,
+            "{setting:?}: {:?}",
+            got.log_links
+        );
         if want_links == 1 {
             let l = &got.log_links[0];
-            assert_eq!(l.name, format!("Slurm job {} on {}", m["job_id"], m["cluster"].as_str().unwrap()));
+            assert_eq!(
+                l.name,
+                format!(
+                    "Slurm job {} on {}",
+                    m["job_id"],
+                    m["cluster"].as_str().unwrap()
+                )
+            );
             assert_eq!(l.uri, format!("file://{}", m["stdout"].as_str().unwrap()));
             assert!(l.show_while_pending && l.ready, "{l:?}");
         }
