@@ -1081,7 +1081,7 @@ SHELL_COMMANDS = {
     "sudo", "sh", "install", "useradd", "systemctl", "mkdir", "chown", "chmod", "head", "rm", "cp", "cat",
     "id", "sacctmgr", "scontrol", "findmnt", "exportfs", "docker", "git", "pip", "python", "python3",
     "python3.11", "flyte", "pyflyte", "sha256sum", "curl", "ls", "echo", "export", ".", "DOCKER_BUILDKIT=1",
-    "deploy/validate-chart.sh", "squeue", "sacct",
+    "deploy/validate-chart.sh", "squeue", "sacct", "ssh", "umask", "sed",
 }
 # Values files the pages tell the reader to write (or fetch) before using them.
 FLYTE_CHART_VERSIONS = {"flyteorg/flyte-binary": "v2.0.43", "flyteorg/flyte-core": "v1.16.8"}
@@ -1158,7 +1158,7 @@ def shell_commands(body: str) -> list[tuple[list[str], str | None]]:
             i += 1
         cmd: list[str] = []
         for t in tokens + [";"]:
-            if t in ("|", "||", "&&", ";", "&"):
+            if t in ("|", "||", "&&", ";", "&", "(", ")"):
                 if cmd:
                     out.append((cmd, heredoc if "<<" in cmd else None))
                 cmd = []
