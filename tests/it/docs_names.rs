@@ -140,8 +140,12 @@ fn is_file_name(path: &str) -> bool {
         .is_some_and(|ext| EXTENSIONS.contains(&ext))
 }
 
-#[test]
-fn docs_name_only_chart_values_that_exist() {
+/// The chart values a doc names that values.yaml lacks, and how many it names. A value is written
+/// `` `cluster.workingDir` `` (maybe with `=…` or `: …`, a span that may go on over a line
+/// break), or after `--set`. Dotted names under none of values.yaml's top-level keys are not
+/// values (`cluster.toml` and `jwt_hs256.key` are files, `flyte.map` is Python), unless the key
+/// is a misspelling of one (`connecter.logLevel`).
+fn value_problems(file: &str, text: &str) -> (Vec<String>, usize) {
     let values = chart_values();
     let tops: BTreeSet<String> = values
         .as_mapping()
@@ -153,9 +157,6 @@ fn docs_name_only_chart_values_that_exist() {
         tops.contains("cluster") && tops.contains("auth"),
         "{tops:?}"
     );
-    // A value is written `` `cluster.workingDir` `` (maybe with `=…` or `: …`), or after
-    // `--set`. Only dotted names under one of values.yaml's top-level keys count: `cluster.toml`
-    // or `jwt_hs256.key` are files, not values.
     let spans =
         Regex::new(r"`([A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z0-9_\[\]]+)+)(?:[=:][^`]*)?`").unwrap();
     let sets =
@@ -163,30 +164,37 @@ fn docs_name_only_chart_values_that_exist() {
             .unwrap();
     let mut unknown = Vec::new();
     let mut seen = 0;
-    for (file, text) in docs() {
-        for (n, line) in text.lines().enumerate() {
-            for c in spans.captures_iter(line).chain(sets.captures_iter(line)) {
-                let path = &c[1];
-                let top = path.split(['.', '[']).next().unwrap();
-                if is_file_name(path) {
-                    continue;
-                }
-                if !tops.contains(top) {
-                    if let Some(meant) = tops.iter().find(|t| misspelt(top, t)) {
-                        unknown.push(format!(
-                            "{}:{}: {path} ({top} is no top-level value; {meant}?)",
-                            rel(&file),
-                            n + 1
-                        ));
-                    }
-                    continue;
-                }
-                seen += 1;
-                if !value_exists(&values, path) {
-                    unknown.push(format!("{}:{}: {path}", rel(&file), n + 1));
-                }
-            }
+    for c in spans.captures_iter(text).chain(sets.captures_iter(text)) {
+        let path = &c[1];
+        let line = text[..c.get(0).unwrap().start()].lines().count().max(1);
+        let top = path.split(['.', '[']).next().unwrap();
+        if is_file_name(path) {
+            continue;
         }
+        if !tops.contains(top) {
+            if let Some(meant) = tops.iter().find(|t| misspelt(top, t)) {
+                unknown.push(format!(
+                    "{file}:{line}: {path} ({top} is no top-level value; {meant}?)"
+                ));
+            }
+            continue;
+        }
+        seen += 1;
+        if !value_exists(&values, path) {
+            unknown.push(format!("{file}:{line}: {path}"));
+        }
+    }
+    (unknown, seen)
+}
+
+#[test]
+fn docs_name_only_chart_values_that_exist() {
+    let mut unknown = Vec::new();
+    let mut seen = 0;
+    for (file, text) in docs() {
+        let (u, n) = value_problems(&rel(&file), &text);
+        unknown.extend(u);
+        seen += n;
     }
     assert!(
         seen > 10,
@@ -197,6 +205,29 @@ fn docs_name_only_chart_values_that_exist() {
         "docs name chart values that deploy/helm/slurm-connector/values.yaml lacks:\n{}",
         unknown.join("\n")
     );
+}
+
+/// Issue 55's two misspelt top-level keys, each made in a copy of the quick start: the value
+/// check skipped names under a top-level key values.yaml lacks, so neither was seen.
+#[test]
+fn misspelt_top_level_keys_in_a_copy_of_the_quickstart_are_caught() {
+    let quickstart = std::fs::read_to_string(repo().join("docs/quickstart-kubernetes.md")).unwrap();
+    assert!(value_problems("q", &quickstart).0.is_empty());
+    for (good, bad) in [
+        (
+            "`networkPolicy.flyte.namespaceSelector`",
+            "`networkPolicies.flyte.namespaceSelector`",
+        ),
+        ("`connector.logLevel:", "`connecter.logLevel:"),
+    ] {
+        let copy = quickstart.replacen(good, bad, 1);
+        assert_ne!(copy, quickstart, "the quick start no longer has {good}");
+        let (problems, _) = value_problems("q", &copy);
+        assert!(
+            problems.iter().any(|p| p.contains("is no top-level value")),
+            "{bad}: {problems:?}"
+        );
+    }
 }
 
 /// `a` is `b` misspelt: both 5 letters or more, an edit distance of 1 (3 from 10 letters:
