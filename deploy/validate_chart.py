@@ -38,10 +38,13 @@ Exit status: 0 when everything passed, 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import ast
 import copy
 import functools
 import json
 import re
+import shlex
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -421,6 +424,8 @@ def check_release(docs: list[dict], env_names: set[str], file_keys: tuple[set[st
 
     errs += check_availability(docs, dep, pod, pod_labels, env)
     errs += check_network_policy(docs, pod_labels, ports, env)
+    errs += [f"Deployment {dep['metadata']['name']}: {e}" for e in psa_restricted(pod, volumes=False)]
+    errs += check_probe(docs, dep, headless, ports, env)
 
     for sm in by_kind(docs, "ServiceMonitor"):
         for ep in sm["spec"].get("endpoints", []):
@@ -628,15 +633,85 @@ FLYTE_BACKENDS = [
      # the backend workload (the one process that runs the plugin): the chart's fullname
      "backend": ("Deployment", "flyte-flyte-binary"),
      "plugin": "connector-service", "deployments": "connectors", "routing": "connectorForTaskTypes",
-     "task_types": ["slurm", "slurm_script"]},
+     "task_types": ["slurm", "slurm_script"],
+     # The executor has no enabled-plugins key (executor/pkg/config/task_plugin_config.go, v2.0.43):
+     # every plugin it is built with loads, and routing is default-for-task-types alone.
+     "enabled_list": False},
     {"name": "Flyte 1, flyte-core v1.16.8", "chart": "charts/flyte-core-v1.16.8/flyte-core", "values": "values-flyte1-core.yaml",
      "backend": ("Deployment", "flytepropeller"),
      # Flyte 1.15+'s connector-service speaks flyteidl.service.AsyncConnectorService, which the
      # connector does not serve: the Slurm types must go to the agent plugin.
      "plugin": "agent-service", "deployments": "agents", "routing": "agentForTaskTypes",
-     "task_types": ["slurm_fn", "slurm"], "unserved_plugins": ["connector-service"]},
+     "task_types": ["slurm_fn", "slurm"], "unserved_plugins": ["connector-service"], "enabled_list": True},
 ]
 FLYTE_RELEASE, FLYTE_NAMESPACE = "flyte", "flyte"
+
+
+# Pod Security Admission `restricted` (Kubernetes' Pod Security Standards): what a pod must say.
+PSA_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"}
+
+
+def psa_restricted(pod: dict, volumes: bool = True) -> list[str]:
+    """Why a namespace enforcing PSA `restricted` would refuse this pod spec (empty: admitted).
+    `volumes=False` leaves out the volume types (the operator's `sharedFilesystem` choice)."""
+    errs = []
+    psc = pod.get("securityContext") or {}
+    for v in pod.get("volumes", []) if volumes else []:
+        kinds = set(v) - {"name"}
+        if not kinds <= PSA_VOLUMES:
+            errs.append(f"volume {v['name']} is {sorted(kinds)}: restricted allows only {sorted(PSA_VOLUMES)}")
+    for c in pod.get("containers", []) + pod.get("initContainers", []):
+        sc = c.get("securityContext") or {}
+        name = c["name"]
+        if sc.get("allowPrivilegeEscalation") is not False:
+            errs.append(f"container {name}: allowPrivilegeEscalation must be false")
+        caps = sc.get("capabilities") or {}
+        if "ALL" not in (caps.get("drop") or []) or set(caps.get("add") or []) - {"NET_BIND_SERVICE"}:
+            errs.append(f"container {name}: capabilities must drop ALL (and add at most NET_BIND_SERVICE)")
+        if not (sc.get("runAsNonRoot") is True or (psc.get("runAsNonRoot") is True and sc.get("runAsNonRoot") is not False)):
+            errs.append(f"container {name}: runAsNonRoot must be true (pod or container)")
+        if 0 in (sc.get("runAsUser"), psc.get("runAsUser")):
+            errs.append(f"container {name}: runAsUser 0")
+        seccomp = (sc.get("seccompProfile") or psc.get("seccompProfile") or {}).get("type")
+        if seccomp not in ("RuntimeDefault", "Localhost"):
+            errs.append(f"container {name}: seccompProfile.type is {seccomp!r}, not RuntimeDefault or Localhost")
+        if sc.get("privileged"):
+            errs.append(f"container {name}: privileged")
+    if pod.get("hostNetwork") or pod.get("hostPID") or pod.get("hostIPC"):
+        errs.append("host namespaces")
+    return errs
+
+
+def check_probe(docs: list[dict], dep: dict, headless: list[dict], ports: dict, env: dict) -> list[str]:
+    """The `helm test` pod (templates/tests/connector-probe.yaml): what it runs is a real `check
+    --connector` of the headless Service (the image's entrypoint is the binary, so its args start
+    with the subcommand), it is admitted by PSA `restricted` and pulls like the connector's pod,
+    and the NetworkPolicy treats it as Flyte's backend. None with TLS on the gRPC port."""
+    probes = [d for d in by_kind(docs, "Pod") if (d["metadata"].get("annotations") or {}).get("helm.sh/hook") == "test"]
+    if "FLYTE_SLURM_TLS_CERT_FILE" in env:
+        return [f"a helm test pod with TLS on the gRPC port: check --connector speaks plaintext only"] if probes else []
+    if len(probes) != 1:
+        return [f"expected one helm test pod (the connector probe), got {len(probes)}"]
+    probe = probes[0]
+    spec = probe["spec"]
+    pod = dep["spec"]["template"]["spec"]
+    errs = [f"helm test pod: {e}" for e in psa_restricted(spec)]
+    c = spec["containers"][0]
+    if c.get("image") != pod["containers"][0].get("image") or spec.get("imagePullSecrets") != pod.get("imagePullSecrets"):
+        errs.append("helm test pod: not the connector's image and imagePullSecrets")
+    if c.get("command"):
+        errs.append(f"helm test pod: command {c['command']} replaces the image's entrypoint (the binary)")
+    want = f"{(headless or [{'metadata': {'name': '?'}}])[0]['metadata']['name']}.flyte.svc.cluster.local:{ports.get('grpc')}"
+    if [str(a) for a in c.get("args", [])] != ["check", "--connector", want]:
+        errs.append(f"helm test pod: args {c.get('args')} are not check --connector {want}")
+    labels = probe["metadata"].get("labels") or {}
+    nps = by_kind(docs, "NetworkPolicy")
+    if nps and not grpc_admits(nps[0], ports.get("grpc"), "flyte", labels):
+        errs.append(f"helm test pod: the NetworkPolicy does not admit its labels {labels}: it would not test Flyte's path")
+    sel = dep["spec"]["selector"]["matchLabels"]
+    if all(labels.get(k) == v for k, v in sel.items()):
+        errs.append("helm test pod: the connector's Services would select it")
+    return errs
 
 
 def selector_matches(sel: dict | None, labels: dict) -> bool:
@@ -761,8 +836,14 @@ def check_flyte_backend(spec: dict, flyte_docs: list[dict], namespace: str, conn
     # The routing itself.
     tp = (cfg.get("tasks") or {}).get("task-plugins") or {}
     plugin = cfg["plugins"][spec["plugin"]] or {}
-    if spec["plugin"] not in (tp.get("enabled-plugins") or []):
+    if spec["enabled_list"] and spec["plugin"] not in (tp.get("enabled-plugins") or []):
         errs.append(f"{cm_name}: {spec['plugin']} is not in tasks.task-plugins.enabled-plugins {tp.get('enabled-plugins')}")
+    if not spec["enabled_list"] and "enabled-plugins" in tp:
+        errs.append(f"{cm_name}: tasks.task-plugins.enabled-plugins {tp['enabled-plugins']}: {spec['name']}'s executor has no such key (it loads every plugin); it would be silently ignored")
+    # Routing the Slurm types keeps the chart's own routes: nothing replaced.
+    for t, want in (("container", "container"), ("container_array", "k8s-array")):
+        if (tp.get("default-for-task-types") or {}).get(t) != want:
+            errs.append(f"{cm_name}: default-for-task-types.{t} is {(tp.get('default-for-task-types') or {}).get(t)!r}, not the chart's {want}: the values file replaced the chart's routes")
     for t in spec["task_types"]:
         got = (tp.get("default-for-task-types") or {}).get(t)
         if got != spec["plugin"]:
@@ -824,7 +905,8 @@ def flyte_self_test(spec: dict, flyte_docs: list[dict], connector_docs: list[dic
         "defaultTimeout below the CreateTask wait": lambda d: routing(d, lambda doc: dep(doc).update(defaultTimeout="3s")),
         "pick_first": lambda d: routing(d, lambda doc: dep(doc).update(defaultServiceConfig='{"loadBalancingConfig": [{"pick_first":{}}]}')),
         "endpoint on the ClusterIP Service": lambda d: routing(d, lambda doc: dep(doc).update(endpoint="dns:///slurm-connector.flyte.svc.cluster.local:8000")),
-        "plugin not enabled": lambda d: routing(d, lambda doc: doc["tasks"]["task-plugins"]["enabled-plugins"].remove(spec["plugin"])),
+        **({"plugin not enabled": lambda d: routing(d, lambda doc: doc["tasks"]["task-plugins"]["enabled-plugins"].remove(spec["plugin"]))} if spec["enabled_list"] else
+           {"an enabled-plugins list the executor does not read": lambda d: routing(d, lambda doc: doc["tasks"]["task-plugins"].update({"enabled-plugins": ["container", spec["plugin"]]}))}),
         f"{t0} routed to another plugin": lambda d: routing(d, lambda doc: doc["tasks"]["task-plugins"]["default-for-task-types"].update({t0: spec.get("unserved_plugins", ["container"])[0]})),
         f"{t0} to an undefined deployment": lambda d: routing(d, lambda doc: doc["plugins"][spec["plugin"]][spec["routing"]].update({t0: "nope"})),
     }
@@ -843,6 +925,32 @@ def flyte_self_test(spec: dict, flyte_docs: list[dict], connector_docs: list[dic
     if not check_flyte_backend(spec, flyte_docs, "flyte-prod", connector_docs):
         problems.append("self-test 'backend in another namespace': the checks did not notice")
     return problems, n
+
+
+def check_enabled_plugins_merge(helm, spec: dict) -> list[str]:
+    """The quick start's Flyte 1 upgrade: the site's values (`helm get values --all`: the chart's
+    defaults plus a site that enabled spark), values-flyte1-core.yaml, then what
+    enabled-plugins.py made of the first, in that order as Helm merges them. The rendered list
+    keeps spark and has the agent plugin; without the third file spark is gone (why it exists)."""
+    chart_values = yaml.safe_load((FLYTE_DIR / spec["chart"] / "values.yaml").read_text())
+    site = deep_merge(chart_values, {"configmap": {"enabled_plugins": {"tasks": {"task-plugins": {
+        "enabled-plugins": ["container", "sidecar", "k8s-array", "spark", "connector-service", "echo"]}}}}})
+    out = subprocess.run([sys.executable, str(FLYTE_DIR / "enabled-plugins.py"), spec["plugin"]],
+                         input=json.dumps(site), capture_output=True, text=True)
+    if out.returncode != 0:
+        return [f"enabled-plugins.py failed: {out.stderr.strip()}"]
+    ours = yaml.safe_load((FLYTE_DIR / spec["values"]).read_text())
+    errs = []
+    for files, want_spark in (((site, ours, json.loads(out.stdout)), True), ((site, ours), False)):
+        values: dict = {}
+        for f in files:
+            values = deep_merge(values, f)
+        docs = render_chart(helm, FLYTE_DIR / spec["chart"], values, FLYTE_RELEASE, FLYTE_NAMESPACE)
+        tp = [c for c in flyte_configs(docs).values() if (c.get("tasks") or {}).get("task-plugins")]
+        got = ((tp[0]["tasks"]["task-plugins"]) if tp else {}).get("enabled-plugins") or []
+        if spec["plugin"] not in got or ("spark" in got) != want_spark:
+            errs.append(f"{len(files)} values files: rendered enabled-plugins {got} (want {spec['plugin']}, and spark {'kept' if want_spark else 'dropped, as Helm replaces lists'})")
+    return errs
 
 
 def render_flyte(helm, spec: dict) -> list[dict]:
@@ -958,6 +1066,312 @@ def quickstart_self_test() -> tuple[list[str], int]:
     if check_quickstart(good):
         problems.append(f"self-test: a correct line is flagged: {check_quickstart(good)}")
     return problems, len(bad) + 1
+
+
+# ---------------------------------------------------------------------------------------------
+# The operator's two pages, docs/quickstart-kubernetes.md and docs/deploy.md: every fenced block
+# is parsed as what it is, and every name in it that the chart or the CLI defines is checked
+# against the rendered quick-start release and src/'s CLI. A block of a kind nothing here reads
+# fails, so a new block cannot slip past. (tests/it/docs_names.rs checks the same commands'
+# subcommands and flags against the built binary's --help.)
+
+OPERATOR_DOCS = [REPO / "docs" / "quickstart-kubernetes.md", REPO / "docs" / "deploy.md"]
+# What the pages run, besides kubectl, helm and slurm-connector (checked in detail below).
+SHELL_COMMANDS = {
+    "sudo", "sh", "install", "useradd", "systemctl", "mkdir", "chown", "chmod", "head", "rm", "cp", "cat",
+    "id", "sacctmgr", "scontrol", "findmnt", "exportfs", "docker", "git", "pip", "python", "python3",
+    "python3.11", "flyte", "pyflyte", "sha256sum", "curl", "ls", "echo", "export", ".", "DOCKER_BUILDKIT=1",
+    "deploy/validate-chart.sh", "squeue", "sacct", "ssh", "umask", "sed",
+}
+# Values files the pages tell the reader to write (or fetch) before using them.
+FLYTE_CHART_VERSIONS = {"flyteorg/flyte-binary": "v2.0.43", "flyteorg/flyte-core": "v1.16.8"}
+
+
+def fenced_blocks(text: str) -> list[tuple[int, str, str]]:
+    """(line, info string, body dedented) of each fenced block, indented ones included."""
+    out = []
+    for m in re.finditer(r"^( *)```([\w-]*)[^\n]*\n(.*?)^\1```[ \t]*$", text, re.M | re.S):
+        indent = len(m.group(1))
+        body = "\n".join(line[indent:] if line[:indent].strip() == "" else line for line in m.group(3).splitlines())
+        out.append((text.count("\n", 0, m.start()) + 1, m.group(2), body))
+    return out
+
+
+def near(a: str, b: str) -> bool:
+    """A misspelling of a camelCase key of 5 letters or more: an edit distance of 1 (3 from 10
+    letters: networkPolicies for networkPolicy), as tests/it/docs_names.rs's `misspelt`."""
+    if a == b or min(len(a), len(b)) < 5 or "_" in a:
+        return False
+    limit = 1 if min(len(a), len(b)) < 10 else 3
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1] <= limit
+
+
+class Release:
+    """The quick start's release as rendered: its objects' names, for the pages' commands."""
+
+    def __init__(self, docs: list[dict]):
+        self.deployments = {d["metadata"]["name"]: d for d in by_kind(docs, "Deployment")}
+        self.services = {d["metadata"]["name"] for d in by_kind(docs, "Service")}
+        self.tests = [d for d in by_kind(docs, "Pod") if (d["metadata"].get("annotations") or {}).get("helm.sh/hook") == "test"]
+        self.pod_labels = {n: d["spec"]["template"]["metadata"]["labels"] for n, d in self.deployments.items()}
+        self.containers = {n: {c["name"] for c in d["spec"]["template"]["spec"]["containers"]} for n, d in self.deployments.items()}
+        self.values = yaml.safe_load((CHART / "values.yaml").read_text())
+
+
+def check_slurm_connector(args: list[str], where: str) -> list[str]:
+    """`slurm-connector ARGS` (the binary's own arguments) against src/'s CLI."""
+    cli = cli_surface()
+    if not args:
+        return [f"{where}: slurm-connector without a subcommand"]
+    sub, rest = ("", args) if args[0].startswith("--") else (args[0], args[1:])
+    if sub and sub not in cli:
+        return [f"{where}: slurm-connector has no subcommand {sub!r} (it has {', '.join(sorted(s for s in cli if s))})"]
+    return [f"{where}: slurm-connector {sub} has no flag {a.split('=')[0]}".replace("  ", " ")
+            for a in rest if a.startswith("--") and a[2:].split("=")[0] not in cli[sub]]
+
+
+def shell_commands(body: str) -> list[tuple[list[str], str | None]]:
+    """Each simple command of a shell block (continuations joined, comments dropped), with the
+    body of its here-document if it has one."""
+    lines = body.replace("\\\n", " ").splitlines()
+    out, i = [], 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        lex = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lex.whitespace_split = True
+        lex.commenters = "#"
+        tokens = list(lex)
+        heredoc = None
+        if "<<" in tokens:
+            word = tokens[tokens.index("<<") + 1].lstrip("-")
+            start = i
+            while i < len(lines) and lines[i].strip() != word:
+                i += 1
+            heredoc = "\n".join(lines[start:i])
+            i += 1
+        cmd: list[str] = []
+        for t in tokens + [";"]:
+            if t in ("|", "||", "&&", ";", "&", "(", ")"):
+                if cmd:
+                    out.append((cmd, heredoc if "<<" in cmd else None))
+                cmd = []
+            else:
+                cmd.append(t)
+    return out
+
+
+def check_kubectl(argv: list[str], rel: Release, where: str, heredoc: str | None) -> list[str]:
+    errs = []
+    ns, args, i = None, [], 1
+    while i < len(argv):
+        a = argv[i]
+        if a in ("-n", "--namespace"):
+            ns, i = argv[i + 1], i + 2
+            continue
+        args.append(a)
+        i += 1
+    if ns not in (None, "flyte"):
+        errs.append(f"{where}: kubectl -n {ns}: the pages install into namespace flyte")
+    if not args:
+        return errs + [f"{where}: kubectl without a verb"]
+    verb = args[0]
+    container = args[args.index("-c") + 1] if "-c" in args else None
+    target = next((a for a in args[1:] if a.startswith(("deploy/", "deployment/"))), None)
+    dep = target.split("/", 1)[1] if target else None
+    if dep is not None and dep not in rel.deployments:
+        errs.append(f"{where}: kubectl {verb} {target}: the release has no Deployment {dep} (it has {', '.join(rel.deployments)})")
+    if container is not None:
+        pods = [dep] if dep in rel.deployments else list(rel.deployments)
+        if not any(container in rel.containers[p] for p in pods):
+            errs.append(f"{where}: kubectl {verb} -c {container}: no container {container!r} (the connector's pod has {', '.join(sorted(set().union(*rel.containers.values())))})")
+    if "-l" in args:
+        sel = dict(kv.split("=", 1) for kv in args[args.index("-l") + 1].split(",") if "=" in kv)
+        if sel.get("app.kubernetes.io/name") == "slurm-connector" and not any(
+                all(labels.get(k) == v for k, v in sel.items()) for labels in rel.pod_labels.values()):
+            errs.append(f"{where}: kubectl -l {args[args.index('-l') + 1]} selects none of the release's pods")
+    if verb == "run":
+        errs.append(f"{where}: kubectl run: a pod made so has no securityContext (Pod Security Admission `restricted` refuses it) "
+                    f"and no imagePullSecrets, and its arguments follow the image's entrypoint (already the binary); "
+                    f"use `helm test` (the chart's probe pod) or `kubectl exec deploy/... -c connector -- slurm-connector ...`")
+    if verb == "exec":
+        if "--" not in args:
+            errs.append(f"{where}: kubectl exec without `--` before the command")
+        else:
+            cmd = args[args.index("--") + 1:]
+            if cmd and cmd[0] == "slurm-connector":
+                errs += check_slurm_connector(cmd[1:], where)
+    if verb in ("get", "describe") and len(args) > 2 and args[1] in ("svc", "service", "endpoints", "ep") and args[2] not in rel.services:
+        errs.append(f"{where}: kubectl {verb} {args[1]} {args[2]}: the release has no Service {args[2]}")
+    if verb == "apply" and heredoc is not None:
+        for doc in yaml.safe_load_all(heredoc):
+            if not isinstance(doc, dict) or "kind" not in doc or "apiVersion" not in doc:
+                errs.append(f"{where}: kubectl apply: a document without kind/apiVersion")
+    return errs
+
+
+def check_helm(argv: list[str], rel: Release, where: str, created: set[str]) -> list[str]:
+    errs = []
+    args = argv[1:]
+    verb = args[0] if args else ""
+    files = [args[i + 1] for i, a in enumerate(args) if a in ("-f", "--values")]
+    for f in files:
+        if f not in created and not (REPO / f).exists():
+            errs.append(f"{where}: helm {verb} -f {f}: neither a file of the repository nor one the page made before")
+    if verb in ("install", "upgrade", "template"):
+        positional = [a for i, a in enumerate(args[1:], 1) if not a.startswith("-") and args[i - 1] not in ("-f", "--values", "-n", "--namespace", "--version", "--set")]
+        chart = positional[1] if len(positional) > 1 else ""
+        if chart in FLYTE_CHART_VERSIONS:
+            version = args[args.index("--version") + 1] if "--version" in args else None
+            if version is None:
+                errs.append(f"{where}: helm {verb} {chart} without --version: it would take the newest chart and upgrade Flyte itself")
+            elif version != FLYTE_CHART_VERSIONS[chart]:
+                errs.append(f"{where}: helm {verb} {chart} --version {version}: the pages are tested with {FLYTE_CHART_VERSIONS[chart]}")
+        elif chart.startswith("deploy/") and not (REPO / chart).is_dir():
+            errs.append(f"{where}: helm {verb} {chart}: no such chart in the repository")
+    if verb == "test" and not rel.tests:
+        errs.append(f"{where}: helm test: the release renders no test pod")
+    return errs
+
+
+def check_yaml_block(body: str, rel: Release, where: str, helm) -> list[str]:
+    """A values block of this chart renders (merged over the quick start's values; the chart's
+    schema refuses unknown keys); Flyte's, the SDKs' and Kubernetes' blocks parse; a top-level key
+    one letter off this chart's is a misspelling."""
+    try:
+        docs = [d for d in yaml.safe_load_all(body) if d is not None]
+    except yaml.YAMLError as e:
+        return [f"{where}: not YAML: {e}"]
+    errs = []
+    tops = set(rel.values)
+    for doc in docs:
+        if not isinstance(doc, dict):
+            errs.append(f"{where}: a YAML block that is not a map")
+            continue
+        keys = set(doc)
+        if {"apiVersion", "kind"} <= keys:
+            continue  # a Kubernetes object (cert-manager's Certificate, a PersistentVolume)
+        if keys <= {"tasks", "plugins", "configmap", "configuration"}:
+            continue  # Flyte's configuration: deploy/flyte/'s files, rendered with Flyte's charts
+        if keys <= {"admin", "image", "task", "logger"}:
+            continue  # the Flyte SDKs' config files
+        for k in keys - tops:
+            close = [t for t in tops if near(k, t)]
+            errs.append(f"{where}: top-level key {k!r} is not a value of the chart" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        if keys - tops:
+            continue
+        values = deep_merge(yaml.safe_load((CHART / "ci" / "quickstart-values.yaml").read_text()), doc)
+        try:
+            render(helm, values)
+        except helm.HelmError as e:
+            errs.append(f"{where}: the chart refuses these values: {' '.join(str(e).split())[:500]}")
+    return errs
+
+
+CHECK_ROW = re.compile(r"^[✓✗] (\S+) +(.+?) {2,}|^[✓✗] (\S+) +(\S.*)$")
+
+
+def check_operator_doc(path: Path, text: str, rel: Release, helm) -> list[str]:
+    errs: list[str] = []
+    name = path.name
+    created: set[str] = set()
+    check_names = set(re.findall(r'"([A-Za-z][^"\n]{2,40})"', (REPO / "src" / "cli" / "check.rs").read_text()
+                                 + (REPO / "src" / "cli" / "connector_check.rs").read_text()))
+    for line_no, lang, body in fenced_blocks(text):
+        where = f"{name}:{line_no}"
+        # Service names, wherever a block writes one (endpoints, certificates, commands, output).
+        for svc, ns in re.findall(r"\b([a-z0-9][a-z0-9-]*)\.([a-z0-9-]+)\.svc\.cluster\.local", body):
+            if ns == "flyte" and svc not in rel.services:
+                errs.append(f"{where}: {svc}.{ns}.svc.cluster.local: the release has no Service {svc} (it has {', '.join(sorted(rel.services))})")
+        if lang == "sh":
+            for argv, heredoc in shell_commands(body):
+                words = [w for w in argv if not re.fullmatch(r"[A-Z_]+=\S*", w)] or argv
+                cmd = words[0]
+                if cmd == "sudo":
+                    words = words[1:] or ["sudo"]
+                    cmd = words[0]
+                for i, w in enumerate(argv):
+                    if w == ">" and i + 1 < len(argv):
+                        created.add(argv[i + 1])
+                if cmd == "cp" and len(words) >= 3:
+                    created.add(words[-1])
+                if cmd == "kubectl":
+                    errs += check_kubectl(words, rel, where, heredoc)
+                elif cmd == "helm":
+                    errs += check_helm(words, rel, where, created)
+                elif cmd == "slurm-connector":
+                    errs += check_slurm_connector(words[1:], where)
+                elif cmd in ("python3", "python") and len(words) > 1 and words[1].startswith("deploy/"):
+                    if not (REPO / words[1]).exists():
+                        errs.append(f"{where}: {words[1]} does not exist")
+                elif cmd not in SHELL_COMMANDS:
+                    errs.append(f"{where}: {cmd!r}: a command these pages do not otherwise run (a typo? add it to SHELL_COMMANDS)")
+        elif lang == "yaml":
+            # A block headed `# NAME.yaml` is that file, written by the reader.
+            if m := re.match(r"# ([\w.-]+\.ya?ml)\s*$", body.splitlines()[0] if body else ""):
+                created.add(m.group(1))
+            errs += check_yaml_block(body, rel, where, helm)
+        elif lang == "python":
+            try:
+                ast.parse(body)
+            except SyntaxError as e:
+                errs.append(f"{where}: not Python: {e}")
+        elif lang == "text":
+            for row in body.splitlines():
+                m = re.match(r"^[✓✗] \S+ +(.+?)(?: {2,}| {1,}(?=\S))", row)
+                what = re.match(r"^[✓✗] \S+ +(\S.*?)  ", row)
+                if not row.startswith(("✓", "✗", "…")):
+                    errs.append(f"{where}: {row[:60]!r} is not a line `slurm-connector check` prints")
+                elif what and what.group(1).strip() not in check_names:
+                    errs.append(f"{where}: `check` has no line {what.group(1).strip()!r}")
+        elif lang == "" and all(re.fullmatch(r"[A-Za-z]+=\S+", l) for l in body.splitlines() if l.strip()):
+            continue  # slurm.conf / slurmdbd.conf lines
+        else:
+            errs.append(f"{where}: a ```{lang} block that no check reads (docs/quickstart-kubernetes.md and docs/deploy.md are checked block by block)")
+    # Dotted names in the prose: this chart's values, and misspelt ones (a top-level key one letter
+    # off), which the older check skipped.
+    tops = set(rel.values)
+    for m in re.finditer(r"`([A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z0-9_\[\]]+)+)(?:[=:][^`]*)?`", text):
+        dotted, n = m.group(1), text.count("\n", 0, m.start()) + 1
+        top = re.split(r"[.\[]", dotted)[0]
+        if top not in tops and any(near(top, t) for t in tops) and not re.search(r"\.(crt|key|pem|toml|yaml|yml|json|md|sh|py|io|com|org|example|conf)\b", dotted):
+            errs.append(f"{name}:{n}: `{dotted}`: {top!r} is not a top-level value of the chart (did you mean {[t for t in tops if near(top, t)][0]!r}?)")
+    # The older line-by-line check: values under a known top key, --set keys, paths, CLI names.
+    errs += [e.replace(QUICKSTART.name, name) for e in check_quickstart(text)]
+    return errs
+
+
+def operator_docs_self_test(helm, rel: Release) -> tuple[list[str], int]:
+    """The five ways issue 55 found the pages wrong, each made in a copy of a page: each fails."""
+    qs, dep = OPERATOR_DOCS[0].read_text(), OPERATOR_DOCS[1].read_text()
+    mutations = {
+        "an unknown top-level key (networkPolicies.…)": (QUICKSTART, qs.replace("`networkPolicy.flyte.namespaceSelector`", "`networkPolicies.flyte.namespaceSelector`", 1)),
+        "an unknown top-level key (connecter.logLevel)": (QUICKSTART, qs.replace("`connector.logLevel:", "`connecter.logLevel:", 1)),
+        "a wrong container name": (QUICKSTART, qs.replace("exec deploy/slurm-connector -c connector --", "exec deploy/slurm-connector -c conector --", 1)),
+        "a wrong Service name": (OPERATOR_DOCS[1], dep.replace("slurm-connector check --connector slurm-connector-headless.flyte", "slurm-connector check --connector slurm-connector-grpc.flyte", 1)),
+        "a subcommand written without its flags": (QUICKSTART, qs.replace("-- slurm-connector check\n", "-- slurm-connector chek\n", 1)),
+        "a key inside a YAML block": (OPERATOR_DOCS[1], dep.replace("    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: flyte-prod}}", "    namespaceSelecter: {matchLabels: {kubernetes.io/metadata.name: flyte-prod}}", 1)),
+        "the broken kubectl run": (OPERATOR_DOCS[1], dep.replace("```sh\nhelm test slurm-connector -n flyte --logs\n```",
+            "```sh\nkubectl -n flyte run connector-probe --rm -i --restart=Never \\\n  --image=registry.example/hpc/slurm-connector:0.1.0 \\\n"
+            "  --labels=app.kubernetes.io/name=flytepropeller -- \\\n  slurm-connector check --connector slurm-connector-headless.flyte.svc.cluster.local:8000\n```", 1)),
+        "helm upgrade of Flyte without --version": (QUICKSTART, qs.replace("flyteorg/flyte-core -n flyte --version v1.16.8", "flyteorg/flyte-core -n flyte", 1)),
+        "a values file nobody made": (QUICKSTART, qs.replace("-f your-flyte-values.yaml -f deploy/flyte/values-flyte2-binary.yaml", "-f your-values.yaml -f deploy/flyte/values-flyte2-binary.yaml", 1)),
+        "a block of an unknown kind": (QUICKSTART, qs + "\n```ini\n[x]\n```\n"),
+    }
+    problems = []
+    before = {p: set(check_operator_doc(p, p.read_text(), rel, helm)) for p in OPERATOR_DOCS}
+    for what, (path, text) in mutations.items():
+        if text == path.read_text():
+            problems.append(f"self-test {what!r}: the page no longer has what the mutation changes")
+        elif not set(check_operator_doc(path, text, rel, helm)) - before[path]:
+            problems.append(f"self-test {what!r}: not caught")
+    return problems, len(mutations)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1242,6 +1656,8 @@ def expect_quickstart(docs: list[dict]) -> list[str]:
     conn = container_facts(docs)["connector"]
     if (conn["listen"], conn["metrics_listen"], conn["probe_ports"]) != (8000, 9090, [8000, 8000]):
         errs.append(f"connector: want --listen :8000, --metrics-listen :9090, probes on 8000; got {conn}")
+    # The quick start says its pod meets PSA `restricted` (hence the PVC): volumes included.
+    errs += [f"PSA restricted: {e}" for e in psa_restricted(pod_of(docs))]
     return errs
 
 
@@ -1384,6 +1800,9 @@ def self_test(good: list[dict], env_names: set[str], file_keys) -> tuple[list[st
     def conn(docs):
         return [c for c in dep(docs)["containers"] if c["name"] == "connector"][0]
 
+    def probe(docs):
+        return by_kind(docs, "Pod")[0]["spec"]
+
     def with_tls(docs):
         """TLS files mounted properly, but the probes left on gRPC."""
         dep(docs)["volumes"].append({"name": "grpc-tls", "secret": {"secretName": "t", "items": [{"key": "tls.crt", "path": "tls.crt"}, {"key": "tls.key", "path": "tls.key"}]}})
@@ -1425,6 +1844,12 @@ def self_test(good: list[dict], env_names: set[str], file_keys) -> tuple[list[st
         "TLS certificate without its key": lambda d: (with_tls(d), conn(d).update(env=[e for e in conn(d)["env"] if e["name"] != "FLYTE_SLURM_TLS_KEY_FILE"]),
                                                      [conn(d)[p].update({"httpGet": {"path": "/healthz", "port": 9090}}) or conn(d)[p].pop("grpc") for p in ("readinessProbe", "livenessProbe")]),
         "gRPC Service port without appProtocol grpc": lambda d: by_kind(d, "Service")[0]["spec"]["ports"][0].update(appProtocol="https"),
+        "probe repeating the binary (the image's entrypoint)": lambda d: probe(d)["containers"][0].update(args=["slurm-connector", "check", "--connector", "x:8000"]),
+        "probe on the ClusterIP Service": lambda d: probe(d)["containers"][0]["args"].__setitem__(2, "slurm-connector.flyte.svc.cluster.local:8000"),
+        "probe without a seccomp profile (PSA restricted)": lambda d: probe(d)["securityContext"].pop("seccompProfile"),
+        "probe privileged-escalating (PSA restricted)": lambda d: probe(d)["containers"][0]["securityContext"].update(allowPrivilegeEscalation=True),
+        "probe without the backend's labels": lambda d: by_kind(d, "Pod")[0]["metadata"].update(labels={"app": "probe"}),
+        "probe selected by the connector's Services": lambda d: by_kind(d, "Pod")[0]["metadata"]["labels"].update(by_kind(d, "Deployment")[0]["spec"]["selector"]["matchLabels"]),
     }
     return mutants_caught(good, mutations, lambda docs: check_release(docs, env_names, file_keys))
 
@@ -1523,11 +1948,19 @@ def main() -> int:
                f"{', '.join(spec['task_types'])} → {spec['plugin']} → the headless Service, round_robin, a deadline", errs)
         problems, n = flyte_self_test(spec, flyte_docs, connector_default)
         report(not problems, f"self-test: each of {n} broken {spec['name']} renders is caught", problems)
+        if spec["enabled_list"]:
+            errs = check_enabled_plugins_merge(helm, spec)
+            report(not errs, f"{spec['name']}: deploy/flyte/enabled-plugins.py keeps a site's own plugins (spark) beside {spec['plugin']}", errs)
 
-    errs = check_quickstart(QUICKSTART.read_text())
     surface = cli_surface()
-    report(not errs, f"docs/quickstart-kubernetes.md names only chart values, paths and `slurm-connector` flags that exist "
-           f"({len(surface) - 1} subcommands, {sum(map(len, surface.values()))} flags read from src/)", errs)
+    rel = Release(render(helm, yaml.safe_load((CHART / "ci" / "quickstart-values.yaml").read_text())))
+    for page in OPERATOR_DOCS:
+        errs = check_operator_doc(page, page.read_text(), rel, helm)
+        report(not errs, f"docs/{page.name}: every block parsed as what it is; its commands' Deployments, containers, Services, "
+               f"helm charts (Flyte's pinned with --version) and `slurm-connector` subcommands and flags exist "
+               f"({len(surface) - 1} subcommands, {sum(map(len, surface.values()))} flags read from src/); chart values exist, values blocks render", errs)
+    problems, n = operator_docs_self_test(helm, rel)
+    report(not problems, f"self-test: each of {n} mutations of the operator pages is caught", problems)
     problems, n = quickstart_self_test()
     report(not problems, f"self-test: each of {n} made-up quick-start names is flagged (and a correct line is not)", problems)
 

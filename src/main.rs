@@ -61,10 +61,11 @@ enum Command {
         /// An output prefix to test writing to (e.g. s3://bucket/flyte-outputs).
         #[arg(long, conflicts_with = "connector")]
         output_prefix: Option<String>,
-        /// Check a running connector from here instead (HOST:PORT or http://HOST:PORT, e.g.
-        /// slurm-connector.flyte.svc.cluster.local:8000): gRPC health SERVING and the task types
-        /// of both protocols. Run it in a pod with Flyte's backend's labels to test the
-        /// NetworkPolicy.
+        /// Check a running connector from here instead (HOST:PORT or http://HOST:PORT, e.g. the
+        /// chart's headless Service slurm-connector-headless.flyte.svc.cluster.local:8000, or
+        /// 127.0.0.1:8000 in the connector's own pod): gRPC health SERVING and the task types of
+        /// both protocols, at each address the name resolves to. `helm test` runs it in a pod
+        /// with Flyte's backend's labels, which tests the NetworkPolicy too.
         #[arg(long, value_name = "URL")]
         connector: Option<String>,
     },

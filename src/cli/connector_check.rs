@@ -9,19 +9,16 @@ use super::check::{Check, check};
 /// caller drops its packets, which shows as no answer at all, not as a refusal.
 const CONNECTOR_CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// `check --connector URL`: what Flyte's backend would meet, from where this runs (run it in a pod
-/// with the backend's labels: `docs/deploy.md` shows how). gRPC reachable and SERVING
-/// (`grpc.health.v1`), then each protocol's metadata service names the task types it serves:
-/// Flyte 2's `ConnectorMetadataService` and Flyte 1's `AgentMetadataService`. Plain-text gRPC
-/// only, as the chart serves inside the cluster; a `https://` URL is a ✗ that says so.
+/// `check --connector URL`: what Flyte's backend would meet, from where this runs. gRPC reachable
+/// and SERVING (`grpc.health.v1`), then each protocol's metadata service names the task types it
+/// serves: Flyte 2's `ConnectorMetadataService` and Flyte 1's `AgentMetadataService`. A host name
+/// that resolves to several addresses (the chart's headless Service: one per ready pod) is checked
+/// at each address, as Flyte's `round_robin` calls each; a name that does not resolve is a ✗ of
+/// its own. Run in the connector's pod (`kubectl exec`), it checks that pod's own server; run by
+/// `helm test` (a pod with Flyte's backend's labels), the NetworkPolicy too (`docs/deploy.md`).
+/// Plain-text gRPC only, as the chart serves inside the cluster; a `https://` URL is a ✗ that
+/// says so.
 pub async fn check_connector(url: &str) -> Vec<Check> {
-    use crate::proto::connector::ListConnectorsRequest;
-    use crate::proto::connector::connector_metadata_service_client::ConnectorMetadataServiceClient;
-    use crate::proto::flyte1::admin::ListAgentsRequest;
-    use crate::proto::flyte1::service::agent_metadata_service_client::AgentMetadataServiceClient;
-    use tonic_health::pb::HealthCheckRequest;
-    use tonic_health::pb::health_client::HealthClient;
-
     const WHO: &str = "connector";
     let endpoint = if url.contains("://") {
         url.to_string()
@@ -38,6 +35,72 @@ pub async fn check_connector(url: &str) -> Vec<Check> {
             )),
         )];
     }
+    let authority = endpoint
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let addrs: Vec<std::net::SocketAddr> = match tokio::net::lookup_host(&authority).await {
+        Ok(a) => {
+            let mut a: Vec<_> = a.collect();
+            a.sort();
+            a.dedup();
+            a
+        }
+        Err(e) => {
+            return vec![check(
+                WHO,
+                "address resolves",
+                Err(format!(
+                    "{authority}: {e}: give HOST:PORT; for the chart's headless Service \
+                     <release>-headless.<namespace>.svc.cluster.local:8000 (`kubectl get svc` \
+                     lists it; a Service with no ready pod resolves to nothing)"
+                )),
+            )];
+        }
+    };
+    let host = authority.rsplit_once(':').map_or(&*authority, |(h, _)| h);
+    if addrs.len() <= 1
+        || host
+            .trim_matches(['[', ']'])
+            .parse::<std::net::IpAddr>()
+            .is_ok()
+    {
+        return check_one(&endpoint, WHO).await;
+    }
+    check_each(host, &addrs).await
+}
+
+/// The checks at each of the addresses `host` resolved to, after a line listing them.
+pub async fn check_each(host: &str, addrs: &[std::net::SocketAddr]) -> Vec<Check> {
+    let listed: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
+    let mut out = vec![check(
+        "connector",
+        "address resolves",
+        Ok(format!(
+            "{host}: {} addresses (one per ready pod of a headless Service): {}",
+            addrs.len(),
+            listed.join(", ")
+        )),
+    )];
+    for a in &listed {
+        out.extend(check_one(&format!("http://{a}"), a).await);
+    }
+    out
+}
+
+/// The three checks against one address (`who` is the first column: the address when a name
+/// stood for several).
+async fn check_one(endpoint: &str, who: &str) -> Vec<Check> {
+    use crate::proto::connector::ListConnectorsRequest;
+    use crate::proto::connector::connector_metadata_service_client::ConnectorMetadataServiceClient;
+    use crate::proto::flyte1::admin::ListAgentsRequest;
+    use crate::proto::flyte1::service::agent_metadata_service_client::AgentMetadataServiceClient;
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_client::HealthClient;
+
+    let endpoint = endpoint.to_string();
     let channel = match tonic::transport::Endpoint::from_shared(endpoint.clone()) {
         Ok(e) => {
             e.connect_timeout(CONNECTOR_CALL_TIMEOUT)
@@ -47,7 +110,7 @@ pub async fn check_connector(url: &str) -> Vec<Check> {
         }
         Err(e) => {
             return vec![check(
-                WHO,
+                who,
                 "gRPC reachable",
                 Err(format!(
                     "{endpoint} is not a URL ({e}): give HOST:PORT or http://HOST:PORT"
@@ -59,7 +122,7 @@ pub async fn check_connector(url: &str) -> Vec<Check> {
         Ok(c) => c,
         Err(e) => {
             return vec![check(
-                WHO,
+                who,
                 "gRPC reachable",
                 Err(unreachable_reason(&endpoint, &e.to_string())),
             )];
@@ -75,7 +138,7 @@ pub async fn check_connector(url: &str) -> Vec<Check> {
         Ok(r) => {
             let status = r.into_inner().status();
             out.push(check(
-                WHO,
+                who,
                 "gRPC reachable",
                 if status == tonic_health::pb::health_check_response::ServingStatus::Serving {
                     Ok(format!("{endpoint}: SERVING"))
@@ -89,7 +152,7 @@ pub async fn check_connector(url: &str) -> Vec<Check> {
         }
         Err(s) => {
             out.push(check(
-                WHO,
+                who,
                 "gRPC reachable",
                 Err(unreachable_reason(&endpoint, &s.to_string())),
             ));
@@ -107,7 +170,7 @@ pub async fn check_connector(url: &str) -> Vec<Check> {
                 .collect::<Vec<_>>()
         });
     out.push(check(
-        WHO,
+        who,
         "Flyte 2 connector service",
         served(flyte2, "ConnectorMetadataService"),
     ));
@@ -122,7 +185,7 @@ pub async fn check_connector(url: &str) -> Vec<Check> {
                 .collect::<Vec<_>>()
         });
     out.push(check(
-        WHO,
+        who,
         "Flyte 1 agent service",
         served(flyte1, "AgentMetadataService"),
     ));
@@ -145,8 +208,8 @@ fn unreachable_reason(endpoint: &str, error: &str) -> String {
     if lower.contains("timed out") || lower.contains("timeout") || lower.contains("deadline") {
         format!(
             "{endpoint}: no answer within {}s: a NetworkPolicy that does not admit this pod drops \
-             its packets (the chart's admits Flyte's backend pods only: run this in a pod with \
-             their labels, docs/deploy.md), or the host is down ({error})",
+             its packets (the chart's admits Flyte's backend pods only: `helm test` runs this \
+             in a pod with their labels, docs/deploy.md), or the host is down ({error})",
             CONNECTOR_CALL_TIMEOUT.as_secs()
         )
     } else {

@@ -139,7 +139,8 @@ pub struct DeploymentConfig {
     /// (`FLYTE_SLURM_CHECK_EVERY`, default 1 s; 0: at once): the checks of held jobs that
     /// come meanwhile share one listing (`service/submit/idempotency`).
     pub check_every: Duration,
-    /// `FLYTE_SLURM_LOG_LINKS`: links shown in Flyte's UI for every task (`{job_id}`, ...).
+    /// `FLYTE_SLURM_LOG_LINKS`: links shown in Flyte's UI for every task (`{job_id}`, ...);
+    /// unset, [`units::DEFAULT_LOG_LINKS`], `off` none.
     pub log_links: Vec<units::LogLinkTemplate>,
     /// How long `serve` drains after SIGTERM / Ctrl-C before it exits anyway
     /// (`FLYTE_SLURM_SHUTDOWN_GRACE`): in-flight calls finish, new CreateTasks are refused.
@@ -300,7 +301,7 @@ impl DeploymentConfig {
             allow_task_credentials: false,
             upload_max_bytes: UploadLimit::Bytes(DEFAULT_UPLOAD_MAX_BYTES),
             job_files_retention: Some(DEFAULT_RETENTION),
-            log_links: Vec::new(),
+            log_links: units::default_log_links(),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             embedded: false,
             clustered: Default::default(),

@@ -134,7 +134,9 @@ pub fn check_mount(cluster: &str, local: &str) -> Result<Mount, String> {
     })
 }
 
-/// One `name=template` log link; placeholders `{job_id}`, `{stdout}`, `{stderr}`, `{cluster}`.
+/// One `name=template` log link; placeholders `{job_id}`, `{stdout}`, `{stderr}`, `{cluster}`, in
+/// the template and in the name (the name is what Flyte's UI shows, so `Slurm job {job_id}` puts
+/// the job id there).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogLinkTemplate {
     pub name: String,
@@ -161,18 +163,20 @@ impl LogLinkTemplate {
                 "link {template:?} has no name; write name=template"
             )));
         }
-        let mut rest = template;
-        while let Some(open) = rest.find('{') {
-            let close = rest[open..]
-                .find('}')
-                .ok_or_else(|| bad(format!("link {name:?}: unclosed {{ in {template:?}")))?;
-            let key = &rest[open + 1..open + close];
-            if !PLACEHOLDERS.contains(&key) {
-                return Err(bad(format!(
-                    "link {name:?}: unknown placeholder {{{key}}}; use {{job_id}}, {{stdout}}, {{stderr}} or {{cluster}}"
-                )));
+        for text in [name, template] {
+            let mut rest = text;
+            while let Some(open) = rest.find('{') {
+                let close = rest[open..]
+                    .find('}')
+                    .ok_or_else(|| bad(format!("link {name:?}: unclosed {{ in {text:?}")))?;
+                let key = &rest[open + 1..open + close];
+                if !PLACEHOLDERS.contains(&key) {
+                    return Err(bad(format!(
+                        "link {name:?}: unknown placeholder {{{key}}} in {text:?}; use {{job_id}}, {{stdout}}, {{stderr}} or {{cluster}}"
+                    )));
+                }
+                rest = &rest[open + close + 1..];
             }
-            rest = &rest[open + close + 1..];
         }
         Ok(LogLinkTemplate {
             name: name.trim().to_string(),
@@ -183,22 +187,44 @@ impl LogLinkTemplate {
     /// Fill the placeholders. Values are percent-encoded (keeping `/`), so a job's path cannot
     /// add query parameters or change the link's host.
     pub fn render(&self, vars: &LogVars<'_>) -> String {
-        let mut s = self.template.clone();
-        for (key, value) in [
-            ("job_id", vars.job_id),
-            ("stdout", vars.stdout),
-            ("stderr", vars.stderr),
-            ("cluster", vars.cluster),
-        ] {
-            s = s.replace(&format!("{{{key}}}"), &encode(value));
-        }
-        s
+        fill(&self.template, vars, encode)
+    }
+
+    /// The name with its placeholders filled as they are: it is a label, not a URL.
+    pub fn render_name(&self, vars: &LogVars<'_>) -> String {
+        fill(&self.name, vars, str::to_string)
     }
 }
 
+fn fill(text: &str, vars: &LogVars<'_>, value: fn(&str) -> String) -> String {
+    let mut s = text.to_string();
+    for (key, v) in [
+        ("job_id", vars.job_id),
+        ("stdout", vars.stdout),
+        ("stderr", vars.stderr),
+        ("cluster", vars.cluster),
+    ] {
+        s = s.replace(&format!("{{{key}}}"), &value(v));
+    }
+    s
+}
+
+/// The link every task shows when `FLYTE_SLURM_LOG_LINKS` is not set: both Flyte plugins forward
+/// a RUNNING task's log links to the UI (and drop its message), so the link's name is where the
+/// job id is seen while it runs; its target is the job's stdout on the shared filesystem.
+pub const DEFAULT_LOG_LINKS: &str = "Slurm job {job_id} on {cluster}=file://{stdout}";
+
+/// [`DEFAULT_LOG_LINKS`], parsed.
+pub fn default_log_links() -> Vec<LogLinkTemplate> {
+    parse_log_links(DEFAULT_LOG_LINKS).expect("the default log link is valid")
+}
+
 /// Parse `name=template;name=template` (the first `=` splits; a `;` inside a URL must be
-/// written `%3B`).
+/// written `%3B`); `off` is no link at all.
 pub fn parse_log_links(spec: &str) -> Result<Vec<LogLinkTemplate>, String> {
+    if spec.trim().eq_ignore_ascii_case("off") {
+        return Ok(Vec::new());
+    }
     spec.split(';')
         .map(str::trim)
         .filter(|e| !e.is_empty())
@@ -403,8 +429,21 @@ mod tests {
             "=https://a/{job_id}",
             "a=https://a/{jobid}",
             "a=https://a/{job_id",
+            "Job {jobid}=https://a/",
         ] {
             assert!(parse_log_links(bad).is_err(), "{bad}");
         }
+        // Names carry placeholders too, filled as they are (a label, not a URL); `off` is none.
+        let named = &parse_log_links("Job {job_id} on {cluster}=https://a/{job_id}").unwrap()[0];
+        assert_eq!(named.render_name(&vars), "Job 95 on c1&x=1");
+        assert_eq!(parse_log_links(" OFF "), Ok(Vec::new()));
+        let default = &default_log_links()[0];
+        assert_eq!(
+            (default.render_name(&vars), default.render(&vars)),
+            (
+                "Slurm job 95 on c1&x=1".to_string(),
+                "file:///scratch/jobs/a%20b.out".to_string()
+            )
+        );
     }
 }

@@ -20,7 +20,7 @@ pub async fn failure_tail(staging: &dyn Staging, stderr_path: &str) -> Result<Op
 pub fn render_links(templates: &[LogLinkTemplate], vars: &LogVars<'_>) -> Vec<(String, String)> {
     templates
         .iter()
-        .map(|t| (t.name.clone(), t.render(vars)))
+        .map(|t| (t.render_name(vars), t.render(vars)))
         .collect()
 }
 

@@ -306,6 +306,52 @@ async fn check_connector_reaches_both_protocols_and_names_why_not() {
     assert!(!dropped[0].ok);
     assert!(dropped[0].detail.contains("NetworkPolicy"), "{dropped:#?}");
 
+    // A name for several addresses (a headless Service's replicas) is checked at each: here one
+    // replica serving, one whose packets are dropped.
+    let server = common::server::Server::start(mock.deployment(Duration::from_millis(200))).await;
+    common::server::connect(server.addr).await;
+    let each = slurm_connector::cli::connector_check::check_each(
+        "slurm-connector-headless.flyte.svc.cluster.local",
+        &[server.addr, addr],
+    )
+    .await;
+    let at = |a: std::net::SocketAddr| {
+        each.iter()
+            .filter(|r| r.cluster == a.to_string())
+            .map(|r| (r.what, r.ok))
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        each[0].ok && each[0].detail.contains("2 addresses"),
+        "{each:#?}"
+    );
+    assert_eq!(
+        at(server.addr),
+        [
+            ("gRPC reachable", true),
+            ("Flyte 2 connector service", true),
+            ("Flyte 1 agent service", true)
+        ],
+        "{each:#?}"
+    );
+    assert_eq!(at(addr), [("gRPC reachable", false)], "{each:#?}");
+    server.stop().await;
+
+    // A name that does not resolve (a misspelt Service, or one with no ready pod) is said so,
+    // naming the headless Service's form.
+    let unknown = check_connector("slurm-connector-headles.flyte.invalid:8000").await;
+    assert_eq!(unknown.len(), 1, "{unknown:#?}");
+    assert!(
+        !unknown[0].ok && unknown[0].what == "address resolves",
+        "{unknown:#?}"
+    );
+    assert!(
+        unknown[0]
+            .detail
+            .contains("-headless.<namespace>.svc.cluster.local"),
+        "{unknown:#?}"
+    );
+
     // TLS is said to be out of its reach, with the tool that can.
     let tls = check_connector("https://connector.example:8000").await;
     assert!(!tls[0].ok && tls[0].detail.contains("grpcurl"), "{tls:#?}");

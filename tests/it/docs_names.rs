@@ -132,15 +132,20 @@ fn value_exists(values: &serde_yaml::Value, path: &str) -> bool {
 /// `tls.crt`, `clusters.toml`: a file's name, which may start like a value (`tls`).
 fn is_file_name(path: &str) -> bool {
     const EXTENSIONS: &[&str] = &[
-        "crt", "key", "pem", "toml", "yaml", "yml", "json", "md", "sh",
+        "crt", "key", "pem", "toml", "yaml", "yml", "json", "md", "sh", "service", "timer", "env",
+        "conf", "py",
     ];
     path.rsplit('.')
         .next()
         .is_some_and(|ext| EXTENSIONS.contains(&ext))
 }
 
-#[test]
-fn docs_name_only_chart_values_that_exist() {
+/// The chart values a doc names that values.yaml lacks, and how many it names. A value is written
+/// `` `cluster.workingDir` `` (maybe with `=…` or `: …`, a span that may go on over a line
+/// break), or after `--set`. Dotted names under none of values.yaml's top-level keys are not
+/// values (`cluster.toml` and `jwt_hs256.key` are files, `flyte.map` is Python), unless the key
+/// is a misspelling of one (`connecter.logLevel`).
+fn value_problems(file: &str, text: &str) -> (Vec<String>, usize) {
     let values = chart_values();
     let tops: BTreeSet<String> = values
         .as_mapping()
@@ -152,9 +157,6 @@ fn docs_name_only_chart_values_that_exist() {
         tops.contains("cluster") && tops.contains("auth"),
         "{tops:?}"
     );
-    // A value is written `` `cluster.workingDir` `` (maybe with `=…` or `: …`), or after
-    // `--set`. Only dotted names under one of values.yaml's top-level keys count: `cluster.toml`
-    // or `jwt_hs256.key` are files, not values.
     let spans =
         Regex::new(r"`([A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z0-9_\[\]]+)+)(?:[=:][^`]*)?`").unwrap();
     let sets =
@@ -162,20 +164,37 @@ fn docs_name_only_chart_values_that_exist() {
             .unwrap();
     let mut unknown = Vec::new();
     let mut seen = 0;
-    for (file, text) in docs() {
-        for (n, line) in text.lines().enumerate() {
-            for c in spans.captures_iter(line).chain(sets.captures_iter(line)) {
-                let path = &c[1];
-                let top = path.split(['.', '[']).next().unwrap();
-                if !tops.contains(top) || is_file_name(path) {
-                    continue;
-                }
-                seen += 1;
-                if !value_exists(&values, path) {
-                    unknown.push(format!("{}:{}: {path}", rel(&file), n + 1));
-                }
-            }
+    for c in spans.captures_iter(text).chain(sets.captures_iter(text)) {
+        let path = &c[1];
+        let line = text[..c.get(0).unwrap().start()].lines().count().max(1);
+        let top = path.split(['.', '[']).next().unwrap();
+        if is_file_name(path) {
+            continue;
         }
+        if !tops.contains(top) {
+            if let Some(meant) = tops.iter().find(|t| misspelt(top, t)) {
+                unknown.push(format!(
+                    "{file}:{line}: {path} ({top} is no top-level value; {meant}?)"
+                ));
+            }
+            continue;
+        }
+        seen += 1;
+        if !value_exists(&values, path) {
+            unknown.push(format!("{file}:{line}: {path}"));
+        }
+    }
+    (unknown, seen)
+}
+
+#[test]
+fn docs_name_only_chart_values_that_exist() {
+    let mut unknown = Vec::new();
+    let mut seen = 0;
+    for (file, text) in docs() {
+        let (u, n) = value_problems(&rel(&file), &text);
+        unknown.extend(u);
+        seen += n;
     }
     assert!(
         seen > 10,
@@ -186,6 +205,55 @@ fn docs_name_only_chart_values_that_exist() {
         "docs name chart values that deploy/helm/slurm-connector/values.yaml lacks:\n{}",
         unknown.join("\n")
     );
+}
+
+/// Issue 55's two misspelt top-level keys, each made in a copy of the quick start: the value
+/// check skipped names under a top-level key values.yaml lacks, so neither was seen.
+#[test]
+fn misspelt_top_level_keys_in_a_copy_of_the_quickstart_are_caught() {
+    let quickstart = std::fs::read_to_string(repo().join("docs/quickstart-kubernetes.md")).unwrap();
+    assert!(value_problems("q", &quickstart).0.is_empty());
+    for (good, bad) in [
+        (
+            "`networkPolicy.flyte.namespaceSelector`",
+            "`networkPolicies.flyte.namespaceSelector`",
+        ),
+        ("`connector.logLevel:", "`connecter.logLevel:"),
+    ] {
+        let copy = quickstart.replacen(good, bad, 1);
+        assert_ne!(copy, quickstart, "the quick start no longer has {good}");
+        let (problems, _) = value_problems("q", &copy);
+        assert!(
+            problems.iter().any(|p| p.contains("is no top-level value")),
+            "{bad}: {problems:?}"
+        );
+    }
+}
+
+/// `a` is `b` misspelt: both 5 letters or more, an edit distance of 1 (3 from 10 letters:
+/// `networkPolicies` for `networkPolicy`, `connecter` for `connector`), and camelCase like the
+/// chart's keys. Dotted names under no top-level value are skipped (`flyte.map`,
+/// `connection.host`, `security_context.run_as`) unless they are this close.
+fn misspelt(a: &str, b: &str) -> bool {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let shortest = a.len().min(b.len());
+    if a == b || shortest < 5 || a.contains(&'_') {
+        return false;
+    }
+    let limit = if shortest < 10 { 1 } else { 3 };
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur.push(
+                (prev[j + 1] + 1)
+                    .min(cur[j] + 1)
+                    .min(prev[j] + usize::from(ca != cb)),
+            );
+        }
+        prev = cur;
+    }
+    prev[b.len()] <= limit
 }
 
 /// `slurm-connector [SUB] --help`'s long flags.
@@ -272,6 +340,12 @@ fn the_checks_flag_made_up_names() {
     ));
     assert!(!value_exists(&values, "cluster.workDir"));
     assert!(!value_exists(&values, "auth.token"));
+    // Misspelt top-level keys, which the value check skipped before (issue 55).
+    assert!(misspelt("networkPolicies", "networkPolicy") && misspelt("connecter", "connector"));
+    assert!(!misspelt("flyte", "tls") && !misspelt("slurm", "slurmrestdCA"));
+    assert!(
+        !misspelt("connection", "connector") && !misspelt("security_context", "securityContext")
+    );
     assert!(is_file_name("tls.crt") && !is_file_name("tls.existingSecret"));
     assert!(!code_variables().contains("FLYTE_SLURM_WORKDIR"));
     assert!(!flags_of(Some("serve")).contains("port"));
@@ -303,4 +377,157 @@ fn the_quickstart_doc_shows_the_values_ci_runs() {
         body == file,
         "docs/quickstart-kubernetes.md's values differ from {FILE}: show the file verbatim"
     );
+}
+
+/// `slurm-connector --help`'s subcommands.
+fn subcommands_of_help() -> BTreeSet<String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_slurm-connector"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let section = text
+        .split("Commands:")
+        .nth(1)
+        .and_then(|s| s.split("\n\n").next())
+        .unwrap_or_else(|| panic!("no Commands: in --help:\n{text}"));
+    section
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .filter(|c| c != "help")
+        .collect()
+}
+
+/// The image's entrypoint (deploy/docker/Dockerfile's `ENTRYPOINT`): the arguments a pod gives
+/// follow it.
+fn image_entrypoint() -> String {
+    let dockerfile = std::fs::read_to_string(repo().join("deploy/docker/Dockerfile")).unwrap();
+    let line = dockerfile
+        .lines()
+        .find(|l| l.starts_with("ENTRYPOINT"))
+        .expect("the Dockerfile has an ENTRYPOINT");
+    let exe: Vec<String> = serde_json::from_str(line.trim_start_matches("ENTRYPOINT").trim())
+        .expect("ENTRYPOINT in exec form");
+    exe[0].rsplit('/').next().unwrap().to_string()
+}
+
+/// Where a doc runs `slurm-connector` and with what first argument, in its code blocks and
+/// code spans: the binary as a command (line start, after `--`, a pipe, `sudo`, `$(`), and the
+/// arguments a `kubectl run` of the connector's image passes to its entrypoint.
+fn invocation_problems(file: &str, text: &str, subs: &BTreeSet<String>) -> Vec<String> {
+    let entrypoint = image_entrypoint();
+    let mut code = String::new();
+    let mut in_block = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_block = !in_block;
+            code.push('\n');
+            continue;
+        }
+        if in_block {
+            code.push_str(line);
+        } else {
+            // Prose: its code spans only, each on a line of its own.
+            for span in line.split('`').skip(1).step_by(2) {
+                code.push_str(span);
+                code.push('\n');
+            }
+        }
+        code.push('\n');
+    }
+    let code = code.replace("\\\n", " ");
+    let command = Regex::new(
+        r"(?m)(?:^[ \t]*(?:\$[ \t]+)?|[|;&][ \t]*|[ \t]--[ \t]+|\bsudo[ \t]+|\$\([ \t]*)slurm-connector[ \t]+([^\s|;&`)]+)",
+    )
+    .unwrap();
+    let run = Regex::new(
+        r"kubectl\b[^\n]*[ \t]run[ \t][^\n]*--image=\S*slurm-connector\S*[^\n]*?[ \t]--[ \t]+(\S+)",
+    )
+    .unwrap();
+    let mut problems = Vec::new();
+    for c in command.captures_iter(&code) {
+        let word = &c[1];
+        if !word.starts_with("--") && !subs.contains(word) {
+            problems.push(format!(
+                "{file}: `slurm-connector {word}`: no such subcommand (--help lists {subs:?})"
+            ));
+        }
+    }
+    for c in run.captures_iter(&code) {
+        let first = &c[1];
+        let whole = c.get(0).unwrap().as_str();
+        if whole.contains("--command") {
+            continue;
+        }
+        if first == entrypoint {
+            problems.push(format!(
+                "{file}: `kubectl run … --image=…slurm-connector… -- {first} …`: the image's \
+                 ENTRYPOINT is already {entrypoint}, so this runs `{entrypoint} {first} …` \
+                 (unrecognized subcommand); and a pod made by kubectl run has no securityContext \
+                 or imagePullSecrets: use `helm test` or `kubectl exec`"
+            ));
+        } else if !subs.contains(first) {
+            problems.push(format!(
+                "{file}: `kubectl run … -- {first}`: {first} is not a subcommand of the image's \
+                 entrypoint {entrypoint}"
+            ));
+        }
+    }
+    problems
+}
+
+#[test]
+fn docs_run_only_subcommands_the_cli_has() {
+    let subs = subcommands_of_help();
+    assert!(subs.contains("check") && subs.contains("serve"), "{subs:?}");
+    let mut problems = Vec::new();
+    for (file, text) in docs() {
+        problems.extend(invocation_problems(&rel(&file), &text, &subs));
+    }
+    assert!(
+        problems.is_empty(),
+        "docs run `slurm-connector` as it cannot be run:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// The two ways issue 55 found the operator pages running the binary wrong, each made in a copy
+/// of the page: a subcommand written without flags (which the flag check cannot see) and the
+/// `kubectl run` that passed the binary's name to an image whose entrypoint is the binary.
+#[test]
+fn a_misspelt_subcommand_and_the_broken_kubectl_run_are_caught() {
+    let subs = subcommands_of_help();
+    let quickstart = std::fs::read_to_string(repo().join("docs/quickstart-kubernetes.md")).unwrap();
+    let deploy = std::fs::read_to_string(repo().join("docs/deploy.md")).unwrap();
+    assert!(invocation_problems("q", &quickstart, &subs).is_empty());
+    assert!(invocation_problems("d", &deploy, &subs).is_empty());
+
+    let chek = quickstart.replacen("-- slurm-connector check\n", "-- slurm-connector chek\n", 1);
+    assert_ne!(chek, quickstart, "the quick start lost its `check` line");
+    assert!(
+        invocation_problems("q", &chek, &subs)
+            .iter()
+            .any(|p| p.contains("`slurm-connector chek`")),
+        "a subcommand without flags"
+    );
+    let span = format!("{quickstart}\nRun `slurm-connector preflight` first.\n");
+    assert!(
+        !invocation_problems("q", &span, &subs).is_empty(),
+        "in a code span"
+    );
+
+    let broken = "```sh\nkubectl -n flyte run connector-probe --rm -i --restart=Never \\\n  \
+                  --image=registry.example/hpc/slurm-connector:0.1.0 \\\n  \
+                  --labels=app.kubernetes.io/name=flytepropeller -- \\\n  \
+                  slurm-connector check --connector slurm-connector-headless.flyte.svc.cluster.local:8000\n```\n";
+    let with_run = format!("{deploy}\n{broken}");
+    let problems = invocation_problems("d", &with_run, &subs);
+    assert!(
+        problems.iter().any(|p| p.contains("ENTRYPOINT is already")),
+        "{problems:?}"
+    );
+    // Written as the image expects (`-- check …`), kubectl run passes this check; the Python
+    // side (deploy/validate_chart.py) still refuses it for Pod Security Admission.
+    let fixed = with_run.replace("-- \\\n  slurm-connector check", "-- \\\n  check");
+    assert!(invocation_problems("d", &fixed, &subs).is_empty());
 }

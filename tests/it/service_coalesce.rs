@@ -171,6 +171,7 @@ async fn a_burst_of_one_shape_is_one_array_and_every_element_is_its_own_task() {
     assert_eq!(ids.len(), 3, "three jobs: {alone:?}");
     assert_eq!(mock.stats().count("submit"), 4, "one submit each");
 
+    let mut own_ids = std::collections::BTreeSet::new();
     for (meta, m) in metas.iter().zip(&ms) {
         let mut c = c.clone();
         let r = wait_terminal(&mut c, meta, 30).await;
@@ -182,6 +183,31 @@ async fn a_burst_of_one_shape_is_one_array_and_every_element_is_its_own_task() {
             .unwrap_or_default()
             .to_string();
         assert!(own.starts_with("run-"), "{run}: {out:?}");
+        // custom_info and the log link name the element's own job (both Flyte plugins forward
+        // them while it runs), with the array's id and its index beside it.
+        let info = slurm_connector::proto::struct_to_json(r.custom_info.as_ref().unwrap());
+        // (A protobuf Struct's numbers are doubles.)
+        assert_eq!(
+            info["array_job_id"].as_f64(),
+            Some(m.job_id.0.into()),
+            "{info}"
+        );
+        assert_eq!(
+            info["array_task_id"].as_f64(),
+            Some(m.element.unwrap().into()),
+            "{info}"
+        );
+        let own_id = info["job_id"].as_f64().unwrap() as u64;
+        assert!(
+            own_ids.insert(own_id),
+            "job id {own_id} named twice: {info}"
+        );
+        assert_eq!(
+            r.log_links[0].name,
+            format!("Slurm job {own_id} on {}", m.cluster),
+            "{:?}",
+            r.log_links
+        );
         let named = format!("Slurm job {}_{}", m.job_id, m.element.unwrap());
         assert!(
             r.message.contains(&named),

@@ -389,7 +389,28 @@ async fn delete_aborts_and_list_agents_names_both_task_types() {
         .expect("CreateTask")
         .into_inner()
         .resource_meta;
-    wait(&mut c, &meta, "slurm_fn", |p| p == RUNNING).await;
+    // What flytepropeller's agent plugin forwards of a RUNNING task (flyteplugins v1.16.8,
+    // webapi/agent/plugin.go, Status: `TaskInfo{Logs, CustomInfo}`, the message dropped): the
+    // Slurm job id must be in both, as the UI shows them while the task runs.
+    let running = wait(&mut c, &meta, "slurm_fn", |p| p == RUNNING).await;
+    let m: serde_json::Value = serde_json::from_slice(&meta).unwrap();
+    let job_id = m["job_id"].as_u64().unwrap();
+    let info = slurm_connector::proto::struct_to_json(running.custom_info.as_ref().unwrap());
+    // (A protobuf Struct's numbers are doubles.)
+    assert_eq!(info["job_id"].as_f64(), Some(job_id as f64), "{info}");
+    let links: Vec<(&str, &str)> = running
+        .log_links
+        .iter()
+        .map(|l| (l.name.as_str(), l.uri.as_str()))
+        .collect();
+    assert_eq!(
+        links,
+        [(
+            &*format!("Slurm job {job_id} on {}", m["cluster"].as_str().unwrap()),
+            &*format!("file://{}", m["stdout"].as_str().unwrap())
+        )],
+        "the default log link names the job"
+    );
     c.delete_task(DeleteTaskRequest {
         resource_meta: meta.clone(),
         task_category: category("slurm_fn"),

@@ -52,9 +52,9 @@ impl Verdict {
         log_templates: &[staging::logs::LogLinkTemplate],
     ) -> Resource {
         let v = self;
-        let custom_info = serde_json::json!({
+        let mut custom_info = serde_json::json!({
             "cluster": meta.cluster,
-            "job_id": meta.job_id.0,
+            "job_id": own_job_id(meta, snap).0,
             "job_name": meta.job_name,
             "state": snap.state,
             "reason": snap.reason,
@@ -66,7 +66,12 @@ impl Verdict {
             "stdout": meta.stdout,
             "stderr": meta.stderr,
         });
-        let mut custom_info = custom_info;
+        if let Some(index) = meta.element {
+            // An element of an array the connector made of several tasks' jobs: `job_id` is its
+            // own (the array's until it starts: Slurm splits a pending element off only then).
+            custom_info["array_job_id"] = serde_json::json!(meta.job_id.0);
+            custom_info["array_task_id"] = serde_json::json!(index);
+        }
         if !snap.elements.is_empty() {
             let mut counts = serde_json::Map::new();
             for e in &snap.elements {
@@ -96,10 +101,19 @@ impl Verdict {
         Resource {
             outputs: v.outputs,
             message: v.message,
-            log_links: log_links(log_templates, meta),
+            log_links: log_links(log_templates, meta, snap),
             phase: v.phase as i32,
             custom_info: Some(crate::proto::json_to_struct(&custom_info)),
         }
+    }
+}
+
+/// The Slurm job that is this task: an element of a coalesced array is the task, and its job id
+/// is its own once Slurm gave it one; every other task's is the meta's.
+fn own_job_id(meta: &ResourceMeta, snap: &JobSnapshot) -> crate::slurmrestd::JobId {
+    match meta.element {
+        Some(_) if snap.job_id.0 != 0 => snap.job_id,
+        _ => meta.job_id,
     }
 }
 
@@ -107,8 +121,9 @@ impl Verdict {
 fn log_links(
     templates: &[staging::logs::LogLinkTemplate],
     meta: &ResourceMeta,
+    snap: &JobSnapshot,
 ) -> Vec<crate::proto::core::TaskLog> {
-    let job_id = meta.job_id.to_string();
+    let job_id = own_job_id(meta, snap).to_string();
     let vars = staging::logs::LogVars {
         job_id: &job_id,
         stdout: &meta.stdout,

@@ -47,6 +47,65 @@ async fn log_link_templates_become_task_logs() {
     env.handle.shutdown().await;
 }
 
+/// With no `FLYTE_SLURM_LOG_LINKS`, one link whose name carries the job id: both Flyte plugins
+/// forward a RUNNING task's log links and drop its message, so this is where the UI shows it.
+/// `off` turns it off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_log_link_names_the_slurm_job() {
+    let env = mock().await;
+    for (setting, want_links) in [(None, 1), (Some("off"), 0)] {
+        let vars: std::collections::BTreeMap<String, String> = setting
+            .map(|v| ("FLYTE_SLURM_LOG_LINKS".to_string(), v.to_string()))
+            .into_iter()
+            .collect();
+        let mut d = deployment(&env);
+        d.log_links =
+            slurm_connector::config::DeploymentConfig::load_with(&|k| vars.get(k).cloned(), None)
+                .unwrap()
+                .log_links;
+        let server = Server::start(d).await;
+        let mut c = server.client().await;
+        let meta = c
+            .create_task(mock_request("script_no_io.pb"))
+            .await
+            .unwrap()
+            .into_inner()
+            .resource_meta;
+        let m: serde_json::Value = serde_json::from_slice(&meta).unwrap();
+        let got = c
+            .get_task(GetTaskRequest {
+                resource_meta: meta.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .resource
+            .unwrap();
+        assert_eq!(
+            got.log_links.len(),
+            want_links,
+            "{setting:?}: {:?}",
+            got.log_links
+        );
+        if want_links == 1 {
+            let l = &got.log_links[0];
+            assert_eq!(
+                l.name,
+                format!(
+                    "Slurm job {} on {}",
+                    m["job_id"],
+                    m["cluster"].as_str().unwrap()
+                )
+            );
+            assert_eq!(l.uri, format!("file://{}", m["stdout"].as_str().unwrap()));
+            assert!(l.show_while_pending && l.ready, "{l:?}");
+        }
+        server.stop().await;
+    }
+    env.handle.shutdown().await;
+}
+
 /// The series of one GetTaskMetrics result: (labels, [(time, value)]).
 fn series(r: &slurm_connector::proto::core::ExecutionMetricResult) -> Vec<serde_json::Value> {
     let data = slurm_connector::proto::struct_to_json(r.data.as_ref().unwrap());
