@@ -447,11 +447,13 @@ pub fn check_port(d: &DeploymentConfig, listen: std::net::SocketAddr) -> Vec<Che
     out.push(check(
         "-",
         "who can reach the gRPC port",
-        if p.identity_rules_exposed() {
+        if let Some(why) = p.refusal() {
+            Err(format!("{reach}: serve refuses to start: {why}"))
+        } else if p.identity_rules_exposed() {
             Err(format!(
                 "{reach}, yet {} identity rules decide whom jobs run as: any client that reaches \
-                 the port can have jobs run as their users; restrict ingress to Flyte's backend \
-                 (the chart's networkPolicy) and declare it with FLYTE_SLURM_INGRESS_POLICY",
+                 the port can have jobs run as their users (accepted by \
+                 FLYTE_SLURM_ANYONE_MAY_RUN_AS_RULE_USERS=true)",
                 p.identity_rules
             ))
         } else {

@@ -109,6 +109,10 @@ pub(super) fn apply(
     if let Some(v) = var("FLYTE_SLURM_INGRESS_POLICY") {
         cfg.ingress_policy = Some(v.trim().to_string());
     }
+    if let Some(v) = var("FLYTE_SLURM_ANYONE_MAY_RUN_AS_RULE_USERS") {
+        cfg.anyone_may_run_as_rule_users =
+            parse_bool("FLYTE_SLURM_ANYONE_MAY_RUN_AS_RULE_USERS", &v)?;
+    }
     // The environment overrides the file's pair as a pair: half of one and half of the other
     // would be a certificate with another's key.
     match (

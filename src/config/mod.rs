@@ -159,6 +159,10 @@ pub struct DeploymentConfig {
     /// network policy, yet identity rules are only sound behind one, so it is told, logs it at
     /// start, and `check` reports a ✗ for identity rules on an open port without it.
     pub ingress_policy: Option<String>,
+    /// `FLYTE_SLURM_ANYONE_MAY_RUN_AS_RULE_USERS`: serve identity rules on a port with no ingress
+    /// restriction declared, which `serve` otherwise refuses (`protections.rs`). Environment
+    /// only: a deployment's own decision, not a clusters file's.
+    pub anyone_may_run_as_rule_users: bool,
 }
 
 /// The files of the gRPC port's certificate (PEM): the chain, leaf first, and its private key.
@@ -307,6 +311,7 @@ impl DeploymentConfig {
             interruptible: Default::default(),
             server_tls: None,
             ingress_policy: None,
+            anyone_may_run_as_rule_users: false,
         }
     }
 
