@@ -28,8 +28,9 @@ impl Firewall {
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
         socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let addr = socket.local_addr().unwrap();
-        // A short queue: few connections fill it once nothing accepts.
-        let listener = Arc::new(socket.listen(4).unwrap());
+        // Room for a burst of connects while forwarding (a full queue drops SYNs: a connect
+        // timeout before the firewall is on), few enough to fill once nothing accepts.
+        let listener = Arc::new(socket.listen(64).unwrap());
         let (dropping, _) = watch::channel(false);
         let forwards = Arc::new(Mutex::new(Vec::new()));
         let accepting = {
@@ -84,7 +85,7 @@ impl Firewall {
                     Err(e) => panic!("filling the accept queue of {addr}: {e}"),
                 }
                 assert!(
-                    Instant::now() < deadline && held.len() < 64,
+                    Instant::now() < deadline && held.len() < 256,
                     "connects to {addr} never timed out ({} taken into its queue)",
                     held.len()
                 );

@@ -7,9 +7,10 @@
 //!
 //! - slurmdbd down (slurmrestd answers its `/slurmdb/` paths 502): only
 //!   SlurmConnectorSlurmdbdUnavailable fires, never SlurmConnectorSlurmctldErrors;
-//! - slurmrestd behind a firewall that starts dropping packets (connects time out): the
-//!   SlurmConnectorSlurmrestdUnreachable alert fires within its `for:` (plus one scrape), and
-//!   neither slurmctld's nor slurmdbd's alert does;
+//! - slurmrestd behind a firewall that starts dropping packets (connects time out):
+//!   SlurmConnectorSlurmrestdUnreachable fires within its `for:` of the first connect timeout
+//!   (plus the scrape a new series needs for a rate), and neither slurmctld's nor slurmdbd's
+//!   alert does;
 //! - slurmctld throttling (late answers and 502s, as under `rl_enable`): neither
 //!   SlurmConnectorSlurmrestdUnreachable nor SlurmConnectorSlurmctldErrors fires.
 //!
@@ -327,13 +328,14 @@ async fn a_packet_dropping_firewall_fires_slurmrestd_unreachable() {
         Err(reason) => return skip(Tier::Promtool, reason),
     };
     // SlurmrestdUnreachable's 10 minutes of `for:`, counted from the first connect that timed
-    // out. Before it, each kept-alive connection of a replica's pool waits out its 8 s request
-    // timeout once (status="timeout": a connection made, the firewall is not known yet), as
-    // behind a real firewall; compressed a scrape to a minute, those seconds are many minutes,
-    // so the drill scrapes until the first connect timeout, then the `for:` and two more. A
-    // scrape every 2 s: each poll's three attempts take ~10 s.
+    // out. Before it, each kept-alive connection of a replica's pool waits out its request
+    // timeout once (status="timeout": a connection made, the firewall not known yet), as behind
+    // a real firewall; so the drill scrapes until the first connect timeout, then the `for:` and
+    // two more. Timeouts of a second or less (FLYTE_SLURM_CONNECT_TIMEOUT,
+    // FLYTE_SLURM_REQUEST_TIMEOUT), so that with a scrape a "minute" the failures come as often
+    // within the rules' windows as the defaults' (3 s, 8 s) do within real minutes.
     const FOR: usize = 10;
-    const POOL_DRAINED_WITHIN: usize = 40;
+    const POOL_DRAINED_WITHIN: usize = 20;
     let mock = Mock::start(
         "alerts-fw",
         Duration::from_secs(600),
@@ -350,6 +352,8 @@ async fn a_packet_dropping_firewall_fires_slurmrestd_unreachable() {
     .await;
     let cluster = slurm_connector::config::ClusterConfig {
         restd_url: url::Url::parse(&firewall.url()).unwrap(),
+        connect_timeout: Duration::from_millis(300),
+        request_timeout: Duration::from_secs(1),
         ..mock.cluster(mock.static_auth(), None)
     };
     let mut drill = Drill::start(cluster, Duration::from_secs(2)).await;
@@ -358,6 +362,16 @@ async fn a_packet_dropping_firewall_fires_slurmrestd_unreachable() {
         .await;
     drill.scrape(BEFORE).await;
     let onset = drill.samples.len();
+    for status in ["unreachable", "timeout", "closed"] {
+        assert_eq!(
+            drill.last(
+                "slurm_connector_slurmrestd_requests_total",
+                &[&format!(r#"status="{status}""#)],
+            ),
+            0.0,
+            "requests were {status} before the firewall dropped anything"
+        );
+    }
     firewall.drop_packets().await;
     let unreachable_at = |d: &Drill| {
         d.last(
