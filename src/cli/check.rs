@@ -47,7 +47,9 @@ pub async fn check_cluster(
         cc.api_version = c.api_version;
         cc.ca_file = c.ca_file.clone();
         cc.retry = RetryPolicy::none();
-        cc.request_timeout = Duration::from_secs(10);
+        cc.connect_timeout = c.connect_timeout;
+        // One try each, so a little more patience than serve's default per request.
+        cc.request_timeout = c.request_timeout.max(Duration::from_secs(10));
         Client::new(cc).map_err(|e| e.to_string())
     });
     let client = match client {
