@@ -155,9 +155,40 @@ def code_operations() -> set[str]:
 
 def promql_operations(expr: str) -> set[str]:
     """The values an expression's `operation` matchers name (alternatives of a regex split)."""
+    return promql_label_values(expr, "operation")
+
+
+def promql_label_values(expr: str, label: str) -> set[str]:
+    """The values an expression's matchers of `label` name (alternatives of a regex split)."""
     out = set()
-    for m in re.finditer(r'\boperation\s*(?:=~|!~|!=|=)\s*"([^"]*)"', expr):
+    for m in re.finditer(r'\b' + label + r'\s*(?:=~|!~|!=|=)\s*"([^"]*)"', expr):
         out |= {v for v in m.group(1).split("|") if v}
+    return out
+
+
+@functools.cache
+def code_exchange_labels() -> dict[str, set[str]]:
+    """The `daemon` and `status` label values of slurm_connector_slurmrestd_requests_total: the
+    literals of `Daemon::as_str` and `Reply::label` in the slurmrestd crate (a status is also
+    any HTTP status, matched by a pattern such as `5..`)."""
+    src = (REPO / "crates" / "slurmrestd" / "src" / "exchange.rs").read_text()
+    daemon = re.search(r"fn as_str\(self\)[^{]*\{(.*?)\n    \}", src, re.S)
+    reply = re.search(r"fn label\(self\)[^{]*\{(.*?)\n    \}", src, re.S)
+    if not daemon or not reply:
+        raise SystemExit("crates/slurmrestd/src/exchange.rs: could not read Daemon::as_str / Reply::label (update validate_chart.py)")
+    return {"daemon": set(re.findall(r'=> "(\w+)"', daemon.group(1))),
+            "status": set(re.findall(r'=> "(\w+)"', reply.group(1)))}
+
+
+def unknown_exchange_labels(expr: str) -> list[str]:
+    """The `daemon` and non-numeric `status` values an expression matches that src/ never
+    produces."""
+    out = []
+    for label, known in code_exchange_labels().items():
+        for v in sorted(promql_label_values(expr, label) - known):
+            if label == "status" and re.fullmatch(r"[0-9.]+", v):
+                continue
+            out.append(f'{label}="{v}"')
     return out
 
 
@@ -198,6 +229,8 @@ def check_observability(docs: list[dict]) -> list[str]:
                     ops = promql_operations(r["expr"]) - code_operations()
                     if ops:
                         errs.append(f"{what}: expr matches operation {sorted(ops)}, which src/ never labels a request with")
+                    if unknown_exchange_labels(r["expr"]):
+                        errs.append(f"{what}: expr matches {unknown_exchange_labels(r['expr'])}, which src/ never labels a request with (crates/slurmrestd/src/exchange.rs)")
                 if not re.fullmatch(r"[0-9]+[smhdwy]", str(r.get("for", ""))):
                     errs.append(f"{what}: for {r.get('for')!r} is not a duration")
                 if r.get("labels", {}).get("severity") not in ("critical", "warning", "info"):
@@ -1674,11 +1707,16 @@ def expect_observability(docs: list[dict]) -> list[str]:
     target = 'namespace="flyte",job="slurm-connector"'
     if [r["expr"] for r in rules if r["alert"] == "SlurmConnectorDown"] != [f"absent(slurm_connector_build_info{{{target}}})"]:
         errs.append(f"SlurmConnectorDown does not select this release's series ({target})")
+    # Each outage alert selects the failure class the code gives it (tests/it/alert_drills.rs runs
+    # the three outages through these rules with promtool).
     for r in rules:
-        if r["alert"] in ("SlurmConnectorSlurmrestdUnreachable", "SlurmConnectorSlurmctldErrors") and "unless on (namespace, cluster)" not in r["expr"]:
-            errs.append(f"{r['alert']} does not exclude throttling (it would fire on slurmctld's rate limiting)")
-        if r["alert"] == "SlurmConnectorSlurmctldErrors" and 'operation!~"accounting_job|' not in r["expr"]:
-            errs.append("SlurmConnectorSlurmctldErrors does not exclude slurmdbd's operations (it would fire on slurmdbd down)")
+        if r["alert"] == "SlurmConnectorSlurmctldErrors" and ("unless on (namespace, cluster)" not in r["expr"] or 'daemon="slurmctld"' not in r["expr"]):
+            errs.append("SlurmConnectorSlurmctldErrors must select daemon=\"slurmctld\" and exclude throttling (it would fire on slurmdbd down or slurmctld's rate limiting)")
+        if r["alert"] == "SlurmConnectorSlurmdbdUnavailable" and 'daemon="slurmdbd"' not in r["expr"]:
+            errs.append("SlurmConnectorSlurmdbdUnavailable does not select daemon=\"slurmdbd\"")
+        if r["alert"] == "SlurmConnectorSlurmrestdUnreachable" and (
+                "unreachable" not in promql_label_values(r["expr"], "status") or "unless" in r["expr"] or "timeout" in promql_label_values(r["expr"], "status")):
+            errs.append("SlurmConnectorSlurmrestdUnreachable must select status=\"unreachable\" (connect timeouts included), not late answers, and nothing may silence it")
     if any(r["labels"].get("team") != "hpc" or not r["annotations"].get("runbook_url") for r in rules):
         errs.append("prometheusRule.alertLabels / runbookBaseUrl did not reach every alert")
     dash = [cm for cm in by_kind(docs, "ConfigMap") if cm["metadata"]["labels"].get("grafana_dashboard") == "1"]
@@ -1764,7 +1802,9 @@ def observability_self_test(good: list[dict]) -> tuple[list[str], int]:
         "runbook to a missing section": lambda d: rule(d)["annotations"].update(runbook="docs/operations.md#no-such-section"),
         "two alerts sharing one runbook section": lambda d: rule(d, 1)["annotations"].update(runbook=rule(d)["annotations"]["runbook"]),
         "runbook_url to another section": lambda d: rule(d)["annotations"].update(runbook_url=rule(d, 1)["annotations"]["runbook_url"]),
-        "alert on an operation src/ never labels": lambda d: rule(d, 6).update(expr=rule(d, 6)["expr"].replace("accounting_jobs_since", "accounting_since")),
+        "alert on an operation src/ never labels": lambda d: rule(d, 2).update(expr=rule(d, 2)["expr"].replace('operation="get"', 'operation="get_task"')),
+        "alert on a daemon src/ never labels": lambda d: rule(d, 6).update(expr=rule(d, 6)["expr"].replace('daemon="slurmdbd"', 'daemon="slurmdb"')),
+        "alert on a status src/ never labels": lambda d: rule(d, 4).update(expr=rule(d, 4)["expr"].replace("unreachable|closed", "none")),
         "alert name repeated": lambda d: rule(d, 1).update(alert=rule(d)["alert"]),
         "rule group without rules": lambda d: by_kind(d, "PrometheusRule")[0]["spec"]["groups"][0].update(rules=[]),
         "panel on a renamed metric": renamed_panel_metric,
@@ -1856,8 +1896,20 @@ def self_test(good: list[dict], env_names: set[str], file_keys) -> tuple[list[st
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.parse_args()
+    ap.add_argument("--prometheus-rules", action="store_true",
+                    help="only print the PrometheusRule's rule groups as the chart renders them with "
+                         "ci/observability-values.yaml (release slurm-connector in namespace flyte), as a "
+                         "promtool rule file (JSON): what tests/it/alert_drills.rs runs its outages through")
+    args = ap.parse_args()
     import helm_python as helm
+    if args.prometheus_rules:
+        values = yaml.safe_load((CHART / "ci" / "observability-values.yaml").read_text())
+        rules = by_kind(render(helm, values), "PrometheusRule")
+        if len(rules) != 1:
+            print(f"ci/observability-values.yaml rendered {len(rules)} PrometheusRules, not 1", file=sys.stderr)
+            return 1
+        print(json.dumps({"groups": rules[0]["spec"]["groups"]}, indent=1))
+        return 0
     import kubernetes_validate as kv
 
     env_names = code_env_vars()

@@ -171,6 +171,8 @@ fn deployment(c: &support::Cluster, backend: &Backend) -> DeploymentConfig {
             identities: Default::default(),
             ca_file: None,
             images: Default::default(),
+            connect_timeout: slurm_connector::config::DEFAULT_CONNECT_TIMEOUT,
+            request_timeout: slurm_connector::config::DEFAULT_REQUEST_TIMEOUT,
         },
     );
     d.default_cluster = c.name.clone();

@@ -47,7 +47,9 @@ pub async fn check_cluster(
         cc.api_version = c.api_version;
         cc.ca_file = c.ca_file.clone();
         cc.retry = RetryPolicy::none();
-        cc.request_timeout = Duration::from_secs(10);
+        cc.connect_timeout = c.connect_timeout;
+        // One try each, so a little more patience than serve's default per request.
+        cc.request_timeout = c.request_timeout.max(Duration::from_secs(10));
         Client::new(cc).map_err(|e| e.to_string())
     });
     let client = match client {
@@ -447,11 +449,13 @@ pub fn check_port(d: &DeploymentConfig, listen: std::net::SocketAddr) -> Vec<Che
     out.push(check(
         "-",
         "who can reach the gRPC port",
-        if p.identity_rules_exposed() {
+        if let Some(why) = p.refusal() {
+            Err(format!("{reach}: serve refuses to start: {why}"))
+        } else if p.identity_rules_exposed() {
             Err(format!(
                 "{reach}, yet {} identity rules decide whom jobs run as: any client that reaches \
-                 the port can have jobs run as their users; restrict ingress to Flyte's backend \
-                 (the chart's networkPolicy) and declare it with FLYTE_SLURM_INGRESS_POLICY",
+                 the port can have jobs run as their users (accepted by \
+                 FLYTE_SLURM_ANYONE_MAY_RUN_AS_RULE_USERS=true)",
                 p.identity_rules
             ))
         } else {

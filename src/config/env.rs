@@ -24,6 +24,8 @@ const CLUSTER_VARS: &[&str] = &[
     "FLYTE_SLURM_DEFAULT_PARTITION",
     "FLYTE_SLURM_SSH_HOSTS",
     "FLYTE_SLURM_CA_FILE",
+    "FLYTE_SLURM_CONNECT_TIMEOUT",
+    "FLYTE_SLURM_REQUEST_TIMEOUT",
 ];
 
 pub(super) fn apply(
@@ -108,6 +110,10 @@ pub(super) fn apply(
 
     if let Some(v) = var("FLYTE_SLURM_INGRESS_POLICY") {
         cfg.ingress_policy = Some(v.trim().to_string());
+    }
+    if let Some(v) = var("FLYTE_SLURM_ANYONE_MAY_RUN_AS_RULE_USERS") {
+        cfg.anyone_may_run_as_rule_users =
+            parse_bool("FLYTE_SLURM_ANYONE_MAY_RUN_AS_RULE_USERS", &v)?;
     }
     // The environment overrides the file's pair as a pair: half of one and half of the other
     // would be a certificate with another's key.
@@ -197,6 +203,12 @@ pub(super) fn apply(
     }
     if let Some(v) = var("FLYTE_SLURM_CA_FILE") {
         c.ca_file = Some(PathBuf::from(v.trim()));
+    }
+    if let Some(v) = var("FLYTE_SLURM_CONNECT_TIMEOUT") {
+        c.connect_timeout = positive_duration("FLYTE_SLURM_CONNECT_TIMEOUT", &v)?;
+    }
+    if let Some(v) = var("FLYTE_SLURM_REQUEST_TIMEOUT") {
+        c.request_timeout = positive_duration("FLYTE_SLURM_REQUEST_TIMEOUT", &v)?;
     }
     if let Some(auth) = auth_from_env(&var)? {
         c.auth = Some(auth);
@@ -358,4 +370,13 @@ pub(super) fn check_grace(d: std::time::Duration) -> Result<std::time::Duration,
         );
     }
     Ok(d)
+}
+
+/// A duration above zero (a zero timeout would fail every request).
+fn positive_duration(name: &str, v: &str) -> Result<std::time::Duration, ConfigError> {
+    match parse_duration(v) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) => Err(ConfigError::invalid(name, v, "must be above zero, e.g. 3s")),
+        Err(p) => Err(ConfigError::invalid(name, v, p)),
+    }
 }

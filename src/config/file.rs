@@ -78,6 +78,8 @@ struct FileCluster {
     ca_file: Option<PathBuf>,
     #[serde(default)]
     images: Vec<super::images::FileImageRule>,
+    connect_timeout: Option<String>,
+    request_timeout: Option<String>,
 }
 
 pub(super) fn load(path: &Path) -> Result<DeploymentConfig, ConfigError> {
@@ -165,6 +167,14 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<DeploymentConfig, ConfigE
         };
         // Config-file errors carry the key instead of an env var name.
         let wrap = |e: ConfigError| cerr(e.to_string());
+        let timeout = |key: &str, v: Option<&str>| {
+            v.map(|v| match parse_duration(v) {
+                Ok(d) if !d.is_zero() => Ok(d),
+                Ok(_) => Err(cerr(format!("`{key}`: must be above zero, e.g. 3s"))),
+                Err(p) => Err(cerr(format!("`{key}`: {p}"))),
+            })
+            .transpose()
+        };
         if c.jwt_file.is_some() && c.jwt_key_file.is_some() {
             return Err(cerr("set only one of `jwt_file` and `jwt_key_file`".into()));
         }
@@ -241,6 +251,10 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<DeploymentConfig, ConfigE
             identities,
             ca_file: c.ca_file,
             images: super::images::ImageMap::from_file("images", c.images).map_err(cerr)?,
+            connect_timeout: timeout("connect_timeout", c.connect_timeout.as_deref())?
+                .unwrap_or(super::DEFAULT_CONNECT_TIMEOUT),
+            request_timeout: timeout("request_timeout", c.request_timeout.as_deref())?
+                .unwrap_or(super::DEFAULT_REQUEST_TIMEOUT),
         };
         cfg.clusters.insert(name, cluster);
     }

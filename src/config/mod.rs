@@ -71,6 +71,12 @@ pub struct ClusterConfig {
     pub ca_file: Option<PathBuf>,
     /// Rules turning task images into pre-staged files (`[[clusters.NAME.images]]`; see `images.rs`).
     pub images: images::ImageMap,
+    /// How long opening a connection to slurmrestd may take (`connect_timeout` /
+    /// `FLYTE_SLURM_CONNECT_TIMEOUT`); past it slurmrestd counts as unreachable.
+    pub connect_timeout: Duration,
+    /// How long slurmrestd may take to answer a request on a connection made (`request_timeout` /
+    /// `FLYTE_SLURM_REQUEST_TIMEOUT`); submits wait longer (`service/cluster/clients.rs`).
+    pub request_timeout: Duration,
 }
 
 impl ClusterConfig {
@@ -92,6 +98,8 @@ impl ClusterConfig {
             identities: Default::default(),
             ca_file: None,
             images: Default::default(),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
         }
     }
 }
@@ -160,6 +168,10 @@ pub struct DeploymentConfig {
     /// network policy, yet identity rules are only sound behind one, so it is told, logs it at
     /// start, and `check` reports a ✗ for identity rules on an open port without it.
     pub ingress_policy: Option<String>,
+    /// `FLYTE_SLURM_ANYONE_MAY_RUN_AS_RULE_USERS`: serve identity rules on a port with no ingress
+    /// restriction declared, which `serve` otherwise refuses (`protections.rs`). Environment
+    /// only: a deployment's own decision, not a clusters file's.
+    pub anyone_may_run_as_rule_users: bool,
 }
 
 /// The files of the gRPC port's certificate (PEM): the chain, leaf first, and its private key.
@@ -179,6 +191,11 @@ pub enum UploadLimit {
 }
 
 pub const DEFAULT_CLUSTER_NAME: &str = "default";
+/// A dropped SYN is sent again after 1 s, so a connect that takes longer than a few seconds
+/// will not come: slurmrestd, or the path to it, is down.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// slurmrestd answers reads in well under a second unless slurmctld is overloaded or throttling.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(8);
 // The one source of each default: the tracker, the staging ceiling and the CLI read these, and
 // docs/configuration.md quotes them (checked by `docs_quote_the_defaults`).
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(5);
@@ -308,6 +325,7 @@ impl DeploymentConfig {
             interruptible: Default::default(),
             server_tls: None,
             ingress_policy: None,
+            anyone_may_run_as_rule_users: false,
         }
     }
 

@@ -1,8 +1,10 @@
 //! Who can reach the gRPC port, as far as the connector can know it: where it listens, whether it
 //! speaks TLS, and what the deployment declares restricts its ingress (`FLYTE_SLURM_INGRESS_POLICY`:
 //! a NetworkPolicy is invisible from inside the pod). Identity rules choose whom a job runs as
-//! from the request, so they are sound only while nothing but Flyte's backend can send one: `serve`
-//! says at start which protections are on, and `check` shows a ✗ for rules on an open port.
+//! from the request, so they are sound only while nothing but Flyte's backend can send one:
+//! `serve` refuses to start with rules on an open port (whichever route the rules came by: the
+//! decision is made on the loaded configuration), unless the operator accepts that risk by name
+//! (`FLYTE_SLURM_ANYONE_MAY_RUN_AS_RULE_USERS`); `check` shows the same as a ✗.
 
 use std::net::SocketAddr;
 
@@ -16,6 +18,8 @@ pub struct Protections {
     pub ingress_policy: Option<String>,
     /// Identity rules over every cluster.
     pub identity_rules: usize,
+    /// `FLYTE_SLURM_ANYONE_MAY_RUN_AS_RULE_USERS`: the operator serves rules on an open port anyway.
+    pub open_rules_accepted: bool,
 }
 
 impl Protections {
@@ -30,6 +34,19 @@ impl Protections {
     pub fn identity_rules_exposed(&self) -> bool {
         self.identity_rules > 0 && !self.loopback() && self.ingress_policy.is_none()
     }
+
+    /// Why `serve` must not start: rules exposed, and the risk not accepted by name.
+    pub fn refusal(&self) -> Option<String> {
+        (self.identity_rules_exposed() && !self.open_rules_accepted).then(|| {
+            let listen = self
+                .listen
+                .map_or_else(|| "its address unknown".to_string(), |a| a.to_string());
+            format!(
+                "{} identity rules decide whom jobs run as, but the gRPC port ({listen}) listens                  beyond loopback and no ingress restriction is declared: any client that reaches                  it could have jobs run as the rules' users. Restrict the port to Flyte's backend                  and declare it: the Helm chart does both with networkPolicy.enabled=true (the                  default; it sets FLYTE_SLURM_INGRESS_POLICY); a restriction outside the chart (a                  service mesh's authorization policy, a namespace with a default-deny policy) is                  declared with FLYTE_SLURM_INGRESS_POLICY=\"<what restricts it>\". To serve the                  rules on an open port anyway, set FLYTE_SLURM_ANYONE_MAY_RUN_AS_RULE_USERS=true",
+                self.identity_rules
+            )
+        })
+    }
 }
 
 impl DeploymentConfig {
@@ -38,6 +55,7 @@ impl DeploymentConfig {
             listen,
             tls: self.server_tls.is_some(),
             ingress_policy: self.ingress_policy.clone(),
+            open_rules_accepted: self.anyone_may_run_as_rule_users,
             identity_rules: self
                 .clusters
                 .values()
@@ -58,6 +76,7 @@ mod tests {
             tls: true,
             ingress_policy: ingress.map(str::to_string),
             identity_rules: rules,
+            open_rules_accepted: false,
         };
         assert!(p("0.0.0.0:8000", None, 2).identity_rules_exposed());
         assert!(!p("0.0.0.0:8000", Some("NetworkPolicy x"), 2).identity_rules_exposed());
@@ -71,6 +90,33 @@ mod tests {
         assert!(
             unknown.identity_rules_exposed(),
             "an unknown listen address is not loopback"
+        );
+    }
+
+    #[test]
+    fn exposed_rules_are_refused_unless_the_risk_is_accepted_by_name() {
+        let p = |ingress: Option<&str>, accepted: bool| Protections {
+            listen: Some("0.0.0.0:8000".parse().unwrap()),
+            tls: false,
+            ingress_policy: ingress.map(str::to_string),
+            identity_rules: 3,
+            open_rules_accepted: accepted,
+        };
+        let why = p(None, false).refusal().expect("refused");
+        for fix in [
+            "3 identity rules",
+            "0.0.0.0:8000",
+            "networkPolicy.enabled=true",
+            "FLYTE_SLURM_INGRESS_POLICY",
+            "FLYTE_SLURM_ANYONE_MAY_RUN_AS_RULE_USERS=true",
+        ] {
+            assert!(why.contains(fix), "{fix}: {why}");
+        }
+        assert_eq!(p(Some("NetworkPolicy x"), false).refusal(), None);
+        assert_eq!(p(None, true).refusal(), None);
+        assert!(
+            p(None, true).identity_rules_exposed(),
+            "accepted, still exposed"
         );
     }
 }

@@ -1,5 +1,6 @@
 //! The helpers of the integration tests and benches, in one place (`mod common;` in a test,
 //! `#[path = "../tests/common/mod.rs"] mod common;` in a bench; each uses part of it):
+//! - `blackhole`: a forwarder on loopback that can start dropping packets (connects time out);
 //! - `mock`: an in-process mock-slurmrestd and the deployment pointing at it;
 //! - `request`: the real CreateTaskRequest fixtures, what tests change in them, `get_req`;
 //! - `flyte1`: the same for Flyte 1's requests (flytekitplugins-slurm's);
@@ -14,6 +15,7 @@
 //! - here: recorded real slurmrestd exchanges, free ports and folders, commands run with a bound.
 #![allow(dead_code, unused_imports)]
 
+pub mod blackhole;
 pub mod drill;
 pub mod emulator;
 pub mod fleet;

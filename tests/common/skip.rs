@@ -61,10 +61,14 @@ pub enum Tier {
     Azure,
     /// The full upstream OpenAPI spec the committed one is trimmed from.
     OpenapiUpstream,
+    /// `promtool` on PATH (Debian's `prometheus` package) and `SLURM_CONNECTOR_PYTHON` with
+    /// helm-python-sdk (deploy/validate-chart.sh's venv): the chart's alerts run over the
+    /// connector's own metrics (tests/it/alert_drills.rs).
+    Promtool,
 }
 
 impl Tier {
-    pub const ALL: [Tier; 19] = [
+    pub const ALL: [Tier; 20] = [
         Tier::Cluster,
         Tier::Accounting,
         Tier::NoAccounting,
@@ -84,6 +88,7 @@ impl Tier {
         Tier::Gcs,
         Tier::Azure,
         Tier::OpenapiUpstream,
+        Tier::Promtool,
     ];
 
     pub fn name(self) -> &'static str {
@@ -107,6 +112,7 @@ impl Tier {
             Tier::Gcs => "gcs",
             Tier::Azure => "azure",
             Tier::OpenapiUpstream => "openapi-upstream",
+            Tier::Promtool => "promtool",
         }
     }
 }

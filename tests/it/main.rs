@@ -15,8 +15,10 @@ mod common;
 #[path = "../render_support/mod.rs"]
 mod render_support;
 
+mod alert_drills;
 mod cli_check;
 mod cli_e2e;
+mod cli_ingress;
 mod deploy_examples;
 mod docs_names;
 mod fault_drills;

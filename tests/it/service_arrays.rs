@@ -64,6 +64,8 @@ async fn env(tag: &str) -> Env {
         identities: Default::default(),
         ca_file: None,
         images: Default::default(),
+        connect_timeout: slurm_connector::config::DEFAULT_CONNECT_TIMEOUT,
+        request_timeout: slurm_connector::config::DEFAULT_REQUEST_TIMEOUT,
     };
     let server = Server::start(deployment(cluster.clone(), POLL)).await;
     let c = server.client().await;

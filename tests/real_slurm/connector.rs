@@ -49,6 +49,8 @@ pub fn deployment(c: &support::Cluster, requeue_budget: u32) -> DeploymentConfig
             identities: Default::default(),
             ca_file: None,
             images: Default::default(),
+            connect_timeout: slurm_connector::config::DEFAULT_CONNECT_TIMEOUT,
+            request_timeout: slurm_connector::config::DEFAULT_REQUEST_TIMEOUT,
         },
     );
     d.default_cluster = c.name.clone();

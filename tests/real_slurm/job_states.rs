@@ -25,8 +25,8 @@ async fn states_of_many_jobs_come_from_one_request() {
     // (nothing else in this binary polls meanwhile: every states call takes STATE_RPC).
     let requests = Arc::new(Mutex::new(Vec::new()));
     let seen = requests.clone();
-    let observer: RequestObserver = Arc::new(move |op: &'static str, _v, status: Option<u16>| {
-        seen.lock().unwrap().push((op, status));
+    let observer: RequestObserver = Arc::new(move |e: &slurm_connector::slurmrestd::Exchange| {
+        seen.lock().unwrap().push((e.operation, e.reply.label()));
     });
     let mut cfg = c.config(c.minted(&c.user), Some(&c.user));
     cfg.observer = Some(observer);
@@ -52,7 +52,7 @@ async fn states_of_many_jobs_come_from_one_request() {
     };
     assert_eq!(
         *requests.lock().unwrap(),
-        vec![("jobs_state", Some(200))],
+        vec![("jobs_state", "200".to_string())],
         "states() for {} ids must be one HTTP request",
         asked.len()
     );

@@ -14,6 +14,7 @@ use super::classify;
 use super::client::config::ClientConfig;
 use super::convert::{Envelope, Unexpressible};
 use super::error::ClientError;
+use super::exchange::Exchange;
 use super::transport::{self, CallContext};
 
 /// Whether a call may be repeated without changing the outcome.
@@ -84,17 +85,27 @@ impl Caller<'_> {
             })?;
             let note = ctx.response();
             let result = transport::with_context(ctx, f()).await;
-            if let Some(observe) = &self.cfg.observer {
-                observe(operation, version, note.status());
-            }
-            let err = match classify::classify(
+            let result = classify::classify(
                 self.cfg,
                 version,
                 operation,
                 result,
                 note.status(),
                 note.was_json(),
+            );
+            if let (Some(observe), Some(daemon), Some(reply)) = (
+                &self.cfg.observer,
+                note.daemon(),
+                classify::reply(note.status(), &result),
             ) {
+                observe(&Exchange {
+                    operation,
+                    version,
+                    daemon,
+                    reply,
+                });
+            }
+            let err = match result {
                 Ok(v) => return Ok(v),
                 Err(e) => e,
             };

@@ -9,6 +9,7 @@ use super::client::config::ClientConfig;
 use super::convert::Envelope;
 use super::errno;
 use super::error::ClientError;
+use super::exchange::Reply;
 
 pub(super) fn classify<T: Envelope>(
     cfg: &ClientConfig,
@@ -81,13 +82,11 @@ pub(super) fn classify<T: Envelope>(
             status: r.status().as_u16(),
             body: String::new(),
         }),
+        // No connection first: reqwest reports its connect timeout as both a connect error and a
+        // timeout, and a connection never made is an outage of slurmrestd or of the path to it
+        // (a firewall dropping packets), where a late answer on a connection is slurmctld's load.
         Err(GenError::CommunicationError(e)) | Err(GenError::ResponseBodyError(e)) => {
-            if e.is_timeout() {
-                Err(ClientError::Timeout {
-                    cluster: cluster(),
-                    operation,
-                })
-            } else if e.is_connect() && is_certificate_error(&e) {
+            if e.is_connect() && is_certificate_error(&e) {
                 Err(ClientError::Tls {
                     cluster: cluster(),
                     host: cfg
@@ -100,6 +99,11 @@ pub(super) fn classify<T: Envelope>(
                         .unwrap_or_default(),
                     operation,
                     detail: error_chain(&e),
+                })
+            } else if e.is_timeout() && !e.is_connect() {
+                Err(ClientError::Timeout {
+                    cluster: cluster(),
+                    operation,
                 })
             } else {
                 Err(ClientError::Unreachable {
@@ -122,6 +126,30 @@ pub(super) fn classify<T: Envelope>(
             operation,
             detail: e.to_string(),
         }),
+    }
+}
+
+/// How an exchange ended, for the metrics: its HTTP status when one came, else what the
+/// classification made of the failure. `None`: no request was sent (it could not be built).
+pub(super) fn reply<T>(status: Option<u16>, result: &Result<T, ClientError>) -> Option<Reply> {
+    if let Some(s) = status {
+        return Some(Reply::Status(s));
+    }
+    match result {
+        // An answer whose status the hook did not see (outside a facade call): a 200.
+        Ok(_) => Some(Reply::Status(200)),
+        Err(ClientError::Unreachable { connect: true, .. }) | Err(ClientError::Tls { .. }) => {
+            Some(Reply::Unreachable)
+        }
+        Err(ClientError::Unreachable { connect: false, .. }) => Some(Reply::Closed),
+        Err(ClientError::Timeout { .. }) => Some(Reply::Late),
+        Err(ClientError::Slurm { status, .. }) | Err(ClientError::Http { status, .. }) => {
+            Some(Reply::Status(*status))
+        }
+        Err(ClientError::Rejected { status, .. }) => Some(Reply::Status(*status)),
+        Err(ClientError::NoToken { .. }) => Some(Reply::Status(401)),
+        Err(ClientError::Decode { status, .. }) => Some(Reply::Status(status.unwrap_or(200))),
+        Err(_) => None,
     }
 }
 

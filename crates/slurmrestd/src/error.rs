@@ -34,6 +34,9 @@ fn controller_gone_from_a_query(operation: &str, status: u16, errors: &[SlurmErr
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
+    /// No answer: `connect` when no connection was made (refused, DNS, or the connect timeout:
+    /// packets dropped), so the request was surely not sent; else the connection ended without
+    /// an answer.
     #[error("slurmrestd of cluster {cluster} is unreachable ({operation}): {detail}")]
     Unreachable {
         cluster: String,
@@ -56,6 +59,8 @@ pub enum ClientError {
         detail: String,
     },
 
+    /// Connected and sent, no answer within the request timeout (never a connect timeout:
+    /// that is `Unreachable`).
     #[error(
         "slurmrestd of cluster {cluster} did not answer {operation} within the request timeout"
     )]

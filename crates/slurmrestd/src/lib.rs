@@ -10,6 +10,7 @@
 //!   how every kind of answer becomes one.
 //! - `generated`: the generated code, one module per API version; private, so nothing outside
 //!   this crate can touch it.
+//! - [`exchange`]: which daemon a request was for and how it ended, as metrics and alerts see it.
 //! - [`version`]: the versions spoken, and [`errno`]: the Slurm error numbers acted on.
 
 pub mod auth;
@@ -20,6 +21,7 @@ pub mod convert;
 mod dialect;
 pub mod errno;
 pub mod error;
+pub mod exchange;
 mod generated;
 pub mod job_description;
 pub mod retry;
@@ -31,6 +33,7 @@ pub mod version;
 pub use auth::{Auth, AuthError, Secret};
 pub use client::{Client, ClientConfig, Negotiated, RequestObserver};
 pub use error::ClientError;
+pub use exchange::{Daemon, Exchange, Reply};
 pub use job_description::JobDescription;
 pub use retry::RetryPolicy;
 pub use types::{

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use reqwest::header::{HeaderName, HeaderValue};
 
 use super::auth::Secret;
+use super::exchange::Daemon;
 
 pub const TOKEN_HEADER: HeaderName = HeaderName::from_static("x-slurm-user-token");
 pub const USER_HEADER: HeaderName = HeaderName::from_static("x-slurm-user-name");
@@ -26,11 +27,14 @@ pub struct CallContext {
     response: Arc<ResponseNote>,
 }
 
-/// The last response's status and whether its body was JSON.
+/// The last response's status and whether its body was JSON, and the daemon the request was
+/// for (from its path, noted when it is sent).
 #[derive(Debug, Default)]
 pub struct ResponseNote {
     status: AtomicU16,
     json: AtomicBool,
+    sent: AtomicBool,
+    slurmdb: AtomicBool,
 }
 
 impl ResponseNote {
@@ -43,6 +47,16 @@ impl ResponseNote {
     }
     pub fn was_json(&self) -> bool {
         self.json.load(Ordering::Relaxed)
+    }
+    /// The daemon the request was for; `None` when no request was sent (it could not be built).
+    pub fn daemon(&self) -> Option<Daemon> {
+        self.sent.load(Ordering::Relaxed).then(|| {
+            if self.slurmdb.load(Ordering::Relaxed) {
+                Daemon::Slurmdbd
+            } else {
+                Daemon::Slurmctld
+            }
+        })
     }
 }
 
@@ -78,11 +92,16 @@ pub async fn with_context<F: std::future::Future>(ctx: CallContext, fut: F) -> F
     CALL.scope(ctx, fut).await
 }
 
-/// Called by the generated client before each request: attach the auth headers.
+/// Called by the generated client before each request: attach the auth headers, note the daemon.
 pub fn pre_hook(request: &mut reqwest::Request) {
+    let daemon = Daemon::of_path(request.url().path());
     // Outside a facade call there is no token: the request goes out without one and slurmrestd
     // answers 401, which the facade reports as a missing token. (The facade always sets one.)
     let _ = CALL.try_with(|ctx| {
+        ctx.response.sent.store(true, Ordering::Relaxed);
+        ctx.response
+            .slurmdb
+            .store(daemon == Daemon::Slurmdbd, Ordering::Relaxed);
         let headers = request.headers_mut();
         headers.insert(TOKEN_HEADER, ctx.token.clone());
         if let Some(user) = &ctx.user {

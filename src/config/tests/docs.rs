@@ -54,6 +54,14 @@ fn docs_quote_the_defaults() {
             "FLYTE_SLURM_CHECK_EVERY",
             format!("`{}s`", DEFAULT_CHECK_EVERY.as_secs()),
         ),
+        (
+            "FLYTE_SLURM_CONNECT_TIMEOUT",
+            format!("`{}s`", DEFAULT_CONNECT_TIMEOUT.as_secs()),
+        ),
+        (
+            "FLYTE_SLURM_REQUEST_TIMEOUT",
+            format!("`{}s`", DEFAULT_REQUEST_TIMEOUT.as_secs()),
+        ),
     ] {
         let have = default_of(var);
         assert!(

@@ -141,6 +141,8 @@ impl ClusterRuntime {
         cc.user_name = cfg.username.clone();
         cc.api_version = cfg.api_version;
         cc.ca_file = cfg.ca_file.clone();
+        cc.connect_timeout = cfg.connect_timeout;
+        cc.request_timeout = cfg.request_timeout;
         cc.observer = observer;
         let client = Client::new(cc).map_err(|source| BuildError::Client {
             cluster: cfg.name.clone(),

@@ -30,7 +30,10 @@ pub struct RestLabels {
     pub operation: String,
     /// The slurmrestd data_parser version of the request (`v0.0.42`).
     pub api_version: String,
-    /// HTTP status, or `none` when no response came.
+    /// The Slurm daemon the request was for (`slurmctld`, `slurmdbd`: `slurmrestd::Daemon`).
+    pub daemon: String,
+    /// The HTTP status, or what came instead (`unreachable`, `timeout`, `closed`:
+    /// `slurmrestd::Reply`).
     pub status: String,
 }
 
@@ -211,7 +214,7 @@ impl Metrics {
         );
         registry.register(
             "slurm_connector_slurmrestd_requests",
-            "HTTP requests to slurmrestd by operation, API version and status",
+            "HTTP requests to slurmrestd by operation, API version, daemon (slurmctld, slurmdbd) and status (the HTTP status; unreachable: no connection made, connect timeouts included; timeout: no answer within the request timeout; closed: the connection ended without an answer)",
             self.slurmrestd_requests.clone(),
         );
         registry.register(
@@ -306,7 +309,7 @@ impl Metrics {
         );
         registry.register(
             "slurm_connector_submit_throttle_signals",
-            "Submit answers since start that showed slurmctld throttling (slower than 2 s, timed out, 5xx)",
+            "Submit answers since start that showed slurmctld throttling (slower than 2 s, timed out on a connection made, 5xx; a connect timeout is an outage, not throttling)",
             self.submits_throttled.clone(),
         );
         registry.register(

@@ -53,6 +53,10 @@ pub enum ServeError {
     /// An identity rule names a user the cluster does not have (or must not be used).
     #[error("cluster {cluster}: {problem}")]
     Identity { cluster: String, problem: String },
+    /// Identity rules on a port anyone may reach (`config::Protections::refusal` says why and how
+    /// to fix it).
+    #[error("{0}")]
+    IdentityRulesExposed(String),
     #[error("cannot listen on {addr} ({what}): {source}")]
     Bind {
         addr: SocketAddr,
@@ -72,6 +76,10 @@ pub enum ServeError {
 
 /// Binds both listeners and serves until SIGTERM or Ctrl-C.
 pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
+    // Before anything listens (`serve_with` checks again on the address it was given).
+    if let Some(why) = opts.config.protections(Some(opts.listen)).refusal() {
+        return Err(ServeError::IdentityRulesExposed(why));
+    }
     let grpc = bind(opts.listen, "gRPC").await?;
     let metrics = bind(opts.metrics_listen, "metrics").await?;
     serve_with(opts.config, grpc, metrics, shutdown_signal()).await
@@ -110,6 +118,14 @@ pub async fn serve_with(
 ) -> Result<(), ServeError> {
     if config.clusters.is_empty() {
         return Err(ServeError::NoCluster);
+    }
+    // On the configuration as loaded, whichever route the rules came by (a clusters file from
+    // a ConfigMap, FLYTE_SLURM_CONFIG from any environment source), before anything is served.
+    if let Some(why) = config
+        .protections(grpc_listener.local_addr().ok())
+        .refusal()
+    {
+        return Err(ServeError::IdentityRulesExposed(why));
     }
     // Before any cluster is contacted: a certificate that does not load stops the start at once.
     let tls = match &config.server_tls {
@@ -268,15 +284,14 @@ async fn build_clusters(
     for (name, c) in &config.clusters {
         let mm = m.clone();
         let cluster = name.clone();
-        let observer: crate::slurmrestd::RequestObserver = Arc::new(move |op, version, status| {
+        let observer: crate::slurmrestd::RequestObserver = Arc::new(move |e| {
             mm.slurmrestd_requests
                 .get_or_create(&RestLabels {
                     cluster: cluster.clone(),
-                    operation: op.to_string(),
-                    api_version: version.as_str().to_string(),
-                    status: status
-                        .map(|s| s.to_string())
-                        .unwrap_or_else(|| "none".into()),
+                    operation: e.operation.to_string(),
+                    api_version: e.version.as_str().to_string(),
+                    daemon: e.daemon.as_str().to_string(),
+                    status: e.reply.label(),
                 })
                 .inc();
         });
@@ -504,8 +519,9 @@ fn log_protections(
     let p = config.protections(listen);
     let tls = tls.map_or_else(|| "off (plaintext)".to_string(), |t| t.describe());
     let ingress = p.ingress_policy.as_deref().unwrap_or("none declared");
+    // Only with FLYTE_SLURM_ANYONE_MAY_RUN_AS_RULE_USERS: `serve_with` refuses exposed rules otherwise.
     if p.identity_rules_exposed() {
-        tracing::warn!(listen = ?listen, tls = %tls, ingress_policy = ingress, identity_rules = p.identity_rules, "identity rules decide whom jobs run as, but the gRPC port listens beyond loopback and no ingress restriction is declared: any client that reaches it can have jobs run as the rules' users; restrict it (the chart's NetworkPolicy) and declare it with FLYTE_SLURM_INGRESS_POLICY");
+        tracing::warn!(listen = ?listen, tls = %tls, ingress_policy = ingress, identity_rules = p.identity_rules, "identity rules decide whom jobs run as, the gRPC port listens beyond loopback and no ingress restriction is declared, and FLYTE_SLURM_ANYONE_MAY_RUN_AS_RULE_USERS=true accepts that: any client that reaches it can have jobs run as the rules' users");
     } else {
         tracing::info!(listen = ?listen, tls = %tls, ingress_policy = ingress, identity_rules = p.identity_rules, "who can reach the gRPC port");
     }

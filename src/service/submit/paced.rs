@@ -203,7 +203,9 @@ pub(super) fn pace_of<T>(r: &Result<T, SubmitFailure>) -> Pace {
     }
 }
 
-/// A sign that slurmctld pushes back: no answer in time, or slurmrestd's 502/503/504.
+/// A sign that slurmctld pushes back: no answer in time on a connection made (a connect that
+/// timed out is slurmrestd unreachable, an outage: `Unreachable`, caught by `is_outage` above), or
+/// slurmrestd's 502/503/504.
 fn throttled(e: &ClientError) -> bool {
     match e {
         ClientError::Timeout { .. } => true,

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use common::Recorded;
 use slurm_connector::slurmrestd::{
-    Auth, BaseState, CancelOutcome, Client, ClientConfig, ClientError, JobDescription, JobId,
-    RetryPolicy, Secret,
+    Auth, BaseState, CancelOutcome, Client, ClientConfig, ClientError, Daemon, Exchange,
+    JobDescription, JobId, Reply, RetryPolicy, Secret,
 };
 use wiremock::matchers::{header, header_exists, method, path, query_param};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};

@@ -9,15 +9,16 @@ use url::Url;
 
 use crate::ApiVersion;
 use crate::auth::Auth;
+use crate::exchange::Exchange;
 use crate::retry::RetryPolicy;
 
 /// Default number of ids per `jobs/state` request: ~16 bytes each keeps the URL near 6 KiB,
 /// under the 8 KiB many proxies allow.
 pub const DEFAULT_STATE_CHUNK: usize = 400;
 
-/// Observes every HTTP exchange (for metrics): operation, the API version it was made in, and
-/// the status (None: no response).
-pub type RequestObserver = Arc<dyn Fn(&'static str, ApiVersion, Option<u16>) + Send + Sync>;
+/// Observes every HTTP exchange (for metrics): its operation, API version, daemon and how it
+/// ended. A request that could not be built (never sent) is not an exchange.
+pub type RequestObserver = Arc<dyn Fn(&Exchange) + Send + Sync>;
 
 #[derive(Clone)]
 pub struct ClientConfig {

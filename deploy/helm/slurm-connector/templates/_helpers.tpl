@@ -260,7 +260,7 @@ ConfigMap, `--config` in the arguments, FLYTE_SLURM_CONFIG in extraEnv. */}}
 {{- $unread = append $unread "clustersFile.content mentions identities" }}
 {{- end }}
 {{- if and (not $np.enabled) (not $np.acknowledgeOpen) $unread }}
-{{- fail (printf "networkPolicy.enabled=false while the clusters file may hold identity rules (%s): the connector picks the Slurm user a job runs as from the request, so without a policy any pod of the cluster that reaches the gRPC port could run jobs as the users the rules map to. Keep networkPolicy.enabled=true (adapt networkPolicy.flyte.namespaceSelector / podSelector to your Flyte), or, only if you restrict ingress to the gRPC port by other means (a service mesh's authorization policy, a namespace of its own with a default-deny policy), set networkPolicy.acknowledgeOpen=true" (join "; " $unread)) }}
+{{- fail (printf "networkPolicy.enabled=false while the clusters file may hold identity rules (%s): the connector picks the Slurm user a job runs as from the request, so without a policy any pod of the cluster that reaches the gRPC port could run jobs as the users the rules map to. Keep networkPolicy.enabled=true (adapt networkPolicy.flyte.namespaceSelector / podSelector to your Flyte), or, only if you restrict ingress to the gRPC port by other means (a service mesh's authorization policy, a namespace of its own with a default-deny policy), set networkPolicy.acknowledgeOpen=true and declare that restriction in connector.extraEnv as FLYTE_SLURM_INGRESS_POLICY (the connector refuses to start with identity rules without it)" (join "; " $unread)) }}
 {{- end }}
 {{- if $np.enabled }}
 {{- $sel := include "slurm-connector.npSelectors" . | fromYaml }}
