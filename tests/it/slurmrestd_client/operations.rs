@@ -411,6 +411,33 @@ async fn accounting_jobs_sends_repeated_step_parameters() {
     );
 }
 
+/// slurmdbd keeps one record per run of a requeued job under the same id (recorded on 24.11:
+/// job 275, its PREEMPTED run then its PENDING one): the batch read keeps the run submitted
+/// last, whatever the order slurmdbd lists them in.
+#[tokio::test]
+async fn accounting_jobs_keeps_the_record_submitted_last_of_an_id() {
+    let server = serving_v0042().await;
+    let rec = Recorded::load("24.11_v0.0.42_preempted-slurmdb-job-get-requeued");
+    let mut reversed = rec.body.clone();
+    reversed["jobs"].as_array_mut().unwrap().reverse();
+    Mock::given(method("GET"))
+        .and(path("/slurmdb/v0.0.42/jobs/"))
+        .respond_with(rec.response())
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/slurmdb/v0.0.42/jobs/"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(reversed))
+        .mount(&server)
+        .await;
+    let client = static_client(&server);
+    for _ in 0..2 {
+        let got = client.accounting_jobs(&[JobId(275)]).await.unwrap();
+        assert_eq!(got[&JobId(275)].state.base.as_str(), "PENDING", "{got:?}");
+    }
+}
+
 #[tokio::test]
 async fn proxied_user_header_is_sent() {
     let server = serving_v0042().await;

@@ -348,7 +348,9 @@ impl Client {
     }
 
     /// Accounting records of many jobs in one request (repeated `step=`; slurmdbd has no `job`
-    /// filter). Ids slurmdbd does not know are absent.
+    /// filter). Ids slurmdbd does not know are absent. Where slurmdbd has several records of one
+    /// id (each run of a requeued job; a job id a restarted slurmctld gave out again), the one
+    /// submitted last: the job that has the id now.
     pub async fn accounting_jobs(
         &self,
         ids: &[JobId],
@@ -367,7 +369,14 @@ impl Client {
             let jobs = d
                 .accounting_jobs(self.caller(), "accounting_jobs", &filter)
                 .await?;
-            out.extend(jobs.into_iter().map(|j| (j.job_id, j)));
+            for j in jobs {
+                match out.get(&j.job_id) {
+                    Some(kept) if kept.submit_time > j.submit_time => {}
+                    _ => {
+                        out.insert(j.job_id, j);
+                    }
+                }
+            }
         }
         Ok(out)
     }
