@@ -46,6 +46,30 @@ logger = get_logger(__name__)
 
 # The run's metadata: each step's job id and the connector's handle of it.
 JOBS_KEY = "slurm_connector_jobs"
+# Slurm's pending reason of a job whose dependency failed.
+NEVER_SATISFIED = "DependencyNeverSatisfied"
+
+
+def summary(message: str) -> str:
+    """A connector failure message in one line: its first line (Slurm's state, exit code, node)
+    and the last line the job wrote to stderr (what went wrong, e.g. a missing interpreter).
+
+    Args:
+        message: GetTask's message.
+
+    Returns:
+        The line.
+    """
+    lines = message.splitlines()
+    if not lines:
+        return ""
+    tail = ""
+    if "--- last lines of stderr ---" in lines:
+        after = lines[lines.index("--- last lines of stderr ---") + 1 :]
+        after = [l for l in after if l.strip() and not l.startswith("Slurm accounting:")]
+        if after:
+            tail = after[-1].strip()
+    return f"{lines[0]}: {tail}" if tail else lines[0]
 
 
 def run_status(
@@ -213,7 +237,15 @@ class SlurmConnectorOrchestrator(ContainerizedOrchestrator):
                     logger.warning("cancelling the job of step `%s` failed: %s", name, e)
             raise
         jobs = {
-            name: {"job_id": job_id, "resource_meta": meta.decode()}
+            name: {
+                "job_id": job_id,
+                "resource_meta": meta.decode(),
+                "after": [
+                    u
+                    for u in snapshot.step_configurations[name].spec.upstream_steps
+                    if u in submitted
+                ],
+            }
             for name, (job_id, meta) in submitted.items()
         }
         metadata: Dict[str, MetadataType] = {
@@ -230,11 +262,39 @@ class SlurmConnectorOrchestrator(ContainerizedOrchestrator):
         return SubmissionResult(wait_for_completion=wait, metadata=metadata)
 
     def _states(self, jobs: Dict[str, Any]) -> Dict[str, TaskState]:
+        """Each step's job state (`jobs` upstream first).
+
+        A job whose upstream failed can never start. Slurm cancels it itself (kill on invalid
+        dependency) at its next scheduling pass; it is cancelled here too, as soon as the
+        failure is seen, so the run ends without waiting for that pass or for a site that
+        ignores the flag and leaves it pending (DependencyNeverSatisfied).
+        """
         client = self._connector()
-        return {
-            name: client.get(str(j["resource_meta"]).encode())
-            for name, j in jobs.items()
-        }
+        states: Dict[str, TaskState] = {}
+        for name, j in jobs.items():
+            meta = str(j["resource_meta"]).encode()
+            state = client.get(meta)
+            failed_upstream = [
+                u
+                for u in j.get("after") or []
+                if u in states
+                and states[u].terminal
+                and states[u].status != ExecutionStatus.COMPLETED
+            ]
+            never = state.info.get("reason") == NEVER_SATISFIED
+            if not state.terminal and (failed_upstream or never):
+                logger.info(
+                    "Step `%s` (Slurm job %s) can never start (%s): cancelling it.",
+                    name,
+                    state.job_id,
+                    f"upstream {', '.join(failed_upstream)} did not complete"
+                    if failed_upstream
+                    else NEVER_SATISFIED,
+                )
+                client.delete(meta)
+                state = client.get(meta)
+            states[name] = state
+        return states
 
     def _wait(self, run: "PipelineRunResponse", jobs: Dict[str, Any]) -> None:
         while True:
@@ -250,7 +310,7 @@ class SlurmConnectorOrchestrator(ContainerizedOrchestrator):
             raise RuntimeError(
                 "Pipeline run failed: "
                 + "; ".join(
-                    f"step `{n}` (Slurm job {s.job_id}): {s.message.splitlines()[0] if s.message else s.status}"
+                    f"step `{n}` (Slurm job {s.job_id}): {summary(s.message) or s.status}"
                     for n, s in failed.items()
                 )
             )
@@ -317,7 +377,7 @@ class SlurmConnectorOrchestrator(ContainerizedOrchestrator):
                 run_update=PipelineRunUpdate(
                     status=ExecutionStatus.FAILED,
                     status_reason="; ".join(
-                        f"step `{n}`: {m.splitlines()[0]}" for n, m in failures.items()
+                        f"step `{n}`: {summary(m)}" for n, m in failures.items()
                     )[:1000],
                 ),
             )

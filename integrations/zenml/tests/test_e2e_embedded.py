@@ -1,0 +1,113 @@
+"""End to end on the connector's embedded default: ZenML pipelines through the real
+`slurm-connector serve` (gRPC), its jobs run by the in-process slurmrestd stand-in on this
+machine. No Slurm, no SSH."""
+
+import pytest
+
+from zenml_slurm_connector.client import ConnectorClient
+
+pytestmark = pytest.mark.e2e
+
+
+def _job_ids(step: dict) -> int:
+    md = step["metadata"]
+    assert isinstance(md.get("slurm_job_id"), int) and md["slurm_job_id"] > 0, md
+    return int(md["slurm_job_id"])
+
+
+def test_step_operator_runs_the_middle_step_as_a_job(embedded: tuple) -> None:
+    conn, zen = embedded
+    out = zen.scenario("step_operator", "so-stack", E2E_STEP_OPERATOR="slurm-so")
+    assert out["status"] == "completed", out["stdout"][-4000:] + out["stderr"][-4000:]
+    steps = out["steps"]
+    assert [steps[s]["status"] for s in ("load_data", "train", "evaluate")] == ["completed"] * 3
+    train = steps["train"]
+    job = _job_ids(train)
+    md = train["metadata"]
+    assert md["slurm_state"] == "COMPLETED" and md["slurm_cluster"] == "embedded", md
+    assert md["slurm_phase"] == "completed"
+    assert "slurm_connector_resource_meta" in md
+    # the artifact passed through the store: evaluate read train's output
+    assert steps["evaluate"]["outputs"]["output"] == ["1.0"]
+    # the other steps ran in the client's process, not as jobs
+    assert "slurm_job_id" not in steps["load_data"]["metadata"]
+    # the job's own lines reached the step operator's logs while it waited
+    assert f"training on 4 points in job {job}" in out["stdout"] + out["stderr"]
+
+
+def test_orchestrator_runs_every_step_as_a_job_chained_by_the_dag(embedded: tuple) -> None:
+    conn, zen = embedded
+    out = zen.scenario("orchestrator", "orch-stack")
+    assert out["status"] == "completed", out["stdout"][-4000:] + out["stderr"][-4000:]
+    steps = out["steps"]
+    ids = {name: _job_ids(steps[name]) for name in ("load_data", "train", "evaluate")}
+    assert len(set(ids.values())) == 3
+    assert ids["load_data"] < ids["train"] < ids["evaluate"]  # upstream first
+    assert steps["evaluate"]["outputs"]["output"] == ["1.0"]
+    jobs = out["run_metadata"]["slurm_connector_jobs"]
+    assert {n: j["job_id"] for n, j in jobs.items()} == ids
+    for name in ids:
+        assert steps[name]["metadata"]["slurm_state"] == "COMPLETED", steps[name]["metadata"]
+    # the DAG is the jobs' dependencies
+    log = conn.log.read_text()
+    assert out["run_metadata"]["slurm_job_states"] == {n: "COMPLETED" for n in ids}, log[-2000:]
+
+
+def test_a_step_that_raises_is_failed_with_its_error(embedded: tuple) -> None:
+    conn, zen = embedded
+    out = zen.scenario("raise", "orch-stack")
+    assert out["status"] == "failed"
+    steps = out["steps"]
+    assert steps["load_data"]["status"] == "completed"
+    assert steps["train"]["status"] == "failed"
+    assert "boom: the model diverged" in (steps["train"]["exception"] or ""), steps["train"]
+    assert steps["train"]["metadata"]["slurm_state"] == "FAILED"
+    # evaluate never ran: its job could never start, and was cancelled
+    assert "evaluate" not in steps or steps["evaluate"]["status"] != "completed"
+    assert out["error"] and "train" in out["error"], out["error"]
+
+
+def test_a_step_that_raises_under_the_step_operator(embedded: tuple) -> None:
+    conn, zen = embedded
+    out = zen.scenario("raise", "so-stack", E2E_STEP_OPERATOR="slurm-so", E2E_USE_SO="1")
+    assert out["status"] == "failed"
+    train = out["steps"]["train"]
+    assert train["status"] == "failed"
+    assert "boom: the model diverged" in (train["exception"] or ""), train
+    assert train["metadata"]["slurm_state"] == "FAILED"
+
+
+def test_a_missing_interpreter_fails_with_slurms_reason_orchestrator(embedded: tuple) -> None:
+    conn, zen = embedded
+    out = zen.scenario("orchestrator", "orch-broken-stack")
+    assert out["status"] == "failed", out
+    states = out["run_metadata"]["slurm_job_states"]
+    assert states["load_data"] == "FAILED", states
+    failure = out["run_metadata"]["slurm_failures"]["load_data"]
+    assert "/nonexistent/venv/bin/python" in failure, failure
+    assert "[FAILED]" in failure or "exit" in failure, failure
+    assert "load_data" in (out["status_reason"] or ""), out["status_reason"]
+    assert out["error"] and "/nonexistent/venv/bin/python" in out["error"]
+
+
+def test_a_missing_interpreter_fails_with_slurms_reason_step_operator(embedded: tuple) -> None:
+    conn, zen = embedded
+    out = zen.scenario("step_operator", "so-broken-stack", E2E_STEP_OPERATOR="slurm-so-broken")
+    assert out["status"] == "failed", out
+    train = out["steps"]["train"]
+    assert train["status"] == "failed"
+    assert "/nonexistent/venv/bin/python" in (train["exception"] or ""), train
+    assert train["metadata"]["slurm_state"] == "FAILED"
+
+
+def test_a_stopped_run_cancels_its_jobs(embedded: tuple) -> None:
+    conn, zen = embedded
+    out = zen.scenario("cancel", "orch-async-stack")
+    assert out["status"] in ("stopped", "failed"), out
+    jobs = out["run_metadata"]["slurm_connector_jobs"]
+    client = ConnectorClient(conn.url)
+    for name, j in jobs.items():
+        state = client.get(j["resource_meta"].encode())
+        assert state.terminal, (name, state)
+        assert state.info.get("state") in ("COMPLETED", "CANCELLED"), (name, state.info)
+    assert client.get(jobs["train"]["resource_meta"].encode()).info["state"] == "CANCELLED"
