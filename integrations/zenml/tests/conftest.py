@@ -66,7 +66,7 @@ class Connector:
     log: Path
 
 
-def start_connector(tmp: Path, extra_env: Dict[str, str]) -> Connector:
+def start_connector(tmp: Path, extra_env: Dict[str, str], embedded: bool = False) -> Connector:
     binary = connector_bin()
     assert binary is not None
     port, metrics = free_port(), free_port()
@@ -74,6 +74,9 @@ def start_connector(tmp: Path, extra_env: Dict[str, str]) -> Connector:
     data.mkdir(parents=True, exist_ok=True)
     log = tmp / "connector.log"
     env = dict(os.environ)
+    if embedded:
+        # No cluster configured, whatever this process's environment names: the embedded default.
+        env = {k: v for k, v in env.items() if not k.startswith("FLYTE_SLURM_")}
     env.update(
         {
             "FLYTE_SLURM_DATA_DIR": str(data),
@@ -119,6 +122,12 @@ class Zen:
     code: Path
     python: str
     env: Dict[str, str] = field(default_factory=dict)
+    # The real tier: the store and artifacts are written by this user and by the job's user.
+    shared_umask: bool = False
+
+    def _preexec(self) -> None:
+        if self.shared_umask:
+            os.umask(0)
 
     def run(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
         return subprocess.run(
@@ -129,6 +138,7 @@ class Zen:
             text=True,
             check=check,
             timeout=timeout,
+            preexec_fn=self._preexec,
         )
 
     def zenml(self, *commands: List[str]) -> str:
@@ -158,6 +168,7 @@ class Zen:
             capture_output=True,
             text=True,
             timeout=900,
+            preexec_fn=self._preexec,
         )
         lines = [l for l in r.stdout.splitlines() if l.startswith("E2E-RESULT ")]
         if not lines:
@@ -171,7 +182,9 @@ class Zen:
         return out
 
 
-def make_zen(tmp: Path, code: Path, python: str, store_env: Dict[str, str]) -> Zen:
+def make_zen(
+    tmp: Path, code: Path, python: str, store_env: Dict[str, str], shared_umask: bool = False
+) -> Zen:
     env = {
         k: v
         for k, v in os.environ.items()
@@ -189,7 +202,9 @@ def make_zen(tmp: Path, code: Path, python: str, store_env: Dict[str, str]) -> Z
     env.update(store_env)
     code.mkdir(parents=True, exist_ok=True)
     shutil.copy(HERE / "e2e_pipeline.py", code / "e2e_pipeline.py")
-    zen = Zen(config=tmp / "zenml-config", code=code, python=python, env=env)
+    zen = Zen(
+        config=tmp / "zenml-config", code=code, python=python, env=env, shared_umask=shared_umask
+    )
     return zen
 
 
@@ -232,11 +247,8 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple]:
             "e2e",
             "no slurm-connector binary: build it (`cargo build`) or set SLURM_CONNECTOR_BIN",
         )
-    for v in ("FLYTE_SLURM_RESTD_URL", "FLYTE_SLURM_CONFIG"):
-        if os.environ.get(v):
-            pytest.skip(f"{v} is set: the embedded default would not start")
     tmp = tmp_path_factory.mktemp("embedded")
-    conn = start_connector(tmp, {})
+    conn = start_connector(tmp, {}, embedded=True)
     try:
         zen = make_zen(tmp, tmp / "code", sys.executable, {})
         register_stacks(zen, conn.url, sys.executable, str(tmp / "artifacts"), [])
@@ -247,3 +259,75 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple]:
             conn.proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             conn.proc.kill()
+
+
+@pytest.fixture(scope="session")
+def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple]:
+    """The real tier: the connector against the dev cluster, ZenML steps in its chroot's Python.
+
+    The client's store (SQLite), artifact store and code live on the cluster's shared folder,
+    at one path valid on both sides: the host's path of the chroot's /shared is bind-mounted at
+    the same path inside the chroot, so the client's absolute paths (the store URL in each
+    job's environment, the artifact store's path, the code folder) resolve in the jobs too.
+    """
+    need = ["FLYTE_SLURM_RESTD_URL", "SLURM_DEV_CLUSTER_ROOT", "SLURM_DEV_CLUSTER_ZENML_VENV"]
+    missing = [v for v in need if not os.environ.get(v)]
+    if missing:
+        require_or_skip(
+            "real",
+            f"{', '.join(missing)} not set: run under `dev-cluster run` after `dev-cluster zenml`",
+        )
+    if connector_bin() is None:
+        require_or_skip("real", "no slurm-connector binary: `cargo build` or SLURM_CONNECTOR_BIN")
+    root = Path(os.environ["SLURM_DEV_CLUSTER_ROOT"])
+    # A bind mount, not a symlink: ZenML resolves an artifact's real path and refuses one
+    # outside the artifact store's path.
+    alias = Path(str(root) + str(root)) / "shared"
+    alias.mkdir(parents=True, exist_ok=True)
+    mounted = False
+    if not os.path.ismount(alias):
+        subprocess.run(["mount", "--bind", str(root / "shared"), str(alias)], check=True)
+        mounted = True
+    base = root / "shared" / f"zenml-real-{os.getpid()}-{int(time.time())}"
+    for d in (base, base / "code", base / "artifacts"):
+        d.mkdir(parents=True, exist_ok=True)
+        os.chmod(d, 0o777)
+    tmp = tmp_path_factory.mktemp("real")
+    conn = start_connector(tmp, {})
+    python = os.environ["SLURM_DEV_CLUSTER_ZENML_VENV"] + "/bin/python"
+    try:
+        zen = make_zen(base, base / "code", sys.executable, {}, shared_umask=True)
+        # The package beside the code: on the job's PYTHONPATH (the chroot's venv has ZenML).
+        shutil.copytree(
+            HERE.parent / "src" / "zenml_slurm_connector",
+            base / "code" / "zenml_slurm_connector",
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
+        register_stacks(zen, conn.url, python, str(base / "artifacts"), [])
+        # SQLite creates its database 0644 whatever the umask; the jobs' user writes it too.
+        for d, _, files in os.walk(base / "zenml-config"):
+            os.chmod(d, 0o777)
+            for f in files:
+                os.chmod(os.path.join(d, f), 0o666)
+        yield conn, zen
+    finally:
+        conn.proc.terminate()
+        try:
+            conn.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            conn.proc.kill()
+        if mounted:
+            subprocess.run(["umount", str(alias)], check=False)
+
+
+def dev_cluster(*args: str) -> str:
+    """A command in the running dev cluster's chroot (`dev-cluster exec`)."""
+    script = os.environ["SLURM_DEV_CLUSTER_SCRIPT"]
+    release = os.environ["SLURM_DEV_CLUSTER_RELEASE"]
+    r = subprocess.run(
+        [script, "--release", release, "exec", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return r.stdout + r.stderr

@@ -81,6 +81,7 @@ def describe(run_id: Any) -> Dict[str, Any]:
 def main(scenario: str) -> None:
     error = None
     run_id = None
+    before_stop = None
     stack = os.environ["E2E_STACK"]
     Client().activate_stack(stack)
     so = os.environ.get("E2E_STEP_OPERATOR", "")
@@ -102,7 +103,21 @@ def main(scenario: str) -> None:
             if "train" in run.steps and run.steps["train"].status == ExecutionStatus.RUNNING:
                 break
             time.sleep(1)
-        Client().get_pipeline_run(run_id)
+        run = Client().get_pipeline_run(run_id)
+        # What the test wants to see while the jobs are queued and running (the real tier:
+        # `scontrol show job` of each), with each step's job id in E2E_JOB_<STEP>.
+        before = os.environ.get("E2E_BEFORE_STOP")
+        if before:
+            import subprocess
+
+            jobs = run.run_metadata.get("slurm_connector_jobs") or {}
+            env = dict(os.environ)
+            for name, j in jobs.items():
+                env[f"E2E_JOB_{name.upper()}"] = str(j["job_id"])
+            r = subprocess.run(
+                before, shell=True, env=env, capture_output=True, text=True, timeout=120
+            )
+            before_stop = r.stdout + r.stderr
         from zenml.utils.run_utils import stop_run
 
         stop_run(Client().get_pipeline_run(run_id), graceful=False)
@@ -128,6 +143,7 @@ def main(scenario: str) -> None:
             time.sleep(1)
     out = describe(run_id)
     out["error"] = error
+    out["before_stop"] = before_stop
     print("E2E-RESULT " + json.dumps(out, default=str))
 
 

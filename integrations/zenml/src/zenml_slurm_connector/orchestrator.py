@@ -236,6 +236,13 @@ class SlurmConnectorOrchestrator(ContainerizedOrchestrator):
                 except ConnectorError as e:
                     logger.warning("cancelling the job of step `%s` failed: %s", name, e)
             raise
+        if placeholder_run is not None:
+            # So the run can be stopped while no job has started yet (each step's job would set
+            # it, from ZENML_SLURM_CONNECTOR_RUN_ID, once it runs).
+            Client().zen_store.update_run(
+                run_id=placeholder_run.id,
+                run_update=PipelineRunUpdate(orchestrator_run_id=run_id),
+            )
         jobs = {
             name: {
                 "job_id": job_id,
