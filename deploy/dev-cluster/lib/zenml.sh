@@ -13,7 +13,7 @@
 
 ZENML_VENV=/opt/zenml
 ZENML_PYTHON=/opt/zenml-python3.11
-ZENML_PIP_PINS="zenml==0.98.0 flyteidl2==2.0.53 grpcio==1.85.3"
+ZENML_PIP_PINS="zenml[local]==0.98.0 flyteidl2==2.0.53 grpcio==1.85.3"
 
 zenml_install() {
 	local src="$1" dst="$ROOT$ZENML_PYTHON"
