@@ -26,6 +26,8 @@ def load_data() -> List[int]:
 @step
 def train(data: List[int], mode: str = "ok") -> Dict[str, float]:
     print(f"training on {len(data)} points in job {os.environ.get('SLURM_JOB_ID')}")
+    if os.environ.get("E2E_TOKEN"):
+        print(f"token present, {len(os.environ['E2E_TOKEN'])} characters")
     if mode == "raise":
         raise ValueError("boom: the model diverged")
     if mode == "sleep":
@@ -39,8 +41,16 @@ def evaluate(model: Dict[str, float]) -> float:
 
 
 def make_pipeline(train_step_operator: str = "", mode: str = "ok") -> Any:
+    # A stand-in for a credential the step needs (E2E_TOKEN_VALUE, from the test): it must reach
+    # the step's environment and no command line, script or log.
+    token = os.environ.get("E2E_TOKEN_VALUE")
+    settings = (
+        {"step_operator.slurm_connector": {"environment": {"E2E_TOKEN": token}}}
+        if token
+        else {}
+    )
     train_step = (
-        train.with_options(step_operator=train_step_operator)
+        train.with_options(step_operator=train_step_operator, settings=settings)
         if train_step_operator
         else train
     )

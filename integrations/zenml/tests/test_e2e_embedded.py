@@ -2,6 +2,8 @@
 `slurm-connector serve` (gRPC), its jobs run by the in-process slurmrestd stand-in on this
 machine. No Slurm, no SSH."""
 
+import uuid
+
 import pytest
 
 from zenml_slurm_connector.client import ConnectorClient
@@ -17,7 +19,10 @@ def _job_ids(step: dict) -> int:
 
 def test_step_operator_runs_the_middle_step_as_a_job(embedded: tuple) -> None:
     conn, zen = embedded
-    out = zen.scenario("step_operator", "so-stack", E2E_STEP_OPERATOR="slurm-so")
+    token = "tok-" + uuid.uuid4().hex
+    out = zen.scenario(
+        "step_operator", "so-stack", E2E_STEP_OPERATOR="slurm-so", E2E_TOKEN_VALUE=token
+    )
     assert out["status"] == "completed", out["stdout"][-4000:] + out["stderr"][-4000:]
     steps = out["steps"]
     assert [steps[s]["status"] for s in ("load_data", "train", "evaluate")] == ["completed"] * 3
@@ -33,6 +38,16 @@ def test_step_operator_runs_the_middle_step_as_a_job(embedded: tuple) -> None:
     assert "slurm_job_id" not in steps["load_data"]["metadata"]
     # the job's own lines reached the step operator's logs while it waited
     assert f"training on 4 points in job {job}" in out["stdout"] + out["stderr"]
+    # the step's environment reached the job, and its value no script, log or command line
+    # (the job's script, the connector's log, the client's output; ps is the job's argv: the
+    # script's path)
+    assert f"token present, {len(token)} characters" in out["stdout"] + out["stderr"]
+    assert token not in out["stdout"] + out["stderr"]
+    assert token not in conn.log.read_text()
+    scripts = list(conn.data_dir.rglob("slurm_script")) + list(conn.data_dir.rglob("*.sbatch"))
+    assert scripts
+    for f in scripts:
+        assert token not in f.read_text(errors="replace"), f
 
 
 def test_orchestrator_runs_every_step_as_a_job_chained_by_the_dag(embedded: tuple) -> None:
