@@ -46,7 +46,8 @@ case "${1:-}" in
 venv) venv ;;
 e2e)
 	dir="$(venv)"
-	ZENML_SLURM_REQUIRE=e2e run_pytest "$dir/bin/python" -q tests/test_task.py tests/test_e2e_embedded.py --durations=5
+	ZENML_SLURM_REQUIRE=e2e run_pytest "$dir/bin/python" -q tests/test_task.py tests/test_components.py \
+		tests/test_e2e_embedded.py --durations=5
 	;;
 real)
 	dir="$(venv)"

@@ -97,6 +97,7 @@ def test_real_cancelled_run_leaves_no_job_and_the_dag_is_in_scontrol(real: tuple
     )
     jobs = {n: j["job_id"] for n, j in out["run_metadata"]["slurm_connector_jobs"].items()}
     shown = out["before_stop"] or ""
+    print(shown)
     # the DAG, as Slurm holds it: train after load_data, evaluate after train, both killed
     # should their upstream fail
     assert re.search(rf"Dependency=afterok:{jobs['train']}\b", shown), shown
