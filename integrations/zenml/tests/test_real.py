@@ -98,10 +98,12 @@ def test_real_cancelled_run_leaves_no_job_and_the_dag_is_in_scontrol(real: tuple
     jobs = {n: j["job_id"] for n, j in out["run_metadata"]["slurm_connector_jobs"].items()}
     shown = out["before_stop"] or ""
     print(shown)
-    # the DAG, as Slurm holds it: train after load_data, evaluate after train, both killed
-    # should their upstream fail
+    # the DAG, as Slurm holds it: evaluate after train, both killed should their upstream
+    # fail (train's own dependency is gone once load_data completed: `(null)`)
     assert re.search(rf"Dependency=afterok:{jobs['train']}\b", shown), shown
     assert f"JobId={jobs['train']} " in shown and "JobState=RUNNING" in shown, shown
+    assert f"Dependency=afterok:{jobs['load_data']}" in shown or "Dependency=(null)" in shown
+    assert shown.count("KillOnInvalidDependent=Yes") == 2, shown
     assert out["status"] in ("stopped", "failed"), _explain(out)
     # gone from squeue (a cancelled job is COMPLETING while its processes are killed)
     deadline = time.time() + 90
@@ -113,7 +115,12 @@ def test_real_cancelled_run_leaves_no_job_and_the_dag_is_in_scontrol(real: tuple
             break
         time.sleep(2)
     assert not re.search(r"^\d+ ", left, re.M), left
-    assert jobs and out["run_metadata"]["slurm_job_states"]["train"] == "CANCELLED"
+    # Slurm's record: train was cancelled while it ran, evaluate before it could start
+    acct = dev_cluster(
+        "sacct", "-n", "-X", "-P", "-o", "JobID,State", "-j", f"{jobs['train']},{jobs['evaluate']}"
+    )
+    assert re.search(rf"^{jobs['train']}\|CANCELLED", acct, re.M), acct
+    assert re.search(rf"^{jobs['evaluate']}\|CANCELLED", acct, re.M), acct
 
 
 def dev_cluster_cmd() -> str:
