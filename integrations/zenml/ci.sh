@@ -2,7 +2,7 @@
 # The ZenML integration's tests, as .ci/run runs them (see docs/zenml.md#tests).
 #
 #   integrations/zenml/ci.sh venv          the client's venv (cached by content hash), its path printed
-#   integrations/zenml/ci.sh e2e           unit tests + end to end on the embedded connector
+#   integrations/zenml/ci.sh e2e           ruff, unit tests, end to end on the embedded connector
 #   integrations/zenml/ci.sh real          the real tier (inside `dev-cluster run`, after `dev-cluster zenml`)
 #
 # The venv: Python 3.11 (the host's, as the dev cluster's chroot gets it) with the pins below,
@@ -13,7 +13,7 @@
 # and pytest's exit status is this script's: 5 (no test collected) fails too.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-pins=("zenml[local]==0.98.0" "flyteidl2==2.0.53" "grpcio==1.85.3" "pytest==8.4.2")
+pins=("zenml[local]==0.98.0" "flyteidl2==2.0.53" "grpcio==1.85.3" "pytest==8.4.2" "ruff==0.17.6")
 cache="${ZENML_CI_CACHE:-/var/cache/slurm-connector-zenml}"
 
 venv() {
@@ -46,6 +46,7 @@ case "${1:-}" in
 venv) venv ;;
 e2e)
 	dir="$(venv)"
+	(cd "$here" && "$dir/bin/ruff" check src tests && "$dir/bin/ruff" format --check src tests)
 	ZENML_SLURM_REQUIRE=e2e run_pytest "$dir/bin/python" -q tests/test_task.py tests/test_components.py \
 		tests/test_e2e_embedded.py --durations=5
 	;;

@@ -129,7 +129,9 @@ class Zen:
         if self.shared_umask:
             os.umask(0)
 
-    def run(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
+    def run(
+        self, *args: str, check: bool = True, timeout: float = 600
+    ) -> subprocess.CompletedProcess:
         return subprocess.run(
             list(args),
             cwd=self.code,
@@ -170,7 +172,7 @@ class Zen:
             timeout=900,
             preexec_fn=self._preexec,
         )
-        lines = [l for l in r.stdout.splitlines() if l.startswith("E2E-RESULT ")]
+        lines = [x for x in r.stdout.splitlines() if x.startswith("E2E-RESULT ")]
         if not lines:
             raise AssertionError(
                 f"scenario {name} printed no result (exit {r.returncode}):\n"
@@ -220,19 +222,78 @@ def register_stacks(
     broken = "--python=/nonexistent/venv/bin/python"
     zen.zenml(
         ["init"],
-        ["step-operator", "flavor", "register",
-         "zenml_slurm_connector.flavors.SlurmConnectorStepOperatorFlavor"],
-        ["orchestrator", "flavor", "register",
-         "zenml_slurm_connector.flavors.SlurmConnectorOrchestratorFlavor"],
-        ["step-operator", "register", "slurm-so", "--flavor=slurm_connector", f"--python={python}", *common],
-        ["step-operator", "register", "slurm-so-broken", "--flavor=slurm_connector", broken, *common],
-        ["orchestrator", "register", "slurm-orch", "--flavor=slurm_connector", f"--python={python}", *common],
-        ["orchestrator", "register", "slurm-orch-async", "--flavor=slurm_connector",
-         f"--python={python}", "--synchronous=False", *common],
-        ["orchestrator", "register", "slurm-orch-broken", "--flavor=slurm_connector", broken, *common],
-        ["artifact-store", "register", "shared-store", "--flavor=local", f"--path={artifact_store}"],
+        [
+            "step-operator",
+            "flavor",
+            "register",
+            "zenml_slurm_connector.flavors.SlurmConnectorStepOperatorFlavor",
+        ],
+        [
+            "orchestrator",
+            "flavor",
+            "register",
+            "zenml_slurm_connector.flavors.SlurmConnectorOrchestratorFlavor",
+        ],
+        [
+            "step-operator",
+            "register",
+            "slurm-so",
+            "--flavor=slurm_connector",
+            f"--python={python}",
+            *common,
+        ],
+        [
+            "step-operator",
+            "register",
+            "slurm-so-broken",
+            "--flavor=slurm_connector",
+            broken,
+            *common,
+        ],
+        [
+            "orchestrator",
+            "register",
+            "slurm-orch",
+            "--flavor=slurm_connector",
+            f"--python={python}",
+            *common,
+        ],
+        [
+            "orchestrator",
+            "register",
+            "slurm-orch-async",
+            "--flavor=slurm_connector",
+            f"--python={python}",
+            "--synchronous=False",
+            *common,
+        ],
+        [
+            "orchestrator",
+            "register",
+            "slurm-orch-broken",
+            "--flavor=slurm_connector",
+            broken,
+            *common,
+        ],
+        [
+            "artifact-store",
+            "register",
+            "shared-store",
+            "--flavor=local",
+            f"--path={artifact_store}",
+        ],
         ["stack", "register", "so-stack", "-o", "default", "-a", "shared-store", "-s", "slurm-so"],
-        ["stack", "register", "so-broken-stack", "-o", "default", "-a", "shared-store", "-s", "slurm-so-broken"],
+        [
+            "stack",
+            "register",
+            "so-broken-stack",
+            "-o",
+            "default",
+            "-a",
+            "shared-store",
+            "-s",
+            "slurm-so-broken",
+        ],
         ["stack", "register", "orch-stack", "-o", "slurm-orch", "-a", "shared-store"],
         ["stack", "register", "orch-async-stack", "-o", "slurm-orch-async", "-a", "shared-store"],
         ["stack", "register", "orch-broken-stack", "-o", "slurm-orch-broken", "-a", "shared-store"],

@@ -45,9 +45,7 @@ def make_pipeline(train_step_operator: str = "", mode: str = "ok") -> Any:
     # the step's environment and no command line, script or log.
     token = os.environ.get("E2E_TOKEN_VALUE")
     settings = (
-        {"step_operator.slurm_connector": {"environment": {"E2E_TOKEN": token}}}
-        if token
-        else {}
+        {"step_operator.slurm_connector": {"environment": {"E2E_TOKEN": token}}} if token else {}
     )
     train_step = (
         train.with_options(step_operator=train_step_operator, settings=settings)
@@ -96,7 +94,9 @@ def main(scenario: str) -> None:
     Client().activate_stack(stack)
     so = os.environ.get("E2E_STEP_OPERATOR", "")
     mode = {"raise": "raise", "cancel": "sleep"}.get(scenario, "ok")
-    p = make_pipeline(so if scenario in ("step_operator",) or os.environ.get("E2E_USE_SO") else "", mode)
+    p = make_pipeline(
+        so if scenario in ("step_operator",) or os.environ.get("E2E_USE_SO") else "", mode
+    )
     try:
         r = p()
         run_id = r.id if r is not None else None
@@ -145,9 +145,7 @@ def main(scenario: str) -> None:
 
         deadline = time.time() + 180
         while time.time() < deadline:
-            run = refresh_run_status(
-                Client().get_pipeline_run(run_id), include_step_updates=True
-            )
+            run = refresh_run_status(Client().get_pipeline_run(run_id), include_step_updates=True)
             if run.status.is_finished:
                 break
             time.sleep(1)

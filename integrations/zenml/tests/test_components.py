@@ -8,8 +8,8 @@ from typing import Any, Dict, List
 from uuid import uuid4
 
 import pytest
-
 from zenml.enums import ExecutionStatus, StackComponentType
+
 from zenml_slurm_connector import orchestrator as orch_mod
 from zenml_slurm_connector.client import ConnectorError, TaskState, meta_job, zenml_status
 from zenml_slurm_connector.flavors import SlurmConnectorOrchestratorConfig
@@ -179,7 +179,8 @@ def test_summary_is_the_state_and_the_last_stderr_line() -> None:
         "Slurm accounting: 0 s elapsed"
     )
     assert summary(msg) == (
-        "[FAILED] job 4 exited with code 127 on node1: line 56: /x/python: No such file or directory"
+        "[FAILED] job 4 exited with code 127 on node1: "
+        "line 56: /x/python: No such file or directory"
     )
     assert summary("[CANCELLED] by user") == "[CANCELLED] by user"
     assert summary("") == ""
@@ -199,3 +200,27 @@ def test_run_id_in_a_job() -> None:
             o.get_orchestrator_run_id()
         m.setenv(orch_mod.ENV_RUN_ID, "r1")
         assert o.get_orchestrator_run_id() == "r1"
+
+
+def test_step_operator_cancels_and_follows_its_exact_job() -> None:
+    from zenml_slurm_connector.flavors import SlurmConnectorStepOperatorConfig
+    from zenml_slurm_connector.step_operator import SlurmConnectorStepOperator
+
+    fake = FakeConnector()
+    so = SlurmConnectorStepOperator(
+        name="slurm",
+        id=uuid4(),
+        config=SlurmConnectorStepOperatorConfig(python="/p"),
+        flavor="slurm_connector",
+        type=StackComponentType.STEP_OPERATOR,
+        user=None,
+        created=datetime.now(),
+        updated=datetime.now(),
+    )
+    so._client = fake  # type: ignore[assignment]
+    step_run = SimpleNamespace(id=uuid4())
+    meta = json.dumps({"v": 1, "cluster": "c", "job_id": 321}).encode()
+    so._metas[step_run.id] = meta
+    assert so.get_status(step_run) == ExecutionStatus.RUNNING  # type: ignore[arg-type]
+    so.cancel(step_run)  # type: ignore[arg-type]
+    assert fake.deleted == [meta]

@@ -54,7 +54,9 @@ def test_real_orchestrator_dag_as_slurm_dependencies(real: tuple) -> None:
     assert steps["evaluate"]["outputs"]["output"] == ["1.0"]
     # Slurm's own record of the DAG (slurmdbd keeps the job's dependency once it ran:
     # scontrol no longer has a finished job with MinJobAge 5, sacct does).
-    deps = dev_cluster("sacct", "-n", "-X", "-P", "-o", "JobID,State", "-j", ",".join(map(str, ids.values())))
+    deps = dev_cluster(
+        "sacct", "-n", "-X", "-P", "-o", "JobID,State", "-j", ",".join(map(str, ids.values()))
+    )
     for n, j in ids.items():
         assert re.search(rf"^{j}\|COMPLETED$", deps, re.M), (n, deps)
 
@@ -108,9 +110,7 @@ def test_real_cancelled_run_leaves_no_job_and_the_dag_is_in_scontrol(real: tuple
     # gone from squeue (a cancelled job is COMPLETING while its processes are killed)
     deadline = time.time() + 90
     while True:
-        left = dev_cluster(
-            "squeue", "-h", "-o", "%i %T", "-j", ",".join(map(str, jobs.values()))
-        )
+        left = dev_cluster("squeue", "-h", "-o", "%i %T", "-j", ",".join(map(str, jobs.values())))
         if not re.search(r"^\d+ ", left, re.M) or time.time() > deadline:
             break
         time.sleep(2)

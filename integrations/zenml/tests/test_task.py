@@ -6,8 +6,8 @@ import shlex
 import pytest
 from google.protobuf import json_format
 from pydantic import ValidationError
-
 from zenml.config.resource_settings import ResourceSettings
+
 from zenml_slurm_connector.flavors import (
     SlurmConnectorOrchestratorConfig,
     SlurmConnectorSettings,
@@ -52,9 +52,11 @@ def custom(**settings: object) -> dict:
 
 def test_resources_cpus_round_up_memory_in_mib_gpus_as_gres() -> None:
     assert resources_to_sbatch(None) == {}
-    assert resources_to_sbatch(
-        ResourceSettings(cpu_count=1.5, memory="1500MB", gpu_count=2)
-    ) == {"cpus_per_task": "2", "mem": "1431M", "gres": "gpu:2"}
+    assert resources_to_sbatch(ResourceSettings(cpu_count=1.5, memory="1500MB", gpu_count=2)) == {
+        "cpus_per_task": "2",
+        "mem": "1431M",
+        "gres": "gpu:2",
+    }
     # sub-GB and fractional memory stays a valid whole number of MiB
     assert resources_to_sbatch(ResourceSettings(memory="100MB")) == {"mem": "96M"}
     assert resources_to_sbatch(ResourceSettings(memory="2GiB")) == {"mem": "2048M"}
@@ -185,10 +187,15 @@ def test_request_carries_env_in_metadata_and_never_in_the_script() -> None:
     t.environment["ZENML_STORE_API_TOKEN"] = "s3cret-token"
     req = create_task_request(t)
     assert req.template.type == "slurm_script"
-    assert req.task_execution_metadata.environment_variables["ZENML_STORE_API_TOKEN"] == "s3cret-token"
+    assert (
+        req.task_execution_metadata.environment_variables["ZENML_STORE_API_TOKEN"] == "s3cret-token"
+    )
     custom_json = json.dumps(json_format.MessageToDict(req.template.custom))
     assert "s3cret-token" not in custom_json
-    assert req.task_execution_metadata.task_execution_id.node_execution_id.execution_id.name == "zs0123"
+    assert (
+        req.task_execution_metadata.task_execution_id.node_execution_id.execution_id.name
+        == "zs0123"
+    )
     assert req.template.id.name == "zenml.p.train"
 
 

@@ -10,13 +10,12 @@ and a cancel is one call. The CLI (`slurm-connector submit`) is itself a client 
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import grpc
 from flyteidl2.connector import connector_pb2, service_pb2_grpc
 from flyteidl2.core import execution_pb2
 from google.protobuf import json_format
-
 from zenml.enums import ExecutionStatus
 
 Phase = execution_pb2.TaskExecution.Phase
@@ -178,9 +177,7 @@ class ConnectorClient:
                 unreachable.
         """
         try:
-            return bytes(
-                self._stub.CreateTask(request, timeout=self.timeout).resource_meta
-            )
+            return bytes(self._stub.CreateTask(request, timeout=self.timeout).resource_meta)
         except grpc.RpcError as e:
             raise self._fail("CreateTask", e) from None
 
@@ -289,9 +286,7 @@ class ConnectorClient:
             if state.job_id:
                 return state.job_id
             if state.terminal:
-                raise ConnectorError(
-                    f"the task ended before Slurm gave it a job: {state.message}"
-                )
+                raise ConnectorError(f"the task ended before Slurm gave it a job: {state.message}")
             if time.monotonic() > deadline:
                 raise ConnectorError(
                     f"no Slurm job for the task after {timeout:.0f}s: {state.message}"

@@ -44,14 +44,10 @@ def client_of(config: SlurmConnectorBaseConfig) -> ConnectorClient:
     Returns:
         The client.
     """
-    return ConnectorClient(
-        config.connector_url, tls=config.tls, tls_ca_file=config.tls_ca_file
-    )
+    return ConnectorClient(config.connector_url, tls=config.tls, tls_ca_file=config.tls_ca_file)
 
 
-def output_prefix(
-    config: SlurmConnectorBaseConfig, run_id: str, step: str
-) -> str:
+def output_prefix(config: SlurmConnectorBaseConfig, run_id: str, step: str) -> str:
     """Where the connector keeps a step's task files: under `shared_dir` (a containerized
     step's result marker goes there), else nowhere in particular (a script step declares no
     outputs, so the connector writes nothing there).

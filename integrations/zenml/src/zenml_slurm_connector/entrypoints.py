@@ -31,9 +31,7 @@ def _use_code_dir() -> bool:
     return True
 
 
-class SlurmStepOperatorEntrypointConfiguration(
-    StepOperatorEntrypointConfiguration
-):
+class SlurmStepOperatorEntrypointConfiguration(StepOperatorEntrypointConfiguration):
     """The step operator's entrypoint, in `code_dir` when there is one."""
 
     def prepare_code_environment(self) -> None:

@@ -7,7 +7,6 @@ job) and needs only ZenML there.
 from typing import TYPE_CHECKING, Dict, List, Literal, Optional, Type, Union
 
 from pydantic import Field, field_validator
-
 from zenml.config.base_settings import BaseSettings
 from zenml.orchestrators import BaseOrchestratorConfig, BaseOrchestratorFlavor
 from zenml.step_operators import BaseStepOperatorConfig, BaseStepOperatorFlavor
@@ -78,9 +77,7 @@ class SlurmConnectorSettings(BaseSettings):
 
     @field_validator("sbatch_options")
     @classmethod
-    def _no_reserved_options(
-        cls, v: Dict[str, SbatchValue]
-    ) -> Dict[str, SbatchValue]:
+    def _no_reserved_options(cls, v: Dict[str, SbatchValue]) -> Dict[str, SbatchValue]:
         """Refuses the options the orchestrator itself sets.
 
         Args:
@@ -132,15 +129,11 @@ class SlurmConnectorBaseConfig(SlurmConnectorSettings):
     stream_logs: bool = True
 
 
-class SlurmConnectorStepOperatorConfig(
-    BaseStepOperatorConfig, SlurmConnectorBaseConfig
-):
+class SlurmConnectorStepOperatorConfig(BaseStepOperatorConfig, SlurmConnectorBaseConfig):
     """Config of the step operator."""
 
 
-class SlurmConnectorOrchestratorConfig(
-    BaseOrchestratorConfig, SlurmConnectorBaseConfig
-):
+class SlurmConnectorOrchestratorConfig(BaseOrchestratorConfig, SlurmConnectorBaseConfig):
     """Config of the orchestrator.
 
     Attributes:

@@ -66,15 +66,13 @@ def summary(message: str) -> str:
     tail = ""
     if "--- last lines of stderr ---" in lines:
         after = lines[lines.index("--- last lines of stderr ---") + 1 :]
-        after = [l for l in after if l.strip() and not l.startswith("Slurm accounting:")]
+        after = [x for x in after if x.strip() and not x.startswith("Slurm accounting:")]
         if after:
             tail = after[-1].strip()
     return f"{lines[0]}: {tail}" if tail else lines[0]
 
 
-def run_status(
-    statuses: Dict[str, ExecutionStatus], stopping: bool
-) -> ExecutionStatus:
+def run_status(statuses: Dict[str, ExecutionStatus], stopping: bool) -> ExecutionStatus:
     """A run's status from its jobs'.
 
     Args:
@@ -140,9 +138,7 @@ class SlurmConnectorOrchestrator(ContainerizedOrchestrator):
                 f"{ENV_RUN_ID} is not set: not in a job of the slurm_connector orchestrator"
             ) from None
 
-    def get_docker_builds(
-        self, snapshot: "PipelineSnapshotBase"
-    ) -> List["BuildConfiguration"]:
+    def get_docker_builds(self, snapshot: "PipelineSnapshotBase") -> List["BuildConfiguration"]:
         """Images only when some step runs in ZenML's image (neither `python` nor `image`).
 
         Args:
@@ -310,9 +306,7 @@ class SlurmConnectorOrchestrator(ContainerizedOrchestrator):
                 break
             time.sleep(self.config.poll_seconds)
         self._reconcile(Client().get_pipeline_run(run.id), states)
-        failed = {
-            n: s for n, s in states.items() if s.status == ExecutionStatus.FAILED
-        }
+        failed = {n: s for n, s in states.items() if s.status == ExecutionStatus.FAILED}
         if failed:
             raise RuntimeError(
                 "Pipeline run failed: "
@@ -329,9 +323,7 @@ class SlurmConnectorOrchestrator(ContainerizedOrchestrator):
             jobs = json.loads(jobs)
         return cast(Dict[str, Any], jobs or {})
 
-    def _reconcile(
-        self, run: "PipelineRunResponse", states: Dict[str, TaskState]
-    ) -> None:
+    def _reconcile(self, run: "PipelineRunResponse", states: Dict[str, TaskState]) -> None:
         """Records each ended job's Slurm account on its step run (once) and the run, and gives
         a step that failed before ZenML's entrypoint reported anything the connector's message
         as its error."""
@@ -348,9 +340,7 @@ class SlurmConnectorOrchestrator(ContainerizedOrchestrator):
                 Client().create_run_metadata(
                     metadata=terminal_metadata(state),
                     resources=[
-                        RunMetadataResource(
-                            id=step.id, type=MetadataResourceTypes.STEP_RUN
-                        )
+                        RunMetadataResource(id=step.id, type=MetadataResourceTypes.STEP_RUN)
                     ],
                     stack_component_id=self.id,
                 )
@@ -363,9 +353,7 @@ class SlurmConnectorOrchestrator(ContainerizedOrchestrator):
                         )
                     ),
                 )
-        if ended and "slurm_job_states" not in run.run_metadata and len(ended) == len(
-            states
-        ):
+        if ended and "slurm_job_states" not in run.run_metadata and len(ended) == len(states):
             Client().create_run_metadata(
                 metadata={
                     "slurm_job_states": {
@@ -373,9 +361,7 @@ class SlurmConnectorOrchestrator(ContainerizedOrchestrator):
                     },
                     "slurm_failures": cast(MetadataType, failures),
                 },
-                resources=[
-                    RunMetadataResource(id=run.id, type=MetadataResourceTypes.PIPELINE_RUN)
-                ],
+                resources=[RunMetadataResource(id=run.id, type=MetadataResourceTypes.PIPELINE_RUN)],
                 stack_component_id=self.id,
             )
         if failures and not run.status.is_finished:
@@ -411,9 +397,7 @@ class SlurmConnectorOrchestrator(ContainerizedOrchestrator):
         status = run_status(statuses, run.status == ExecutionStatus.STOPPING)
         return status, (statuses if include_steps else None)
 
-    def _stop_run(
-        self, run: "PipelineRunResponse", graceful: bool = False
-    ) -> None:
+    def _stop_run(self, run: "PipelineRunResponse", graceful: bool = False) -> None:
         """Cancels every job of the run that has not ended (scancel by exact job id).
 
         Args:
@@ -427,9 +411,7 @@ class SlurmConnectorOrchestrator(ContainerizedOrchestrator):
                 logger.info("Cancelling step `%s` (Slurm job %s).", name, j["job_id"])
                 client.delete(meta)
 
-    def get_step_run_metadata(
-        self, info: "StepRunInfo"
-    ) -> Dict[str, "MetadataType"]:
+    def get_step_run_metadata(self, info: "StepRunInfo") -> Dict[str, "MetadataType"]:
         """What the job knows of itself (read in the job).
 
         Args:

@@ -100,9 +100,7 @@ class SlurmConnectorStepOperator(BaseStepOperator):
         """
         return None
 
-    def get_docker_builds(
-        self, snapshot: "PipelineSnapshotBase"
-    ) -> List["BuildConfiguration"]:
+    def get_docker_builds(self, snapshot: "PipelineSnapshotBase") -> List["BuildConfiguration"]:
         """Images for the steps of this operator that run in ZenML's image (neither `python`
         nor `image` set).
 
@@ -188,11 +186,7 @@ class SlurmConnectorStepOperator(BaseStepOperator):
     def _publish(self, step_run_id: UUID, md: Dict[str, MetadataType]) -> None:
         Client().create_run_metadata(
             metadata=md,
-            resources=[
-                RunMetadataResource(
-                    id=step_run_id, type=MetadataResourceTypes.STEP_RUN
-                )
-            ],
+            resources=[RunMetadataResource(id=step_run_id, type=MetadataResourceTypes.STEP_RUN)],
             stack_component_id=self.id,
         )
 
@@ -270,9 +264,7 @@ class SlurmConnectorStepOperator(BaseStepOperator):
                 if not logs_done:
                     self._copy_logs(meta, token)
                 if state.status == ExecutionStatus.FAILED:
-                    logger.error(
-                        "Slurm job %s failed: %s", state.job_id, state.message
-                    )
+                    logger.error("Slurm job %s failed: %s", state.job_id, state.message)
                 return state.status
             time.sleep(self.config.poll_seconds)
 
@@ -294,9 +286,7 @@ class SlurmConnectorStepOperator(BaseStepOperator):
         """
         self._connector().delete(self._meta(step_run))
 
-    def get_step_run_metadata(
-        self, info: "StepRunInfo"
-    ) -> Dict[str, "MetadataType"]:
+    def get_step_run_metadata(self, info: "StepRunInfo") -> Dict[str, "MetadataType"]:
         """What the job knows of itself (read in the job).
 
         Args:

@@ -126,9 +126,7 @@ def _sbatch_options(task: StepTask) -> Dict[str, Any]:
         # Upstream-first submission guarantees every id exists; a failed upstream then kills
         # this job at once (state CANCELLED, reason DependencyNeverSatisfied) instead of
         # leaving it pending for ever.
-        options["dependency"] = "afterok:" + ":".join(
-            str(j) for j in task.depends_on
-        )
+        options["dependency"] = "afterok:" + ":".join(str(j) for j in task.depends_on)
         options["kill-on-invalid-dep"] = "yes"
         # A coalesced job array cannot carry per-element dependencies.
         options["no-coalesce"] = True
@@ -304,9 +302,7 @@ def create_task_request(task: StepTask) -> Any:
     )
     if task_type == CONTAINER_TASK:
         image = task.settings.image or task.image or ""
-        template.container.CopyFrom(
-            tasks_pb2.Container(image=image, args=container_command(task))
-        )
+        template.container.CopyFrom(tasks_pb2.Container(image=image, args=container_command(task)))
     execution = identifier_pb2.TaskExecutionIdentifier(
         task_id=template.id,
         node_execution_id=identifier_pb2.NodeExecutionIdentifier(
