@@ -2,11 +2,18 @@
 `slurm-connector serve` (gRPC), its jobs run by the in-process slurmrestd stand-in on this
 machine. No Slurm, no SSH."""
 
+import json
+import os
+import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
 
+from conftest import connector_bin, require_or_skip
 from zenml_slurm_connector.client import ConnectorClient
+from zenml_slurm_connector.flavors import SlurmConnectorSettings
+from zenml_slurm_connector.task import StepTask, create_task_request
 
 pytestmark = pytest.mark.e2e
 
@@ -38,16 +45,48 @@ def test_step_operator_runs_the_middle_step_as_a_job(embedded: tuple) -> None:
     assert "slurm_job_id" not in steps["load_data"]["metadata"]
     # the job's own lines reached the step operator's logs while it waited
     assert f"training on 4 points in job {job}" in out["stdout"] + out["stderr"]
-    # the step's environment reached the job, and its value no script, log or command line
-    # (the job's script, the connector's log, the client's output; ps is the job's argv: the
-    # script's path)
+    # the step's environment reached the job, and its value neither the connector's log nor
+    # the client's output (the job description: test_the_job_description_keeps_the_token_in_
+    # its_environment)
     assert f"token present, {len(token)} characters" in out["stdout"] + out["stderr"]
     assert token not in out["stdout"] + out["stderr"]
     assert token not in conn.log.read_text()
-    scripts = list(conn.data_dir.rglob("slurm_script")) + list(conn.data_dir.rglob("*.sbatch"))
-    assert scripts
-    for f in scripts:
-        assert token not in f.read_text(errors="replace"), f
+
+
+def test_the_job_description_keeps_the_token_in_its_environment(tmp_path: Path) -> None:
+    """What the connector would POST to slurmrestd for a step (`slurm-connector render`): the
+    step's variables in the job's environment, none in its script, every word of the entrypoint
+    quoted."""
+    binary = connector_bin()
+    if binary is None:
+        require_or_skip("e2e", "no slurm-connector binary")
+    t = StepTask(
+        name="zenml.p.train",
+        run_name="zs0123",
+        step_name="train",
+        command=["python", "-m", "zenml.entrypoints.entrypoint", "--step_name", "a; rm -rf /"],
+        environment={"ZENML_STORE_API_TOKEN": "tok-s3cret", "ZENML_STORE_URL": "https://z"},
+        settings=SlurmConnectorSettings(python="/opt/zenml/bin/python", partition="debug"),
+        code_dir_default="/shared/code",
+    )
+    (tmp_path / "req.pb").write_bytes(create_task_request(t).SerializeToString())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLYTE_SLURM_")}
+    env["FLYTE_SLURM_DATA_DIR"] = str(tmp_path / "data")
+    r = subprocess.run(
+        [str(binary), "render", "--request", str(tmp_path / "req.pb")],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    job = json.loads(r.stdout)["job"]
+    assert "ZENML_STORE_API_TOKEN=tok-s3cret" in job["environment"]
+    assert "tok-s3cret" not in job["script"]
+    assert job["partition"] == "debug"
+    assert (
+        "exec /opt/zenml/bin/python -m zenml.entrypoints.entrypoint --step_name 'a; rm -rf /'\n"
+        in job["script"]
+    )
 
 
 def test_orchestrator_runs_every_step_as_a_job_chained_by_the_dag(embedded: tuple) -> None:
