@@ -14,10 +14,17 @@
 //! state stays, nothing is published without its record) and asked again; the listing is for
 //! what is still missing then, and at once where there is no slurmdbd (its request fails). A
 //! finished job is so answered at most one poll interval after the tick that saw it end.
+//!
+//! Why only COMPLETED ends go to slurmdbd: slurmdbd's reason is the one the job last waited for
+//! (`Priority`, `JobArrayTaskLimit`; recorded in `tests/fixtures/slurmrestd/*slurmdb*`), while
+//! slurmctld's says why it ended (`NonZeroExitCode`, `TimeLimit`, `OutOfMemory`), which a
+//! failed task's answer carries. A completed job needs no reason. So the ends of a tick that did
+//! not complete come from the one listing of slurmctld's jobs, in that tick: a map that succeeds
+//! costs slurmctld nothing for its ends, one that fails one listing a tick.
 
 use std::collections::HashMap;
 
-use crate::slurmrestd::{ElementState, JobId, JobInfo, JobState};
+use crate::slurmrestd::{BaseState, ElementState, JobId, JobInfo, JobState};
 
 use super::array::{Element, EndedElement, track_mut};
 use super::resolve::{apply_record, apply_state};
@@ -38,6 +45,36 @@ pub(super) struct Ends {
 impl Ends {
     pub(super) fn is_empty(&self) -> bool {
         self.jobs.is_empty() && self.elements.is_empty() && self.started.is_empty()
+    }
+
+    /// Splits off the ends that did not complete (their reason is slurmctld's; module doc).
+    fn split_off_uncompleted(&mut self) -> Ends {
+        let completed = |s: &JobState| s.base == BaseState::Completed;
+        let (jobs, uncompleted_jobs) = std::mem::take(&mut self.jobs)
+            .into_iter()
+            .partition(|(_, s)| completed(s));
+        self.jobs = jobs;
+        let (elements, uncompleted_elements) = std::mem::take(&mut self.elements)
+            .into_iter()
+            .partition(|e| completed(&e.state));
+        self.elements = elements;
+        // An element only a record attributes: slurmdbd's names its array whatever its state,
+        // unless it has ended otherwise than completed.
+        let (started, uncompleted_started) = std::mem::take(&mut self.started)
+            .into_iter()
+            .partition(|e| completed(&e.state) || !Packed::pack(&e.state).0.is_terminal());
+        self.started = started;
+        Ends {
+            jobs: uncompleted_jobs,
+            elements: uncompleted_elements,
+            started: uncompleted_started,
+        }
+    }
+
+    fn append(&mut self, other: Ends) {
+        self.jobs.extend(other.jobs);
+        self.elements.extend(other.elements);
+        self.started.extend(other.started);
     }
 }
 
@@ -79,11 +116,12 @@ fn element_record(records: &HashMap<JobId, JobInfo>, own: JobId, index: u32) -> 
 impl Tracker {
     /// Reads the records of `ends` (module doc): one slurmdbd request, then, for what it lacked
     /// a tick ago too (or when it failed), one listing of slurmctld's jobs.
-    pub(super) async fn read_ends(&self, ends: Ends) {
+    pub(super) async fn read_ends(&self, mut ends: Ends) {
         self.forget_stale_awaits();
         if ends.is_empty() {
             return;
         }
+        let uncompleted = ends.split_off_uncompleted();
         let mut ids: Vec<JobId> = ends
             .jobs
             .iter()
@@ -93,17 +131,22 @@ impl Tracker {
             .collect();
         ids.sort_unstable();
         ids.dedup();
-        let accounting = match self.api.accounting_jobs(&ids).await {
-            Ok(found) => Some(found),
-            Err(e) => {
-                tracing::debug!(cluster = %self.cluster, error = %e, "records of ended jobs not read from slurmdbd; asking slurmctld's listing");
-                None
+        let accounting = if ids.is_empty() {
+            Some(HashMap::new())
+        } else {
+            match self.api.accounting_jobs(&ids).await {
+                Ok(found) => Some(found),
+                Err(e) => {
+                    tracing::debug!(cluster = %self.cluster, error = %e, "records of ended jobs not read from slurmdbd; asking slurmctld's listing");
+                    None
+                }
             }
         };
-        let left = match &accounting {
+        let mut left = match &accounting {
             Some(found) => self.apply_ends(ends, Source::Accounting(found)),
             None => ends,
         };
+        left.append(uncompleted);
         if left.is_empty() {
             return;
         }

@@ -40,18 +40,19 @@ async fn terminal_job_record_fetched_once_then_no_longer_polled() {
     assert_eq!(s.exit_code.as_ref().unwrap().return_code, Some(3));
     assert_eq!(s.reason.as_deref(), Some("NonZeroExitCode"));
     assert_eq!(t.status(JobId(8)).await.phase, Phase::Succeeded);
-    // Both records in ONE slurmdbd request; slurmctld is not asked for either.
+    // The completed job's record from slurmdbd; the failed one's from slurmctld's listing,
+    // whose reason says why it ended. No job is read alone.
     assert_eq!(fake.acct_calls.load(Ordering::SeqCst), 1);
+    assert_eq!(fake.list_calls.load(Ordering::SeqCst), 1);
     assert_eq!(fake.job_calls.load(Ordering::SeqCst), 0);
-    assert_eq!(fake.list_calls.load(Ordering::SeqCst), 0);
     // Finished jobs with their record are not asked about again.
     assert_eq!(t.tick().await, 0);
     assert_eq!(fake.acct_calls.load(Ordering::SeqCst), 1);
     assert_eq!(fake.states_calls.load(Ordering::SeqCst), 2);
 }
 
-/// A thousand jobs that end in one tick: their records are one slurmdbd request, whatever their
-/// number, and slurmctld sees nothing but the tick's `jobs/state`.
+/// A thousand jobs that end in one tick: the records of those that completed are one slurmdbd
+/// request, of those that failed one listing of slurmctld's jobs, whatever their number.
 #[tokio::test]
 async fn the_records_of_every_job_that_ended_in_a_tick_are_one_request() {
     let fake = Arc::new(Fake::default());
@@ -79,13 +80,37 @@ async fn the_records_of_every_job_that_ended_in_a_tick_are_one_request() {
     }
     assert_eq!(fake.acct_calls.load(Ordering::SeqCst), 1);
     assert_eq!(fake.job_calls.load(Ordering::SeqCst), 0);
-    assert_eq!(fake.list_calls.load(Ordering::SeqCst), 0);
+    assert_eq!(fake.list_calls.load(Ordering::SeqCst), 1);
     assert_eq!(fake.states_calls.load(Ordering::SeqCst), 2);
 }
 
+/// A map that succeeds costs slurmctld nothing for its ends: every record from slurmdbd.
+#[tokio::test]
+async fn completed_jobs_cost_slurmctld_no_read() {
+    let fake = Arc::new(Fake::default());
+    let t = tracker(&fake, cfg());
+    for id in 1..=300 {
+        fake.set(id, &["RUNNING"]);
+        t.track(JobId(id));
+    }
+    t.tick().await;
+    for id in 1..=300 {
+        fake.set(id, &["COMPLETED"]);
+    }
+    t.tick().await;
+    for id in 1..=300 {
+        let s = t.status(JobId(id)).await;
+        assert_eq!(s.phase, Phase::Succeeded, "{s:?}");
+        assert_eq!(s.exit_code.unwrap().return_code, Some(0));
+    }
+    assert_eq!(fake.acct_calls.load(Ordering::SeqCst), 1);
+    assert_eq!(fake.list_calls.load(Ordering::SeqCst), 0);
+    assert_eq!(fake.job_calls.load(Ordering::SeqCst), 0);
+}
+
 /// slurmdbd stores an end a moment after slurmctld reports it. A job whose record it does not
-/// have yet keeps its last phase one tick (never FAILED without its reason); the next tick asks
-/// slurmdbd again and, as it still lags, finds the record in ONE listing of slurmctld's jobs.
+/// have yet keeps its last phase one tick; the next tick asks slurmdbd again and, as it still
+/// lags, finds the record in ONE listing of slurmctld's jobs.
 #[tokio::test]
 async fn an_end_slurmdbd_has_not_stored_waits_one_tick_then_comes_from_one_listing() {
     let fake = Arc::new(Fake::default());
@@ -96,16 +121,16 @@ async fn an_end_slurmdbd_has_not_stored_waits_one_tick_then_comes_from_one_listi
     }
     t.tick().await;
     fake.dbd_lags.store(true, Ordering::SeqCst);
-    fake.set(7, &["FAILED"]);
-    fake.set(8, &["FAILED"]);
+    fake.set(7, &["COMPLETED"]);
+    fake.set(8, &["COMPLETED"]);
     t.tick().await;
     assert_eq!(t.status(JobId(7)).await.phase, Phase::Running);
     assert_eq!(fake.list_calls.load(Ordering::SeqCst), 0);
     t.tick().await;
     for id in [7, 8] {
         let s = t.status(JobId(id)).await;
-        assert_eq!(s.phase, Phase::RetryableFailed, "{s:?}");
-        assert_eq!(s.reason.as_deref(), Some("NonZeroExitCode"), "{s:?}");
+        assert_eq!(s.phase, Phase::Succeeded, "{s:?}");
+        assert_eq!(s.exit_code.as_ref().unwrap().return_code, Some(0), "{s:?}");
     }
     assert_eq!(
         fake.list_calls.load(Ordering::SeqCst),
