@@ -32,6 +32,12 @@ pub trait SlurmApi: Send + Sync + 'static {
         })
     }
 
+    /// Every record slurmctld answers for `job/{id}`: for an array's id, one per element it
+    /// still has (empty: unknown there). The default is [`SlurmApi::job`]'s one record.
+    fn job_records(&self, id: JobId) -> BoxFuture<'_, Result<Vec<JobInfo>, ClientError>> {
+        Box::pin(async move { Ok(self.job(id).await?.into_iter().collect()) })
+    }
+
     /// Accounting records of many jobs in one request (slurmdbd); unknown ids absent.
     fn accounting_jobs<'a>(
         &'a self,
@@ -80,6 +86,10 @@ impl SlurmApi for Client {
         ids: &'a [JobId],
     ) -> BoxFuture<'a, Result<States, ClientError>> {
         Box::pin(Client::states_and_elements(self, ids))
+    }
+
+    fn job_records(&self, id: JobId) -> BoxFuture<'_, Result<Vec<JobInfo>, ClientError>> {
+        Box::pin(Client::job_records(self, id))
     }
 
     fn accounting_jobs<'a>(

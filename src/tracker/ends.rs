@@ -19,8 +19,8 @@
 //! (`Priority`, `JobArrayTaskLimit`; recorded in `tests/fixtures/slurmrestd/*slurmdb*`), while
 //! slurmctld's says why it ended (`NonZeroExitCode`, `TimeLimit`, `OutOfMemory`), which a
 //! failed task's answer carries. A completed job needs no reason. So the ends of a tick that did
-//! not complete come from the one listing of slurmctld's jobs, in that tick: a map that succeeds
-//! costs slurmctld nothing for its ends, one that fails one listing a tick.
+//! not complete are read from slurmctld as they end (a job's record, or an array's in one read),
+//! as rare as failures are; a map that succeeds costs slurmctld nothing for its ends.
 
 use std::collections::HashMap;
 
@@ -146,7 +146,9 @@ impl Tracker {
             Some(found) => self.apply_ends(ends, Source::Accounting(found)),
             None => ends,
         };
-        left.append(uncompleted);
+        // The ends that did not complete: slurmctld's records, as they end (module doc).
+        let read = self.read_uncompleted(uncompleted).await;
+        left.append(self.apply_ends(read.0, Source::Listing(&read.1)));
         if left.is_empty() {
             return;
         }
@@ -164,6 +166,39 @@ impl Tracker {
         let rest = self.apply_ends(left, Source::Listing(&listed));
         // Neither has more to say about these: their state is final without a record.
         self.publish_without_records(rest, true);
+    }
+
+    /// slurmctld's records of the ends that did not complete: each plain job's, and each array's
+    /// (every element it still has, in one read). A failed read leaves the end to the listing.
+    async fn read_uncompleted(&self, ends: Ends) -> (Ends, HashMap<JobId, JobInfo>) {
+        let mut records = HashMap::new();
+        let mut arrays: Vec<JobId> = ends.elements.iter().map(|e| e.array).collect();
+        arrays.sort_unstable();
+        arrays.dedup();
+        for (id, _) in &ends.jobs {
+            match self.api.job(*id).await {
+                Ok(Some(info)) => {
+                    records.insert(*id, info);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::debug!(cluster = %self.cluster, job_id = %id, error = %e, "record of a job that ended not read");
+                }
+            }
+        }
+        for m in arrays {
+            match self.api.job_records(m).await {
+                Ok(all) => records.extend(
+                    all.into_iter()
+                        .filter(|r| r.array.is_some_and(|a| a.array_job_id == m))
+                        .map(|r| (r.job_id, r)),
+                ),
+                Err(e) => {
+                    tracing::debug!(cluster = %self.cluster, job_id = %m, error = %e, "records of an array's ended elements not read");
+                }
+            }
+        }
+        (ends, records)
     }
 
     /// Applies what `source` has of `ends`; returns what must be asked of slurmctld's listing.
