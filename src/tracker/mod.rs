@@ -12,18 +12,15 @@
 //!   marker it left ([`ExitMarkers`], injected): COMPLETED for exit code 0, FAILED otherwise.
 //! - A state this connector does not know keeps the last phase with a note; after
 //!   `unknown_state_after` it is reported FAILED.
-//! - When a job (or an array's element) turns terminal it is published with its record (exit
-//!   code, reason): every record a tick wants comes from ONE slurmdbd request, and what slurmdbd
-//!   has not stored yet a tick later from ONE listing of slurmctld's jobs (`ends`). Terminal jobs
-//!   are evicted `terminal_ttl` after they finished.
+//! - When a job turns terminal its record is fetched once (slurmctld, else slurmdbd) for the
+//!   exit code and reason. Terminal jobs are evicted `terminal_ttl` after they finished.
 //! - What a finished job used comes from slurmdbd, all jobs that finished in one request per
 //!   tick (`accounting`); its snapshot says while that is awaited.
 //! - While slurmrestd is unreachable or erroring, the last known states stay and every snapshot
 //!   says since when the cluster has been unreachable.
 //!
 //! Files: this one holds the cache and GetTask's entry point ([`Tracker::status`]); `poll` the
-//! poll loop; `ends` the records of what ended; `resolve` adoption, slurmdbd for jobs that
-//! left slurmctld, markers and requeues; `snapshot` what a
+//! poll loop; `resolve` adoption, slurmdbd, markers and terminal records; `snapshot` what a
 //! cached entry reports; `state` the packed Slurm state and the phase map; `api` the injected
 //! Slurm and marker readers; `array` job arrays (one entry, its elements inside);
 //! `array_given_away` an array whose id a restarted slurmctld gave to another job;
@@ -33,7 +30,6 @@ mod accounting;
 mod api;
 mod array;
 mod array_given_away;
-mod ends;
 mod poll;
 mod resolve;
 mod snapshot;
@@ -253,8 +249,6 @@ pub struct Tracker {
     /// connector's duplicate check, which their replica should have ended within a second
     /// ([`Tracker::held_for_check`]).
     held_for_check: Mutex<std::collections::HashSet<JobId>>,
-    /// Ends whose record slurmdbd lacked at a tick, since when (`ends.rs`).
-    awaited: Mutex<HashMap<ends::Awaited, u32>>,
 }
 
 impl std::fmt::Debug for Tracker {
@@ -285,7 +279,6 @@ impl Tracker {
             detail_at: Mutex::new(None),
             held_arrays_at: Mutex::new(None),
             held_for_check: Default::default(),
-            awaited: Default::default(),
         }
     }
 

@@ -44,6 +44,9 @@ use verdict::Verdict;
 #[cfg(test)]
 use {budget::over_budget, own_job::reused_id};
 
+/// How long GetTask waits for a pending multi-node job's record (its pending reason).
+const PENDING_REASON_BUDGET: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// What [`resource`] reads besides the job: the deployment's settings and the native results.
 pub struct Context<'a> {
     pub ceiling: &'a Result<staging::Ceiling, String>,
@@ -74,7 +77,7 @@ pub async fn resource(
     }
     let mut v = Verdict::of(meta, &snap);
     budget::apply(&mut v, meta, &snap, ctx.requeue_budget);
-    gang_reason(&mut v, meta, &snap);
+    gang_reason(&mut v, rt, meta, &snap).await;
     native::apply(&mut v, rt, meta, &snap, ctx.native).await;
     outputs::apply(&mut v, rt, meta, ctx.ceiling);
     tails::apply(&mut v, rt, meta, &snap).await;
@@ -133,16 +136,22 @@ fn count_outcome(
     counted
 }
 
-/// Why a pending multi-node job waits (nodes busy, more nodes than the partition has:
-/// PartitionNodeLimit), said as a gang's: the reason is the tracker's, from its one listing of
-/// jobs pending long (`TrackerConfig::pending_detail_after`), never a read on GetTask's path.
-fn gang_reason(v: &mut Verdict, meta: &ResourceMeta, snap: &JobSnapshot) {
+/// Why a pending multi-node job waits.
+async fn gang_reason(
+    v: &mut Verdict,
+    rt: &ClusterRuntime,
+    meta: &ResourceMeta,
+    snap: &JobSnapshot,
+) {
+    // A pending multi-node job: the tracker keeps states only, and why a gang waits (nodes busy,
+    // more nodes than the partition has: PartitionNodeLimit, a switch count) is what its author
+    // needs to know, so its record is read (bounded, best effort).
     if meta.ranks
         && v.phase == Phase::Queued
-        && let Some(r) = snap
-            .reason
-            .as_deref()
-            .filter(|r| !r.is_empty() && *r != "None")
+        && snap.reason.is_none()
+        && let Ok(Ok(Some(info))) =
+            tokio::time::timeout(PENDING_REASON_BUDGET, rt.client().job(meta.job_id)).await
+        && let Some(r) = info.reason.filter(|r| !r.is_empty() && r != "None")
     {
         v.message
             .push_str(&format!("\nwaiting for all its nodes, reason: {r}"));

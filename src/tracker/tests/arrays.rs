@@ -21,12 +21,6 @@ struct Scripted {
     accounting: Mutex<HashMap<JobId, JobInfo>>,
     job_calls: Mutex<Vec<JobId>>,
     states_calls: Mutex<u32>,
-    /// Listings of slurmctld's jobs (`GET jobs/`).
-    list_calls: Mutex<u32>,
-    /// slurmdbd requests.
-    acct_calls: Mutex<u32>,
-    /// slurmdbd has not stored slurmctld's latest records yet.
-    dbd_lags: Mutex<bool>,
 }
 
 impl Scripted {
@@ -92,34 +86,19 @@ impl SlurmApi for Scripted {
             .collect();
         Box::pin(async move { Ok(r) })
     }
-    fn jobs(&self) -> BoxFuture<'_, Result<Vec<JobInfo>, ClientError>> {
-        *self.list_calls.lock().unwrap() += 1;
-        let r: Vec<JobInfo> = self.records.lock().unwrap().values().cloned().collect();
-        Box::pin(async move { Ok(r) })
-    }
     fn accounting_jobs<'a>(
         &'a self,
         ids: &'a [JobId],
     ) -> BoxFuture<'a, Result<HashMap<JobId, JobInfo>, ClientError>> {
-        *self.acct_calls.lock().unwrap() += 1;
-        // slurmdbd stores every job slurmctld reports (`records`), and keeps what left it.
-        let mut known = if *self.dbd_lags.lock().unwrap() {
-            HashMap::new()
-        } else {
-            self.records.lock().unwrap().clone()
-        };
-        known.extend(
-            self.accounting
-                .lock()
-                .unwrap()
-                .iter()
-                .map(|(k, v)| (*k, v.clone())),
-        );
-        let r = known
-            .into_iter()
+        let r = self
+            .accounting
+            .lock()
+            .unwrap()
+            .iter()
             .filter(|(id, r)| {
                 ids.contains(id) || r.array.is_some_and(|a| ids.contains(&a.array_job_id))
             })
+            .map(|(k, v)| (*k, v.clone()))
             .collect();
         Box::pin(async move { Ok(r) })
     }
@@ -153,8 +132,7 @@ fn set_records(api: &Scripted, recs: &[JobInfo]) {
 
 /// Two tracked arrays both start their element 0 in the same tick: the new ids cannot be
 /// told apart from jobs/state alone, so each element's record says which array it is in
-/// (once, from the tick's one slurmdbd request); known ids are attributed without asking again,
-/// and the ends of all elements are that one request too. slurmctld is asked for no record.
+/// (once); known ids are attributed without asking again.
 #[tokio::test]
 async fn elements_of_two_arrays_starting_together_are_told_apart_by_their_records() {
     let (api, t) = tracker();
@@ -182,8 +160,9 @@ async fn elements_of_two_arrays_starting_together_are_told_apart_by_their_record
         (200, 1, "PENDING"),
     ]);
     t.tick().await;
-    assert!(api.job_calls.lock().unwrap().is_empty());
-    assert_eq!(*api.acct_calls.lock().unwrap(), 1);
+    let mut asked = api.job_calls.lock().unwrap().clone();
+    asked.sort();
+    assert_eq!(asked, [JobId(301), JobId(302)]);
     let a = t.status(JobId(100)).await;
     assert_eq!(a.phase, Phase::Running);
     assert_eq!(
@@ -231,49 +210,9 @@ async fn elements_of_two_arrays_starting_together_are_told_apart_by_their_record
             .return_code,
         Some(3)
     );
-    assert_eq!(
-        *api.acct_calls.lock().unwrap(),
-        2,
-        "one slurmdbd request per tick"
-    );
-    // The failed element's record (its reason) from slurmctld's records of its array.
-    assert_eq!(*api.list_calls.lock().unwrap(), 0);
     // Finished with their records: no longer polled.
     assert_eq!(t.tick().await, 0);
     assert_eq!(*api.states_calls.lock().unwrap(), 3, "one request per tick");
-}
-
-/// An element that ended before slurmdbd stored its end keeps its last state one tick (the
-/// array's task never sees it ended without its record); the next tick finds the record in
-/// ONE listing of slurmctld's jobs, never by reading the element or the array alone.
-#[tokio::test]
-async fn an_element_end_slurmdbd_lacks_waits_a_tick_then_comes_from_the_listing() {
-    let (api, t) = tracker();
-    t.track_array(JobId(500), &[0, 1], None);
-    set_records(
-        &api,
-        &[
-            record(501, 500, 0, "RUNNING", 0),
-            record(500, 500, 1, "RUNNING", 0),
-        ],
-    );
-    api.answer(&[(501, 0, "RUNNING"), (500, 1, "RUNNING")]);
-    t.tick().await;
-    *api.dbd_lags.lock().unwrap() = true;
-    let mut done = record(501, 500, 0, "COMPLETED", 0);
-    done.nodes = Some("node7".into());
-    set_records(&api, &[done]);
-    api.answer(&[(501, 0, "COMPLETED"), (500, 1, "RUNNING")]);
-    t.tick().await;
-    let s = t.status(JobId(500)).await;
-    assert_eq!(states(&s)[0], (0, 501, "RUNNING".into()), "held a tick");
-    assert_eq!(*api.list_calls.lock().unwrap(), 0);
-    t.tick().await;
-    let s = t.status(JobId(500)).await;
-    assert_eq!(states(&s)[0], (0, 501, "COMPLETED".into()));
-    assert_eq!(s.elements[0].snapshot.nodes.as_deref(), Some("node7"));
-    assert_eq!(*api.list_calls.lock().unwrap(), 1);
-    assert!(api.job_calls.lock().unwrap().is_empty());
 }
 
 /// One array whose elements 0 and 1 left slurmctld before the tracker saw them (an
