@@ -5,8 +5,8 @@
 //! cargo bench --bench real_cluster -- create     # CreateTask ÷ raw slurmrestd submit (held jobs)
 //! cargo bench --bench real_cluster -- create-run # the same with jobs that run `true`
 //! cargo bench --bench real_cluster -- create-process # held, the `serve` binary in its own process
-//! cargo bench --bench real_cluster -- sdiag      # slurmctld RPCs for 200 short tasks
-//! FANOUT_TASKS=1000 cargo bench --bench real_cluster -- fanout # 1000 CreateTasks, 50 in flight
+//! cargo bench --bench real_cluster -- sdiag      # slurmctld RPCs for 200 short tasks (SDIAG_TASKS=1: one)
+//! FANOUT_TASKS=1000 cargo bench --bench real_cluster -- fanout # 1000 tasks run to the end (FANOUT_HELD=1: held)
 //! ```
 //!
 //! The connector runs in this process (`serve_with`, configured from that environment exactly as

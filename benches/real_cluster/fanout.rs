@@ -1,21 +1,15 @@
 //! The `fanout` section of benches/real_cluster.rs: a map task's fan-out as Flyte's backend sends
-//! it, and its whole life: `FANOUT_TASKS` CreateTasks of jobs that run `true` and finish
-//! (`FANOUT_HELD=1`: jobs pending for an hour instead, measured until each has its job), each
-//! its own execution, GetTask of every task every 2 s until all are terminal; slurmctld's RPCs
-//! (`sdiag`, by type) from the first CreateTask until then, beside raw slurmrestd submits of the
-//! same bodies followed by one listing of the jobs per poll interval (sbatch plus one `squeue` a
-//! poll), and the Python SSH plugin's cost for the same GetTasks (3 RPCs each, measured in
-//! ../shared/design/python-plugin.md). Held jobs: (`FANOUT_TASKS` CreateTasks, each its own execution,
-//! `FANOUT_IN_FLIGHT` at once (50 by default, the measure; a `flyte.map` with its default
-//! concurrency 0 sends every element, bounded by the backend's 512 reconciles), 10 s deadline
-//! each), then GetTask
-//! until every task has its job; errors, deferred answers, duplicates, slurmctld RPCs per task, and
-//! raw slurmrestd submits of the same bodies at the same concurrency (`FANOUT_STEADY_S`: then the
-//! steady state with every task in flight, GetTasks at Flyte's rate; `FANOUT_REPLICAS=2`: two
-//! connectors, as two pods). The connector coalesces them
-//! into job arrays as `FLYTE_SLURM_COALESCE_WINDOW` says (`auto` by default: where slurmrestd
-//! shows slurm.conf keeping job comments, Slurm 26.05+ on the dev cluster; `off` for the
-//! one-job-per-task path).
+//! it, and its whole life. `FANOUT_TASKS` CreateTasks (each its own execution; `FANOUT_PACE`
+//! paces them as the backend does, else `FANOUT_IN_FLIGHT` at once, 50 by default; 10 s deadline
+//! each) of jobs that run `true`, then GetTask of every task every 2 s until all are terminal
+//! (`FANOUT_HELD=1`: jobs pending for an hour instead, measured until each has its job). Reports
+//! errors, deferred answers, duplicates, slurmctld's RPCs (`sdiag`, by type, and the connector's
+//! requests by operation) from the first CreateTask on, the Python SSH plugin's cost for the same
+//! GetTasks (3 RPCs each, ../shared/design/python-plugin.md), then raw slurmrestd submits of the
+//! same bodies at the same concurrency followed by one listing a poll (sbatch plus one `squeue`
+//! a poll; `FANOUT_SKIP_RAW` skips them). `FANOUT_STEADY_S`: the steady state with every task
+//! in flight, GetTasks at Flyte's rate; `FANOUT_REPLICAS=2`: two connectors, as two pods. The
+//! connector coalesces the tasks into job arrays as `FLYTE_SLURM_COALESCE_WINDOW` says.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
