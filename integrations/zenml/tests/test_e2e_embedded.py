@@ -5,6 +5,7 @@ machine. No Slurm, no SSH."""
 import json
 import os
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
@@ -161,7 +162,13 @@ def test_a_stopped_run_cancels_its_jobs(embedded: tuple) -> None:
     jobs = out["run_metadata"]["slurm_connector_jobs"]
     client = ConnectorClient(conn.url)
     for name, j in jobs.items():
+        # A cancelled job is CANCELLED+COMPLETING (not terminal) until its processes are gone:
+        # on a loaded machine that outlasts the run's stop by a poll or two.
+        deadline = time.monotonic() + 60
         state = client.get(j["resource_meta"].encode())
+        while not state.terminal and time.monotonic() < deadline:
+            time.sleep(0.5)
+            state = client.get(j["resource_meta"].encode())
         assert state.terminal, (name, state)
         assert state.info.get("state") in ("COMPLETED", "CANCELLED"), (name, state.info)
     assert client.get(jobs["train"]["resource_meta"].encode()).info["state"] == "CANCELLED"
