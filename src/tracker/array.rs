@@ -11,9 +11,10 @@
 //! So the array's id in the one `states` request of a tick brings every element; an element
 //! that started since the last tick carries an id the tracker has not seen, and is attributed to
 //! the one array with that index still pending under the array's id (when several tracked arrays
-//! qualify, its record says which: one `job/{id}` for that element, once). Elements slurmctld no
-//! longer lists are read from slurmdbd (the array's id brings them all), in the tick's one
-//! slurmdbd request; the records of elements that just ended come from one `job/{array id}`.
+//! qualify, its record says which, read with the tick's ends). Elements slurmctld no longer lists
+//! are read from slurmdbd (the array's id brings them all), in one slurmdbd request; the records
+//! of elements that just ended come with every other end of the tick (`ends.rs`), never one by
+//! one.
 //!
 //! An array whose id a restarted slurmctld gave to another job is lost at once
 //! (`array_given_away.rs`).
@@ -24,7 +25,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use crate::slurmrestd::{BaseState, ElementState, JobId, JobInfo};
+use crate::slurmrestd::{BaseState, ElementState, JobId, JobInfo, JobState};
 
 use super::resolve::{apply_marker, apply_record, apply_state};
 use super::{Base, Entry, FailureClass, JobSnapshot, Known, Packed, Tracker};
@@ -52,6 +53,23 @@ pub(super) struct Element {
     /// Its own job id (the array's while it is pending, and for the last one to start).
     pub(super) id: JobId,
     pub(super) entry: Entry,
+}
+
+/// An element slurmctld answered finished, whose record is read with the tick's other ends
+/// (`ends.rs`).
+#[derive(Debug)]
+pub(super) struct EndedElement {
+    pub(super) array: JobId,
+    pub(super) index: u32,
+    pub(super) state: JobState,
+}
+
+/// What a tick's answer about arrays leaves to be read with the tick's other ends.
+#[derive(Debug, Default)]
+pub(super) struct ArrayEnds {
+    pub(super) ended: Vec<EndedElement>,
+    /// Elements that started under an id of their own which more than one tracked array could own.
+    pub(super) started: Vec<ElementState>,
 }
 
 /// One element as GetTask reports it.
@@ -100,7 +118,7 @@ impl Element {
 
     fn unknown_too_long(&self, now: u32, unknown_after: u32) -> bool {
         matches!(self.entry.known, Known::Seen | Known::Missing)
-            && self.entry.state.phase().is_none()
+            && !self.entry.state.is_known()
             && now.saturating_sub(self.entry.since) >= unknown_after
     }
 
@@ -121,8 +139,8 @@ pub(super) fn track_mut(e: &mut Entry) -> Option<&mut ArrayTrack> {
     e.extra.as_deref_mut()?.array.as_deref_mut()
 }
 
-/// Applies one element's record (slurmctld's or slurmdbd's) to its array.
-fn apply_element_record(t: &mut ArrayTrack, info: &JobInfo, now: u32, from_accounting: bool) {
+/// Applies one element's slurmdbd record (its state too) to its array.
+fn apply_element_record(t: &mut ArrayTrack, info: &JobInfo, now: u32) {
     let Some(index) = info.array.and_then(|a| a.task_id) else {
         return;
     };
@@ -134,9 +152,7 @@ fn apply_element_record(t: &mut ArrayTrack, info: &JobInfo, now: u32, from_accou
         .entry(index)
         .or_insert_with(|| Element::new(info.job_id, now));
     el.id = info.job_id;
-    if from_accounting {
-        apply_state(&mut el.entry, &info.state, now);
-    }
+    apply_state(&mut el.entry, &info.state, now);
     apply_record(&mut el.entry, info);
     if el.entry.state.is_terminal() {
         el.entry.record_done = true;
@@ -177,13 +193,17 @@ impl Tracker {
         });
     }
 
-    /// The tick's part for arrays: their elements from the tick's `states` answer, then the
-    /// records of elements that ended, slurmdbd for the ones slurmctld no longer lists, and each
-    /// array's aggregate.
-    pub(super) async fn refresh_arrays(&self, arrays: &[JobId], elements: &[ElementState]) {
+    /// The tick's part for arrays: their elements from the tick's `states` answer. Elements that
+    /// ended, and those only a record can attribute, are returned (read with the tick's other
+    /// ends, `ends.rs`); slurmdbd is asked for the ones slurmctld no longer lists. Each array's
+    /// aggregate follows the ends ([`Tracker::aggregate_arrays`]).
+    pub(super) async fn refresh_arrays(
+        &self,
+        arrays: &[JobId],
+        elements: &[ElementState],
+    ) -> ArrayEnds {
+        let mut ends = ArrayEnds::default();
         let now = self.now_secs();
-        let mut unattributed = Vec::new();
-        let mut ended: Vec<JobId> = Vec::new();
         let mut missing: Vec<JobId> = Vec::new();
         let mut requeued: Vec<(JobId, u32, JobId)> = Vec::new();
         {
@@ -224,7 +244,7 @@ impl Tracker {
                 };
                 match m {
                     Some(m) => assigned.entry(m).or_default().push(e),
-                    None => unattributed.push(e.clone()),
+                    None => ends.started.push(e.clone()),
                 }
             }
             for m in arrays {
@@ -242,25 +262,33 @@ impl Tracker {
                         .elements
                         .entry(e.index)
                         .or_insert_with(|| Element::new(e.id, now));
-                    el.id = e.id;
+                    // Under the array's id: still pending, or v0.0.40, which lists every
+                    // element so; the own id a record gave it stays.
+                    if e.id != *m {
+                        el.id = e.id;
+                    }
                     if Packed::pack(&e.state).0.is_terminal() && !el.entry.record_done {
-                        ended.push(*m);
-                    } else {
-                        // Back in the queue after it ran: Slurm requeued the element (node
-                        // failure, preemption); its record says how often.
-                        let back = e.state.base == BaseState::Pending
-                            && el.entry.known == Known::Seen
-                            && el.entry.state.base != Base::Pending;
-                        if back || (e.state.has_flag("REQUEUED") && !el.entry.state.has("REQUEUED"))
-                        {
-                            requeued.push((*m, e.index, e.id));
-                        }
+                        // Published with its record (`ends.rs`).
+                        ends.ended.push(EndedElement {
+                            array: *m,
+                            index: e.index,
+                            state: e.state.clone(),
+                        });
+                        continue;
+                    }
+                    // Back in the queue after it ran: Slurm requeued the element (node
+                    // failure, preemption); its record says how often.
+                    let back = e.state.base == BaseState::Pending
+                        && el.entry.known == Known::Seen
+                        && el.entry.state.base != Base::Pending;
+                    if back || (e.state.has_flag("REQUEUED") && !el.entry.state.has("REQUEUED")) {
+                        requeued.push((*m, e.index, e.id));
                     }
                     apply_state(&mut el.entry, &e.state, now);
                 }
                 // Unattributed elements may be this array's: not missing until their record
                 // says otherwise.
-                let maybe_mine = |i: u32| unattributed.iter().any(|u| u.index == i);
+                let maybe_mine = |i: u32| ends.started.iter().any(|u| u.index == i);
                 for i in t.indices.clone() {
                     if listed.contains(&i) || maybe_mine(i) {
                         continue;
@@ -284,36 +312,7 @@ impl Tracker {
                 }
             }
         }
-        // Elements more than one array could own: their record names the array.
-        for e in &unattributed {
-            match self.api.job(e.id).await {
-                Ok(Some(info)) => {
-                    let Some(m) = info.array.map(|a| a.array_job_id) else {
-                        continue;
-                    };
-                    self.with_entry(m, |entry| {
-                        if let Some(t) = track_mut(entry)
-                            && t.indices.binary_search(&e.index).is_ok()
-                        {
-                            let el = t
-                                .elements
-                                .entry(e.index)
-                                .or_insert_with(|| Element::new(e.id, now));
-                            el.id = e.id;
-                            apply_state(&mut el.entry, &e.state, now);
-                            if el.entry.state.is_terminal() {
-                                apply_record(&mut el.entry, &info);
-                                el.entry.record_done = true;
-                            }
-                        }
-                    });
-                }
-                Ok(None) => {}
-                Err(err) => {
-                    tracing::debug!(cluster = %self.cluster, job_id = %e.id, error = %err, "record of a new array element not fetched");
-                }
-            }
-        }
+        // A requeue is rare (a preemption, a node failure): its record is read when it happens.
         for (m, index, id) in requeued {
             match self.api.job(id).await {
                 Ok(Some(info)) => {
@@ -331,39 +330,16 @@ impl Tracker {
                 }
             }
         }
-        ended.sort();
-        ended.dedup();
-        for m in &ended {
-            match self.api.job_records(*m).await {
-                Ok(records) => {
-                    let now = self.now_secs();
-                    self.with_entry(*m, |entry| {
-                        let Some(t) = track_mut(entry) else { return };
-                        for info in records
-                            .iter()
-                            .filter(|r| r.array.is_some_and(|a| a.array_job_id == *m))
-                        {
-                            apply_element_record(t, info, now, false);
-                        }
-                        // Ended but gone from slurmctld already: slurmdbd has their records.
-                        if t.elements
-                            .values()
-                            .any(|el| el.entry.state.is_terminal() && !el.entry.record_done)
-                        {
-                            missing.push(*m);
-                        }
-                    });
-                }
-                Err(err) => {
-                    tracing::debug!(cluster = %self.cluster, job_id = %m, error = %err, "records of an array's ended elements not fetched; retried next tick");
-                }
-            }
-        }
         missing.sort();
         missing.dedup();
         if !missing.is_empty() {
             self.resolve_missing_elements(&missing).await;
         }
+        ends
+    }
+
+    /// Each array's state from its elements, once the tick's ends are read.
+    pub(super) fn aggregate_arrays(&self, arrays: &[JobId]) {
         let now = self.now_secs();
         let unknown_after =
             u32::try_from(self.cfg.unknown_state_after.as_secs()).unwrap_or(u32::MAX);
@@ -411,7 +387,7 @@ impl Tracker {
                         .get(&info.array.and_then(|a| a.task_id).unwrap_or(u32::MAX))
                         .is_some_and(|el| el.entry.record_done);
                     if !done {
-                        apply_element_record(t, info, now, true);
+                        apply_element_record(t, info, now);
                     }
                 }
             }
@@ -522,7 +498,7 @@ fn aggregate(e: &mut Entry, now: u32, unknown_after: u32) {
         .iter()
         .flatten()
         .filter(|el| {
-            !(el.entry.state.phase() == Some(crate::proto::core::task_execution::Phase::Succeeded)
+            !(el.entry.state.completed()
                 || el.class(now, unknown_after) == Some(FailureClass::User))
         })
         .filter_map(|el| el.entry.extra.as_deref().and_then(|x| x.restart_count))

@@ -1,7 +1,7 @@
 //! A job array whose id slurmctld gave to another job: slurmctld crashed after the array was
 //! submitted, restarted from a state saved before it, lost the array and gave its id to a later
-//! submit (seen in CI's crash drill on 26.05, tests/real_controller_drill.rs: array 2762 of two
-//! elements, then single job 2762). Its elements that are no longer listed will never be again;
+//! submit (as `tests/real_controller_drill.rs`'s crash drill makes happen: an array of two
+//! elements, then a single job under its id). Its elements that are no longer listed will never be again;
 //! they are lost at once, their record the other job's, so GetTask says so (its own exit marker
 //! if the element ran, else the cluster's failure, retried by Flyte) instead of after
 //! `lost_after`. The arrays themselves are tracked in `array.rs`.
@@ -82,9 +82,9 @@ impl Tracker {
         let theirs = keyed.unwrap_or_else(|| other.name.clone());
         // A coalesced element's own execution, submitted again after the crash lost the array
         // (a CreateTask retried on another replica found no job for its key) and given the
-        // array's id: that job is the element's (CI's crash drill on 26.05: the element was
-        // reported [LOST] while that job COMPLETED). Checked first: its key may also be the
-        // one the array is tracked for (`own`), which is not the array's own record here.
+        // array's id: that job is the element's, and its end is the element's (the crash drill).
+        // Checked first: its key may also be the one the array is tracked for (`own`), which is
+        // not the array's own record here.
         let mine = t
             .keys
             .iter()
@@ -97,8 +97,8 @@ impl Tracker {
                     .is_some_and(|keys| keys.iter().any(|k| k == own)))
         {
             // The array's own record, without its array membership: a slurmctld restarted from
-            // an older state save listed a script array's id so (CI's crash drill on 26.05,
-            // array 1182: its elements then completed, exit 0). Not another job's: its elements
+            // an older state save lists a script array's id so (the crash drill; its elements go
+            // on and complete). Not another job's: its elements
             // are followed as any unlisted element is (slurmdbd, markers), not lost.
             if !t.own_record_plain {
                 tracing::info!(cluster = %self.cluster, array = %m, job_name = %other.name, "slurmctld lists the array's id as a plain job, but the record is the array's own: its elements are followed, not lost");
@@ -126,9 +126,8 @@ impl Tracker {
             if an_execution && !t.keys.is_empty() && !t.keys.contains_key(&i) {
                 // A coalesced array (its elements are executions of their own) whose element `i`
                 // this replica cannot name yet (its GetTasks went to another replica): the job
-                // may be that element's own execution, submitted again (CI's crash drill on
-                // 26.05: element 0 reported [LOST] while its execution's new job under the
-                // array's id COMPLETED). Not lost on that alone: it is followed as any unlisted
+                // may be that element's own execution, submitted again under the array's id (the
+                // crash drill). Not lost on that alone: it is followed as any unlisted
                 // element (slurmdbd, its marker, `lost_after`), and once a GetTask names its key,
                 // as that job (above). A script's own array has no element keys: lost as before.
                 continue;

@@ -7,21 +7,25 @@
 //!
 //! - A job missing from `states` (aged out of slurmctld, `MinJobAge`) is resolved through slurmdbd,
 //!   in one batch; while neither knows it, its last state is kept. A job neither has known for
-//!   `lost_after` is reported FAILED with that explanation: it never stays RUNNING forever.
+//!   `lost_after` is lost (the cluster's failure) with that explanation: it never stays RUNNING
+//!   forever.
 //! - Without accounting (slurmdbd off or down), such a job is resolved from the exit-status
 //!   marker it left ([`ExitMarkers`], injected): COMPLETED for exit code 0, FAILED otherwise.
-//! - A state this connector does not know keeps the last phase with a note; after
-//!   `unknown_state_after` it is reported FAILED.
-//! - When a job turns terminal its record is fetched once (slurmctld, else slurmdbd) for the
-//!   exit code and reason. Terminal jobs are evicted `terminal_ttl` after they finished.
+//! - A state this connector does not know is kept with a note; after `unknown_state_after` it is
+//!   classed a permanent failure.
+//! - When a job (or an array's element) turns terminal it is published with its record (exit
+//!   code, reason): every record a tick wants comes from ONE slurmdbd request, and what slurmdbd
+//!   has not stored yet a tick later from ONE listing of slurmctld's jobs (`ends`). Terminal jobs
+//!   are evicted `terminal_ttl` after they finished.
 //! - What a finished job used comes from slurmdbd, all jobs that finished in one request per
 //!   tick (`accounting`); its snapshot says while that is awaited.
 //! - While slurmrestd is unreachable or erroring, the last known states stay and every snapshot
 //!   says since when the cluster has been unreachable.
 //!
 //! Files: this one holds the cache and GetTask's entry point ([`Tracker::status`]); `poll` the
-//! poll loop; `resolve` adoption, slurmdbd, markers and terminal records; `snapshot` what a
-//! cached entry reports; `state` the packed Slurm state and the phase map; `api` the injected
+//! poll loop; `ends` the records of what ended; `resolve` adoption, slurmdbd for jobs that
+//! left slurmctld, markers and requeues; `snapshot` what a
+//! cached entry reports; `state` the packed Slurm state and its failure class; `api` the injected
 //! Slurm and marker readers; `array` job arrays (one entry, its elements inside);
 //! `array_given_away` an array whose id a restarted slurmctld gave to another job;
 //! `accounting` what finished jobs used.
@@ -30,6 +34,7 @@ mod accounting;
 mod api;
 mod array;
 mod array_given_away;
+mod ends;
 mod poll;
 mod resolve;
 mod snapshot;
@@ -46,9 +51,8 @@ pub use accounting::Accounting;
 pub use api::{ExitMarker, ExitMarkers, MarkerCause, SlurmApi};
 pub use array::ElementSnapshot;
 pub use resolve::marker_state;
-pub use state::{Base, FailureClass, Packed};
+pub use state::{Base, FailureClass, Packed, Slurm};
 
-use crate::proto::core::task_execution::Phase;
 use crate::slurmrestd::{ExitCode, JobId};
 
 #[derive(Debug, Clone)]
@@ -146,12 +150,13 @@ struct Extra {
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobSnapshot {
     pub job_id: JobId,
-    pub phase: Phase,
+    /// What the tracker knows of the job's state.
+    pub slurm: Slurm,
     /// Slurm's state as text (`RUNNING+COMPLETING`), `None` before the first answer.
     pub state: Option<String>,
     pub exit_code: Option<ExitCode>,
     pub reason: Option<String>,
-    /// Why the phase is what it is when Slurm did not say so directly (lost, unknown state, ...).
+    /// What Slurm did not say directly (lost, an unknown state, read from a marker, ...).
     pub note: Option<String>,
     /// Why a failed job failed, as Flyte should treat it (`None`: not failed).
     pub class: Option<FailureClass>,
@@ -171,14 +176,17 @@ pub struct JobSnapshot {
     pub key: Option<String>,
     /// What the finished job used (slurmdbd), or why that is not known (yet).
     pub accounting: Accounting,
+    /// The job (or array) is still held for the connector's duplicate check at the last
+    /// listing of long-pending jobs ([`Tracker::held_for_check`]).
+    pub held_for_check: bool,
 }
 
 impl JobSnapshot {
-    /// Job `job_id` in `phase`, nothing else known: what the other snapshots add to.
-    pub fn bare(job_id: JobId, phase: Phase) -> JobSnapshot {
+    /// Job `job_id`, nothing known of it yet: what the other snapshots add to.
+    pub fn bare(job_id: JobId) -> JobSnapshot {
         JobSnapshot {
             job_id,
-            phase,
+            slurm: Slurm::NotYet,
             state: None,
             exit_code: None,
             reason: None,
@@ -194,7 +202,27 @@ impl JobSnapshot {
             elements: Vec::new(),
             key: None,
             accounting: Accounting::None,
+            held_for_check: false,
         }
+    }
+
+    /// Slurm runs the job (or it is still ending), in Slurm's terms.
+    pub fn is_running(&self) -> bool {
+        match self.slurm {
+            Slurm::State(p) | Slurm::Marker(p) => self.class.is_none() && p.running(),
+            _ => false,
+        }
+    }
+
+    /// The job will not change again: a terminal state, a failure the tracker classed (lost, a
+    /// state it does not know for too long), or a marker's state it does not know.
+    pub fn is_over(&self) -> bool {
+        self.class.is_some()
+            || match self.slurm {
+                Slurm::State(p) => p.is_terminal(),
+                Slurm::Marker(p) => p.is_terminal() || !p.is_known(),
+                _ => false,
+            }
     }
 }
 
@@ -249,6 +277,8 @@ pub struct Tracker {
     /// connector's duplicate check, which their replica should have ended within a second
     /// ([`Tracker::held_for_check`]).
     held_for_check: Mutex<std::collections::HashSet<JobId>>,
+    /// Ends whose record slurmdbd lacked at a tick, since when (`ends.rs`).
+    awaited: Mutex<HashMap<ends::Awaited, u32>>,
 }
 
 impl std::fmt::Debug for Tracker {
@@ -279,6 +309,7 @@ impl Tracker {
             detail_at: Mutex::new(None),
             held_arrays_at: Mutex::new(None),
             held_for_check: Default::default(),
+            awaited: Default::default(),
         }
     }
 
@@ -415,7 +446,8 @@ impl Tracker {
     }
 
     /// [`Tracker::status`] of a job array (`array`: the indices it was submitted with, for the
-    /// execution of key `own`), adopted as one when it is not tracked yet.
+    /// execution of key `own`), adopted as one when it is not tracked yet; with whether it is
+    /// [held for the connector's check](Tracker::held_for_check).
     pub async fn status_of(
         &self,
         id: JobId,

@@ -1,6 +1,6 @@
 //! The poll loop: ONE `states` request per tick for every job not finished, eviction of old
 //! finished jobs, and the health bookkeeping while slurmrestd fails. Jobs the answer lacks go to
-//! [`super::resolve`].
+//! [`super::resolve`], what it answers finished to [`super::ends`].
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use crate::slurmrestd::{BaseState, JobId};
 
+use super::ends::Ends;
 use super::resolve::apply_state;
 use super::{Base, Known, Packed, Tracker, Unreachable};
 
@@ -18,8 +19,8 @@ const HELD_ARRAYS_EVERY: Duration = Duration::from_secs(300);
 
 impl Tracker {
     /// One poll round: ONE `states` call for every job not finished, then slurmdbd for the
-    /// missing ones (one call) and the records of jobs that just finished. Returns the number of
-    /// jobs asked about.
+    /// missing ones (one call) and for the records of jobs that just finished (one call; see
+    /// `ends.rs`). Returns the number of jobs asked about.
     pub async fn tick(&self) -> usize {
         let _round = self.round.lock().await;
         let started = Instant::now();
@@ -65,7 +66,7 @@ impl Tracker {
         };
         let now = self.now_secs();
         let mut missing = Vec::new();
-        let mut finished = Vec::new();
+        let mut ends = Ends::default();
         let mut requeued = Vec::new();
         let (arrays, ids): (Vec<JobId>, Vec<JobId>) = {
             let jobs = self.jobs.lock().unwrap();
@@ -84,7 +85,7 @@ impl Tracker {
                         // A job that just finished is published together with its record (exit
                         // code, reason), so no GetTask sees FAILED without saying why.
                         if Packed::pack(s).0.is_terminal() && !e.record_done {
-                            finished.push((*id, s.clone()));
+                            ends.jobs.push((*id, s.clone()));
                         } else {
                             // Back in the queue after it ran: Slurm requeued it (node failure,
                             // preemption); its record says how often.
@@ -125,13 +126,16 @@ impl Tracker {
             if !given_away.is_empty() {
                 self.arrays_given_away(&given_away, &elements).await;
             }
-            self.refresh_arrays(&arrays, &elements).await;
+            let array_ends = self.refresh_arrays(&arrays, &elements).await;
+            ends.elements = array_ends.ended;
+            ends.started = array_ends.started;
         }
         if !missing.is_empty() {
             self.resolve_missing(&missing).await;
         }
-        if !finished.is_empty() {
-            self.fetch_records(&finished).await;
+        self.read_ends(ends).await;
+        if !arrays.is_empty() {
+            self.aggregate_arrays(&arrays);
         }
         if !requeued.is_empty() {
             self.fetch_requeued(&requeued).await;

@@ -1,6 +1,6 @@
 //! Adoption and the paths for jobs slurmctld does not answer for: adoption rounds (GetTask for a
 //! job never seen), slurmdbd in one batch for jobs that aged out, exit-status markers when
-//! slurmdbd has no record, and the records (exit code, reason) of jobs that just finished.
+//! slurmdbd has no record, and the records of requeued jobs.
 
 use std::collections::HashMap;
 
@@ -10,7 +10,7 @@ use super::api::{ExitMarker, MarkerCause};
 
 use super::{Base, Entry, Known, Packed, Tracker};
 
-/// Job records (each one slurmctld RPC) and exit-status markers read at once.
+/// Records of requeued jobs (each one slurmctld read) and exit-status markers read at once.
 pub(super) const RECORD_FETCH_CONCURRENCY: usize = 8;
 
 impl Tracker {
@@ -112,64 +112,6 @@ impl Tracker {
             }
         }
         out
-    }
-
-    /// The records of jobs that just finished: slurmctld first, slurmdbd (batched) for the rest;
-    /// each job's terminal state is applied with its record.
-    pub(super) async fn fetch_records(&self, finished: &[(JobId, JobState)]) {
-        use futures::StreamExt;
-        let mut need_accounting = Vec::new();
-        // A few at a time: after an outage many jobs finish in one tick, and one request after
-        // another would hold their final phase back by many round trips (fault drill: up to
-        // 1.9 poll intervals for 50 jobs). Bounded, so slurmctld never sees a burst.
-        // Owned futures (no borrow of `self` inside): the poll loop's future must stay `Send`.
-        let requests: Vec<_> = finished
-            .iter()
-            .enumerate()
-            .map(|(i, (id, _))| {
-                let (api, id) = (self.api.clone(), *id);
-                async move { (i, api.job(id).await) }
-            })
-            .collect();
-        let fetched: Vec<_> = futures::stream::iter(requests)
-            .buffer_unordered(RECORD_FETCH_CONCURRENCY)
-            .collect()
-            .await;
-        for (i, fetched) in fetched {
-            let (id, state) = &finished[i];
-            let now = self.now_secs();
-            match fetched {
-                Ok(Some(info)) => self.with_entry(*id, |e| {
-                    apply_state(e, state, now);
-                    apply_record(e, &info);
-                    e.record_done = true;
-                }),
-                Ok(None) => need_accounting.push((*id, state)),
-                // Published without a record; record_done stays false, so the next tick retries.
-                Err(err) => {
-                    tracing::debug!(cluster = %self.cluster, job_id = %id, error = %err, "record fetch failed");
-                    self.with_entry(*id, |e| {
-                        apply_state(e, state, now);
-                    });
-                }
-            }
-        }
-        if need_accounting.is_empty() {
-            return;
-        }
-        let ids: Vec<JobId> = need_accounting.iter().map(|(id, _)| *id).collect();
-        let found = self.api.accounting_jobs(&ids).await.unwrap_or_default();
-        let now = self.now_secs();
-        for (id, state) in need_accounting {
-            self.with_entry(id, |e| {
-                apply_state(e, state, now);
-                if let Some(info) = found.get(&id) {
-                    apply_record(e, info);
-                }
-                // Nobody has more to say about this job: stop asking.
-                e.record_done = true;
-            });
-        }
     }
 
     /// The records of jobs Slurm put back in the queue (once per requeue): how often it did,

@@ -1,18 +1,19 @@
-//! What GetTask reports for a tracked job: its cached entry as a [`JobSnapshot`], with the note
-//! explaining a phase Slurm did not state directly (lost, unknown state, read from a marker).
+//! What GetTask reads of a tracked job: its cached entry as a [`JobSnapshot`] (what is known of
+//! its state, its failure class), with the note explaining what Slurm did not state directly
+//! (lost, an unknown state, read from a marker).
 
-use crate::proto::core::task_execution::Phase;
 use crate::slurmrestd::JobId;
 
 use super::accounting::rolled_up;
-use super::{Entry, FailureClass, JobSnapshot, Known, Tracker};
+use super::{Entry, FailureClass, JobSnapshot, Known, Slurm, Tracker};
 
 impl Tracker {
     pub(super) fn snapshot_unknown(&self, id: JobId) -> JobSnapshot {
         JobSnapshot {
             note: Some("state not known yet".into()),
             unreachable: self.health.lock().unwrap().unreachable.clone(),
-            ..JobSnapshot::bare(id, Phase::Queued)
+            held_for_check: self.held_for_check(id),
+            ..JobSnapshot::bare(id)
         }
     }
 
@@ -25,14 +26,14 @@ impl Tracker {
             Known::Seen | Known::Missing | Known::Marker => e.state.class(),
             _ => None,
         };
-        let (phase, state, note) = match e.known {
-            Known::NotYet => (Phase::Queued, None, Some("state not known yet".to_string())),
+        let (slurm, state, note) = match e.known {
+            Known::NotYet => (Slurm::NotYet, None, Some("state not known yet".to_string())),
             // No record and no marker: nothing says the task's code failed, so it is the
             // cluster's (lost) job, and the service puts it back.
             Known::Lost => (
                 {
                     class = Some(FailureClass::Infrastructure);
-                    FailureClass::Infrastructure.phase()
+                    Slurm::Lost
                 },
                 Some(e.state.text(other)),
                 Some(format!(
@@ -44,7 +45,7 @@ impl Tracker {
                 )),
             ),
             Known::MissingUnseen => (
-                Phase::Queued,
+                Slurm::NotYet,
                 None,
                 Some(format!(
                     "Slurm job {id} is not known to slurmctld, nor (yet) to slurmdbd{}",
@@ -52,7 +53,7 @@ impl Tracker {
                 )),
             ),
             Known::Marker => (
-                e.state.phase().unwrap_or(Phase::Failed),
+                Slurm::Marker(e.state),
                 Some(e.state.text(other)),
                 Some(format!(
                     "Slurm job {id} is no longer known to slurmctld and not in slurmdbd{}; its \
@@ -68,13 +69,13 @@ impl Tracker {
                         self.accounting_note()
                     )
                 });
-                match e.state.phase() {
-                    Some(p) => (p, Some(text), missing),
-                    None if self.age(e.since) >= self.cfg.unknown_state_after => (
+                match e.state.is_known() {
+                    true => (Slurm::State(e.state), Some(text), missing),
+                    false if self.age(e.since) >= self.cfg.unknown_state_after => (
                         {
                             // Not knowing the state again would not help: a retry cannot either.
                             class = Some(FailureClass::Permanent);
-                            Phase::Failed
+                            Slurm::Unknown { for_long: true }
                         },
                         Some(text.clone()),
                         Some(format!(
@@ -83,9 +84,9 @@ impl Tracker {
                             self.cfg.unknown_state_after.as_secs()
                         )),
                     ),
-                    None => (
+                    false => (
                         // Not a guess at RUNNING: the job is somewhere between queued and done.
-                        Phase::Queued,
+                        Slurm::Unknown { for_long: false },
                         Some(text.clone()),
                         Some(format!(
                             "Slurm reports state {text}, which this connector does not know"
@@ -104,7 +105,7 @@ impl Tracker {
         };
         JobSnapshot {
             job_id: id,
-            phase,
+            slurm,
             state,
             exit_code: extra.and_then(|x| x.exit_code.clone()),
             reason: extra.and_then(|x| x.reason.clone()),
@@ -120,6 +121,7 @@ impl Tracker {
             elements,
             key: extra.and_then(|x| x.key.as_deref().map(String::from)),
             accounting,
+            held_for_check: self.held_for_check(id),
         }
     }
 

@@ -1,15 +1,9 @@
-//! A job's Slurm state packed into four bytes, the Slurm → Flyte phase map, and the failure class
-//! of each terminal state (`docs/operations.md`, "Failure classes"), read from v0.0.42 state
-//! arrays (base state + flags).
-//!
-//! Flyte's backend retries a RETRYABLE_FAILED task until its `max_attempts` are spent and never
-//! retries a FAILED one (`flyte-backend.md`), and a connector cannot mark a failure SYSTEM. So the
-//! class decides the phase: what the user's code did is RETRYABLE_FAILED (the user's own
-//! `retries` apply, as for container tasks); what a retry cannot change is FAILED; what the
-//! cluster did is put back on the cluster by the connector, and only a spent budget reaches Flyte
-//! (as RETRYABLE_FAILED).
+//! A job's Slurm state packed into four bytes, what it says in Slurm's terms (requeued, still
+//! completing, running, over), the failure class of each terminal state (`docs/operations.md`,
+//! "Failure classes"), read from v0.0.42 state arrays (base state + flags), and [`Slurm`]: what
+//! the tracker knows of a job's state. The phase a task is given of these facts is decided by
+//! the service, not here.
 
-use crate::proto::core::task_execution::Phase;
 use crate::slurmrestd::{BaseState, JobState};
 
 /// Base state as a small code; `Other` keeps its text elsewhere (rare, so not in every entry).
@@ -50,14 +44,6 @@ pub enum FailureClass {
 }
 
 impl FailureClass {
-    /// The phase Flyte is given once the connector stops absorbing a failure of this class.
-    pub fn phase(self) -> Phase {
-        match self {
-            FailureClass::User | FailureClass::Infrastructure => Phase::RetryableFailed,
-            FailureClass::Permanent => Phase::Failed,
-        }
-    }
-
     pub fn as_str(self) -> &'static str {
         match self {
             FailureClass::User => "user",
@@ -157,40 +143,37 @@ impl Packed {
         s
     }
 
-    /// The Flyte phase, `None` for a state this connector does not know (never guessed).
-    ///
-    /// Flags first, because they override what the base state suggests: a COMPLETING job is
-    /// still running its epilog (RUNNING), a REQUEUED one goes back to the queue (Slurm put it
-    /// back itself), a REVOKED or SPECIAL_EXIT one will not run again here (FAILED). A terminal
-    /// failure gets the phase of its [`FailureClass`]; the service absorbs infrastructure
-    /// failures before Flyte sees that phase.
-    pub fn phase(&self) -> Option<Phase> {
-        if let Some(c) = self.class() {
-            return Some(c.phase());
-        }
-        if self.has("REQUEUED") || self.has("REQUEUE_HOLD") || self.has("REQUEUE_FED") {
-            return Some(Phase::Queued);
-        }
-        if self.has("COMPLETING") || self.has("STAGE_OUT") {
-            return Some(Phase::Running);
-        }
-        Some(match self.base {
-            Base::Pending | Base::Suspended => Phase::Queued,
-            Base::Running if self.has("CONFIGURING") || self.has("STOPPED") => Phase::Queued,
-            Base::Running => Phase::Running,
-            Base::Completed => Phase::Succeeded,
-            Base::Cancelled => Phase::Aborted,
-            Base::Failed
-            | Base::Timeout
-            | Base::NodeFail
-            | Base::BootFail
-            | Base::Deadline
-            | Base::OutOfMemory
-            // Classified above; only reached if the flag checks change, and then the class of
-            // the base state is still the answer.
-            | Base::Preempted => return self.base.failure_class().map(FailureClass::phase),
-            Base::Other => return None,
-        })
+    /// Slurm put the job back in the queue, or holds it there to be requeued.
+    pub fn requeued(&self) -> bool {
+        self.has("REQUEUED") || self.has("REQUEUE_HOLD") || self.has("REQUEUE_FED")
+    }
+
+    /// Still ending: its epilog or its stage-out runs.
+    pub fn completing(&self) -> bool {
+        self.has("COMPLETING") || self.has("STAGE_OUT")
+    }
+
+    /// Running or still ending, neither failed nor put back: a RUNNING job that is still
+    /// CONFIGURING (its nodes boot) or STOPPED has not started.
+    pub fn running(&self) -> bool {
+        self.class().is_none()
+            && !self.requeued()
+            && (self.completing()
+                || (self.base == Base::Running && !self.has("CONFIGURING") && !self.has("STOPPED")))
+    }
+
+    /// Ended well: COMPLETED, its epilog done, not put back.
+    pub fn completed(&self) -> bool {
+        self.class().is_none()
+            && !self.requeued()
+            && !self.completing()
+            && self.base == Base::Completed
+    }
+
+    /// Whether this connector knows the state: an unknown base state is never guessed, unless a
+    /// flag says what it is.
+    pub fn is_known(&self) -> bool {
+        self.base != Base::Other || self.class().is_some() || self.requeued() || self.completing()
     }
 
     /// The failure class, `None` unless the job ended without success (or Slurm will not run it
@@ -201,24 +184,38 @@ impl Packed {
         if self.has("REVOKED") || self.has("SPECIAL_EXIT") {
             return Some(FailureClass::Permanent);
         }
-        if self.has("REQUEUED")
-            || self.has("REQUEUE_HOLD")
-            || self.has("REQUEUE_FED")
-            || self.has("COMPLETING")
-            || self.has("STAGE_OUT")
-        {
+        if self.requeued() || self.completing() {
             return None;
         }
         self.base.failure_class()
     }
 
-    /// Will not change again (the record is worth fetching, the entry may age out).
+    /// Will not change again (the record is worth fetching, the entry may age out): a failure,
+    /// or completed or cancelled with nothing left to run.
     pub fn is_terminal(&self) -> bool {
-        matches!(
-            self.phase(),
-            Some(Phase::Succeeded | Phase::Failed | Phase::Aborted | Phase::RetryableFailed)
-        )
+        self.class().is_some()
+            || (!self.requeued()
+                && !self.completing()
+                && matches!(self.base, Base::Completed | Base::Cancelled))
     }
+}
+
+/// What the tracker knows of a job's state, with its failure class: the facts a task's phase is
+/// decided of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slurm {
+    /// No answer for the job yet (it is being adopted), or neither slurmctld nor (yet) slurmdbd
+    /// knows it.
+    NotYet,
+    /// Slurm's state: slurmctld's listing or slurmdbd's record (the last one known while neither
+    /// lists the job).
+    State(Packed),
+    /// The state the job's exit-status marker gives: neither a listing nor a record says it.
+    Marker(Packed),
+    /// A state this connector does not know; `for_long`: for `unknown_state_after` or longer.
+    Unknown { for_long: bool },
+    /// Neither slurmctld nor slurmdbd has known the job for `lost_after`, and it left no marker.
+    Lost,
 }
 
 impl From<Base> for BaseState {
@@ -245,45 +242,42 @@ impl From<Base> for BaseState {
 mod tests {
     use super::*;
 
-    fn phase(items: &[&str]) -> Option<Phase> {
-        Packed::pack(&JobState::from_strings(items.iter().copied()))
-            .0
-            .phase()
+    fn packed(items: &[&str]) -> Packed {
+        Packed::pack(&JobState::from_strings(items.iter().copied())).0
     }
 
+    /// What a state says in Slurm's terms (the phase of each is `service/phase.rs`'s table).
     #[test]
-    fn plugin_state_map() {
-        assert_eq!(phase(&["PENDING"]), Some(Phase::Queued));
-        assert_eq!(phase(&["PENDING", "REQUEUE_HOLD"]), Some(Phase::Queued));
-        assert_eq!(phase(&["PENDING", "RESV_DEL_HOLD"]), Some(Phase::Queued));
-        assert_eq!(phase(&["SUSPENDED"]), Some(Phase::Queued));
-        assert_eq!(phase(&["RUNNING", "CONFIGURING"]), Some(Phase::Queued));
-        assert_eq!(phase(&["RUNNING", "STOPPED"]), Some(Phase::Queued));
-        assert_eq!(phase(&["RUNNING"]), Some(Phase::Running));
-        assert_eq!(phase(&["RUNNING", "SIGNALING"]), Some(Phase::Running));
-        assert_eq!(phase(&["RUNNING", "RESIZING"]), Some(Phase::Running));
-        assert_eq!(phase(&["COMPLETED", "COMPLETING"]), Some(Phase::Running));
-        assert_eq!(phase(&["COMPLETED", "STAGE_OUT"]), Some(Phase::Running));
-        assert_eq!(phase(&["COMPLETED"]), Some(Phase::Succeeded));
-        assert_eq!(phase(&["CANCELLED"]), Some(Phase::Aborted));
-        // Every terminal failure is retryable: the user's code (Flyte's retries apply), or the
-        // cluster (absorbed by the service; what reaches Flyte is a spent budget).
-        for s in [
-            "FAILED",
-            "NODE_FAIL",
-            "OUT_OF_MEMORY",
-            "TIMEOUT",
-            "DEADLINE",
-            "BOOT_FAIL",
-            "PREEMPTED",
-        ] {
-            assert_eq!(phase(&[s]), Some(Phase::RetryableFailed), "{s}");
+    fn what_a_state_says() {
+        let says = |items: &[&str]| {
+            let p = packed(items);
+            (p.running(), p.completed(), p.is_terminal(), p.is_known())
+        };
+        // (running, completed, terminal, known)
+        type Says = (bool, bool, bool, bool);
+        let table: &[(&[&str], Says)] = &[
+            (&["PENDING"], (false, false, false, true)),
+            (&["PENDING", "REQUEUE_HOLD"], (false, false, false, true)),
+            (&["RUNNING", "CONFIGURING"], (false, false, false, true)),
+            (&["RUNNING", "STOPPED"], (false, false, false, true)),
+            (&["RUNNING"], (true, false, false, true)),
+            (&["RUNNING", "SIGNALING"], (true, false, false, true)),
+            (&["COMPLETED", "COMPLETING"], (true, false, false, true)),
+            (&["COMPLETED", "STAGE_OUT"], (true, false, false, true)),
+            (&["COMPLETED"], (false, true, true, true)),
+            (&["CANCELLED"], (false, false, true, true)),
+            (&["FAILED"], (false, false, true, true)),
+            (&["FAILED", "REQUEUED"], (false, false, false, true)),
+            (&["PENDING", "REVOKED"], (false, false, true, true)),
+            (&["LAUNCH_FAILED_SOMEHOW"], (false, false, false, false)),
+            (
+                &["LAUNCH_FAILED_SOMEHOW", "REQUEUED"],
+                (false, false, false, true),
+            ),
+        ];
+        for (state, want) in table {
+            assert_eq!(says(state), *want, "{state:?}");
         }
-        assert_eq!(phase(&["PENDING", "SPECIAL_EXIT"]), Some(Phase::Failed));
-        assert_eq!(phase(&["PENDING", "REVOKED"]), Some(Phase::Failed));
-        assert_eq!(phase(&["FAILED", "REQUEUED"]), Some(Phase::Queued));
-        assert_eq!(phase(&["LAUNCH_FAILED_SOMEHOW"]), None);
-        assert_eq!(phase(&[]), None);
     }
 
     fn class(items: &[&str]) -> Option<FailureClass> {
@@ -318,13 +312,7 @@ mod tests {
         ];
         for (state, want) in table {
             assert_eq!(class(state), *want, "{state:?}");
-            if let Some(c) = want {
-                assert_eq!(phase(state), Some(c.phase()), "{state:?}");
-            }
         }
-        assert_eq!(User.phase(), Phase::RetryableFailed);
-        assert_eq!(Infrastructure.phase(), Phase::RetryableFailed);
-        assert_eq!(Permanent.phase(), Phase::Failed);
     }
 
     #[test]

@@ -49,7 +49,7 @@ pub(crate) trait Dialect: Send + Sync {
     fn release<'a>(
         &'a self,
         c: Caller<'a>,
-        id: JobId,
+        target: JobRef,
         comment: Option<&'a str>,
         keep_held: bool,
     ) -> BoxFuture<'a, Result<(), ClientError>>;

@@ -251,10 +251,11 @@ pub struct ArrayMembership {
 }
 
 /// One element of a job array in `jobs/state`: slurmrestd lists each as `<own id>_<index>`
-/// (the pending remainder under the array's id), never the array itself.
+/// (the pending remainder under the array's id), never the array itself; v0.0.40 lists every
+/// element under the array's id (`<array id>_<index>`), its own id only in its record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ElementState {
-    /// The element's own job id (the array's id while it is pending).
+    /// The element's own job id (the array's id while it is pending, and always on v0.0.40).
     pub id: JobId,
     pub index: u32,
     pub state: JobState,

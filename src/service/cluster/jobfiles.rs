@@ -118,9 +118,18 @@ impl Registry {
         }
     }
 
-    /// Learns a job's files (idempotent; every GetTask calls it).
+    /// Learns a job's files (idempotent).
     pub fn note(&self, meta: &ResourceMeta) {
         self.with(meta, |_| ());
+    }
+
+    /// GetTask answered the task: its job's files are known from now on; `ended`, with the
+    /// deployment's retention, when the answer was terminal.
+    pub fn answered(&self, meta: &ResourceMeta, ended: Option<Option<Duration>>) {
+        self.note(meta);
+        if let Some(retention) = ended {
+            self.ended(meta, retention);
+        }
     }
 
     /// The task ended (GetTask reported a terminal phase): the retention clock starts now. With

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::proto::core::task_execution::Phase;
+use crate::domain::Phase;
 use crate::tracker::FailureClass;
 
 /// How many executions' keys are remembered as counted. GetTask is polled until Flyte has the

@@ -6,6 +6,8 @@ use std::sync::{Arc, Mutex};
 use futures::future::BoxFuture;
 
 use super::super::*;
+use crate::domain::Phase;
+use crate::service::snapshot_phase as phase_of;
 use crate::slurmrestd::{
     ArrayMembership, ClientError, ElementState, ExitCode, JobInfo, JobState, States,
 };
@@ -21,6 +23,12 @@ struct Scripted {
     accounting: Mutex<HashMap<JobId, JobInfo>>,
     job_calls: Mutex<Vec<JobId>>,
     states_calls: Mutex<u32>,
+    /// Listings of slurmctld's jobs (`GET jobs/`).
+    list_calls: Mutex<u32>,
+    /// slurmdbd requests.
+    acct_calls: Mutex<u32>,
+    /// slurmdbd has not stored slurmctld's latest records yet.
+    dbd_lags: Mutex<bool>,
 }
 
 impl Scripted {
@@ -86,19 +94,34 @@ impl SlurmApi for Scripted {
             .collect();
         Box::pin(async move { Ok(r) })
     }
+    fn jobs(&self) -> BoxFuture<'_, Result<Vec<JobInfo>, ClientError>> {
+        *self.list_calls.lock().unwrap() += 1;
+        let r: Vec<JobInfo> = self.records.lock().unwrap().values().cloned().collect();
+        Box::pin(async move { Ok(r) })
+    }
     fn accounting_jobs<'a>(
         &'a self,
         ids: &'a [JobId],
     ) -> BoxFuture<'a, Result<HashMap<JobId, JobInfo>, ClientError>> {
-        let r = self
-            .accounting
-            .lock()
-            .unwrap()
-            .iter()
+        *self.acct_calls.lock().unwrap() += 1;
+        // slurmdbd stores every job slurmctld reports (`records`), and keeps what left it.
+        let mut known = if *self.dbd_lags.lock().unwrap() {
+            HashMap::new()
+        } else {
+            self.records.lock().unwrap().clone()
+        };
+        known.extend(
+            self.accounting
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (*k, v.clone())),
+        );
+        let r = known
+            .into_iter()
             .filter(|(id, r)| {
                 ids.contains(id) || r.array.is_some_and(|a| ids.contains(&a.array_job_id))
             })
-            .map(|(k, v)| (*k, v.clone()))
             .collect();
         Box::pin(async move { Ok(r) })
     }
@@ -132,7 +155,8 @@ fn set_records(api: &Scripted, recs: &[JobInfo]) {
 
 /// Two tracked arrays both start their element 0 in the same tick: the new ids cannot be
 /// told apart from jobs/state alone, so each element's record says which array it is in
-/// (once); known ids are attributed without asking again.
+/// (once, from the tick's one slurmdbd request); known ids are attributed without asking again,
+/// and the ends of all elements are that one request too. slurmctld is asked for no record.
 #[tokio::test]
 async fn elements_of_two_arrays_starting_together_are_told_apart_by_their_records() {
     let (api, t) = tracker();
@@ -145,7 +169,7 @@ async fn elements_of_two_arrays_starting_together_are_told_apart_by_their_record
         (200, 1, "PENDING"),
     ]);
     t.tick().await;
-    assert_eq!(t.status(JobId(100)).await.phase, Phase::Queued);
+    assert_eq!(phase_of(&t.status(JobId(100)).await), Phase::Queued);
     set_records(
         &api,
         &[
@@ -160,11 +184,10 @@ async fn elements_of_two_arrays_starting_together_are_told_apart_by_their_record
         (200, 1, "PENDING"),
     ]);
     t.tick().await;
-    let mut asked = api.job_calls.lock().unwrap().clone();
-    asked.sort();
-    assert_eq!(asked, [JobId(301), JobId(302)]);
+    assert!(api.job_calls.lock().unwrap().is_empty());
+    assert_eq!(*api.acct_calls.lock().unwrap(), 1);
     let a = t.status(JobId(100)).await;
-    assert_eq!(a.phase, Phase::Running);
+    assert_eq!(phase_of(&a), Phase::Running);
     assert_eq!(
         states(&a),
         [(0, 301, "RUNNING".into()), (1, 100, "PENDING".into())]
@@ -194,10 +217,10 @@ async fn elements_of_two_arrays_starting_together_are_told_apart_by_their_record
         "known ids are not asked about again"
     );
     let a = t.status(JobId(100)).await;
-    assert_eq!(a.phase, Phase::Succeeded);
+    assert_eq!(phase_of(&a), Phase::Succeeded);
     assert_eq!(a.class, None);
     let b = t.status(JobId(200)).await;
-    assert_eq!(b.phase, Phase::RetryableFailed);
+    assert_eq!(phase_of(&b), Phase::RetryableFailed);
     assert_eq!(b.class, Some(FailureClass::User));
     assert_eq!(b.state.as_deref(), Some("FAILED"));
     assert_eq!(b.exit_code.as_ref().and_then(|c| c.return_code), Some(3));
@@ -210,9 +233,49 @@ async fn elements_of_two_arrays_starting_together_are_told_apart_by_their_record
             .return_code,
         Some(3)
     );
+    assert_eq!(
+        *api.acct_calls.lock().unwrap(),
+        2,
+        "one slurmdbd request per tick"
+    );
+    // The failed element's record (its reason) from slurmctld's records of its array.
+    assert_eq!(*api.list_calls.lock().unwrap(), 0);
     // Finished with their records: no longer polled.
     assert_eq!(t.tick().await, 0);
     assert_eq!(*api.states_calls.lock().unwrap(), 3, "one request per tick");
+}
+
+/// An element that ended before slurmdbd stored its end keeps its last state one tick (the
+/// array's task never sees it ended without its record); the next tick finds the record in
+/// ONE listing of slurmctld's jobs, never by reading the element or the array alone.
+#[tokio::test]
+async fn an_element_end_slurmdbd_lacks_waits_a_tick_then_comes_from_the_listing() {
+    let (api, t) = tracker();
+    t.track_array(JobId(500), &[0, 1], None);
+    set_records(
+        &api,
+        &[
+            record(501, 500, 0, "RUNNING", 0),
+            record(500, 500, 1, "RUNNING", 0),
+        ],
+    );
+    api.answer(&[(501, 0, "RUNNING"), (500, 1, "RUNNING")]);
+    t.tick().await;
+    *api.dbd_lags.lock().unwrap() = true;
+    let mut done = record(501, 500, 0, "COMPLETED", 0);
+    done.nodes = Some("node7".into());
+    set_records(&api, &[done]);
+    api.answer(&[(501, 0, "COMPLETED"), (500, 1, "RUNNING")]);
+    t.tick().await;
+    let s = t.status(JobId(500)).await;
+    assert_eq!(states(&s)[0], (0, 501, "RUNNING".into()), "held a tick");
+    assert_eq!(*api.list_calls.lock().unwrap(), 0);
+    t.tick().await;
+    let s = t.status(JobId(500)).await;
+    assert_eq!(states(&s)[0], (0, 501, "COMPLETED".into()));
+    assert_eq!(s.elements[0].snapshot.nodes.as_deref(), Some("node7"));
+    assert_eq!(*api.list_calls.lock().unwrap(), 1);
+    assert!(api.job_calls.lock().unwrap().is_empty());
 }
 
 /// One array whose elements 0 and 1 left slurmctld before the tracker saw them (an
@@ -235,7 +298,7 @@ async fn elements_gone_from_slurmctld_are_read_from_slurmdbd() {
         }
     );
     // The adoption's answer: two ended, one running.
-    assert_eq!(s.phase, Phase::Running);
+    assert_eq!(phase_of(&s), Phase::Running);
     assert_eq!(
         states(&s),
         [
@@ -254,18 +317,18 @@ async fn elements_gone_from_slurmctld_are_read_from_slurmdbd() {
 }
 
 /// slurmctld crashed after an array was submitted, restarted from an older state save and
-/// gave the array's id to a later single job (CI's crash drill on 26.05): the elements still
+/// gave the array's id to a later single job (the crash drill's case): the elements still
 /// under that id are lost at once, their record that job's key (GetTask then reports the
 /// task's own marker or the cluster's failure), not pending until `lost_after`; an element
 /// that had started under its own id keeps being followed there.
 /// slurmctld restarted from an older state save and listed a script array's id as a plain
-/// job whose record is the array's own (its task's key in the name; CI's crash drill on
-/// 26.05, array 1182, whose elements then completed): not another job's, so its elements are
-/// not lost at once (they were reported `[LOST]` before), and the record is read once.
+/// job whose record is the array's own (its task's key in the name; the crash drill's case,
+/// whose elements then complete): not another job's, so its elements are not lost at once,
+/// and the record is read once.
 /// A coalesced array lost in slurmctld's crash, and one of its executions submitted again (its
 /// CreateTask retried on another replica found no job for its key) under the array's id: that
-/// job is the element's own, followed as the element (CI's crash drill on 26.05 reported the
-/// element [LOST] while that job COMPLETED); the other element is lost, its record another's.
+/// job is the element's own, followed as the element, whose end is that job's; the other
+/// element is lost, its record another's.
 /// The same when the execution submitted again is the one the array is tracked for (its `own`
 /// key): that job is still that element's, not the array's own record listed plain.
 /// The same, when the job that took the array's id ended and left slurmctld before a tick
@@ -290,7 +353,7 @@ async fn a_requeued_element_brings_its_restart_count() {
     assert_eq!(*api.job_calls.lock().unwrap(), [JobId(2260)]);
     let s = t.status(JobId(2259)).await;
     assert_eq!(s.restart_count, Some(1));
-    assert_eq!(s.phase, Phase::Running);
+    assert_eq!(phase_of(&s), Phase::Running);
     // Pending again, not requeued again: not asked twice.
     api.job_calls.lock().unwrap().clear();
     t.tick().await;
@@ -346,16 +409,49 @@ async fn the_worst_element_decides() {
         t.tick().await;
         let s = t.status(JobId(500)).await;
         assert_eq!(s.state.as_deref(), Some(want_state), "{ends:?}");
-        assert_eq!(s.phase, want_phase, "{ends:?}");
+        assert_eq!(phase_of(&s), want_phase, "{ends:?}");
     }
 }
 
 /// The same met by a replica that adopts the array (GetTask after a restart, or another
 /// replica's array): the element's key comes with its GetTask, before the adoption's round,
-/// which is the one that meets the job under the array's id (the crash drill on 26.05, again
-/// [LOST] with the 600 s note, when the key was noted only after the round).
+/// which is the one that meets the job under the array's id: the key must be known by then.
 /// The same on a replica that followed a coalesced array through another element's GetTasks
 /// only: it cannot name element 0's execution, so the job under the array's id with a key it
 /// does not know may be element 0's own; that element is not lost on that alone, and once its
 /// GetTask names its key, it is that job. The element whose key it knows (another) is lost.
 mod given_away;
+
+/// v0.0.40's `jobs/state` lists every element under the array's id (recorded:
+/// `24.11_v0.0.40_arrays-state-ended`): an element that failed is published with its own record
+/// (exit code, own id) all the same, read with the tick's other ends, and later ticks keep the
+/// own id its record gave it.
+#[tokio::test]
+async fn elements_listed_under_the_arrays_id_get_their_own_records() {
+    let (api, t) = tracker();
+    t.track_array(JobId(500), &[0, 1], None);
+    api.answer(&[(500, 0, "RUNNING"), (500, 1, "RUNNING")]);
+    t.tick().await;
+    set_records(
+        &api,
+        &[
+            record(501, 500, 0, "FAILED", 3),
+            record(500, 500, 1, "COMPLETED", 0),
+        ],
+    );
+    api.answer(&[(500, 0, "FAILED"), (500, 1, "COMPLETED")]);
+    for _ in 0..2 {
+        t.tick().await;
+        let s = t.status(JobId(500)).await;
+        assert_eq!(
+            states(&s),
+            [(0, 501, "FAILED".into()), (1, 500, "COMPLETED".into())]
+        );
+        let failed = &s.elements[0].snapshot;
+        assert_eq!(
+            failed.exit_code.as_ref().and_then(|e| e.return_code),
+            Some(3)
+        );
+    }
+    assert_eq!(*api.list_calls.lock().unwrap(), 0, "no listing");
+}

@@ -9,20 +9,25 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use slurm_connector::proto::core::task_execution::Phase;
+use slurm_connector::domain::Phase;
+use slurm_connector::service::snapshot_phase as phase_of;
 use slurm_connector::slurmrestd::{ClientError, ExitCode, JobId, JobInfo, JobState};
 use slurm_connector::tracker::{
-    ExitMarker, FailureClass, MarkerCause, SlurmApi, Tracker, TrackerConfig,
+    ExitMarker, FailureClass, MarkerCause, Packed, SlurmApi, Tracker, TrackerConfig,
 };
 
 #[derive(Default)]
 struct Fake {
     /// What slurmctld knows.
     ctld: Mutex<HashMap<JobId, JobState>>,
-    /// What slurmdbd knows.
+    /// What slurmdbd knows besides the jobs slurmctld still has (whose records it mirrors, as a
+    /// real slurmdbd stores each job as slurmctld reports it).
     dbd: Mutex<HashMap<JobId, JobInfo>>,
     down: AtomicBool,
     dbd_down: AtomicBool,
+    /// slurmdbd has not stored the latest ends yet: it answers the jobs slurmctld has with the
+    /// state they had before (RUNNING).
+    dbd_lags: AtomicBool,
     states_calls: AtomicUsize,
     states_ids: Mutex<Vec<usize>>,
     job_calls: AtomicUsize,
@@ -64,6 +69,25 @@ fn info(id: JobId, state: &[&str], rc: u32, reason: Option<&str>) -> JobInfo {
 }
 
 impl Fake {
+    /// Job `id`'s record in state `s`, as slurmctld's `job/{id}` and slurmdbd both give it: a
+    /// job that did not complete exited 3 with `NonZeroExitCode`.
+    fn record_of(&self, id: JobId, s: &JobState) -> JobInfo {
+        let ended = Packed::pack(s).0.is_terminal();
+        let failed = ended && s.base.as_str() != "COMPLETED";
+        let mut i = info(
+            id,
+            &[s.base.as_str()],
+            if failed { 3 } else { 0 },
+            failed.then_some("NonZeroExitCode"),
+        );
+        i.state = s.clone();
+        i.restart_count = Some(self.restarts.lock().unwrap().get(&id).copied().unwrap_or(0));
+        if let Some(r) = self.reasons.lock().unwrap().get(&id) {
+            i.reason = Some(r.to_string());
+        }
+        i
+    }
+
     fn set(&self, id: u32, state: &[&str]) {
         self.ctld
             .lock()
@@ -100,22 +124,7 @@ impl SlurmApi for Fake {
                 return Err(err());
             }
             let ctld = self.ctld.lock().unwrap();
-            Ok(ctld.get(&id).map(|s| {
-                let failed = s.base.as_str() != "COMPLETED";
-                let mut i = info(
-                    id,
-                    &[s.base.as_str()],
-                    if failed { 3 } else { 0 },
-                    failed.then_some("NonZeroExitCode"),
-                );
-                i.state = s.clone();
-                i.restart_count =
-                    Some(self.restarts.lock().unwrap().get(&id).copied().unwrap_or(0));
-                if let Some(r) = self.reasons.lock().unwrap().get(&id) {
-                    i.reason = Some(r.to_string());
-                }
-                i
-            }))
+            Ok(ctld.get(&id).map(|s| self.record_of(id, s)))
         })
     }
     fn jobs(&self) -> BoxFuture<'_, Result<Vec<JobInfo>, ClientError>> {
@@ -124,7 +133,6 @@ impl SlurmApi for Fake {
             if self.down.load(Ordering::SeqCst) {
                 return Err(err());
             }
-            let reasons = self.reasons.lock().unwrap();
             let comments = self.comments.lock().unwrap();
             Ok(self
                 .ctld
@@ -132,8 +140,7 @@ impl SlurmApi for Fake {
                 .unwrap()
                 .iter()
                 .map(|(id, s)| {
-                    let mut i = info(*id, &[s.base.as_str()], 0, reasons.get(id).copied());
-                    i.state = s.clone();
+                    let mut i = self.record_of(*id, s);
                     i.comment = comments.get(id).cloned();
                     i
                 })
@@ -150,9 +157,20 @@ impl SlurmApi for Fake {
                 return Err(err());
             }
             let dbd = self.dbd.lock().unwrap();
+            let ctld = self.ctld.lock().unwrap();
+            let lags = self.dbd_lags.load(Ordering::SeqCst);
             Ok(ids
                 .iter()
-                .filter_map(|id| dbd.get(id).map(|i| (*id, i.clone())))
+                .filter_map(|id| {
+                    let mirrored = ctld.get(id).map(|s| {
+                        if lags {
+                            self.record_of(*id, &JobState::from_strings(["RUNNING"]))
+                        } else {
+                            self.record_of(*id, s)
+                        }
+                    });
+                    dbd.get(id).cloned().or(mirrored).map(|i| (*id, i))
+                })
                 .collect())
         })
     }

@@ -17,7 +17,7 @@ async fn one_states_request_per_tick_whatever_the_number_of_jobs() {
     assert_eq!(*fake.states_ids.lock().unwrap(), vec![1000, 1000, 1000]);
     // GetTask answers from the cache: no request at all.
     for id in 1..=1000 {
-        assert_eq!(t.status(JobId(id)).await.phase, Phase::Running);
+        assert_eq!(phase_of(&t.status(JobId(id)).await), Phase::Running);
     }
     assert_eq!(fake.states_calls.load(Ordering::SeqCst), 3);
     assert_eq!(fake.job_calls.load(Ordering::SeqCst), 0);
@@ -36,15 +36,142 @@ async fn terminal_job_record_fetched_once_then_no_longer_polled() {
     fake.set(8, &["COMPLETED"]);
     t.tick().await;
     let s = t.status(JobId(7)).await;
-    assert_eq!(s.phase, Phase::RetryableFailed);
+    assert_eq!(phase_of(&s), Phase::RetryableFailed);
     assert_eq!(s.exit_code.as_ref().unwrap().return_code, Some(3));
     assert_eq!(s.reason.as_deref(), Some("NonZeroExitCode"));
-    assert_eq!(t.status(JobId(8)).await.phase, Phase::Succeeded);
-    assert_eq!(fake.job_calls.load(Ordering::SeqCst), 2);
+    assert_eq!(phase_of(&t.status(JobId(8)).await), Phase::Succeeded);
+    // The completed job's record from slurmdbd; the failed one's from slurmctld, whose reason
+    // says why it ended.
+    assert_eq!(fake.acct_calls.load(Ordering::SeqCst), 1);
+    assert_eq!(fake.list_calls.load(Ordering::SeqCst), 0);
+    assert_eq!(fake.job_calls.load(Ordering::SeqCst), 1);
     // Finished jobs with their record are not asked about again.
     assert_eq!(t.tick().await, 0);
-    assert_eq!(fake.job_calls.load(Ordering::SeqCst), 2);
+    assert_eq!(fake.acct_calls.load(Ordering::SeqCst), 1);
     assert_eq!(fake.states_calls.load(Ordering::SeqCst), 2);
+}
+
+/// A thousand jobs that end in one tick: the records of those that completed are one slurmdbd
+/// request whatever their number; those that failed are read from slurmctld, as they end.
+#[tokio::test]
+async fn the_records_of_every_job_that_ended_in_a_tick_are_one_request() {
+    let fake = Arc::new(Fake::default());
+    let t = tracker(&fake, cfg());
+    for id in 1..=1000 {
+        fake.set(id, &["RUNNING"]);
+        t.track(JobId(id));
+    }
+    t.tick().await;
+    for id in 1..=1000 {
+        fake.set(id, &[if id % 2 == 0 { "COMPLETED" } else { "FAILED" }]);
+    }
+    t.tick().await;
+    for id in 1..=1000 {
+        let s = t.status(JobId(id)).await;
+        let want = if id % 2 == 0 {
+            Phase::Succeeded
+        } else {
+            Phase::RetryableFailed
+        };
+        assert_eq!(phase_of(&s), want, "{s:?}");
+        if id % 2 == 1 {
+            assert_eq!(s.reason.as_deref(), Some("NonZeroExitCode"), "{s:?}");
+        }
+    }
+    assert_eq!(fake.acct_calls.load(Ordering::SeqCst), 1);
+    assert_eq!(fake.job_calls.load(Ordering::SeqCst), 500);
+    assert_eq!(fake.list_calls.load(Ordering::SeqCst), 0);
+    assert_eq!(fake.states_calls.load(Ordering::SeqCst), 2);
+}
+
+/// A map that succeeds costs slurmctld nothing for its ends: every record from slurmdbd.
+#[tokio::test]
+async fn completed_jobs_cost_slurmctld_no_read() {
+    let fake = Arc::new(Fake::default());
+    let t = tracker(&fake, cfg());
+    for id in 1..=300 {
+        fake.set(id, &["RUNNING"]);
+        t.track(JobId(id));
+    }
+    t.tick().await;
+    for id in 1..=300 {
+        fake.set(id, &["COMPLETED"]);
+    }
+    t.tick().await;
+    for id in 1..=300 {
+        let s = t.status(JobId(id)).await;
+        assert_eq!(phase_of(&s), Phase::Succeeded, "{s:?}");
+        assert_eq!(s.exit_code.unwrap().return_code, Some(0));
+    }
+    assert_eq!(fake.acct_calls.load(Ordering::SeqCst), 1);
+    assert_eq!(fake.list_calls.load(Ordering::SeqCst), 0);
+    assert_eq!(fake.job_calls.load(Ordering::SeqCst), 0);
+}
+
+/// slurmdbd stores an end a moment after slurmctld reports it. A job whose record it does not
+/// have yet keeps its last phase one tick; the next tick asks slurmdbd again and, as it still
+/// lags, finds the record in ONE listing of slurmctld's jobs.
+#[tokio::test]
+async fn an_end_slurmdbd_has_not_stored_waits_one_tick_then_comes_from_one_listing() {
+    let fake = Arc::new(Fake::default());
+    let t = tracker(&fake, cfg());
+    for id in [7, 8] {
+        fake.set(id, &["RUNNING"]);
+        t.track(JobId(id));
+    }
+    t.tick().await;
+    fake.dbd_lags.store(true, Ordering::SeqCst);
+    fake.set(7, &["COMPLETED"]);
+    fake.set(8, &["COMPLETED"]);
+    t.tick().await;
+    assert_eq!(phase_of(&t.status(JobId(7)).await), Phase::Running);
+    assert_eq!(fake.list_calls.load(Ordering::SeqCst), 0);
+    t.tick().await;
+    for id in [7, 8] {
+        let s = t.status(JobId(id)).await;
+        assert_eq!(phase_of(&s), Phase::Succeeded, "{s:?}");
+        assert_eq!(s.exit_code.as_ref().unwrap().return_code, Some(0), "{s:?}");
+    }
+    assert_eq!(
+        fake.list_calls.load(Ordering::SeqCst),
+        1,
+        "one listing for both"
+    );
+    assert_eq!(fake.job_calls.load(Ordering::SeqCst), 0);
+    // Caught up: the next end comes from slurmdbd again, in the tick that saw it.
+    fake.dbd_lags.store(false, Ordering::SeqCst);
+    fake.set(9, &["RUNNING"]);
+    t.track(JobId(9));
+    t.tick().await;
+    fake.set(9, &["COMPLETED"]);
+    t.tick().await;
+    assert_eq!(phase_of(&t.status(JobId(9)).await), Phase::Succeeded);
+    assert_eq!(fake.list_calls.load(Ordering::SeqCst), 1);
+}
+
+/// Without slurmdbd (none configured, or down) the records of the jobs that completed come from
+/// ONE listing of slurmctld's jobs in the tick that saw them end.
+#[tokio::test]
+async fn without_slurmdbd_the_ends_of_a_tick_are_one_listing() {
+    let fake = Arc::new(Fake::default());
+    fake.dbd_down.store(true, Ordering::SeqCst);
+    let t = tracker(&fake, cfg());
+    for id in 1..=50 {
+        fake.set(id, &["RUNNING"]);
+        t.track(JobId(id));
+    }
+    t.tick().await;
+    for id in 1..=50 {
+        fake.set(id, &["COMPLETED"]);
+    }
+    t.tick().await;
+    for id in 1..=50 {
+        let s = t.status(JobId(id)).await;
+        assert_eq!(phase_of(&s), Phase::Succeeded, "{s:?}");
+        assert_eq!(s.exit_code.unwrap().return_code, Some(0));
+    }
+    assert_eq!(fake.list_calls.load(Ordering::SeqCst), 1);
+    assert_eq!(fake.job_calls.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test]
@@ -71,7 +198,7 @@ async fn a_job_never_seen_is_adopted_and_fetched_at_once() {
     }))
     .await;
     for a in &answers {
-        assert_eq!(a.phase, Phase::Running, "{a:?}");
+        assert_eq!(phase_of(a), Phase::Running, "{a:?}");
     }
     assert_eq!(fake.states_calls.load(Ordering::SeqCst) - before, 1);
     assert_eq!(t2.len(), 10);
@@ -93,7 +220,7 @@ async fn hiccups_keep_the_last_state_and_say_since_when() {
         t.tick().await;
         let s = t.status(JobId(1)).await;
         assert_eq!(
-            s.phase,
+            phase_of(&s),
             Phase::Running,
             "no wrong terminal phase during a fault"
         );
@@ -117,23 +244,23 @@ async fn hiccups_keep_the_last_state_and_say_since_when() {
         started.elapsed() < Duration::from_secs(1),
         "the failed round releases the waiter"
     );
-    assert_eq!(s.phase, Phase::Queued);
+    assert_eq!(phase_of(&s), Phase::Queued);
     assert!(s.unreachable.is_some() && s.note.is_some(), "{s:?}");
     fake.down.store(false, Ordering::SeqCst);
     t.tick().await;
     let s = t.status(JobId(1)).await;
-    assert_eq!(s.phase, Phase::Succeeded);
+    assert_eq!(phase_of(&s), Phase::Succeeded);
     assert!(s.unreachable.is_none());
 }
 
+/// slurmdbd fails and so does the listing of slurmctld's jobs: the end is published with the
+/// state slurmctld answered, and the record is asked for again at the next tick.
 #[tokio::test]
 async fn record_fetch_is_retried_when_it_fails() {
     let fake = Arc::new(Fake::default());
-    let t = tracker(&fake, cfg());
-    fake.set(1, &["FAILED"]);
-    t.track(JobId(1));
-    // states works, the record fetch fails once.
-    struct Flaky(Arc<Fake>, AtomicBool);
+    fake.set(1, &["COMPLETED"]);
+    // states works; slurmdbd and the listing fail once each.
+    struct Flaky(Arc<Fake>, AtomicBool, AtomicBool);
     impl SlurmApi for Flaky {
         fn states<'a>(
             &'a self,
@@ -142,33 +269,43 @@ async fn record_fetch_is_retried_when_it_fails() {
             self.0.states(ids)
         }
         fn job(&self, id: JobId) -> BoxFuture<'_, Result<Option<JobInfo>, ClientError>> {
-            if self.1.swap(false, Ordering::SeqCst) {
+            self.0.job(id)
+        }
+        fn jobs(&self) -> BoxFuture<'_, Result<Vec<JobInfo>, ClientError>> {
+            if self.2.swap(false, Ordering::SeqCst) {
                 return Box::pin(async { Err(err()) });
             }
-            self.0.job(id)
+            self.0.jobs()
         }
         fn accounting_jobs<'a>(
             &'a self,
             ids: &'a [JobId],
         ) -> BoxFuture<'a, Result<HashMap<JobId, JobInfo>, ClientError>> {
+            if self.1.swap(false, Ordering::SeqCst) {
+                return Box::pin(async { Err(err()) });
+            }
             self.0.accounting_jobs(ids)
         }
     }
-    let t2 = Tracker::new(
+    let t = Tracker::new(
         "c1",
-        Arc::new(Flaky(fake.clone(), AtomicBool::new(true))),
+        Arc::new(Flaky(
+            fake.clone(),
+            AtomicBool::new(true),
+            AtomicBool::new(true),
+        )),
         cfg(),
     );
-    t2.track(JobId(1));
-    t2.tick().await;
-    assert_eq!(t2.status(JobId(1)).await.phase, Phase::RetryableFailed);
-    assert!(t2.status(JobId(1)).await.exit_code.is_none());
-    t2.tick().await;
+    t.track(JobId(1));
+    t.tick().await;
+    assert_eq!(phase_of(&t.status(JobId(1)).await), Phase::Succeeded);
+    assert!(t.status(JobId(1)).await.exit_code.is_none());
+    t.tick().await;
     assert_eq!(
-        t2.status(JobId(1)).await.exit_code.unwrap().return_code,
-        Some(3)
+        t.status(JobId(1)).await.exit_code.unwrap().return_code,
+        Some(0)
     );
-    drop(t);
+    assert_eq!(fake.job_calls.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test]
@@ -207,7 +344,7 @@ async fn poll_loop_runs_on_its_interval() {
     // The loop's next ticks see it (50 ms apart; a loaded CI machine may be late, so wait for
     // it rather than for a fixed time).
     let until = tokio::time::Instant::now() + Duration::from_secs(5);
-    while t.status(JobId(1)).await.phase != Phase::Running {
+    while phase_of(&t.status(JobId(1)).await) != Phase::Running {
         assert!(
             tokio::time::Instant::now() < until,
             "the poll loop never saw RUNNING"
@@ -255,7 +392,7 @@ async fn a_job_pending_long_says_why_from_one_listing_per_interval() {
     );
     let s = t.status(JobId(7)).await;
     assert_eq!(
-        (s.phase, s.reason.as_deref()),
+        (phase_of(&s), s.reason.as_deref()),
         (
             Phase::Queued,
             Some("ReqNodeNotAvail (ReqNodeNotAvail, UnavailableNodes:node1)")

@@ -151,7 +151,13 @@ impl Client {
         match id {
             Some(id) => {
                 for w in &warnings {
-                    tracing::warn!(cluster = %self.cfg.cluster, api_version = %d.version(), job_id = id, warning = %w, "slurmrestd warning on submit");
+                    if job.hold == Some(true) && w.contains("held state") {
+                        // What slurmctld says of every held submit (twice: slurmrestd repeats it
+                        // as a non-zero return code): asked for, so not a warning.
+                        tracing::debug!(cluster = %self.cfg.cluster, job_id = id, warning = %w, "slurmrestd on a held submit");
+                    } else {
+                        tracing::warn!(cluster = %self.cfg.cluster, api_version = %d.version(), job_id = id, warning = %w, "slurmrestd warning on submit");
+                    }
                 }
                 Ok(JobId(id))
             }
@@ -235,12 +241,15 @@ impl Client {
     /// slurmctld no longer knows (2017) has nothing to release: `Ok(false)`.
     pub async fn release(
         &self,
-        id: JobId,
+        target: impl Into<JobRef>,
         comment: Option<&str>,
         keep_held: bool,
     ) -> Result<bool, ClientError> {
         let d = self.current().await?;
-        match d.release(self.caller(), id, comment, keep_held).await {
+        match d
+            .release(self.caller(), target.into(), comment, keep_held)
+            .await
+        {
             Ok(()) => Ok(true),
             Err(e)
                 if classify::is_unknown_job(&e) || classify::has_errno(&e, errno::JOB_FINISHED) =>

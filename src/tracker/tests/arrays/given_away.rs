@@ -22,7 +22,7 @@ async fn an_array_whose_id_slurmctld_gave_away_is_lost_at_once() {
         (2764, 3, "RUNNING"),
     ]);
     t.tick().await;
-    assert_eq!(t.status(JobId(2762)).await.phase, Phase::Running);
+    assert_eq!(phase_of(&t.status(JobId(2762)).await), Phase::Running);
     // The restarted slurmctld: 2762 is another execution's plain job; 2763 (started before
     // its last state save) still runs; 2764 went with the crash.
     api.answer(&[(2763, 2, "RUNNING")]);
@@ -45,7 +45,7 @@ async fn an_array_whose_id_slurmctld_gave_away_is_lost_at_once() {
             (
                 e.index,
                 e.snapshot.key.as_deref(),
-                e.snapshot.phase.is_terminal(),
+                phase_of(&e.snapshot).is_terminal(),
             )
         })
         .collect();
@@ -85,7 +85,9 @@ async fn an_array_listed_as_a_plain_job_with_its_own_record_is_not_given_away() 
     t.tick().await;
     let s = t.status(JobId(1182)).await;
     assert!(
-        s.elements.iter().all(|e| !e.snapshot.phase.is_terminal()),
+        s.elements
+            .iter()
+            .all(|e| !phase_of(&e.snapshot).is_terminal()),
         "no element lost: {:?}",
         s.elements
     );
@@ -121,7 +123,7 @@ async fn a_job_under_a_lost_arrays_id_with_an_elements_key_is_that_element() {
         .map(|e| {
             (
                 e.index,
-                e.snapshot.phase,
+                phase_of(&e.snapshot),
                 e.snapshot.key.as_deref().map(String::from),
             )
         })
@@ -154,7 +156,7 @@ async fn a_job_under_a_lost_arrays_id_with_its_own_key_is_that_element_not_the_a
     );
     t.tick().await;
     let s = t.status(JobId(3100)).await;
-    let phases: Vec<_> = s.elements.iter().map(|e| e.snapshot.phase).collect();
+    let phases: Vec<_> = s.elements.iter().map(|e| phase_of(&e.snapshot)).collect();
     assert_eq!(phases, [Phase::Succeeded, Phase::RetryableFailed], "{s:?}");
 }
 
@@ -175,7 +177,7 @@ async fn an_array_whose_id_only_slurmdbd_shows_given_away_is_lost() {
     );
     t.tick().await;
     let s = t.status(JobId(2762)).await;
-    assert!(s.phase.is_terminal(), "{s:?}");
+    assert!(phase_of(&s).is_terminal(), "{s:?}");
     assert!(
         s.elements
             .iter()
@@ -205,7 +207,7 @@ async fn an_adopted_lost_array_whose_id_has_an_elements_execution_follows_it() {
     t.tick().await;
     let s = t.status(JobId(3200)).await;
     let one = s.elements.iter().find(|e| e.index == 1).unwrap();
-    assert_eq!(one.snapshot.phase, Phase::Succeeded, "{s:?}");
+    assert_eq!(phase_of(&one.snapshot), Phase::Succeeded, "{s:?}");
 }
 
 #[tokio::test]
@@ -225,7 +227,7 @@ async fn a_job_under_a_lost_arrays_id_loses_no_element_this_replica_cannot_name(
     );
     t.tick().await;
     let phases = |s: &crate::tracker::JobSnapshot| -> Vec<Phase> {
-        s.elements.iter().map(|e| e.snapshot.phase).collect()
+        s.elements.iter().map(|e| phase_of(&e.snapshot)).collect()
     };
     let s = t.status(JobId(3200)).await;
     assert_ne!(

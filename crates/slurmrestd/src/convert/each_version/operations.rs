@@ -109,12 +109,13 @@ impl Dialect for Api {
     fn release<'a>(
         &'a self,
         c: Caller<'a>,
-        id: JobId,
+        target: JobRef,
         comment: Option<&'a str>,
         keep_held: bool,
     ) -> BoxFuture<'a, Result<(), ClientError>> {
         Box::pin(async move {
-            let id = id.to_string();
+            // `<array>_<index>` releases that element alone; the array's id, all it has held.
+            let id = target.to_string();
             let body = g::JobDescMsg {
                 hold: (!keep_held).then_some(false),
                 comment: comment.map(str::to_string),

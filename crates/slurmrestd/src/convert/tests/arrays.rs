@@ -40,6 +40,17 @@ fn array_elements_are_read_with_their_own_ids_and_indices() {
         assert_eq!(elements(file), want, "{file}");
     }
     assert!(elements("24.11_v0.0.42_arrays-state-30").is_empty());
+    // The same array shape (`--array=0-4%3`, element 3 exits 3) a few seconds after its end,
+    // asked in two versions of one 24.11: v0.0.41 names element 3 by its own id (7638), v0.0.40
+    // by the array's (7634): only the record's `job_id` is the element's own there.
+    assert_eq!(
+        elements("24.11_v0.0.41_arrays-state-ended"),
+        "3:7638:FAILED 4:7634:COMPLETED"
+    );
+    assert_eq!(
+        elements("24.11_v0.0.40_arrays-state-ended"),
+        "3:7634:FAILED 4:7634:COMPLETED"
+    );
 
     // job/{array id}: one record per element that started, and the array's own record for the
     // pending remainder (no task id).
