@@ -20,7 +20,8 @@
 //!    execution (an idempotency key in the job's comment), and answers with `resource_meta`.
 //! 4. **track** — [`tracker`] polls each cluster's tracked jobs with one batched `jobs/state`
 //!    request per tick, falls back to slurmdbd for jobs that left slurmctld and to the exit marker
-//!    where there is no slurmdbd, and maps Slurm states to Flyte phases.
+//!    where there is no slurmdbd, and keeps what Slurm says of each job (its state, exit code,
+//!    reason, failure class); the service decides the task's phase of it (`service/phase.rs`).
 //! 5. **stage** — [`staging`] reads the cluster's shared filesystem (mounted here, or through a
 //!    `slurm-connector stager` sidecar), confined to the configured roots: declared outputs to
 //!    object storage, log tails, exit markers, and the removal of old job files.

@@ -1,5 +1,5 @@
 //! Who a cluster's jobs run as: the `[[clusters.NAME.identities]]` rules of the config file and
-//! `[clusters.NAME.identity_default]` (issue 15).
+//! `[clusters.NAME.identity_default]`.
 //!
 //! ```toml
 //! [[clusters.hpc1.identities]]     # first match wins

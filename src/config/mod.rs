@@ -204,7 +204,7 @@ pub const DEFAULT_TERMINAL_TTL: Duration = Duration::from_secs(3600);
 /// without it (`FLYTE_SLURM_ACCOUNTING_WAIT`): slurmdbd has the record within a tick, so this
 /// only bounds an outage of slurmdbd.
 pub const DEFAULT_ACCOUNTING_WAIT: Duration = Duration::from_secs(60);
-/// Requeues after infrastructure failures a task's job gets by default (issue 18).
+/// Requeues after infrastructure failures a task's job gets by default.
 pub const DEFAULT_REQUEUE_BUDGET: u32 = 3;
 /// `FLYTE_SLURM_SUBMIT_WAIT`.
 pub const DEFAULT_SUBMIT_WAIT: Duration = Duration::from_secs(5);

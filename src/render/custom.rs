@@ -1,8 +1,6 @@
 //! `TaskTemplate.custom` as written by flyteplugins-slurm 2.x, accepted unchanged. It is a
 //! protobuf Struct, so every number arrives as a float and `null` stands for "not set".
 
-use std::collections::BTreeMap;
-
 use serde_json::{Map, Value};
 
 use super::error::RenderError;
@@ -23,16 +21,85 @@ const KNOWN_KEYS: &[&str] = &[
     "output_upload",
 ];
 
-/// SSH-era connection keys: accepted so existing tasks keep working, but a REST connector dials
-/// none of them (the deployment says which slurmrestd to use); `host` only selects a configured
-/// cluster through its `ssh_hosts`.
-const SSH_CONNECTION_KEYS: &[&str] = &[
-    "host",
-    "port",
-    "username",
-    "known_hosts",
-    "skip_host_key_verification",
-];
+/// SSH-era connection keys with no meaning here: accepted so existing tasks keep working, but a
+/// REST connector dials nothing a task names (the deployment says which slurmrestd to use).
+const SSH_CONNECTION_KEYS: &[&str] = &["port", "known_hosts", "skip_host_key_verification"];
+
+/// `custom.connection`: which configured cluster the task selects, and whom it names. Nothing
+/// in it is dialled or trusted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Connection {
+    /// `cluster`: a configured cluster, by name (`TaskSpec::requested_cluster`).
+    pub cluster: Option<String>,
+    /// `host`, the SSH login host: it selects the cluster listing it in `ssh_hosts`
+    /// (`TaskSpec::requested_host`).
+    pub host: Option<String>,
+    /// `username` (the SSH plugin's), `slurm_user` or `user`: never whom the job runs as; a
+    /// deployment whose identity rules decide that refuses a task naming another user.
+    pub named_users: Vec<(NamedUserKey, String)>,
+}
+
+/// Which `connection` key named a user (said back in a refusal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NamedUserKey {
+    Username,
+    SlurmUser,
+    User,
+}
+
+impl NamedUserKey {
+    /// The field as the task config spells it.
+    pub fn field(self) -> &'static str {
+        match self {
+            NamedUserKey::Username => "connection.username",
+            NamedUserKey::SlurmUser => "connection.slurm_user",
+            NamedUserKey::User => "connection.user",
+        }
+    }
+}
+
+impl Connection {
+    fn parse(m: &Map<String, Value>) -> Result<Connection, RenderError> {
+        let mut c = Connection::default();
+        for (k, v) in m {
+            let text = || -> Result<Option<String>, RenderError> {
+                match v {
+                    Value::Null => Ok(None),
+                    Value::String(s) => Ok(Some(s.clone())),
+                    _ => Err(RenderError::config(
+                        format!("connection.{k}"),
+                        "must be a string",
+                    )),
+                }
+            };
+            let user = |key| text().map(|t| t.map(|t| (key, t)));
+            match k.as_str() {
+                "cluster" => c.cluster = text()?,
+                "host" => c.host = text()?,
+                "username" => c.named_users.extend(user(NamedUserKey::Username)?),
+                "slurm_user" => c.named_users.extend(user(NamedUserKey::SlurmUser)?),
+                "user" => c.named_users.extend(user(NamedUserKey::User)?),
+                _ if v.is_null() => {}
+                k if SSH_CONNECTION_KEYS.contains(&k) => {
+                    tracing::info!(key = %k, "ignoring SSH-era `connection` key: jobs go through slurmrestd");
+                }
+                k => {
+                    tracing::info!(key = %k, "ignoring an unknown `connection` key");
+                }
+            }
+        }
+        if c.named_users
+            .iter()
+            .any(|(k, _)| *k == NamedUserKey::Username)
+        {
+            tracing::info!(
+                key = "username",
+                "ignoring SSH-era `connection` key: jobs go through slurmrestd"
+            );
+        }
+        Ok(c)
+    }
+}
 
 /// First-class `sbatch` fields and the sbatch option each one is.
 pub const FIRST_CLASS: &[(&str, &str)] = &[
@@ -83,14 +150,7 @@ pub struct SlurmCustom {
     pub script: Option<String>,
     pub outputs: Vec<(String, OutputKind)>,
     pub output_upload: UploadMode,
-    /// `connection` keys other than the SSH-era ones, for the service to interpret.
-    pub connection: BTreeMap<String, Value>,
-    /// `connection.host`, the SSH login host: never dialled, it selects the cluster listing it
-    /// in `ssh_hosts` (`TaskSpec::requested_host`).
-    pub host: Option<String>,
-    /// `connection.username`, the SSH user: never used; a deployment whose identity rules
-    /// decide whom a task runs as refuses a task that names another user.
-    pub username: Option<String>,
+    pub connection: Connection,
     /// `sbatch_options: {no-coalesce: true}`: the task is always a job of its own, never an
     /// element of a coalesced job array (`FLYTE_SLURM_COALESCE_WINDOW`).
     pub no_coalesce: bool,
@@ -165,21 +225,8 @@ pub fn parse(custom: &Value) -> Result<SlurmCustom, RenderError> {
     for (key, value) in top {
         match key.as_str() {
             "connection" => {
-                for (k, v) in object(value, "connection")?.into_iter().flatten() {
-                    if SSH_CONNECTION_KEYS.contains(&k.as_str()) {
-                        // `host` is read by the service (it selects the cluster listing it in
-                        // `ssh_hosts`, from `TaskSpec::requested_host`), never dialled.
-                        match k.as_str() {
-                            "host" => out.host = v.as_str().map(String::from),
-                            "username" => out.username = v.as_str().map(String::from),
-                            _ => {}
-                        }
-                        if !v.is_null() && k != "host" {
-                            tracing::info!(key = %k, "ignoring SSH-era `connection` key: jobs go through slurmrestd");
-                        }
-                    } else {
-                        out.connection.insert(k.clone(), v.clone());
-                    }
+                if let Some(m) = object(value, "connection")? {
+                    out.connection = Connection::parse(m)?;
                 }
             }
             "secrets" => {
@@ -358,7 +405,35 @@ mod tests {
                 ("nice".into(), OptValue::Value("10".into()))
             ]
         );
-        assert_eq!(c.connection.keys().collect::<Vec<_>>(), vec!["cluster"]);
+        assert_eq!(
+            c.connection,
+            Connection {
+                cluster: Some("a".into()),
+                host: Some("login".into()),
+                named_users: vec![],
+            }
+        );
+    }
+
+    #[test]
+    fn connection_names_users_by_key_and_refuses_what_is_no_string() {
+        let c =
+            parse(&json!({"connection": {"username": "bob", "user": "carol", "slurm_user": null}}))
+                .unwrap();
+        assert_eq!(
+            c.connection.named_users,
+            vec![
+                (NamedUserKey::User, "carol".into()),
+                (NamedUserKey::Username, "bob".into())
+            ]
+        );
+        let e = parse(&json!({"connection": {"cluster": 3.0}}))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("connection.cluster") && e.contains("must be a string"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -47,7 +47,7 @@ pub(super) fn sbatch_derivations(job: &mut JobDescription) {
     }
     // (sbatch also derives ntasks from --ntasks-per-node, but the job record slurmctld makes of
     // it is the same without; sending `tasks` would add EXACT_TASK_COUNT_REQUESTED, which sbatch's
-    // job lacks — measured with the differential test.)
+    // job lacks: `tests/render_sbatch_diff.rs` compares the two.)
     // --cpus-per-task raises the per-node CPU minimum.
     if let Some(cpt) = job.cpus_per_task
         && job.minimum_cpus_per_node.is_none_or(|m| m < cpt)
@@ -58,7 +58,7 @@ pub(super) fn sbatch_derivations(job: &mut JobDescription) {
 
 /// `-B` without a task count: sbatch asks for one task per node times each of the sockets, cores
 /// and threads counts given (`_opt_verify`, "massage the numbers"), so its job carries
-/// EXACT_TASK_COUNT_REQUESTED (measured with the differential test, `65-extra-node-info.sh`).
+/// EXACT_TASK_COUNT_REQUESTED (the differential test's `65-extra-node-info.sh`).
 pub(super) fn tasks_from_extra_node_info(job: &mut JobDescription) {
     let (min, max) = match job.nodes.as_deref() {
         None => (1, 0),

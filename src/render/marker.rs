@@ -154,8 +154,8 @@ mod tests {
 
     /// Spawns a script the test has just written. ETXTBSY: another test thread's spawn forked
     /// while this file was still open for writing (the fd lives in that child until its exec
-    /// closes it). The file is complete and the exec succeeds a moment later; seen in CI on a
-    /// loaded machine. The mock's job runner retries the same way.
+    /// closes it). The file is complete and the exec succeeds a moment later; a loaded machine
+    /// makes it likely. The mock's job runner retries the same way.
     fn spawn_written(cmd: &mut Command) -> std::process::Child {
         for attempt in 1..=20 {
             match cmd.spawn() {

@@ -62,8 +62,6 @@ pub struct Rendered {
     pub stderr_path: String,
     /// Script tasks' declared outputs (empty for native tasks: their entrypoint writes outputs).
     pub declared_outputs: Vec<DeclaredOutput>,
-    /// `custom.connection` keys other than the SSH-era ones, for the service to interpret.
-    pub connection: BTreeMap<String, serde_json::Value>,
     /// Several ranks (`ranks`): only rank 0 writes the result; a failure names the rank.
     pub ranks: bool,
     /// A clustered task's `failure_policy.max_restarts`, when set: the job's requeue budget.
@@ -282,6 +280,21 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
     // element of an array; see `marker`).
     let mut declared_outputs = Vec::new();
     let mut staged_image = None;
+    // A script or function task's script: the user's, with the connector's preamble.
+    let with_preamble = |script: &str, mkdirs: &[String], args: &[String]| {
+        script::script_task(
+            script,
+            &script::Preamble {
+                first_command_line: directives.first_command_line,
+                header: &header,
+                modules: &custom.modules,
+                module_init_scripts: &cfg.module_init_scripts,
+                mkdirs,
+                exit_marker: &marker,
+                args,
+            },
+        )
+    };
     job.script = match spec.task_type {
         TaskType::SlurmScript => {
             envb.inputs(&spec.inputs)?;
@@ -314,14 +327,9 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
             } else {
                 Vec::new()
             };
-            script::script_task(
+            with_preamble(
                 user_script.expect("script tasks have a script"),
-                directives.first_command_line,
-                &header,
-                &custom.modules,
-                &cfg.module_init_scripts,
                 &mkdirs,
-                &marker,
                 &spec.script_args,
             )?
         }
@@ -332,14 +340,9 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
                 .strip_prefix("file://")
                 .map(|p| vec![p.to_string()])
                 .unwrap_or_default();
-            script::script_task(
+            with_preamble(
                 user_script.expect("function tasks have a script"),
-                directives.first_command_line,
-                &header,
-                &custom.modules,
-                &cfg.module_init_scripts,
                 &mkdirs,
-                &marker,
                 &[],
             )?
         }
@@ -407,7 +410,6 @@ pub fn render_at(spec: &TaskSpec, cfg: &RenderConfig, now: i64) -> Result<Render
         stdout_path,
         stderr_path,
         declared_outputs,
-        connection: custom.connection,
         ranks,
         max_restarts: clustered.map(|c| c.max_restarts).filter(|n| *n > 0),
         staged_image,

@@ -5,30 +5,15 @@
 //! derived only from who the execution is, so a CreateTask retried after a timeout finds the
 //! job the first attempt submitted instead of submitting a second one.
 
-use sha2::{Digest, Sha256};
-
 use super::spec::ExecutionIdentity;
 
 /// Prefix of the key inside a job's `comment`.
 pub const COMMENT_KEY_PREFIX: &str = "flyte-key=";
 
-/// 16 lowercase hex digits (64 bits of SHA-256) over org, project, domain, run, action and
-/// attempt, each length-prefixed so no two identities share an encoding. A cryptographic hash,
-/// so a run name cannot be crafted to collide with another run's key and adopt its job.
+/// 16 lowercase hex digits: the first 64 bits of the execution's digest
+/// ([`ExecutionIdentity::digest`]).
 pub fn idempotency_key(id: &ExecutionIdentity) -> String {
-    let mut h = Sha256::new();
-    for part in [
-        &id.org,
-        &id.project,
-        &id.domain,
-        &id.run_name,
-        &id.action_name,
-    ] {
-        h.update((part.len() as u64).to_be_bytes());
-        h.update(part.as_bytes());
-    }
-    h.update(id.attempt.to_be_bytes());
-    h.finalize()[..8]
+    id.digest()[..8]
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()

@@ -172,7 +172,7 @@ pub fn native(p: &NativeParts) -> Result<String, RenderError> {
     match c.runtime {
         Runtime::Pyxis => {
             words.push(format!("--container-image={}", pyxis_image(p.image)));
-            // Measured on Pyxis 0.24 + Enroot 4.1.2: the job's variables reach the container,
+            // Pyxis 0.24 + Enroot 4.1.2 (`tests/real_pyxis.rs`): the job's variables reach the container,
             // but a variable the image also defines (its /etc/environment, Docker's ENV) keeps
             // the image's value unless named here; PATH and LANG stay the image's (the node's
             // PATH means nothing inside it). Names only: values travel in the environment.
@@ -311,20 +311,35 @@ fn is_shell_shebang(first_line: &str) -> bool {
     ["sh", "bash", "dash", "ksh", "zsh", "ash", "mksh"].contains(&base)
 }
 
+/// What the connector inserts into a script task's script (see [`script_task`]).
+pub struct Preamble<'a> {
+    /// The line the user's first command is on (1-based): the preamble goes before it.
+    pub first_command_line: usize,
+    /// USER/HOME and the like, already rendered.
+    pub header: &'a str,
+    pub modules: &'a [String],
+    pub module_init_scripts: &'a [String],
+    /// Folders made before the script runs.
+    pub mkdirs: &'a [String],
+    /// Where the exit-status marker goes.
+    pub exit_marker: &'a str,
+    /// The script's arguments (`batch_script_args`), set with `set --`.
+    pub args: &'a [String],
+}
+
 /// Script task: the user's script as written, with what the connector needs inserted after its
 /// leading comment/directive block (so the block stays readable by sbatch, and nothing runs
 /// before the user's own shebang takes effect): USER/HOME, modules, output folders.
-#[allow(clippy::too_many_arguments)]
-pub fn script_task(
-    user_script: &str,
-    first_command_line: usize,
-    header: &str,
-    modules: &[String],
-    module_init_scripts: &[String],
-    mkdirs: &[String],
-    exit_marker: &str,
-    args: &[String],
-) -> Result<String, RenderError> {
+pub fn script_task(user_script: &str, p: &Preamble<'_>) -> Result<String, RenderError> {
+    let &Preamble {
+        first_command_line,
+        header,
+        modules,
+        module_init_scripts,
+        mkdirs,
+        exit_marker,
+        args,
+    } = p;
     if user_script.contains('\0') {
         return Err(RenderError::config("script", "contains a NUL byte"));
     }
@@ -395,6 +410,19 @@ pub fn script_task(
 mod tests {
     use super::*;
 
+    /// A preamble of nothing but the marker, the first command on `line`.
+    fn bare(line: usize) -> Preamble<'static> {
+        Preamble {
+            first_command_line: line,
+            header: "",
+            modules: &[],
+            module_init_scripts: &[],
+            mkdirs: &[],
+            exit_marker: "/w/j.exit",
+            args: &[],
+        }
+    }
+
     #[test]
     fn image_rewriting() {
         assert_eq!(pyxis_image("ghcr.io/acme/train:1"), "ghcr.io#acme/train:1");
@@ -429,15 +457,13 @@ mod tests {
     #[test]
     fn script_preamble_goes_after_the_leading_block() {
         let s = "#!/bin/bash\n#SBATCH -t 5\n# note\necho hi\n";
+        let mkdirs = ["/w/j.outputs".to_string()];
         let out = script_task(
             s,
-            3,
-            "",
-            &[],
-            &[],
-            &["/w/j.outputs".into()],
-            "/w/j.exit",
-            &[],
+            &Preamble {
+                mkdirs: &mkdirs,
+                ..bare(3)
+            },
         )
         .unwrap();
         assert!(
@@ -452,11 +478,13 @@ mod tests {
     #[test]
     fn non_shell_script_kept_verbatim_or_refused() {
         let py = "#!/usr/bin/env python3\nprint(1)\n";
-        assert_eq!(
-            script_task(py, 1, "", &[], &[], &[], "/w/j.exit", &[]).unwrap(),
-            py
-        );
-        assert!(script_task(py, 1, "", &["x".into()], &[], &[], "/w/j.exit", &[]).is_err());
+        assert_eq!(script_task(py, &bare(1)).unwrap(), py);
+        let modules = ["x".to_string()];
+        let with_module = Preamble {
+            modules: &modules,
+            ..bare(1)
+        };
+        assert!(script_task(py, &with_module).is_err());
     }
 
     #[test]
@@ -484,11 +512,15 @@ mod tests {
     fn script_arguments_are_set_before_the_marker_reruns_the_script() {
         let s = "#!/bin/bash\necho \"$1\"\n";
         let args = ["--tag".to_string(), "run one".to_string()];
-        let out = script_task(s, 1, "", &[], &[], &[], "/w/j.exit", &args).unwrap();
+        let with_args = Preamble {
+            args: &args,
+            ..bare(1)
+        };
+        let out = script_task(s, &with_args).unwrap();
         let set = out.find("set -- --tag 'run one'\n").expect(&out);
         assert!(set < out.find("exit-status marker").unwrap(), "{out}");
         let py = "#!/usr/bin/env python3\nprint(1)\n";
-        let e = script_task(py, 1, "", &[], &[], &[], "/w/j.exit", &args).unwrap_err();
+        let e = script_task(py, &with_args).unwrap_err();
         assert!(e.to_string().contains("batch_script_args"), "{e}");
     }
 

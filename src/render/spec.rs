@@ -130,6 +130,28 @@ pub struct ExecutionIdentity {
     pub attempt: u32,
 }
 
+impl ExecutionIdentity {
+    /// SHA-256 over org, project, domain, run, action and attempt, each length-prefixed so no
+    /// two identities share an encoding. A cryptographic hash, so a run name cannot be crafted
+    /// to share another run's job key or claim.
+    pub fn digest(&self) -> [u8; 32] {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        for part in [
+            &self.org,
+            &self.project,
+            &self.domain,
+            &self.run_name,
+            &self.action_name,
+        ] {
+            h.update((part.len() as u64).to_be_bytes());
+            h.update(part.as_bytes());
+        }
+        h.update(self.attempt.to_be_bytes());
+        h.finalize().into()
+    }
+}
+
 /// `project/domain/run/action#attempt`: how the log names an execution, what an operator greps
 /// for to find a Flyte run's Slurm jobs.
 impl std::fmt::Display for ExecutionIdentity {
@@ -217,17 +239,13 @@ impl TaskSpec {
     /// The cluster the task names (`custom.connection.cluster`, as the Python plugin writes
     /// it); `None`: the deployment's default.
     pub fn requested_cluster(&self) -> Option<&str> {
-        self.custom
-            .slurm()?
-            .connection
-            .get("cluster")
-            .and_then(|c| c.as_str())
+        self.custom.slurm()?.connection.cluster.as_deref()
     }
 
     /// The SSH login host the task names (`custom.connection.host`: the published plugin writes
     /// it), which selects the cluster listing it in `ssh_hosts` when no cluster is named.
     pub fn requested_host(&self) -> Option<&str> {
-        self.custom.slurm()?.host.as_deref()
+        self.custom.slurm()?.connection.host.as_deref()
     }
 }
 

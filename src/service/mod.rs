@@ -4,17 +4,46 @@
 //! GetTaskMetrics), each a short function over the folders below; read them in this order:
 //!
 //! - `rpc/`: the edge: gRPC handlers, listeners, TLS, health, Prometheus metrics.
-//! - `wire/`: the request turned into the renderer's input, and `resource_meta`.
+//! - `wire/`: the request turned into the renderer's input, GetTask's [`TaskStatus`] turned into
+//!   each protocol's answer, and `resource_meta`.
 //! - `cluster/`: one configured cluster at run time (client, tracker, staging, job files, and
 //!   the state of its executions and jobs).
 //! - `submit/`: the write path: prepare (identity, render, admission), the per-execution state,
 //!   one job per execution across replicas, pacing, deferral, takeover, tombstones.
-//! - `report/`: the read path: GetTask's verdict from the tracker's snapshot (budget, native
-//!   result, outputs, stderr tails, message, log links), logs and task metrics.
+//! - `report/`: the read path: GetTask's facts from the tracker's snapshot and its answer of the
+//!   decided phase (message, stderr tails, accounting, log links), logs and task metrics.
+//! - `phase`: the one place a task's phase is decided, from the facts the read path gathered.
 //! - `background`: work per key (a native result's read, an output upload) joined by every
 //!   GetTask and evicted after it settled. `error`: the one error type, mapped to `Status`.
 //!
-//! Imports go down this list: `wire` and `background` import nothing of `service`; `cluster`
+//! GetTask answers a [`TaskStatus`] (`wire/status.rs`): the connector's own terms, which each
+//! protocol's handler turns into its wire's `Resource` once.
+//!
+//! # A GetTask, file by file
+//!
+//! Each step file is entered once; the helpers a step calls (the meta's and snapshot's methods,
+//! `render`, `staging`, the message's words) return to it without calling another step.
+//!
+//! 1. `rpc/handler.rs`: the protocol's `get_task` (`async_service!`, expanded in
+//!    `rpc/grpc.rs` or `rpc/flyte1.rs`) reads the request and calls `Grpc::serve_get`.
+//! 2. `mod.rs`: [`Connector::get`] decodes the `resource_meta` (`wire/meta.rs`), finds its
+//!    cluster and asks the tracker.
+//! 3. `tracker/`: the job's snapshot (`Tracker::status_of`): Slurm's state, exit code, reason,
+//!    accounting, whether it is held for the connector's check.
+//! 4. `report/mod.rs`: the facts of the snapshot (an element's own, the task's own job:
+//!    `own_job.rs`, the requeues against the budget, the accounting awaited).
+//! 5. `phase.rs`: the phase, decided once; it awaits the two facts that cost a read only when a
+//!    rule needs them (`report/native_result.rs`, `report/outputs.rs`).
+//! 6. `report/answer.rs`: the [`TaskStatus`] of the decision (its message, with `message.rs`,
+//!    `tails.rs` and `accounting.rs`); `report/mod.rs` then counts a terminal answer
+//!    (`cluster/tallies.rs`) and cancels a job past its requeue budget, and `mod.rs` notes the
+//!    job's files (`cluster/jobfiles.rs`).
+//! 7. `wire/convert.rs` (Flyte 2) or `wire/flyte1.rs` (Flyte 1): the handler's `Wire::status`
+//!    turns the [`TaskStatus`] into the protocol's `Resource`.
+//!
+//! A deferred meta whose job is not known yet is answered by `submit/deferred.rs` after step 2.
+//!
+//! Imports go down this list: `wire`, `phase` and `background` import nothing of `service`; `cluster`
 //! imports them and the state types it keeps from `submit/` (`execution`, `idempotency`,
 //! `pacing`, `gate`: leaves that import no `cluster`); the rest of `submit/` and `report/`
 //! import `cluster`, never each other; only `mod.rs` and `rpc/` see everything.
@@ -22,6 +51,7 @@
 mod background;
 mod cluster;
 mod error;
+mod phase;
 mod report;
 mod rpc;
 mod submit;
@@ -36,25 +66,22 @@ use std::time::Instant;
 pub use crate::render::naming::AWAITING_CHECK;
 pub use cluster::{BuildError, ClusterRuntime, client_auth, render_config};
 pub use error::ServiceError;
+pub use phase::of_snapshot as snapshot_phase;
 pub use rpc::metrics::Metrics;
 pub use rpc::serve::{ServeError, ServeOptions, serve, serve_with};
 pub use rpc::tls::{RELOAD_EVERY as TLS_RELOAD_EVERY, ServerTls, TlsError};
+pub use submit::claim;
 pub use submit::coalesce::cap_for as coalesce_cap;
 pub use submit::coalesce_settings::{Coalescing, Limits as ArrayLimits};
 pub use submit::identity::check_at_start as check_identities;
 pub use submit::prepare::{Prepared, prepare, set_script};
 pub use wire::TaskRequest;
 pub use wire::convert::{request as flyte2_request, task_spec};
-pub use wire::flyte1::{
-    Flyte1Error, TASK_TYPES as FLYTE1_TASK_TYPES, request as flyte1_request,
-    resource as flyte1_resource,
-};
+pub use wire::flyte1::{Flyte1Error, TASK_TYPES as FLYTE1_TASK_TYPES, request as flyte1_request};
 pub use wire::meta::{Decoded, DeferredSubmit, ResourceMeta, decode as decode_meta};
+pub use wire::status::{ArrayElement, LogLink, MetricResult, MetricsQuery, SlurmJob, TaskStatus};
 
 use crate::config::DeploymentConfig;
-use crate::proto::connector::{GetTaskMetricsRequest, Resource};
-use crate::proto::core::ExecutionMetricResult;
-use crate::proto::core::task_execution::Phase;
 use crate::render;
 use crate::slurmrestd::JobId;
 use crate::staging;
@@ -146,10 +173,6 @@ impl Connector {
         if in_flight.is_none() {
             return deferred::hand_off(&rt.cfg.name, key, job, meta, token.is_some());
         }
-        let client = match &token {
-            Some(t) => rt.submit_client_for(Some(t)),
-            None => rt.submit_client_as(task.slurm_user.as_deref()),
-        };
         // Within `submit_wait`, and before the caller's deadline (Flyte 1's is 3 s, below the
         // default wait): a deferred answer in time beats DEADLINE_EXCEEDED and a retried call.
         let wait = answer_by.map_or(self.deployment.submit_wait, |by| {
@@ -158,14 +181,7 @@ impl Connector {
         });
         let answer_at = Instant::now() + wait;
         let progress = self
-            .start_submit(
-                &rt,
-                spec,
-                &task,
-                token.is_some(),
-                client,
-                (meta.clone(), answer_at),
-            )
+            .start_submit(&rt, spec, &task, token.as_ref(), meta.clone(), answer_at)
             .await;
         self.metrics.pacing(&rt.cfg.name, rt.submitter.pacing());
         match deferred::settled_within(progress, wait).await? {
@@ -183,17 +199,22 @@ impl Connector {
     }
 
     /// Starts (or joins) the execution's submit: in its batch when coalescing is on and the task
-    /// can be an array element (`submit/coalesce.rs`), else as a job of its own.
-    #[allow(clippy::too_many_arguments)]
+    /// can be an array element (`submit/coalesce.rs`), else as a job of its own. `token`: the
+    /// task's own slurmrestd credential, which submits it instead of the cluster's.
     async fn start_submit(
         &self,
         rt: &Arc<ClusterRuntime>,
         spec: &render::TaskSpec,
         task: &submit::prepare::Prepared,
-        own_credentials: bool,
-        client: crate::slurmrestd::Client,
-        (meta, answer_at): (ResourceMeta, Instant),
+        token: Option<&crate::slurmrestd::Secret>,
+        meta: ResourceMeta,
+        answer_at: Instant,
     ) -> tokio::sync::watch::Receiver<Progress> {
+        let own_credentials = token.is_some();
+        let client = match token {
+            Some(t) => rt.submit_client_for(Some(t)),
+            None => rt.submit_client_as(task.slurm_user.as_deref()),
+        };
         // For the log line once the job exists (`paced::settle`).
         let flyte = Some(spec.exec.to_string());
         let (key, job) = (&task.rendered.key, &task.rendered.job);
@@ -214,8 +235,12 @@ impl Connector {
         };
         match batch {
             Some((window, batch)) => {
-                let (template, by) = (meta, Some(answer_at));
-                coalesce::submit_coalesced(rt, window, key, job, batch, client, template, flyte, by)
+                let waiter = coalesce::Waiter {
+                    template: meta,
+                    flyte,
+                    answer_by: Some(answer_at),
+                };
+                coalesce::submit_coalesced(rt, window, key, job, batch, client, waiter)
             }
             None => paced::submit_paced(rt, key, job, client, meta, flyte, Some(answer_at)),
         }
@@ -250,54 +275,39 @@ impl Connector {
         m
     }
 
-    /// GetTask: from the tracker's cache; never an error because slurmrestd hiccupped.
-    pub async fn get(&self, raw_meta: &[u8]) -> Result<Resource, ServiceError> {
-        let (rt, mut m) = match self.locate_job(raw_meta).await? {
+    /// GetTask: the meta's job from the tracker's cache, then the report's answer of it (its
+    /// phase decided once, `phase.rs`); never an error because slurmrestd hiccupped.
+    pub async fn get(&self, raw_meta: &[u8]) -> Result<TaskStatus, ServiceError> {
+        let (rt, m) = match self.locate_job(raw_meta).await? {
             (rt, Ok(m)) => (rt, m),
-            (_, Err(p)) => return Ok(p.resource()),
+            (_, Err(p)) => return Ok(p.status()),
         };
-        if let Some(j) = &rt.job_files {
-            j.note(&m);
-        }
         let indices = m
             .array_indices()
             .map_err(|e| ServiceError::Invalid(e.to_string()))?;
         let own = render::key_from_job_name(&m.job_name);
-        let mut snap = rt
+        let snap = rt
             .tracker
             .status_of(m.job_id, indices.as_deref(), own, m.element)
             .await;
-        let held = snap.phase == Phase::Queued && rt.tracker.held_for_check(m.job_id);
+        // Still pending: a job that started since is no longer held.
+        let held = snap.held_for_check && !snap.is_running() && !snap.is_over();
         if held {
             // Its replica died between its held submit and its release: settled elsewhere
             // (`submit/takeover.rs`), this call only reads.
             rt.submitter.settle_held(m.job_id, m.slurm_user.clone());
         }
-        if let Some(i) = m.element {
-            // An element of a coalesced array is the task: its own state, read as a job's.
-            snap = report::element_of(snap, i);
-            m = m.as_task();
-        }
-        if held && snap.note.is_none() {
-            snap.note = Some(
-                "Held for the connector's duplicate check, which the replica that submitted it \
-                 did not finish; the connector is releasing it"
-                    .into(),
-            );
-        }
-        report::enforce_requeue_budget(&rt, &m, &snap, self.deployment.requeue_budget).await;
         let ctx = report::Context {
             ceiling: &self.ceiling,
             log_templates: &self.deployment.log_links,
             native: &self.native,
             requeue_budget: self.deployment.requeue_budget,
         };
-        let res = report::resource(&rt, &m, snap, &ctx).await;
-        // Terminal, outputs transferred: the retention clock of the job's files starts.
-        if let Some(j) = &rt.job_files
-            && Phase::of(res.phase).is_terminal()
-        {
-            j.ended(&m, self.deployment.job_files_retention);
+        let res = report::status(&rt, &m, snap, held, &ctx).await;
+        if let Some(j) = &rt.job_files {
+            // Terminal, outputs transferred: the retention clock of the job's files starts.
+            let ended = res.phase.is_terminal();
+            j.answered(&m, ended.then_some(self.deployment.job_files_retention));
         }
         Ok(res)
     }
@@ -374,10 +384,11 @@ impl Connector {
     /// GetTaskMetrics, with the connector's own credentials (the request carries none).
     pub async fn task_metrics(
         &self,
-        req: &GetTaskMetricsRequest,
-    ) -> Result<Vec<ExecutionMetricResult>, ServiceError> {
-        match self.locate_job(&req.resource_meta).await? {
-            (rt, Ok(m)) => report::task_metrics::of_job(&rt, &m.as_task(), req).await,
+        raw_meta: &[u8],
+        query: &MetricsQuery,
+    ) -> Result<Vec<MetricResult>, ServiceError> {
+        match self.locate_job(raw_meta).await? {
+            (rt, Ok(m)) => report::task_metrics::of_job(&rt, &m.as_task(), query).await,
             (_, Err(p)) => Err(ServiceError::Unavailable(p.message)),
         }
     }

@@ -120,49 +120,50 @@ pub struct Feature {
     pub versions: Versions,
 }
 
+impl Feature {
+    /// A field of the job description that only `versions` have.
+    const fn field(name: &'static str, versions: Versions) -> Feature {
+        Feature {
+            name,
+            part: Part::Field,
+            versions,
+        }
+    }
+
+    /// A value of an enum field that only `versions` have.
+    const fn value(name: &'static str, versions: Versions) -> Feature {
+        Feature {
+            name,
+            part: Part::Value,
+            versions,
+        }
+    }
+}
+
 use ApiVersion::*;
 
 /// `cores_per_socket`: v0.0.41 dropped it, v0.0.45 brought it back.
-pub const CORES_PER_SOCKET: Feature = Feature {
-    name: "cores_per_socket",
-    part: Part::Field,
-    versions: Versions::only(V0040).or(Versions::since(V0045)),
-};
+pub const CORES_PER_SOCKET: Feature = Feature::field(
+    "cores_per_socket",
+    Versions::only(V0040).or(Versions::since(V0045)),
+);
 
 /// `oom_kill_step`: added in v0.0.42 (with sbatch's `--oom-kill-step`, Slurm 24.11).
-pub const OOM_KILL_STEP: Feature = Feature {
-    name: "oom_kill_step",
-    part: Part::Field,
-    versions: Versions::since(V0042),
-};
+pub const OOM_KILL_STEP: Feature = Feature::field("oom_kill_step", Versions::since(V0042));
 
 /// `segment_size`: added in v0.0.41.
-pub const SEGMENT_SIZE: Feature = Feature {
-    name: "segment_size",
-    part: Part::Field,
-    versions: Versions::since(V0041),
-};
+pub const SEGMENT_SIZE: Feature = Feature::field("segment_size", Versions::since(V0041));
 
 /// `shared: topo` (`--exclusive=topo`): v0.0.40's `job_shared` has none, user, mcs, oversubscribe.
-pub const SHARED_TOPO: Feature = Feature {
-    name: "shared: topo",
-    part: Part::Value,
-    versions: Versions::since(V0041),
-};
+pub const SHARED_TOPO: Feature = Feature::value("shared: topo", Versions::since(V0041));
 
 /// `flags: STEPMGR_ENABLED` (`--stepmgr`): added in v0.0.41.
-pub const FLAG_STEPMGR_ENABLED: Feature = Feature {
-    name: "flags: STEPMGR_ENABLED",
-    part: Part::Value,
-    versions: Versions::since(V0041),
-};
+pub const FLAG_STEPMGR_ENABLED: Feature =
+    Feature::value("flags: STEPMGR_ENABLED", Versions::since(V0041));
 
 /// `memory_binding_type: SORT` (`--mem-bind=sort`): gone from v0.0.44.
-pub const MEM_BIND_SORT: Feature = Feature {
-    name: "memory_binding_type: SORT",
-    part: Part::Value,
-    versions: Versions::until(V0043),
-};
+pub const MEM_BIND_SORT: Feature =
+    Feature::value("memory_binding_type: SORT", Versions::until(V0043));
 
 /// Every part above (the options' `needs` and `values_need` name them).
 pub const ALL: &[Feature] = &[

@@ -3,8 +3,8 @@
 //!
 //! The tracker reads every finished job's record in one request per tick
 //! (`tracker/accounting.rs`); while it is awaited, GetTask answers RUNNING with a note and holds
-//! the terminal phase back ([`held`]), because Flyte's backend stops asking at the first terminal
-//! answer and a figure that came later would never reach it.
+//! the terminal phase back (decided in `service/phase.rs`), because Flyte's backend stops asking
+//! at the first terminal answer and a figure that came later would never reach it.
 //!
 //! The figures are sacct's: `elapsed_seconds` (ElapsedRaw), `cpu_seconds_allocated`
 //! (CPUTimeRAW: allocated CPUs × elapsed), `cpu_seconds_used` (TotalCPU, the steps' user +
@@ -19,14 +19,11 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use crate::proto::connector::Resource;
 use crate::slurmrestd::JobUsage;
 use crate::tracker::{Accounting, JobSnapshot};
 
 use crate::service::cluster::ClusterRuntime;
 use crate::service::wire::meta::ResourceMeta;
-
-use super::verdict::Verdict;
 
 /// A task's accounting, summed over its jobs (one, or each element of its array).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -225,21 +222,13 @@ fn mib(bytes: u64) -> String {
     format!("{:.0} MiB", bytes as f64 / f64::from(1u32 << 20))
 }
 
-/// The accounting stage of a terminal answer: the summary's line ends the message; a record
-/// that will not come says why (once, on the last line).
-pub fn apply(v: &mut Verdict, snap: &JobSnapshot) {
-    if !v.phase.is_terminal() {
-        return;
-    }
+/// The line a terminal answer's message ends with: the summary, or why there is none (once,
+/// on the last line); `None` while nothing is known.
+pub fn message_line(snap: &JobSnapshot) -> Option<String> {
     match &snap.accounting {
-        Accounting::Read(u) => {
-            v.message.push('\n');
-            v.message.push_str(&Summary::of(u).line());
-        }
-        Accounting::Unavailable(why) => {
-            v.message.push_str(&format!("\nno Slurm accounting: {why}"));
-        }
-        Accounting::None | Accounting::Awaited => {}
+        Accounting::Read(u) => Some(Summary::of(u).line()),
+        Accounting::Unavailable(why) => Some(format!("no Slurm accounting: {why}")),
+        Accounting::None | Accounting::Awaited => None,
     }
 }
 
@@ -262,22 +251,4 @@ pub fn custom_info(snap: &JobSnapshot) -> Option<Value> {
         Accounting::Unavailable(why) => Some(json!({"unavailable": why})),
         Accounting::None | Accounting::Awaited => None,
     }
-}
-
-/// Adds [`custom_info`] to the answer's `custom_info` (made by the verdict, which knows nothing
-/// of accounting).
-pub fn add_custom_info(r: &mut Resource, snap: &JobSnapshot) {
-    if let Some(a) = custom_info(snap) {
-        let fields = crate::proto::json_to_struct(&json!({ "accounting": a })).fields;
-        r.custom_info
-            .get_or_insert_with(Default::default)
-            .fields
-            .extend(fields);
-    }
-}
-
-/// The job ended but its accounting is still awaited: the answer stays RUNNING (Flyte would stop
-/// asking at a terminal phase) and says so; the terminal phase comes with the record.
-pub fn held(snap: &JobSnapshot) -> bool {
-    snap.phase.is_terminal() && matches!(snap.accounting, Accounting::Awaited)
 }

@@ -64,10 +64,7 @@ pub async fn of_job(
         Some(Cursor::parse(token, &scope, streams.len()).map_err(ServiceError::Invalid)?)
     };
     // Whether the job ended, from the tracker's cache (no slurmrestd call for a log page).
-    let ended = rt
-        .tracker
-        .cached(m.job_id)
-        .is_some_and(|s| s.phase.is_terminal());
+    let ended = rt.tracker.cached(m.job_id).is_some_and(|s| s.is_over());
     let page = staging::logs::page(
         st.as_ref(),
         PageRequest {

@@ -2,7 +2,6 @@
 //! array's progress, and where to look (output files, `srun --overlap`). Alerts and people match
 //! on these lines, so their forms are pinned by `super::tests`.
 
-use crate::proto::core::task_execution::Phase;
 use crate::tracker::{ElementSnapshot, FailureClass, JobSnapshot};
 
 use super::ResourceMeta;
@@ -135,7 +134,7 @@ pub fn headline(meta: &ResourceMeta, s: &JobSnapshot) -> Option<String> {
         }
         _ if s.note.is_some() && s.state.is_some() && s.class.is_some() => {
             // Lost (no record, no marker) or a state this connector does not know.
-            if s.phase == crate::proto::core::task_execution::Phase::Failed {
+            if s.class == Some(FailureClass::Permanent) {
                 format!("[UNKNOWN_STATE] job {id}")
             } else {
                 format!("[LOST] job {id}")
@@ -201,11 +200,7 @@ pub fn array_progress(meta: &ResourceMeta, s: &JobSnapshot) -> String {
             None => counts.push((state, 1)),
         }
     }
-    let done = s
-        .elements
-        .iter()
-        .filter(|e| e.snapshot.phase.is_terminal())
-        .count();
+    let done = s.elements.iter().filter(|e| e.snapshot.is_over()).count();
     let mut m = format!(
         "job array {}: {done} of {} elements done ({})",
         meta.job_id,
@@ -337,13 +332,9 @@ pub fn message(meta: &ResourceMeta, s: &JobSnapshot) -> String {
     if !meta.stderr.is_empty() && meta.stderr != meta.stdout {
         m.push_str(&format!("\nstderr: {}", meta.stderr));
     }
-    if s.phase == Phase::Running {
+    if s.is_running() {
         // An array's elements are jobs of their own: attach to one that runs.
-        match s
-            .elements
-            .iter()
-            .find(|e| e.snapshot.phase == Phase::Running)
-        {
+        match s.elements.iter().find(|e| e.snapshot.is_running()) {
             Some(e) => m.push_str(&format!(
                 "\nattach: srun --jobid={} --overlap --pty bash (element {})",
                 e.snapshot.job_id, e.index

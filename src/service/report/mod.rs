@@ -1,24 +1,22 @@
 //! The read path: GetTask's answer from the tracker's snapshot, GetTaskLogs, GetTaskMetrics.
 //!
-//! [`resource`] makes a [`Verdict`](verdict::Verdict) of the snapshot and passes it through named
-//! stages, in this order, each in its own file: `own_job` (a job id slurmctld gave away after a
-//! crash), `budget` (Slurm's own requeues), the gang's pending reason (below), `native` (a native
-//! task's result at its output prefix), `outputs` (declared outputs uploaded), `tails` (the
-//! stderr that explains a failure), `accounting` (what the job used, from slurmdbd: a finished
-//! job's answer is held RUNNING until that is read); then `verdict` turns it into the wire's
-//! `Resource`. The
-//! first terminal answer of each execution is counted on the way out (`cluster/tallies.rs`).
-//! `message` writes the plugin's message format; `logs` and `task_metrics` are the other two
-//! reads. Never an RPC error because the cluster or staging hiccupped: that is part of the
-//! message.
+//! [`status`] reads GetTask in one direction: it gathers the facts of the tracker's snapshot
+//! (the element of a coalesced array, the task's own job: `own_job`, the requeues against the
+//! task's budget, the accounting awaited), has `service/phase.rs` decide the phase once
+//! ([`phase::decide_reading`], which awaits the two facts that cost a read only when a rule
+//! needs them: `native_result::read`, `outputs::upload`), then writes the answer of the decision
+//! (`answer`: the message with `message`'s status lines, `tails`' stderr of a failure and
+//! `accounting`'s line). On the way out it counts the first terminal answer of each execution
+//! (`cluster/tallies.rs`) and cancels a job Slurm requeued past its budget.
+//! `logs` and `task_metrics` are the other two reads. Never an RPC error because the cluster or
+//! staging hiccupped: that is part of the message.
 //!
-//! Imports `cluster`, `wire`, `background` and `error`; never `submit` or `rpc`.
+//! Imports `cluster`, `wire`, `phase`, `background` and `error`; never `submit` or `rpc`.
 
 pub(crate) mod accounting;
-pub(crate) mod budget;
+mod answer;
 pub(crate) mod logs;
 mod message;
-mod native;
 pub(crate) mod native_result;
 mod outputs;
 mod own_job;
@@ -27,27 +25,22 @@ mod tails;
 pub(crate) mod task_metrics;
 #[cfg(test)]
 mod tests;
-mod verdict;
 
-use crate::proto::connector::Resource;
-use crate::proto::core::task_execution::Phase;
+use crate::domain::Phase;
 use crate::staging;
-use crate::tracker::JobSnapshot;
+use crate::tracker::{Accounting, JobSnapshot};
 
 use crate::service::cluster::ClusterRuntime;
 use crate::service::cluster::tallies::Outcome;
+use crate::service::phase::{self, Facts};
 use crate::service::wire::meta::ResourceMeta;
+use crate::service::wire::status::TaskStatus;
 
 use crate::tracker::FailureClass;
-pub use budget::enforce_requeue_budget;
-use verdict::Verdict;
 #[cfg(test)]
-use {budget::over_budget, own_job::reused_id};
+use own_job::reused_id;
 
-/// How long GetTask waits for a pending multi-node job's record (its pending reason).
-const PENDING_REASON_BUDGET: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// What [`resource`] reads besides the job: the deployment's settings and the native results.
+/// What [`status`] reads besides the job: the deployment's settings and the native results.
 pub struct Context<'a> {
     pub ceiling: &'a Result<staging::Ceiling, String>,
     pub log_templates: &'a [staging::logs::LogLinkTemplate],
@@ -56,59 +49,98 @@ pub struct Context<'a> {
     pub requeue_budget: u32,
 }
 
-/// The whole GetTask resource. Never fails: staging problems become part of the message (or,
-/// for declared outputs, the task's failure), never an RPC error.
-pub async fn resource(
+/// The whole GetTask answer of task `meta`, from its job's snapshot (`snap`, the array's for an
+/// element of a coalesced array); `held`: its job is held for the connector's duplicate check,
+/// which the replica that submitted it did not finish. Never fails: staging problems become
+/// part of the message (or, for declared outputs, the task's failure), never an RPC error.
+pub async fn status(
     rt: &ClusterRuntime,
     meta: &ResourceMeta,
     snap: JobSnapshot,
+    held: bool,
     ctx: &Context<'_>,
-) -> Resource {
-    let snap = match own_job::own_job(rt, meta, snap).await {
+) -> TaskStatus {
+    let (meta, mut snap) = match meta.element {
+        // An element of a coalesced array is the task: its own state, read as a job's.
+        Some(i) => (meta.as_task(), element_of(snap, i)),
+        None => (meta.clone(), snap),
+    };
+    if held && snap.note.is_none() {
+        snap.note = Some(
+            "Held for the connector's duplicate check, which the replica that submitted it \
+             did not finish; the connector is releasing it"
+                .into(),
+        );
+    }
+    let snap = match own_job::own_job(rt, &meta, snap).await {
         Ok(snap) => snap,
         Err(lost) => {
-            let class = Some(FailureClass::Infrastructure);
-            let _ = count_outcome(rt, meta, Phase::of(lost.phase), class, &lost.message);
-            return lost;
+            let job_lost = Facts {
+                job_lost: true,
+                ..Facts::default()
+            };
+            let decided = phase::decide_reading(job_lost, unread(), unread()).await;
+            let d = decided.decision;
+            let _ = count_outcome(rt, &meta, d.phase, d.class, &lost);
+            return answer::lost(&meta, d, lost);
         }
     };
-    if accounting::held(&snap) {
-        return held_resource(meta, &snap, ctx.log_templates);
+    let decided = phase::decide_reading(
+        facts_of(&meta, &snap, ctx.requeue_budget),
+        native_result::read(rt, &meta, ctx.native),
+        outputs::upload(rt, &meta, ctx.ceiling),
+    )
+    .await;
+    let over_budget = decided.over_budget;
+    let status = answer::answer(
+        &meta,
+        &snap,
+        decided,
+        rt.staging.as_deref(),
+        ctx.log_templates,
+    )
+    .await;
+    if count_outcome(rt, &meta, status.phase, status.class, &status.message) {
+        accounting::count(rt, &meta, &snap);
     }
-    let mut v = Verdict::of(meta, &snap);
-    budget::apply(&mut v, meta, &snap, ctx.requeue_budget);
-    gang_reason(&mut v, rt, meta, &snap).await;
-    native::apply(&mut v, rt, meta, &snap, ctx.native).await;
-    outputs::apply(&mut v, rt, meta, ctx.ceiling);
-    tails::apply(&mut v, rt, meta, &snap).await;
-    accounting::apply(&mut v, &snap);
-    if count_outcome(rt, meta, v.phase, v.class, &v.message) {
-        accounting::count(rt, meta, &snap);
+    if let Some((restarts, budget)) = over_budget
+        && !snap.is_over()
+    {
+        cancel_past_budget(rt, &meta, restarts, budget).await;
     }
-    let mut r = v.into_resource(meta, &snap, ctx.log_templates);
-    accounting::add_custom_info(&mut r, &snap);
-    r
+    status
 }
 
-/// GetTask's answer while a finished job's accounting is awaited ([`accounting::held`]): RUNNING,
-/// saying so; the terminal phase comes with the record.
-pub fn held_resource(
-    meta: &ResourceMeta,
-    snap: &JobSnapshot,
-    log_templates: &[staging::logs::LogLinkTemplate],
-) -> Resource {
-    let mut v = Verdict::of(meta, snap);
-    // The job's own status lines stay (an array's progress among them), under the reason for
-    // the phase.
-    v.message = format!(
-        "Slurm job {} ended ({}); reading what it used from slurmdbd before reporting it\n{}",
-        meta.job_id,
-        snap.state.as_deref().unwrap_or("finished"),
-        v.message,
-    );
-    v.phase = Phase::Running;
-    v.class = None;
-    v.into_resource(meta, snap, log_templates)
+/// A read [`phase::decide_reading`] never needs: a lost job has no result of its own to read.
+async fn unread<F>() -> (Option<F>, ()) {
+    (None, ())
+}
+
+/// The facts of the tracker's snapshot of the task's own job; `requeue_budget` is the
+/// deployment's, for a meta that carries none.
+fn facts_of(meta: &ResourceMeta, snap: &JobSnapshot, requeue_budget: u32) -> Facts {
+    Facts {
+        slurm: Some((snap.slurm, snap.class)),
+        accounting_awaited: matches!(snap.accounting, Accounting::Awaited),
+        requeues: snap.restart_count.unwrap_or(0),
+        requeue_budget: meta.requeue_budget.unwrap_or(requeue_budget),
+        ranks: meta.ranks,
+        ..Facts::default()
+    }
+}
+
+/// Cancels a job Slurm requeued past its task's budget: the task is reported failed from now on
+/// (the restart count stays in Slurm's record), so its job must not run on. Cancelling twice is
+/// harmless; a failed cancel is retried at the next GetTask.
+async fn cancel_past_budget(rt: &ClusterRuntime, m: &ResourceMeta, restarts: u32, budget: u32) {
+    tracing::warn!(cluster = %rt.cfg.name, job_id = %m.job_id, restarts, budget, "requeue budget spent; cancelling the job");
+    if let Err(e) = rt
+        .client_as(m.slurm_user.as_deref())
+        .cancel(m.target(), None)
+        .await
+    {
+        tracing::warn!(cluster = %rt.cfg.name, job_id = %m.job_id, error = %e, "cancelling a job past its requeue budget failed; retried at the next GetTask");
+    }
 }
 
 /// Counts a terminal answer in the cluster's tallies, once per execution: GetTask is polled and
@@ -136,31 +168,9 @@ fn count_outcome(
     counted
 }
 
-/// Why a pending multi-node job waits.
-async fn gang_reason(
-    v: &mut Verdict,
-    rt: &ClusterRuntime,
-    meta: &ResourceMeta,
-    snap: &JobSnapshot,
-) {
-    // A pending multi-node job: the tracker keeps states only, and why a gang waits (nodes busy,
-    // more nodes than the partition has: PartitionNodeLimit, a switch count) is what its author
-    // needs to know, so its record is read (bounded, best effort).
-    if meta.ranks
-        && v.phase == Phase::Queued
-        && snap.reason.is_none()
-        && let Ok(Ok(Some(info))) =
-            tokio::time::timeout(PENDING_REASON_BUDGET, rt.client().job(meta.job_id)).await
-        && let Some(r) = info.reason.filter(|r| !r.is_empty() && r != "None")
-    {
-        v.message
-            .push_str(&format!("\nwaiting for all its nodes, reason: {r}"));
-    }
-}
-
 /// Element `index`'s own snapshot of a coalesced array's (`snap`): the element is the task.
 /// Before the tracker knows the array's elements, the array's (pending) state without them.
-pub fn element_of(mut snap: JobSnapshot, index: u32) -> JobSnapshot {
+fn element_of(mut snap: JobSnapshot, index: u32) -> JobSnapshot {
     let elements = std::mem::take(&mut snap.elements);
     match elements.into_iter().find(|e| e.index == index) {
         Some(e) => {

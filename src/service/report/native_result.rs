@@ -19,12 +19,15 @@ use futures::StreamExt;
 use object_store::ObjectStoreExt;
 use prost::Message;
 
-use crate::proto::core::task_execution::Phase;
+use crate::domain::Phase;
 use crate::proto::core::{ErrorDocument, container_error, execution_error};
 use crate::slurmrestd::JobRef;
 use crate::staging::{self, Staging};
 
 use crate::service::background::{self, Background, Work};
+use crate::service::cluster::ClusterRuntime;
+use crate::service::phase::Native;
+use crate::service::wire::meta::ResourceMeta;
 
 /// How long GetTask waits for a read in progress before answering RUNNING.
 pub const WAIT: Duration = Duration::from_secs(3);
@@ -291,6 +294,31 @@ impl Probes {
             _ => None,
         }
     }
+}
+
+/// The task's native result as GetTask's fact, and what it said (for the message): read
+/// ([`Native::Read`]), or being read ([`Native::Reading`]); no fact for a task that has none (no
+/// output prefix: not a native task).
+pub async fn read(
+    rt: &ClusterRuntime,
+    meta: &ResourceMeta,
+    probes: &Probes,
+) -> (Option<Native>, Option<Decision>) {
+    let Some(prefix) = &meta.native_prefix else {
+        return (None, None);
+    };
+    let source = Source::for_prefix(prefix, rt.staging.as_ref());
+    let read = probes
+        .decision(&meta.cluster, meta.target(), prefix, source)
+        .await;
+    let fact = match &read {
+        Some(d) => Native::Read {
+            phase: d.phase,
+            from_error_doc: d.from_error_doc,
+        },
+        None => Native::Reading,
+    };
+    (Some(fact), read)
 }
 
 #[cfg(test)]

@@ -1,18 +1,12 @@
-//! The declared outputs' stage: a succeeded job's File/Dir outputs uploaded to object storage
-//! (in the background: [`crate::service::background`]), the task SUCCEEDED only once they are.
+//! The declared outputs: a succeeded job's File/Dir outputs uploaded to object storage (in the
+//! background: [`crate::service::background`]); the task is SUCCEEDED only once they are
+//! (`service/phase.rs`).
 
-use crate::proto::core::task_execution::Phase;
-use crate::proto::core::{self, Blob, BlobMetadata, BlobType, Literal, Scalar};
-use crate::proto::task::{NamedLiteral, Outputs};
-use crate::staging::{
-    self, DeclaredOutput, Dimensionality, OutputBlob, Transfer, TransferOutcome, UploadMode,
-};
-use crate::tracker::FailureClass;
+use crate::staging::{self, DeclaredOutput, OutputBlob, Transfer, TransferOutcome, UploadMode};
 
 use crate::service::cluster::ClusterRuntime;
+use crate::service::phase::Outputs;
 use crate::service::wire::meta::ResourceMeta;
-
-use super::verdict::Verdict;
 
 /// The confinement root used when outputs are all uploaded by the job itself and no staging is
 /// configured: no file is ever read through it.
@@ -20,30 +14,6 @@ const NO_STAGING_ROOT: &str = "/nonexistent/slurm-connector-no-staging";
 
 pub fn declared(meta: &ResourceMeta) -> Vec<DeclaredOutput> {
     meta.outputs.values().cloned().collect()
-}
-
-fn blob_literal(b: &OutputBlob) -> NamedLiteral {
-    let dim = match b.dimensionality {
-        Dimensionality::Single => core::blob_type::BlobDimensionality::Single,
-        Dimensionality::Multipart => core::blob_type::BlobDimensionality::Multipart,
-    };
-    NamedLiteral {
-        name: b.name.clone(),
-        value: Some(Literal {
-            value: Some(core::literal::Value::Scalar(Box::new(Scalar {
-                value: Some(core::scalar::Value::Blob(Blob {
-                    metadata: Some(BlobMetadata {
-                        r#type: Some(BlobType {
-                            format: String::new(),
-                            dimensionality: dim as i32,
-                        }),
-                    }),
-                    uri: b.uri.clone(),
-                })),
-            }))),
-            ..Default::default()
-        }),
-    }
 }
 
 /// Starts the upload of `decl`, and counts its result once it settles (`cluster/tallies.rs`):
@@ -90,66 +60,72 @@ fn start(
     transfer
 }
 
-/// Starts (or joins) the upload of a succeeded job's outputs; RUNNING while it goes, FAILED
-/// when an output is missing or cannot be stored.
-pub fn apply(
-    v: &mut Verdict,
+/// What the upload of the declared outputs says, for the answer.
+#[derive(Debug)]
+pub enum Upload {
+    /// The connector must upload them and has no staging backend: why, and the way out.
+    NoStaging(String),
+    /// Going: the message that says how far.
+    Going(String),
+    Uploaded(Vec<OutputBlob>),
+    /// An output is missing or cannot be stored: why.
+    Failed(String),
+    Cancelled,
+}
+
+/// Starts (or joins) the upload of a succeeded task's declared outputs: GetTask's fact of them
+/// and what it says; no fact for a task that declared none.
+pub async fn upload(
     rt: &ClusterRuntime,
     meta: &ResourceMeta,
     ceiling: &Result<staging::Ceiling, String>,
-) {
-    if v.phase == Phase::Succeeded && !meta.outputs.is_empty() {
-        let decl = declared(meta);
-        let needs_staging = decl.iter().any(|d| d.upload == UploadMode::Connector);
-        match (&rt.staging, needs_staging) {
-            (None, true) => {
-                v.phase = Phase::Failed;
-                v.class = Some(FailureClass::Permanent);
-                v.message.push_str(&format!(
-                    "\n{}; or declare the outputs with output_upload=\"job\" so the job uploads them itself",
-                    staging::settings::not_configured()
-                ));
-            }
-            (staging_backend, _) => {
-                let transfer = rt.transfer(meta.target(), |running| {
-                    if running.is_some() {
-                        return None;
-                    }
-                    Some(start(
-                        rt,
-                        meta,
-                        staging_backend.clone(),
-                        decl.clone(),
-                        ceiling,
-                    ))
-                });
-                let (outcome, progress) = (transfer.outcome(), transfer.progress());
-                match outcome {
-                    None => {
-                        v.phase = Phase::Running;
-                        v.message = staging::outputs::pending_message(
-                            &meta.target().to_string(),
-                            &decl,
-                            progress,
-                        );
-                    }
-                    Some(TransferOutcome::Succeeded(blobs)) => {
-                        v.outputs = Some(Outputs {
-                            literals: blobs.iter().map(blob_literal).collect(),
-                        });
-                    }
-                    Some(TransferOutcome::Failed(why)) => {
-                        // The job finished: an output that is missing now never appears.
-                        v.phase = Phase::Failed;
-                        v.class = Some(FailureClass::Permanent);
-                        v.message.push_str(&format!("\n{why}"));
-                    }
-                    Some(TransferOutcome::Cancelled) => {
-                        v.phase = Phase::Aborted;
-                        v.message.push_str("\noutput upload cancelled");
-                    }
+) -> (Option<Outputs>, Option<Upload>) {
+    if meta.outputs.is_empty() {
+        return (None, None);
+    }
+    let decl = declared(meta);
+    let needs_staging = decl.iter().any(|d| d.upload == UploadMode::Connector);
+    let (fact, said) = match (&rt.staging, needs_staging) {
+        (None, true) => (
+            Outputs::NoStaging,
+            Upload::NoStaging(format!(
+                "{}; or declare the outputs with output_upload=\"job\" so the job uploads them itself",
+                staging::settings::not_configured()
+            )),
+        ),
+        (staging_backend, _) => {
+            let transfer = rt.transfer(meta.target(), |running| {
+                if running.is_some() {
+                    return None;
                 }
+                Some(start(
+                    rt,
+                    meta,
+                    staging_backend.clone(),
+                    decl.clone(),
+                    ceiling,
+                ))
+            });
+            let (outcome, progress) = (transfer.outcome(), transfer.progress());
+            match outcome {
+                None => (
+                    Outputs::Uploading,
+                    Upload::Going(staging::outputs::pending_message(
+                        &meta.target().to_string(),
+                        &decl,
+                        progress,
+                    )),
+                ),
+                Some(TransferOutcome::Succeeded(blobs)) => {
+                    (Outputs::Uploaded, Upload::Uploaded(blobs.to_vec()))
+                }
+                // The job finished: an output that is missing now never appears.
+                Some(TransferOutcome::Failed(why)) => {
+                    (Outputs::Failed, Upload::Failed(why.to_string()))
+                }
+                Some(TransferOutcome::Cancelled) => (Outputs::Cancelled, Upload::Cancelled),
             }
         }
-    }
+    };
+    (Some(fact), Some(said))
 }

@@ -3,19 +3,18 @@
 //! exit-status marker then says what became of its job, if it ran; else the job was lost with
 //! the crash (the cluster's failure).
 
-use crate::proto::connector::Resource;
-use crate::proto::core::task_execution::Phase;
-use crate::tracker::{FailureClass, JobSnapshot};
+use crate::tracker::JobSnapshot;
 
 use crate::service::cluster::ClusterRuntime;
 use crate::service::wire::meta::ResourceMeta;
 
-/// The first stage: the snapshot of this task's own job, or the answer that it was lost.
+/// The snapshot of this task's own job, or why it was lost: the job's id names another
+/// execution's job, and the task's own exit-status marker does not say what became of its own.
 pub async fn own_job(
     rt: &ClusterRuntime,
     meta: &ResourceMeta,
     snap: JobSnapshot,
-) -> Result<JobSnapshot, Resource> {
+) -> Result<JobSnapshot, String> {
     let Some(lost) = reused_id(meta, &snap) else {
         return Ok(snap);
     };
@@ -24,29 +23,16 @@ pub async fn own_job(
         Some(m) if m.job_id == Some(meta.job_id.0) => Ok(from_own_marker(snap, &m)),
         _ => {
             tracing::warn!(cluster = %meta.cluster, job_id = %meta.job_id, "{lost}");
-            // Nothing of the other execution's job (state, logs, outputs) is this task's.
-            let info = serde_json::json!({
-                "cluster": meta.cluster,
-                "job_id": meta.job_id.0,
-                "job_name": meta.job_name,
-                "failure_class": FailureClass::Infrastructure.as_str(),
-            });
-            Err(Resource {
-                phase: FailureClass::Infrastructure.phase() as i32,
-                message: lost,
-                custom_info: Some(crate::proto::json_to_struct(&info)),
-                ..Resource::default()
-            })
+            Err(lost)
         }
     }
 }
 
 /// The task's job id now names another execution's job: slurmctld, SIGKILLed after it gave the
 /// id to this task's submit and before its next state save, restarted without the job and gave
-/// the same id to the next submit (measured on 26.05: `dev-cluster daemon kill slurmctld`,
-/// tests/real_controller_drill.rs; its log says "Purged files for defunct batch JobId=46", then
-/// submits JobId=46 again). That job's end is not this task's: reporting it would be a wrong
-/// terminal phase. The task's own job was lost with the crash, which is the cluster's failure.
+/// the same id to the next submit (`tests/real_controller_drill.rs` drives it). That job's end
+/// is not this task's: reporting it would be a wrong terminal phase. The task's own job was
+/// lost with the crash, which is the cluster's failure.
 pub fn reused_id(meta: &ResourceMeta, snap: &JobSnapshot) -> Option<String> {
     let theirs = snap.key.as_deref()?;
     let ours = crate::render::key_from_job_name(&meta.job_name)?;
@@ -84,7 +70,7 @@ fn from_own_marker(
     let state = crate::tracker::marker_state(m);
     let packed =
         crate::tracker::Packed::pack(&crate::slurmrestd::JobState::from_strings([state])).0;
-    snap.phase = packed.phase().unwrap_or(Phase::Failed);
+    snap.slurm = crate::tracker::Slurm::Marker(packed);
     snap.class = packed.class();
     snap.state = Some(state.to_string());
     snap.exit_code = Some(crate::slurmrestd::ExitCode {

@@ -7,12 +7,10 @@ use std::time::Duration;
 use crate::staging::{self, Staging};
 use crate::tracker::JobSnapshot;
 
-use crate::service::cluster::ClusterRuntime;
 use crate::service::wire::meta::ResourceMeta;
 
 use super::message::{bytes_text, failed_elements, over_memory_line};
 use super::rank_failure;
-use super::verdict::Verdict;
 
 /// Bound on staging reads inside GetTask (the backend's deadline is 10 s).
 const STAGING_BUDGET: Duration = Duration::from_secs(3);
@@ -20,20 +18,19 @@ const STAGING_BUDGET: Duration = Duration::from_secs(3);
 /// At most this many failed elements of an array have their stderr read.
 const TAILS_READ: usize = 3;
 
-/// Appends the stderr tail that explains a failed verdict.
-pub async fn apply(v: &mut Verdict, rt: &ClusterRuntime, meta: &ResourceMeta, snap: &JobSnapshot) {
-    let Some(st) = rt.staging.as_deref() else {
-        return;
-    };
-    if !v.failed() || meta.stderr.is_empty() {
-        return;
-    }
+/// Appends the stderr tail that explains a failure to its message.
+pub async fn append(
+    message: &mut String,
+    st: &dyn Staging,
+    meta: &ResourceMeta,
+    snap: &JobSnapshot,
+) {
     if !snap.elements.is_empty() {
-        elements(v, st, meta, snap).await
+        elements(message, st, meta, snap).await
     } else if meta.ranks {
-        ranks(v, st, meta).await
+        ranks(message, st, meta).await
     } else {
-        job(v, st, meta, snap).await
+        job(message, st, meta, snap).await
     }
 }
 
@@ -41,22 +38,22 @@ const SLOW: &str = "\n(stderr not read: the staging backend is slow)";
 
 /// A job array: the tails of the first failed elements, each from its own file, all within the
 /// one staging budget.
-async fn elements(v: &mut Verdict, st: &dyn Staging, meta: &ResourceMeta, snap: &JobSnapshot) {
+async fn elements(message: &mut String, st: &dyn Staging, meta: &ResourceMeta, snap: &JobSnapshot) {
     let deadline = tokio::time::Instant::now() + STAGING_BUDGET;
     for e in failed_elements(snap).into_iter().take(TAILS_READ) {
         let path = staging::element_path(&meta.stderr, meta.job_id.0, e.index);
         match tokio::time::timeout_at(deadline, staging::logs::failure_tail(st, &path)).await {
-            Ok(Ok(Some(tail))) => v.message.push_str(&format!(
+            Ok(Ok(Some(tail))) => message.push_str(&format!(
                 "\n--- last lines of stderr of element {} ({path}) ---\n{tail}",
                 e.index
             )),
             Ok(Ok(None)) => {}
-            Ok(Err(err)) => v.message.push_str(&format!(
+            Ok(Err(err)) => message.push_str(&format!(
                 "\n(stderr of element {} not readable: {err})",
                 e.index
             )),
             Err(_) => {
-                v.message.push_str(SLOW);
+                message.push_str(SLOW);
                 break;
             }
         }
@@ -65,7 +62,7 @@ async fn elements(v: &mut Verdict, st: &dyn Staging, meta: &ResourceMeta, snap: 
 
 /// Several ranks: srun names the one that failed first; its own labelled lines are the tail
 /// worth showing (the others were only terminated).
-async fn ranks(v: &mut Verdict, st: &dyn Staging, meta: &ResourceMeta) {
+async fn ranks(message: &mut String, st: &dyn Staging, meta: &ResourceMeta) {
     match tokio::time::timeout(
         STAGING_BUDGET,
         st.tail(&meta.stderr, rank_failure::READ_LINES),
@@ -73,24 +70,24 @@ async fn ranks(v: &mut Verdict, st: &dyn Staging, meta: &ResourceMeta) {
     .await
     {
         Ok(Ok(Some(text))) => match rank_failure::find(&text) {
-            Some(f) => v.message.push_str(&format!("\n{}", f.message())),
+            Some(f) => message.push_str(&format!("\n{}", f.message())),
             None => {
                 let tail: Vec<&str> = text.lines().collect();
                 let from = tail.len().saturating_sub(staging::logs::FAILURE_TAIL_LINES);
-                v.message.push_str(&format!(
+                message.push_str(&format!(
                     "\n--- last lines of stderr ---\n{}",
                     tail[from..].join("\n")
                 ));
             }
         },
         Ok(Ok(None)) => {}
-        Ok(Err(e)) => v.message.push_str(&format!("\n(stderr not readable: {e})")),
-        Err(_) => v.message.push_str(SLOW),
+        Ok(Err(e)) => message.push_str(&format!("\n(stderr not readable: {e})")),
+        Err(_) => message.push_str(SLOW),
     }
 }
 
 /// One job: its tail, and an out-of-memory kill named as such.
-async fn job(v: &mut Verdict, st: &dyn Staging, meta: &ResourceMeta, snap: &JobSnapshot) {
+async fn job(message: &mut String, st: &dyn Staging, meta: &ResourceMeta, snap: &JobSnapshot) {
     match tokio::time::timeout(
         STAGING_BUDGET,
         staging::logs::failure_tail(st, &meta.stderr),
@@ -106,8 +103,8 @@ async fn job(v: &mut Verdict, st: &dyn Staging, meta: &ResourceMeta, snap: &JobS
                 .is_some_and(|t| t.starts_with("FAILED"))
                 && let Some((used, limit)) = over_memory_line(&tail)
             {
-                let first = v.message.find('\n').unwrap_or(v.message.len());
-                v.message.replace_range(
+                let first = message.find('\n').unwrap_or(message.len());
+                message.replace_range(
                     ..first,
                     &format!(
                         "[OUT_OF_MEMORY] job {} used more than its {} (MaxRSS {})",
@@ -117,11 +114,10 @@ async fn job(v: &mut Verdict, st: &dyn Staging, meta: &ResourceMeta, snap: &JobS
                     ),
                 );
             }
-            v.message
-                .push_str(&format!("\n--- last lines of stderr ---\n{tail}"))
+            message.push_str(&format!("\n--- last lines of stderr ---\n{tail}"))
         }
         Ok(Ok(None)) => {}
-        Ok(Err(e)) => v.message.push_str(&format!("\n(stderr not readable: {e})")),
-        Err(_) => v.message.push_str(SLOW),
+        Ok(Err(e)) => message.push_str(&format!("\n(stderr not readable: {e})")),
+        Err(_) => message.push_str(SLOW),
     }
 }

@@ -10,8 +10,7 @@
 
 use serde_json::json;
 
-use crate::proto::connector::GetTaskMetricsRequest;
-use crate::proto::core::ExecutionMetricResult;
+use crate::service::wire::status::{MetricResult, MetricsQuery};
 use crate::slurmrestd::JobUsage;
 
 use crate::service::ServiceError;
@@ -109,7 +108,7 @@ pub fn results(
     metrics: &[Metric],
     window: (Option<i64>, Option<i64>),
     now: i64,
-) -> Vec<ExecutionMetricResult> {
+) -> Vec<MetricResult> {
     metrics
         .iter()
         .map(|&m| {
@@ -137,12 +136,12 @@ pub fn results(
                     Some(json!({"metric": labels, "values": [[at, v.to_string()]]}))
                 })
                 .collect();
-            ExecutionMetricResult {
+            MetricResult {
                 metric: m.name().to_string(),
-                data: Some(crate::proto::json_to_struct(&json!({
+                data: json!({
                     "resultType": "matrix",
                     "result": series,
-                }))),
+                }),
             }
         })
         .collect()
@@ -152,8 +151,8 @@ pub fn results(
 pub async fn of_job(
     rt: &ClusterRuntime,
     m: &ResourceMeta,
-    req: &GetTaskMetricsRequest,
-) -> Result<Vec<ExecutionMetricResult>, ServiceError> {
+    req: &MetricsQuery,
+) -> Result<Vec<MetricResult>, ServiceError> {
     let metrics = parse_queries(&req.queries).map_err(ServiceError::Invalid)?;
     let array = m
         .array_indices()
@@ -181,10 +180,7 @@ pub async fn of_job(
                     m.job_id, rt.cfg.name
                 ))
             })?;
-    let window = (
-        req.start_time.as_ref().map(|t| t.seconds),
-        req.end_time.as_ref().map(|t| t.seconds),
-    );
+    let window = (req.start, req.end);
     let now = chrono::Utc::now().timestamp();
     Ok(results(&rt.cfg.name, &usage, &metrics, window, now))
 }

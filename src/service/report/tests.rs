@@ -8,15 +8,31 @@ fn meta() -> ResourceMeta {
     ResourceMeta::new("hpc1", JobId(123), "flyte-t-1", "", "")
 }
 
+/// A snapshot of Slurm's state `state` (base state and flags, `+` between them).
 fn snap(state: &str, class: Option<FailureClass>) -> JobSnapshot {
+    let packed =
+        crate::tracker::Packed::pack(&crate::slurmrestd::JobState::from_strings(state.split('+')))
+            .0;
     JobSnapshot {
+        slurm: crate::tracker::Slurm::State(packed),
         state: Some(state.into()),
         class,
-        ..JobSnapshot::bare(
-            JobId(123),
-            class.map(|c| c.phase()).unwrap_or(Phase::Running),
-        )
+        ..JobSnapshot::bare(JobId(123))
     }
+}
+
+/// The requeue budget's verdict on a snapshot (`deployment`: the deployment's budget).
+fn over_budget(m: &ResourceMeta, s: &JobSnapshot, deployment: u32) -> Option<(u32, u32)> {
+    phase::over_budget(&facts_of(m, s, deployment))
+}
+
+/// GetTask's answer of a snapshot that needs no read (no native result, no outputs, no
+/// staging), with a deployment budget of 3.
+async fn answered(m: &ResourceMeta, s: &JobSnapshot) -> TaskStatus {
+    let no_native = std::future::ready((None, None));
+    let no_outputs = std::future::ready((None, None));
+    let decided = phase::decide_reading(facts_of(m, s, 3), no_native, no_outputs).await;
+    answer::answer(m, s, decided, None, &[]).await
 }
 
 fn code(rc: u32, signal: Option<(u32, &str)>) -> Option<ExitCode> {
@@ -142,9 +158,6 @@ fn an_arrays_message_names_its_worst_element_and_counts_the_others() {
         let mut s = snap(state, class);
         s.job_id = JobId(200 + i);
         s.exit_code = rc.and_then(|rc| code(rc, None));
-        if class.is_none() {
-            s.phase = Phase::Succeeded;
-        }
         ElementSnapshot {
             index: i,
             snapshot: s,
@@ -237,27 +250,25 @@ fn a_requeue_budget_is_spent_only_past_it() {
     assert_eq!(over_budget(&m, &s, 3), Some((1, 0)));
     // A job that succeeded in the end succeeded; one whose code failed in its last run
     // failed by itself.
-    s.phase = Phase::Succeeded;
+    s.slurm = snap("COMPLETED", None).slurm;
     assert_eq!(over_budget(&m, &s, 3), None);
     let mut failed = snap("FAILED", Some(FailureClass::User));
     failed.restart_count = Some(1);
     assert_eq!(over_budget(&m, &failed, 3), None);
     // Cancelled by the connector for the budget: still reported as the budget's.
     let mut cancelled = snap("CANCELLED", None);
-    cancelled.phase = Phase::Aborted;
     cancelled.restart_count = Some(1);
     assert_eq!(over_budget(&m, &cancelled, 3), Some((1, 0)));
 }
 
-/// A SIGKILLed slurmctld restarted from an older state gave this task's job id to another
-/// execution's submit (seen on 26.05: JobId=46 twice, tests/real_controller_drill.rs). That job's
-/// COMPLETED is not this task's: the task is the cluster's failure, retried by Flyte.
+/// A SIGKILLed slurmctld restarted from an older state can give this task's job id to another
+/// execution's submit (`tests/real_controller_drill.rs` drives it). That job's COMPLETED is not
+/// this task's: the task is the cluster's failure, retried by Flyte.
 #[test]
 fn a_job_id_that_now_names_another_execution_is_not_this_tasks_end() {
     let mut m = meta();
     m.job_name = "flyte-nightly-c5e5743c58137c41".into();
     let mut s = snap("COMPLETED", None);
-    s.phase = Phase::Succeeded;
     assert_eq!(
         reused_id(&m, &s),
         None,
@@ -314,8 +325,7 @@ mod accounting_stage {
     use std::sync::Arc;
 
     use super::*;
-    use crate::service::report::accounting::{Summary, apply, custom_info, held};
-    use crate::service::report::held_resource;
+    use crate::service::report::accounting::{Summary, custom_info};
     use crate::slurmrestd::{JobState, JobUsage, Tres};
     use crate::tracker::Accounting;
 
@@ -355,7 +365,6 @@ mod accounting_stage {
 
     fn finished(accounting: Accounting) -> JobSnapshot {
         let mut s = snap("COMPLETED", None);
-        s.phase = Phase::Succeeded;
         s.accounting = accounting;
         s
     }
@@ -435,15 +444,20 @@ mod accounting_stage {
         assert!(s.to_json().get("cpu_efficiency").is_none());
     }
 
-    #[test]
-    fn a_terminal_answer_is_held_running_while_the_record_is_awaited() {
+    #[tokio::test]
+    async fn a_terminal_answer_is_held_running_while_the_record_is_awaited() {
         let m = meta();
+        let held = |s: &JobSnapshot| {
+            crate::service::phase::decide(&facts_of(&meta(), s, 3)).reason
+                == crate::service::phase::Reason::AwaitingAccounting
+        };
         let s = finished(Accounting::Awaited);
         assert!(held(&s));
-        let r = held_resource(&m, &s, &[]);
-        assert_eq!(r.phase, Phase::Running as i32);
+        let r = answered(&m, &s).await;
+        assert_eq!(r.phase, Phase::Running);
         assert!(r.message.contains("ended (COMPLETED)"), "{}", r.message);
         assert!(r.message.contains("slurmdbd"), "{}", r.message);
+        assert_eq!(r.accounting, None);
         // Not held once read, nor when it will not come, nor while the job runs.
         assert!(!held(&finished(Accounting::Read(vec![usage(1, 9)]))));
         assert!(!held(&finished(Accounting::Unavailable("x".into()))));
@@ -452,37 +466,30 @@ mod accounting_stage {
         assert!(!held(&running));
     }
 
-    #[test]
-    fn the_terminal_answer_carries_the_line_and_custom_info() {
+    #[tokio::test]
+    async fn the_terminal_answer_carries_the_line_and_custom_info() {
         let m = meta();
         let s = finished(Accounting::Read(vec![usage(1, 9)]));
-        let mut v = verdict::Verdict::of(&m, &s);
-        apply(&mut v, &s);
+        let r = answered(&m, &s).await;
         assert!(
-            v.message
+            r.message
                 .lines()
                 .last()
                 .unwrap()
                 .starts_with("Slurm accounting: 9 s"),
             "{}",
-            v.message
+            r.message
         );
-        let mut r = v.into_resource(&m, &s, &[]);
-        crate::service::report::accounting::add_custom_info(&mut r, &s);
-        let info = crate::proto::struct_to_json(r.custom_info.as_ref().unwrap());
-        assert_eq!(
-            info["accounting"]["elapsed_seconds"],
-            serde_json::json!(9.0)
-        );
+        let info = r.custom_info().unwrap();
+        assert_eq!(info["accounting"]["elapsed_seconds"], serde_json::json!(9));
         assert_eq!(info["accounting"]["source"], serde_json::json!("slurmdbd"));
 
         let s = finished(Accounting::Unavailable(
             "the cluster has no accounting".into(),
         ));
-        let mut v = verdict::Verdict::of(&m, &s);
-        apply(&mut v, &s);
+        let r = answered(&m, &s).await;
         assert!(
-            v.message
+            r.message
                 .ends_with("no Slurm accounting: the cluster has no accounting")
         );
         assert_eq!(
@@ -493,33 +500,34 @@ mod accounting_stage {
 }
 
 /// A requeue says what it was when slurmdbd's records of the earlier runs say it.
-#[test]
-fn a_requeue_names_preemptions_and_node_failures_when_slurmdbd_says() {
+#[tokio::test]
+async fn a_requeue_names_preemptions_and_node_failures_when_slurmdbd_says() {
     use crate::tracker::Requeues;
     let m = meta();
     let mut s = snap("PENDING", None);
-    s.phase = Phase::Queued;
     s.restart_count = Some(2);
-    let said = |s: &JobSnapshot| {
-        let mut v = verdict::Verdict::of(&m, s);
-        budget::apply(&mut v, &m, s, 3);
-        v.message.lines().last().unwrap().to_string()
+    let said = async |s: &JobSnapshot| {
+        let r = answered(&m, s).await;
+        r.message.lines().last().unwrap().to_string()
     };
     assert_eq!(
-        said(&s),
+        said(&s).await,
         "requeued by Slurm after a node failure or preemption (2 of 3)"
     );
     s.requeues = Some(Requeues {
         preempted: 2,
         node_failures: 0,
     });
-    assert_eq!(said(&s), "requeued by Slurm after 2 preemptions (2 of 3)");
+    assert_eq!(
+        said(&s).await,
+        "requeued by Slurm after 2 preemptions (2 of 3)"
+    );
     s.requeues = Some(Requeues {
         preempted: 1,
         node_failures: 1,
     });
     assert_eq!(
-        said(&s),
+        said(&s).await,
         "requeued by Slurm after 1 preemption and 1 node failure (2 of 3)"
     );
 }

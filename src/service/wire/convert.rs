@@ -1,11 +1,13 @@
 //! `CreateTaskRequest` (protobuf) → the renderer's [`TaskSpec`]. Only shape, no policy: what a
 //! task may or may not do is the renderer's and the config's business.
 
-use crate::proto::connector::CreateTaskRequest;
-use crate::proto::core::{self, literal, literal_type, primitive, scalar};
-use crate::proto::struct_to_json;
-use crate::render::{ContainerSpec, InputValue, InterfaceKind, TaskConfig, TaskSpec, TaskType};
+use crate::proto::connector::{CreateTaskRequest, Resource};
+use crate::proto::core;
+use crate::proto::task::{NamedLiteral, Outputs};
+use crate::proto::{json_to_struct, struct_to_json};
+use crate::render::{ContainerSpec, InputValue, TaskConfig, TaskSpec, TaskType};
 
+use super::status::TaskStatus;
 use super::{Metadata, TaskRequest};
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -110,78 +112,32 @@ pub fn task_spec(req: &CreateTaskRequest) -> Result<TaskSpec, ConvertError> {
     })
 }
 
-pub(super) fn input_value(l: Option<&core::Literal>) -> InputValue {
-    let unsupported = |t: &str| InputValue::Unsupported {
-        type_name: t.to_string(),
-    };
-    let Some(v) = l.and_then(|l| l.value.as_ref()) else {
-        return unsupported("empty literal");
-    };
-    match v {
-        literal::Value::Scalar(s) => match s.value.as_ref() {
-            Some(scalar::Value::Primitive(p)) => match p.value.as_ref() {
-                Some(primitive::Value::Integer(i)) => InputValue::Int(*i),
-                Some(primitive::Value::FloatValue(f)) => InputValue::Float(*f),
-                Some(primitive::Value::StringValue(s)) => InputValue::Str(s.clone()),
-                Some(primitive::Value::Boolean(b)) => InputValue::Bool(*b),
-                Some(primitive::Value::Datetime(_)) => unsupported("datetime"),
-                Some(primitive::Value::Duration(_)) => unsupported("timedelta"),
-                None => unsupported("empty primitive"),
-            },
-            Some(scalar::Value::Blob(b)) => InputValue::Blob {
-                uri: b.uri.clone(),
-                multipart: b
-                    .metadata
-                    .as_ref()
-                    .and_then(|m| m.r#type.as_ref())
-                    .is_some_and(|t| {
-                        t.dimensionality == core::blob_type::BlobDimensionality::Multipart as i32
-                    }),
-            },
-            Some(scalar::Value::Binary(_)) => unsupported("binary"),
-            Some(scalar::Value::Schema(_)) => unsupported("schema"),
-            Some(scalar::Value::NoneType(_)) => unsupported("None"),
-            Some(scalar::Value::Error(_)) => unsupported("error"),
-            Some(scalar::Value::Generic(_)) => unsupported("struct/dict"),
-            Some(scalar::Value::StructuredDataset(_)) => {
-                unsupported("structured dataset (DataFrame)")
-            }
-            Some(scalar::Value::Union(_)) => unsupported("union/Optional"),
-            None => unsupported("empty scalar"),
-        },
-        literal::Value::Collection(_) => unsupported("list"),
-        literal::Value::Map(_) => unsupported("dict (map)"),
-        literal::Value::OffloadedMetadata(_) => unsupported("offloaded literal"),
-    }
-}
+super::status::literals!(core);
 
-pub(super) fn interface_kind(t: Option<&core::LiteralType>) -> InterfaceKind {
-    match t.and_then(|t| t.r#type.as_ref()) {
-        Some(literal_type::Type::Blob(b)) => {
-            if b.dimensionality == core::blob_type::BlobDimensionality::Multipart as i32 {
-                InterfaceKind::Dir
-            } else {
-                InterfaceKind::File
-            }
-        }
-        Some(literal_type::Type::Simple(s)) => InterfaceKind::Other(
-            core::SimpleType::try_from(*s)
-                .map(|s| s.as_str_name().to_lowercase())
-                .unwrap_or_else(|_| "simple".into()),
-        ),
-        Some(other) => InterfaceKind::Other(
-            match other {
-                literal_type::Type::Schema(_) => "schema",
-                literal_type::Type::CollectionType(_) => "list",
-                literal_type::Type::MapValueType(_) => "dict",
-                literal_type::Type::EnumType(_) => "enum",
-                literal_type::Type::StructuredDatasetType(_) => "structured dataset",
-                literal_type::Type::UnionType(_) => "union",
-                _ => "other",
-            }
-            .to_string(),
-        ),
-        None => InterfaceKind::Other("untyped".into()),
+/// GetTask's answer as Flyte 2's `Resource`.
+pub fn resource(s: TaskStatus) -> Resource {
+    let custom_info = s.custom_info().map(|v| json_to_struct(&v));
+    Resource {
+        outputs: s.outputs.map(|blobs| Outputs {
+            literals: blobs
+                .iter()
+                .map(|b| NamedLiteral {
+                    name: b.name.clone(),
+                    value: Some(blob_literal(b)),
+                })
+                .collect(),
+        }),
+        message: s.message,
+        log_links: s
+            .log_links
+            .into_iter()
+            .map(|l| core::TaskLog {
+                ready: true,
+                ..task_log(l)
+            })
+            .collect(),
+        phase: wire_phase(s.phase),
+        custom_info,
     }
 }
 

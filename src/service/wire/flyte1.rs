@@ -25,18 +25,18 @@
 
 use std::collections::BTreeMap;
 
-use prost::Message;
 use serde_json::{Map, Value};
 
 use crate::proto::flyte1::{admin, core as core1};
-use crate::proto::{connector, core as core2, struct_to_json, task as task2};
+use crate::proto::{json_to_struct, struct_to_json};
 use crate::render::custom::{NO_COALESCE, OptValue, SlurmCustom};
 use crate::render::{
     ContainerSpec, InputValue, InterfaceKind, OutputKind, ShellTemplate, TaskConfig, TaskSpec,
     TaskType,
 };
 
-use super::{Metadata, TaskRequest, convert};
+use super::status::TaskStatus;
+use super::{Metadata, TaskRequest};
 
 /// Flyte 1's `slurm_fn`: flytekitplugins-slurm's `SlurmFunctionTask`.
 pub const FUNCTION_TASK_TYPE: &str = "slurm_fn";
@@ -109,7 +109,7 @@ pub fn request(req: &admin::CreateTaskRequest) -> Result<TaskRequest, Flyte1Erro
             "task config `ssh_config` ignored: the connector reaches the cluster through slurmrestd \
              (its `host` only selects the cluster that lists it in `ssh_hosts`)"
         );
-        config.host = host.map(String::from);
+        config.connection.host = host.map(String::from);
     }
     (config.sbatch_options, config.no_coalesce) = sbatch_options(&custom)?;
     let parts = if shell_task {
@@ -314,16 +314,12 @@ fn batch_script_args(custom: &Map<String, Value>) -> Result<Vec<String>, Flyte1E
 }
 
 /// The request's inputs as the renderer reads them, sorted by name (propeller builds the map
-/// from a Go map: its order is random). Flyte 1's literals are Flyte 2's (same fields), so each
-/// crosses by its protobuf bytes, as the outputs do back.
+/// from a Go map: its order is random).
 fn literal_inputs(inputs: Option<&core1::LiteralMap>) -> Vec<(String, InputValue)> {
     let mut out: Vec<(String, InputValue)> = inputs
         .iter()
         .flat_map(|m| m.literals.iter())
-        .map(|(name, l)| {
-            let v2 = core2::Literal::decode(l.encode_to_vec().as_slice()).ok();
-            (name.clone(), convert::input_value(v2.as_ref()))
-        })
+        .map(|(name, l)| (name.clone(), input_value(Some(l))))
         .collect();
     out.sort_by(|a, b| a.0.cmp(&b.0));
     out
@@ -336,13 +332,7 @@ fn interface_outputs(t: &core1::TaskTemplate) -> Vec<(String, InterfaceKind)> {
         .iter()
         .flat_map(|i| i.outputs.iter())
         .flat_map(|m| m.variables.iter())
-        .map(|(name, var)| {
-            let ty = var
-                .r#type
-                .as_ref()
-                .and_then(|ty| core2::LiteralType::decode(ty.encode_to_vec().as_slice()).ok());
-            (name.clone(), convert::interface_kind(ty.as_ref()))
-        })
+        .map(|(name, var)| (name.clone(), interface_kind(var.r#type.as_ref())))
         .collect();
     out.sort_by(|a, b| a.0.cmp(&b.0));
     out
@@ -503,47 +493,23 @@ fn scalar_text(v: &Value) -> Option<String> {
     }
 }
 
-/// The service's answer to GetTask as Flyte 1's `Resource`. The messages are Flyte 2's
-/// descendants: the phase enum has the same values, and a literal has the same fields, so each
-/// output literal crosses by its protobuf bytes (pinned by `literals_cross_unchanged` below).
-pub fn resource(r: connector::Resource) -> admin::Resource {
+super::status::literals!(core1);
+
+/// GetTask's answer as Flyte 1's `Resource`.
+pub fn resource(s: TaskStatus) -> admin::Resource {
+    let custom_info = s.custom_info().map(|v| json_to_struct(&v));
     admin::Resource {
-        outputs: r.outputs.map(literal_map),
-        message: r.message,
-        log_links: r.log_links.into_iter().map(task_log).collect(),
-        phase: r.phase,
-        custom_info: r.custom_info,
+        outputs: s.outputs.map(|blobs| core1::LiteralMap {
+            literals: blobs
+                .iter()
+                .map(|b| (b.name.clone(), blob_literal(b)))
+                .collect(),
+        }),
+        message: s.message,
+        log_links: s.log_links.into_iter().map(task_log).collect(),
+        phase: wire_phase(s.phase),
+        custom_info,
         ..Default::default()
-    }
-}
-
-fn literal_map(o: task2::Outputs) -> core1::LiteralMap {
-    core1::LiteralMap {
-        literals: o
-            .literals
-            .into_iter()
-            .map(|nl| {
-                let value = nl.value.map(|l| literal(&l)).unwrap_or_default();
-                (nl.name, value)
-            })
-            .collect(),
-    }
-}
-
-fn literal(l: &core2::Literal) -> core1::Literal {
-    // Same field numbers and types (flyteidl2's literals.proto is flyteidl's, minus artifacts):
-    // a decode of the other's bytes cannot fail.
-    core1::Literal::decode(l.encode_to_vec().as_slice()).unwrap_or_default()
-}
-
-fn task_log(l: core2::TaskLog) -> core1::TaskLog {
-    core1::TaskLog {
-        uri: l.uri,
-        name: l.name,
-        message_format: l.message_format,
-        ttl: l.ttl,
-        show_while_pending: l.show_while_pending,
-        hide_once_finished: l.hide_once_finished,
     }
 }
 

@@ -63,7 +63,7 @@ pub struct ResourceMeta {
     /// `stdout`/`stderr`/`job_name` are its own. Absent for every other meta.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub element: Option<u32>,
-    /// The Slurm user the job runs as, when an identity rule chose one (issue 15): cancels,
+    /// The Slurm user the job runs as, when an identity rule chose one: cancels,
     /// accounting lookups and a taken-over submit act as this user, from any replica or after a
     /// restart. Absent: the cluster's deployment user (every meta written before identities).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -3,12 +3,17 @@
 //! protocol, `flyte1` for Flyte 1's agent protocol), and the `resource_meta` the backend keeps for
 //! each task and sends back with every call (`meta`, also the Python connector's, for a drop-in).
 //!
-//! A leaf of `service`: imports `proto`, `config`, `render` and `slurmrestd` types, nothing of
-//! `service`.
+//! GetTask's answer crosses back the same way: the read path makes one [`status::TaskStatus`],
+//! and each protocol's seam turns it into its own `Resource` (`convert::resource`,
+//! `flyte1::resource`).
+//!
+//! A leaf of `service`: imports `proto`, `config`, `render`, `slurmrestd`, `staging` and
+//! `tracker` types, nothing of `service`.
 
 pub mod convert;
 pub mod flyte1;
 pub mod meta;
+pub mod status;
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -1,6 +1,7 @@
 //! The Flyte 1 seam on the published plugin's fixtures (flytekitplugins-slurm 1.16.31).
 
 use super::*;
+use prost::Message;
 
 /// A request made by flytekit and flytekitplugins-slurm 1.16.31 (`scripts/make-flyte1-fixtures.py`).
 fn fixture(name: &str) -> admin::CreateTaskRequest {
@@ -44,8 +45,11 @@ fn slurm_fn_becomes_a_function_task_with_its_options_and_identity() {
         options(&[("partition", "debug"), ("time", "00:10:00")])
     );
     assert_eq!(
-        (c.host.as_deref(), c.username.as_deref()),
-        (Some("login.hpc.example.org"), None),
+        (
+            c.connection.host.as_deref(),
+            c.connection.named_users.is_empty()
+        ),
+        (Some("login.hpc.example.org"), true),
         "ssh_config's host picks the cluster; its username is SSH's and ignored"
     );
     assert!(c.script.as_deref().unwrap().contains("{task.fn}"));
@@ -244,59 +248,42 @@ fn what_the_plugin_never_writes_is_refused_by_name() {
     assert_eq!(request(&req).unwrap_err(), Flyte1Error::NoExecutionId);
 }
 
+/// One status, both wires: the same phase value, message, log link, custom_info and output
+/// blob (its URI and dimensionality) in Flyte 1's `Resource` as in Flyte 2's.
 #[test]
-fn literals_cross_unchanged() {
-    use core2::{
-        Blob, BlobMetadata, BlobType, Literal, Primitive, Scalar, literal, primitive, scalar,
-    };
-    let blob = Literal {
-        value: Some(literal::Value::Scalar(Box::new(Scalar {
-            value: Some(scalar::Value::Blob(Blob {
-                uri: "s3://b/out/model".into(),
-                metadata: Some(BlobMetadata {
-                    r#type: Some(BlobType {
-                        format: String::new(),
-                        dimensionality: 1,
-                    }),
-                }),
-            })),
-        }))),
-        ..Default::default()
-    };
-    let int = Literal {
-        value: Some(literal::Value::Scalar(Box::new(Scalar {
-            value: Some(scalar::Value::Primitive(Primitive {
-                value: Some(primitive::Value::Integer(42)),
-            })),
-        }))),
-        ..Default::default()
-    };
-    let v2 = connector::Resource {
-        outputs: Some(task2::Outputs {
-            literals: vec![
-                task2::NamedLiteral {
-                    name: "model".into(),
-                    value: Some(blob),
-                },
-                task2::NamedLiteral {
-                    name: "n".into(),
-                    value: Some(int),
-                },
-            ],
-        }),
-        message: "done".into(),
-        phase: 3,
-        log_links: vec![core2::TaskLog {
-            uri: "https://logs/1".into(),
+fn a_status_reaches_both_wires_alike() {
+    use crate::service::wire::status::{LogLink, SlurmJob};
+    use crate::staging::{Dimensionality, OutputBlob};
+    let status = TaskStatus {
+        outputs: Some(vec![OutputBlob {
+            name: "model".into(),
+            uri: "s3://b/out/model".into(),
+            dimensionality: Dimensionality::Multipart,
+        }]),
+        log_links: vec![LogLink {
             name: "Slurm".into(),
-            ..Default::default()
+            uri: "https://logs/1".into(),
         }],
-        custom_info: None,
+        job: Some(SlurmJob {
+            cluster: "hpc".into(),
+            job_id: crate::slurmrestd::JobId(5),
+            job_name: "j".into(),
+            element: None,
+        }),
+        ..TaskStatus::without_job(crate::domain::Phase::Succeeded, "done".into())
     };
-    let v1 = resource(v2);
-    assert_eq!(v1.phase, 3);
+    let v2 = crate::service::wire::convert::resource(status.clone());
+    let v1 = resource(status);
+    assert_eq!(v1.phase, core1::task_execution::Phase::Succeeded as i32);
+    assert_eq!(v1.phase, v2.phase);
     assert_eq!(v1.message, "done");
     assert_eq!(v1.log_links[0].uri, "https://logs/1");
+    assert!(v1.log_links[0].show_while_pending);
+    assert_eq!(v1.custom_info, v2.custom_info);
+    assert_eq!(
+        struct_to_json(v1.custom_info.as_ref().unwrap())["job_id"],
+        5.0
+    );
     let out = v1.outputs.unwrap().literals;
     let Some(core1::literal::Value::Scalar(s)) = &out["model"].value else {
         panic!("{out:?}")
@@ -305,25 +292,17 @@ fn literals_cross_unchanged() {
         panic!("{s:?}")
     };
     assert_eq!(b.uri, "s3://b/out/model");
-    assert_eq!(
-        b.metadata
-            .as_ref()
-            .unwrap()
-            .r#type
-            .as_ref()
-            .unwrap()
-            .dimensionality,
-        1
-    );
-    let Some(core1::literal::Value::Scalar(s)) = &out["n"].value else {
-        panic!("{out:?}")
-    };
-    assert_eq!(
-        s.value,
-        Some(core1::scalar::Value::Primitive(core1::Primitive {
-            value: Some(core1::primitive::Value::Integer(42))
-        }))
-    );
+    let dims = b
+        .metadata
+        .as_ref()
+        .unwrap()
+        .r#type
+        .as_ref()
+        .unwrap()
+        .dimensionality;
+    assert_eq!(dims, core1::blob_type::BlobDimensionality::Multipart as i32);
+    let v2_out = v2.outputs.unwrap().literals;
+    assert_eq!(v2_out[0].name, "model");
 }
 
 /// flytekit writes `@task(interruptible=True)` into the template's metadata; propeller also
