@@ -44,6 +44,8 @@ macro_rules! require_cluster {
 // Two families of tests in tests/real_slurm/ (declared after the macro, which they use).
 #[path = "real_slurm/cancel.rs"]
 mod cancel;
+#[path = "real_slurm/claim.rs"]
+mod claim;
 #[path = "real_slurm/job_states.rs"]
 mod job_states;
 

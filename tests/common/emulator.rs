@@ -72,6 +72,35 @@ pub async fn moto(exe: &Path, port: u16, bucket: &str) -> Emulator {
     let endpoint = format!("http://127.0.0.1:{port}");
     let args = ["-H", "127.0.0.1", "-p", &port.to_string()].map(String::from);
     let moto = start("moto", exe, &args, &endpoint).await;
+    create_bucket(&endpoint, bucket).await;
+    moto
+}
+
+/// moto's server as [`moto`] starts it, but answering one request at a time (werkzeug's server
+/// unthreaded, which also closes each connection after its answer). moto checks a conditional
+/// PUT's `If-None-Match` and then writes, on a thread per request: two PUTs racing for one key
+/// can both pass the check, where S3 makes the check and the write one step. Served one at a
+/// time, moto stands for S3 in a test of concurrent conditional writes. Started through the
+/// interpreter of `exe` (its `#!` line), with moto's own `main` and only `threaded` changed.
+pub async fn moto_one_request_at_a_time(exe: &Path, port: u16, bucket: &str) -> Emulator {
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let script = std::fs::read_to_string(exe).unwrap_or_else(|e| panic!("{}: {e}", exe.display()));
+    let python = script
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("#!"))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("{}: no #! line naming its Python", exe.display()));
+    let code = "import moto.server as s, werkzeug.serving as w\n\
+                s.run_simple = lambda *a, **k: w.run_simple(*a, **{**k, 'threaded': False})\n\
+                s.main()";
+    let args = ["-c", code, "-H", "127.0.0.1", "-p", &port.to_string()].map(String::from);
+    let moto = start("moto", Path::new(python), &args, &endpoint).await;
+    create_bucket(&endpoint, bucket).await;
+    moto
+}
+
+async fn create_bucket(endpoint: &str, bucket: &str) {
     let created = reqwest::Client::new()
         .put(format!("{endpoint}/{bucket}"))
         .send()
@@ -82,7 +111,6 @@ pub async fn moto(exe: &Path, port: u16, bucket: &str) -> Emulator {
         "create bucket {bucket}: {}",
         created.status()
     );
-    moto
 }
 
 /// The `ETag` of the object at `<endpoint>/<key>` on an S3-style server (moto checks no

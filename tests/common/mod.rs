@@ -1,12 +1,14 @@
 //! The helpers of the integration tests and benches, in one place (`mod common;` in a test,
 //! `#[path = "../tests/common/mod.rs"] mod common;` in a bench; each uses part of it):
 //! - `blackhole`: a forwarder on loopback that can start dropping packets (connects time out);
+//! - `claim`: the claim store's conditional-write suite, run on every object-store backend;
 //! - `mock`: an in-process mock-slurmrestd and the deployment pointing at it;
 //! - `request`: the real CreateTaskRequest fixtures, what tests change in them, `get_req`;
 //! - `flyte1`: the same for Flyte 1's requests (flytekitplugins-slurm's);
 //! - `server`: the connector in-process (`serve_with`) and a gRPC client;
 //! - `drill`: the harness of the fault drills;
 //! - `fleet`: several real `serve` processes and a backend-like client (the real-tier drills);
+//! - `hooked`: an object store that asks a hook before each request (fail it, count it);
 //! - `identity`: identity rules as the tests write them;
 //! - `staging`: the staging tests' folders, roots and stager;
 //! - `emulator`: object-store emulators (moto, Azurite) and the output round trip;
@@ -16,10 +18,12 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod blackhole;
+pub mod claim;
 pub mod drill;
 pub mod emulator;
 pub mod fleet;
 pub mod flyte1;
+pub mod hooked;
 pub mod identity;
 pub mod mock;
 pub mod request;

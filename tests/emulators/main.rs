@@ -3,7 +3,7 @@
 //! installs them; `common::skip` says what is missing). Apart from the hermetic tier because each
 //! module points object_store at its emulator through process-wide variables (`AWS_*`,
 //! `GOOGLE_*`, `AZURE_*`), which no other test should read. One module alone:
-//! `cargo test --test emulators staging_gcs::`.
+//! `cargo test --test emulators staging_gcs::`. `claim`: the claim store (issue 52) on each.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -17,6 +17,8 @@ fn alone() -> std::sync::MutexGuard<'static, ()> {
     ENV.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+mod backends;
+mod claim;
 mod staging_azure;
 mod staging_gcs;
 mod staging_s3;

@@ -32,52 +32,19 @@
 //! without checking, unless `SLURM_CONNECTOR_REQUIRE_REAL` requires the `gcs` tier (CI installs
 //! it and does).
 
-use crate::common;
-use common::emulator;
-use common::free_port;
-use common::skip::{Tier, skip};
+use crate::backends::{self, Backend, GCS_TOKEN};
+use crate::common::emulator;
 
 use slurm_connector::staging::objstore;
 
-/// A token object_store sends as `Authorization: Bearer`; moto checks none. It must appear in no
-/// message.
-const TOKEN: &str = "ya29.gcs-test-bearer-token";
-
 #[test]
 fn gs_outputs_upload_through_both_backends() {
-    let _alone = crate::alone();
-    let Some(exe) = emulator::find_on_path("moto_server") else {
-        skip(
-            Tier::Gcs,
-            "moto_server is not on PATH (it serves the GCS XML API this test uses); install it \
-             with: pip install 'moto[server]==5.2.5'",
-        );
-        return;
-    };
-    let port = free_port();
-    let endpoint = format!("http://127.0.0.1:{port}");
-    // object_store reads its GCS settings from the environment, as it will in production: where
-    // the API is, a static token (without one object_store asks the metadata server, which is
-    // not there), plain http. Set before the runtime (and any other thread) exists.
-    // SAFETY: no other thread of this process reads the environment now: the binary's other
-    // tests wait on `crate::alone()`, and this test's runtime starts below.
-    unsafe {
-        std::env::set_var("GOOGLE_BASE_URL", &endpoint);
-        std::env::set_var("GOOGLE_BEARER_TOKEN", TOKEN);
-        std::env::set_var("GOOGLE_ALLOW_HTTP", "true");
-    }
-    // The gs:// store is object_store's GCS client, not its S3 one. (Its Display, not its Debug:
-    // the Debug shows the credential.)
-    let store = objstore::open("gs://outputs/runs/x").unwrap().store;
-    assert_eq!(store.to_string(), "GoogleCloudStorage(outputs)");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let _moto = emulator::moto(&exe, port, "outputs").await;
-        emulator::outputs_round_trip("gs://outputs/runs", "no-such-bucket", &[TOKEN]).await;
+    backends::run(Backend::Gcs, |endpoint| async move {
+        // The gs:// store is object_store's GCS client, not its S3 one. (Its Display, not its
+        // Debug: the Debug shows the credential.)
+        let store = objstore::open("gs://outputs/runs/x").unwrap().store;
+        assert_eq!(store.to_string(), "GoogleCloudStorage(outputs)");
+        emulator::outputs_round_trip("gs://outputs/runs", "no-such-bucket", &[GCS_TOKEN]).await;
         // The large file went as an XML multipart upload: its ETag says how many parts.
         let etag = emulator::etag(&endpoint, "outputs/runs/local/model").await;
         assert!(etag.ends_with("-3\""), "three parts: {etag}");

@@ -16,6 +16,8 @@ mod common;
 mod render_support;
 
 mod alert_drills;
+mod claim_protocol;
+mod claim_store;
 mod cli_check;
 mod cli_e2e;
 mod cli_ingress;

@@ -137,3 +137,31 @@ async fn all_states_is_one_jobs_state_request_without_ids_on_every_version() {
         }
     }
 }
+
+/// slurmrestd refuses to update one element of an array (recorded:
+/// `24.11_v0.0.42_update-array-element-refused`, the same on v0.0.40 and v0.0.41): the client
+/// reports Slurm's refusal, and the claim's protocol never asks it (it releases whole arrays).
+#[tokio::test]
+async fn releasing_one_element_of_an_array_is_refused_by_slurmrestd() {
+    let server = common::serving("24.11", &["v0.0.40", "v0.0.41", "v0.0.42"]).await;
+    let sample = Recorded::load("24.11_v0.0.42_update-array-element-refused");
+    Mock::given(method("POST"))
+        .and(path("/slurm/v0.0.42/job/12503_1"))
+        .respond_with(sample.response())
+        .expect(1)
+        .mount(&server)
+        .await;
+    let element = slurm_connector::slurmrestd::JobRef {
+        id: JobId(12503),
+        element: Some(1),
+    };
+    let e = client(&server)
+        .release(element, Some("x"), false)
+        .await
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("instead of array task id") && text.contains("422"),
+        "{text}"
+    );
+}

@@ -1,4 +1,5 @@
-//! Tokens and keys never appear in logs, errors or Debug output — checked with every log level on.
+//! What the client logs: tokens and keys never (in logs, errors or Debug output, checked with
+//! every log level on), and no warning for what the connector asked for.
 
 use crate::common;
 
@@ -83,4 +84,61 @@ fn minting_rejection_and_errors_log_no_secret() {
         assert!(!haystack.contains("eyJ"), "a JWT leaked: {haystack}");
         assert!(!haystack.contains(&signature));
     }
+}
+
+/// slurmctld answers every held submit with "Job is in held state, pending scheduler release",
+/// which slurmrestd repeats as a non-zero return code (recorded: `arrays-submit-held`): for a
+/// job submitted held on purpose (the connector's duplicate check, a user's `--hold`) that is
+/// no warning; the same answer to a job not asked to be held still is.
+#[test]
+fn a_held_submit_is_not_warned_about() {
+    let warn_lines = |hold: Option<bool>| -> String {
+        let capture = Capture::default();
+        let writer = capture.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::WARN)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(async {
+                    let server = common::serving("24.11", &["v0.0.42"]).await;
+                    Mock::given(method("POST"))
+                        .and(wiremock::matchers::path("/slurm/v0.0.42/job/submit"))
+                        .respond_with(Recorded::load("24.11_v0.0.42_arrays-submit-held").response())
+                        .mount(&server)
+                        .await;
+                    let client = Client::new(ClientConfig::new(
+                        "c",
+                        server.uri().parse().unwrap(),
+                        Auth::Static {
+                            token: slurm_connector::slurmrestd::Secret::new("SLURM_JWT=t"),
+                        },
+                    ))
+                    .unwrap();
+                    let job = slurm_connector::slurmrestd::JobDescription {
+                        name: "held".into(),
+                        script: "#!/bin/bash\ntrue\n".into(),
+                        current_working_directory: "/tmp".into(),
+                        hold,
+                        ..Default::default()
+                    };
+                    client
+                        .submit(&job)
+                        .await
+                        .expect("a held submit has its job id");
+                })
+        });
+        String::from_utf8(capture.0.lock().unwrap().clone()).unwrap()
+    };
+    assert_eq!(warn_lines(Some(true)), "", "held on purpose");
+    let not_asked = warn_lines(None);
+    assert_eq!(
+        not_asked.matches("held state").count(),
+        2,
+        "not asked to be held: {not_asked}"
+    );
 }

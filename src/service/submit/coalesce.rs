@@ -87,8 +87,15 @@ pub fn batch_of(
     })
 }
 
+/// The CreateTask waiting for a submit: its `resource_meta` template (the job filled in once
+/// it exists), its Flyte execution (for the log line), and when it must be answered.
+pub struct Waiter {
+    pub template: ResourceMeta,
+    pub flyte: Option<String>,
+    pub answer_by: Option<Instant>,
+}
+
 /// Puts the execution's submit in its batch (see [`batch_of`]).
-#[allow(clippy::too_many_arguments)]
 pub fn submit_coalesced(
     rt: &Arc<ClusterRuntime>,
     window: Duration,
@@ -96,10 +103,13 @@ pub fn submit_coalesced(
     job: &JobDescription,
     batch: BatchOf,
     client: Client,
-    template: ResourceMeta,
-    flyte: Option<String>,
-    answer_by: Option<Instant>,
+    waiter: Waiter,
 ) -> watch::Receiver<Progress> {
+    let Waiter {
+        template,
+        flyte,
+        answer_by,
+    } = waiter;
     let BatchOf {
         shape,
         cap,
@@ -142,8 +152,7 @@ pub fn submit_coalesced(
 /// A batch goes out once no CreateTask joined it for this long (or its window ended): a tenth
 /// of the window, between 5 and 50 ms. A map's CreateTasks arrive within a few milliseconds of
 /// each other (as many as the backend has in flight), so waiting out a 200 ms window after the
-/// last one only delays the whole map (measured: 1000 tasks at 50 in flight took 4.6 s with the
-/// window alone, BENCHMARKS.md).
+/// last one only delays the whole map (BENCHMARKS.md, "Coalescing under Flyte's pacing").
 fn quiet_gap(window: Duration) -> Duration {
     (window / 10).clamp(Duration::from_millis(5), Duration::from_millis(50))
 }

@@ -37,11 +37,11 @@ use tokio::sync::watch;
 
 use crate::slurmrestd::{ClientError, JobDescription};
 
-use crate::proto::connector::Resource;
-use crate::proto::core::task_execution::Phase;
 use crate::service::ServiceError;
 use crate::service::cluster::ClusterRuntime;
+use crate::service::phase::{self, Facts, Submit};
 use crate::service::wire::meta::{self, ResourceMeta};
+use crate::service::wire::status::TaskStatus;
 
 use super::execution::{Placement, Progress, Stall};
 use super::paced;
@@ -122,21 +122,21 @@ const FIND_FRESH: std::time::Duration = std::time::Duration::from_secs(5);
 /// How long GetTask waits for a deferred submit's job to be looked up (its deadline is 10 s).
 const FIND_WAIT: std::time::Duration = std::time::Duration::from_secs(8);
 
-/// What GetTask says of a task whose job is not known yet.
+/// What GetTask says of a task whose job is not known yet: where its submit stands, and why.
 #[derive(Debug, Clone)]
 pub struct Pending {
-    pub phase: Phase,
+    pub submit: Submit,
     pub message: String,
 }
 
 impl Pending {
-    /// GetTask's answer.
-    pub fn resource(self) -> Resource {
-        Resource {
-            phase: self.phase as i32,
-            message: self.message,
-            ..Resource::default()
-        }
+    /// GetTask's answer, its phase decided by `phase::decide`.
+    pub fn status(self) -> TaskStatus {
+        let d = phase::decide(&Facts {
+            submit: Some(self.submit),
+            ..Facts::default()
+        });
+        TaskStatus::without_job(d.phase, self.message)
     }
 }
 
@@ -218,7 +218,7 @@ pub async fn resolve(
     if let Some(known) = rt.submitter.executions.job(&d.key) {
         return Ok(known);
     }
-    let pending = |phase: Phase, message: String| Pending { phase, message };
+    let pending = |submit: Submit, message: String| Pending { submit, message };
     match rt.submitter.executions.progress(&d.key) {
         Some(Progress::Waiting {
             tries,
@@ -226,19 +226,19 @@ pub async fn resolve(
             stall,
         }) => {
             return Err(pending(
-                Phase::Queued,
+                Submit::Going,
                 waiting_message(rt, tries, last_error, stall),
             ));
         }
         Some(Progress::Failed { message, .. }) => {
             return Err(pending(
-                Phase::RetryableFailed,
+                Submit::Failed,
                 format!("[SUBMIT_FAILED] the job could not be submitted: {message}"),
             ));
         }
         Some(Progress::Withdrawn) => {
             return Err(pending(
-                Phase::Aborted,
+                Submit::Withdrawn,
                 "Deleted before its job was submitted".into(),
             ));
         }
@@ -268,7 +268,7 @@ pub async fn resolve(
                     Ok(None) => {}
                     Err(e) => {
                         return Err(pending(
-                            Phase::Queued,
+                            Submit::Going,
                             format!("Not submitted yet, as far as can be seen: {e}"),
                         ));
                     }
@@ -287,7 +287,7 @@ pub async fn resolve(
                 });
             }
             Err(pending(
-                Phase::Queued,
+                Submit::Going,
                 match found {
                     Some((id, _)) => format!(
                         "Job {id} is held for the connector's duplicate check; it is released shortly"
@@ -299,7 +299,7 @@ pub async fn resolve(
             ))
         }
         Err(e) => Err(pending(
-            Phase::Queued,
+            Submit::Going,
             format!("Not submitted yet, as far as can be seen: cannot look the job up ({e})"),
         )),
     }

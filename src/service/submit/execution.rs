@@ -262,7 +262,7 @@ mod tests {
     #[test]
     fn one_entry_holds_everything_of_an_execution_and_idle_ones_expire() {
         // Ages by sleeping, not by moving `changed` back: an Instant before the machine's boot
-        // panics, and a fresh CI machine may have booted minutes ago.
+        // panics, and a fresh machine may have booted minutes ago.
         let keep = Duration::from_millis(40);
         let ex = Executions {
             keep_uncertain: keep * 4,

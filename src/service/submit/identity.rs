@@ -1,4 +1,4 @@
-//! CreateTask's identity decision (issue 15): which Slurm user a task's job runs as, under which
+//! CreateTask's identity decision: which Slurm user a task's job runs as, under which
 //! account, and whether its request stays within its rule's limits. Decided before anything is
 //! submitted; a refusal submits nothing.
 //!
@@ -103,22 +103,11 @@ pub fn check_no_chosen_user(
     let Some(c) = custom.slurm() else {
         return Ok(());
     };
-    for key in ["username", "slurm_user", "user"] {
-        let asked = match key {
-            "username" => c.username.as_deref(),
-            _ => c.connection.get(key).and_then(|v| v.as_str()),
-        };
-        if let Some(asked) = asked
-            && !asked.is_empty()
-            && asked != rule.slurm_user
-        {
+    for (key, asked) in &c.connection.named_users {
+        if !asked.is_empty() && *asked != rule.slurm_user {
             return Err(Refusal::ChoseUser {
                 cluster: cluster.to_string(),
-                key: match key {
-                    "username" => "connection.username",
-                    "slurm_user" => "connection.slurm_user",
-                    _ => "connection.user",
-                },
+                key: key.field(),
                 asked: asked.to_string(),
                 rule: rule.describe(),
                 user: rule.slurm_user.clone(),
@@ -300,8 +289,8 @@ pub fn working_dir_for(
 /// slurmdbd, is neither Operator nor Administrator there (its jobs could act on every user's), and
 /// has the rule's accounts; with `user_jwt_dir`, its token file is there. Without slurmdbd there
 /// is no job-independent way to ask whether a user exists (slurmctld answers reads for any user
-/// name), so that part is skipped with a warning. (Measured on 24.11 without slurmdbd: a job of
-/// an unknown user is accepted and held for ever as UserId=99, JobHeldAdmin.) Unreachable at
+/// name), so that part is skipped with a warning. (Without slurmdbd, a job of an unknown user is
+/// accepted and held for ever as UserId=99, JobHeldAdmin: `tests/real_identity.rs`.) Unreachable at
 /// start: checked never (logged), like the version.
 pub async fn check_at_start(
     cluster: &str,

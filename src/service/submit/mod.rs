@@ -4,6 +4,9 @@
 //!   shared filesystem → identity → working directory → render → admission (shared with
 //!   `slurm-connector render`, which prints what would be submitted) → a pre-staged image and a
 //!   shell task's output locations checked there.
+//! - `claim/`: the claim in the task's object store (which job runs an execution, written only
+//!   with create-if-absent; its format, store, start-up probe, and the protocol over it and
+//!   Slurm). Not yet on this walk.
 //! - `identity`: whom a task runs as (the deployment's rules; a task never chooses).
 //! - `execution`: the one state of each execution in this process (its lock, its submit's
 //!   progress, its job, withdrawn, uncertain), with one expiry.
@@ -24,8 +27,9 @@
 //!
 //! The steps, each entered once and never called back (Flyte 1's differ only in the first two):
 //!
-//! 1. `rpc/grpc.rs` `create_task` (Flyte 1: `rpc/flyte1.rs`), through `Grpc::handle`: timed,
-//!    counted (`rpc/metrics.rs`), its error mapped to a `Status` once;
+//! 1. `rpc/handler.rs` `serve_create`, over the protocol's `Wire` (`rpc/grpc.rs`, Flyte 1:
+//!    `rpc/flyte1.rs`), through `Grpc::handle`: timed, counted (`rpc/metrics.rs`), its error
+//!    mapped to a `Status` once;
 //! 2. `wire/convert.rs` `request` (Flyte 1: `wire/flyte1.rs`): the wire message as the domain
 //!    `TaskRequest`, the plugin's `custom` parsed once (`render::TaskConfig`);
 //! 3. `service/mod.rs` `Connector::create_task`: the cluster and credential (`config`), then
@@ -48,6 +52,7 @@
 //! so they import no `cluster`; nor does `protocol`, which works on the `Submitter` alone.
 
 pub(crate) mod batches;
+pub mod claim;
 pub(crate) mod coalesce;
 pub(crate) mod coalesce_settings;
 pub(crate) mod deferred;

@@ -191,7 +191,7 @@ impl Pacer {
                 // Room comes back a job at a time (each leaves slurmctld `MinJobAge` after it
                 // ended): once a probe gets through, the waiters go one at a time, growing
                 // back as they get through, rather than all at once into a few free places
-                // (measured: 15 refusals for 16 tasks on an 8-job cluster when they rushed).
+                // (where nearly all of them would be refused again).
                 st.limit = 1.0;
                 if st.full_until.is_none() {
                     tracing::warn!(

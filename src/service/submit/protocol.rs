@@ -48,7 +48,7 @@ pub struct Cluster<'a> {
     /// The client that lists and checks the cluster's jobs: the deployment's, with the
     /// submit's long timeout where the check runs in a submit's own task (its first listing
     /// reads a week of Flyte jobs from slurmdbd, which at a busy site, or on a loaded machine,
-    /// 6034 jobs in a CI dry run, outlasts the 8 s of RPC-bound calls).
+    /// outlasts the 8 s of RPC-bound calls).
     pub checks: &'a Client,
     /// Whose jobs the index lists (`None`: everyone's).
     pub user: Option<&'a str>,
@@ -88,8 +88,8 @@ const TURN_LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(50
 /// begin) that is decided after a first look of [`TURN_LOOK_EVERY`]; for a job of its own at
 /// once, so a caller that sends one CreateTask after the other, each after the last was
 /// answered, waits for nothing. The wait ends early when a submit waits for a slot of the
-/// pacer (held slots must not hold up other submits: at 3 s turns, measured, they did, and
-/// CreateTasks were answered deferred), and its time is excused from the slot's (a slot held
+/// pacer (held slots must not hold up other submits, whose CreateTasks would then be answered
+/// deferred), and its time is excused from the slot's (a slot held
 /// past `pacing::SLOW` reads as throttling).
 async fn wait_turn(cl: Cluster<'_>, carries: Carries<'_>) {
     let Some(at) = cl.submitter.index.turns().next(cl.check_by) else {
@@ -477,8 +477,8 @@ pub async fn submit_array(
 /// The winners of the keys a held array lost, each settled unless already released: the keys'
 /// tasks are answered with them, and a winner its replica left held (it died, or was rolled,
 /// between its submit and its release) would otherwise stay held for good, its tasks queued
-/// for ever (measured: the replica drill, two replicas' arrays of the same two keys, the lower
-/// one's replica rolled inside that window). A failure leaves those keys uncertain: the batch's
+/// for ever (two replicas' arrays of the same two keys, the lower one's replica rolled inside
+/// that window: `tests/real_replica_drill.rs`). A failure leaves those keys uncertain: the batch's
 /// tasks are then submitted one by one, and each adopts and settles its winner.
 async fn settle_winners(
     cl: Cluster<'_>,

@@ -65,7 +65,7 @@ pub const ABANDONED_AFTER: Duration = Duration::from_secs(3600);
 /// A keyed job that left slurmctld is forgotten this long after this process first saw it: the
 /// look-back of a new replica's first listing of slurmdbd ([`ACCOUNTING_LOOKBACK_SECS`]), so a
 /// long-running replica knows no less than a new one, and its index no longer grows for ever
-/// (~1 KiB a job: 140 MiB a month at 20 000 jobs a day, before).
+/// (~1 KiB a job: without forgetting, 140 MiB a month at 20 000 jobs a day).
 pub const FORGET_AFTER: Duration = Duration::from_secs(ACCOUNTING_LOOKBACK_SECS as u64);
 /// How often the index is walked for jobs to forget.
 const FORGET_EVERY: Duration = Duration::from_secs(60);

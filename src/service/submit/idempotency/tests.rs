@@ -7,7 +7,7 @@ use crate::slurmrestd::{Auth, ClientConfig, JobDescription, Secret};
 /// An index that abandons held jobs after 50 ms, and its first look at `key`: the job `held`,
 /// awaiting its release.
 async fn held_at_first_look(client: &Client, key: &str, held: JobId) -> Index {
-    let index = Index::abandoning_after(Duration::from_millis(50));
+    let index = Index::abandoning_after(ABANDON_AFTER);
     let w = index
         .lookup(client, "mock", None, key, false)
         .await
@@ -18,6 +18,12 @@ async fn held_at_first_look(client: &Client, key: &str, held: JobId) -> Index {
     );
     index
 }
+
+/// The abandon age of these tests: long enough that a loaded machine's first and second looks
+/// fall inside it, short enough to wait out.
+const ABANDON_AFTER: Duration = Duration::from_millis(600);
+/// A wait past it.
+const PAST_ABANDON_AGE: Duration = Duration::from_millis(700);
 
 /// A mock slurmrestd and a client of it.
 async fn mock_cluster() -> (mock_slurmrestd::MockHandle, Client) {
@@ -77,7 +83,7 @@ async fn a_job_held_for_its_check_past_the_abandon_age_is_cancelled() {
         client.job(held).await.unwrap().unwrap().state.base,
         BaseState::Pending
     );
-    tokio::time::sleep(Duration::from_millis(80)).await;
+    tokio::time::sleep(PAST_ABANDON_AGE).await;
     let w = index
         .lookup(&client, "mock", None, key, true)
         .await
@@ -118,7 +124,7 @@ async fn a_released_array_pending_past_the_abandon_age_is_kept() {
     let index = held_at_first_look(&client, key, held).await;
     // Its replica releases it (the mark goes in the same update); one element starts.
     assert!(client.release(held, Some(&comment), false).await.unwrap());
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::time::sleep(PAST_ABANDON_AGE).await;
     let states = client.states_and_elements(&[held]).await.unwrap();
     assert!(
         states
