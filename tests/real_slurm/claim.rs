@@ -239,10 +239,24 @@ async fn a_sparse_held_array_left_by_a_dead_recorder_is_replaced_element_by_elem
         let Outcome::Submitted(JobRef::Job { job_id }) = got else {
             panic!("m{i}: {got:?}")
         };
+        // The element is gone from the held array before its replacement runs: a pending
+        // element cancelled leaves no record of its own, slurmctld takes its index out of the
+        // array's remainder (24.11: `995_[1,3]` after `scancel 995_0`).
+        let left = client
+            .states_and_elements(&[JobId(array_job_id)])
+            .await
+            .expect("jobs/state");
+        assert!(
+            left.elements
+                .iter()
+                .filter(|e| e.index == i)
+                .all(|e| e.state.base == BaseState::Cancelled),
+            "m{i}'s element is cancelled, never released: {left:?}"
+        );
         wait_base(&client, JobId(job_id), BaseState::Running).await;
         client.cancel(JobId(job_id), None).await.expect("cancel");
     }
-    // Every element was cancelled while held: none ran.
+    // What slurmctld still keeps of the array: all cancelled, none ran.
     let after = elements(&client, array_job_id).await;
     assert!(
         after.values().all(|(b, _)| *b == BaseState::Cancelled),
