@@ -16,9 +16,9 @@
 //!   deterministically so every rank agrees without talking; two jobs sharing a node get the same
 //!   port only when their ids differ by a multiple of 3268 (and clustered jobs are `--exclusive`
 //!   by default). The range ends below Linux's ephemeral ports (`ip_local_port_range`, 32768 up
-//!   by default): in them, rank 0's bind failed with "Address already in use" whenever an
-//!   outgoing connection on the node had been given that port (CI, 2026-12-06: job 3934, port
-//!   33434). A `MASTER_PORT` in the task's environment wins.
+//!   by default): in them, rank 0's bind fails with "Address already in use" whenever an
+//!   outgoing connection on the node was given that port. A `MASTER_PORT` in the task's
+//!   environment wins.
 //! - `TORCHELASTIC_RUN_ID` (`slurm-<job id>`): `a0` treats a process as a clustered worker when
 //!   it is set (no controller; only `RANK` 0 writes outputs.pb / error.pb; a failing rank exits
 //!   non-zero, so srun ends the others).

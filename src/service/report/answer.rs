@@ -61,7 +61,7 @@ pub async fn answer(
     }
     native_words(&mut message, meta, snap, &decided);
     let outputs = match decided.outputs.flatten() {
-        Some(Upload::NoStaging(why)) => {
+        Some(Upload::NoStaging(why) | Upload::Failed(why)) => {
             message.push_str(&format!("\n{why}"));
             None
         }
@@ -70,10 +70,6 @@ pub async fn answer(
             None
         }
         Some(Upload::Uploaded(blobs)) => Some(blobs),
-        Some(Upload::Failed(why)) => {
-            message.push_str(&format!("\n{why}"));
-            None
-        }
         Some(Upload::Cancelled) => {
             message.push_str("\noutput upload cancelled");
             None

@@ -94,7 +94,7 @@ impl Submitter {
 
     pub fn gauges(&self) -> SubmitGauges {
         SubmitGauges {
-            executions: self.executions.len(),
+            executions: self.executions.count(),
             index_jobs: self.index.size().map(|(jobs, _)| jobs),
             batches: self.batches.totals(),
             batches_waiting: self.batches.waiting(),
