@@ -293,13 +293,11 @@ async fn cancel_left<S: Slurm>(
             },
             _ => listed,
         };
-        {
-            tracing::info!(%job, marker, "cancelling a held job a former holding of this execution left unrecorded");
-            slurm
-                .cancel(job)
-                .await
-                .map_err(slurm_err(format!("cancelling {job}, left held unrecorded")))?;
-        }
+        tracing::info!(%job, marker, "cancelling a held job a former holding of this execution left unrecorded");
+        slurm
+            .cancel(job)
+            .await
+            .map_err(slurm_err(format!("cancelling {job}, left held unrecorded")))?;
     }
     Ok(())
 }
