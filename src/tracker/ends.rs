@@ -1,7 +1,8 @@
 //! The records of what ended in a tick, read in batches: every job and array element that
-//! slurmctld answered as finished, and every element that started under an id more than one
+//! slurmctld answered COMPLETED, and every element that started under an id more than one
 //! tracked array could own, in ONE slurmdbd request per tick; what slurmdbd does not have yet is
-//! asked again the next tick, and only then found in ONE listing of slurmctld's jobs.
+//! asked again the next tick, and only then found in ONE listing of slurmctld's jobs. The ends
+//! that did not complete are read from slurmctld as they end (below: why).
 //!
 //! Why slurmdbd first: a finished job's record (exit code, reason, nodes, limits, restarts) is
 //! what GetTask's terminal answer needs, and slurmctld sends it to slurmdbd as the job ends. A
