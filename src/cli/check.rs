@@ -383,6 +383,7 @@ pub async fn run(
         checks.extend(check_cluster(c, output_prefix, deployment.coalesce).await);
     }
     if !deployment.clusters.is_empty() {
+        checks.push(claims(&deployment.claims).await);
         checks.extend(check_port(&deployment, listen_of_serve()));
         if deployment.coalesce == Coalesce::Off {
             checks.push(check(
@@ -393,6 +394,16 @@ pub async fn run(
         }
     }
     Ok(print(&checks))
+}
+
+/// The `claims` line: the check `serve` makes before it starts (`claim::check_at_start`), so a
+/// store without conditional writes is found by `check` as `serve` would refuse it.
+async fn claims(settings: &crate::config::claims::ClaimSettings) -> Check {
+    let result = crate::service::claim::check_at_start(settings)
+        .await
+        .map(|found| format!("{found}; lease {}s", settings.lease.as_secs()))
+        .map_err(|e| e.to_string());
+    check("-", "claims", result)
 }
 
 /// The `coalescing` line of a cluster: what the connector decides with the setting and the

@@ -7,6 +7,7 @@
 //! cluster named by `FLYTE_SLURM_CLUSTER_NAME`, default `default`, and overrides that cluster's
 //! entry of the file field by field).
 
+pub mod claims;
 pub mod clustered;
 mod env;
 mod error;
@@ -157,6 +158,8 @@ pub struct DeploymentConfig {
     pub embedded: bool,
     /// `clustered-task` (`FLYTE_SLURM_CLUSTERED_*`, [`clustered`]).
     pub clustered: clustered::ClusteredSite,
+    /// Where claims live and whom they name (`FLYTE_SLURM_CLAIMS`, ..., [`claims`]).
+    pub claims: claims::ClaimSettings,
     /// Interruptible tasks (`FLYTE_SLURM_INTERRUPTIBLE_*`, [`interruptible`]).
     pub interruptible: interruptible::InterruptibleSite,
     /// TLS on the gRPC port: the certificate chain and key files (`tls_cert_file` /
@@ -282,6 +285,7 @@ impl DeploymentConfig {
         env::apply(&mut cfg, get)?;
         clustered::apply(&mut cfg.clustered, get)?;
         interruptible::apply(&mut cfg.interruptible, get)?;
+        claims::apply(&mut cfg.claims, get)?;
         if cfg.clusters.is_empty() {
             cfg.embedded = true;
         } else if !cfg.clusters.contains_key(&cfg.default_cluster) {
@@ -323,6 +327,7 @@ impl DeploymentConfig {
             embedded: false,
             clustered: Default::default(),
             interruptible: Default::default(),
+            claims: Default::default(),
             server_tls: None,
             ingress_policy: None,
             anyone_may_run_as_rule_users: false,

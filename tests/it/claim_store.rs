@@ -196,3 +196,135 @@ fn a_retried_create_that_meets_its_own_record_wins() {
         assert!(c.advance(&first, other).await.unwrap_err().is_conflict());
     });
 }
+
+/// The start-up check (`claim::check_at_start`, what `serve` runs before it contacts a cluster
+/// and `check` prints): nothing is probed when claims go under output prefixes and no prefix is
+/// named for it; the connector's own prefix, or the one named, is probed.
+#[test]
+fn the_start_check_probes_the_prefix_the_settings_name() {
+    use slurm_connector::config::claims::{ClaimLocation, ClaimSettings};
+    use slurm_connector::service::claim::StartCheck;
+    let root = common::fresh_dir("claim-start");
+    let own = format!("file://{}/connector", root.display());
+    let raw = format!("file://{}/raw", root.display());
+    runtime().block_on(async {
+        let default = claim::check_at_start(&ClaimSettings::default())
+            .await
+            .unwrap();
+        assert_eq!(default, StartCheck::NotProbed);
+        assert!(default.to_string().contains("FLYTE_SLURM_CLAIMS_PROBE"));
+        let owned = ClaimSettings {
+            location: ClaimLocation::Prefix(own.clone()),
+            ..ClaimSettings::default()
+        };
+        assert_eq!(
+            claim::check_at_start(&owned).await.unwrap(),
+            StartCheck::Conditional { prefix: own }
+        );
+        let named = ClaimSettings {
+            probe: Some(raw.clone()),
+            ..ClaimSettings::default()
+        };
+        assert_eq!(
+            claim::check_at_start(&named).await.unwrap(),
+            StartCheck::Conditional { prefix: raw }
+        );
+    });
+    assert!(
+        root.join("connector/.slurm-connector/probe").exists()
+            && root.join("raw/.slurm-connector/probe").exists(),
+        "both prefixes were written"
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// `serve` refuses to start with claims in a store that will not write conditionally (object
+/// store's `AWS_CONDITIONAL_PUT=disabled`, as for an S3-compatible server without
+/// `If-None-Match`), naming the store and the fix, before it contacts any cluster; `check`
+/// shows the same as a ✗, and as a ✓ once a single replica is declared. Processes of their own:
+/// the `AWS_*` environment is read by the process.
+#[test]
+fn serve_refuses_claims_in_a_store_without_conditional_writes_unless_single_replica() {
+    use std::process::Command;
+    let dir = common::fresh_dir("claim-serve");
+    let token = dir.join("token");
+    std::fs::write(&token, "a.b.c").unwrap();
+    let file = dir.join("clusters.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[clusters.hpc1]\nrestd_url = \"http://127.0.0.1:{}\"\njwt_file = \"{}\"\n",
+            common::free_port(),
+            token.display()
+        ),
+    )
+    .unwrap();
+    let run = |args: &[&str], single: bool| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_slurm-connector"));
+        for (k, _) in std::env::vars() {
+            if k.starts_with("FLYTE_SLURM_") || k.starts_with("AWS_") {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.args(args)
+            .env("FLYTE_SLURM_CONFIG", &file)
+            .env("FLYTE_SLURM_CLAIMS", "s3://outputs/claims")
+            .env("FLYTE_SLURM_SINGLE_REPLICA", single.to_string())
+            .env("AWS_CONDITIONAL_PUT", "disabled")
+            .env(
+                "AWS_ENDPOINT",
+                format!("http://127.0.0.1:{}", common::free_port()),
+            )
+            .env("AWS_ALLOW_HTTP", "true")
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+            .env("AWS_SECRET_ACCESS_KEY", "claims-secret-key");
+        let out = common::output_within_sync(&mut cmd, std::time::Duration::from_secs(60));
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let serve = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ];
+    let (ok, _, err) = run(&serve, false);
+    assert!(!ok, "{err}");
+    for part in [
+        "claims (FLYTE_SLURM_CLAIMS)",
+        "s3://outputs/claims/.slurm-connector/probe/",
+        "does not honour conditional writes",
+        "run a single replica",
+    ] {
+        assert!(err.contains(part), "{part:?} in {err}");
+    }
+    assert!(!err.contains("claims-secret-key"), "{err}");
+
+    let row = |stdout: &str| {
+        stdout
+            .lines()
+            .find(|l| l.contains(" claims "))
+            .unwrap_or_else(|| panic!("a claims row in {stdout}"))
+            .to_string()
+    };
+    let (_, out, _) = run(&["check"], false);
+    let refused = row(&out);
+    assert!(
+        refused.starts_with('✗') && refused.contains("does not honour conditional writes"),
+        "{refused}"
+    );
+    let (_, out, _) = run(&["check"], true);
+    let accepted = row(&out);
+    assert!(
+        accepted.starts_with('✓')
+            && accepted.contains("FLYTE_SLURM_SINGLE_REPLICA=true")
+            && accepted.contains("lease 180s"),
+        "{accepted}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -55,6 +55,10 @@ fn docs_quote_the_defaults() {
             format!("`{}s`", DEFAULT_CHECK_EVERY.as_secs()),
         ),
         (
+            "FLYTE_SLURM_CLAIM_LEASE",
+            format!("`{}s`", claims::DEFAULT_CLAIM_LEASE.as_secs()),
+        ),
+        (
             "FLYTE_SLURM_CONNECT_TIMEOUT",
             format!("`{}s`", DEFAULT_CONNECT_TIMEOUT.as_secs()),
         ),

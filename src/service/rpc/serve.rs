@@ -57,6 +57,10 @@ pub enum ServeError {
     /// to fix it).
     #[error("{0}")]
     IdentityRulesExposed(String),
+    /// The store claims are written to cannot hold them (no conditional writes, unreachable,
+    /// denied): replicas could not agree on which job runs a task (`FLYTE_SLURM_CLAIMS`).
+    #[error("claims (FLYTE_SLURM_CLAIMS): {0}")]
+    Claims(#[from] crate::service::claim::ClaimError),
     #[error("cannot listen on {addr} ({what}): {source}")]
     Bind {
         addr: SocketAddr,
@@ -132,6 +136,9 @@ pub async fn serve_with(
         Some(files) => Some(Arc::new(super::tls::ServerTls::load(files)?)),
         None => None,
     };
+    // Before any cluster is contacted too: a store where replicas cannot agree stops the start.
+    let claims = crate::service::claim::check_at_start(&config.claims).await?;
+    tracing::info!(claims = %claims, lease = ?config.claims.lease, "claims");
     let m = Metrics::new();
     let clusters = build_clusters(&config, &m).await?;
 

@@ -39,7 +39,7 @@ pub use protocol::{
     Holder, Outcome, ProtocolError, Slurm, Step, create, create_batch, decide, delete,
 };
 pub use slurmrestd::{Slurmrestd, marker_tag};
-pub use store::{CLAIM_DIR, ClaimStore, Current, probe, probe_at};
+pub use store::{CLAIM_DIR, ClaimStore, Current, StartCheck, check_at_start, probe, probe_at};
 
 /// What the claim layer reports. A [`Conflict`](ClaimError::Conflict) (another writer was first:
 /// read again) is told apart from a store that failed ([`Store`](ClaimError::Store): retry later)

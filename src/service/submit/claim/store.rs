@@ -294,6 +294,59 @@ pub async fn probe_at(claim: &ClaimStore) -> Result<()> {
     result
 }
 
+/// What the start-up check of the deployment's claims found (`serve` logs it, `check` prints it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartCheck {
+    /// The store at this prefix honours create-if-absent.
+    Conditional { prefix: String },
+    /// It does not, and a single replica was declared: nothing races it, so it is accepted.
+    SingleReplica { prefix: String, reason: String },
+    /// Claims go under each task's output prefix and no prefix was named to probe at start: each
+    /// store is known only from the requests that name it.
+    NotProbed,
+}
+
+impl std::fmt::Display for StartCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartCheck::Conditional { prefix } => {
+                write!(f, "{prefix} honours conditional writes")
+            }
+            StartCheck::SingleReplica { prefix, reason } => write!(
+                f,
+                "{prefix} does not honour conditional writes ({reason}); accepted because \
+                 FLYTE_SLURM_SINGLE_REPLICA=true: run exactly one replica"
+            ),
+            StartCheck::NotProbed => f.write_str(
+                "under each task's output prefix, not probed at start (set \
+                 FLYTE_SLURM_CLAIMS_PROBE to a prefix in the store Flyte writes outputs to)",
+            ),
+        }
+    }
+}
+
+/// The start-up check of the deployment's claims: [`probe`] of the prefix `settings` name (the
+/// connector's own, or the one named to probe with claims under output prefixes). A store that
+/// does not honour conditional writes is an error unless a single replica is declared; a store
+/// that cannot be reached or written is an error (no CreateTask could be claimed there).
+pub async fn check_at_start(settings: &crate::config::claims::ClaimSettings) -> Result<StartCheck> {
+    let Some(prefix) = settings.probe_prefix() else {
+        return Ok(StartCheck::NotProbed);
+    };
+    match probe(prefix).await {
+        Ok(()) => Ok(StartCheck::Conditional {
+            prefix: prefix.to_string(),
+        }),
+        Err(ClaimError::NotConditional { reason, .. }) if settings.single_replica => {
+            Ok(StartCheck::SingleReplica {
+                prefix: prefix.to_string(),
+                reason,
+            })
+        }
+        Err(e) => Err(e),
+    }
+}
+
 async fn probe_claim(claim: &ClaimStore) -> Result<()> {
     let not_conditional = |reason: String| ClaimError::NotConditional {
         uri: claim.uri.clone(),
