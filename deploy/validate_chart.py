@@ -1488,6 +1488,12 @@ MUST_FAIL = [
     ("mount without volume", {"cluster": CLUSTER, "auth": {"mode": "none"},
                               "sharedFilesystem": {"mounts": [{"name": "s", "clusterPath": "/shared", "mountPath": "/s"}]}}, ("sharedFilesystem.mounts[0]", "/sharedFilesystem/mounts/0")),
     ("embedded demo on two replicas", {"allowEmbeddedDemo": True, "auth": {"mode": "none"}}, "replicaCount=2 with the embedded demo"),
+    # A claims store without conditional writes is safe with one pod at a time only.
+    ("single-replica claims on two replicas", {"cluster": CLUSTER, "auth": {"mode": "none"}, "claims": {"singleReplica": True}},
+     ["claims.singleReplica=true with replicaCount=2", "updateStrategy.type=Recreate"]),
+    ("single-replica claims under a rolling update", {"cluster": CLUSTER, "auth": {"mode": "none"}, "replicaCount": 1, "claims": {"singleReplica": True}},
+     ["claims.singleReplica=true with replicaCount=1 and updateStrategy.type=RollingUpdate", "updateStrategy.type=Recreate"]),
+    ("claims lease not a string", {"cluster": CLUSTER, "auth": {"mode": "none"}, "claims": {"lease": 180}}, ("claims.lease", "/claims/lease")),
     ("both disruption-budget bounds", {"cluster": CLUSTER, "auth": {"mode": "none"},
                                        "podDisruptionBudget": {"minAvailable": 1, "maxUnavailable": 1}}, "set only one of minAvailable and maxUnavailable"),
     ("disruption budget blocking every drain", {"cluster": CLUSTER, "auth": {"mode": "none"},

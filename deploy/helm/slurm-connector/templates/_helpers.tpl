@@ -229,6 +229,9 @@ Refuse values that would deploy a connector that cannot work, naming the key and
 {{- end }}
 {{- end }}
 {{- end }}
+{{- if and $v.claims.singleReplica (or (gt (int $v.replicaCount) 1) (ne $v.updateStrategy.type "Recreate")) }}
+{{- fail (printf "claims.singleReplica=true with replicaCount=%d and updateStrategy.type=%s: it accepts a claims store without conditional writes, on which two pods at once (replicas, or a rolling update's old and new pod) could both submit a task; set replicaCount=1 and updateStrategy.type=Recreate, or put claims in a store that honours conditional writes (claims.location) and leave singleReplica false" (int $v.replicaCount) $v.updateStrategy.type) }}
+{{- end }}
 {{- $pdb := $v.podDisruptionBudget }}
 {{- if and (ne (toString $pdb.minAvailable) "") (ne (toString $pdb.maxUnavailable) "") }}
 {{- fail "podDisruptionBudget: set only one of minAvailable and maxUnavailable (Kubernetes takes one)" }}
