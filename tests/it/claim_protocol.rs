@@ -794,3 +794,33 @@ async fn an_element_left_held_is_waited_for_then_replaced() {
     }
     assert_once(&cluster, &bucket, &names, "replaced").await;
 }
+
+/// A process names itself by the replica's name and a suffix of its own: two processes of one
+/// replica (a restart) are two holders, so the second never takes the first's holding for its
+/// own; the lease is the settings'.
+#[test]
+fn each_process_of_a_replica_is_a_holder_of_its_own() {
+    use slurm_connector::config::claims::ClaimSettings;
+    let settings = ClaimSettings {
+        replica: Some("slurm-connector-7d9f-x2k4q".into()),
+        lease: Duration::from_secs(90),
+        ..ClaimSettings::default()
+    };
+    let (a, b) = (Holder::of_process(&settings), Holder::of_process(&settings));
+    assert_ne!(a.name, b.name);
+    for h in [&a, &b] {
+        let suffix = h
+            .name
+            .strip_prefix("slurm-connector-7d9f-x2k4q~")
+            .unwrap_or_else(|| panic!("{}", h.name));
+        assert_eq!(suffix.len(), 8, "{}", h.name);
+        assert!(suffix.bytes().all(|c| c.is_ascii_hexdigit()), "{}", h.name);
+        assert_eq!(h.lease, Duration::from_secs(90));
+    }
+    let unnamed = Holder::of_process(&ClaimSettings::default());
+    assert!(
+        unnamed.name.contains('~') && !unnamed.name.starts_with('~'),
+        "{}",
+        unnamed.name
+    );
+}

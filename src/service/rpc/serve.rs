@@ -138,7 +138,8 @@ pub async fn serve_with(
     };
     // Before any cluster is contacted too: a store where replicas cannot agree stops the start.
     let claims = crate::service::claim::check_at_start(&config.claims).await?;
-    tracing::info!(claims = %claims, lease = ?config.claims.lease, "claims");
+    let holder = crate::service::claim::Holder::of_process(&config.claims);
+    tracing::info!(claims = %claims, holder = %holder.name, lease = ?holder.lease, "claims");
     let m = Metrics::new();
     let clusters = build_clusters(&config, &m).await?;
 
