@@ -66,8 +66,12 @@ EOF
 			# requeues the `preemptible` jobs whose CPUs it needs (then they are PENDING again);
 			# `preemptible-grace` asks for a 20 s grace time with the job's --signal first
 			# (send_user_signal); 24.11 was seen to kill REQUEUE jobs at once all the same
-			# (interruptible tasks, tests/real_failures.rs).
+			# (interruptible tasks, tests/real_failures.rs). A requeued job is eligible again after
+			# AuthInfo's cred_expire (slurm.conf(5): 120 s by default, at least 5; auth/slurm reads
+			# only its own keys there): 30 s keeps each preemption test's wait to a requeue
+			# delay a real site could have, not two minutes of CI.
 			cat <<EOF
+AuthInfo=cred_expire=30
 DefMemPerCPU=500
 JobAcctGatherParams=OverMemoryKill
 PreemptType=preempt/partition_prio
