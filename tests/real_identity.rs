@@ -268,10 +268,13 @@ async fn a_task_s_own_token_runs_as_its_user_without_the_deployment_user_name() 
     server.stop().await;
 }
 
-/// Why start says so when it cannot check a rule's user: without slurmdbd, Slurm accepts a job of
-/// a user it cannot resolve and holds it for ever (measured on 24.11: UserId=99, JobHeldAdmin).
+/// Why start says so when it cannot check a rule's user: without slurmdbd, Slurm 24.11 accepts a
+/// job of a user it cannot resolve and holds it for ever (UserId=99, JobHeldAdmin); 26.05 and
+/// later refuse the submit itself (HTTP 500, error 6010 "Rejecting authentication of user nobody
+/// or group nobody": `26.05_v0.0.44_submit-unknown-user-refused.json`), which the connector
+/// reports at once as a refusal.
 #[tokio::test]
-async fn without_accounting_a_job_of_an_unknown_user_is_accepted_and_held() {
+async fn without_accounting_a_job_of_an_unknown_user_is_held_by_24_11_and_refused_by_26_05() {
     let Some(c) = support::cluster() else { return };
     if c.accounting {
         skip(
@@ -282,7 +285,20 @@ async fn without_accounting_a_job_of_an_unknown_user_is_accepted_and_held() {
     }
     let _one = SERIAL.lock().await;
     let ghost = c.client(c.minted("nosuchuser"), Some("nosuchuser"));
-    let id = support::submit(&ghost, &c.job("ghost", "#!/bin/bash\ntrue\n")).await;
+    let job = c.job("ghost", "#!/bin/bash\ntrue\n");
+    if c.release.as_str() >= "26.05" {
+        let refused = ghost.submit(&job).await.expect_err("refused by 26.05+");
+        let numbers = match &refused {
+            slurm_connector::slurmrestd::ClientError::Slurm { errors, .. } => {
+                errors.iter().map(|e| e.number).collect::<Vec<_>>()
+            }
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(numbers, [6010], "{refused}");
+        assert!(!refused.is_transient(), "{refused}");
+        return;
+    }
+    let id = support::submit(&ghost, &job).await;
     let privileged = c.client(c.minted("slurm"), None);
     let start = Instant::now();
     let job = loop {

@@ -289,8 +289,9 @@ pub fn working_dir_for(
 /// slurmdbd, is neither Operator nor Administrator there (its jobs could act on every user's), and
 /// has the rule's accounts; with `user_jwt_dir`, its token file is there. Without slurmdbd there
 /// is no job-independent way to ask whether a user exists (slurmctld answers reads for any user
-/// name), so that part is skipped with a warning. (Without slurmdbd, a job of an unknown user is
-/// accepted and held for ever as UserId=99, JobHeldAdmin: `tests/real_identity.rs`.) Unreachable at
+/// name), so that part is skipped with a warning. (Without slurmdbd, Slurm 24.11 accepts a job of
+/// an unknown user and holds it for ever as UserId=99, JobHeldAdmin; 26.05 refuses its submit,
+/// error 6010: `tests/real_identity.rs`.) Unreachable at
 /// start: checked never (logged), like the version.
 pub async fn check_at_start(
     cluster: &str,
@@ -338,7 +339,7 @@ pub async fn check_at_start(
                 Err(crate::slurmrestd::ClientError::Http { status: 404, .. }) => {
                     tracing::warn!(
                         cluster,
-                        "slurmrestd serves no slurmdb (no accounting): the users of the identity rules cannot be checked at start; Slurm accepts a job of a user it cannot resolve and holds it for ever (UserId=99, JobHeldAdmin): make sure each rule's user exists on the cluster"
+                        "slurmrestd serves no slurmdb (no accounting): the users of the identity rules cannot be checked at start; a job of a user Slurm cannot resolve is held for ever (24.11: UserId=99, JobHeldAdmin) or refused at submit (26.05: error 6010): make sure each rule's user exists on the cluster"
                     );
                     return Ok(());
                 }

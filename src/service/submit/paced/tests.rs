@@ -112,6 +112,46 @@ async fn an_unreachable_slurmctld_is_an_outage_not_throttling() {
     assert_eq!(pace_of(&failed(backoff)), Pace::Throttled);
 }
 
+/// What real slurmctld 26.05 answers a submit by a user it cannot resolve (`dev-cluster
+/// --no-accounting`, a token for `nosuchuser`, then scripts/record-slurmrestd.py): an HTTP 500
+/// with error 6010, "Rejecting authentication of user nobody or group nobody" (24.11 accepted
+/// such a job and held it for ever: tests/real_identity.rs). A refusal, named, at once: not a
+/// hiccup retried for 15 minutes, not a full cluster waited out, not throttling.
+#[tokio::test]
+async fn a_submit_by_a_user_slurm_cannot_resolve_is_refused_at_once() {
+    let server = MockServer::start().await;
+    replay(&server, "GET", "/slurm/v0.0.44/ping/", "26.05_v0.0.45_ping").await;
+    replay(
+        &server,
+        "POST",
+        "/slurm/v0.0.44/job/submit",
+        "26.05_v0.0.44_submit-unknown-user-refused",
+    )
+    .await;
+    let refused = client_at(&server, ApiVersion::V0044)
+        .submit(&JobDescription::default())
+        .await
+        .expect_err("refused");
+    match &refused {
+        ClientError::Slurm { status, errors, .. } => {
+            assert_eq!(*status, 500);
+            assert_eq!(errors.iter().map(|e| e.number).collect::<Vec<_>>(), [6010]);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        refused
+            .to_string()
+            .contains("Rejecting authentication of user nobody"),
+        "{refused}"
+    );
+    assert!(
+        !refused.is_transient() && !refused.is_cluster_full() && !refused.is_outage(),
+        "{refused:?}"
+    );
+    assert_eq!(pace_of(&failed(refused)), Pace::Prompt);
+}
+
 /// What real slurmctld answers a submit past its `MaxJobCount` (`dev-cluster --max-job-count 4`,
 /// then scripts/record-slurmrestd.py): 24.11 an HTTP 500 with EAGAIN (11, "Resource temporarily
 /// unavailable"), 26.05 a 422 with 2007 ("MaxJobCount limit reached"); nothing was created. A
