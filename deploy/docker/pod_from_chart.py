@@ -69,10 +69,17 @@ def main() -> int:
         out += ["--security-opt", "no-new-privileges"]
     if conn.get("envFrom"):
         sys.exit(f"the connector takes envFrom {conn['envFrom']}: not reproducible here")
+    # What the downward API would give the one pod here: a name as a ReplicaSet's pods have.
+    pod_name = f"{dep['metadata']['name']}-0123456789-ab1cd"
     for e in conn.get("env", []):
-        if "value" not in e:
+        field = e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+        if field == "metadata.name":
+            value = pod_name
+        elif "value" in e:
+            value = e["value"]
+        else:
             sys.exit(f"env {e['name']} is not a plain value ({e}): not reproducible here")
-        out += ["--env", f"{e['name']}={e['value']}"]
+        out += ["--env", f"{e['name']}={value}"]
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
     for m in conn.get("volumeMounts", []):
         vol = volumes[m["name"]]
