@@ -167,13 +167,7 @@ mod tests {
     use super::*;
 
     fn settings(vars: &[(&str, &str)]) -> Result<ClaimSettings, ConfigError> {
-        let mut s = ClaimSettings::default();
-        let get = |k: &str| {
-            vars.iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| v.to_string())
-        };
-        apply(&mut s, &get).map(|()| s)
+        crate::config::applied(apply, vars)
     }
 
     #[test]

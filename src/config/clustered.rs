@@ -94,13 +94,7 @@ mod tests {
     use super::*;
 
     fn load(vars: &[(&str, &str)]) -> Result<ClusteredSite, ConfigError> {
-        let mut s = ClusteredSite::default();
-        apply(&mut s, &|k| {
-            vars.iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| v.to_string())
-        })?;
-        Ok(s)
+        crate::config::applied(apply, vars)
     }
 
     #[test]

@@ -70,13 +70,7 @@ mod tests {
     use super::*;
 
     fn site(vars: &[(&str, &str)]) -> Result<InterruptibleSite, ConfigError> {
-        let mut s = InterruptibleSite::default();
-        let get = |k: &str| {
-            vars.iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| v.to_string())
-        };
-        apply(&mut s, &get).map(|()| s)
+        crate::config::applied(apply, vars)
     }
 
     #[test]

@@ -434,5 +434,24 @@ impl DeploymentConfig {
     }
 }
 
+/// How the site settings' modules read the environment into their settings: `apply(settings, get)`.
+#[cfg(test)]
+type Apply<T> = fn(&mut T, &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError>;
+
+/// One of the site settings' `apply` run on their defaults with the environment `vars` (tests).
+#[cfg(test)]
+pub(crate) fn applied<T: Default>(
+    apply: Apply<T>,
+    vars: &[(&str, &str)],
+) -> Result<T, ConfigError> {
+    let mut s = T::default();
+    apply(&mut s, &|k| {
+        vars.iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| v.to_string())
+    })?;
+    Ok(s)
+}
+
 #[cfg(test)]
 mod tests;
