@@ -66,6 +66,19 @@ impl Default for ClaimSettings {
 }
 
 impl ClaimSettings {
+    /// The replica's name in claims: `FLYTE_SLURM_REPLICA`, else the host's name as the kernel
+    /// has it (the pod's in Kubernetes; `HOSTNAME` is a shell variable, not always exported),
+    /// else `slurm-connector`.
+    pub fn replica_name(&self) -> String {
+        self.replica.clone().unwrap_or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+                .filter(|h| !h.is_empty())
+                .unwrap_or_else(|| "slurm-connector".into())
+        })
+    }
+
     /// The prefix the start-up probe writes under: the connector's own, else the one named for it.
     pub fn probe_prefix(&self) -> Option<&str> {
         match &self.location {
@@ -115,7 +128,9 @@ pub(super) fn apply(
 }
 
 /// A store URI with a folder in it (`s3://bucket/prefix`): the schemes staging opens. Checked here
-/// so a typo stops the start, not every CreateTask.
+/// so a typo stops the start, not every CreateTask; by scheme and shape only, since `config`
+/// comes before `staging` in lib.rs's order and cannot call `staging::objstore::open` (the
+/// start-up probe opens it for real).
 fn store_prefix(v: &str) -> Result<String, String> {
     const EXPECTED: &str = "expected s3://bucket/prefix, gs://bucket/prefix, \
                             abfs://container/prefix (or az://) or file:///absolute/path";

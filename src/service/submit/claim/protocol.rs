@@ -86,26 +86,14 @@ pub struct Holder {
 }
 
 impl Holder {
-    /// This process as the deployment's settings name it: the replica's name (else the host's,
-    /// which is the pod's in Kubernetes), then `~` and a random suffix of this process, so a
-    /// restarted replica is another holder; the settings' lease.
+    /// This process as the deployment's settings name it: the replica's name, then `~` and a
+    /// random suffix of this process, so a restarted replica is another holder; the lease.
     pub fn of_process(settings: &crate::config::claims::ClaimSettings) -> Holder {
-        let replica = settings.replica.clone().unwrap_or_else(host_name);
         Holder {
-            name: format!("{replica}~{:08x}", rand::random::<u32>()),
+            name: format!("{}~{:08x}", settings.replica_name(), rand::random::<u32>()),
             lease: settings.lease,
         }
     }
-}
-
-/// The host's name as the kernel has it (`HOSTNAME` is a shell variable, not always exported);
-/// `slurm-connector` where there is none to read.
-fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "slurm-connector".into())
 }
 
 /// What a CreateTask's execution comes to.
