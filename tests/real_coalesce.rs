@@ -589,12 +589,21 @@ async fn the_default_coalesces_with_the_keys_where_slurmdbd_keeps_them() {
     .await;
     let jobs: BTreeSet<u32> = ms.iter().map(|m| m.job_id.0).collect();
     if c.accounting {
+        // A batch goes out once none joined it for a tenth of the window: on a loaded machine
+        // the burst's last CreateTask can come after that, alone, and a batch of one is a job of
+        // its own (seen once in CI: 7 elements and 1 job). At most one such straggler.
+        let arrays: BTreeSet<u32> = ms
+            .iter()
+            .filter(|m| m.element.is_some())
+            .map(|m| m.job_id.0)
+            .collect();
+        let alone = ms.iter().filter(|m| m.element.is_none()).count();
         assert!(
-            ms.iter().all(|m| m.element.is_some()) && jobs.len() <= 2,
-            "Slurm {}: a burst of 8 in at most 2 arrays: {ms:?}",
+            jobs.len() <= 2 && !arrays.is_empty() && alone <= 1,
+            "Slurm {}: a burst of 8 in at most 2 jobs, arrays but for one straggler: {ms:?}",
             c.release
         );
-        for id in &jobs {
+        for id in &arrays {
             let r = client
                 .job(slurm_connector::slurmrestd::JobId(*id))
                 .await
