@@ -103,6 +103,8 @@ pub struct Connector {
     native: native_result::Probes,
     /// CreateTask admission while shutting down, and the ones in flight.
     pub drain: gate::Gate,
+    /// Where executions' claims are, and this process as their holder (`submit/claim`).
+    claims: Arc<claim::Claims>,
 }
 
 impl Connector {
@@ -120,6 +122,7 @@ impl Connector {
             rt.submitter.set_max_in_flight(deployment.submits_in_flight);
             rt.submitter.set_check_every(deployment.check_every);
         }
+        let claims = Arc::new(claim::Claims::new(deployment.claims.clone()));
         Connector {
             deployment,
             clusters,
@@ -127,7 +130,13 @@ impl Connector {
             ceiling,
             native: native_result::Probes::default(),
             drain: gate::Gate::default(),
+            claims,
         }
+    }
+
+    /// This process's claims: their holder, and the stores they are in.
+    pub fn claims(&self) -> &claim::Claims {
+        &self.claims
     }
 
     /// CreateTask of either protocol, from the [`TaskRequest`] its front end made of the wire

@@ -32,6 +32,8 @@ const MAX_PARTS: u64 = 10_000;
 #[derive(Debug, Clone)]
 pub struct Destination {
     pub uri: String,
+    /// Which store the object is in ([`store_key`]): objects with one key share a store.
+    pub store_key: String,
     pub store: Arc<dyn ObjectStore>,
     pub path: StorePath,
     /// For `file://`: the file the store would write, so uploads can copy in the kernel
@@ -40,8 +42,79 @@ pub struct Destination {
 }
 
 /// Parse `s3://bucket/key`, `gs://bucket/key`, `abfs://container/key` (and `az://`),
-/// `file:///abs/path` into a store + path.
+/// `file:///abs/path` into a store + path: a store of its own (see [`Stores`] for one per bucket).
 pub fn open(uri: &str) -> Result<Destination> {
+    let (url, scheme, path) = parse(uri)?;
+    let store = build(uri, scheme)?;
+    Ok(destination(uri, &url, store, path))
+}
+
+/// Opened stores, one per bucket (container, filesystem), for a caller that opens many URIs in
+/// few buckets: an S3, GCS or Azure client keeps its connection pool and its credentials, so
+/// opening one per object would cost a TLS handshake (and, with web identity, a token exchange)
+/// every time. Never emptied: a deployment writes to a handful of buckets, and only Flyte's
+/// backend may name them (the gRPC port is the backend's alone).
+#[derive(Default)]
+pub struct Stores {
+    open: std::sync::Mutex<std::collections::HashMap<String, Arc<dyn ObjectStore>>>,
+}
+
+impl Stores {
+    /// [`open`], with the store of `uri`'s bucket built the first time and shared after.
+    pub fn open(&self, uri: &str) -> Result<Destination> {
+        let (url, scheme, path) = parse(uri)?;
+        let key = store_key(&url);
+        let cached = self.lock().get(&key).cloned();
+        let store = match cached {
+            Some(store) => store,
+            None => {
+                // Built outside the lock (a builder reads the environment); of two racing
+                // builds the first inserted is kept, the other dropped unused.
+                let built = build(uri, scheme)?;
+                self.lock().entry(key).or_insert(built).clone()
+            }
+        };
+        Ok(destination(uri, &url, store, path))
+    }
+
+    /// `store` as the one of `key`'s bucket: a test's store where a URI would open one.
+    #[cfg(test)]
+    pub(crate) fn insert(&self, key: &str, store: Arc<dyn ObjectStore>) {
+        self.lock().insert(key.to_string(), store);
+    }
+
+    /// How many stores are open.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Arc<dyn ObjectStore>>> {
+        // Held only to look up or insert: a panic cannot leave the map half-written.
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Which store a URI's object is in: its scheme and authority (`s3://bucket`, `gs://bucket`,
+/// `abfs://container@account...`, `file://`), and for `http(s)://` URLs (path-style S3, Azure's
+/// blob endpoint) the first path segment too, which names the bucket or container there.
+pub fn store_key(url: &Url) -> String {
+    let base = &url[..url::Position::BeforePath];
+    match url.scheme() {
+        "http" | "https" => {
+            let bucket = url.path_segments().and_then(|mut s| s.next()).unwrap_or("");
+            format!("{base}/{bucket}")
+        }
+        _ => base.to_string(),
+    }
+}
+
+fn parse(uri: &str) -> Result<(Url, ObjectStoreScheme, StorePath)> {
     let bad = |reason: String| StagingError::BadUri {
         uri: uri.to_string(),
         reason,
@@ -50,17 +123,30 @@ pub fn open(uri: &str) -> Result<Destination> {
     let (scheme, path) = ObjectStoreScheme::parse(&url).map_err(|_| {
         bad("use s3://bucket/key, gs://bucket/key, abfs://container/key or file:///path".into())
     })?;
+    if !matches!(
+        scheme,
+        ObjectStoreScheme::Local
+            | ObjectStoreScheme::AmazonS3
+            | ObjectStoreScheme::GoogleCloudStorage
+            | ObjectStoreScheme::MicrosoftAzure
+    ) {
+        return Err(bad(format!(
+            "{scheme:?} is not an output destination: use s3://, gs://, abfs:// (or az://) or file://"
+        )));
+    }
+    if path.as_ref().is_empty() {
+        return Err(bad("no object key after the bucket".into()));
+    }
+    Ok((url, scheme, path))
+}
+
+/// The store of a URI `parse` accepted: credentials and endpoint from the environment.
+fn build(uri: &str, scheme: ObjectStoreScheme) -> Result<Arc<dyn ObjectStore>> {
     let store_err = |source| StagingError::Store {
         uri: uri.into(),
         source,
     };
-    let mut local_path = None;
-    let store: Arc<dyn ObjectStore> = match scheme {
-        ObjectStoreScheme::Local => {
-            let fs = object_store::local::LocalFileSystem::new();
-            local_path = fs.path_to_filesystem(&path).ok();
-            Arc::new(fs)
-        }
+    Ok(match scheme {
         ObjectStoreScheme::AmazonS3 => Arc::new(
             object_store::aws::AmazonS3Builder::from_env()
                 .with_url(uri)
@@ -79,21 +165,26 @@ pub fn open(uri: &str) -> Result<Destination> {
                 .build()
                 .map_err(store_err)?,
         ),
-        other => {
-            return Err(bad(format!(
-                "{other:?} is not an output destination: use s3://, gs://, abfs:// (or az://) or file://"
-            )));
-        }
-    };
-    if path.as_ref().is_empty() {
-        return Err(bad("no object key after the bucket".into()));
-    }
-    Ok(Destination {
+        // `parse` lets nothing else through.
+        _ => Arc::new(object_store::local::LocalFileSystem::new()),
+    })
+}
+
+fn destination(uri: &str, url: &Url, store: Arc<dyn ObjectStore>, path: StorePath) -> Destination {
+    let local_path = (url.scheme() == "file")
+        .then(|| {
+            object_store::local::LocalFileSystem::new()
+                .path_to_filesystem(&path)
+                .ok()
+        })
+        .flatten();
+    Destination {
         uri: uri.to_string(),
+        store_key: store_key(url),
         store,
         path,
         local_path,
-    })
+    }
 }
 
 /// `<prefix>/<relative>`, each `/`-separated segment of `relative` percent-encoded so that any
@@ -312,6 +403,43 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn stores_are_one_per_bucket() {
+        let key = |u: &str| store_key(&Url::parse(u).unwrap());
+        assert_eq!(key("s3://outputs/runs/a/0"), "s3://outputs");
+        assert_eq!(key("gs://outputs/x"), "gs://outputs");
+        assert_eq!(
+            key("abfs://c@acct.dfs.core.windows.net/x"),
+            "abfs://c@acct.dfs.core.windows.net"
+        );
+        assert_eq!(key("file:///tmp/a/b"), "file://");
+        assert_eq!(
+            key("https://s3.us-east-1.amazonaws.com/outputs/runs/a"),
+            "https://s3.us-east-1.amazonaws.com/outputs"
+        );
+        let stores = Stores::default();
+        let a = stores.open("s3://outputs/runs/a/0/.claim").unwrap();
+        let b = stores.open("s3://outputs/runs/b/0/.claim").unwrap();
+        let other = stores.open("s3://other/runs/a").unwrap();
+        assert!(Arc::ptr_eq(&a.store, &b.store));
+        assert!(!Arc::ptr_eq(&a.store, &other.store));
+        assert_eq!(
+            (a.path.as_ref(), b.path.as_ref()),
+            ("runs/a/0/.claim", "runs/b/0/.claim")
+        );
+        let f = stores.open("file:///tmp/x/y").unwrap();
+        assert_eq!(
+            f.local_path.as_deref(),
+            Some(std::path::Path::new("/tmp/x/y"))
+        );
+        assert_eq!(stores.len(), 3);
+        assert!(matches!(
+            stores.open("s3://outputs"),
+            Err(StagingError::BadUri { .. })
+        ));
+        assert_eq!(stores.len(), 3);
     }
 
     #[test]

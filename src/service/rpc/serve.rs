@@ -138,8 +138,6 @@ pub async fn serve_with(
     };
     // Before any cluster is contacted too: a store where replicas cannot agree stops the start.
     let claims = crate::service::claim::check_at_start(&config.claims).await?;
-    let holder = crate::service::claim::Holder::of_process(&config.claims);
-    tracing::info!(claims = %claims, holder = %holder.name, lease = ?holder.lease, "claims");
     let m = Metrics::new();
     let clusters = build_clusters(&config, &m).await?;
 
@@ -148,6 +146,8 @@ pub async fn serve_with(
 
     let grace = config.shutdown_grace;
     let connector = Arc::new(Connector::new(config, clusters, m.clone()));
+    let holder = connector.claims().holder();
+    tracing::info!(claims = %claims, holder = %holder.name, lease = ?holder.lease, "claims");
     let grpc = Grpc(connector.clone());
 
     let (health_reporter, health_service) = tonic_health::server::health_reporter();

@@ -2,6 +2,8 @@
 //! and the once-only protocol over it and Slurm. Tested on every backend and against real Slurm;
 //! CreateTask and DeleteTask do not use it yet.
 //!
+//! - `deployment`: the deployment's claims ([`Claims`]): where each execution's claim is, its
+//!   store opened once per bucket and probed once, this process as their holder.
 //! - `format`: the document ([`Record`]: *submitting* by a holder under a lease, *recorded* job or
 //!   array element, *deleted*), versioned, and which record may follow which.
 //! - `protocol`: the once-only protocol over a claim and Slurm, one state machine: hold,
@@ -29,11 +31,13 @@
 //! read-after-write listing) only makes a writer's `n + 1` exist already, which is a conflict and
 //! a re-read, never a second winner.
 
+mod deployment;
 mod format;
 mod protocol;
 mod slurmrestd;
 mod store;
 
+pub use deployment::Claims;
 pub use format::{FORMAT_VERSION, JobRef, Record, State};
 pub use protocol::{
     Holder, Outcome, ProtocolError, Slurm, Step, create, create_batch, decide, delete,

@@ -67,6 +67,24 @@ fn seq_of(name: &str) -> Option<u32> {
     digits.parse().ok()
 }
 
+/// The folder of the claim of the execution writing to `output_prefix`.
+pub(super) fn output_prefix_uri(output_prefix: &str) -> String {
+    objstore::join_uri(output_prefix, CLAIM_DIR)
+}
+
+/// The folder of `id`'s claim under a prefix of the connector's own.
+pub(super) fn connector_prefix_uri(prefix: &str, id: &ExecutionIdentity) -> String {
+    objstore::join_uri(prefix, &format!("{OWNED_DIR}/{}", identity_hash(id)))
+}
+
+/// A fresh folder for a throwaway claim of [`probe`] under `prefix`.
+pub(super) fn probe_uri(prefix: &str) -> String {
+    objstore::join_uri(
+        prefix,
+        &format!("{PROBE_DIR}/{:016x}", rand::random::<u64>()),
+    )
+}
+
 /// The execution's whole digest ([`ExecutionIdentity::digest`]) in hex: a folder name no run
 /// name can be crafted to share.
 fn identity_hash(id: &ExecutionIdentity) -> String {
@@ -78,20 +96,22 @@ impl ClaimStore {
     /// `<output_prefix>/.slurm-connector/claim/`. The prefix is unique per Flyte attempt, so it
     /// names the execution, and the deployment can already write there.
     pub fn under_output_prefix(output_prefix: &str) -> Result<Self> {
-        Self::open(&objstore::join_uri(output_prefix, CLAIM_DIR))
+        Self::open(&objstore::open, &output_prefix_uri(output_prefix))
     }
 
     /// The claim of `id` under a prefix of the connector's own (for deployments whose
     /// credentials cannot write under the output prefixes): `<prefix>/claims/<sha256>/`.
     pub fn under_connector_prefix(prefix: &str, id: &ExecutionIdentity) -> Result<Self> {
-        Self::open(&objstore::join_uri(
-            prefix,
-            &format!("{OWNED_DIR}/{}", identity_hash(id)),
-        ))
+        Self::open(&objstore::open, &connector_prefix_uri(prefix, id))
     }
 
-    fn open(uri: &str) -> Result<Self> {
-        let dest = objstore::open(uri).map_err(|e| ClaimError::Location(Box::new(e)))?;
+    /// The claim in the folder `uri`, its store opened by `open` (one of its own, or a
+    /// deployment's shared one: `objstore::Stores::open`).
+    pub(super) fn open(
+        open: &dyn Fn(&str) -> Result<objstore::Destination, crate::staging::StagingError>,
+        uri: &str,
+    ) -> Result<Self> {
+        let dest = open(uri).map_err(|e| ClaimError::Location(Box::new(e)))?;
         Ok(Self::new(dest.store, dest.path, dest.uri))
     }
 
@@ -277,11 +297,7 @@ fn parse(bytes: &[u8]) -> Result<Record, String> {
 /// store that cannot be reached or written fails with its own error. The throwaway claim is
 /// removed (a failure to remove it is logged, not fatal: it is a few bytes).
 pub async fn probe(prefix: &str) -> Result<()> {
-    let dir = objstore::join_uri(
-        prefix,
-        &format!("{PROBE_DIR}/{:016x}", rand::random::<u64>()),
-    );
-    probe_at(&ClaimStore::open(&dir)?).await
+    probe_at(&ClaimStore::open(&objstore::open, &probe_uri(prefix))?).await
 }
 
 /// [`probe`] in the folder of `claim`, which must be a throwaway one (for a store built
