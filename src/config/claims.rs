@@ -8,6 +8,7 @@
 //! | `FLYTE_SLURM_REPLICA` | the host name | this replica's name in claims (the chart: the pod's name) |
 //! | `FLYTE_SLURM_CLAIM_LEASE` | `180s` | how long a holding stands without a record before another replica may take it over |
 //! | `FLYTE_SLURM_SINGLE_REPLICA` | `false` | the deployment runs one replica: a store without conditional writes is accepted |
+//! | `FLYTE_SLURM_ONCE_ONLY` | `keys` | `claims`: jobs of their own are made once through their claims (experimental; every replica alike, coalescing off) |
 
 use std::time::Duration;
 
@@ -39,6 +40,19 @@ pub enum ClaimLocation {
     Prefix(String),
 }
 
+/// What keeps an execution to one job across retries, restarts and replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnceOnly {
+    /// The execution's key in its job's name, found in slurmctld's and slurmdbd's listings
+    /// (`submit/protocol.rs`, `submit/idempotency/`).
+    #[default]
+    Keys,
+    /// The execution's claim (`submit/claim/`): jobs of their own only, so the cluster does not
+    /// coalesce. Every replica must say the same: a replica of `keys` does not read claims. The
+    /// path every CreateTask takes once batches and the adoption of keyed jobs move to claims.
+    Claims,
+}
+
 /// The deployment's claim settings, decided once at load.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimSettings {
@@ -51,6 +65,8 @@ pub struct ClaimSettings {
     pub lease: Duration,
     /// One replica only: a store without conditional writes is accepted (nothing races it).
     pub single_replica: bool,
+    /// Keys or claims (`FLYTE_SLURM_ONCE_ONLY`).
+    pub once_only: OnceOnly,
 }
 
 impl Default for ClaimSettings {
@@ -61,6 +77,7 @@ impl Default for ClaimSettings {
             replica: None,
             lease: DEFAULT_CLAIM_LEASE,
             single_replica: false,
+            once_only: OnceOnly::Keys,
         }
     }
 }
@@ -123,6 +140,20 @@ pub(super) fn apply(
     }
     if let Some(v) = var("FLYTE_SLURM_SINGLE_REPLICA") {
         s.single_replica = parse_bool("FLYTE_SLURM_SINGLE_REPLICA", &v)?;
+    }
+    if let Some(v) = var("FLYTE_SLURM_ONCE_ONLY") {
+        s.once_only = match v.to_ascii_lowercase().as_str() {
+            "keys" => OnceOnly::Keys,
+            "claims" => OnceOnly::Claims,
+            _ => {
+                return Err(ConfigError::invalid(
+                    "FLYTE_SLURM_ONCE_ONLY",
+                    &v,
+                    "`keys` (the default: the execution's key in its job's name) or `claims` \
+                     (experimental: each execution's claim in the object store; every replica alike)",
+                ));
+            }
+        };
     }
     Ok(())
 }
@@ -237,6 +268,7 @@ mod tests {
             ("FLYTE_SLURM_CLAIM_LEASE", "2h", "between 30s and 3600s"),
             ("FLYTE_SLURM_CLAIM_LEASE", "soon", "soon"),
             ("FLYTE_SLURM_SINGLE_REPLICA", "maybe", "true or false"),
+            ("FLYTE_SLURM_ONCE_ONLY", "claim", "`keys` (the default"),
         ] {
             let e = settings(&[(var, value)]).unwrap_err().to_string();
             assert!(e.starts_with(var), "{var}={value}: {e}");
@@ -250,10 +282,13 @@ mod tests {
             ("FLYTE_SLURM_REPLICA", "slurm-connector-7d9f-x2k"),
             ("FLYTE_SLURM_CLAIM_LEASE", "90s"),
             ("FLYTE_SLURM_SINGLE_REPLICA", "true"),
+            ("FLYTE_SLURM_ONCE_ONLY", "Claims"),
         ])
         .unwrap();
         assert_eq!(s.replica.as_deref(), Some("slurm-connector-7d9f-x2k"));
         assert_eq!(s.lease, Duration::from_secs(90));
         assert!(s.single_replica);
+        assert_eq!(s.once_only, OnceOnly::Claims);
+        assert_eq!(settings(&[]).unwrap().once_only, OnceOnly::Keys);
     }
 }

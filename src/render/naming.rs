@@ -234,13 +234,49 @@ const HELD_BY_USER: &str = "JobHeldUser";
 /// its submitter, its comment marked. A task's own `--hold` lacks the mark; a job released (or
 /// held again by someone) is not this.
 pub fn awaiting_check(j: &crate::slurmrestd::JobInfo) -> bool {
+    held_by_user(j) && j.comment.as_deref().is_some_and(is_awaiting_check)
+}
+
+/// Appended to the comment of a job submitted held for its claim (`FLYTE_SLURM_ONCE_ONLY=claims`:
+/// `service/submit/claim`), before the execution's (or batch's) marker and `]`; the release
+/// restores the job's own comment. Found by whoever takes a holding over, in slurmctld's listing.
+pub const CLAIM_MARK: &str = " [slurm-connector claim ";
+
+/// The mark of a job held for the claim of `marker`.
+pub fn claim_mark(marker: &str) -> String {
+    format!("{CLAIM_MARK}{marker}]")
+}
+
+/// A comment without its claim's mark: the job's own, which the release restores.
+pub fn without_claim_mark(comment: &str) -> &str {
+    match comment.rfind(CLAIM_MARK) {
+        Some(at) if comment.ends_with(']') => &comment[..at],
+        _ => comment,
+    }
+}
+
+/// Whether slurmctld's record is of a job still held for its claim: pending, held by its
+/// submitter, its comment marked.
+pub fn held_for_claim(j: &crate::slurmrestd::JobInfo) -> bool {
+    held_by_user(j)
+        && j.comment
+            .as_deref()
+            .is_some_and(|c| without_claim_mark(c).len() < c.len())
+}
+
+/// Whether the connector holds this job: for the keys' check, or for its claim. What GetTask
+/// hands to the cluster's takeover task to settle when it lasts (`tracker::held_for_check`).
+pub fn held_by_connector(j: &crate::slurmrestd::JobInfo) -> bool {
+    awaiting_check(j) || held_for_claim(j)
+}
+
+fn held_by_user(j: &crate::slurmrestd::JobInfo) -> bool {
     j.state.base == crate::slurmrestd::BaseState::Pending
         // A pending record's reason carries slurmctld's description after it when there is one
         // (`JobHeldUser (launch failed requeued held)`): the bare name decides.
         && j.reason
             .as_deref()
             .is_some_and(|r| r.split(" (").next() == Some(HELD_BY_USER))
-        && j.comment.as_deref().is_some_and(is_awaiting_check)
 }
 
 /// How many keys an array's comment holds beside the tasks' own `comment` and the check's mark,

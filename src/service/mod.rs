@@ -82,6 +82,7 @@ pub use wire::meta::{Decoded, DeferredSubmit, ResourceMeta, decode as decode_met
 pub use wire::status::{ArrayElement, LogLink, MetricResult, MetricsQuery, SlurmJob, TaskStatus};
 
 use crate::config::DeploymentConfig;
+use crate::config::claims::OnceOnly;
 use crate::render;
 use crate::slurmrestd::JobId;
 use crate::staging;
@@ -118,11 +119,12 @@ impl Connector {
             crate::config::UploadLimit::Unlimited => Ok(staging::Ceiling::Unlimited),
             crate::config::UploadLimit::Malformed(m) => Err(m.clone()),
         };
+        let claims = Arc::new(claim::Claims::new(deployment.claims.clone()));
         for rt in clusters.values() {
+            rt.submitter.set_claims(claims.clone());
             rt.submitter.set_max_in_flight(deployment.submits_in_flight);
             rt.submitter.set_check_every(deployment.check_every);
         }
-        let claims = Arc::new(claim::Claims::new(deployment.claims.clone()));
         Connector {
             deployment,
             clusters,
@@ -168,7 +170,24 @@ impl Connector {
                 .await?;
         let spec = &request.spec;
         let (key, job) = (&task.rendered.key, &task.rendered.job);
-        let meta = self.meta_of(&rt, &request, &task);
+        let mut meta = self.meta_of(&rt, &request, &task);
+        if self.claims.settings().once_only == OnceOnly::Claims {
+            // Opened (its store probed the first time) before anything is submitted, and named
+            // in the meta so any replica finds it.
+            let claim = self
+                .claims
+                .of(&request.spec.output_prefix, &request.spec.exec)
+                .await
+                .map_err(|e| match e {
+                    claim::ClaimError::Store { .. } => ServiceError::Unavailable(format!(
+                        "the task's claim (FLYTE_SLURM_ONCE_ONLY=claims): {e}"
+                    )),
+                    e => ServiceError::Invalid(format!(
+                        "the task's claim (FLYTE_SLURM_ONCE_ONLY=claims): {e}"
+                    )),
+                })?;
+            meta.claim = Some(claim.uri().to_string());
+        }
         let lock = rt.submitter.lock(key);
         let _one_at_a_time = lock.lock().await;
         if let Some(m) = rt.submitter.job(key) {
@@ -229,6 +248,8 @@ impl Connector {
         let (key, job) = (&task.rendered.key, &task.rendered.job);
         let coalescing = rt.coalescing(self.deployment.coalesce).await;
         let batch = match coalescing.window {
+            // A batch's array through its members' claims is not built yet.
+            _ if meta.claim.is_some() => None,
             Some(window)
                 if coalesce::coalescible(
                     spec.exec.attempt,
@@ -304,7 +325,8 @@ impl Connector {
         if held {
             // Its replica died between its held submit and its release: settled elsewhere
             // (`submit/takeover.rs`), this call only reads.
-            rt.submitter.settle_held(m.job_id, m.slurm_user.clone());
+            rt.submitter
+                .settle_held(m.job_id, m.slurm_user.clone(), m.claim.clone());
         }
         let ctx = report::Context {
             ceiling: &self.ceiling,
@@ -327,29 +349,44 @@ impl Connector {
         raw_meta: &[u8],
         secrets: &HashMap<String, String>,
     ) -> Result<(), ServiceError> {
+        let token = self
+            .deployment
+            .task_credential(secrets)
+            .map_err(ServiceError::Invalid)?;
+        let client_of = |rt: &ClusterRuntime, m: &ResourceMeta| match &token {
+            Some(t) => rt.client_for(Some(t)),
+            // The job's own user: a restarted connector or another replica cancels as it.
+            None => rt.client_as(m.slurm_user.as_deref()),
+        };
+        let (rt, m) = self.locate(raw_meta)?;
+        let mut cancelled = None;
+        if let Some(uri) = &m.claim {
+            // The tombstone first, whoever is submitting it: a record after it is refused.
+            cancelled = submit::claimed::delete(&rt, &m, uri, &client_of(&rt, &m))
+                .await
+                .map_err(|e| ServiceError::Unavailable(format!("DeleteTask: {e}")))?;
+            tracing::info!(cluster = %rt.cfg.name, claim = %uri, ?cancelled, "DeleteTask: tombstone written");
+            if m.deferred.is_some() {
+                return Ok(());
+            }
+        }
         let (rt, m) = match self.locate_job(raw_meta).await? {
             (rt, Ok(m)) => (rt, m),
             (rt, Err(_)) => {
-                let (_, m) = self.locate(raw_meta)?;
                 return deferred::delete_unsubmitted(&rt, &m).await.map_err(
                     ServiceError::slurm("cancelling (or leaving a tombstone for) a task deleted before its job was submitted"),
                 );
             }
         };
         rt.cancel_transfer(&m.target());
-        let token = self
-            .deployment
-            .task_credential(secrets)
-            .map_err(ServiceError::Invalid)?;
-        let client = match &token {
-            Some(t) => rt.client_for(Some(t)),
-            // The job's own user: a restarted connector or another replica cancels as it.
-            None => rt.client_as(m.slurm_user.as_deref()),
+        let outcome = if cancelled.is_some_and(|p| p.target() == m.target()) {
+            crate::slurmrestd::CancelOutcome::Cancelled
+        } else {
+            client_of(&rt, &m)
+                .cancel(m.target(), None)
+                .await
+                .map_err(ServiceError::slurm("cancelling the job"))?
         };
-        let outcome = client
-            .cancel(m.target(), None)
-            .await
-            .map_err(ServiceError::slurm("cancelling the job"))?;
         tracing::info!(cluster = %rt.cfg.name, job_id = %m.job_id, element = ?m.element, ?outcome, "DeleteTask");
         if let (Some(index), crate::slurmrestd::CancelOutcome::Cancelled) = (m.element, &outcome) {
             // A pending element leaves no record of its cancel: the tracker keeps it.

@@ -202,7 +202,7 @@ impl Tracker {
             if !stuck.contains(&id) {
                 continue;
             }
-            if crate::render::naming::awaiting_check(&info) {
+            if crate::render::naming::held_by_connector(&info) {
                 held.insert(id);
             }
             // An array's reason is its elements' own.

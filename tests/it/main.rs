@@ -34,6 +34,7 @@ mod render_props;
 mod render_refusals;
 mod render_versions;
 mod service_arrays;
+mod service_claims;
 mod service_clustered;
 mod service_coalesce;
 mod service_e2e;

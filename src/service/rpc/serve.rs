@@ -147,7 +147,13 @@ pub async fn serve_with(
     let grace = config.shutdown_grace;
     let connector = Arc::new(Connector::new(config, clusters, m.clone()));
     let holder = connector.claims().holder();
-    tracing::info!(claims = %claims, holder = %holder.name, lease = ?holder.lease, "claims");
+    let once_only = connector.claims().settings().once_only;
+    tracing::info!(claims = %claims, holder = %holder.name, lease = ?holder.lease, ?once_only, "claims");
+    if once_only == crate::config::claims::OnceOnly::Claims {
+        tracing::warn!(
+            "FLYTE_SLURM_ONCE_ONLY=claims (experimental): jobs of their own are made once through their claims, and no cluster coalesces; every replica must say the same"
+        );
+    }
     let grpc = Grpc(connector.clone());
 
     let (health_reporter, health_service) = tonic_health::server::health_reporter();

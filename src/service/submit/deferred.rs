@@ -43,6 +43,7 @@ use crate::service::phase::{self, Facts, Submit};
 use crate::service::wire::meta::{self, ResourceMeta};
 use crate::service::wire::status::TaskStatus;
 
+use super::claimed;
 use super::execution::{Placement, Progress, Stall};
 use super::paced;
 use super::protocol;
@@ -87,6 +88,12 @@ pub async fn run_takeovers(rt: Arc<ClusterRuntime>, stop: impl Future<Output = (
 async fn settle_left_held(rt: Arc<ClusterRuntime>, s: Settle) {
     tracing::warn!(cluster = %rt.cfg.name, job_id = %s.job_id, "a task's job is still held for the duplicate check its replica never finished; settling it");
     let client = rt.submit_client_as(s.slurm_user.as_deref());
+    if let Some(uri) = &s.claim {
+        if let Err(e) = claimed::release_left_held(&rt, uri, s.job_id, &client).await {
+            tracing::warn!(cluster = %rt.cfg.name, job_id = %s.job_id, error = %e, "releasing a job its claim records, left held, failed; the next GetTask tries again");
+        }
+        return;
+    }
     if let Err(e) = protocol::settle_orphan(rt.once(), &client, s.job_id).await {
         tracing::warn!(cluster = %rt.cfg.name, job_id = %s.job_id, error = %e, "settling a job left held failed; the next GetTask tries again");
     }
@@ -251,6 +258,52 @@ pub async fn resolve(
         rt.submitter.executions.set_job(&d.key, m.clone());
         m
     };
+    if let Some(uri) = m.claim.clone() {
+        // Made through its claim: the claim knows, whoever made it.
+        let age = now_unix().saturating_sub(d.at);
+        return match claimed::resolve(rt, &uri).await {
+            Ok(claimed::Found::Job(p)) => Ok(resolved(m, p)),
+            Ok(claimed::Found::Deleted) => Err(pending(
+                Submit::Withdrawn,
+                "Deleted before its job was submitted".into(),
+            )),
+            Ok(claimed::Found::Unrecorded { by, lapsed }) => {
+                // Nobody holds it past the takeover age (its replica died before its turn),
+                // or its holder's lease ran out: make it here. The claim keeps that to one
+                // job, whoever else is still at it.
+                let due = match &by {
+                    None => age >= TAKE_OVER_AFTER.as_secs() as i64,
+                    Some(_) => lapsed,
+                };
+                if due && !d.own_credentials {
+                    tracing::warn!(cluster = %rt.cfg.name, key = %d.key, age, holder = ?by, "a deferred submit's claim records no job; taking it over");
+                    let mut template = m.clone();
+                    template.deferred = None;
+                    rt.submitter.take_over(TakeOver {
+                        key: d.key.clone(),
+                        job: d.job.clone(),
+                        template,
+                    });
+                }
+                Err(pending(
+                    Submit::Going,
+                    match by {
+                        Some(by) => {
+                            format!("Not submitted yet: connector replica {by} is submitting it")
+                        }
+                        None => format!(
+                            "Not submitted yet: another connector replica accepted this task \
+                             {age} s ago and is submitting it"
+                        ),
+                    },
+                ))
+            }
+            Err(e) => Err(pending(
+                Submit::Going,
+                format!("Not submitted yet, as far as can be seen: cannot read its claim ({e})"),
+            )),
+        };
+    }
     // Another replica accepted it (or this process restarted): the cluster knows.
     match find(rt, &d.key, FIND_FRESH).await {
         Ok(Some((p, false))) => Ok(resolved(m, p)),

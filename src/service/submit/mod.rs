@@ -6,7 +6,9 @@
 //!   shell task's output locations checked there.
 //! - `claim/`: the claim in the task's object store (which job runs an execution, written only
 //!   with create-if-absent; its format, store, start-up probe, and the protocol over it and
-//!   Slurm). Not yet on this walk.
+//!   Slurm). On this walk only with `FLYTE_SLURM_ONCE_ONLY=claims` (experimental: jobs of their
+//!   own), through `claimed` (one try of a job through its claim in `paced.rs`, a deferred
+//!   meta's job read from its claim in `deferred.rs`, DeleteTask's tombstone).
 //! - `identity`: whom a task runs as (the deployment's rules; a task never chooses).
 //! - `execution`: the one state of each execution in this process (its lock, its submit's
 //!   progress, its job, withdrawn, uncertain), with one expiry.
@@ -53,6 +55,7 @@
 
 pub(crate) mod batches;
 pub mod claim;
+pub(crate) mod claimed;
 pub(crate) mod coalesce;
 pub(crate) mod coalesce_settings;
 pub(crate) mod deferred;

@@ -22,6 +22,7 @@ use crate::service::wire::meta::ResourceMeta;
 use crate::slurmrestd::{Client, ClientError, JobDescription};
 
 use super::batches::Member;
+use super::claimed;
 use super::execution::{Progress, Stall, Submitted};
 use super::pacing::Pace;
 use super::protocol::{self, SubmitError, SubmitFailure};
@@ -89,7 +90,19 @@ async fn paced_loop(rt: &ClusterRuntime, m: &Member) -> Result<Submitted, Option
         let cl = rt
             .once()
             .paced(m.answer_by.filter(|_| tries == 0), &permit, m.since);
-        let r = protocol::submit_once(cl, client, key, job, job_by_marker(rt, job)).await;
+        let r = match m.template.claim.as_deref() {
+            // Made once through its claim (`FLYTE_SLURM_ONCE_ONLY=claims`).
+            Some(uri) => match claimed::submit(rt, m, uri).await {
+                Ok(Some(s)) => Ok(s),
+                Ok(None) => {
+                    permit.done(Pace::Prompt);
+                    tracing::info!(cluster = %rt.cfg.name, key, "the task's claim holds its tombstone (DeleteTask came first): not submitting");
+                    return Err(None);
+                }
+                Err(f) => Err(f),
+            },
+            None => protocol::submit_once(cl, client, key, job, job_by_marker(rt, job)).await,
+        };
         let pace = pace_of(&r);
         permit.done(pace);
         match r {

@@ -208,6 +208,10 @@ pub enum SubmitError {
         #[source]
         source: crate::staging::StagingError,
     },
+    /// The execution's claim could not be read or written, or another replica holds it: tried
+    /// again (`FLYTE_SLURM_ONCE_ONLY=claims`, `claimed.rs`).
+    #[error("{0}")]
+    Claim(String),
 }
 
 impl SubmitError {
@@ -216,7 +220,7 @@ impl SubmitError {
     pub fn is_transient(&self) -> bool {
         match self {
             SubmitError::Slurm(e) => e.is_transient(),
-            SubmitError::Marker { .. } => true,
+            SubmitError::Marker { .. } | SubmitError::Claim(_) => true,
             SubmitError::Coalesce(_) => false,
         }
     }

@@ -12,6 +12,7 @@ use crate::service::wire::meta::ResourceMeta;
 use crate::slurmrestd::{Client, JobId};
 
 use super::batches::{Batches, Totals};
+use super::claim::Claims;
 use super::coalesce_settings::Coalescing;
 use super::execution::{Executions, Submitted};
 use super::gate::Gate;
@@ -40,6 +41,9 @@ pub struct Submitter {
     /// cluster already had (a retry, a restart, another replica).
     fresh: AtomicU64,
     adopted: AtomicU64,
+    /// Where executions' claims are, and this process as their holder: the Connector's
+    /// ([`Submitter::set_claims`]), else the default settings' (a cluster built without one).
+    claims: std::sync::OnceLock<Arc<Claims>>,
     /// When the latest CreateTask that started a submit came (a check waits for its turn only
     /// while others come: `protocol.rs`).
     last_arrival: std::sync::Mutex<Option<Instant>>,
@@ -75,10 +79,23 @@ impl Submitter {
             fresh: AtomicU64::new(0),
             adopted: AtomicU64::new(0),
             last_arrival: Default::default(),
+            claims: std::sync::OnceLock::new(),
         }
     }
 
     /// The deployment's bound on submits in flight (`FLYTE_SLURM_SUBMITS_IN_FLIGHT`).
+    /// The deployment's claims (one per process: its holder, its stores), set before any submit.
+    pub fn set_claims(&self, claims: Arc<Claims>) {
+        if self.claims.set(claims).is_err() {
+            tracing::error!("a cluster's claims were set twice; the first stay");
+        }
+    }
+
+    pub(in crate::service::submit) fn claims(&self) -> &Arc<Claims> {
+        self.claims
+            .get_or_init(|| Arc::new(Claims::new(Default::default())))
+    }
+
     pub fn set_max_in_flight(&self, max: usize) {
         self.pacer.set_max(max);
     }
@@ -132,8 +149,12 @@ impl Submitter {
 
     /// Queues the settling of a job (or array) a task was answered with that is still held for
     /// its duplicate check long after (`takeover.rs`).
-    pub fn settle_held(&self, job_id: JobId, slurm_user: Option<String>) {
-        self.takeovers.queue_settle(Settle { job_id, slurm_user });
+    pub fn settle_held(&self, job_id: JobId, slurm_user: Option<String>, claim: Option<String>) {
+        self.takeovers.queue_settle(Settle {
+            job_id,
+            slurm_user,
+            claim,
+        });
     }
 
     /// One CreateTask of execution `key` at a time in this process.

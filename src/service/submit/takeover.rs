@@ -38,6 +38,9 @@ pub struct Settle {
     pub job_id: JobId,
     /// Whose it is (the meta's `slurm_user`): its release is that user's update.
     pub slurm_user: Option<String>,
+    /// The execution's claim (the meta's `claim`), when it was made through one: released as
+    /// the claim records it, not by the keys' check.
+    pub claim: Option<String>,
 }
 
 /// A held job is settled at most this often, however many GetTasks find it still held (the
@@ -161,6 +164,7 @@ mod tests {
         let s = |id| Settle {
             job_id: JobId(id),
             slurm_user: Some("alice".into()),
+            claim: None,
         };
         q.queue_settle(s(7));
         q.queue_settle(s(7)); // the next GetTask, before the tracker saw the release

@@ -80,6 +80,11 @@ pub struct ResourceMeta {
     pub project: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub domain: Option<String>,
+    /// The folder of the execution's claim (`submit/claim`), when the deployment makes jobs
+    /// once through claims (`FLYTE_SLURM_ONCE_ONLY=claims`): a deferred task's GetTask reads
+    /// its job there, DeleteTask writes its tombstone there. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<String>,
 }
 
 /// What any replica needs to find a deferred submit's job, or to make it when the replica that
@@ -149,6 +154,7 @@ impl ResourceMeta {
             deferred: None,
             project: None,
             domain: None,
+            claim: None,
         }
     }
 

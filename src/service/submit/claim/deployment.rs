@@ -81,6 +81,12 @@ impl Claims {
         }
     }
 
+    /// The claim whose folder is `uri` (a meta's `claim`: opened, and its store checked, by the
+    /// CreateTask that named it).
+    pub fn at(&self, uri: &str) -> Result<ClaimStore> {
+        ClaimStore::open(&|u: &str| self.stores.open(u), uri)
+    }
+
     /// Whether the store `key` (where `prefix` is) may hold claims: probed under `prefix` the
     /// first time, the verdict kept.
     async fn check(&self, key: &str, prefix: &str) -> Result<()> {

@@ -3,18 +3,15 @@
 //! job's own comment in the same update, and held jobs are found by that marker in slurmctld's
 //! listing.
 
-use crate::slurmrestd::{self, BaseState, Client, ClientError, JobDescription, JobId, JobInfo};
+use crate::render::naming;
+use crate::slurmrestd::{self, Client, ClientError, JobDescription, JobId, JobInfo};
 
 use super::format::JobRef;
 use super::protocol::Slurm;
 
-/// slurmctld's reason for a job its submitter held (`hold: true` at submit; an admin's hold or
-/// a job_submit plugin's is `JobHeldAdmin`, which this protocol never releases).
-const HELD_BY_USER: &str = "JobHeldUser";
-
 /// The tag a held job's comment carries for `marker`.
 pub fn marker_tag(marker: &str) -> String {
-    format!(" [slurm-connector claim {marker}]")
+    naming::claim_mark(marker)
 }
 
 /// One execution's (or batch's) view of a cluster through slurmrestd.
@@ -43,17 +40,12 @@ fn target(job: JobRef) -> slurmrestd::JobRef {
 /// Whether `j` is held by its submitter with a claim's marker in its comment (`marker`: that
 /// one; `None`: any).
 fn held_with(j: &JobInfo, marker: Option<&str>) -> bool {
-    let held = j.state.base == BaseState::Pending
-        // A pending record's reason carries slurmctld's description after it when there is one
-        // (`JobHeldUser (launch failed requeued held)`): the bare name decides.
-        && j.reason
-            .as_deref()
-            .is_some_and(|r| r.split(" (").next() == Some(HELD_BY_USER));
-    let comment = j.comment.as_deref().unwrap_or_default();
-    held && match marker {
-        Some(m) => comment.contains(&marker_tag(m)),
-        None => comment.contains(" [slurm-connector claim "),
-    }
+    naming::held_for_claim(j)
+        && marker.is_none_or(|m| {
+            j.comment
+                .as_deref()
+                .is_some_and(|c| c.contains(&marker_tag(m)))
+        })
 }
 
 /// The job (or element) a held record stands for: an array's own record stands for its held

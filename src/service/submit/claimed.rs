@@ -1,0 +1,213 @@
+//! Jobs made once through their claims (`FLYTE_SLURM_ONCE_ONLY=claims`): the service's side of
+//! `claim::create` and `claim::delete` for a job of its own, and a deferred task's job read from
+//! its claim.
+//!
+//! The execution's claim is opened by CreateTask (`Claims::of`, which probes a store met for the
+//! first time) and named in its `resource_meta` (`claim`), so every later call, on any replica,
+//! finds it there: the paced submit (`paced.rs`) makes one try of [`submit`] where the keys'
+//! protocol would try `protocol::submit_once`; GetTask of a deferred meta reads the job the claim
+//! records ([`resolve`]); DeleteTask writes the tombstone first ([`delete`]).
+//!
+//! The marker a held job carries in its comment is the execution's key: a replica taking over a
+//! holding finds what the former holder left held by it.
+
+use std::time::SystemTime;
+
+use crate::service::cluster::ClusterRuntime;
+use crate::service::wire::meta::ResourceMeta;
+use crate::slurmrestd::{Client, ClientError, JobDescription, JobId};
+
+use super::batches::Member;
+use super::claim::{self, ClaimStore, JobRef, Outcome, ProtocolError, Slurmrestd, State};
+use super::execution::Submitted;
+use super::idempotency::{Element, Placement};
+use super::protocol::{SubmitError, SubmitFailure};
+
+/// Where a job the claim records runs, as the rest of the service names it.
+fn placement(job: JobRef) -> Placement {
+    match job {
+        JobRef::Job { job_id } => Placement::job(JobId(job_id)),
+        // A claim names an element by its array and index; the array's size is not in it, and
+        // only the meta's `array` indices come from it (the element's own state is read by id).
+        JobRef::Element {
+            array_job_id,
+            index,
+        } => Placement {
+            job_id: JobId(array_job_id),
+            element: Some(Element {
+                index,
+                of: index + 1,
+            }),
+        },
+    }
+}
+
+/// The claim a meta names, in this process's stores.
+pub(super) fn claim_at(rt: &ClusterRuntime, uri: &str) -> Result<ClaimStore, claim::ClaimError> {
+    rt.submitter.claims().at(uri)
+}
+
+/// The protocol's Slurm for `job`, through `client`: the release restores the job's own comment,
+/// and keeps a job held that asked for `--hold` itself.
+fn slurm<'a>(client: &'a Client, job: &'a JobDescription) -> Slurmrestd<'a> {
+    Slurmrestd {
+        client,
+        comment: job.comment.as_deref(),
+        keep_held: job.hold == Some(true),
+    }
+}
+
+/// One try of the execution's job through its claim at `uri`. `Ok(None)`: the claim holds the
+/// tombstone (DeleteTask came first). Another replica's live holding is a transient failure: the
+/// paced loop asks again, and takes it over once its lease ran out.
+pub(super) async fn submit(
+    rt: &ClusterRuntime,
+    m: &Member,
+    uri: &str,
+) -> Result<Option<Submitted>, SubmitFailure> {
+    let failure = |what: String, error: SubmitError| SubmitFailure { what, error };
+    let claim = claim_at(rt, uri).map_err(|e| {
+        failure(
+            "opening the execution's claim".into(),
+            SubmitError::Claim(e.to_string()),
+        )
+    })?;
+    let holder = rt.submitter.claims().holder();
+    let outcome = claim::create(&claim, &slurm(&m.client, &m.job), holder, &m.job, &m.key).await;
+    match outcome {
+        Ok(Outcome::Submitted(job)) => Ok(Some(Submitted::Fresh(placement(job)))),
+        Ok(Outcome::Existing(job)) => Ok(Some(Submitted::Adopted(placement(job)))),
+        Ok(Outcome::Deleted) => Ok(None),
+        Ok(Outcome::InProgress { by, until }) => Err(failure(
+            format!(
+                "another connector replica ({by}) is submitting this task; its holding lapses \
+                 in {} s",
+                until
+                    .duration_since(SystemTime::now())
+                    .map_or(0, |d| d.as_secs())
+            ),
+            SubmitError::Claim("held by another replica".into()),
+        )),
+        Err(e) => Err(protocol_failure(e)),
+    }
+}
+
+/// A protocol error as the paced loop judges it: Slurm's errors as the client's (so a full or
+/// throttling cluster paces the loop), the claim's and contention as transient.
+fn protocol_failure(e: ProtocolError) -> SubmitFailure {
+    match e {
+        ProtocolError::Slurm { what, source } => SubmitFailure {
+            what,
+            error: match source.downcast::<ClientError>() {
+                Ok(client) => SubmitError::Slurm(*client),
+                Err(other) => SubmitError::Claim(other.to_string()),
+            },
+        },
+        ProtocolError::Claim { what, source } => SubmitFailure {
+            what: what.to_string(),
+            error: SubmitError::Claim(source.to_string()),
+        },
+        e @ ProtocolError::Contended { .. } => SubmitFailure {
+            what: "deciding the execution's claim".into(),
+            error: SubmitError::Claim(e.to_string()),
+        },
+    }
+}
+
+/// What the claim of a deferred task says of its job.
+pub enum Found {
+    /// The job it records.
+    Job(Placement),
+    /// The tombstone.
+    Deleted,
+    /// Nothing recorded yet: `None` when nobody claimed it, else who holds it and whether the
+    /// holding lapsed.
+    Unrecorded { by: Option<String>, lapsed: bool },
+}
+
+/// GetTask of a deferred meta whose claim is at `uri`: what it records (two object-store
+/// requests; no Slurm call).
+pub async fn resolve(rt: &ClusterRuntime, uri: &str) -> Result<Found, claim::ClaimError> {
+    let claim = claim_at(rt, uri)?;
+    Ok(match claim.read().await? {
+        None => Found::Unrecorded {
+            by: None,
+            lapsed: false,
+        },
+        Some(c) => match &c.record().state {
+            State::Recorded { job } => Found::Job(placement(*job)),
+            State::Deleted => Found::Deleted,
+            State::Submitting { .. } => Found::Unrecorded {
+                by: Some(c.record().by.clone()),
+                lapsed: c.record().expired(SystemTime::now()),
+            },
+        },
+    })
+}
+
+/// DeleteTask of a task whose meta names its claim: this process's submit of it withdrawn, the
+/// tombstone written (a holder's record after it is refused, and that holder cancels its own held
+/// job), then the job it recorded, or what a holding left held, cancelled. The job cancelled, if
+/// any.
+pub async fn delete(
+    rt: &ClusterRuntime,
+    m: &ResourceMeta,
+    uri: &str,
+    client: &Client,
+) -> Result<Option<Placement>, ProtocolError> {
+    if let Some(d) = &m.deferred {
+        rt.submitter.executions.withdraw(&d.key);
+    }
+    let claim = claim_at(rt, uri).map_err(|source| ProtocolError::Claim {
+        what: "opening the execution's claim",
+        source,
+    })?;
+    // Only cancels: the job's own comment and hold are a release's concern.
+    let slurm = Slurmrestd {
+        client,
+        comment: None,
+        keep_held: false,
+    };
+    tracing::debug!(cluster = %rt.cfg.name, job_id = %m.job_id, claim = uri, "DeleteTask: the tombstone first");
+    Ok(
+        claim::delete(&claim, &slurm, rt.submitter.claims().holder())
+            .await?
+            .map(placement),
+    )
+}
+
+/// A job its claim records but its recorder left held (it died between its record and its
+/// release), found by GetTask through the tracker: released with its own comment back, as a
+/// retried CreateTask would. Nothing is done unless the claim records this very job (an
+/// unrecorded held job is a holding's, which a takeover cancels) and slurmctld still shows it
+/// held for its claim. Whether it was released.
+pub async fn release_left_held(
+    rt: &ClusterRuntime,
+    uri: &str,
+    job_id: JobId,
+    client: &Client,
+) -> Result<bool, Box<dyn std::error::Error + Send + Sync>> {
+    let claim = claim_at(rt, uri)?;
+    let recorded = claim.read().await?.map(|c| c.record().state.clone());
+    if recorded
+        != Some(State::Recorded {
+            job: JobRef::Job { job_id: job_id.0 },
+        })
+    {
+        return Ok(false);
+    }
+    let records = client.job_records(job_id).await?;
+    let Some(held) = records
+        .iter()
+        .find(|j| j.job_id == job_id && crate::render::naming::held_for_claim(j))
+    else {
+        return Ok(false);
+    };
+    let own =
+        crate::render::naming::without_claim_mark(held.comment.as_deref().unwrap_or_default());
+    tracing::info!(cluster = %rt.cfg.name, %job_id, "the claim records this job but its recorder left it held; releasing it");
+    client
+        .release(crate::slurmrestd::JobRef::from(job_id), Some(own), false)
+        .await?;
+    Ok(true)
+}

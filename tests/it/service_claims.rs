@@ -1,0 +1,452 @@
+//! `FLYTE_SLURM_ONCE_ONLY=claims` (issue 52): replicas in front of mock-slurmrestd that keep each
+//! execution to one job through its claim (here under a `file://` prefix of the connector's own),
+//! the scenarios of `service_replicas.rs` on the claim's path:
+//! - a CreateTask retried on another replica answers with the first replica's job, read from
+//!   the claim, with no second submit;
+//! - the same CreateTasks at three replicas at once: one job per execution, submitted once;
+//! - a slow submit is answered deferred, and any replica reads its job from the claim;
+//! - a deferred submit whose replica went away holding it is taken over once the holding's
+//!   lease ran out, with one job;
+//! - a DeleteTask before the job exists writes the tombstone: the late holder's record is
+//!   refused and its held job cancelled, never released; a CreateTask after it is aborted;
+//! - a job its claim records but its recorder left held is released by a GetTask's takeover.
+
+use crate::common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use common::drill::{self, Grpc, Mock, Server, create, delete_req, get, job_id, request};
+use mock_slurmrestd::FaultConfig;
+use slurm_connector::config::claims::{ClaimLocation, OnceOnly};
+use slurm_connector::proto::core::task_execution::Phase;
+use slurm_connector::render::key_of_record;
+use slurm_connector::slurmrestd::{Auth, BaseState, Client, ClientConfig, JobInfo, Secret};
+
+fn client(mock: &Mock) -> Client {
+    let cfg = ClientConfig::new(
+        "mock",
+        mock.handle.url().parse().unwrap(),
+        Auth::Static {
+            token: Secret::new(mock.token()),
+        },
+    );
+    Client::new(cfg).unwrap()
+}
+
+/// The cluster's jobs by execution key.
+async fn by_key(mock: &Mock) -> HashMap<String, Vec<JobInfo>> {
+    let mut m: HashMap<String, Vec<JobInfo>> = HashMap::new();
+    for j in client(mock).jobs().await.unwrap() {
+        let element = j.array.as_ref().and_then(|a| a.task_id);
+        let key = key_of_record(&j, element).expect("every job carries its key");
+        m.entry(key).or_default().push(j);
+    }
+    m
+}
+
+/// The jobs of one execution that were not cancelled.
+async fn live_jobs(mock: &Mock, key: &str) -> Vec<JobInfo> {
+    by_key(mock)
+        .await
+        .remove(key)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|j| j.state.base != BaseState::Cancelled)
+        .collect()
+}
+
+/// `n` replicas on claims under the mock's folder, each CreateTask waiting `wait`, holdings
+/// lasting `lease`.
+async fn replicas(
+    mock: &Mock,
+    n: usize,
+    wait: Duration,
+    lease: Duration,
+) -> (Vec<Server>, Vec<Grpc>) {
+    let mut servers = Vec::new();
+    let mut clients = Vec::new();
+    for _ in 0..n {
+        let mut d = mock.deployment(Duration::from_millis(200));
+        d.submit_wait = wait;
+        d.claims.once_only = OnceOnly::Claims;
+        d.claims.location = ClaimLocation::Prefix(format!("file://{}/claims", mock.dir.display()));
+        d.claims.lease = lease;
+        let s = Server::start(d).await;
+        clients.push(s.client().await);
+        servers.push(s);
+    }
+    (servers, clients)
+}
+
+const WAIT: Duration = slurm_connector::config::DEFAULT_SUBMIT_WAIT;
+const LEASE: Duration = Duration::from_secs(180);
+
+fn meta_json(meta: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(meta).unwrap()
+}
+
+fn is_deferred(meta: &[u8]) -> bool {
+    meta_json(meta).get("deferred").is_some()
+}
+
+fn meta_key(meta: &[u8]) -> String {
+    meta_json(meta)["deferred"]["key"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// The claim's records, oldest first, as JSON.
+fn records(meta: &[u8]) -> Vec<serde_json::Value> {
+    let uri = meta_json(meta)["claim"]
+        .as_str()
+        .expect("a meta made through a claim names it")
+        .to_string();
+    let dir = std::path::PathBuf::from(uri.strip_prefix("file://").unwrap());
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    names.sort();
+    names
+        .iter()
+        .map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap())
+        .collect()
+}
+
+fn state_of(record: &serde_json::Value) -> String {
+    record["state"].as_str().unwrap_or_default().to_string()
+}
+
+/// GetTask on `c` until the phase is `want`, within 60 s; the last message.
+async fn until_phase(c: &mut Grpc, meta: &[u8], want: Phase) -> String {
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (r, _) = get(c, meta).await;
+        let r = r.expect("GetTask never fails");
+        if Phase::of(r.phase) == want {
+            return r.message;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "never {want:?}: {:?} {}",
+            Phase::of(r.phase),
+            r.message
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_create_task_retried_on_another_replica_reads_the_job_from_its_claim() {
+    let mock = Mock::start(
+        "claims-retry",
+        Duration::from_secs(600),
+        FaultConfig::default(),
+    )
+    .await;
+    let (servers, mut c) = replicas(&mock, 2, WAIT, LEASE).await;
+    let x = request(1, "#!/bin/bash\nsleep 1\necho x\n");
+    let on_a = create(&mut c[0], x.clone()).await.unwrap();
+    let on_b = create(&mut c[1], x).await.unwrap();
+    assert_eq!(job_id(&on_b), job_id(&on_a), "B answers with A's job");
+    assert_eq!(mock.handle.stats().count("submit"), 1);
+    let states: Vec<String> = records(&on_a).iter().map(state_of).collect();
+    assert_eq!(states, ["submitting", "recorded"], "{:?}", records(&on_a));
+    let recorded = &records(&on_a)[1];
+    assert_eq!(recorded["job"]["job_id"], job_id(&on_a), "{recorded}");
+    drill::wait_all(
+        &mut c[1],
+        std::slice::from_ref(&on_a),
+        &[Phase::Succeeded],
+        Duration::from_secs(60),
+    )
+    .await;
+    let key = slurm_connector::render::key_of_record(
+        &client(&mock)
+            .job_records(slurm_connector::slurmrestd::JobId(job_id(&on_a)))
+            .await
+            .unwrap()[0],
+        None,
+    )
+    .unwrap();
+    let live = live_jobs(&mock, &key).await;
+    assert_eq!(live.len(), 1, "{live:?}");
+    assert!(
+        !live[0]
+            .comment
+            .as_deref()
+            .unwrap_or_default()
+            .contains("slurm-connector"),
+        "the claim's mark is gone after the release: {:?}",
+        live[0].comment
+    );
+    for s in servers {
+        s.stop().await;
+    }
+    mock.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicas_racing_on_the_same_executions_submit_each_once() {
+    let mock = Mock::start(
+        "claims-race",
+        Duration::from_secs(600),
+        FaultConfig::default(),
+    )
+    .await;
+    let (servers, clients) = replicas(&mock, 3, WAIT, LEASE).await;
+    const TASKS: u32 = 12;
+    let mut calls = Vec::new();
+    for task in 0..TASKS {
+        for c in &clients {
+            let mut c = c.clone();
+            calls.push(tokio::spawn(async move {
+                let meta = create(&mut c, request(task, "#!/bin/bash\nsleep 0.5\necho done\n"))
+                    .await
+                    .unwrap_or_else(|e| panic!("CreateTask {task}: {e}"));
+                (task, meta)
+            }));
+        }
+    }
+    let mut answers: HashMap<u32, Vec<Vec<u8>>> = HashMap::new();
+    for call in calls {
+        let (task, meta) = call.await.unwrap();
+        answers.entry(task).or_default().push(meta);
+    }
+    let mut c = clients[0].clone();
+    for (task, metas) in &answers {
+        // A replica that waited out another's holding longer than its wait answers deferred;
+        // every meta reads the same job.
+        let mut ids = Vec::new();
+        for m in metas {
+            if !is_deferred(m) {
+                ids.push(job_id(m));
+            }
+            until_phase(&mut c, m, Phase::Succeeded).await;
+        }
+        assert!(
+            ids.iter().all(|id| *id == ids[0]),
+            "task {task}: the replicas answered with different jobs {ids:?}"
+        );
+    }
+    let jobs = by_key(&mock).await;
+    assert_eq!(jobs.len(), TASKS as usize, "{jobs:#?}");
+    for (key, js) in &jobs {
+        let survivors: Vec<_> = js
+            .iter()
+            .filter(|j| j.state.base != BaseState::Cancelled)
+            .collect();
+        assert_eq!(survivors.len(), 1, "{key}: {js:#?}");
+        assert_eq!(survivors[0].state.base, BaseState::Completed, "{key}");
+        for j in js.iter().filter(|j| j.job_id != survivors[0].job_id) {
+            assert_eq!(
+                j.nodes, None,
+                "{key}: a job that lost its claim never started"
+            );
+        }
+    }
+    let submits = mock.handle.stats().count("submit");
+    eprintln!("{TASKS} executions x 3 replicas: {submits} submits");
+    assert_eq!(
+        submits,
+        u64::from(TASKS),
+        "one held submit per execution: the claim is held first"
+    );
+    for s in servers {
+        s.stop().await;
+    }
+    mock.stop().await;
+}
+
+/// Submits slower than CreateTask waits: `ms` per submit at the mock.
+fn slow_submits(ms: u64) -> FaultConfig {
+    FaultConfig {
+        latency_ms: ms,
+        operations: vec!["submit".into()],
+        ..FaultConfig::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slow_submit_is_answered_deferred_and_any_replica_reads_its_job_from_the_claim() {
+    let mock = Mock::start(
+        "claims-deferred",
+        Duration::from_secs(600),
+        FaultConfig::default(),
+    )
+    .await;
+    let (servers, mut c) = replicas(&mock, 2, Duration::from_millis(300), LEASE).await;
+    mock.handle.faults().set(slow_submits(2000));
+    let meta = create(&mut c[0], request(1, "#!/bin/bash\nsleep 1\necho x\n"))
+        .await
+        .expect("answered before the submit is done, not failed");
+    assert!(is_deferred(&meta), "{}", String::from_utf8_lossy(&meta));
+    let (r, _) = get(&mut c[1], &meta).await;
+    let r = r.unwrap();
+    assert_eq!(Phase::of(r.phase), Phase::Queued);
+    assert!(r.message.starts_with("Not submitted yet"), "{}", r.message);
+    until_phase(&mut c[1], &meta, Phase::Succeeded).await;
+    until_phase(&mut c[0], &meta, Phase::Succeeded).await;
+    assert_eq!(live_jobs(&mock, &meta_key(&meta)).await.len(), 1);
+    assert_eq!(mock.handle.stats().count("submit"), 1);
+    for s in servers {
+        s.stop().await;
+    }
+    mock.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_deferred_submit_whose_holder_went_away_is_taken_over_past_its_lease_with_one_job() {
+    let mock = Mock::start(
+        "claims-takeover",
+        Duration::from_secs(600),
+        FaultConfig::default(),
+    )
+    .await;
+    let lease = Duration::from_secs(3);
+    let (mut servers, mut c) = replicas(&mock, 2, Duration::from_millis(300), lease).await;
+    // A's held submits fail (slurmrestd answers 500): A holds the claim, answers deferred and
+    // keeps trying, as a stuck replica would.
+    mock.handle.faults().set(FaultConfig {
+        error_rate: 1.0,
+        error_statuses: vec![500],
+        operations: vec!["submit".into()],
+        ..FaultConfig::default()
+    });
+    let meta = create(&mut c[0], request(2, "#!/bin/bash\necho taken over\n"))
+        .await
+        .unwrap();
+    assert!(is_deferred(&meta));
+    let key = meta_key(&meta);
+    servers.remove(0).stop().await;
+    assert_eq!(state_of(records(&meta).last().unwrap()), "submitting");
+    mock.handle.faults().clear();
+    // Within A's lease B only reads; past it, its GetTask queues the takeover.
+    let (r, _) = get(&mut c[1], &meta).await;
+    let r = r.unwrap();
+    assert_eq!(Phase::of(r.phase), Phase::Queued, "{}", r.message);
+    assert!(r.message.contains("is submitting it"), "{}", r.message);
+    until_phase(&mut c[1], &meta, Phase::Succeeded).await;
+    let live = live_jobs(&mock, &key).await;
+    assert_eq!(live.len(), 1, "{live:?}");
+    let states: Vec<String> = records(&meta).iter().map(state_of).collect();
+    assert_eq!(
+        states.last().map(String::as_str),
+        Some("recorded"),
+        "{states:?}"
+    );
+    for s in servers {
+        s.stop().await;
+    }
+    mock.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_delete_before_the_job_exists_writes_the_tombstone_and_the_late_job_never_runs() {
+    let mock = Mock::start(
+        "claims-tombstone",
+        Duration::from_secs(600),
+        FaultConfig::default(),
+    )
+    .await;
+    let (servers, mut c) = replicas(&mock, 2, Duration::from_millis(300), LEASE).await;
+    mock.handle.faults().set(slow_submits(1500));
+    let x = request(3, "#!/bin/bash\nsleep 30\n");
+    let meta = create(&mut c[0], x.clone()).await.unwrap();
+    assert!(is_deferred(&meta));
+    let key = meta_key(&meta);
+    c[1].delete_task(delete_req(&meta))
+        .await
+        .expect("DeleteTask");
+    // A's held submit lands after the tombstone: its record is refused and its job cancelled.
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let jobs = by_key(&mock).await.remove(&key).unwrap_or_default();
+        if !jobs.is_empty() && jobs.iter().all(|j| j.state.base == BaseState::Cancelled) {
+            for j in &jobs {
+                assert_eq!(j.nodes, None, "the late job never started: {j:?}");
+            }
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < until,
+            "A's late job not cancelled: {jobs:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(state_of(records(&meta).last().unwrap()), "deleted");
+    for ci in c.iter_mut() {
+        until_phase(ci, &meta, Phase::Aborted).await;
+    }
+    // The backend's CreateTask after it (a retry) submits nothing.
+    mock.handle.faults().clear();
+    let submits = mock.handle.stats().count("submit");
+    let again = create(&mut c[1], x).await;
+    assert!(
+        again
+            .as_ref()
+            .is_err_and(|s| s.code() == tonic::Code::Aborted),
+        "{again:?}"
+    );
+    assert_eq!(mock.handle.stats().count("submit"), submits);
+    for s in servers {
+        s.stop().await;
+    }
+    mock.stop().await;
+}
+
+/// The replica that recorded a job died before releasing it (its releases failed until it went
+/// away) and its CreateTask had been answered deferred: another replica's GetTask reads the job
+/// from the claim, the tracker sees it held for its claim past `pending_detail_after` (30 s),
+/// and the cluster's takeover task releases it with its own comment back. One job, run once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_recorded_job_left_held_is_released_through_a_get_task() {
+    let mock = Mock::start(
+        "claims-left-held",
+        Duration::from_secs(600),
+        FaultConfig::default(),
+    )
+    .await;
+    let (mut servers, mut c) = replicas(&mock, 2, Duration::from_millis(300), LEASE).await;
+    mock.handle.faults().set(FaultConfig {
+        error_rate: 1.0,
+        error_statuses: vec![500],
+        operations: vec!["job_update".into()],
+        ..FaultConfig::default()
+    });
+    let meta = create(&mut c[0], request(4, "#!/bin/bash\necho left held\n"))
+        .await
+        .unwrap();
+    assert!(is_deferred(&meta));
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    while state_of(records(&meta).last().unwrap()) != "recorded" {
+        assert!(std::time::Instant::now() < until, "{:?}", records(&meta));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    servers.remove(0).stop().await;
+    mock.handle.faults().clear();
+    let key = meta_key(&meta);
+    let held = live_jobs(&mock, &key).await;
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(held[0].reason.as_deref(), Some("JobHeldUser"), "{held:?}");
+    let message = until_phase(&mut c[1], &meta, Phase::Succeeded).await;
+    let live = live_jobs(&mock, &key).await;
+    assert_eq!(live.len(), 1, "{live:?}");
+    assert_eq!(live[0].job_id, held[0].job_id, "{message}");
+    assert!(
+        !live[0]
+            .comment
+            .as_deref()
+            .unwrap_or_default()
+            .contains("slurm-connector"),
+        "{:?}",
+        live[0].comment
+    );
+    assert_eq!(mock.handle.stats().count("submit"), 1);
+    for s in servers {
+        s.stop().await;
+    }
+    mock.stop().await;
+}
