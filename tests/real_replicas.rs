@@ -291,6 +291,141 @@ async fn replicas_racing_on_the_same_executions_leave_one_job_each() {
     }
 }
 
+/// `FLYTE_SLURM_ONCE_ONLY=claims` (issue 52) on real Slurm: three replicas racing on the same
+/// executions, with claims under a `file://` prefix of their own. The claim is held before
+/// anything is submitted, so each execution has exactly one job, never a cancelled duplicate;
+/// each was submitted held with the claim's mark in its comment and released with its comment
+/// back; a DeleteTask after the job runs writes the tombstone and cancels it, and a CreateTask
+/// retried after that submits nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_on_claims_submit_each_execution_once() {
+    use slurm_connector::config::claims::{ClaimLocation, OnceOnly};
+    let Some(c) = support::cluster() else { return };
+    let root = common::fresh_dir("real-claims");
+    let mut servers = Vec::new();
+    let mut clients = Vec::new();
+    for _ in 0..3 {
+        let mut d = deployment(&c, 3);
+        d.claims.once_only = OnceOnly::Claims;
+        d.claims.location = ClaimLocation::Prefix(format!("file://{}/claims", root.display()));
+        let s = Server::start(d).await;
+        clients.push(s.client().await);
+        servers.push(s);
+    }
+    const TASKS: usize = 6;
+    let reqs: Vec<CreateTaskRequest> = (0..TASKS)
+        .map(|i| {
+            request(
+                &format!("claims{i}"),
+                "#!/bin/bash\n#SBATCH -t 2\n#SBATCH --comment=own-comment\nsleep 2\necho done\n",
+            )
+        })
+        .collect();
+    let mut calls = Vec::new();
+    for (task, req) in reqs.iter().enumerate() {
+        for g in &clients {
+            let (mut g, req) = (g.clone(), req.clone());
+            calls.push(tokio::spawn(
+                async move { (task, create(&mut g, req).await) },
+            ));
+        }
+    }
+    let began = Instant::now();
+    let mut answers: HashMap<usize, Vec<JobId>> = HashMap::new();
+    let mut metas: HashMap<usize, Vec<u8>> = HashMap::new();
+    for call in calls {
+        let (task, meta) = call.await.unwrap();
+        assert!(
+            String::from_utf8_lossy(&meta).contains(r#""claim""#),
+            "a meta made through a claim names it"
+        );
+        if !is_deferred(&meta) {
+            answers.entry(task).or_default().push(job_id(&meta));
+        }
+        metas.insert(task, meta);
+    }
+    for (task, ids) in &answers {
+        assert!(
+            ids.iter().all(|id| *id == ids[0]),
+            "task {task}: the replicas answered with different jobs {ids:?}"
+        );
+    }
+    let mut g = clients[2].clone();
+    until_submitted(&mut g, metas.values(), began, Duration::from_secs(120)).await;
+    let keys = keys_of(&reqs);
+    let jobs = settled_jobs(&c, &keys, Duration::from_secs(60)).await;
+    assert_eq!(jobs.len(), TASKS);
+    for key in &keys {
+        let js = &jobs[key];
+        assert_eq!(
+            js.len(),
+            1,
+            "{key}: one job, no duplicate even cancelled: {js:#?}"
+        );
+        assert_eq!(
+            js[0].comment.as_deref(),
+            Some("own-comment"),
+            "{key}: the release gives the job its own comment back"
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    for meta in metas.values() {
+        loop {
+            let p = phase(&mut g, meta).await;
+            if p == Phase::Succeeded {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline
+                    && !matches!(p, Phase::Failed | Phase::RetryableFailed | Phase::Aborted),
+                "{p:?}"
+            );
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    // DeleteTask of a running job: the tombstone, then its cancel; a retry submits nothing.
+    let x = request("claims-deleted", "#!/bin/bash\n#SBATCH -t 2\nsleep 120\n");
+    let meta = create(&mut g, x.clone()).await;
+    let id = job_id(&meta);
+    g.delete_task(slurm_connector::proto::connector::DeleteTaskRequest {
+        resource_meta: meta.clone(),
+        ..Default::default()
+    })
+    .await
+    .expect("DeleteTask");
+    let key = keys_of(std::slice::from_ref(&x)).remove(0);
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let p = phase(&mut g, &meta).await;
+        if p == Phase::Aborted {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "job {id:?} still {p:?} after its DeleteTask"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let again = clients[0].create_task(x).await;
+    assert_eq!(
+        again.as_ref().map_err(|s| s.code()).err(),
+        Some(tonic::Code::Aborted),
+        "{again:?}"
+    );
+    // Only the cancelled job (or none, once slurmctld forgot it): nothing new.
+    let left: Vec<_> = jobs_of(&c, &[key]).await.into_values().flatten().collect();
+    assert!(
+        left.iter()
+            .all(|j| j.job_id == id && j.state.base == BaseState::Cancelled),
+        "{left:#?}"
+    );
+    for s in servers {
+        s.stop().await;
+    }
+    let _ = std::fs::remove_dir_all(root);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttled_fan_out_is_paced_with_no_failure_and_one_job_each() {
     let Some(c) = support::cluster() else { return };
