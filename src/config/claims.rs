@@ -8,7 +8,7 @@
 //! | `FLYTE_SLURM_REPLICA` | the host name | this replica's name in claims (the chart: the pod's name) |
 //! | `FLYTE_SLURM_CLAIM_LEASE` | `180s` | how long a holding stands without a record before another replica may take it over |
 //! | `FLYTE_SLURM_SINGLE_REPLICA` | `false` | the deployment runs one replica: a store without conditional writes is accepted |
-//! | `FLYTE_SLURM_ONCE_ONLY` | `keys` | `claims`: jobs of their own are made once through their claims (experimental; every replica alike, coalescing off) |
+//! | `FLYTE_SLURM_ONCE_ONLY` | `keys` | `claims`: every job is made once through its execution's claim (experimental; every replica alike) |
 
 use std::time::Duration;
 
@@ -47,9 +47,9 @@ pub enum OnceOnly {
     /// (`submit/protocol.rs`, `submit/idempotency/`).
     #[default]
     Keys,
-    /// The execution's claim (`submit/claim/`): jobs of their own only, so the cluster does not
-    /// coalesce. Every replica must say the same: a replica of `keys` does not read claims. The
-    /// path every CreateTask takes once batches and the adoption of keyed jobs move to claims.
+    /// The execution's claim (`submit/claim/`), for jobs of their own and coalesced arrays alike.
+    /// Every replica must say the same: a replica of `keys` does not read claims. The path every
+    /// CreateTask takes once the adoption of keyed jobs moves to claims.
     Claims,
 }
 

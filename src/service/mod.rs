@@ -248,8 +248,6 @@ impl Connector {
         let (key, job) = (&task.rendered.key, &task.rendered.job);
         let coalescing = rt.coalescing(self.deployment.coalesce).await;
         let batch = match coalescing.window {
-            // A batch's array through its members' claims is not built yet.
-            _ if meta.claim.is_some() => None,
             Some(window)
                 if coalesce::coalescible(
                     spec.exec.attempt,

@@ -450,3 +450,114 @@ async fn a_recorded_job_left_held_is_released_through_a_get_task() {
     }
     mock.stop().await;
 }
+
+/// Two replicas on claims coalescing the same burst (each CreateTask sent to both): every
+/// execution runs once, on the element its claim records, and both replicas answer with it. Each
+/// replica's array holds only the executions whose claims it held; the others it answers from
+/// their claims. A retried CreateTask reads its element from its claim and submits nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_replicas_on_claims_coalescing_the_same_burst_run_each_execution_once() {
+    use common::RequestExt;
+    use slurm_connector::service::{Decoded, ResourceMeta, decode_meta};
+    let mock = Mock::start(
+        "claims-coalesce",
+        Duration::from_secs(600),
+        FaultConfig::default(),
+    )
+    .await;
+    let jobs = mock.dir.join("jobs");
+    let mut servers = Vec::new();
+    let mut clients = Vec::new();
+    for _ in 0..2 {
+        let mut cluster = mock.cluster(mock.static_auth(), None);
+        cluster.shared_mounts = vec![(jobs.display().to_string(), jobs.clone())];
+        let mut d = common::mock::deployment(cluster, Duration::from_millis(100));
+        d.coalesce = slurm_connector::config::Coalesce::Window(Duration::from_secs(2));
+        d.claims.once_only = OnceOnly::Claims;
+        d.claims.location = ClaimLocation::Prefix(format!("file://{}/claims", mock.dir.display()));
+        let s = Server::start(d).await;
+        clients.push(s.client().await);
+        servers.push(s);
+    }
+    let meta_of = |m: &[u8]| -> ResourceMeta {
+        match decode_meta(m).unwrap() {
+            Decoded::Ours(m) => m,
+            Decoded::Python { .. } => panic!(),
+        }
+    };
+    let script = format!(
+        "#!/bin/bash\necho ran >> {}/\"$FLYTE_INTERNAL_EXECUTION_ID\".count\nsleep 0.3\n",
+        jobs.display()
+    );
+    let n = 10;
+    let both = (0..n).flat_map(|i| {
+        [clients[0].clone(), clients[1].clone()].map(|c| {
+            let script = script.clone();
+            async move {
+                let mut c = c;
+                let run = format!("claimed-{i}");
+                let meta = create(&mut c, request(0, &script).run_name(&run))
+                    .await
+                    .unwrap();
+                (run, meta)
+            }
+        })
+    });
+    let answers: Vec<(String, Vec<u8>)> = futures::future::join_all(both).await;
+    let mut c = clients[0].clone();
+    let mut elements = 0;
+    for pair in answers.chunks(2) {
+        let (a, b) = (meta_of(&pair[0].1), meta_of(&pair[1].1));
+        if a.deferred.is_none() && b.deferred.is_none() {
+            assert_eq!(
+                (a.job_id, a.element),
+                (b.job_id, b.element),
+                "{}: both replicas answer with the one job",
+                pair[0].0
+            );
+        }
+        elements += usize::from(a.element.is_some());
+        until_phase(&mut c, &pair[0].1, Phase::Succeeded).await;
+        until_phase(&mut c, &pair[1].1, Phase::Succeeded).await;
+    }
+    assert!(
+        elements > n / 2,
+        "the burst coalesced: {elements} of {n} elements"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for i in 0..n {
+        let ran =
+            std::fs::read_to_string(jobs.join(format!("claimed-{i}.count"))).unwrap_or_default();
+        assert_eq!(
+            ran.lines().count(),
+            1,
+            "claimed-{i} ran {} times",
+            ran.lines().count()
+        );
+    }
+    let submits = mock.handle.stats().count("submit");
+    assert!(
+        submits <= 4,
+        "{submits} submits for a burst of {n} at two replicas"
+    );
+    // A retried CreateTask of one element reads it from its claim.
+    let first = meta_of(&answers[6].1);
+    let again = meta_of(
+        &create(
+            &mut clients[1].clone(),
+            request(0, &script).run_name("claimed-3"),
+        )
+        .await
+        .unwrap(),
+    );
+    assert_eq!((again.job_id, again.element), (first.job_id, first.element));
+    assert_eq!(
+        mock.handle.stats().count("submit"),
+        submits,
+        "nothing submitted again"
+    );
+    for s in servers {
+        s.stop().await;
+    }
+    mock.stop().await;
+}

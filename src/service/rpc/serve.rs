@@ -151,7 +151,7 @@ pub async fn serve_with(
     tracing::info!(claims = %claims, holder = %holder.name, lease = ?holder.lease, ?once_only, "claims");
     if once_only == crate::config::claims::OnceOnly::Claims {
         tracing::warn!(
-            "FLYTE_SLURM_ONCE_ONLY=claims (experimental): jobs of their own are made once through their claims, and no cluster coalesces; every replica must say the same"
+            "FLYTE_SLURM_ONCE_ONLY=claims (experimental): every job is made once through its execution's claim; every replica must say the same"
         );
     }
     let grpc = Grpc(connector.clone());

@@ -1,17 +1,20 @@
 //! Jobs made once through their claims (`FLYTE_SLURM_ONCE_ONLY=claims`): the service's side of
-//! `claim::create` and `claim::delete` for a job of its own, and a deferred task's job read from
-//! its claim.
+//! `claim::create`, `claim::create_batch` and `claim::delete`, and a deferred task's job read
+//! from its claim.
 //!
 //! The execution's claim is opened by CreateTask (`Claims::of`, which probes a store met for the
 //! first time) and named in its `resource_meta` (`claim`), so every later call, on any replica,
 //! finds it there: the paced submit (`paced.rs`) makes one try of [`submit`] where the keys'
-//! protocol would try `protocol::submit_once`; GetTask of a deferred meta reads the job the claim
-//! records ([`resolve`]); DeleteTask writes the tombstone first ([`delete`]).
+//! protocol would try `protocol::submit_once`, and a batch (`coalesce.rs`) is one held array
+//! through its members' claims ([`submit_batch`]); GetTask of a deferred meta reads the job the
+//! claim records ([`resolve`]); DeleteTask writes the tombstone first ([`delete`]); a recorded
+//! job left held is released by the takeover task ([`release_left_held`]).
 //!
-//! The marker a held job carries in its comment is the execution's key: a replica taking over a
-//! holding finds what the former holder left held by it.
+//! The marker a held job carries in its comment is the execution's key (a batch's: one of its
+//! own): a replica taking over a holding finds what the former holder left held by it.
 
-use std::time::SystemTime;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
 
 use crate::service::cluster::ClusterRuntime;
 use crate::service::wire::meta::ResourceMeta;
@@ -19,9 +22,14 @@ use crate::slurmrestd::{Client, ClientError, JobDescription, JobId};
 
 use super::batches::Member;
 use super::claim::{self, ClaimStore, JobRef, Outcome, ProtocolError, Slurmrestd, State};
+use super::execution::Progress;
 use super::execution::Submitted;
 use super::idempotency::{Element, Placement};
+use super::paced;
+use super::pacing::{Pace, Permit};
 use super::protocol::{SubmitError, SubmitFailure};
+use crate::render::coalesce::{self as shape_of, Member as ArrayMember};
+use crate::render::naming::array_name;
 
 /// Where a job the claim records runs, as the rest of the service names it.
 fn placement(job: JobRef) -> Placement {
@@ -210,4 +218,122 @@ pub async fn release_left_held(
         .release(crate::slurmrestd::JobRef::from(job_id), Some(own), false)
         .await?;
     Ok(true)
+}
+
+/// A batch of CreateTasks made once through their claims (`claim::create_batch`): one held
+/// array of the members no job runs yet, each element recorded in its member's claim before
+/// the array is released. Members another replica holds, or whose claim or record failed, take
+/// the single path, which retries through their claims; a member whose claim holds the
+/// tombstone is withdrawn. `permit`: the batch's turn at the pacer.
+pub(super) async fn submit_batch(rt: &Arc<ClusterRuntime>, batch: Vec<Member>, permit: Permit) {
+    let opened: Result<Vec<ClaimStore>, _> = batch
+        .iter()
+        .map(|m| claim_at(rt, m.template.claim.as_deref().unwrap_or_default()))
+        .collect();
+    let first = &batch[0];
+    let members: Vec<ArrayMember> = batch
+        .iter()
+        .map(|m| ArrayMember {
+            key: &m.key,
+            job: &m.job,
+        })
+        .collect();
+    let name = array_name(batch.iter().map(|m| m.job.name.as_str()));
+    let array = shape_of::array_job(
+        &members,
+        &name,
+        first.job.comment.clone().unwrap_or_default(),
+    );
+    let (claims, array) = match (opened, array) {
+        (Ok(c), Ok(a)) => (c, a),
+        (Err(e), _) => {
+            tracing::warn!(cluster = %rt.cfg.name, error = %e, "a batch's claims cannot be opened; submitting its tasks one by one");
+            return alone(rt, batch);
+        }
+        (_, Err(e)) => {
+            tracing::warn!(cluster = %rt.cfg.name, error = %e, "a batch's job array cannot be made; submitting its tasks one by one");
+            return alone(rt, batch);
+        }
+    };
+    // The batch's marker: what a replica taking over one of its holdings finds the held array by.
+    let marker = format!("batch-{:016x}", rand::random::<u64>());
+    let began = Instant::now();
+    let outcomes = claim::create_batch(
+        &claims,
+        &slurm(&first.client, &first.job),
+        rt.submitter.claims().holder(),
+        &array,
+        &marker,
+    )
+    .await;
+    permit.done(
+        outcomes
+            .iter()
+            .find_map(|o| match o {
+                Err(ProtocolError::Slurm { source, .. }) => source
+                    .downcast_ref::<ClientError>()
+                    .map(paced::pace_of_error),
+                _ => None,
+            })
+            .unwrap_or(Pace::Prompt),
+    );
+    let of = batch.len() as u32;
+    let fresh: Vec<Instant> = batch
+        .iter()
+        .zip(&outcomes)
+        .filter(|(_, o)| matches!(o, Ok(Outcome::Submitted(_))))
+        .map(|(m, _)| m.since)
+        .collect();
+    if !fresh.is_empty() {
+        rt.submitter.batches.submitted(&fresh);
+        tracing::info!(cluster = %rt.cfg.name, elements = fresh.len(), of, took_ms = began.elapsed().as_millis() as u64, "submitted a batch of tasks as one job array, each element recorded in its task's claim");
+    }
+    let element = |job: JobRef| match job {
+        JobRef::Element {
+            array_job_id,
+            index,
+        } if index < of => Placement {
+            job_id: JobId(array_job_id),
+            element: Some(Element { index, of }),
+        },
+        other => placement(other),
+    };
+    for (m, outcome) in batch.into_iter().zip(outcomes) {
+        let settled = match outcome {
+            Ok(Outcome::Submitted(job)) => Submitted::Fresh(element(job)),
+            Ok(Outcome::Existing(job)) => Submitted::Adopted(placement(job)),
+            Ok(Outcome::Deleted) => {
+                let _ = m.tx.send(Progress::Withdrawn);
+                continue;
+            }
+            Ok(Outcome::InProgress { .. }) => {
+                alone(rt, vec![m]);
+                continue;
+            }
+            Err(e) => {
+                tracing::info!(cluster = %rt.cfg.name, key = %m.key, error = %e, "a batch's element did not settle; submitting its task alone");
+                alone(rt, vec![m]);
+                continue;
+            }
+        };
+        let progress = paced::settle(
+            rt,
+            &m.key,
+            &m.client,
+            m.template,
+            m.flyte.as_deref(),
+            Ok(settled),
+        )
+        .await;
+        let _ = m.tx.send(progress);
+    }
+}
+
+/// Members submitted each as a job of its own, through their claims (their CreateTasks answer
+/// deferred by now, or soon: the single submit owes no answer).
+fn alone(rt: &Arc<ClusterRuntime>, batch: Vec<Member>) {
+    for mut m in batch {
+        m.answer_by = None;
+        tokio::spawn(paced::run_single(rt.clone(), m));
+    }
 }

@@ -43,6 +43,7 @@ use crate::service::wire::meta::ResourceMeta;
 use crate::slurmrestd::{Client, JobDescription, JobId};
 
 use super::batches::{Added, Due, Member};
+use super::claimed;
 use super::coalesce_settings::{Coalescing, MAX_ARRAY_ELEMENTS};
 use super::execution::{Progress, Submitted};
 use super::paced;
@@ -173,6 +174,26 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>, keys_in: KeysI
         } else {
             batch.push(m);
         }
+    }
+    if batch.first().is_some_and(|m| m.template.claim.is_some()) {
+        // Made through their claims, which say who already has a job.
+        if batch.len() < 2 {
+            for m in batch {
+                single(&rt, m);
+            }
+            return;
+        }
+        let permit = rt.submitter.pacer.acquire().await;
+        let Some(_submitting) = rt.submitter.gate.enter() else {
+            drop(permit);
+            tracing::info!(
+                cluster,
+                elements = batch.len(),
+                "shutting down: not beginning this batch"
+            );
+            return;
+        };
+        return claimed::submit_batch(&rt, batch, permit).await;
     }
     // Keys that already have a job (a retried CreateTask, another replica's) take the single
     // path, which adopts (and if need be releases) it.

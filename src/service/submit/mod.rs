@@ -6,9 +6,10 @@
 //!   shell task's output locations checked there.
 //! - `claim/`: the claim in the task's object store (which job runs an execution, written only
 //!   with create-if-absent; its format, store, start-up probe, and the protocol over it and
-//!   Slurm). On this walk only with `FLYTE_SLURM_ONCE_ONLY=claims` (experimental: jobs of their
-//!   own), through `claimed` (one try of a job through its claim in `paced.rs`, a deferred
-//!   meta's job read from its claim in `deferred.rs`, DeleteTask's tombstone).
+//!   Slurm). On this walk only with `FLYTE_SLURM_ONCE_ONLY=claims` (experimental), through
+//!   `claimed` (one try of a job through its claim in `paced.rs`, a batch's array through its
+//!   members' claims in `coalesce.rs`, a deferred meta's job read from its claim in
+//!   `deferred.rs`, DeleteTask's tombstone).
 //! - `identity`: whom a task runs as (the deployment's rules; a task never chooses).
 //! - `execution`: the one state of each execution in this process (its lock, its submit's
 //!   progress, its job, withdrawn, uncertain), with one expiry.

@@ -203,16 +203,21 @@ pub(super) fn pace_of<T>(r: &Result<T, SubmitFailure>) -> Pace {
         Err(SubmitFailure {
             error: SubmitError::Slurm(e),
             ..
-        }) if e.is_cluster_full() => Pace::Full,
-        Err(SubmitFailure {
-            error: SubmitError::Slurm(e),
-            ..
-        }) if e.is_outage() => Pace::Outage,
-        Err(SubmitFailure {
-            error: SubmitError::Slurm(e),
-            ..
-        }) if throttled(e) => Pace::Throttled,
+        }) => pace_of_error(e),
         _ => Pace::Prompt,
+    }
+}
+
+/// What one error of slurmrestd says about the cluster's pace ([`pace_of`]).
+pub(super) fn pace_of_error(e: &ClientError) -> Pace {
+    if e.is_cluster_full() {
+        Pace::Full
+    } else if e.is_outage() {
+        Pace::Outage
+    } else if throttled(e) {
+        Pace::Throttled
+    } else {
+        Pace::Prompt
     }
 }
 
