@@ -426,6 +426,127 @@ async fn replicas_on_claims_submit_each_execution_once() {
     let _ = std::fs::remove_dir_all(root);
 }
 
+/// `FLYTE_SLURM_ONCE_ONLY=claims` with coalescing on real Slurm (with slurmdbd: what coalesces
+/// today): two replicas given the same burst of 8 each run every execution once, on the element
+/// its claim records; the arrays are released with their own comment (no keys, no mark).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_on_claims_coalescing_the_same_burst_run_each_execution_once() {
+    use slurm_connector::config::claims::{ClaimLocation, OnceOnly};
+    let Some(c) = support::cluster() else { return };
+    if !c.accounting {
+        return; // without slurmdbd nothing coalesces yet
+    }
+    let root = common::fresh_dir("real-claims-batch");
+    let mut servers = Vec::new();
+    let mut clients = Vec::new();
+    for _ in 0..2 {
+        let mut d = deployment(&c, 3);
+        d.coalesce = slurm_connector::config::Coalesce::Window(Duration::from_secs(2));
+        d.claims.once_only = OnceOnly::Claims;
+        d.claims.location = ClaimLocation::Prefix(format!("file://{}/claims", root.display()));
+        let s = Server::start(d).await;
+        clients.push(s.client().await);
+        servers.push(s);
+    }
+    const TASKS: usize = 8;
+    let reqs: Vec<CreateTaskRequest> = (0..TASKS)
+        .map(|i| {
+            request(
+                &format!("claims-batch{i}"),
+                "#!/bin/bash\n#SBATCH -t 2\nsleep 1\necho done\n",
+            )
+        })
+        .collect();
+    let calls = reqs.iter().enumerate().flat_map(|(task, req)| {
+        clients.iter().map(move |g| {
+            let (mut g, req) = (g.clone(), req.clone());
+            async move { (task, create(&mut g, req).await) }
+        })
+    });
+    let began = Instant::now();
+    let answered: Vec<(usize, Vec<u8>)> = futures::future::join_all(calls).await;
+    let mut g = clients[1].clone();
+    until_submitted(
+        &mut g,
+        answered.iter().map(|(_, m)| m),
+        began,
+        Duration::from_secs(120),
+    )
+    .await;
+    // Elements carry no key under claims (the array's name is its tasks' stem): the jobs are
+    // the ones the answers name.
+    let placed = |m: &[u8]| -> Option<(u32, Option<u32>)> {
+        let v: serde_json::Value = serde_json::from_slice(m).unwrap();
+        (v.get("deferred").is_none()).then(|| {
+            (
+                v["job_id"].as_u64().unwrap() as u32,
+                v.get("element").and_then(|e| e.as_u64()).map(|e| e as u32),
+            )
+        })
+    };
+    let mut elements = 0;
+    let mut ids = std::collections::BTreeSet::new();
+    for pair in answered.chunks(2) {
+        let (a, b) = (placed(&pair[0].1), placed(&pair[1].1));
+        if let (Some(a), Some(b)) = (a, b) {
+            assert_eq!(
+                a, b,
+                "task {}: both replicas answer with the one job",
+                pair[0].0
+            );
+        }
+        if let Some((id, element)) = a.or(b) {
+            ids.insert(id);
+            elements += usize::from(element.is_some());
+        }
+    }
+    assert!(
+        elements >= TASKS / 2,
+        "the burst coalesced: {elements} of {TASKS} elements"
+    );
+    let mut live = 0;
+    for id in &ids {
+        for j in c.user_client().job_records(JobId(*id)).await.unwrap() {
+            if j.state.base == BaseState::Cancelled {
+                assert_eq!(j.nodes, None, "{id}: a cancelled element never started");
+            } else {
+                live += 1;
+                assert!(
+                    !j.comment
+                        .as_deref()
+                        .unwrap_or_default()
+                        .contains("slurm-connector"),
+                    "{id}: {:?}",
+                    j.comment
+                );
+            }
+        }
+    }
+    assert!(
+        live <= TASKS,
+        "{live} jobs run for {TASKS} tasks in {ids:?}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(180);
+    for (_, meta) in &answered {
+        loop {
+            let p = phase(&mut g, meta).await;
+            if p == Phase::Succeeded {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline
+                    && !matches!(p, Phase::Failed | Phase::RetryableFailed | Phase::Aborted),
+                "{p:?}"
+            );
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+    for s in servers {
+        s.stop().await;
+    }
+    let _ = std::fs::remove_dir_all(root);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttled_fan_out_is_paced_with_no_failure_and_one_job_each() {
     let Some(c) = support::cluster() else { return };

@@ -420,3 +420,81 @@ pub async fn wait_terminal(
     }
     panic!("no terminal phase within {secs} s");
 }
+
+/// Every job slurmctld (the mock) has, as slurmrestd lists them (what an admin's `squeue` shows).
+pub async fn cluster_jobs(mock: &Mock) -> Vec<slurm_connector::slurmrestd::JobInfo> {
+    use slurm_connector::slurmrestd::{Auth, Client, ClientConfig, Secret};
+    let cfg = ClientConfig::new(
+        "mock",
+        mock.handle.url().parse().unwrap(),
+        Auth::Static {
+            token: Secret::new(mock.token()),
+        },
+    );
+    Client::new(cfg).unwrap().jobs().await.unwrap()
+}
+
+/// The mock's jobs by execution key (every job the keys' protocol made carries its key).
+pub async fn jobs_by_key(
+    mock: &Mock,
+) -> HashMap<String, Vec<slurm_connector::slurmrestd::JobInfo>> {
+    let mut m: HashMap<String, Vec<_>> = HashMap::new();
+    for j in cluster_jobs(mock).await {
+        let element = j.array.as_ref().and_then(|a| a.task_id);
+        let key =
+            slurm_connector::render::key_of_record(&j, element).expect("every job carries its key");
+        m.entry(key).or_default().push(j);
+    }
+    m
+}
+
+/// The jobs of one execution that were not cancelled.
+pub async fn live_jobs(mock: &Mock, key: &str) -> Vec<slurm_connector::slurmrestd::JobInfo> {
+    jobs_by_key(mock)
+        .await
+        .remove(key)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|j| j.state.base != slurm_connector::slurmrestd::BaseState::Cancelled)
+        .collect()
+}
+
+/// GetTask on `c` until the phase is `want`, within 60 s; the last message.
+pub async fn until_phase(c: &mut Grpc, meta: &[u8], want: Phase) -> String {
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (r, _) = get(c, meta).await;
+        let r = r.expect("GetTask never fails");
+        if Phase::of(r.phase) == want {
+            return r.message;
+        }
+        assert!(
+            Instant::now() < until,
+            "never {want:?}: {:?} {}",
+            Phase::of(r.phase),
+            r.message
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Submits slower than CreateTask waits: `ms` per submit at the mock.
+pub fn slow_submits(ms: u64) -> mock_slurmrestd::FaultConfig {
+    mock_slurmrestd::FaultConfig {
+        latency_ms: ms,
+        operations: vec!["submit".into()],
+        ..mock_slurmrestd::FaultConfig::default()
+    }
+}
+
+/// Whether CreateTask answered before its submit was done (a deferred meta).
+pub fn is_deferred(meta: &[u8]) -> bool {
+    let v: serde_json::Value = serde_json::from_slice(meta).unwrap();
+    v.get("deferred").is_some()
+}
+
+/// A deferred meta's execution key.
+pub fn deferred_key(meta: &[u8]) -> String {
+    let v: serde_json::Value = serde_json::from_slice(meta).unwrap();
+    v["deferred"]["key"].as_str().unwrap().to_string()
+}

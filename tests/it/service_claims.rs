@@ -16,12 +16,14 @@ use crate::common;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use common::drill::{self, Grpc, Mock, Server, create, delete_req, get, job_id, request};
+use common::drill::{
+    self, Grpc, Mock, Server, create, deferred_key, delete_req, get, is_deferred, job_id,
+    jobs_by_key, live_jobs, request, slow_submits, until_phase,
+};
 use mock_slurmrestd::FaultConfig;
 use slurm_connector::config::claims::{ClaimLocation, OnceOnly};
 use slurm_connector::proto::core::task_execution::Phase;
-use slurm_connector::render::key_of_record;
-use slurm_connector::slurmrestd::{Auth, BaseState, Client, ClientConfig, JobInfo, Secret};
+use slurm_connector::slurmrestd::{Auth, BaseState, Client, ClientConfig, Secret};
 
 fn client(mock: &Mock) -> Client {
     let cfg = ClientConfig::new(
@@ -32,28 +34,6 @@ fn client(mock: &Mock) -> Client {
         },
     );
     Client::new(cfg).unwrap()
-}
-
-/// The cluster's jobs by execution key.
-async fn by_key(mock: &Mock) -> HashMap<String, Vec<JobInfo>> {
-    let mut m: HashMap<String, Vec<JobInfo>> = HashMap::new();
-    for j in client(mock).jobs().await.unwrap() {
-        let element = j.array.as_ref().and_then(|a| a.task_id);
-        let key = key_of_record(&j, element).expect("every job carries its key");
-        m.entry(key).or_default().push(j);
-    }
-    m
-}
-
-/// The jobs of one execution that were not cancelled.
-async fn live_jobs(mock: &Mock, key: &str) -> Vec<JobInfo> {
-    by_key(mock)
-        .await
-        .remove(key)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|j| j.state.base != BaseState::Cancelled)
-        .collect()
 }
 
 /// `n` replicas on claims under the mock's folder, each CreateTask waiting `wait`, holdings
@@ -86,17 +66,6 @@ fn meta_json(meta: &[u8]) -> serde_json::Value {
     serde_json::from_slice(meta).unwrap()
 }
 
-fn is_deferred(meta: &[u8]) -> bool {
-    meta_json(meta).get("deferred").is_some()
-}
-
-fn meta_key(meta: &[u8]) -> String {
-    meta_json(meta)["deferred"]["key"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
 /// The claim's records, oldest first, as JSON.
 fn records(meta: &[u8]) -> Vec<serde_json::Value> {
     let uri = meta_json(meta)["claim"]
@@ -117,25 +86,6 @@ fn records(meta: &[u8]) -> Vec<serde_json::Value> {
 
 fn state_of(record: &serde_json::Value) -> String {
     record["state"].as_str().unwrap_or_default().to_string()
-}
-
-/// GetTask on `c` until the phase is `want`, within 60 s; the last message.
-async fn until_phase(c: &mut Grpc, meta: &[u8], want: Phase) -> String {
-    let until = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let (r, _) = get(c, meta).await;
-        let r = r.expect("GetTask never fails");
-        if Phase::of(r.phase) == want {
-            return r.message;
-        }
-        assert!(
-            std::time::Instant::now() < until,
-            "never {want:?}: {:?} {}",
-            Phase::of(r.phase),
-            r.message
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -231,7 +181,7 @@ async fn replicas_racing_on_the_same_executions_submit_each_once() {
             "task {task}: the replicas answered with different jobs {ids:?}"
         );
     }
-    let jobs = by_key(&mock).await;
+    let jobs = jobs_by_key(&mock).await;
     assert_eq!(jobs.len(), TASKS as usize, "{jobs:#?}");
     for (key, js) in &jobs {
         let survivors: Vec<_> = js
@@ -260,15 +210,6 @@ async fn replicas_racing_on_the_same_executions_submit_each_once() {
     mock.stop().await;
 }
 
-/// Submits slower than CreateTask waits: `ms` per submit at the mock.
-fn slow_submits(ms: u64) -> FaultConfig {
-    FaultConfig {
-        latency_ms: ms,
-        operations: vec!["submit".into()],
-        ..FaultConfig::default()
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_slow_submit_is_answered_deferred_and_any_replica_reads_its_job_from_the_claim() {
     let mock = Mock::start(
@@ -289,7 +230,7 @@ async fn a_slow_submit_is_answered_deferred_and_any_replica_reads_its_job_from_t
     assert!(r.message.starts_with("Not submitted yet"), "{}", r.message);
     until_phase(&mut c[1], &meta, Phase::Succeeded).await;
     until_phase(&mut c[0], &meta, Phase::Succeeded).await;
-    assert_eq!(live_jobs(&mock, &meta_key(&meta)).await.len(), 1);
+    assert_eq!(live_jobs(&mock, &deferred_key(&meta)).await.len(), 1);
     assert_eq!(mock.handle.stats().count("submit"), 1);
     for s in servers {
         s.stop().await;
@@ -319,7 +260,7 @@ async fn a_deferred_submit_whose_holder_went_away_is_taken_over_past_its_lease_w
         .await
         .unwrap();
     assert!(is_deferred(&meta));
-    let key = meta_key(&meta);
+    let key = deferred_key(&meta);
     servers.remove(0).stop().await;
     assert_eq!(state_of(records(&meta).last().unwrap()), "submitting");
     mock.handle.faults().clear();
@@ -356,14 +297,14 @@ async fn a_delete_before_the_job_exists_writes_the_tombstone_and_the_late_job_ne
     let x = request(3, "#!/bin/bash\nsleep 30\n");
     let meta = create(&mut c[0], x.clone()).await.unwrap();
     assert!(is_deferred(&meta));
-    let key = meta_key(&meta);
+    let key = deferred_key(&meta);
     c[1].delete_task(delete_req(&meta))
         .await
         .expect("DeleteTask");
     // A's held submit lands after the tombstone: its record is refused and its job cancelled.
     let until = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let jobs = by_key(&mock).await.remove(&key).unwrap_or_default();
+        let jobs = jobs_by_key(&mock).await.remove(&key).unwrap_or_default();
         if !jobs.is_empty() && jobs.iter().all(|j| j.state.base == BaseState::Cancelled) {
             for j in &jobs {
                 assert_eq!(j.nodes, None, "the late job never started: {j:?}");
@@ -427,7 +368,7 @@ async fn a_recorded_job_left_held_is_released_through_a_get_task() {
     }
     servers.remove(0).stop().await;
     mock.handle.faults().clear();
-    let key = meta_key(&meta);
+    let key = deferred_key(&meta);
     let held = live_jobs(&mock, &key).await;
     assert_eq!(held.len(), 1, "{held:?}");
     assert_eq!(held[0].reason.as_deref(), Some("JobHeldUser"), "{held:?}");

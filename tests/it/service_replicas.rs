@@ -16,34 +16,13 @@ use crate::common;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use common::drill::{self, Grpc, Mock, Server, create, delete_req, get, job_id, request};
+use common::drill::{
+    self, Grpc, Mock, Server, cluster_jobs, create, deferred_key, delete_req, get, is_deferred,
+    job_id, jobs_by_key, live_jobs, request, slow_submits, until_phase,
+};
 use mock_slurmrestd::FaultConfig;
 use slurm_connector::proto::core::task_execution::Phase;
-use slurm_connector::render::key_of_record;
-use slurm_connector::slurmrestd::{Auth, BaseState, Client, ClientConfig, JobInfo, Secret};
-
-/// Every job slurmctld (the mock) has, as slurmrestd lists them.
-async fn cluster_jobs(mock: &Mock) -> Vec<JobInfo> {
-    let cfg = ClientConfig::new(
-        "mock",
-        mock.handle.url().parse().unwrap(),
-        Auth::Static {
-            token: Secret::new(mock.token()),
-        },
-    );
-    Client::new(cfg).unwrap().jobs().await.unwrap()
-}
-
-/// The cluster's jobs by execution key.
-async fn by_key(mock: &Mock) -> HashMap<String, Vec<JobInfo>> {
-    let mut m: HashMap<String, Vec<JobInfo>> = HashMap::new();
-    for j in cluster_jobs(mock).await {
-        let element = j.array.as_ref().and_then(|a| a.task_id);
-        let key = key_of_record(&j, element).expect("every job carries its key");
-        m.entry(key).or_default().push(j);
-    }
-    m
-}
+use slurm_connector::slurmrestd::{Auth, BaseState, Client, ClientConfig, Secret};
 
 async fn replicas(mock: &Mock, n: usize) -> (Vec<Server>, Vec<Grpc>) {
     replicas_waiting(mock, n, slurm_connector::config::DEFAULT_SUBMIT_WAIT).await
@@ -84,7 +63,7 @@ async fn a_create_task_retried_on_another_replica_gets_the_first_replicas_job() 
     let on_b = create(&mut c[1], x).await.unwrap();
     assert_eq!(job_id(&on_b), job_id(&on_a), "B answers with A's job");
 
-    let jobs = by_key(&mock).await;
+    let jobs = jobs_by_key(&mock).await;
     let live: Vec<_> = jobs
         .values()
         .flatten()
@@ -142,7 +121,7 @@ async fn replicas_racing_on_the_same_executions_leave_one_job_each() {
     let metas: Vec<Vec<u8>> = answers.values().map(|m| m[0].clone()).collect();
     drill::wait_all(&mut c, &metas, &[Phase::Succeeded], Duration::from_secs(60)).await;
 
-    let jobs = by_key(&mock).await;
+    let jobs = jobs_by_key(&mock).await;
     assert_eq!(jobs.len(), TASKS as usize);
     let submits = mock.handle.stats().count("submit");
     for (key, js) in &jobs {
@@ -175,55 +154,6 @@ async fn replicas_racing_on_the_same_executions_leave_one_job_each() {
     mock.stop().await;
 }
 
-/// Submits slower than CreateTask waits: `ms` per submit at the mock.
-fn slow_submits(ms: u64) -> FaultConfig {
-    FaultConfig {
-        latency_ms: ms,
-        operations: vec!["submit".into()],
-        ..FaultConfig::default()
-    }
-}
-
-fn is_deferred(meta: &[u8]) -> bool {
-    let v: serde_json::Value = serde_json::from_slice(meta).unwrap();
-    v.get("deferred").is_some()
-}
-
-/// GetTask on `c` until the phase is `want`, within 60 s; the last message.
-async fn until_phase(c: &mut Grpc, meta: &[u8], want: Phase) -> String {
-    let until = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let (r, _) = get(c, meta).await;
-        let r = r.expect("GetTask never fails");
-        if Phase::of(r.phase) == want {
-            return r.message;
-        }
-        assert!(
-            std::time::Instant::now() < until,
-            "never {want:?}: {:?} {}",
-            Phase::of(r.phase),
-            r.message
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// The jobs of one execution that were not cancelled.
-async fn live_jobs(mock: &Mock, key: &str) -> Vec<JobInfo> {
-    by_key(mock)
-        .await
-        .remove(key)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|j| j.state.base != BaseState::Cancelled)
-        .collect()
-}
-
-fn meta_key(meta: &[u8]) -> String {
-    let v: serde_json::Value = serde_json::from_slice(meta).unwrap();
-    v["deferred"]["key"].as_str().unwrap().to_string()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_slow_submit_is_answered_deferred_and_any_replica_finds_its_one_job() {
     let mock = Mock::start("deferred", Duration::from_secs(600), FaultConfig::default()).await;
@@ -239,7 +169,7 @@ async fn a_slow_submit_is_answered_deferred_and_any_replica_finds_its_one_job() 
         began.elapsed()
     );
     assert!(is_deferred(&meta), "{}", String::from_utf8_lossy(&meta));
-    let key = meta_key(&meta);
+    let key = deferred_key(&meta);
     let (r, _) = get(&mut c[0], &meta).await;
     let r = r.unwrap();
     assert_eq!(Phase::of(r.phase), Phase::Queued);
@@ -317,7 +247,7 @@ async fn a_slurmdbd_slower_than_an_rpc_delays_the_first_submit_without_failing_i
         "{message}"
     );
     assert_eq!(mock.handle.stats().count("submit"), 1, "{message}");
-    assert_eq!(live_jobs(&mock, &meta_key(&meta)).await.len(), 1);
+    assert_eq!(live_jobs(&mock, &deferred_key(&meta)).await.len(), 1);
     for s in servers {
         s.stop().await;
     }
@@ -340,7 +270,7 @@ async fn a_deferred_submit_left_unmade_is_taken_over_by_another_replica_with_one
         .await
         .unwrap();
     assert!(is_deferred(&meta));
-    let key = meta_key(&meta);
+    let key = deferred_key(&meta);
     // A goes away with its submit unmade (a stopping replica begins no submit): only a takeover
     // by B can make the job now.
     servers.remove(0).stop().await;
@@ -379,7 +309,7 @@ async fn a_delete_before_the_job_exists_leaves_nothing_running_even_with_the_sub
         .await
         .unwrap();
     assert!(is_deferred(&meta));
-    let key = meta_key(&meta);
+    let key = deferred_key(&meta);
     // The backend aborts the task through the other replica while A's submit is in flight.
     c[1].delete_task(delete_req(&meta))
         .await
@@ -389,7 +319,7 @@ async fn a_delete_before_the_job_exists_leaves_nothing_running_even_with_the_sub
     tokio::time::sleep(Duration::from_secs(4)).await;
     let until = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let jobs = by_key(&mock).await.remove(&key).unwrap_or_default();
+        let jobs = jobs_by_key(&mock).await.remove(&key).unwrap_or_default();
         assert!(!jobs.is_empty(), "the tombstone and A's job exist");
         if jobs.iter().all(|j| j.state.base == BaseState::Cancelled) {
             break;

@@ -183,14 +183,7 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>, keys_in: KeysI
             }
             return;
         }
-        let permit = rt.submitter.pacer.acquire().await;
-        let Some(_submitting) = rt.submitter.gate.enter() else {
-            drop(permit);
-            tracing::info!(
-                cluster,
-                elements = batch.len(),
-                "shutting down: not beginning this batch"
-            );
+        let Some((permit, _submitting)) = turn(&rt, batch.len()).await else {
             return;
         };
         return claimed::submit_batch(&rt, batch, permit).await;
@@ -225,15 +218,7 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>, keys_in: KeysI
         }
         return;
     }
-    let permit = rt.submitter.pacer.acquire().await;
-    let Some(_submitting) = rt.submitter.gate.enter() else {
-        // Shutting down: as a single submit does, this batch stays unmade here.
-        drop(permit);
-        tracing::info!(
-            cluster,
-            elements = batch.len(),
-            "shutting down: not beginning this batch"
-        );
+    let Some((permit, _submitting)) = turn(&rt, batch.len()).await else {
         return;
     };
     let began = Instant::now();
@@ -282,6 +267,18 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>, keys_in: KeysI
             single(&rt, m);
         }
     }
+}
+
+/// The batch's turn: a permit of the pacer, and a place among the submits a shutdown waits for.
+/// `None` when shutting down: as a single submit does, the batch stays unmade here.
+async fn turn(rt: &ClusterRuntime, elements: usize) -> Option<(Permit, super::gate::InFlight<'_>)> {
+    let permit = rt.submitter.pacer.acquire().await;
+    let Some(submitting) = rt.submitter.gate.enter() else {
+        drop(permit);
+        tracing::info!(cluster = %rt.cfg.name, elements, "shutting down: not beginning this batch");
+        return None;
+    };
+    Some((permit, submitting))
 }
 
 /// A member's submit as a job of its own.

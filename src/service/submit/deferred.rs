@@ -277,13 +277,7 @@ pub async fn resolve(
                 };
                 if due && !d.own_credentials {
                     tracing::warn!(cluster = %rt.cfg.name, key = %d.key, age, holder = ?by, "a deferred submit's claim records no job; taking it over");
-                    let mut template = m.clone();
-                    template.deferred = None;
-                    rt.submitter.take_over(TakeOver {
-                        key: d.key.clone(),
-                        job: d.job.clone(),
-                        template,
-                    });
+                    take_over(rt, &m, d);
                 }
                 Err(pending(
                     Submit::Going,
@@ -331,13 +325,7 @@ pub async fn resolve(
             if age >= TAKE_OVER_AFTER.as_secs() as i64 && !d.own_credentials {
                 // Its replica is gone, or stuck: make (or release) the job here.
                 tracing::warn!(cluster = %rt.cfg.name, key = %d.key, age, held = ?found, "a deferred submit still has no released job; taking it over");
-                let mut template = m.clone();
-                template.deferred = None;
-                rt.submitter.take_over(TakeOver {
-                    key: d.key.clone(),
-                    job: d.job.clone(),
-                    template,
-                });
+                take_over(rt, &m, d);
             }
             Err(pending(
                 Submit::Going,
@@ -356,6 +344,18 @@ pub async fn resolve(
             format!("Not submitted yet, as far as can be seen: cannot look the job up ({e})"),
         )),
     }
+}
+
+/// Queues the submit of the deferred meta `m` for the cluster's takeover task (GetTask only
+/// reads): its template is the meta without the deferred part.
+fn take_over(rt: &ClusterRuntime, m: &ResourceMeta, d: &meta::DeferredSubmit) {
+    let mut template = m.clone();
+    template.deferred = None;
+    rt.submitter.take_over(TakeOver {
+        key: d.key.clone(),
+        job: d.job.clone(),
+        template,
+    });
 }
 
 /// What GetTask says of a submit of this process still waiting: for room, for a cluster that
