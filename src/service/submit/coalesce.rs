@@ -177,16 +177,12 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>, keys_in: KeysI
     }
     if batch.first().is_some_and(|m| m.template.claim.is_some()) {
         // Made through their claims, which say who already has a job.
-        if batch.len() < 2 {
-            for m in batch {
-                single(&rt, m);
-            }
-            return;
+        match turn(&rt, batch.len()).await {
+            Turn::Go(permit, _submitting) => claimed::submit_batch(&rt, batch, permit).await,
+            Turn::Alone => singles(&rt, batch),
+            Turn::ShuttingDown => {}
         }
-        let Some((permit, _submitting)) = turn(&rt, batch.len()).await else {
-            return;
-        };
-        return claimed::submit_batch(&rt, batch, permit).await;
+        return;
     }
     // Keys that already have a job (a retried CreateTask, another replica's) take the single
     // path, which adopts (and if need be releases) it.
@@ -209,17 +205,11 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>, keys_in: KeysI
             (Vec::new(), batch)
         }
     };
-    for m in alone {
-        single(&rt, m);
-    }
-    if batch.len() < 2 {
-        for m in batch {
-            single(&rt, m);
-        }
-        return;
-    }
-    let Some((permit, _submitting)) = turn(&rt, batch.len()).await else {
-        return;
+    singles(&rt, alone);
+    let (permit, _submitting) = match turn(&rt, batch.len()).await {
+        Turn::Go(permit, submitting) => (permit, submitting),
+        Turn::Alone => return singles(&rt, batch),
+        Turn::ShuttingDown => return,
     };
     let began = Instant::now();
     let since: Vec<Instant> = batch.iter().map(|m| m.since).collect();
@@ -269,16 +259,36 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>, keys_in: KeysI
     }
 }
 
-/// The batch's turn: a permit of the pacer, and a place among the submits a shutdown waits for.
-/// `None` when shutting down: as a single submit does, the batch stays unmade here.
-async fn turn(rt: &ClusterRuntime, elements: usize) -> Option<(Permit, super::gate::InFlight<'_>)> {
+/// A batch's turn to be submitted.
+enum Turn<'a> {
+    /// A permit of the pacer, and a place among the submits a shutdown waits for.
+    Go(Permit, super::gate::InFlight<'a>),
+    /// Fewer than two members: each goes alone.
+    Alone,
+    /// Shutting down: as a single submit does, the batch stays unmade here.
+    ShuttingDown,
+}
+
+async fn turn(rt: &ClusterRuntime, elements: usize) -> Turn<'_> {
+    if elements < 2 {
+        return Turn::Alone;
+    }
     let permit = rt.submitter.pacer.acquire().await;
-    let Some(submitting) = rt.submitter.gate.enter() else {
-        drop(permit);
-        tracing::info!(cluster = %rt.cfg.name, elements, "shutting down: not beginning this batch");
-        return None;
-    };
-    Some((permit, submitting))
+    match rt.submitter.gate.enter() {
+        Some(submitting) => Turn::Go(permit, submitting),
+        None => {
+            drop(permit);
+            tracing::info!(cluster = %rt.cfg.name, elements, "shutting down: not beginning this batch");
+            Turn::ShuttingDown
+        }
+    }
+}
+
+/// Members submitted each as a job of its own.
+fn singles(rt: &Arc<ClusterRuntime>, members: Vec<Member>) {
+    for m in members {
+        single(rt, m);
+    }
 }
 
 /// A member's submit as a job of its own.
