@@ -414,6 +414,7 @@ async fn check_names_the_missing_prerequisite() {
         &cluster(&c.user, &c.key_file),
         None,
         slurm_connector::config::Coalesce::Auto,
+        Default::default(),
     )
     .await;
     assert!(rows.iter().all(|r| r.ok), "{rows:#?}");
@@ -426,6 +427,7 @@ async fn check_names_the_missing_prerequisite() {
             &cluster("nosuchuser", &c.key_file),
             None,
             slurm_connector::config::Coalesce::Auto,
+            Default::default(),
         )
         .await;
         let user = row(&rows, "job user known");
@@ -446,6 +448,7 @@ async fn check_names_the_missing_prerequisite() {
         &cluster(&c.user, &key),
         None,
         slurm_connector::config::Coalesce::Auto,
+        Default::default(),
     )
     .await;
     let token = row(&rows, "token accepted");

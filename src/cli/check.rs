@@ -2,6 +2,7 @@
 //! accepted (by an authenticated call, never by ping), API version served, partitions visible,
 //! job files reachable through staging, object store writable — as a ✓/✗ table.
 
+use crate::config::claims::OnceOnly;
 use std::path::Path;
 use std::time::Duration;
 
@@ -38,6 +39,7 @@ pub async fn check_cluster(
     c: &ClusterConfig,
     output_prefix: Option<&str>,
     coalesce: Coalesce,
+    once_only: OnceOnly,
 ) -> Vec<Check> {
     let name = c.name.as_str();
     let mut out = Vec::new();
@@ -159,7 +161,7 @@ pub async fn check_cluster(
         },
     ));
     if coalesce != Coalesce::Off {
-        out.push(coalescing(name, coalesce, client.conf().await));
+        out.push(coalescing(name, coalesce, once_only, client.conf().await));
     }
     out.push(check(
         name,
@@ -380,7 +382,15 @@ pub async fn run(
         });
     }
     for c in deployment.clusters.values() {
-        checks.extend(check_cluster(c, output_prefix, deployment.coalesce).await);
+        checks.extend(
+            check_cluster(
+                c,
+                output_prefix,
+                deployment.coalesce,
+                deployment.claims.once_only,
+            )
+            .await,
+        );
     }
     if !deployment.clusters.is_empty() {
         checks.push(claims(&deployment.claims).await);
@@ -413,11 +423,12 @@ async fn claims(settings: &crate::config::claims::ClaimSettings) -> Check {
 pub fn coalescing(
     name: &str,
     setting: Coalesce,
+    once_only: OnceOnly,
     conf: Result<Option<ClusterConf>, ClientError>,
 ) -> Check {
     let (decided, unread) = match conf {
-        Ok(conf) => (Coalescing::decide(setting, conf.as_ref()), None),
-        Err(e) => (Coalescing::decide(setting, None), Some(e)),
+        Ok(conf) => (Coalescing::decide(setting, conf.as_ref(), once_only), None),
+        Err(e) => (Coalescing::decide(setting, None, once_only), Some(e)),
     };
     let mut detail = decided.describe(crate::service::coalesce_cap(None));
     if let Some(e) = unread {

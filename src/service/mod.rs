@@ -254,7 +254,9 @@ impl Connector {
                     task.rendered.ranks || spec.task_type == render::TaskType::Clustered,
                     own_credentials,
                     task.rendered.no_coalesce,
-                ) && !rt.submitter.without_accounting() =>
+                    // Found by keys, an element that left slurmctld needs slurmdbd's records;
+                    // recorded in its claim, it needs none.
+                ) && (meta.claim.is_some() || !rt.submitter.without_accounting()) =>
             {
                 coalesce::batch_of(job, task.slurm_user.as_deref(), &coalescing)
                     .map(|b| (window, b))

@@ -32,6 +32,7 @@ async fn a_pinned_version_the_cluster_lacks_is_the_version_row_not_the_token_row
         &cluster(&server.uri(), Some(ApiVersion::V0042)),
         None,
         Coalesce::Auto,
+        Default::default(),
     )
     .await;
     let row = |what: &str| rows.iter().find(|r| r.what == what);
@@ -59,7 +60,13 @@ async fn the_chosen_version_and_why_then_the_token() {
         .respond_with(Recorded::load("26.11rc1_v0.0.46_jobs-state-one").response())
         .mount(&server)
         .await;
-    let rows = check_cluster(&cluster(&server.uri(), None), None, Coalesce::Auto).await;
+    let rows = check_cluster(
+        &cluster(&server.uri(), None),
+        None,
+        Coalesce::Auto,
+        Default::default(),
+    )
+    .await;
     let v = rows.iter().find(|r| r.what == "API version").unwrap();
     assert!(v.ok, "{rows:#?}");
     assert!(
@@ -86,7 +93,7 @@ async fn accounting_is_checked_and_its_absence_is_said_not_failed() {
         )
         .await;
         let cluster = env.cluster(env.static_auth(), Some("flyte"));
-        let rows = check_cluster(&cluster, None, Coalesce::Auto).await;
+        let rows = check_cluster(&cluster, None, Coalesce::Auto, Default::default()).await;
         let acct = rows
             .iter()
             .find(|r| r.what == "accounting (slurmdbd)")
@@ -119,6 +126,7 @@ async fn an_unreachable_slurmrestd_names_the_prerequisite() {
         &cluster(&format!("http://127.0.0.1:{port}"), None),
         None,
         Coalesce::Auto,
+        Default::default(),
     )
     .await;
     assert_eq!(rows.len(), 1, "{rows:#?}");
@@ -198,7 +206,12 @@ async fn coalescing_follows_the_clusters_slurm_conf() {
     assert!(!conf.keeps_job_comments());
     assert_eq!(conf.max_script_size(), 4 * 1024 * 1024);
 
-    let auto = coalescing("hpc", Coalesce::Auto, Ok(Some(conf.clone())));
+    let auto = coalescing(
+        "hpc",
+        Coalesce::Auto,
+        Default::default(),
+        Ok(Some(conf.clone())),
+    );
     assert!(auto.ok, "{auto:?}");
     assert!(
         auto.detail.starts_with("window 100ms (auto)")
@@ -212,6 +225,7 @@ async fn coalescing_follows_the_clusters_slurm_conf() {
     let set = coalescing(
         "hpc",
         Coalesce::Window(Duration::from_millis(300)),
+        Default::default(),
         Ok(Some(conf)),
     );
     assert!(
@@ -243,7 +257,7 @@ async fn coalescing_follows_the_clusters_slurm_conf() {
         .await;
     let client = common::replay_client(&server, "hpc", 1);
     assert_eq!(client.conf().await.unwrap(), None);
-    let row = coalescing("hpc", Coalesce::Auto, Ok(None));
+    let row = coalescing("hpc", Coalesce::Auto, Default::default(), Ok(None));
     assert!(
         row.ok && row.detail.contains("v0.0.45") && row.detail.contains("at most 22 elements"),
         "{row:?}"

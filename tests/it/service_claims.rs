@@ -502,3 +502,64 @@ async fn two_replicas_on_claims_coalescing_the_same_burst_run_each_execution_onc
     }
     mock.stop().await;
 }
+
+/// Under claims an array holds what `MaxArraySize` allows, not what keys fit in a name, a
+/// comment or log file names: a burst of 100 is one array of 100 (keys would cap it at 88).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_burst_past_what_keys_could_hold_is_one_array() {
+    use common::RequestExt;
+    let mock = Mock::start(
+        "claims-large",
+        Duration::from_secs(600),
+        FaultConfig::default(),
+    )
+    .await;
+    let jobs = mock.dir.join("jobs");
+    let mut cluster = mock.cluster(mock.static_auth(), None);
+    cluster.shared_mounts = vec![(jobs.display().to_string(), jobs.clone())];
+    let mut d = common::mock::deployment(cluster, Duration::from_millis(100));
+    d.coalesce = slurm_connector::config::Coalesce::Window(Duration::from_secs(2));
+    d.claims.once_only = OnceOnly::Claims;
+    d.claims.location = ClaimLocation::Prefix(format!("file://{}/claims", mock.dir.display()));
+    let server = Server::start(d).await;
+    let c = server.client().await;
+    let n = 100;
+    // A batch goes out once none joined it for 50 ms: a loaded machine can split a burst, so up
+    // to three are sent; a cap at what keys hold would split every one.
+    let mut tries = 0;
+    let metas = loop {
+        tries += 1;
+        let metas: Vec<Vec<u8>> = futures::future::join_all((0..n).map(|i| {
+            let mut c = c.clone();
+            async move {
+                let run = format!("large-{tries}-{i}");
+                create(
+                    &mut c,
+                    request(0, "#!/bin/bash\necho large\n").run_name(&run),
+                )
+                .await
+                .unwrap()
+            }
+        }))
+        .await;
+        let arrays: std::collections::BTreeMap<u32, usize> =
+            metas.iter().fold(Default::default(), |mut m, meta| {
+                *m.entry(job_id(meta)).or_default() += 1;
+                m
+            });
+        let largest = arrays.values().max().copied().unwrap_or_default();
+        if largest > 88 {
+            break metas;
+        }
+        assert!(
+            tries < 3,
+            "three bursts of {n}, the last in arrays of {arrays:?}"
+        );
+    };
+    let mut c = c.clone();
+    for m in metas.iter().step_by(17) {
+        until_phase(&mut c, m, Phase::Succeeded).await;
+    }
+    server.stop().await;
+    mock.stop().await;
+}

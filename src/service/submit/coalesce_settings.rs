@@ -17,6 +17,7 @@
 
 use std::time::Duration;
 
+use crate::config::claims::OnceOnly;
 use crate::config::{Coalesce, DEFAULT_COALESCE_WINDOW};
 use crate::render::coalesce::BATCH_SCRIPT_BYTES;
 use crate::render::naming::NAME_AND_LOGS_KEYS_MAX;
@@ -59,11 +60,20 @@ pub struct Coalescing {
     /// slurm.conf was not shown, so whether slurmdbd keeps the stdio paths is learned from its
     /// records ([`Coalescing::with_log_paths_kept`]).
     pub log_paths_unknown: bool,
+    /// Elements are recorded in their executions' claims (`FLYTE_SLURM_ONCE_ONLY=claims`), not
+    /// found by keys: an array holds what `MaxArraySize` allows, with or without slurmdbd.
+    pub claims: bool,
 }
 
 impl Coalescing {
-    /// From the setting and slurm.conf (`None`: slurmrestd shows none, before v0.0.45).
-    pub fn decide(setting: Coalesce, conf: Option<&ClusterConf>) -> Coalescing {
+    /// From the setting, slurm.conf (`None`: slurmrestd shows none, before v0.0.45) and what
+    /// keeps an execution to one job.
+    pub fn decide(
+        setting: Coalesce,
+        conf: Option<&ClusterConf>,
+        once_only: OnceOnly,
+    ) -> Coalescing {
+        let claims = once_only == OnceOnly::Claims;
         let limits = conf.map_or_else(Limits::default, |c| Limits {
             max_elements: c
                 .max_array_elements()
@@ -82,6 +92,11 @@ impl Coalescing {
                 .is_some_and(|t| t.ends_with("/slurmdbd"))
         });
         let keys = match (keys_in, conf) {
+            _ if claims => format!(
+                "each element recorded in its own execution's claim (FLYTE_SLURM_ONCE_ONLY=claims), \
+                 up to MaxArraySize - 1 ({}) an array",
+                limits.max_elements
+            ),
             (KeysIn::Comment, _) => {
                 "elements' keys in the array's comment (slurm.conf shows slurmdbd keeping job \
                  comments)"
@@ -105,7 +120,7 @@ impl Coalescing {
         };
         let (window, why) = match (setting, slurmdbd) {
             (Coalesce::Off, _) => (None, "off (FLYTE_SLURM_COALESCE_WINDOW=off)".to_string()),
-            (Coalesce::Auto, Some(false)) => (
+            (Coalesce::Auto, Some(false)) if !claims => (
                 None,
                 "off (auto: slurm.conf shows no slurmdbd, which finds an element once it left \
                  slurmctld)"
@@ -132,6 +147,7 @@ impl Coalescing {
             keys_in,
             why,
             log_paths_unknown: conf.is_none(),
+            claims,
         }
     }
 
@@ -139,7 +155,7 @@ impl Coalescing {
     /// paths (`idempotency::Index::log_paths_kept`), the keys past the name's go in the logs'
     /// file names.
     pub fn with_log_paths_kept(mut self) -> Coalescing {
-        if self.log_paths_unknown && self.keys_in == KeysIn::Name {
+        if self.log_paths_unknown && self.keys_in == KeysIn::Name && !self.claims {
             self.keys_in = KeysIn::NameAndLogs;
             self.why = self.why.replace(
                 "cannot show slurm.conf",
@@ -154,6 +170,7 @@ impl Coalescing {
     /// (`cap_without_comment`: the keys a comment holds beside no task comment).
     pub fn describe(&self, cap_without_comment: usize) -> String {
         let keys = match self.keys_in {
+            _ if self.claims => "claims hold any number".to_string(),
             KeysIn::Comment => format!("{cap_without_comment} keys a 1024-byte comment holds"),
             KeysIn::Name => format!("{NAME_KEYS_MAX} keys a job name holds"),
             KeysIn::NameAndLogs => {
@@ -175,6 +192,9 @@ impl Coalescing {
 
     /// How many elements an array holds, given how many keys its comment could hold.
     pub fn cap(&self, comment_cap: usize) -> usize {
+        if self.claims {
+            return self.limits.max_elements;
+        }
         self.keys_in.cap(comment_cap).min(self.limits.max_elements)
     }
 }
@@ -195,7 +215,7 @@ mod tests {
     #[test]
     fn the_default_coalesces_wherever_there_is_slurmdbd_keys_in_the_comment_where_it_keeps_them() {
         let with = conf(&["job_comment", "job_script"], 1001, &[]);
-        let on = Coalescing::decide(Coalesce::Auto, Some(&with));
+        let on = Coalescing::decide(Coalesce::Auto, Some(&with), OnceOnly::Keys);
         assert_eq!(on.window, Some(DEFAULT_COALESCE_WINDOW));
         assert_eq!(on.keys_in, KeysIn::Comment);
         assert_eq!(on.limits, Limits::default());
@@ -203,21 +223,21 @@ mod tests {
         // Recorded on 26.05 (v0.0.45): the dev cluster's flags before job_comment was added.
         let without = conf(&["job_script", "job_env"], 1001, &[]);
         // slurmdbd keeps the stdio paths unless `no_stdio`: the name and the logs' names.
-        let named = Coalescing::decide(Coalesce::Auto, Some(&without));
+        let named = Coalescing::decide(Coalesce::Auto, Some(&without), OnceOnly::Keys);
         assert_eq!(named.window, Some(DEFAULT_COALESCE_WINDOW));
         assert_eq!(named.keys_in, KeysIn::NameAndLogs);
         assert_eq!(named.cap(88), NAME_AND_LOGS_KEYS_MAX);
         assert!(named.why.contains("no_stdio"), "{}", named.why);
         assert_eq!(named.clone().with_log_paths_kept(), named);
         let no_stdio = conf(&["job_script", "no_stdio"], 1001, &[]);
-        let named = Coalescing::decide(Coalesce::Auto, Some(&no_stdio));
+        let named = Coalescing::decide(Coalesce::Auto, Some(&no_stdio), OnceOnly::Keys);
         assert_eq!(named.keys_in, KeysIn::Name);
         assert_eq!(named.cap(88), NAME_KEYS_MAX);
         assert!(named.why.contains("job_comment"), "{}", named.why);
         // Not even slurmdbd's records showing stdio paths turn it back.
         assert_eq!(named.clone().with_log_paths_kept(), named);
         // 24.11: v0.0.42 shows no slurm.conf: the name, until slurmdbd's records show the paths.
-        let old = Coalescing::decide(Coalesce::Auto, None);
+        let old = Coalescing::decide(Coalesce::Auto, None, OnceOnly::Keys);
         assert_eq!(old.window, Some(DEFAULT_COALESCE_WINDOW));
         assert_eq!(old.keys_in, KeysIn::Name);
         assert!(old.why.contains("v0.0.45"), "{}", old.why);
@@ -237,7 +257,7 @@ mod tests {
         // No slurmdbd at all: no record once a job left slurmctld, whatever the flags say.
         let mut none = with.clone();
         none.accounting_storage_type = Some("accounting_storage/none".into());
-        let off = Coalescing::decide(Coalesce::Auto, Some(&none));
+        let off = Coalescing::decide(Coalesce::Auto, Some(&none), OnceOnly::Keys);
         assert_eq!(off.window, None);
         assert!(off.why.contains("no slurmdbd"), "{}", off.why);
     }
@@ -246,13 +266,13 @@ mod tests {
     fn a_window_set_by_the_operator_holds_with_the_keys_where_slurmdbd_keeps_them() {
         let w = Duration::from_millis(300);
         let without = conf(&["job_script"], 1001, &[]);
-        let c = Coalescing::decide(Coalesce::Window(w), Some(&without));
+        let c = Coalescing::decide(Coalesce::Window(w), Some(&without), OnceOnly::Keys);
         assert_eq!(c.window, Some(w));
         assert_eq!(c.keys_in, KeysIn::NameAndLogs);
-        let c = Coalescing::decide(Coalesce::Window(w), None);
+        let c = Coalescing::decide(Coalesce::Window(w), None, OnceOnly::Keys);
         assert_eq!((c.window, c.keys_in), (Some(w), KeysIn::Name));
         assert_eq!(
-            Coalescing::decide(Coalesce::Off, Some(&without)).window,
+            Coalescing::decide(Coalesce::Off, Some(&without), OnceOnly::Keys).window,
             None
         );
     }
@@ -264,7 +284,7 @@ mod tests {
             51,
             &["bf_interval=30", "max_script_size=1048576"],
         );
-        let c = Coalescing::decide(Coalesce::Auto, Some(&small));
+        let c = Coalescing::decide(Coalesce::Auto, Some(&small), OnceOnly::Keys);
         assert_eq!(
             c.limits,
             Limits {
@@ -281,10 +301,44 @@ mod tests {
         // keys allow anyway; the bound stays the default's.
         let big = conf(&["job_comment"], 100001, &[]);
         assert_eq!(
-            Coalescing::decide(Coalesce::Auto, Some(&big))
+            Coalescing::decide(Coalesce::Auto, Some(&big), OnceOnly::Keys)
                 .limits
                 .max_elements,
             MAX_ARRAY_ELEMENTS
+        );
+    }
+
+    #[test]
+    fn under_claims_arrays_hold_what_max_array_size_allows_with_or_without_slurmdbd() {
+        let none = ClusterConf {
+            accounting_storage_type: Some("accounting_storage/none".into()),
+            ..conf(&[], 401, &[])
+        };
+        for c in [Some(conf(&["no_stdio"], 401, &[])), Some(none), None] {
+            let keys = Coalescing::decide(Coalesce::Auto, c.as_ref(), OnceOnly::Keys);
+            let claims = Coalescing::decide(Coalesce::Auto, c.as_ref(), OnceOnly::Claims);
+            assert_eq!(claims.window, Some(DEFAULT_COALESCE_WINDOW), "{c:?}");
+            let max = if c.is_some() { 400 } else { MAX_ARRAY_ELEMENTS };
+            assert_eq!(
+                claims.cap(0),
+                max,
+                "{c:?}: not the comment's, the name's or the logs'"
+            );
+            assert!(
+                keys.cap(88) < max || keys.window.is_none(),
+                "{c:?}: {keys:?}"
+            );
+            assert!(claims.why.contains("claim"), "{}", claims.why);
+            assert!(
+                claims
+                    .describe(88)
+                    .contains(&format!("at most {max} elements"))
+            );
+            assert_eq!(claims.clone().with_log_paths_kept(), claims);
+        }
+        assert_eq!(
+            Coalescing::decide(Coalesce::Off, None, OnceOnly::Claims).window,
+            None
         );
     }
 }

@@ -192,8 +192,9 @@ impl Submitter {
         client: &Client,
         setting: Coalesce,
     ) -> Coalescing {
+        let once_only = self.claims().settings().once_only;
         if setting == Coalesce::Off {
-            return Coalescing::decide(setting, None);
+            return Coalescing::decide(setting, None, once_only);
         }
         let read = self
             .coalescing
@@ -206,7 +207,7 @@ impl Submitter {
                         None
                     }
                 };
-                let c = Coalescing::decide(setting, conf.as_ref());
+                let c = Coalescing::decide(setting, conf.as_ref(), once_only);
                 tracing::info!(cluster = %cfg.name, coalescing = %c.why, max_elements = c.limits.max_elements, script_bytes = c.limits.script_bytes, "coalescing decided");
                 Ok(c)
             })
@@ -216,7 +217,7 @@ impl Submitter {
             Ok(c) => c.clone(),
             Err(e) => {
                 tracing::debug!(cluster = %cfg.name, error = %e, "slurm.conf not read now; asked again with the next CreateTask");
-                Coalescing::decide(setting, None)
+                Coalescing::decide(setting, None, once_only)
             }
         }
     }
