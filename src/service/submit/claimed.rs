@@ -5,16 +5,16 @@
 //! The execution's claim is opened by CreateTask (`Claims::of`, which probes a store met for the
 //! first time) and named in its `resource_meta` (`claim`), so every later call, on any replica,
 //! finds it there: the paced submit (`paced.rs`) makes one try of [`submit`] where the keys'
-//! protocol would try `protocol::submit_once`, and a batch (`coalesce.rs`) is one held array
-//! through its members' claims ([`submit_batch`]); GetTask of a deferred meta reads the job the
-//! claim records ([`resolve`]); DeleteTask writes the tombstone first ([`delete`]); a recorded
-//! job left held is released by the takeover task ([`release_left_held`]).
+//! protocol would try `protocol::submit_once`; a batch is one held array through its members'
+//! claims ([`create_batch`], each outcome settled by `coalesce.rs`); GetTask of a deferred meta
+//! reads the job the claim records ([`resolve`]); DeleteTask writes the tombstone first
+//! ([`delete`]); a recorded job left held is released by the takeover task
+//! ([`release_left_held`]).
 //!
 //! The marker a held job carries in its comment is the execution's key (a batch's: one of its
 //! own): a replica taking over a holding finds what the former holder left held by it.
 
-use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::SystemTime;
 
 use crate::service::cluster::ClusterRuntime;
 use crate::service::wire::meta::ResourceMeta;
@@ -22,17 +22,14 @@ use crate::slurmrestd::{Client, ClientError, JobDescription, JobId};
 
 use super::batches::Member;
 use super::claim::{self, ClaimStore, JobRef, Outcome, ProtocolError, Slurmrestd, State};
-use super::execution::Progress;
 use super::execution::Submitted;
 use super::idempotency::{Element, Placement};
-use super::paced;
-use super::pacing::{Pace, Permit};
 use super::protocol::{SubmitError, SubmitFailure};
 use crate::render::coalesce::{self as shape_of, Member as ArrayMember};
 use crate::render::naming::array_name;
 
 /// Where a job the claim records runs, as the rest of the service names it.
-fn placement(job: JobRef) -> Placement {
+pub(super) fn placement(job: JobRef) -> Placement {
     match job {
         JobRef::Job { job_id } => Placement::job(JobId(job_id)),
         // A claim names an element by its array and index; the array's size is not in it, and
@@ -220,16 +217,22 @@ pub async fn release_left_held(
     Ok(true)
 }
 
+/// One outcome per member of a batch, in order.
+pub(super) type BatchOutcomes = Vec<Result<Outcome, ProtocolError>>;
+
 /// A batch of CreateTasks made once through their claims (`claim::create_batch`): one held
 /// array of the members no job runs yet, each element recorded in its member's claim before
-/// the array is released. Members another replica holds, or whose claim or record failed, take
-/// the single path, which retries through their claims; a member whose claim holds the
-/// tombstone is withdrawn. `permit`: the batch's turn at the pacer.
-pub(super) async fn submit_batch(rt: &Arc<ClusterRuntime>, batch: Vec<Member>, permit: Permit) {
-    let opened: Result<Vec<ClaimStore>, _> = batch
+/// the array is released. `Err` (why) when nothing was tried: the claims could not be opened,
+/// or the array could not be made (`coalesce.rs` then submits each member alone).
+pub(super) async fn create_batch(
+    rt: &ClusterRuntime,
+    batch: &[Member],
+) -> Result<BatchOutcomes, String> {
+    let claims = batch
         .iter()
         .map(|m| claim_at(rt, m.template.claim.as_deref().unwrap_or_default()))
-        .collect();
+        .collect::<Result<Vec<ClaimStore>, _>>()
+        .map_err(|e| format!("a batch's claims cannot be opened: {e}"))?;
     let first = &batch[0];
     let members: Vec<ArrayMember> = batch
         .iter()
@@ -243,52 +246,31 @@ pub(super) async fn submit_batch(rt: &Arc<ClusterRuntime>, batch: Vec<Member>, p
         &members,
         &name,
         first.job.comment.clone().unwrap_or_default(),
-    );
-    let (claims, array) = match (opened, array) {
-        (Ok(c), Ok(a)) => (c, a),
-        (Err(e), _) => {
-            tracing::warn!(cluster = %rt.cfg.name, error = %e, "a batch's claims cannot be opened; submitting its tasks one by one");
-            return alone(rt, batch);
-        }
-        (_, Err(e)) => {
-            tracing::warn!(cluster = %rt.cfg.name, error = %e, "a batch's job array cannot be made; submitting its tasks one by one");
-            return alone(rt, batch);
-        }
-    };
+    )
+    .map_err(|e| format!("a batch's job array cannot be made: {e}"))?;
     // The batch's marker: what a replica taking over one of its holdings finds the held array by.
     let marker = format!("batch-{:016x}", rand::random::<u64>());
-    let began = Instant::now();
-    let outcomes = claim::create_batch(
+    Ok(claim::create_batch(
         &claims,
         &slurm(&first.client, &first.job),
         rt.submitter.claims().holder(),
         &array,
         &marker,
     )
-    .await;
-    permit.done(
-        outcomes
-            .iter()
-            .find_map(|o| match o {
-                Err(ProtocolError::Slurm { source, .. }) => source
-                    .downcast_ref::<ClientError>()
-                    .map(paced::pace_of_error),
-                _ => None,
-            })
-            .unwrap_or(Pace::Prompt),
-    );
-    let of = batch.len() as u32;
-    let fresh: Vec<Instant> = batch
-        .iter()
-        .zip(&outcomes)
-        .filter(|(_, o)| matches!(o, Ok(Outcome::Submitted(_))))
-        .map(|(m, _)| m.since)
-        .collect();
-    if !fresh.is_empty() {
-        rt.submitter.batches.submitted(&fresh);
-        tracing::info!(cluster = %rt.cfg.name, elements = fresh.len(), of, took_ms = began.elapsed().as_millis() as u64, "submitted a batch of tasks as one job array, each element recorded in its task's claim");
+    .await)
+}
+
+/// slurmrestd's error behind a protocol's failure, if that is what failed (for the pacer).
+pub(super) fn client_error(e: &ProtocolError) -> Option<&ClientError> {
+    match e {
+        ProtocolError::Slurm { source, .. } => source.downcast_ref::<ClientError>(),
+        _ => None,
     }
-    let element = |job: JobRef| match job {
+}
+
+/// Where element `job` of a batch of `of` runs, as the rest of the service names it.
+pub(super) fn element_of(job: JobRef, of: u32) -> Placement {
+    match job {
         JobRef::Element {
             array_job_id,
             index,
@@ -297,43 +279,5 @@ pub(super) async fn submit_batch(rt: &Arc<ClusterRuntime>, batch: Vec<Member>, p
             element: Some(Element { index, of }),
         },
         other => placement(other),
-    };
-    for (m, outcome) in batch.into_iter().zip(outcomes) {
-        let settled = match outcome {
-            Ok(Outcome::Submitted(job)) => Submitted::Fresh(element(job)),
-            Ok(Outcome::Existing(job)) => Submitted::Adopted(placement(job)),
-            Ok(Outcome::Deleted) => {
-                let _ = m.tx.send(Progress::Withdrawn);
-                continue;
-            }
-            Ok(Outcome::InProgress { .. }) => {
-                alone(rt, vec![m]);
-                continue;
-            }
-            Err(e) => {
-                tracing::info!(cluster = %rt.cfg.name, key = %m.key, error = %e, "a batch's element did not settle; submitting its task alone");
-                alone(rt, vec![m]);
-                continue;
-            }
-        };
-        let progress = paced::settle(
-            rt,
-            &m.key,
-            &m.client,
-            m.template,
-            m.flyte.as_deref(),
-            Ok(settled),
-        )
-        .await;
-        let _ = m.tx.send(progress);
-    }
-}
-
-/// Members submitted each as a job of its own, through their claims (their CreateTasks answer
-/// deferred by now, or soon: the single submit owes no answer).
-fn alone(rt: &Arc<ClusterRuntime>, batch: Vec<Member>) {
-    for mut m in batch {
-        m.answer_by = None;
-        tokio::spawn(paced::run_single(rt.clone(), m));
     }
 }

@@ -43,11 +43,12 @@ use crate::service::wire::meta::ResourceMeta;
 use crate::slurmrestd::{Client, JobDescription, JobId};
 
 use super::batches::{Added, Due, Member};
+use super::claim::Outcome;
 use super::claimed;
 use super::coalesce_settings::{Coalescing, MAX_ARRAY_ELEMENTS};
 use super::execution::{Progress, Submitted};
 use super::paced;
-use super::pacing::Permit;
+use super::pacing::{Pace, Permit};
 use super::protocol::{self, SubmitError, SubmitFailure};
 
 /// Whether a CreateTask may be coalesced beyond its job's shape: not a retry, not clustered,
@@ -178,7 +179,7 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>, keys_in: KeysI
     if batch.first().is_some_and(|m| m.template.claim.is_some()) {
         // Made through their claims, which say who already has a job.
         match turn(&rt, batch.len()).await {
-            Turn::Go(permit, _submitting) => claimed::submit_batch(&rt, batch, permit).await,
+            Turn::Go(permit, _submitting) => run_claimed(&rt, batch, permit).await,
             Turn::Alone => singles(&rt, batch),
             Turn::ShuttingDown => {}
         }
@@ -257,6 +258,76 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>, keys_in: KeysI
             single(&rt, m);
         }
     }
+}
+
+/// A batch made through its members' claims (`claimed::create_batch`), and what each member's
+/// outcome makes of its execution. Members another replica holds, or whose claim or record
+/// failed, take the single path, which retries through their claims; a member whose claim holds
+/// the tombstone is withdrawn.
+async fn run_claimed(rt: &Arc<ClusterRuntime>, batch: Vec<Member>, permit: Permit) {
+    let began = Instant::now();
+    let outcomes = match claimed::create_batch(rt, &batch).await {
+        Ok(o) => o,
+        Err(why) => {
+            permit.done(Pace::Prompt);
+            tracing::warn!(cluster = %rt.cfg.name, why, "submitting a batch's tasks one by one");
+            return singles(rt, alone(batch));
+        }
+    };
+    permit.done(
+        outcomes
+            .iter()
+            .find_map(|o| o.as_ref().err().and_then(claimed::client_error))
+            .map_or(Pace::Prompt, paced::pace_of_error),
+    );
+    let of = batch.len() as u32;
+    let fresh: Vec<Instant> = batch
+        .iter()
+        .zip(&outcomes)
+        .filter(|(_, o)| matches!(o, Ok(Outcome::Submitted(_))))
+        .map(|(m, _)| m.since)
+        .collect();
+    if !fresh.is_empty() {
+        rt.submitter.batches.submitted(&fresh);
+        tracing::info!(cluster = %rt.cfg.name, elements = fresh.len(), of, took_ms = began.elapsed().as_millis() as u64, "submitted a batch of tasks as one job array, each element recorded in its task's claim");
+    }
+    for (m, outcome) in batch.into_iter().zip(outcomes) {
+        let settled = match outcome {
+            Ok(Outcome::Submitted(job)) => Submitted::Fresh(claimed::element_of(job, of)),
+            Ok(Outcome::Existing(job)) => Submitted::Adopted(claimed::placement(job)),
+            Ok(Outcome::Deleted) => {
+                let _ = m.tx.send(Progress::Withdrawn);
+                continue;
+            }
+            Ok(Outcome::InProgress { .. }) => {
+                singles(rt, alone(vec![m]));
+                continue;
+            }
+            Err(e) => {
+                tracing::info!(cluster = %rt.cfg.name, key = %m.key, error = %e, "a batch's element did not settle; submitting its task alone");
+                singles(rt, alone(vec![m]));
+                continue;
+            }
+        };
+        let progress = paced::settle(
+            rt,
+            &m.key,
+            &m.client,
+            m.template,
+            m.flyte.as_deref(),
+            Ok(settled),
+        )
+        .await;
+        let _ = m.tx.send(progress);
+    }
+}
+
+/// Members whose CreateTasks answer deferred by now, or soon: the single submit owes no answer.
+fn alone(mut members: Vec<Member>) -> Vec<Member> {
+    for m in &mut members {
+        m.answer_by = None;
+    }
+    members
 }
 
 /// A batch's turn to be submitted.
