@@ -392,6 +392,19 @@ async fn a_recorded_job_left_held_is_released_through_a_get_task() {
     mock.stop().await;
 }
 
+/// A replica on claims (under the mock's folder) coalescing with a 2 s window (its quiet gap
+/// 50 ms), the mock's jobs folder its shared filesystem.
+fn coalescing_on_claims(mock: &Mock) -> slurm_connector::config::DeploymentConfig {
+    let jobs = mock.dir.join("jobs");
+    let mut cluster = mock.cluster(mock.static_auth(), None);
+    cluster.shared_mounts = vec![(jobs.display().to_string(), jobs)];
+    let mut d = common::mock::deployment(cluster, Duration::from_millis(100));
+    d.coalesce = slurm_connector::config::Coalesce::Window(Duration::from_secs(2));
+    d.claims.once_only = OnceOnly::Claims;
+    d.claims.location = ClaimLocation::Prefix(format!("file://{}/claims", mock.dir.display()));
+    d
+}
+
 /// Two replicas on claims coalescing the same burst (each CreateTask sent to both): every
 /// execution runs once, on the element its claim records, and both replicas answer with it. Each
 /// replica's array holds only the executions whose claims it held; the others it answers from
@@ -410,13 +423,7 @@ async fn two_replicas_on_claims_coalescing_the_same_burst_run_each_execution_onc
     let mut servers = Vec::new();
     let mut clients = Vec::new();
     for _ in 0..2 {
-        let mut cluster = mock.cluster(mock.static_auth(), None);
-        cluster.shared_mounts = vec![(jobs.display().to_string(), jobs.clone())];
-        let mut d = common::mock::deployment(cluster, Duration::from_millis(100));
-        d.coalesce = slurm_connector::config::Coalesce::Window(Duration::from_secs(2));
-        d.claims.once_only = OnceOnly::Claims;
-        d.claims.location = ClaimLocation::Prefix(format!("file://{}/claims", mock.dir.display()));
-        let s = Server::start(d).await;
+        let s = Server::start(coalescing_on_claims(&mock)).await;
         clients.push(s.client().await);
         servers.push(s);
     }
@@ -514,14 +521,7 @@ async fn a_burst_past_what_keys_could_hold_is_one_array() {
         FaultConfig::default(),
     )
     .await;
-    let jobs = mock.dir.join("jobs");
-    let mut cluster = mock.cluster(mock.static_auth(), None);
-    cluster.shared_mounts = vec![(jobs.display().to_string(), jobs.clone())];
-    let mut d = common::mock::deployment(cluster, Duration::from_millis(100));
-    d.coalesce = slurm_connector::config::Coalesce::Window(Duration::from_secs(2));
-    d.claims.once_only = OnceOnly::Claims;
-    d.claims.location = ClaimLocation::Prefix(format!("file://{}/claims", mock.dir.display()));
-    let server = Server::start(d).await;
+    let server = Server::start(coalescing_on_claims(&mock)).await;
     let c = server.client().await;
     let n = 100;
     // A batch goes out once none joined it for 50 ms: a loaded machine can split a burst, so up
