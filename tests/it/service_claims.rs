@@ -520,7 +520,8 @@ async fn a_burst_coalesced_on_one_replica_is_read_from_its_claims_on_another() {
 }
 
 /// Under claims an array holds what `MaxArraySize` allows, not what keys fit in a name, a
-/// comment or log file names: a burst of 100 is one array of 100 (keys would cap it at 88).
+/// comment or log file names: a burst of 100 is one array of 100 (keys would cap it at 22 here, where the mock shows
+/// no slurm.conf, and at 88 anywhere).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_burst_past_what_keys_could_hold_is_one_array() {
     use common::RequestExt;

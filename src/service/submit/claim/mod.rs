@@ -1,6 +1,6 @@
 //! The claim: the one record, in the task's own object store, of which job runs an execution,
 //! and the once-only protocol over it and Slurm. Tested on every backend and against real Slurm;
-//! CreateTask and DeleteTask do not use it yet.
+//! CreateTask, GetTask and DeleteTask use it with `FLYTE_SLURM_ONCE_ONLY=claims`.
 //!
 //! - `deployment`: the deployment's claims ([`Claims`]): where each execution's claim is, its
 //!   store opened once per bucket and probed once, this process as their holder.
