@@ -173,9 +173,19 @@ async fn daemon(
     ));
 }
 
-/// `creators` workers create `per_creator` tasks each, `pause` apart, following each to its end
-/// on random replicas; results by task index.
-#[allow(clippy::type_complexity)]
+/// A task that ended: its meta, phase and message.
+type Ended = (Vec<u8>, Phase, String);
+
+/// What the drill's workers are doing: the tasks that ended and the jobs (as squeue names them)
+/// of the tasks still being followed, by task index.
+#[derive(Default)]
+struct Progress {
+    ended: Mutex<HashMap<usize, Ended>>,
+    following: std::sync::Mutex<HashMap<usize, String>>,
+}
+
+/// `creators` workers create the tasks, `pause` apart, following each to its end on random
+/// replicas.
 fn run_tasks(
     fleet: &Arc<Fleet>,
     counts: &Arc<Counts>,
@@ -183,19 +193,16 @@ fn run_tasks(
     creators: usize,
     pause: Duration,
     until: Instant,
-) -> (
-    Vec<tokio::task::JoinHandle<()>>,
-    Arc<Mutex<HashMap<usize, (Vec<u8>, Phase, String)>>>,
-) {
+) -> (Vec<tokio::task::JoinHandle<()>>, Arc<Progress>) {
     let next = Arc::new(AtomicUsize::new(0));
-    let results = Arc::new(Mutex::new(HashMap::new()));
+    let progress = Arc::new(Progress::default());
     let workers = (0..creators)
         .map(|_| {
-            let (fleet, counts, next, results, reqs) = (
+            let (fleet, counts, next, progress, reqs) = (
                 fleet.clone(),
                 counts.clone(),
                 next.clone(),
-                results.clone(),
+                progress.clone(),
                 reqs.clone(),
             );
             tokio::spawn(async move {
@@ -205,14 +212,20 @@ fn run_tasks(
                         return;
                     }
                     let meta = create(&fleet, &counts, &reqs[i]).await;
+                    progress
+                        .following
+                        .lock()
+                        .unwrap()
+                        .insert(i, job_of_meta(&meta));
                     let (p, m) = follow(&fleet, &counts, &meta, until).await;
-                    results.lock().await.insert(i, (meta, p, m));
+                    progress.ended.lock().await.insert(i, (meta, p, m));
+                    progress.following.lock().unwrap().remove(&i);
                     tokio::time::sleep(pause).await;
                 }
             })
         })
         .collect();
-    (workers, results)
+    (workers, progress)
 }
 
 async fn join(workers: Vec<tokio::task::JoinHandle<()>>, until: Instant) {
@@ -226,18 +239,13 @@ async fn join(workers: Vec<tokio::task::JoinHandle<()>>, until: Instant) {
     }
 }
 
-/// The jobs of the tasks that ended, as squeue names them (`<id>` or `<array>_<index>`).
-fn ended_jobs(ended: &HashMap<usize, (Vec<u8>, Phase, String)>) -> HashSet<String> {
-    ended
-        .values()
-        .map(|(meta, _, _)| {
-            let m: serde_json::Value = serde_json::from_slice(meta).expect("a meta");
-            match m["element"].as_u64() {
-                Some(i) => format!("{}_{i}", m["job_id"]),
-                None => m["job_id"].to_string(),
-            }
-        })
-        .collect()
+/// A task's job as squeue names it (`<id>` or `<array>_<index>`), from its meta.
+fn job_of_meta(meta: &[u8]) -> String {
+    let m: serde_json::Value = serde_json::from_slice(meta).expect("a meta");
+    match m["element"].as_u64() {
+        Some(i) => format!("{}_{i}", m["job_id"]),
+        None => m["job_id"].to_string(),
+    }
 }
 
 /// What waits for an admin after slurmctld's recovery: drained nodes (by name), held jobs and
@@ -298,7 +306,7 @@ async fn an_upgrade_restart_of_slurmctld_then_restd_and_dbd_outages_lose_nothing
     let until = began + DRILL_DEADLINE;
     // 6 creators, 6 tasks each, 4 s between: tasks are created, run and end through the whole
     // fault timeline below (~75 s), not only before it.
-    let (workers, results) = run_tasks(&fleet, &counts, &reqs, 6, Duration::from_secs(4), until);
+    let (workers, progress) = run_tasks(&fleet, &counts, &reqs, 6, Duration::from_secs(4), until);
     let events = Mutex::new(Vec::new());
     tokio::time::sleep(Duration::from_secs(6)).await;
     // An upgrade's restart: slurmctld saves its state on SIGTERM and is gone for 20 s.
@@ -316,7 +324,7 @@ async fn an_upgrade_restart_of_slurmctld_then_restd_and_dbd_outages_lose_nothing
     join(workers, until).await;
     let took = began.elapsed();
 
-    let results = results.lock().await;
+    let results = progress.ended.lock().await;
     assert_eq!(
         results.len(),
         TASKS,
@@ -404,7 +412,7 @@ async fn a_crashed_slurmctld_duplicates_nothing_and_misreports_nothing() {
     let began = Instant::now();
     let since = chrono::Utc::now().timestamp() - 60;
     let until = began + DRILL_DEADLINE;
-    let (workers, results) = run_tasks(&fleet, &counts, &reqs, 8, Duration::from_secs(1), until);
+    let (workers, progress) = run_tasks(&fleet, &counts, &reqs, 8, Duration::from_secs(1), until);
     let events = Mutex::new(Vec::new());
     tokio::time::sleep(Duration::from_secs(8)).await;
     // A crash: no state saved on the way out; it restarts from its last periodic save.
@@ -430,10 +438,21 @@ async fn a_crashed_slurmctld_duplicates_nothing_and_misreports_nothing() {
     let mut reason_due = true;
     if !b.drained.is_empty() || !b.held.is_empty() {
         // The tracker lists the reasons of jobs pending 30 s (pending_detail_after), once. Only
-        // a task still following a held job (or any task, behind a drained node) can say it:
-        // in Slurm's id-reuse recovery the tasks of a held job may all have ended already (one
-        // [SLURM_JOB_LOST], one from its own exit marker; seen in CI), and then none will.
+        // a task still following a held job (or any task, behind a drained node) can say it.
+        // In Slurm's id-reuse recovery a held job may be no running task's: its tasks ended
+        // (one [SLURM_JOB_LOST], one from its own exit marker), or it is the lost job of an
+        // execution whose retried CreateTask follows another job now; then none will.
         let held: HashSet<String> = b.held.iter().cloned().collect();
+        let followed = || -> Vec<String> {
+            progress
+                .following
+                .lock()
+                .unwrap()
+                .values()
+                .filter(|j| !b.drained.is_empty() || held.contains(*j))
+                .cloned()
+                .collect()
+        };
         common::drill::wait_for(
             "a task message giving Slurm's reason for a held or blocked job",
             Duration::from_secs(90),
@@ -443,19 +462,18 @@ async fn a_crashed_slurmctld_duplicates_nothing_and_misreports_nothing() {
                         || m.contains("launch failed requeued held")
                         || m.contains("DRAINED")
                 });
-                // Busy (a worker is inserting): look again in a moment.
-                let Ok(ended) = results.try_lock() else {
-                    return said;
-                };
-                let nobody_left = if b.drained.is_empty() {
-                    held.is_subset(&ended_jobs(&ended))
-                } else {
-                    ended.len() == TASKS
-                };
                 reason_due = said;
-                said || nobody_left
+                said || followed().is_empty()
             },
-            || format!("messages seen: {:?}", counts.said.lock().unwrap()),
+            || {
+                format!(
+                    "held {:?}, drained {:?}, followed by running tasks {:?}; messages seen: {:?}",
+                    b.held,
+                    b.drained,
+                    followed(),
+                    counts.said.lock().unwrap()
+                )
+            },
         )
         .await;
     }
@@ -495,7 +513,7 @@ async fn a_crashed_slurmctld_duplicates_nothing_and_misreports_nothing() {
     }
     let took = began.elapsed();
 
-    let results = results.lock().await;
+    let results = progress.ended.lock().await;
     assert_eq!(results.len(), TASKS);
     // Slurm's own final word on each job (slurmdbd has every job that ran; slurmctld the newest).
     let (live, cancelled) = records_by_key(&c, &keys, since).await;
