@@ -1028,7 +1028,7 @@ async fn a_task_answered_with_an_element_left_held_gets_it_released_by_its_get_t
         .map(|i| {
             let mut m =
                 slurm_connector::service::resource_meta(&c.name, array, &rendered[i as usize]);
-            m.place(array, Some((i, 2)));
+            m.place(array, Some((i, "0-1")));
             m.encode()
         })
         .collect();

@@ -58,9 +58,54 @@ pub fn indices(expr: &str) -> Result<Vec<u32>, String> {
     Ok(out)
 }
 
+/// Indices in Slurm's syntax, runs of consecutive ones as ranges (`0-3,5,7-9`): what an array is
+/// submitted with and what a task's meta names, short however many elements there are.
+pub fn expr(indices: &[u32]) -> String {
+    let mut sorted = indices.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut items: Vec<String> = Vec::new();
+    let mut run: Option<(u32, u32)> = None;
+    for i in sorted {
+        run = match run {
+            Some((a, b)) if b + 1 == i => Some((a, i)),
+            Some(r) => {
+                items.push(item(r));
+                Some((i, i))
+            }
+            None => Some((i, i)),
+        };
+    }
+    items.extend(run.map(item));
+    items.join(",")
+}
+
+fn item((a, b): (u32, u32)) -> String {
+    if a == b {
+        a.to_string()
+    } else {
+        format!("{a}-{b}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn expressions_read_back_as_their_indices() {
+        for set in [
+            vec![0u32],
+            vec![0, 1, 2, 3],
+            vec![0, 2, 4],
+            vec![0, 1, 2, 5, 7, 8, 9, 100],
+            (0..1000).collect(),
+        ] {
+            assert_eq!(indices(&expr(&set)).unwrap(), set, "{set:?}");
+        }
+        assert_eq!(expr(&[9, 7, 8, 0, 1, 2, 3, 5]), "0-3,5,7-9");
+        assert_eq!(expr(&(0..1000).collect::<Vec<_>>()), "0-999");
+    }
 
     #[test]
     fn slurms_syntax() {

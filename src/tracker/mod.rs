@@ -366,14 +366,24 @@ impl Tracker {
     }
 
     /// Starts tracking a job array just submitted, with the indices it was submitted with, for
-    /// the execution of key `own`.
+    /// the execution of key `own`. An array tracked already keeps the union of the indices its
+    /// tasks' metas name: each names what it knows of its array (a claim's record names the
+    /// array's indices; an older one only its own element's).
     pub fn track_array(&self, id: JobId, indices: &[u32], own: Option<&str>) {
         let since = self.now_secs();
-        self.jobs
-            .lock()
-            .unwrap()
+        let mut jobs = self.jobs.lock().unwrap();
+        let entry = jobs
             .entry(id)
             .or_insert_with(|| Self::array_entry(indices, own, Known::Seen, since));
+        if let Some(t) = array::track_mut(entry)
+            && indices.iter().any(|i| t.indices.binary_search(i).is_err())
+        {
+            t.indices.extend_from_slice(indices);
+            t.indices.sort_unstable();
+            t.indices.dedup();
+            // Elements it did not follow yet: followed from the next tick on.
+            entry.record_done = false;
+        }
     }
 
     fn array_entry(indices: &[u32], own: Option<&str>, known: Known, since: u32) -> Entry {

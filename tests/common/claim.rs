@@ -28,6 +28,7 @@ fn recorded(by: &str, job_id: u32) -> Record {
         by,
         State::Recorded {
             job: JobRef::Job { job_id },
+            array: None,
         },
     )
 }
@@ -173,12 +174,17 @@ async fn array_element(backend: &str, claim: &ClaimStore) {
         array_job_id: 4300,
         index: 1000,
     };
+    // The array's indices as submitted: a batch's members held elsewhere leave gaps.
+    let recorded = State::Recorded {
+        job,
+        array: Some("0-999,1000,1002".into()),
+    };
     claim
-        .advance(&h, Record::new("a", State::Recorded { job }))
+        .advance(&h, Record::new("a", recorded.clone()))
         .await
         .unwrap();
     let read = claim.read().await.unwrap().unwrap();
-    assert_eq!(read.record().state, State::Recorded { job }, "{backend}");
+    assert_eq!(read.record().state, recorded, "{backend}");
 }
 
 /// The racers' outcomes: every loser lost to a conflict, and exactly one won (returned).

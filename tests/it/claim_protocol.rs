@@ -341,7 +341,15 @@ async fn assert_once(cluster: &Cluster, bucket: &Bucket, executions: &[String], 
     let mut recorded = Vec::new();
     for e in executions {
         match bucket.recorded(e).await.map(|r| r.state) {
-            Some(State::Recorded { job }) => {
+            Some(State::Recorded { job, array }) => {
+                // An element's record names its array's indices, its own among them.
+                if let JobRef::Element { index, .. } = job {
+                    let indices = array
+                        .as_deref()
+                        .map(slurm_connector::render::array::indices)
+                        .unwrap_or_else(|| panic!("{what}: {e}'s element without its array"));
+                    assert!(indices.unwrap().contains(&index), "{what}: {e}: {array:?}");
+                }
                 assert_eq!(
                     cluster.element(job),
                     Some(Element::Released),
@@ -383,7 +391,10 @@ fn the_decision_table() {
     for (current, want) in [
         (None, Step::Hold),
         (Some(rec("b", State::Deleted)), Step::Deleted),
-        (Some(rec("b", State::Recorded { job })), Step::Answer(job)),
+        (
+            Some(rec("b", State::Recorded { job, array: None })),
+            Step::Answer(job),
+        ),
         (
             Some(rec("me", holding(60))),
             Step::Renew {
@@ -447,7 +458,7 @@ async fn a_fresh_execution_is_held_submitted_recorded_released_and_a_retry_answe
         )
         .await
         .unwrap();
-        assert_eq!(again, Outcome::Existing(job), "a retry on {other}");
+        assert_eq!(again, Outcome::Existing(job, None), "a retry on {other}");
     }
     assert_eq!(cluster.state().submits, 1);
     assert_once(&cluster, &bucket, &["e1".into()], "fresh").await;
@@ -484,14 +495,14 @@ async fn a_crash_at_every_step_boundary_loses_and_duplicates_nothing() {
                 Some(Crash::BeforeSubmit | Crash::AfterSubmit | Crash::AtRecord),
                 Outcome::Submitted(_),
             ) => {}
-            (Some(Crash::AtRelease) | None, Outcome::Existing(_)) => {}
+            (Some(Crash::AtRelease) | None, Outcome::Existing(..)) => {}
             _ => panic!("{crash:?}: retried as {retried:?}"),
         }
         let third = retry(&cluster, &bucket, "e", "r2", 0).await;
-        let (Outcome::Submitted(j) | Outcome::Existing(j)) = retried else {
+        let (Outcome::Submitted(j) | Outcome::Existing(j, _)) = retried else {
             unreachable!()
         };
-        assert_eq!(third, Outcome::Existing(j), "{crash:?}");
+        assert_eq!(third, Outcome::Existing(j, None), "{crash:?}");
         assert_once(&cluster, &bucket, &["e".into()], &format!("{crash:?}")).await;
         if matches!(crash, Some(Crash::AfterSubmit | Crash::AtRecord)) {
             // The crashed replica's held job was cancelled by the takeover, not left queued.
@@ -533,7 +544,7 @@ async fn a_holder_paused_past_its_lease_has_its_late_job_cancelled() {
     let late = slow.await.unwrap().unwrap();
     assert_eq!(
         late,
-        Outcome::Existing(winner),
+        Outcome::Existing(winner, None),
         "the paused replica answers with the winner"
     );
     assert_eq!(
@@ -694,7 +705,7 @@ async fn a_batch_is_one_held_array_recorded_per_element_then_released_once() {
     let claims: Vec<ClaimStore> = names.iter().map(|n| bucket.claim(n)).collect();
     let outcomes = claim::create_batch(&claims, &cluster.replica(), &me, &(), "fb-1").await;
     let outcomes: Vec<Outcome> = outcomes.into_iter().map(Result::unwrap).collect();
-    assert_eq!(outcomes[1], Outcome::Existing(m1));
+    assert_eq!(outcomes[1], Outcome::Existing(m1, None));
     assert_eq!(outcomes[4], Outcome::Deleted);
     let array = cluster.state().next_id;
     for i in [0, 2, 3, 5] {
@@ -735,7 +746,7 @@ async fn a_crash_in_the_middle_of_a_batchs_records_loses_and_duplicates_nothing(
         for n in &names {
             let got = retry(&cluster, &bucket, n, "r1", 0).await;
             assert!(
-                matches!(got, Outcome::Submitted(_) | Outcome::Existing(_)),
+                matches!(got, Outcome::Submitted(_) | Outcome::Existing(..)),
                 "{dies_after}: {n}: {got:?}"
             );
         }

@@ -9,7 +9,10 @@
 //!   lease ran out, with one job;
 //! - a DeleteTask before the job exists writes the tombstone: the late holder's record is
 //!   refused and its held job cancelled, never released; a CreateTask after it is aborted;
-//! - a job its claim records but its recorder left held is released by a GetTask's takeover.
+//! - a job its claim records but its recorder left held is released by a GetTask's takeover;
+//! - bursts coalesced through claims: read from the claims on another replica, past what keys
+//!   could hold, with members held elsewhere, and the same burst at two replicas at once (arrays
+//!   with gaps, which every meta names exactly).
 
 use crate::common;
 
@@ -438,9 +441,7 @@ async fn a_burst_coalesced_on_one_replica_is_read_from_its_claims_on_another() {
     );
     let n = 10;
     // The burst on A, then again on B (Flyte's backend retrying each CreateTask on another
-    // replica). Both at once can split the burst's claims between the replicas, each array then
-    // holding some indices only: not yet right (a seen element reported PENDING; BENCHMARKS and
-    // docs/operations.md say so), so not what this test sends.
+    // replica): B submits nothing. Both at once: the test after the next.
     let burst = |c: Grpc| {
         let script = script.clone();
         futures::future::join_all((0..n).map(move |i| {
@@ -616,7 +617,116 @@ async fn a_batch_with_members_held_elsewhere_runs_every_element() {
     for m in &metas {
         until_phase(&mut c, m, Phase::Succeeded).await;
     }
+    // Every element's meta names the indices its array has: the members B held are no
+    // elements of A's arrays (a batch's index is its member's place in it).
+    let named = metas_name_their_arrays(&mock, &metas).await;
+    let elements: usize = named.values().map(|indices| indices.len()).sum();
+    assert!(
+        (2..=7).contains(&elements),
+        "A's arrays hold the 7 members B did not: {named:?}"
+    );
     a_server.stop().await;
     b_server.stop().await;
+    mock.stop().await;
+}
+
+/// Each meta that names an element names its array's indices exactly as the cluster has them
+/// (elements not cancelled); the arrays by id, with their indices.
+async fn metas_name_their_arrays(
+    mock: &Mock,
+    metas: &[Vec<u8>],
+) -> std::collections::BTreeMap<u32, std::collections::BTreeSet<u32>> {
+    use slurm_connector::service::{Decoded, decode_meta};
+    let mut actual: std::collections::BTreeMap<u32, std::collections::BTreeSet<u32>> =
+        Default::default();
+    for j in drill::cluster_jobs(mock).await {
+        if let Some(a) = j.array
+            && j.state.base != BaseState::Cancelled
+            && let Some(i) = a.task_id
+        {
+            actual.entry(a.array_job_id.0).or_default().insert(i);
+        }
+    }
+    for meta in metas {
+        let Decoded::Ours(m) = decode_meta(meta).unwrap() else {
+            panic!("our meta")
+        };
+        if m.element.is_none() {
+            continue;
+        }
+        let named: std::collections::BTreeSet<u32> =
+            m.array_indices().unwrap().unwrap().into_iter().collect();
+        assert_eq!(
+            Some(&named),
+            actual.get(&m.job_id.0),
+            "element {:?} of array {}: its meta names {:?}",
+            m.element,
+            m.job_id,
+            m.array
+        );
+    }
+    actual
+}
+
+/// The same burst at two replicas at the same instant: the claims split between them, each
+/// replica's array holding the members it held (gaps where the other holds one). Every element
+/// runs once, to its end, whichever replica is asked, and every meta names exactly the indices
+/// its array has (the claim's record gives them to the replica that reads it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_burst_at_two_replicas_at_once_runs_each_element_once_to_its_end() {
+    use common::RequestExt;
+    let mock = Mock::start(
+        "claims-split",
+        Duration::from_secs(600),
+        FaultConfig::default(),
+    )
+    .await;
+    let jobs = mock.dir.join("jobs");
+    let mut servers = Vec::new();
+    let mut clients = Vec::new();
+    for _ in 0..2 {
+        let s = Server::start(coalescing_on_claims(&mock)).await;
+        clients.push(s.client().await);
+        servers.push(s);
+    }
+    let script = format!(
+        "#!/bin/bash\necho ran >> {}/\"$FLYTE_INTERNAL_EXECUTION_ID\".count\nsleep 0.3\n",
+        jobs.display()
+    );
+    let n = 12;
+    // A split is likely, not certain: three bursts.
+    for round in 0..3 {
+        let burst = |c: Grpc| {
+            let script = script.clone();
+            futures::future::join_all((0..n).map(move |i| {
+                let (mut c, script) = (c.clone(), script.clone());
+                async move {
+                    let run = format!("split-{round}-{i}");
+                    create(&mut c, request(0, &script).run_name(&run))
+                        .await
+                        .unwrap()
+                }
+            }))
+        };
+        let (on_a, on_b) = futures::join!(burst(clients[0].clone()), burst(clients[1].clone()));
+        let metas: Vec<Vec<u8>> = on_a.into_iter().chain(on_b).collect();
+        for (k, m) in metas.iter().enumerate() {
+            // The other replica than the one that answered, half the time.
+            let mut c = clients[(k / n + k % 2) % 2].clone();
+            until_phase(&mut c, m, Phase::Succeeded).await;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        for i in 0..n {
+            let ran = std::fs::read_to_string(jobs.join(format!("split-{round}-{i}.count")))
+                .unwrap_or_default();
+            let times = ran.lines().count();
+            assert_eq!(times, 1, "split-{round}-{i} ran {times} times");
+        }
+        let arrays = metas_name_their_arrays(&mock, &metas).await;
+        eprintln!("arrays of burst {round} at two replicas: {arrays:?}");
+    }
+    for s in servers {
+        s.stop().await;
+    }
     mock.stop().await;
 }

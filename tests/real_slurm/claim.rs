@@ -92,7 +92,7 @@ async fn a_claimed_job_runs_once_and_a_dead_holders_held_job_is_cancelled() {
     let again = claim::create(&claim, &slurm, &holder("r2", 60), &job, &marker)
         .await
         .unwrap();
-    assert_eq!(again, Outcome::Existing(JobRef::Job { job_id }));
+    assert_eq!(again, Outcome::Existing(JobRef::Job { job_id }, None));
     assert!(slurm.held(&marker).await.unwrap().is_empty());
 
     // DeleteTask: the tombstone, then the cancel.
@@ -185,7 +185,7 @@ async fn a_sparse_held_array_left_by_a_dead_recorder_is_replaced_element_by_elem
             "{i}: {:?}",
             outcomes[i as usize]
         );
-        let Some(State::Recorded { job }) = claims[i as usize]
+        let Some(State::Recorded { job, array }) = claims[i as usize]
             .read()
             .await
             .unwrap()
@@ -193,6 +193,8 @@ async fn a_sparse_held_array_left_by_a_dead_recorder_is_replaced_element_by_elem
         else {
             panic!("m{i} is not recorded");
         };
+        // Each element's record names the array's indices: without the deleted member's.
+        assert_eq!(array.as_deref(), Some("0-1,3"), "m{i}");
         recorded.insert(i, job);
     }
     let JobRef::Element { array_job_id, .. } = recorded[&0] else {

@@ -23,17 +23,17 @@ use crate::slurmrestd::{Client, ClientError, JobDescription, JobId};
 use super::batches::Member;
 use super::claim::{self, ClaimStore, JobRef, Outcome, ProtocolError, Slurmrestd, State};
 use super::execution::Submitted;
-use super::idempotency::{Element, Placement};
+use super::idempotency::{ArrayIndices, Element, Placement};
 use super::protocol::{SubmitError, SubmitFailure};
 use crate::render::coalesce::{self as shape_of, Member as ArrayMember};
 use crate::render::naming::array_name;
 
-/// Where a job the claim records runs, as the rest of the service names it.
-pub(super) fn placement(job: JobRef) -> Placement {
+/// Where a job the claim records runs, as the rest of the service names it: an element with its
+/// array's indices as submitted (`array`), which its meta names and the tracker follows. A
+/// record without them names the element alone.
+pub(super) fn placement(job: JobRef, array: Option<&str>) -> Placement {
     match job {
         JobRef::Job { job_id } => Placement::job(JobId(job_id)),
-        // A claim names an element by its array and index; the array's size is not in it, and
-        // only the meta's `array` indices come from it (the element's own state is read by id).
         JobRef::Element {
             array_job_id,
             index,
@@ -41,7 +41,10 @@ pub(super) fn placement(job: JobRef) -> Placement {
             job_id: JobId(array_job_id),
             element: Some(Element {
                 index,
-                of: index + 1,
+                array: match array {
+                    Some(a) => ArrayIndices::from_expr(a),
+                    None => ArrayIndices::exact(&[index]),
+                },
             }),
         },
     }
@@ -80,8 +83,10 @@ pub(super) async fn submit(
     let holder = rt.submitter.claims().holder();
     let outcome = claim::create(&claim, &slurm(&m.client, &m.job), holder, &m.job, &m.key).await;
     match outcome {
-        Ok(Outcome::Submitted(job)) => Ok(Some(Submitted::Fresh(placement(job)))),
-        Ok(Outcome::Existing(job)) => Ok(Some(Submitted::Adopted(placement(job)))),
+        Ok(Outcome::Submitted(job)) => Ok(Some(Submitted::Fresh(placement(job, None)))),
+        Ok(Outcome::Existing(job, array)) => {
+            Ok(Some(Submitted::Adopted(placement(job, array.as_deref()))))
+        }
         Ok(Outcome::Deleted) => Ok(None),
         Ok(Outcome::InProgress { by, until }) => Err(failure(
             format!(
@@ -140,7 +145,7 @@ pub async fn resolve(rt: &ClusterRuntime, uri: &str) -> Result<Found, claim::Cla
             lapsed: false,
         },
         Some(c) => match &c.record().state {
-            State::Recorded { job } => Found::Job(placement(*job)),
+            State::Recorded { job, array } => Found::Job(placement(*job, array.as_deref())),
             State::Deleted => Found::Deleted,
             State::Submitting { .. } => Found::Unrecorded {
                 by: Some(c.record().by.clone()),
@@ -177,7 +182,7 @@ pub async fn delete(
     Ok(
         claim::delete(&claim, &slurm, rt.submitter.claims().holder())
             .await?
-            .map(placement),
+            .map(|job| placement(job, None)),
     )
 }
 
@@ -197,6 +202,7 @@ pub async fn release_left_held(
     if recorded
         != Some(State::Recorded {
             job: JobRef::Job { job_id: job_id.0 },
+            array: None,
         })
     {
         return Ok(false);
@@ -265,19 +271,5 @@ pub(super) fn client_error(e: &ProtocolError) -> Option<&ClientError> {
     match e {
         ProtocolError::Slurm { source, .. } => source.downcast_ref::<ClientError>(),
         _ => None,
-    }
-}
-
-/// Where element `job` of a batch of `of` runs, as the rest of the service names it.
-pub(super) fn element_of(job: JobRef, of: u32) -> Placement {
-    match job {
-        JobRef::Element {
-            array_job_id,
-            index,
-        } if index < of => Placement {
-            job_id: JobId(array_job_id),
-            element: Some(Element { index, of }),
-        },
-        other => placement(other),
     }
 }

@@ -240,7 +240,7 @@ async fn run_batch(rt: Arc<ClusterRuntime>, members: Vec<Member>, keys_in: KeysI
         elements.into_iter().zip(answers).enumerate()
     {
         if ok {
-            let s = outcomes[i];
+            let s = outcomes[i].clone();
             let progress =
                 paced::settle(&rt, &key, &client, template, flyte.as_deref(), Ok(s)).await;
             let _ = tx.send(progress);
@@ -287,14 +287,24 @@ async fn run_claimed(rt: &Arc<ClusterRuntime>, batch: Vec<Member>, permit: Permi
         .filter(|(_, o)| matches!(o, Ok(Outcome::Submitted(_))))
         .map(|(m, _)| m.since)
         .collect();
+    // The array holds exactly the elements submitted (one whose record lost was cancelled before
+    // its release): what each of their metas names.
+    let submitted: Vec<u32> = (0..of)
+        .zip(&outcomes)
+        .filter(|(_, o)| matches!(o, Ok(Outcome::Submitted(_))))
+        .map(|(i, _)| i)
+        .collect();
+    let array = crate::render::array::expr(&submitted);
     if !fresh.is_empty() {
         rt.submitter.batches.submitted(&fresh);
         tracing::info!(cluster = %rt.cfg.name, elements = fresh.len(), of, took_ms = began.elapsed().as_millis() as u64, "submitted a batch of tasks as one job array, each element recorded in its task's claim");
     }
     for (m, outcome) in batch.into_iter().zip(outcomes) {
         let settled = match outcome {
-            Ok(Outcome::Submitted(job)) => Submitted::Fresh(claimed::element_of(job, of)),
-            Ok(Outcome::Existing(job)) => Submitted::Adopted(claimed::placement(job)),
+            Ok(Outcome::Submitted(job)) => Submitted::Fresh(claimed::placement(job, Some(&array))),
+            Ok(Outcome::Existing(job, a)) => {
+                Submitted::Adopted(claimed::placement(job, a.as_deref()))
+            }
             Ok(Outcome::Deleted) => {
                 let _ = m.tx.send(Progress::Withdrawn);
                 continue;

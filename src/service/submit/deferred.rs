@@ -252,7 +252,10 @@ pub async fn resolve(
         Some(Progress::Done) | None => {}
     }
     let resolved = |mut m: ResourceMeta, p: Placement| {
-        m.place(p.job_id, p.element.map(|e| (e.index, e.of)));
+        m.place(
+            p.job_id,
+            p.element.as_ref().map(|e| (e.index, e.array.as_str())),
+        );
         m.deferred = None;
         rt.track(&m);
         rt.submitter.executions.set_job(&d.key, m.clone());

@@ -26,7 +26,7 @@ pub use super::idempotency::Placement;
 use crate::service::wire::meta::ResourceMeta;
 
 /// How CreateTask's submit came out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Submitted {
     /// This call submitted the execution's job (or the coalesced array it is an element of).
     Fresh(Placement),
@@ -42,10 +42,10 @@ pub enum Submitted {
 
 impl Submitted {
     /// The execution's one job, or its element of a coalesced array.
-    pub fn placement(self) -> Placement {
+    pub fn placement(&self) -> Placement {
         match self {
-            Submitted::Fresh(p) | Submitted::Adopted(p) => p,
-            Submitted::LostRace { winner, .. } => winner,
+            Submitted::Fresh(p) | Submitted::Adopted(p) => p.clone(),
+            Submitted::LostRace { winner, .. } => winner.clone(),
         }
     }
 }

@@ -153,7 +153,10 @@ pub async fn settle(
         Ok(s) => {
             let mut m = template;
             let p = s.placement();
-            m.place(p.job_id, p.element.map(|e| (e.index, e.of)));
+            m.place(
+                p.job_id,
+                p.element.as_ref().map(|e| (e.index, e.array.as_str())),
+            );
             rt.submitter.executions.set_job(key, m.clone());
             if rt.submitter.executions.is_withdrawn(key) {
                 // DeleteTask came while the submit was in flight: the job (element) goes.

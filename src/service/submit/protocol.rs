@@ -158,10 +158,7 @@ impl<'a> Carries<'a> {
             Carries::Job(_) => Placement::job(mine),
             Carries::Array(keys) => Placement {
                 job_id: mine,
-                element: Some(Element {
-                    index: i as u32,
-                    of: keys.len() as u32,
-                }),
+                element: Some(Element::of(i as u32, keys.len() as u32)),
             },
         }
     }
@@ -227,7 +224,7 @@ impl SubmitError {
 }
 
 /// What the check made of one key of a held job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     /// The held job is the key's lowest: it runs (once released).
     Won,
@@ -373,7 +370,7 @@ where
             error: error.into(),
         })?;
     if let Some(w) = existing {
-        finish(cl, client, key, w, job).await?;
+        finish(cl, client, key, &w, job).await?;
         return Ok(Submitted::Adopted(w.placement()));
     }
     let ran = ran.await.map_err(|error| SubmitFailure {
@@ -391,14 +388,14 @@ where
     held.hold = Some(true);
     held.comment = Some(awaiting_comment(job.comment.as_deref()));
     let (mine, after) = held_submit(cl, client, &held, carries).await?;
-    match check_and_settle(cl, client, mine, carries, after).await?[0] {
+    match &check_and_settle(cl, client, mine, carries, after).await?[0] {
         Verdict::Won => {
             let ours = Winner {
                 job_id: mine,
                 element: None,
                 awaiting_release: true,
             };
-            finish(cl, client, key, ours, job).await?;
+            finish(cl, client, key, &ours, job).await?;
             Ok(Submitted::Fresh(Placement::job(mine)))
         }
         Verdict::Lost(w) => {
@@ -418,7 +415,7 @@ async fn finish(
     cl: Cluster<'_>,
     client: &Client,
     key: &str,
-    w: Winner,
+    w: &Winner,
     job: &JobDescription,
 ) -> Result<(), SubmitFailure> {
     if !w.awaiting_release {
@@ -577,7 +574,7 @@ pub async fn tombstone(
     // Not awaiting a release: nobody may release it.
     carries.note(cl, id, false).await;
     cancels.cancel(id, None).await?;
-    if let Verdict::Lost(w) = check(cl, id, carries, after).await?[0] {
+    if let Verdict::Lost(w) = &check(cl, id, carries, after).await?[0] {
         tracing::info!(cluster = cl.name, key, job_id = %w.job_id, "a submit of the deleted task was already on its way; cancelling its job");
         cancels.cancel(w.placement().target(), None).await?;
     }

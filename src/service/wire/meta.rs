@@ -159,12 +159,12 @@ impl ResourceMeta {
     }
 
     /// Where the task's job is: `job_id`, or element `index` of the coalesced array `job_id`
-    /// of `of` elements.
-    pub fn place(&mut self, job_id: JobId, element: Option<(u32, u32)>) {
+    /// whose indices are `array` (Slurm's syntax).
+    pub fn place(&mut self, job_id: JobId, element: Option<(u32, &str)>) {
         self.job_id = job_id;
-        if let Some((index, of)) = element {
+        if let Some((index, array)) = element {
             self.element = Some(index);
-            self.array = Some(format!("0-{}", of.saturating_sub(1)));
+            self.array = Some(array.to_string());
         }
     }
 

@@ -153,6 +153,42 @@ fn set_records(api: &Scripted, recs: &[JobInfo]) {
     }
 }
 
+/// Arrays with gaps (a burst whose claims split between two replicas): each is followed with
+/// the union of the indices its tasks' metas name, and an element that starts is attributed to
+/// the one array that has its index, without reading a record.
+#[tokio::test]
+async fn arrays_with_gaps_are_followed_with_the_indices_their_metas_name() {
+    let (api, t) = tracker();
+    // A meta read from an older claim names its own element only; a newer one the array's.
+    t.track_array(JobId(100), &[0], None);
+    t.track_array(JobId(100), &[0, 2], None);
+    t.track_array(JobId(200), &[1, 3], None);
+    api.answer(&[
+        (100, 0, "PENDING"),
+        (100, 2, "PENDING"),
+        (200, 1, "PENDING"),
+        (200, 3, "PENDING"),
+    ]);
+    t.tick().await;
+    api.answer(&[
+        (301, 0, "RUNNING"),
+        (100, 2, "PENDING"),
+        (302, 1, "RUNNING"),
+        (200, 3, "PENDING"),
+    ]);
+    t.tick().await;
+    assert!(api.job_calls.lock().unwrap().is_empty());
+    assert_eq!(*api.acct_calls.lock().unwrap(), 0);
+    assert_eq!(
+        states(&t.status(JobId(100)).await),
+        [(0, 301, "RUNNING".into()), (2, 100, "PENDING".into())]
+    );
+    assert_eq!(
+        states(&t.status(JobId(200)).await),
+        [(1, 302, "RUNNING".into()), (3, 200, "PENDING".into())]
+    );
+}
+
 /// Two tracked arrays both start their element 0 in the same tick: the new ids cannot be
 /// told apart from jobs/state alone, so each element's record says which array it is in
 /// (once, from the tick's one slurmdbd request); known ids are attributed without asking again,

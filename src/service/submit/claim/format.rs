@@ -5,7 +5,7 @@
 //! ```json
 //! {"version":1,"by":"connector-0","at":"2026-12-07T07:00:00.000Z","state":"submitting","lease_secs":60,"marker":"fc-3f9a…"}
 //! {"version":1,"by":"connector-0","at":"2026-12-07T07:00:01.250Z","state":"recorded","job":{"job_id":4242}}
-//! {"version":1,"by":"connector-1","at":"2026-12-07T07:00:01.300Z","state":"recorded","job":{"array_job_id":4300,"index":17}}
+//! {"version":1,"by":"connector-1","at":"2026-12-07T07:00:01.300Z","state":"recorded","job":{"array_job_id":4300,"index":17},"array":"0-16,18-99"}
 //! {"version":1,"by":"connector-1","at":"2026-12-07T07:05:00.000Z","state":"deleted"}
 //! ```
 //!
@@ -54,8 +54,11 @@ pub enum State {
         index: Option<u32>,
         replaces: Option<JobRef>,
     },
-    /// This job runs the execution: answer every retried CreateTask with it.
-    Recorded { job: JobRef },
+    /// This job runs the execution: answer every retried CreateTask with it. For an array's
+    /// element, `array` is the array's indices as submitted (Slurm's syntax; gaps where another
+    /// replica held a member of the batch), which every task's meta names, so that each
+    /// replica follows the array as it is; absent for a job of its own.
+    Recorded { job: JobRef, array: Option<String> },
     /// DeleteTask came: nothing may run the execution any more (its job, if one was recorded
     /// before, is cancelled by the deleter).
     Deleted,
@@ -90,6 +93,8 @@ struct Wire {
     replaces: Option<JobRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     job: Option<JobRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    array: Option<String>,
 }
 
 #[derive(Clone, Copy, Serialize, Deserialize)]
@@ -105,8 +110,16 @@ impl TryFrom<Wire> for Record {
 
     fn try_from(w: Wire) -> Result<Self, String> {
         let holding = (w.lease_secs, w.marker, w.index, w.replaces);
+        if let Some(a) = &w.array {
+            if !matches!(w.job, Some(JobRef::Element { .. })) {
+                return Err("`array` is the indices of a recorded array element's array".into());
+            }
+            crate::render::array::indices(a).map_err(|why| format!("`array` {a:?}: {why}"))?;
+        }
         let state = match (w.state, holding, w.job) {
-            (Kind::Submitting, (Some(lease_secs), Some(marker), index, replaces), None) => {
+            (Kind::Submitting, (Some(lease_secs), Some(marker), index, replaces), None)
+                if w.array.is_none() =>
+            {
                 State::Submitting {
                     lease_secs,
                     marker,
@@ -114,7 +127,10 @@ impl TryFrom<Wire> for Record {
                     replaces,
                 }
             }
-            (Kind::Recorded, (None, None, None, None), Some(job)) => State::Recorded { job },
+            (Kind::Recorded, (None, None, None, None), Some(job)) => State::Recorded {
+                job,
+                array: w.array,
+            },
             (Kind::Deleted, (None, None, None, None), None) => State::Deleted,
             (Kind::Submitting, ..) => {
                 return Err(
@@ -141,7 +157,7 @@ impl TryFrom<Wire> for Record {
 
 impl From<Record> for Wire {
     fn from(r: Record) -> Self {
-        let (state, (lease_secs, marker, index, replaces), job) = match r.state {
+        let (state, (lease_secs, marker, index, replaces), job, array) = match r.state {
             State::Submitting {
                 lease_secs,
                 marker,
@@ -151,9 +167,12 @@ impl From<Record> for Wire {
                 Kind::Submitting,
                 (Some(lease_secs), Some(marker), index, replaces),
                 None,
+                None,
             ),
-            State::Recorded { job } => (Kind::Recorded, (None, None, None, None), Some(job)),
-            State::Deleted => (Kind::Deleted, (None, None, None, None), None),
+            State::Recorded { job, array } => {
+                (Kind::Recorded, (None, None, None, None), Some(job), array)
+            }
+            State::Deleted => (Kind::Deleted, (None, None, None, None), None, None),
         };
         Wire {
             version: r.version,
@@ -165,6 +184,7 @@ impl From<Record> for Wire {
             index,
             replaces,
             job,
+            array,
         }
     }
 }
@@ -280,12 +300,12 @@ impl Record {
             (State::Deleted, _) => Err("the execution was deleted; a tombstone is final".into()),
             (State::Recorded { .. }, State::Deleted) => Ok(()),
             (
-                State::Recorded { job },
+                State::Recorded { job, .. },
                 State::Submitting {
                     replaces: Some(r), ..
                 },
             ) if r == job => Ok(()),
-            (State::Recorded { job }, _) => Err(format!(
+            (State::Recorded { job, .. }, _) => Err(format!(
                 "the claim already records {job}; only a tombstone may follow"
             )),
             (State::Submitting { .. }, State::Deleted) => Ok(()),
@@ -373,6 +393,7 @@ mod tests {
             (
                 State::Recorded {
                     job: JobRef::Job { job_id: 4242 },
+                    array: None,
                 },
                 r#""state":"recorded","job":{"job_id":4242}"#,
             ),
@@ -382,8 +403,19 @@ mod tests {
                         array_job_id: 4300,
                         index: 17,
                     },
+                    array: None,
                 },
                 r#""state":"recorded","job":{"array_job_id":4300,"index":17}"#,
+            ),
+            (
+                State::Recorded {
+                    job: JobRef::Element {
+                        array_job_id: 4300,
+                        index: 17,
+                    },
+                    array: Some("0-16,18-99".into()),
+                },
+                r#""state":"recorded","job":{"array_job_id":4300,"index":17},"array":"0-16,18-99""#,
             ),
             (State::Deleted, r#""state":"deleted""#),
         ] {
@@ -409,6 +441,15 @@ mod tests {
         let unknown =
             r#"{"version":1,"by":"a","at":"2027-01-15T08:00:00Z","state":"deleted","why":"x"}"#;
         assert!(serde_json::from_str::<Record>(unknown).is_err());
+        // An array's indices belong to a recorded element, in Slurm's syntax.
+        for odd in [
+            r#"{"version":1,"by":"a","at":"2027-01-15T08:00:00Z","state":"recorded","job":{"job_id":1},"array":"0-3"}"#,
+            r#"{"version":1,"by":"a","at":"2027-01-15T08:00:00Z","state":"recorded","job":{"array_job_id":1,"index":2},"array":"3-1"}"#,
+            r#"{"version":1,"by":"a","at":"2027-01-15T08:00:00Z","state":"submitting","lease_secs":60,"marker":"m","index":2,"array":"0-3"}"#,
+        ] {
+            let e = serde_json::from_str::<Record>(odd).unwrap_err().to_string();
+            assert!(e.contains("array"), "{odd}: {e}");
+        }
         let bad_time = r#"{"version":1,"by":"a","at":"yesterday","state":"deleted"}"#;
         let e = serde_json::from_str::<Record>(bad_time)
             .unwrap_err()
@@ -420,6 +461,7 @@ mod tests {
     fn transitions() {
         let job = State::Recorded {
             job: JobRef::Job { job_id: 7 },
+            array: None,
         };
         let hold = |by: &str, lease| {
             let marker = "fc-1".into();

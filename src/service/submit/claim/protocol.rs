@@ -96,13 +96,22 @@ impl Holder {
     }
 }
 
+/// The array's indices a record of an element gives (`None` for a job of its own).
+fn array_of(r: Option<&Record>) -> Option<String> {
+    match &r?.state {
+        State::Recorded { array, .. } => array.clone(),
+        _ => None,
+    }
+}
+
 /// What a CreateTask's execution comes to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     /// This call submitted the job, recorded it and released it.
     Submitted(JobRef),
-    /// The claim already recorded this job (a retried CreateTask, or another replica's).
-    Existing(JobRef),
+    /// The claim already recorded this job (a retried CreateTask, or another replica's); for an
+    /// array's element, the array's indices as its record gives them.
+    Existing(JobRef, Option<String>),
     /// DeleteTask came first: nothing runs the execution.
     Deleted,
     /// Another replica holds it under a lease that runs until `until`: ask again later.
@@ -164,7 +173,7 @@ pub fn decide(current: Option<&Record>, me: &str, now: SystemTime) -> Step {
     };
     match &r.state {
         State::Deleted => Step::Deleted,
-        State::Recorded { job } => Step::Answer(*job),
+        State::Recorded { job, .. } => Step::Answer(*job),
         State::Submitting { marker, index, .. } if r.by == me => Step::Renew {
             marker: marker.clone(),
             index: *index,
@@ -341,7 +350,7 @@ pub async fn create<S: Slurm>(
             .await
             .map_err(slurm_err("submitting the job held"))?;
         let job = JobRef::Job { job_id: id };
-        if !record(claim, slurm, &held, me, job).await? {
+        if !record(claim, slurm, &held, me, job, None).await? {
             continue;
         }
         slurm.release(job).await.map_err(slurm_err(format!(
@@ -364,8 +373,9 @@ async fn record<S: Slurm>(
     held: &Current,
     me: &Holder,
     job: JobRef,
+    array: Option<String>,
 ) -> Result<bool, ProtocolError> {
-    let recorded = Record::new(&me.name, State::Recorded { job });
+    let recorded = Record::new(&me.name, State::Recorded { job, array });
     match claim.advance(held, recorded.clone()).await {
         Ok(_) => Ok(true),
         Err(e) if e.is_conflict() || matches!(e, ClaimError::Refused { .. }) => {
@@ -476,7 +486,10 @@ async fn hold<S: Slurm>(
             }
             Step::Answer(job) => {
                 match settle_recorded(slurm, me, read.expect("read"), job).await? {
-                    Recorded::Runs => return Ok(Member::Decided(Outcome::Existing(job))),
+                    Recorded::Runs => {
+                        let array = array_of(read);
+                        return Ok(Member::Decided(Outcome::Existing(job, array)));
+                    }
                     Recorded::Wait { by, until } => {
                         return Ok(Member::Decided(Outcome::InProgress { by, until }));
                     }
@@ -521,11 +534,20 @@ async fn record_members<S: Slurm>(
         array_job_id,
         index: i as u32,
     };
-    let recorded = futures::future::join_all(
-        members
-            .iter()
-            .map(|(i, held)| record(&claims[*i], slurm, held, me, element(*i))),
-    )
+    // The indices the array was submitted with; an element whose record loses is cancelled
+    // before the release, so it is at most that many.
+    let indices: Vec<u32> = members.iter().map(|(i, _)| *i as u32).collect();
+    let array = crate::render::array::expr(&indices);
+    let recorded = futures::future::join_all(members.iter().map(|(i, held)| {
+        record(
+            &claims[*i],
+            slurm,
+            held,
+            me,
+            element(*i),
+            Some(array.clone()),
+        )
+    }))
     .await;
     let mut won = Vec::new();
     let mut unknown = false;
@@ -583,12 +605,9 @@ async fn record_members<S: Slurm>(
 /// a holding).
 async fn answer_lost(claim: &ClaimStore, me: &Holder) -> Result<Outcome, ProtocolError> {
     let current = claim.read().await.map_err(claim_err("reading the claim"))?;
-    match decide(
-        current.as_ref().map(Current::record),
-        &me.name,
-        SystemTime::now(),
-    ) {
-        Step::Answer(job) => Ok(Outcome::Existing(job)),
+    let read = current.as_ref().map(Current::record);
+    match decide(read, &me.name, SystemTime::now()) {
+        Step::Answer(job) => Ok(Outcome::Existing(job, array_of(read))),
         Step::Deleted => Ok(Outcome::Deleted),
         Step::Wait { by, until } => Ok(Outcome::InProgress { by, until }),
         _ => Err(ProtocolError::Contended {
@@ -620,7 +639,7 @@ pub async fn delete<S: Slurm>(
             continue;
         }
         return match before {
-            Some(State::Recorded { job }) => {
+            Some(State::Recorded { job, .. }) => {
                 slurm
                     .cancel(job)
                     .await

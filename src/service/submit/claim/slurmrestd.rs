@@ -84,7 +84,7 @@ impl Slurm for Slurmrestd<'_> {
             marker_tag(marker)
         ));
         if let Some(ix) = indices {
-            held.array = Some(ix.iter().map(u32::to_string).collect::<Vec<_>>().join(","));
+            held.array = Some(crate::render::array::expr(ix));
         }
         Ok(self.client.submit(&held).await?.0)
     }

@@ -10,7 +10,7 @@ use crate::render::{key_of_record, record_keys};
 use crate::slurmrestd::{JobId, JobInfo, JobRef};
 
 /// One job carrying a key, as the last listing saw it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Seen {
     /// Still held for the duplicate check (its replica may be gone before releasing it).
     pub awaiting_release: bool,
@@ -20,16 +20,54 @@ pub struct Seen {
     pub element: Option<Element>,
 }
 
-/// One element of a coalesced job array (`service/submit/coalesce`): index `index` of the
-/// array `0-(of-1)`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One element of a coalesced job array (`service/submit/coalesce`): index `index` of an array
+/// whose indices are `array`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Element {
     pub index: u32,
-    pub of: u32,
+    pub array: ArrayIndices,
+}
+
+impl Element {
+    /// Element `index` of an array of `of` elements, `0-(of-1)` (the keys' arrays).
+    pub fn of(index: u32, of: u32) -> Element {
+        Element {
+            index,
+            array: ArrayIndices::first(of),
+        }
+    }
+}
+
+/// A job array's indices as it was submitted, in Slurm's syntax: `0-(n-1)` for a batch whose
+/// every member it holds; for a batch through claims, the members this array holds (gaps where
+/// another replica holds a member), so that every task's meta names what the array has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArrayIndices(Arc<str>);
+
+impl ArrayIndices {
+    /// `0-(n-1)`.
+    pub fn first(n: u32) -> ArrayIndices {
+        ArrayIndices(format!("0-{}", n.saturating_sub(1)).into())
+    }
+
+    /// Exactly `indices`.
+    pub fn exact(indices: &[u32]) -> ArrayIndices {
+        ArrayIndices(crate::render::array::expr(indices).into())
+    }
+
+    /// An expression read back (a claim's record), as it is: the meta that names it is read by
+    /// `ResourceMeta::array_indices`, which says what is wrong with one no submit wrote.
+    pub fn from_expr(expr: &str) -> ArrayIndices {
+        ArrayIndices(expr.into())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
 }
 
 /// Where an execution runs: a job, or one element of a coalesced array.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Placement {
     pub job_id: JobId,
     pub element: Option<Element>,
@@ -44,10 +82,10 @@ impl Placement {
     }
 
     /// What a cancel of this execution addresses.
-    pub fn target(self) -> JobRef {
+    pub fn target(&self) -> JobRef {
         JobRef {
             id: self.job_id,
-            element: self.element.map(|e| e.index),
+            element: self.element.as_ref().map(|e| e.index),
         }
     }
 }
@@ -124,7 +162,7 @@ pub(super) fn shared_key(by_key: &HashMap<Arc<str>, Jobs>, key: &str) -> Arc<str
 }
 
 /// What a settled key came to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Winner {
     pub job_id: JobId,
     /// The key's element, when its job is a coalesced array.
@@ -134,10 +172,10 @@ pub struct Winner {
 }
 
 impl Winner {
-    pub fn placement(self) -> Placement {
+    pub fn placement(&self) -> Placement {
         Placement {
             job_id: self.job_id,
-            element: self.element,
+            element: self.element.clone(),
         }
     }
 }

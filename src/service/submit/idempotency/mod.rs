@@ -41,7 +41,7 @@ use crate::slurmrestd::{BaseState, Client, ClientError, JobId, JobInfo, JobRef};
 use accounting::Walk;
 #[cfg(test)]
 use accounting::{PAGE_MIN_SECS, next_span};
-pub use entries::{Element, Placement, Seen, Winner};
+pub use entries::{ArrayIndices, Element, Placement, Seen, Winner};
 use entries::{Jobs, Keys, job_key, job_keys, shared_key};
 pub use turns::Turns;
 
@@ -307,7 +307,7 @@ impl State {
             .and_then(Jobs::lowest)
             .map(|(id, s)| Winner {
                 job_id: *id,
-                element: s.element,
+                element: s.element.clone(),
                 awaiting_release: s.awaiting_release,
             })
     }
@@ -332,10 +332,7 @@ impl State {
             let seen = Seen {
                 awaiting_release,
                 since,
-                element: Some(Element {
-                    index: i as u32,
-                    of,
-                }),
+                element: Some(Element::of(i as u32, of)),
             };
             jobs.put(job_id, seen, replace);
         }

@@ -164,7 +164,7 @@ async fn an_array_settles_each_element_against_its_key_and_cancels_the_lost_one(
     assert!(mine > theirs);
     let element = |index| Placement {
         job_id: mine,
-        element: Some(Element { index, of: 3 }),
+        element: Some(Element::of(index, 3)),
     };
     assert_eq!(out[0], Submitted::Fresh(element(0)));
     assert_eq!(
@@ -205,7 +205,7 @@ async fn an_array_losing_every_key_to_an_array_left_held_releases_that_one() {
         .unwrap();
     let element = |index| Placement {
         job_id: theirs,
-        element: Some(Element { index, of: 2 }),
+        element: Some(Element::of(index, 2)),
     };
     let mine = out[0].placement();
     assert_eq!(mine, element(1), "{out:?}");
@@ -245,7 +245,7 @@ async fn an_array_its_replica_left_held_is_settled_by_whoever_meets_a_key() {
         s,
         Submitted::Adopted(Placement {
             job_id: orphan,
-            element: Some(Element { index: 0, of: 2 })
+            element: Some(Element::of(0, 2))
         })
     );
     assert_eq!(
