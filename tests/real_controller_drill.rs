@@ -9,7 +9,9 @@
 //!   jobs run and started again 5 s later: it recovers from its last periodic save, and jobs that
 //!   ended meanwhile are reported late (slurmd retries). Each execution has one live job, each
 //!   task's terminal phase is what Slurm's own final record says (COMPLETED = SUCCEEDED), and
-//!   where Slurm requeued or held a job, its task's message gave Slurm's reason.
+//!   where Slurm requeued or held a job, its task's message gave Slurm's reason. Run twice: on the
+//!   keys (the default) and on claims (`FLYTE_SLURM_ONCE_ONLY=claims`), where an execution's jobs
+//!   are the ones its script says ran it (a claim's jobs carry no key).
 //!
 //! `SLURM_DEV_CLUSTER_DRILLS=1 deploy/dev-cluster/dev-cluster --release 26.05 --min-job-age 5 run cargo test --test real_controller_drill`
 //! (needs accounting: slurmdbd is drilled, and jobs that aged out are looked up there). The drills
@@ -94,8 +96,9 @@ impl Drop for Restore<'_> {
     }
 }
 
-/// A task whose job sleeps `secs` and succeeds.
-fn task(tag: &str, i: usize, secs: u32) -> CreateTaskRequest {
+/// A task whose job sleeps `secs` and succeeds, its run name `run`; its script records its run
+/// in `runs` when given.
+fn task(run: &str, secs: u32, runs: Option<&support::Runs>) -> CreateTaskRequest {
     let mut r = common::request("script_no_io.pb");
     r.template
         .as_mut()
@@ -105,8 +108,9 @@ fn task(tag: &str, i: usize, secs: u32) -> CreateTaskRequest {
         .unwrap()
         .fields
         .remove("sbatch");
-    r.script(&format!("#!/bin/bash\nsleep {secs}\n"))
-        .run_name(&support::unique(&format!("{tag}{i}")))
+    let ran = runs.map(support::Runs::line).unwrap_or_default();
+    r.script(&format!("#!/bin/bash\n{ran}sleep {secs}\n"))
+        .run_name(run)
 }
 
 /// The execution's idempotency key, as the connector renders it.
@@ -121,13 +125,9 @@ fn key_of(c: &support::Cluster, v: ApiVersion, r: &CreateTaskRequest) -> String 
         .key
 }
 
-/// Every job of `keys` Slurm has on record (slurmctld, and slurmdbd for those that aged out),
-/// newest record of each id: by key, and the cancelled ones (held duplicates) apart.
-async fn records_by_key(
-    c: &support::Cluster,
-    keys: &HashSet<String>,
-    since_unix: i64,
-) -> (HashMap<String, Vec<JobInfo>>, usize) {
+/// Every job Slurm has on record since `since_unix` (slurmctld, and slurmdbd for those that
+/// aged out), the newest record of each id: slurmctld's first.
+async fn records(c: &support::Cluster, since_unix: i64) -> Vec<JobInfo> {
     let client = c.user_client();
     let mut records = client.jobs().await.expect("slurmctld's jobs");
     records.extend(
@@ -136,15 +136,27 @@ async fn records_by_key(
             .await
             .expect("slurmdbd's jobs"),
     );
-    let (mut live, mut cancelled, mut seen) = (HashMap::new(), 0, HashSet::new());
+    let mut seen = HashSet::new();
+    records.retain(|j| {
+        let element = j.array.as_ref().and_then(|a| a.task_id);
+        seen.insert((j.job_id, element))
+    });
+    records
+}
+
+/// The jobs of `keys` among `records`, by key, and how many were cancelled (held duplicates).
+fn records_by_key(
+    records: Vec<JobInfo>,
+    keys: &HashSet<String>,
+) -> (HashMap<String, Vec<JobInfo>>, usize) {
+    let (mut live, mut cancelled) = (HashMap::new(), 0);
     for j in records {
         let Some(k) =
             slurm_connector::render::key_of_record(&j, j.array.as_ref().and_then(|a| a.task_id))
         else {
             continue;
         };
-        // slurmctld's record first: it is the newer of the two.
-        if !keys.contains(&k) || !seen.insert(j.job_id) {
+        if !keys.contains(&k) {
             continue;
         }
         if j.state.base == BaseState::Cancelled {
@@ -154,6 +166,18 @@ async fn records_by_key(
         }
     }
     (live, cancelled)
+}
+
+/// The record of the job a task's meta names (its element of an array), among `records`.
+fn record_of_meta<'a>(records: &'a [JobInfo], meta: &[u8]) -> Option<&'a JobInfo> {
+    let m: serde_json::Value = serde_json::from_slice(meta).expect("a meta");
+    let id = m["job_id"].as_u64()? as u32;
+    let element = m["element"].as_u64().map(|e| e as u32);
+    records.iter().find(|j| match (element, &j.array) {
+        (Some(i), Some(a)) => a.array_job_id.0 == id && a.task_id == Some(i),
+        (None, _) => j.job_id.0 == id,
+        _ => false,
+    })
 }
 
 /// `dev-cluster daemon ACTION NAME` on the test's cluster, timed.
@@ -298,7 +322,11 @@ async fn an_upgrade_restart_of_slurmctld_then_restd_and_dbd_outages_lose_nothing
         &dir.join("serve.log"),
     ));
     let counts = Arc::new(Counts::default());
-    let reqs: Arc<Vec<_>> = Arc::new((0..TASKS).map(|i| task("upg", i, 2)).collect());
+    let reqs: Arc<Vec<_>> = Arc::new(
+        (0..TASKS)
+            .map(|i| task(&support::unique(&format!("upg{i}")), 2, None))
+            .collect(),
+    );
     let v = c.user_client().version().await.expect("the API version");
     let keys: HashSet<String> = reqs.iter().map(|r| key_of(&c, v, r)).collect();
     let began = Instant::now();
@@ -340,7 +368,7 @@ async fn an_upgrade_restart_of_slurmctld_then_restd_and_dbd_outages_lose_nothing
     // neither listing 11 s after slurmdbd's start. A lost job never appears; a late record does.
     let mut waited = Duration::ZERO;
     let (live, cancelled) = loop {
-        let (live, cancelled) = records_by_key(&c, &keys, since).await;
+        let (live, cancelled) = records_by_key(records(&c, since).await, &keys);
         if keys.iter().all(|k| live.contains_key(k)) || waited >= Duration::from_secs(90) {
             break (live, cancelled);
         }
@@ -388,6 +416,16 @@ async fn an_upgrade_restart_of_slurmctld_then_restd_and_dbd_outages_lose_nothing
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_slurmctld_duplicates_nothing_and_misreports_nothing() {
+    crash_drill(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_claims_a_crashed_slurmctld_duplicates_nothing_and_misreports_nothing() {
+    crash_drill(true).await;
+}
+
+/// The crash drill, its once-only on claims or on keys.
+async fn crash_drill(claims: bool) {
     let Some(c) = cluster_with_accounting() else {
         return;
     };
@@ -395,20 +433,31 @@ async fn a_crashed_slurmctld_duplicates_nothing_and_misreports_nothing() {
     let _restore = Restore(&c);
     const TASKS: usize = 16;
     let dir = common::fresh_dir("ctld-crash");
-    let fleet = Arc::new(Fleet::start(
-        REPLICAS,
-        support::fleet_env(),
-        &dir.join("serve.log"),
-    ));
+    let mut env = support::fleet_env();
+    if claims {
+        env.push(("FLYTE_SLURM_ONCE_ONLY", "claims".into()));
+        env.push((
+            "FLYTE_SLURM_CLAIMS",
+            format!("file://{}/claims", dir.display()),
+        ));
+    }
+    let fleet = Arc::new(Fleet::start(REPLICAS, env, &dir.join("serve.log")));
     let counts = Arc::new(Counts::default());
+    let runs = support::Runs::new(&c);
+    let run_names: Vec<String> = (0..TASKS)
+        .map(|i| support::unique(&format!("crash{i}")))
+        .collect();
     // Some end before the crash, some while slurmctld is gone, some after it is back.
     let reqs: Arc<Vec<_>> = Arc::new(
-        (0..TASKS)
-            .map(|i| task("crash", i, 2 + (i % 4) as u32 * 3))
+        run_names
+            .iter()
+            .enumerate()
+            .map(|(i, run)| task(run, 2 + (i % 4) as u32 * 3, Some(&runs)))
             .collect(),
     );
     let v = c.user_client().version().await.expect("the API version");
-    let keys: HashSet<String> = reqs.iter().map(|r| key_of(&c, v, r)).collect();
+    let keys_by_task: Vec<String> = reqs.iter().map(|r| key_of(&c, v, r)).collect();
+    let keys: HashSet<String> = keys_by_task.iter().cloned().collect();
     let began = Instant::now();
     let since = chrono::Utc::now().timestamp() - 60;
     let until = began + DRILL_DEADLINE;
@@ -516,12 +565,38 @@ async fn a_crashed_slurmctld_duplicates_nothing_and_misreports_nothing() {
     let results = progress.ended.lock().await;
     assert_eq!(results.len(), TASKS);
     // Slurm's own final word on each job (slurmdbd has every job that ran; slurmctld the newest).
-    let (live, cancelled) = records_by_key(&c, &keys, since).await;
-    let doubled: Vec<_> = live
-        .iter()
-        .filter(|(_, js)| js.len() > 1)
-        .map(|(k, js)| (k, js.iter().map(|j| j.job_id.0).collect::<Vec<_>>()))
-        .collect();
+    let records = records(&c, since).await;
+    // Each execution's jobs: on keys, Slurm's records of its key; on claims (no key on a job),
+    // the jobs its script says ran it. A job Slurm itself ran again (a requeue) is one job.
+    let (live, cancelled) = if claims {
+        let live: HashMap<String, Vec<JobInfo>> = results
+            .iter()
+            .filter_map(|(i, (meta, _, _))| {
+                let job = record_of_meta(&records, meta)?;
+                Some((keys_by_task[*i].clone(), vec![job.clone()]))
+            })
+            .collect();
+        (live, 0)
+    } else {
+        records_by_key(records.clone(), &keys)
+    };
+    let doubled: Vec<(String, Vec<String>)> = if claims {
+        run_names
+            .iter()
+            .map(|run| {
+                let mut jobs = runs.of(run);
+                jobs.sort();
+                jobs.dedup();
+                (run.clone(), jobs)
+            })
+            .filter(|(_, jobs)| jobs.len() > 1)
+            .collect()
+    } else {
+        live.iter()
+            .filter(|(_, js)| js.len() > 1)
+            .map(|(k, js)| (k.clone(), js.iter().map(|j| j.job_id.to_string()).collect()))
+            .collect()
+    };
     // The truth of each task is what its own job did: the exit-status marker its script left
     // (`<workdir>/<job name>.exit`, first field the exit code). Slurm's records cannot say it
     // here: the restarted slurmctld recovered jobs that had ended after its last save as
@@ -539,9 +614,7 @@ async fn a_crashed_slurmctld_duplicates_nothing_and_misreports_nothing() {
             Ok(text) => text.split_whitespace().next() == Some("0"),
             Err(_) => false,
         };
-        let job = live
-            .get(&key_of(&c, v, &reqs[*i]))
-            .and_then(|js| js.first());
+        let job = live.get(&keys_by_task[*i]).and_then(|js| js.first());
         requeued += usize::from(job.is_some_and(|j| j.restart_count.unwrap_or(0) > 0));
         ghosts += usize::from(job.is_some_and(|j| ran_ok && j.state.base == BaseState::Running));
         let right = if m.contains("[SLURM_JOB_LOST]") {

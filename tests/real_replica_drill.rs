@@ -11,8 +11,13 @@
 //! - 300 tasks, every tenth the published plugin's `preprocess` fixture with two declared
 //!   outputs staged to a `file://` store.
 //!
-//! At the end: each execution has exactly one job that was not cancelled (slurmctld's records by
-//! key), every task SUCCEEDED, every declared output is present, 0 GetTask errors.
+//! At the end: every task SUCCEEDED, its script ran exactly once (each appends a line to a file
+//! of its execution), each execution has exactly one job that was not cancelled (with keys,
+//! slurmctld's records by key; with claims, no job left held for a claim), every declared output
+//! is present, 0 GetTask errors.
+//!
+//! The drill runs twice: on the keys (the default) and on claims (`FLYTE_SLURM_ONCE_ONLY=claims`,
+//! claims under a `file://` prefix of the fleet's own).
 //!
 //! The serve processes coalesce (`FLYTE_SLURM_COALESCE_WINDOW=200ms` unless set otherwise): tasks
 //! that meet on one replica within the window become elements of one job array.
@@ -47,7 +52,10 @@ const CREATORS: usize = 20;
 /// The whole drill's bound (it takes ~95 s): every wait of it ends by then.
 const DRILL_DEADLINE: Duration = Duration::from_secs(15 * 60);
 
-fn request_for(i: usize, store: &Path) -> (CreateTaskRequest, bool) {
+/// Task `i`'s request, its script recording its runs in `runs`; whether it declares outputs;
+/// its run name.
+fn request_for(i: usize, store: &Path, runs: &support::Runs) -> (CreateTaskRequest, bool, String) {
+    let ran = runs.line();
     let with_outputs = i.is_multiple_of(10);
     let mut req = if with_outputs {
         let mut r = common::request("script_preprocess.pb");
@@ -60,6 +68,7 @@ fn request_for(i: usize, store: &Path) -> (CreateTaskRequest, bool) {
                     !l.starts_with("#SBATCH --mem") && !l.starts_with("#SBATCH --cpus-per-task")
                 })
                 .map(|l| format!("{l}\n"))
+                .chain([ran])
                 .collect::<String>(),
             _ => panic!("the preprocess fixture has a script"),
         };
@@ -76,19 +85,39 @@ fn request_for(i: usize, store: &Path) -> (CreateTaskRequest, bool) {
             .unwrap()
             .fields
             .remove("sbatch");
-        r.script("#!/bin/bash\ntrue\n")
+        r.script(&format!("#!/bin/bash\n{ran}"))
     };
-    req = req.run_name(&support::unique(&format!("drill{i}")));
-    (req, with_outputs)
+    let run = support::unique(&format!("drill{i}"));
+    req = req.run_name(&run);
+    (req, with_outputs, run)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rolled_and_killed_replicas_lose_and_duplicate_nothing() {
     let Some(c) = support::cluster() else { return };
+    drill(&c, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_claims_rolled_and_killed_replicas_lose_and_duplicate_nothing() {
+    let Some(c) = support::cluster() else { return };
+    drill(&c, true).await;
+}
+
+/// The drill against `c`, its once-only on claims or on keys.
+async fn drill(c: &support::Cluster, claims: bool) {
     let dir = tempfile_dir();
     let store = dir.join("store");
     std::fs::create_dir_all(&store).unwrap();
+    let runs = support::Runs::new(c);
     let mut env = support::fleet_env();
+    if claims {
+        env.push(("FLYTE_SLURM_ONCE_ONLY", "claims".into()));
+        env.push((
+            "FLYTE_SLURM_CLAIMS",
+            format!("file://{}/claims", dir.display()),
+        ));
+    }
     // Coalescing on (issue 27), unless the run says otherwise: the drill's concurrent creators
     // make batches on each replica (86 of 300 tasks elements of arrays, measured), so rollouts
     // and the SIGKILL meet held arrays and settled elements too.
@@ -99,7 +128,9 @@ async fn rolled_and_killed_replicas_lose_and_duplicate_nothing() {
     let fleet = Arc::new(Fleet::start(REPLICAS, env, &log));
     let counts = Arc::new(Counts::default());
 
-    let reqs: Vec<(CreateTaskRequest, bool)> = (0..TASKS).map(|i| request_for(i, &store)).collect();
+    let reqs: Vec<(CreateTaskRequest, bool, String)> = (0..TASKS)
+        .map(|i| request_for(i, &store, &runs))
+        .collect();
     let began = Instant::now();
     let until = began + DRILL_DEADLINE;
     let next = Arc::new(AtomicUsize::new(0));
@@ -185,9 +216,20 @@ async fn rolled_and_killed_replicas_lose_and_duplicate_nothing() {
         working_dir: Some(c.workdir.clone()),
         ..Default::default()
     };
+    // Each script ran exactly once.
+    let not_once: Vec<(&str, Vec<String>)> = reqs
+        .iter()
+        .map(|(_, _, run)| (run.as_str(), runs.of(run)))
+        .filter(|(_, jobs)| jobs.len() != 1)
+        .collect();
+    assert!(
+        not_once.is_empty(),
+        "executions whose script did not run exactly once (run name, the jobs that ran it): \
+         {not_once:?}"
+    );
     let keys: HashSet<String> = reqs
         .iter()
-        .map(|(r, _)| {
+        .map(|(r, _, _)| {
             slurm_connector::render::render(
                 &slurm_connector::service::task_spec(r).unwrap(),
                 &render_cfg,
@@ -211,6 +253,22 @@ async fn rolled_and_killed_replicas_lose_and_duplicate_nothing() {
         );
     }
     let mut seen = HashSet::new();
+    if claims {
+        // Under claims an element carries no key: what runs each execution is what its claim
+        // recorded, which the scripts' runs above checked. Nothing may be left held for a claim.
+        let held: Vec<_> = records
+            .iter()
+            .filter(|j| slurm_connector::render::naming::held_for_claim(j))
+            .map(|j| j.job_id)
+            .collect();
+        assert!(held.is_empty(), "jobs left held for their claims: {held:?}");
+        for (meta, _) in results.values() {
+            let m: serde_json::Value = serde_json::from_slice(meta).unwrap();
+            let key = format!("{}_{}", m["job_id"], m["element"]);
+            live.entry(key).or_default().push(m["job_id"].as_u64().unwrap() as u32);
+        }
+        records.clear();
+    }
     for j in records {
         let Some(k) =
             slurm_connector::render::key_of_record(&j, j.array.as_ref().and_then(|a| a.task_id))
@@ -226,7 +284,10 @@ async fn rolled_and_killed_replicas_lose_and_duplicate_nothing() {
             live.entry(k.to_string()).or_default().push(j.job_id.0);
         }
     }
-    let missing: Vec<_> = keys.iter().filter(|k| !live.contains_key(*k)).collect();
+    let missing: Vec<_> = keys
+        .iter()
+        .filter(|k| !claims && !live.contains_key(*k))
+        .collect();
     let doubled: Vec<_> = live.iter().filter(|(_, ids)| ids.len() > 1).collect();
     assert!(
         missing.is_empty() || !c.accounting,
@@ -238,7 +299,7 @@ async fn rolled_and_killed_replicas_lose_and_duplicate_nothing() {
         "executions with more than one job: {doubled:?}"
     );
     let mut outputs = 0;
-    for (i, (_, with_outputs)) in reqs.iter().enumerate() {
+    for (i, (_, with_outputs, _)) in reqs.iter().enumerate() {
         if *with_outputs {
             let base = store.join(format!("t{i}"));
             assert!(base.join("stats").is_file(), "task {i}: stats missing");

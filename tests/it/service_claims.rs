@@ -408,20 +408,9 @@ fn coalescing_on_claims(mock: &Mock) -> slurm_connector::config::DeploymentConfi
     d
 }
 
-/// A burst coalesced on one replica on claims, then sent again to another: every execution runs
-/// once, on the element its claim records, and both replicas answer with it (the second from the
-/// claims, submitting nothing). A retried CreateTask reads its element from its claim.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_burst_coalesced_on_one_replica_is_read_from_its_claims_on_another() {
-    use common::RequestExt;
-    use slurm_connector::service::{Decoded, ResourceMeta, decode_meta};
-    let mock = Mock::start(
-        "claims-coalesce",
-        Duration::from_secs(600),
-        FaultConfig::default(),
-    )
-    .await;
-    let jobs = mock.dir.join("jobs");
+/// A mock and two replicas coalescing on claims in front of it.
+async fn two_coalescing_replicas(name: &str) -> (Mock, Vec<Server>, Vec<Grpc>) {
+    let mock = Mock::start(name, Duration::from_secs(600), FaultConfig::default()).await;
     let mut servers = Vec::new();
     let mut clients = Vec::new();
     for _ in 0..2 {
@@ -429,6 +418,18 @@ async fn a_burst_coalesced_on_one_replica_is_read_from_its_claims_on_another() {
         clients.push(s.client().await);
         servers.push(s);
     }
+    (mock, servers, clients)
+}
+
+/// A burst coalesced on one replica on claims, then sent again to another: every execution runs
+/// once, on the element its claim records, and both replicas answer with it (the second from the
+/// claims, submitting nothing). A retried CreateTask reads its element from its claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_burst_coalesced_on_one_replica_is_read_from_its_claims_on_another() {
+    use common::RequestExt;
+    use slurm_connector::service::{Decoded, ResourceMeta, decode_meta};
+    let (mock, servers, clients) = two_coalescing_replicas("claims-coalesce").await;
+    let jobs = mock.dir.join("jobs");
     let meta_of = |m: &[u8]| -> ResourceMeta {
         match decode_meta(m).unwrap() {
             Decoded::Ours(m) => m,
@@ -675,20 +676,8 @@ async fn metas_name_their_arrays(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_burst_at_two_replicas_at_once_runs_each_element_once_to_its_end() {
     use common::RequestExt;
-    let mock = Mock::start(
-        "claims-split",
-        Duration::from_secs(600),
-        FaultConfig::default(),
-    )
-    .await;
+    let (mock, servers, clients) = two_coalescing_replicas("claims-split").await;
     let jobs = mock.dir.join("jobs");
-    let mut servers = Vec::new();
-    let mut clients = Vec::new();
-    for _ in 0..2 {
-        let s = Server::start(coalescing_on_claims(&mock)).await;
-        clients.push(s.client().await);
-        servers.push(s);
-    }
     let script = format!(
         "#!/bin/bash\necho ran >> {}/\"$FLYTE_INTERNAL_EXECUTION_ID\".count\nsleep 0.3\n",
         jobs.display()

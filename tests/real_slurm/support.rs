@@ -209,6 +209,52 @@ impl Cluster {
     }
 }
 
+/// Where a drill's task scripts say they ran: a file per execution (its run name) in a folder
+/// beside the cluster's job files, a line per run with the job that ran it (`$SLURM_JOB_ID`, an
+/// array element's own id). What tells a duplicate where Slurm's records carry no key (claims).
+#[allow(dead_code)] // the drills' only
+pub struct Runs {
+    /// The folder as the cluster sees it.
+    on_cluster: String,
+    local: PathBuf,
+}
+
+#[allow(dead_code)]
+impl Runs {
+    pub fn new(c: &Cluster) -> Runs {
+        let name = unique("runs");
+        let local = c.workdir_local.join(&name);
+        std::fs::create_dir_all(&local).unwrap();
+        // The jobs' user writes there.
+        std::fs::set_permissions(
+            &local,
+            std::os::unix::fs::PermissionsExt::from_mode(0o777),
+        )
+        .unwrap();
+        Runs {
+            on_cluster: format!("{}/{name}", c.workdir),
+            local,
+        }
+    }
+
+    /// The script line that records a run.
+    pub fn line(&self) -> String {
+        format!(
+            "echo \"$SLURM_JOB_ID\" >> {}/\"$FLYTE_INTERNAL_EXECUTION_ID\"\n",
+            self.on_cluster
+        )
+    }
+
+    /// The runs of execution `run` (its run name): one job id a run.
+    pub fn of(&self, run: &str) -> Vec<String> {
+        std::fs::read_to_string(self.local.join(run))
+            .unwrap_or_default()
+            .lines()
+            .map(String::from)
+            .collect()
+    }
+}
+
 pub fn unique(tag: &str) -> String {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
