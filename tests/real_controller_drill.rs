@@ -180,6 +180,21 @@ fn record_of_meta<'a>(records: &'a [JobInfo], meta: &[u8]) -> Option<&'a JobInfo
     })
 }
 
+/// slurmctld recovers from a crash with its last state save; a cluster too new to have saved its
+/// associations' usage cannot (26.05: `fatal: No Assoc usage file
+/// (/var/lib/slurm/slurmctld/assoc_usage) to recover`, and slurmctld stays down). A stop, which
+/// saves it, and a start first, as on any cluster that has run a while.
+async fn state_saved(c: &support::Cluster) {
+    let usage = std::path::Path::new(&c.cache)
+        .join(&c.release)
+        .join("root/var/lib/slurm/slurmctld/assoc_usage");
+    if !usage.exists() {
+        c.dev_cluster(&["daemon", "stop", "slurmctld"]).await;
+        c.dev_cluster(&["daemon", "start", "slurmctld"]).await;
+        assert!(usage.exists(), "{} after a stop", usage.display());
+    }
+}
+
 /// `dev-cluster daemon ACTION NAME` on the test's cluster, timed.
 async fn daemon(
     c: &support::Cluster,
@@ -431,6 +446,7 @@ async fn crash_drill(claims: bool) {
     };
     let _alone = ONE_AT_A_TIME.lock().await;
     let _restore = Restore(&c);
+    state_saved(&c).await;
     const TASKS: usize = 16;
     let dir = common::fresh_dir("ctld-crash");
     let mut env = support::fleet_env();

@@ -128,9 +128,8 @@ async fn drill(c: &support::Cluster, claims: bool) {
     let fleet = Arc::new(Fleet::start(REPLICAS, env, &log));
     let counts = Arc::new(Counts::default());
 
-    let reqs: Vec<(CreateTaskRequest, bool, String)> = (0..TASKS)
-        .map(|i| request_for(i, &store, &runs))
-        .collect();
+    let reqs: Vec<(CreateTaskRequest, bool, String)> =
+        (0..TASKS).map(|i| request_for(i, &store, &runs)).collect();
     let began = Instant::now();
     let until = began + DRILL_DEADLINE;
     let next = Arc::new(AtomicUsize::new(0));
@@ -265,7 +264,9 @@ async fn drill(c: &support::Cluster, claims: bool) {
         for (meta, _) in results.values() {
             let m: serde_json::Value = serde_json::from_slice(meta).unwrap();
             let key = format!("{}_{}", m["job_id"], m["element"]);
-            live.entry(key).or_default().push(m["job_id"].as_u64().unwrap() as u32);
+            live.entry(key)
+                .or_default()
+                .push(m["job_id"].as_u64().unwrap() as u32);
         }
         records.clear();
     }

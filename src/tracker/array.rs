@@ -46,6 +46,10 @@ pub(super) struct ArrayTrack {
     pub(super) keys: BTreeMap<u32, Box<str>>,
     /// Its own record came back as a plain job: not looked up again for that.
     pub(super) own_record_plain: bool,
+    /// Another execution's job, which slurmctld gave the array's id (`array_given_away.rs`),
+    /// as the last look at it found it: what a task of that job, asking by the id alone, is
+    /// answered with while elements are left to follow.
+    pub(super) taken_by: Option<Box<Entry>>,
 }
 
 #[derive(Debug)]
@@ -376,7 +380,8 @@ impl Tracker {
                 // and that job left slurmctld before a tick saw it there.
                 if let Some(other) = found.get(m).filter(|r| r.array.is_none()) {
                     // Those this tick listed are alive; the others are missing.
-                    self.lose_elements(*m, t, other, now, |_, el| el.entry.known == Known::Seen);
+                    let _ = self
+                        .lose_elements(*m, t, other, now, |_, el| el.entry.known == Known::Seen);
                 }
                 for info in found
                     .values()

@@ -5,6 +5,10 @@
 //! they are lost at once, their record the other job's, so GetTask says so (its own exit marker
 //! if the element ran, else the cluster's failure, retried by Flyte) instead of after
 //! `lost_after`. The arrays themselves are tracked in `array.rs`.
+//!
+//! Once every element of such an array is over and the job under its id is another execution's,
+//! the id is followed as that job (its own task asks for it by the id alone) and the array is
+//! kept apart for its elements' GetTasks (`Tracker::given_away`).
 
 use std::collections::HashSet;
 
@@ -12,7 +16,7 @@ use crate::slurmrestd::{ElementState, JobId, JobInfo};
 
 use super::array::{ArrayTrack, Element, track, track_mut};
 use super::resolve::{apply_record, apply_state};
-use super::{Known, Tracker};
+use super::{Base, Entry, Known, Packed, Tracker};
 
 impl Tracker {
     /// Arrays whose id slurmctld now lists as a plain job (module doc). Their elements this tick
@@ -60,14 +64,49 @@ impl Tracker {
             };
             let now = self.now_secs();
             let mut jobs = self.jobs.lock().unwrap();
-            if let Some(t) = jobs.get_mut(m).and_then(track_mut) {
+            let Some(t) = jobs.get_mut(m).and_then(track_mut) else {
+                continue;
+            };
+            let theirs =
                 self.lose_elements(*m, t, &info, now, |i, el| listed.contains(&(el.id, i)));
+            let over = t.elements.len() >= t.indices.len()
+                && t.elements.values().all(|el| {
+                    el.entry.known == Known::Lost
+                        || el.entry.record_done
+                        || el.entry.state.is_terminal()
+                });
+            if !theirs {
+                // The array's own record, or an element's own execution: no other job's.
+                t.taken_by = None;
+                continue;
+            }
+            let mut job = Entry {
+                state: Packed {
+                    base: Base::Pending,
+                    flags: 0,
+                },
+                known: Known::Seen,
+                record_done: false,
+                since: now,
+                extra: None,
+            };
+            apply_state(&mut job, &info.state, now);
+            apply_record(&mut job, &info);
+            job.record_done = job.state.is_terminal();
+            if over {
+                let array = jobs.insert(*m, job).expect("tracked");
+                tracing::info!(cluster = %self.cluster, job_id = %m, job_name = %info.name, "every element of the array is over: its id is followed as the other execution's job, the array kept for its elements' tasks");
+                self.given_away.lock().unwrap().insert(*m, array);
+            } else {
+                t.taken_by = Some(Box::new(job));
             }
         }
     }
 
     /// The elements of array `m` that are not `alive`, lost: `other`, a job that is no array,
     /// has the array's id now (its key is their record's, for `service::report::own_job`).
+    /// Whether `other` is another execution's job: neither the array's own record nor one of
+    /// its elements' executions submitted again.
     pub(super) fn lose_elements(
         &self,
         m: JobId,
@@ -75,7 +114,7 @@ impl Tracker {
         other: &JobInfo,
         now: u32,
         alive: impl Fn(u32, &Element) -> bool,
-    ) {
+    ) -> bool {
         let keyed = crate::render::key_of_record(other, None);
         // A Flyte execution's job (it carries a key), not some other user's.
         let an_execution = keyed.is_some();
@@ -104,7 +143,7 @@ impl Tracker {
                 tracing::info!(cluster = %self.cluster, array = %m, job_name = %other.name, "slurmctld lists the array's id as a plain job, but the record is the array's own: its elements are followed, not lost");
             }
             t.own_record_plain = true;
-            return;
+            return false;
         }
         let mut lost = Vec::new();
         for i in t.indices.clone() {
@@ -140,5 +179,6 @@ impl Tracker {
         if !lost.is_empty() {
             tracing::warn!(cluster = %self.cluster, array = %m, indices = ?lost, job_name = %other.name, "the array's id is another job's (slurmctld lost the array in a restart from an older state save): its elements under that id are lost");
         }
+        an_execution && mine.is_none()
     }
 }

@@ -279,6 +279,10 @@ pub struct Tracker {
     held_for_check: Mutex<std::collections::HashSet<JobId>>,
     /// Ends whose record slurmdbd lacked at a tick, since when (`ends.rs`).
     awaited: Mutex<HashMap<ends::Awaited, u32>>,
+    /// Arrays whose id slurmctld gave to another execution's job, every element over: their
+    /// elements' GetTasks are answered from here, while `jobs` follows the id as that job
+    /// (`array_given_away.rs`). Evicted as finished jobs are.
+    given_away: Mutex<HashMap<JobId, Entry>>,
 }
 
 impl std::fmt::Debug for Tracker {
@@ -310,6 +314,7 @@ impl Tracker {
             held_arrays_at: Mutex::new(None),
             held_for_check: Default::default(),
             awaited: Default::default(),
+            given_away: Default::default(),
         }
     }
 
@@ -407,6 +412,7 @@ impl Tracker {
                     own: own.map(Into::into),
                     keys: Default::default(),
                     own_record_plain: false,
+                    taken_by: None,
                 })),
                 ..Default::default()
             })),
@@ -465,6 +471,12 @@ impl Tracker {
         own: Option<&str>,
         element: Option<u32>,
     ) -> JobSnapshot {
+        // An element of an array whose id is another job's now: the array as it ended.
+        if element.is_some()
+            && let Some(e) = self.given_away.lock().unwrap().get(&id)
+        {
+            return self.snapshot(id, e);
+        }
         let adopting = {
             let mut jobs = self.jobs.lock().unwrap();
             // The element's key before the first tick that may meet a record under the array's
@@ -475,8 +487,12 @@ impl Tracker {
                 }
             };
             note(&mut jobs);
+            // A task of a job of its own asks by the id alone.
+            let plain = array.is_none() && element.is_none();
             match jobs.get(&id) {
-                Some(e) if e.known != Known::NotYet => return self.snapshot(id, e),
+                Some(e) if e.known != Known::NotYet => {
+                    return self.snapshot(id, answering(e, plain));
+                }
                 Some(_) => false,
                 None => {
                     let since = self.now_secs();
@@ -532,6 +548,15 @@ impl Tracker {
             }
         }
         self.cached(id).unwrap_or_else(|| self.snapshot_unknown(id))
+    }
+}
+
+/// The entry that answers a GetTask for `e`'s id: for a task of a job of its own (`plain`),
+/// the job slurmctld gave a tracked array's id to, when it did; else `e`.
+fn answering(e: &Entry, plain: bool) -> &Entry {
+    match array::track(e).and_then(|t| t.taken_by.as_deref()) {
+        Some(job) if plain => job,
+        _ => e,
     }
 }
 

@@ -226,11 +226,8 @@ impl Runs {
         let local = c.workdir_local.join(&name);
         std::fs::create_dir_all(&local).unwrap();
         // The jobs' user writes there.
-        std::fs::set_permissions(
-            &local,
-            std::os::unix::fs::PermissionsExt::from_mode(0o777),
-        )
-        .unwrap();
+        std::fs::set_permissions(&local, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+            .unwrap();
         Runs {
             on_cluster: format!("{}/{name}", c.workdir),
             local,

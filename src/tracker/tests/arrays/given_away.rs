@@ -37,7 +37,14 @@ async fn an_array_whose_id_slurmctld_gave_away_is_lost_at_once() {
         )],
     );
     t.tick().await;
-    let s = t.status(JobId(2762)).await;
+    // A task of the other job asks by the id alone: that job, not the array.
+    let theirs = t.status(JobId(2762)).await;
+    assert!(theirs.elements.is_empty(), "{theirs:?}");
+    assert_eq!(theirs.key.as_deref(), Some("0123456789abcdef"));
+    assert_eq!(phase_of(&theirs), Phase::Running);
+    let s = t
+        .status_of(JobId(2762), Some(&[0, 1, 2, 3]), None, None)
+        .await;
     let by_index: Vec<(u32, Option<&str>, bool)> = s
         .elements
         .iter()
@@ -229,7 +236,9 @@ async fn a_job_under_a_lost_arrays_id_loses_no_element_this_replica_cannot_name(
     let phases = |s: &crate::tracker::JobSnapshot| -> Vec<Phase> {
         s.elements.iter().map(|e| phase_of(&e.snapshot)).collect()
     };
-    let s = t.status(JobId(3200)).await;
+    let s = t
+        .status_of(JobId(3200), Some(&[0, 1]), Some(k1), None)
+        .await;
     assert_ne!(
         phases(&s)[0],
         Phase::RetryableFailed,
@@ -243,10 +252,77 @@ async fn a_job_under_a_lost_arrays_id_loses_no_element_this_replica_cannot_name(
     // Element 0's GetTask reaches this replica: its key places the job.
     t.element_key(JobId(3200), 0, k0);
     t.tick().await;
-    let s = t.status(JobId(3200)).await;
+    let s = t
+        .status_of(JobId(3200), Some(&[0, 1]), Some(k1), None)
+        .await;
     assert_eq!(
         phases(&s),
         [Phase::Succeeded, Phase::RetryableFailed],
+        "{s:?}"
+    );
+}
+
+/// The crash drill on claims: an array of two elements lost with slurmctld's crash, and a job of
+/// another execution of its own given the array's id. Its task, asking by the id alone, is
+/// answered with its own job, while and after the array's elements are lost; their tasks with
+/// the array's lost elements.
+#[tokio::test]
+async fn a_job_of_its_own_under_a_lost_arrays_id_is_answered_as_itself() {
+    let (api, t) = tracker();
+    let (k0, k1, theirs) = ("00000000000000c0", "00000000000000c1", "00000000000000d2");
+    t.track_array(JobId(63), &[0, 1], Some(k0));
+    t.element_key(JobId(63), 0, k0);
+    t.element_key(JobId(63), 1, k1);
+    api.answer(&[(63, 0, "PENDING"), (63, 1, "PENDING")]);
+    t.tick().await;
+    // The restarted slurmctld lost the array and gave 63 to the other execution's job.
+    api.answer(&[]);
+    let running = JobState::from_strings(["RUNNING"]);
+    api.plain.lock().unwrap().insert(JobId(63), running.clone());
+    set_records(
+        &api,
+        &[JobInfo::new(
+            JobId(63),
+            format!("flyte-r2-t-{theirs}"),
+            running,
+        )],
+    );
+    t.tick().await;
+    let elements = |s: &crate::tracker::JobSnapshot| -> Vec<Phase> {
+        s.elements.iter().map(|e| phase_of(&e.snapshot)).collect()
+    };
+    let s = t
+        .status_of(JobId(63), Some(&[0, 1]), Some(k0), Some(0))
+        .await;
+    assert_eq!(
+        elements(&s),
+        [Phase::RetryableFailed, Phase::RetryableFailed],
+        "{s:?}"
+    );
+    let own = t.status(JobId(63)).await;
+    assert_eq!(phase_of(&own), Phase::Running, "{own:?}");
+    assert_eq!(own.key.as_deref(), Some(theirs));
+    // It ends: followed as the job it is.
+    let done = JobState::from_strings(["COMPLETED"]);
+    api.plain.lock().unwrap().insert(JobId(63), done.clone());
+    set_records(
+        &api,
+        &[JobInfo::new(
+            JobId(63),
+            format!("flyte-r2-t-{theirs}"),
+            done,
+        )],
+    );
+    t.tick().await;
+    t.tick().await;
+    let own = t.status(JobId(63)).await;
+    assert_eq!(phase_of(&own), Phase::Succeeded, "{own:?}");
+    let s = t
+        .status_of(JobId(63), Some(&[0, 1]), Some(k1), Some(1))
+        .await;
+    assert_eq!(
+        elements(&s),
+        [Phase::RetryableFailed, Phase::RetryableFailed],
         "{s:?}"
     );
 }
