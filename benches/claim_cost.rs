@@ -36,7 +36,7 @@ impl Slurm for Instant0 {
     async fn held(&self, _: &str) -> Result<Vec<JobRef>, Never> {
         Ok(Vec::new())
     }
-    async fn awaits_release(&self, _: JobRef) -> Result<bool, Never> {
+    async fn awaits_release(&self, _: JobRef, _: Option<&str>) -> Result<bool, Never> {
         Ok(false)
     }
     async fn release(&self, _: JobRef) -> Result<(), Never> {

@@ -29,6 +29,7 @@ fn recorded(by: &str, job_id: u32) -> Record {
         State::Recorded {
             job: JobRef::Job { job_id },
             array: None,
+            marker: None,
         },
     )
 }
@@ -178,6 +179,7 @@ async fn array_element(backend: &str, claim: &ClaimStore) {
     let recorded = State::Recorded {
         job,
         array: Some("0-999,1000,1002".into()),
+        marker: Some("fb-1".into()),
     };
     claim
         .advance(&h, Record::new("a", recorded.clone()))

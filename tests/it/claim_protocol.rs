@@ -198,7 +198,7 @@ impl Slurm for Replica {
         Ok(out)
     }
 
-    async fn awaits_release(&self, job: JobRef) -> Result<bool, FakeError> {
+    async fn awaits_release(&self, job: JobRef, _: Option<&str>) -> Result<bool, FakeError> {
         Ok(self.cluster.element(job) == Some(Element::Held))
     }
 
@@ -341,7 +341,7 @@ async fn assert_once(cluster: &Cluster, bucket: &Bucket, executions: &[String], 
     let mut recorded = Vec::new();
     for e in executions {
         match bucket.recorded(e).await.map(|r| r.state) {
-            Some(State::Recorded { job, array }) => {
+            Some(State::Recorded { job, array, .. }) => {
                 // An element's record names its array's indices, its own among them.
                 if let JobRef::Element { index, .. } = job {
                     let indices = array
@@ -392,7 +392,14 @@ fn the_decision_table() {
         (None, Step::Hold),
         (Some(rec("b", State::Deleted)), Step::Deleted),
         (
-            Some(rec("b", State::Recorded { job, array: None })),
+            Some(rec(
+                "b",
+                State::Recorded {
+                    job,
+                    array: None,
+                    marker: None,
+                },
+            )),
             Step::Answer(job),
         ),
         (

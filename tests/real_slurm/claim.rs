@@ -125,8 +125,8 @@ impl Slurm for DiesAtRelease<'_> {
         self.0.held(marker).await
     }
 
-    async fn awaits_release(&self, job: JobRef) -> Result<bool, Self::Error> {
-        self.0.awaits_release(job).await
+    async fn awaits_release(&self, job: JobRef, marker: Option<&str>) -> Result<bool, Self::Error> {
+        self.0.awaits_release(job, marker).await
     }
 
     async fn release(&self, _job: JobRef) -> Result<(), Self::Error> {
@@ -185,7 +185,11 @@ async fn a_sparse_held_array_left_by_a_dead_recorder_is_replaced_element_by_elem
             "{i}: {:?}",
             outcomes[i as usize]
         );
-        let Some(State::Recorded { job, array }) = claims[i as usize]
+        let Some(State::Recorded {
+            job,
+            array,
+            marker: recorded_marker,
+        }) = claims[i as usize]
             .read()
             .await
             .unwrap()
@@ -193,8 +197,10 @@ async fn a_sparse_held_array_left_by_a_dead_recorder_is_replaced_element_by_elem
         else {
             panic!("m{i} is not recorded");
         };
-        // Each element's record names the array's indices: without the deleted member's.
+        // Each element's record names the array's indices: without the deleted member's; and
+        // the batch's marker, which its held array carries.
         assert_eq!(array.as_deref(), Some("0-1,3"), "m{i}");
+        assert_eq!(recorded_marker.as_deref(), Some(marker.as_str()), "m{i}");
         recorded.insert(i, job);
     }
     let JobRef::Element { array_job_id, .. } = recorded[&0] else {
@@ -208,7 +214,18 @@ async fn a_sparse_held_array_left_by_a_dead_recorder_is_replaced_element_by_elem
                 index: *i
             }
         );
-        assert!(slurm.awaits_release(*job).await.unwrap(), "{job} is held");
+        assert!(
+            slurm.awaits_release(*job, Some(&marker)).await.unwrap(),
+            "{job} is held"
+        );
+        // Held, but not with another holding's marker (an id slurmctld gave another job).
+        assert!(
+            !slurm
+                .awaits_release(*job, Some("fb-another"))
+                .await
+                .unwrap(),
+            "{job} is held for another claim"
+        );
     }
     let before = elements(&client, array_job_id).await;
     assert!(

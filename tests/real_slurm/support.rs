@@ -210,8 +210,11 @@ impl Cluster {
 }
 
 /// Where a drill's task scripts say they ran: a file per execution (its run name) in a folder
-/// beside the cluster's job files, a line per run with the job that ran it (`$SLURM_JOB_ID`, an
-/// array element's own id). What tells a duplicate where Slurm's records carry no key (claims).
+/// beside the cluster's job files, a line per run with the job that ran it: `<id>`, or an array
+/// element's `<array id>_<index>`. What tells a duplicate where Slurm's records carry no key
+/// (claims). Not the element's own id: a slurmctld restarted from a state saved before an
+/// element started runs it again under a new one (26.05, the crash drill: `819`, then `822`, for
+/// element 0 of array 818), which is Slurm's rerun of the one job, as a requeue is.
 #[allow(dead_code)] // the drills' only
 pub struct Runs {
     /// The folder as the cluster sees it.
@@ -237,7 +240,8 @@ impl Runs {
     /// The script line that records a run.
     pub fn line(&self) -> String {
         format!(
-            "echo \"$SLURM_JOB_ID\" >> {}/\"$FLYTE_INTERNAL_EXECUTION_ID\"\n",
+            "echo \"${{SLURM_ARRAY_JOB_ID:-$SLURM_JOB_ID}}${{SLURM_ARRAY_TASK_ID:+_$SLURM_ARRAY_TASK_ID}}\" \
+             >> {}/\"$FLYTE_INTERNAL_EXECUTION_ID\"\n",
             self.on_cluster
         )
     }

@@ -145,7 +145,7 @@ pub async fn resolve(rt: &ClusterRuntime, uri: &str) -> Result<Found, claim::Cla
             lapsed: false,
         },
         Some(c) => match &c.record().state {
-            State::Recorded { job, array } => Found::Job(placement(*job, array.as_deref())),
+            State::Recorded { job, array, .. } => Found::Job(placement(*job, array.as_deref())),
             State::Deleted => Found::Deleted,
             State::Submitting { .. } => Found::Unrecorded {
                 by: Some(c.record().by.clone()),
@@ -199,19 +199,26 @@ pub async fn release_left_held(
 ) -> Result<bool, Box<dyn std::error::Error + Send + Sync>> {
     let claim = claim_at(rt, uri)?;
     let recorded = claim.read().await?.map(|c| c.record().state.clone());
-    if recorded
-        != Some(State::Recorded {
-            job: JobRef::Job { job_id: job_id.0 },
-            array: None,
-        })
-    {
-        return Ok(false);
-    }
+    let marker = match recorded {
+        Some(State::Recorded {
+            job: JobRef::Job { job_id: id },
+            marker,
+            ..
+        }) if id == job_id.0 => marker,
+        _ => return Ok(false),
+    };
+    // Held with this claim's holding's mark: after a slurmctld restart the id may be another
+    // execution's job, held for its own claim.
+    let ours = |j: &&crate::slurmrestd::JobInfo| {
+        crate::render::naming::held_for_claim(j)
+            && marker.as_deref().is_none_or(|m| {
+                j.comment
+                    .as_deref()
+                    .is_some_and(|c| c.ends_with(&crate::render::naming::claim_mark(m)))
+            })
+    };
     let records = client.job_records(job_id).await?;
-    let Some(held) = records
-        .iter()
-        .find(|j| j.job_id == job_id && crate::render::naming::held_for_claim(j))
-    else {
+    let Some(held) = records.iter().filter(|j| j.job_id == job_id).find(ours) else {
         return Ok(false);
     };
     let own =

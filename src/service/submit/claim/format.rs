@@ -57,8 +57,15 @@ pub enum State {
     /// This job runs the execution: answer every retried CreateTask with it. For an array's
     /// element, `array` is the array's indices as submitted (Slurm's syntax; gaps where another
     /// replica held a member of the batch), which every task's meta names, so that each
-    /// replica follows the array as it is; absent for a job of its own.
-    Recorded { job: JobRef, array: Option<String> },
+    /// replica follows the array as it is; absent for a job of its own. `marker`: the one its
+    /// holding gave the job's comment, until the release removes it (a retried CreateTask
+    /// settles a job left held only if it carries it: after a slurmctld restart the id may be
+    /// another execution's job, held for its own claim); absent in records written before.
+    Recorded {
+        job: JobRef,
+        array: Option<String>,
+        marker: Option<String>,
+    },
     /// DeleteTask came: nothing may run the execution any more (its job, if one was recorded
     /// before, is cancelled by the deleter).
     Deleted,
@@ -127,9 +134,10 @@ impl TryFrom<Wire> for Record {
                     replaces,
                 }
             }
-            (Kind::Recorded, (None, None, None, None), Some(job)) => State::Recorded {
+            (Kind::Recorded, (None, marker, None, None), Some(job)) => State::Recorded {
                 job,
                 array: w.array,
+                marker,
             },
             (Kind::Deleted, (None, None, None, None), None) => State::Deleted,
             (Kind::Submitting, ..) => {
@@ -169,8 +177,8 @@ impl From<Record> for Wire {
                 None,
                 None,
             ),
-            State::Recorded { job, array } => {
-                (Kind::Recorded, (None, None, None, None), Some(job), array)
+            State::Recorded { job, array, marker } => {
+                (Kind::Recorded, (None, marker, None, None), Some(job), array)
             }
             State::Deleted => (Kind::Deleted, (None, None, None, None), None, None),
         };
@@ -394,8 +402,17 @@ mod tests {
                 State::Recorded {
                     job: JobRef::Job { job_id: 4242 },
                     array: None,
+                    marker: None,
                 },
                 r#""state":"recorded","job":{"job_id":4242}"#,
+            ),
+            (
+                State::Recorded {
+                    job: JobRef::Job { job_id: 4242 },
+                    array: None,
+                    marker: Some("fc-1".into()),
+                },
+                r#""state":"recorded","marker":"fc-1","job":{"job_id":4242}"#,
             ),
             (
                 State::Recorded {
@@ -404,6 +421,7 @@ mod tests {
                         index: 17,
                     },
                     array: None,
+                    marker: None,
                 },
                 r#""state":"recorded","job":{"array_job_id":4300,"index":17}"#,
             ),
@@ -414,6 +432,7 @@ mod tests {
                         index: 17,
                     },
                     array: Some("0-16,18-99".into()),
+                    marker: None,
                 },
                 r#""state":"recorded","job":{"array_job_id":4300,"index":17},"array":"0-16,18-99""#,
             ),
@@ -462,6 +481,7 @@ mod tests {
         let job = State::Recorded {
             job: JobRef::Job { job_id: 7 },
             array: None,
+            marker: None,
         };
         let hold = |by: &str, lease| {
             let marker = "fc-1".into();

@@ -58,11 +58,14 @@ pub trait Slurm: Sync {
     /// holding left (a takeover, a renewal, a tombstone; rare, so a listing may serve it).
     fn held(&self, marker: &str) -> impl Future<Output = Result<Vec<JobRef>, Self::Error>> + Send;
 
-    /// Whether `job` is still held by this protocol (held, a claim's marker in its comment): a
-    /// recorded job its recorder died before releasing. Asked by every CreateTask that finds its
-    /// job recorded, so of one job alone.
-    fn awaits_release(&self, job: JobRef)
-    -> impl Future<Output = Result<bool, Self::Error>> + Send;
+    /// Whether `job` is still held by this protocol (held, `marker` in its comment; any claim's
+    /// marker when the record kept none): a recorded job its recorder died before releasing.
+    /// Asked by every CreateTask that finds its job recorded, so of one job alone.
+    fn awaits_release(
+        &self,
+        job: JobRef,
+        marker: Option<&str>,
+    ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
 
     /// Lets a recorded job, or a whole array, run: its hold and its marker removed. Releasing
     /// one already released succeeds. Never asked of one element: slurmrestd refuses to update
@@ -222,9 +225,16 @@ async fn settle_recorded<S: Slurm>(
     record: &Record,
     job: JobRef,
 ) -> Result<Recorded, ProtocolError> {
-    let held = slurm.awaits_release(job).await.map_err(slurm_err(format!(
-        "reading whether {job} awaits its release"
-    )))?;
+    let marker = match &record.state {
+        State::Recorded { marker, .. } => marker.as_deref(),
+        _ => None,
+    };
+    let held = slurm
+        .awaits_release(job, marker)
+        .await
+        .map_err(slurm_err(format!(
+            "reading whether {job} awaits its release"
+        )))?;
     if !held {
         return Ok(Recorded::Runs);
     }
@@ -375,7 +385,11 @@ async fn record<S: Slurm>(
     job: JobRef,
     array: Option<String>,
 ) -> Result<bool, ProtocolError> {
-    let recorded = Record::new(&me.name, State::Recorded { job, array });
+    let marker = match &held.record().state {
+        State::Submitting { marker, .. } => Some(marker.clone()),
+        _ => None,
+    };
+    let recorded = Record::new(&me.name, State::Recorded { job, array, marker });
     match claim.advance(held, recorded.clone()).await {
         Ok(_) => Ok(true),
         Err(e) if e.is_conflict() || matches!(e, ClaimError::Refused { .. }) => {

@@ -98,7 +98,7 @@ impl Slurm for Slurmrestd<'_> {
             .collect())
     }
 
-    async fn awaits_release(&self, job: JobRef) -> Result<bool, ClientError> {
+    async fn awaits_release(&self, job: JobRef, marker: Option<&str>) -> Result<bool, ClientError> {
         let id = match job {
             JobRef::Job { job_id } => job_id,
             JobRef::Element { array_job_id, .. } => array_job_id,
@@ -115,7 +115,7 @@ impl Slurm for Slurmrestd<'_> {
                 .find(|j| j.array.is_some_and(|a| a.task_id.is_none())),
             JobRef::Job { .. } => None,
         });
-        Ok(record.is_some_and(|j| held_with(j, None)))
+        Ok(record.is_some_and(|j| held_with(j, marker)))
     }
 
     async fn release(&self, job: JobRef) -> Result<(), ClientError> {
