@@ -456,14 +456,7 @@ async fn crash_drill(claims: bool) {
     state_saved(&c).await;
     const TASKS: usize = 16;
     let dir = common::fresh_dir("ctld-crash");
-    let mut env = support::fleet_env();
-    if claims {
-        env.push(("FLYTE_SLURM_ONCE_ONLY", "claims".into()));
-        env.push((
-            "FLYTE_SLURM_CLAIMS",
-            format!("file://{}/claims", dir.display()),
-        ));
-    }
+    let env = support::fleet_env_on(claims, &dir);
     let fleet = Arc::new(Fleet::start(REPLICAS, env, &dir.join("serve.log")));
     let counts = Arc::new(Counts::default());
     let runs = support::Runs::new(&c);

@@ -110,14 +110,7 @@ async fn drill(c: &support::Cluster, claims: bool) {
     let store = dir.join("store");
     std::fs::create_dir_all(&store).unwrap();
     let runs = support::Runs::new(c);
-    let mut env = support::fleet_env();
-    if claims {
-        env.push(("FLYTE_SLURM_ONCE_ONLY", "claims".into()));
-        env.push((
-            "FLYTE_SLURM_CLAIMS",
-            format!("file://{}/claims", dir.display()),
-        ));
-    }
+    let mut env = support::fleet_env_on(claims, &dir);
     // Coalescing on (issue 27), unless the run says otherwise: the drill's concurrent creators
     // make batches on each replica (86 of 300 tasks elements of arrays, measured), so rollouts
     // and the SIGKILL meet held arrays and settled elements too.

@@ -58,6 +58,21 @@ pub fn fleet_env() -> Vec<(&'static str, String)> {
     env
 }
 
+/// [`fleet_env`] with the once-only on claims (`FLYTE_SLURM_ONCE_ONLY=claims`) under `dir`, a
+/// folder of the fleet's own, when `claims`.
+#[allow(dead_code)] // real_slurm itself starts no fleet
+pub fn fleet_env_on(claims: bool, dir: &Path) -> Vec<(&'static str, String)> {
+    let mut env = fleet_env();
+    if claims {
+        env.push(("FLYTE_SLURM_ONCE_ONLY", "claims".into()));
+        env.push((
+            "FLYTE_SLURM_CLAIMS",
+            format!("file://{}/claims", dir.display()),
+        ));
+    }
+    env
+}
+
 /// The cluster, or `None` after reporting why the test is skipped (a failure when CI requires the
 /// `cluster` tier).
 pub fn cluster() -> Option<Cluster> {
