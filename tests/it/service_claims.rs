@@ -87,6 +87,17 @@ fn records(meta: &[u8]) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// The file of the claim's newest record.
+fn last_record(meta: &[u8]) -> std::path::PathBuf {
+    let uri = meta_json(meta)["claim"].as_str().unwrap().to_string();
+    let dir = std::path::PathBuf::from(uri.strip_prefix("file://").unwrap());
+    std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .max()
+        .expect("a record")
+}
+
 fn state_of(record: &serde_json::Value) -> String {
     record["state"].as_str().unwrap_or_default().to_string()
 }
@@ -345,6 +356,8 @@ async fn a_delete_before_the_job_exists_writes_the_tombstone_and_the_late_job_ne
 /// away) and its CreateTask had been answered deferred: another replica's GetTask reads the job
 /// from the claim, the tracker sees it held for its claim past `pending_detail_after` (30 s),
 /// and the cluster's takeover task releases it with its own comment back. One job, run once.
+/// While the record names another holding's marker than the job carries, nothing releases it
+/// (a mutant that ignores the marker fails here).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_recorded_job_left_held_is_released_through_a_get_task() {
     let mock = Mock::start(
@@ -375,6 +388,24 @@ async fn a_recorded_job_left_held_is_released_through_a_get_task() {
     let held = live_jobs(&mock, &key).await;
     assert_eq!(held.len(), 1, "{held:?}");
     assert_eq!(held[0].reason.as_deref(), Some("JobHeldUser"), "{held:?}");
+    // While the record names another holding's marker than the held job's comment carries (as
+    // when a restarted slurmctld gave the id to another execution's held job), nothing releases
+    // it: past the tracker's 30 s and the takeover, it is still held.
+    let last = last_record(&meta);
+    let recorded = std::fs::read(&last).unwrap();
+    let mut other: serde_json::Value = serde_json::from_slice(&recorded).unwrap();
+    assert!(other["marker"].is_string(), "{other}");
+    other["marker"] = "another-holding".into();
+    std::fs::write(&last, serde_json::to_vec(&other).unwrap()).unwrap();
+    let until = std::time::Instant::now() + Duration::from_secs(40);
+    while std::time::Instant::now() < until {
+        let (r, _) = drill::get(&mut c[1], &meta).await;
+        assert_ne!(Phase::of(r.unwrap().phase), Phase::Succeeded);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let still = live_jobs(&mock, &key).await;
+    assert_eq!(still[0].reason.as_deref(), Some("JobHeldUser"), "{still:?}");
+    std::fs::write(&last, &recorded).unwrap();
     let message = until_phase(&mut c[1], &meta, Phase::Succeeded).await;
     let live = live_jobs(&mock, &key).await;
     assert_eq!(live.len(), 1, "{live:?}");
