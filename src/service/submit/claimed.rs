@@ -209,14 +209,7 @@ pub async fn release_left_held(
     };
     // Held with this claim's holding's mark: after a slurmctld restart the id may be another
     // execution's job, held for its own claim.
-    let ours = |j: &&crate::slurmrestd::JobInfo| {
-        crate::render::naming::held_for_claim(j)
-            && marker.as_deref().is_none_or(|m| {
-                j.comment
-                    .as_deref()
-                    .is_some_and(|c| c.ends_with(&crate::render::naming::claim_mark(m)))
-            })
-    };
+    let ours = |j: &&crate::slurmrestd::JobInfo| claim::held_with(j, marker.as_deref());
     let records = client.job_records(job_id).await?;
     let Some(held) = records.iter().filter(|j| j.job_id == job_id).find(ours) else {
         return Ok(false);

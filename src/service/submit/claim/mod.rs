@@ -42,7 +42,7 @@ pub use format::{FORMAT_VERSION, JobRef, Record, State};
 pub use protocol::{
     Holder, Outcome, ProtocolError, Slurm, Step, create, create_batch, decide, delete,
 };
-pub use slurmrestd::{Slurmrestd, marker_tag};
+pub use slurmrestd::{Slurmrestd, held_with, marker_tag};
 pub use store::{CLAIM_DIR, ClaimStore, Current, StartCheck, check_at_start, probe, probe_at};
 
 /// What the claim layer reports. A [`Conflict`](ClaimError::Conflict) (another writer was first:

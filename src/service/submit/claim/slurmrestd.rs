@@ -39,7 +39,7 @@ fn target(job: JobRef) -> slurmrestd::JobRef {
 
 /// Whether `j` is held by its submitter with a claim's marker in its comment (`marker`: that
 /// one; `None`: any).
-fn held_with(j: &JobInfo, marker: Option<&str>) -> bool {
+pub fn held_with(j: &JobInfo, marker: Option<&str>) -> bool {
     naming::held_for_claim(j)
         && marker.is_none_or(|m| {
             j.comment
